@@ -1,0 +1,245 @@
+"""The campaign loop: Hypothesis draws graphs, workers judge them, the store keeps everything.
+
+Each worker slot runs its own Hypothesis engine (seeded from the campaign seed and the slot)
+in a thread that feeds one worker process; `hypothesis.target` steers each engine towards larger
+divergences. Invariants:
+- same seed, same workers, same torch: the same cases in the same order (a campaign replays);
+- a case is stored before the next one starts, and a resumed campaign skips stored cases
+  (it re-draws them, checks the spec digest and feeds the stored score to `target`);
+- nothing the compiler under test does stops the campaign: it becomes a verdict.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import platform
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from hypothesis import HealthCheck, Phase, given, seed, settings, target
+
+from fuzzer.buckets import bucket_key
+from fuzzer.config import CompileConfig
+from fuzzer.store import Store
+from fuzzer.worker import CaseRequest, Worker
+from generators.spec import GraphSpec
+from generators.strategies import graph_specs
+from oracles.verdict import finding_of
+from reports.files import write_bucket_folder
+
+STORE_NAME = "divfuzz.sqlite"
+
+
+class _StopCampaign(BaseException):
+    """Raised inside a Hypothesis body to end that slot's loop (not a test failure)."""
+
+
+@dataclass(frozen=True)
+class CampaignOptions:
+    device: str
+    out_dir: Path
+    config: CompileConfig = field(default_factory=CompileConfig)
+    seed: int = 0
+    budget_s: float | None = None
+    max_cases: int | None = None
+    workers: int = 1
+    strict: bool = False
+    timeout_s: float = 300.0
+    max_ops: int = 12
+    minimize: bool = False
+
+    def identity(self) -> dict:
+        """What makes two campaigns the same (so that one resumes the other)."""
+        return {"max_cases": self.max_cases, "workers": self.workers, "strict": self.strict, "max_ops": self.max_ops}
+
+
+@dataclass
+class Progress:
+    started: float = field(default_factory=time.time)
+    cases: int = 0
+    skipped: int = 0  # stored by an earlier, interrupted run and not run again
+    by_status: Counter = field(default_factory=Counter)
+    findings: int = 0
+    new_buckets: int = 0
+    buckets: set = field(default_factory=set)
+    case_wall_s: float = 0.0
+    timings: Counter = field(default_factory=Counter)
+
+
+@dataclass(frozen=True)
+class CampaignResult:
+    run_id: int
+    resumed: bool
+    progress: Progress
+    store_path: Path
+    interrupted: bool
+
+
+def environment_versions(device: str) -> dict:
+    import torch
+
+    versions = {"torch": torch.__version__, "python": platform.python_version(), "cuda": torch.version.cuda}
+    try:
+        import triton
+
+        versions["triton"] = triton.__version__
+    except ImportError:
+        versions["triton"] = None
+    if device.startswith("cuda") and torch.cuda.is_available():
+        versions["gpu"] = torch.cuda.get_device_name(torch.device(device))
+    return versions
+
+
+def slot_quota(max_cases: int | None, workers: int, slot: int) -> int | None:
+    """Cases for one slot: max_cases split evenly, the first slots taking the remainder."""
+    if max_cases is None:
+        return None
+    return max_cases // workers + (1 if slot < max_cases % workers else 0)
+
+
+class Campaign:
+    def __init__(self, opts: CampaignOptions, *, on_progress: Callable[[Progress], None] | None = None):
+        self.opts = opts
+        self.on_progress = on_progress or (lambda p: None)
+        self.progress = Progress()
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        opts.out_dir.mkdir(parents=True, exist_ok=True)
+        self.store = Store(opts.out_dir / STORE_NAME)
+        self.run_id, self.resumed = self.store.start_run(
+            seed=opts.seed,
+            device=opts.device,
+            config=opts.config.to_dict(),
+            options=opts.identity(),
+            versions=environment_versions(opts.device),
+        )
+        self.deadline = time.time() + opts.budget_s if opts.budget_s else None
+        self.threads_per_worker = max(1, (os.cpu_count() or 1) // max(1, opts.workers))
+
+    def run(self) -> CampaignResult:
+        threads = [
+            threading.Thread(target=self._slot, args=(slot,), name=f"divfuzz-slot-{slot}", daemon=True)
+            for slot in range(self.opts.workers)
+        ]
+        interrupted = False
+        try:
+            for t in threads:
+                t.start()
+            while any(t.is_alive() for t in threads):
+                for t in threads:
+                    t.join(0.2)
+                if self.deadline and time.time() > self.deadline:
+                    self.stop.set()
+        except KeyboardInterrupt:
+            interrupted = True
+            self.stop.set()
+            for t in threads:
+                t.join(self.opts.timeout_s + 30)
+        self.store.finish_run(self.run_id, "interrupted" if interrupted else "finished")
+        return CampaignResult(self.run_id, self.resumed, self.progress, self.store.path, interrupted)
+
+    # ---- one slot: a Hypothesis engine feeding one worker --------------------------------------
+    def _slot(self, slot: int) -> None:
+        opts = self.opts
+        quota = slot_quota(opts.max_cases, opts.workers, slot)
+        if quota == 0:
+            return
+        worker = Worker(opts.device, extra_env={"DIVFUZZ_WORKER_THREADS": str(self.threads_per_worker)})
+        counter = itertools.count()
+
+        @settings(
+            max_examples=quota if quota is not None else 10**9,
+            phases=(Phase.generate, Phase.target),
+            database=None,
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+            report_multiple_bugs=False,
+        )
+        @seed(opts.seed * 1009 + slot)
+        @given(graph_specs(max_ops=opts.max_ops))
+        def body(spec: GraphSpec) -> None:
+            if self.stop.is_set():
+                raise _StopCampaign
+            idx = next(counter)
+            if quota is not None and idx >= quota:
+                raise _StopCampaign
+            stored = self.store.stored_case(self.run_id, slot, idx)
+            if stored is not None and stored[0] == spec.digest():
+                with self.lock:
+                    self.progress.skipped += 1
+                target(stored[1])
+                return
+            self._run_case(slot, idx, spec, worker)
+            if self.deadline and time.time() > self.deadline:
+                self.stop.set()
+
+        try:
+            body()
+        except _StopCampaign:
+            pass
+        finally:
+            worker.stop()
+
+    def _run_case(self, slot: int, idx: int, spec: GraphSpec, worker: Worker) -> None:
+        opts = self.opts
+        t0 = time.perf_counter()
+        verdict = worker.run(CaseRequest(spec, opts.device, opts.config), opts.timeout_s)
+        wall = time.perf_counter() - t0
+        finding = finding_of(verdict, strict=opts.strict)
+        key = bucket_key(finding, spec, opts.device) if finding else None
+        score = verdict.score()
+        case_id, bucket_id, is_new = self.store.add_case(
+            run_id=self.run_id,
+            slot=slot,
+            idx=idx,
+            spec_digest=spec.digest(),
+            spec_json=spec.to_json(indent=None),
+            device=opts.device,
+            config=opts.config.to_dict(),
+            verdict=verdict.to_dict(),
+            score=score,
+            wall_s=wall,
+            finding_kind=finding.kind.value if finding else None,
+            key=key,
+            triage=finding.triage if finding else "",
+        )
+        if is_new:
+            folder = write_bucket_folder(
+                opts.out_dir / "buckets",
+                bucket_id=bucket_id,
+                key=key,
+                spec=spec,
+                device=opts.device,
+                config=opts.config,
+                verdict=verdict,
+                case_id=case_id,
+                timeout_s=int(opts.timeout_s),
+            )
+            self.store.set_bucket_folder(bucket_id, str(folder))
+        target(score)
+        with self.lock:
+            p = self.progress
+            p.cases += 1
+            p.by_status[verdict.status.value] += 1
+            p.case_wall_s += wall
+            for name, seconds in verdict.timings:
+                p.timings[name] += seconds
+            if finding:
+                p.findings += 1
+                p.buckets.add(bucket_id)
+            if is_new:
+                p.new_buckets += 1
+        self.on_progress(self.progress)
+
+
+def run_campaign(opts: CampaignOptions, on_progress: Callable[[Progress], None] | None = None) -> CampaignResult:
+    campaign = Campaign(opts, on_progress=on_progress)
+    try:
+        return campaign.run()
+    finally:
+        campaign.store.close()

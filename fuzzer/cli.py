@@ -1,0 +1,281 @@
+"""The `divfuzz` command line: fuzz, replay, report (and the commands later modules add).
+
+Exit codes: 0 when it ran (findings are results, not errors); 2 for bad input, with a message
+naming what was wrong; a killed campaign also exits 2 after saving, and resumes when re-run.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import sys
+import time
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from generators.errors import DivfuzzError
+
+console = Console(stderr=True)
+# Wide when piped (CI logs), so tables are not squeezed to 80 columns.
+out = Console() if sys.stdout.isatty() else Console(width=200)
+
+_BUDGET = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+
+
+def parse_budget(text: str) -> float:
+    """'90s', '10m', '8h', '1h30m' -> seconds; a bare number is seconds."""
+    from fuzzer.errors import ConfigError
+
+    t = text.strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", t):
+        return float(t)
+    m = _BUDGET.match(t)
+    if not t or not m or not any(m.groups()):
+        raise ConfigError(f"Expected a duration like 90s, 10m, 8h or 1h30m for --budget but got {text!r}")
+    h, mi, s = (int(g) if g else 0 for g in m.groups())
+    return float(h * 3600 + mi * 60 + s)
+
+
+def resolve_device(device: str) -> str:
+    """'auto' -> 'cuda' when a GPU is there, else 'cpu'; a CUDA device that is not there is an error."""
+    import torch
+
+    from fuzzer.errors import DeviceUnavailableError
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise DeviceUnavailableError(f"--device {device}: no CUDA GPU is available to this torch ({torch.__version__})")
+        index = torch.device(device).index or 0
+        if index >= torch.cuda.device_count():
+            raise DeviceUnavailableError(f"--device {device}: only {torch.cuda.device_count()} CUDA device(s) here")
+        return device
+    if device != "cpu":
+        raise DeviceUnavailableError(f"Expected --device auto, cpu or cuda[:N] but got {device!r}")
+    return device
+
+
+def _compile_config(backend: str, inductor: tuple[str, ...], dynamic: bool, mode: str | None):
+    from fuzzer.config import CompileConfig, parse_inductor_overrides, resolve_backend, validate_inductor_overrides
+
+    resolve_backend(backend)
+    overrides = parse_inductor_overrides(inductor)
+    validate_inductor_overrides(overrides)
+    return CompileConfig(backend=backend, dynamic=dynamic or False, mode=mode).with_inductor(**overrides)
+
+
+class DivfuzzGroup(click.Group):
+    """Turns divfuzz's own errors into a message and exit code 2."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except DivfuzzError as e:
+            console.print(f"[bold red]error:[/] {e}", highlight=False)
+            sys.exit(2)
+
+
+@click.group(cls=DivfuzzGroup)
+@click.version_option(package_name="divfuzz")
+def main() -> None:
+    """divfuzz: find where torch.compile computes different numbers than eager."""
+
+
+def compile_options(f):
+    f = click.option("--backend", default="inductor", show_default=True, help="Registered backend name or module:function.")(f)
+    f = click.option("--inductor", multiple=True, metavar="KEY=VALUE", help="Inductor config override (repeatable).")(f)
+    f = click.option("--dynamic", is_flag=True, help="Compile with dynamic=True.")(f)
+    f = click.option("--mode", default=None, help="torch.compile mode (e.g. max-autotune).")(f)
+    return f
+
+
+@main.command()
+@click.option("--device", default="auto", show_default=True, help="auto, cpu or cuda[:N].")
+@click.option("--budget", default=None, help="Wall-clock budget, e.g. 10m or 8h (default 10m unless --max-cases).")
+@click.option("--max-cases", type=click.IntRange(min=1), default=None, help="Stop after this many cases.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("divfuzz-out"), show_default=True)
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=300.0, show_default=True, help="Seconds per case.")
+@click.option("--max-ops", type=click.IntRange(1, 40), default=12, show_default=True)
+@click.option("--strict", is_flag=True, help="Bucket every fp32 bit difference, not only compiled-worse ones.")
+@click.option("--no-live", is_flag=True, help="No live view (plain progress lines).")
+@compile_options
+def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, strict, no_live, backend, inductor, dynamic, mode):
+    """Run a campaign: draw graphs, compare eager and compiled, bucket what diverges."""
+    from fuzzer.campaign import CampaignOptions, run_campaign
+
+    budget_s = parse_budget(budget) if budget else (None if max_cases else 600.0)
+    device = resolve_device(device)
+    config = _compile_config(backend, inductor, dynamic, mode)
+    opts = CampaignOptions(
+        device=device,
+        out_dir=out_dir,
+        config=config,
+        seed=seed,
+        budget_s=budget_s,
+        max_cases=max_cases,
+        workers=workers,
+        strict=strict,
+        timeout_s=timeout_s,
+        max_ops=max_ops,
+    )
+    signal.signal(signal.SIGTERM, lambda *a: signal.default_int_handler(signal.SIGINT, None))
+    console.print(
+        f"divfuzz fuzz: device {device}, backend {config.describe()}, seed {seed}, "
+        f"{'budget ' + str(int(budget_s)) + ' s' if budget_s else ''}{' max ' + str(max_cases) + ' cases' if max_cases else ''}, "
+        f"store {out_dir / 'divfuzz.sqlite'}",
+        highlight=False,
+    )
+    live_view = _LiveView(opts) if not no_live and console.is_terminal else _LineView(opts)
+    with live_view:
+        result = run_campaign(opts, on_progress=live_view.update)
+    _print_summary(result)
+    if result.interrupted:
+        console.print(
+            f"[bold yellow]interrupted:[/] {result.progress.cases} cases stored; run the same command again to resume",
+            highlight=False,
+        )
+        sys.exit(2)
+
+
+class _LineView:
+    """Progress as plain lines (CI logs, pipes): one every 10 cases."""
+
+    def __init__(self, opts):
+        self.opts = opts
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def update(self, p) -> None:
+        if p.cases % 10 == 0:
+            console.print(_status_line(self.opts, p), highlight=False)
+
+
+class _LiveView(_LineView):
+    def __enter__(self):
+        self.live = Live(console=console, refresh_per_second=2, transient=True)
+        self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.live.__exit__(*exc)
+
+    def update(self, p) -> None:
+        self.live.update(_status_line(self.opts, p))
+
+
+def _status_line(opts, p) -> str:
+    elapsed = time.time() - p.started
+    rate = p.cases / elapsed * 60 if elapsed > 0 else 0.0
+    left = f", {max(0, opts.budget_s - elapsed):.0f} s left" if opts.budget_s else ""
+    done = f"/{opts.max_cases}" if opts.max_cases else ""
+    return (
+        f"{p.cases}{done} cases ({rate:.1f}/min), {p.findings} findings in {len(p.buckets)} buckets "
+        f"({p.new_buckets} new){left}"
+    )
+
+
+def _print_summary(result) -> None:
+    from fuzzer.store import Store
+
+    p = result.progress
+    store = Store(result.store_path)
+    try:
+        elapsed = time.time() - p.started
+        out.print(
+            f"run {result.run_id}{' (resumed)' if result.resumed else ''}: {p.cases} cases in {elapsed:.0f} s "
+            f"({p.cases / elapsed * 60 if elapsed else 0:.1f}/min); statuses "
+            + ", ".join(f"{k} {v}" for k, v in sorted(p.by_status.items()))
+            + (f"; {p.skipped} stored cases skipped" if p.skipped else ""),
+            highlight=False,
+        )
+        table = Table(title=f"buckets of run {result.run_id}")
+        for col in ("id", "kind", "dtype", "device", "ops", "triage", "cases", "new", "folder"):
+            table.add_column(col)
+        for b in store.buckets(run_id=result.run_id):
+            k = b.key
+            table.add_row(
+                str(b.id),
+                k.kind + (f" {k.detail}" if k.detail else ""),
+                k.dtype,
+                k.device_type,
+                k.signature,
+                b.triage,
+                str(b.count),
+                "yes" if b.first_run_id == result.run_id else "",
+                b.folder or "",
+            )
+        out.print(table)
+    finally:
+        store.close()
+
+
+@main.command()
+@click.argument("spec_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--device", default="auto", show_default=True)
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=300.0, show_default=True)
+@compile_options
+def replay(spec_file, device, timeout_s, backend, inductor, dynamic, mode):
+    """Re-run one case from a spec.json (in a worker process) and print its verdict."""
+    from fuzzer.worker import CaseRequest, Worker
+    from generators.validate import load_spec
+    from oracles.verdict import finding_of
+    from reports.markdown import verdict_table
+
+    spec = load_spec(_read(spec_file), source=str(spec_file))
+    device = resolve_device(device)
+    config = _compile_config(backend, inductor, dynamic, mode)
+    worker = Worker(device)
+    try:
+        verdict = worker.run(CaseRequest(spec, device, config), timeout_s)
+    finally:
+        worker.stop()
+    finding = finding_of(verdict)
+    out.print(f"{spec_file}: {verdict.status.value}" + (f" — {verdict.error_type}: {verdict.error_message}" if verdict.error_type else ""), highlight=False)
+    out.print(verdict_table(verdict), highlight=False)
+    out.print(f"finding: {finding.kind.value} ({finding.triage})" if finding else "finding: none", highlight=False)
+
+
+@main.command()
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("divfuzz-out"), show_default=True)
+@click.option("--run", "run_id", type=int, default=None, help="Only buckets seen in this run.")
+def report(out_dir, run_id):
+    """Print the buckets of a store as markdown."""
+    from fuzzer.campaign import STORE_NAME
+    from fuzzer.errors import StoreError
+    from fuzzer.store import Store
+    from reports.markdown import buckets_markdown
+
+    path = out_dir / STORE_NAME
+    if not path.exists():
+        raise StoreError(f"{path}: no store here (run `divfuzz fuzz --out {out_dir}` first)")
+    store = Store(path)
+    try:
+        out.print(buckets_markdown(store, run_id=run_id), markup=False, highlight=False)
+    finally:
+        store.close()
+
+
+def _read(path: Path) -> str:
+    from generators.errors import SpecError
+
+    try:
+        return path.read_text()
+    except OSError as e:
+        raise SpecError(f"{path}: cannot read ({e.strerror})") from None
+    except UnicodeDecodeError:
+        raise SpecError(f"{path}: not a text file") from None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,160 @@
+"""Running one case in the current process: eager twice, float64 reference, compiled; then oracles.
+
+`execute_case` is the only function that calls `torch.compile`. It never raises for a failure of
+the compiler under test: errors become a `Verdict` with an error status. It runs inside a worker
+process (`fuzzer.worker`), which turns crashes and hangs into verdicts too.
+Invariant: the result is a pure function of (spec, device, config), up to nondeterminism that
+the double eager run detects.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any
+
+import torch
+
+from fuzzer.config import CompileConfig, resolve_backend
+from generators.build import (
+    boundary_maps,
+    build_callable,
+    build_reference,
+    cotangents,
+    make_inputs,
+    reference_inputs,
+)
+from generators.spec import GraphSpec
+from oracles.compare import compare_float, compare_int
+from oracles.ulp import bitwise_equal
+from oracles.verdict import OutputVerdict, Status, Verdict
+
+Named = list[tuple[str, torch.Tensor]]
+
+
+class _Clock:
+    def __init__(self, device: str):
+        self.device = device
+        self.spans: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def span(self, name: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            if self.device.startswith("cuda"):
+                torch.cuda.synchronize()
+            self.spans[name] = self.spans.get(name, 0.0) + time.perf_counter() - start
+
+
+def run_forward_backward(spec: GraphSpec, fn, inputs: list[torch.Tensor], cots=None) -> tuple[Named, list]:
+    """Outputs (and, for backward specs, gradients of every requires_grad input), named.
+
+    `cots` are the output gradients to use; when None they are drawn from the recipe's seed and
+    returned, so that the compiled and reference runs can reuse the same values.
+    """
+    if not spec.backward:
+        with torch.no_grad():
+            outs = fn(*inputs)
+        return [(n, o) for n, o in zip(spec.outputs, outs)], []
+    outs = fn(*inputs)
+    if cots is None:
+        cots = cotangents(outs, spec.recipe.seed)
+    named: Named = [(n, o.detach()) for n, o in zip(spec.outputs, outs)]
+    pairs = [(o, c) for o, c in zip(outs, cots) if c is not None and o.requires_grad]
+    targets = [(t.name, x) for t, x in zip(spec.inputs, inputs) if t.requires_grad]
+    if pairs and targets:
+        grads = torch.autograd.grad(
+            [o for o, _ in pairs],
+            [x for _, x in targets],
+            [c.to(o.dtype) for o, c in pairs],
+            allow_unused=True,
+        )
+        named += [(f"grad:{name}", g) for (name, _), g in zip(targets, grads) if g is not None]
+    return named, cots
+
+
+def _error_type(e: BaseException) -> str:
+    inner = getattr(e, "inner_exception", None)
+    if inner is not None:
+        return f"{type(e).__name__}({type(inner).__name__})"
+    return type(e).__name__
+
+
+def _is_compile_error(e: BaseException) -> bool:
+    mod = type(e).__module__ or ""
+    return mod.startswith(("torch._dynamo", "torch._inductor")) or getattr(e, "inner_exception", None) is not None
+
+
+def _compile(fn, config: CompileConfig):
+    return torch.compile(fn, backend=resolve_backend(config.backend), dynamic=config.dynamic, mode=config.mode)
+
+
+def _inductor_patch(config: CompileConfig):
+    if not config.inductor:
+        return contextlib.nullcontext()
+    import torch._inductor.config as inductor_config
+
+    return inductor_config.patch(dict(config.inductor))
+
+
+def execute_case(spec: GraphSpec, device: str, config: CompileConfig, *, profile: bool = False) -> Verdict:
+    """Run one case and judge it. With `profile`, also time a second (warm) compiled run."""
+    clock = _Clock(device)
+    device_type = torch.device(device).type
+    with clock.span("build"):
+        inputs = make_inputs(spec, device)
+        eager_fn = build_callable(spec, device_type)
+        env: dict[str, Any] = {}
+        probe_fn = build_callable(spec, device_type, keep=env)
+    try:
+        with clock.span("eager"):
+            eager, cots = run_forward_backward(spec, probe_fn, inputs)
+            eager2, _ = run_forward_backward(spec, eager_fn, inputs, cots)
+    except Exception as e:  # a graph that fails eagerly is a divfuzz generator bug
+        return Verdict(Status.EAGER_ERROR, error_type=_error_type(e), error_message=str(e)[:2000])
+    real_dtypes = {k: str(v.dtype).removeprefix("torch.") for k, v in env.items() if isinstance(v, torch.Tensor)}
+    if not all(bitwise_equal(a, b) for (_, a), (_, b) in zip(eager, eager2)):
+        return Verdict(Status.NONDETERMINISTIC, timings=tuple(clock.spans.items()))
+
+    with clock.span("reference"):
+        ref_in = reference_inputs(inputs)
+        reference, _ = run_forward_backward(
+            spec, build_reference(spec), ref_in, [c.double() if c is not None else None for c in cots]
+        )
+        bounds = boundary_maps(spec, ref_in, real_dtypes)
+
+    torch._dynamo.reset()
+    try:
+        with clock.span("compile"), _inductor_patch(config):
+            compiled_fn = _compile(build_callable(spec, device_type), config)
+            compiled, _ = run_forward_backward(spec, compiled_fn, inputs, cots)
+    except Exception as e:
+        status = Status.COMPILE_ERROR if _is_compile_error(e) else Status.RUNTIME_ERROR
+        return Verdict(status, error_type=_error_type(e), error_message=str(e)[:2000], timings=tuple(clock.spans.items()))
+    if profile:
+        with clock.span("compiled_run"), _inductor_patch(config):
+            run_forward_backward(spec, compiled_fn, inputs, cots)
+
+    with clock.span("oracles"):
+        verdicts = judge_outputs(eager, compiled, reference, bounds)
+    status = Status.DIVERGED if any(v.differs for v in verdicts) else Status.OK
+    return Verdict(status, outputs=tuple(verdicts), timings=tuple(clock.spans.items()))
+
+
+def judge_outputs(eager: Named, compiled: Named, reference: Named, bounds: dict) -> list[OutputVerdict]:
+    """One OutputVerdict per eager output, matched to compiled and reference by name."""
+    comp = dict(compiled)
+    ref = dict(reference)
+    result = []
+    for name, e in eager:
+        c = comp.get(name)
+        if c is None or c.shape != e.shape:
+            # A missing or misshapen compiled output is itself a divergence: count all elements.
+            c = torch.full_like(e, float("nan")) if e.is_floating_point() else e + 1
+        if e.is_floating_point():
+            result.append(OutputVerdict(name, float_cmp=compare_float(e, c, ref[name])))
+        else:
+            result.append(OutputVerdict(name, int_cmp=compare_int(e, c, bounds.get(name))))
+    return result

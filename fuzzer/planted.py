@@ -1,0 +1,83 @@
+"""Planted-bug backends: torch.compile backends with one known defect each.
+
+They prove the oracles and the engine catch what they must (`--backend fuzzer.planted:ulp_bump`),
+and give a user a self-test of their set-up. Each wraps the FX graph eagerly (so nothing else
+differs) and plants exactly one defect:
+- `eager_in_disguise`: none; a campaign with it must find nothing;
+- `ulp_bump`: one bfloat16 ULP added to element 0 of the first bfloat16 output;
+- `uint8_flip`: element 0 of the first uint8 output increased by one (mod 256);
+- `compile_error`: raises `PlantedCompileError` while compiling;
+- `kill_worker`: the process kills itself with SIGKILL while compiling;
+- `hang`: sleeps for an hour when the compiled graph first runs.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import torch
+
+
+class PlantedCompileError(RuntimeError):
+    """Raised by the `compile_error` planted backend."""
+
+
+def eager_in_disguise(gm: torch.fx.GraphModule, example_inputs):
+    return gm.forward
+
+
+def _bump_first(outputs, dtype: torch.dtype, bump):
+    """Apply `bump` to the first output of `dtype`, keeping autograd's view of it intact."""
+    single = not isinstance(outputs, (tuple, list))
+    outs = [outputs] if single else list(outputs)
+    for i, o in enumerate(outs):
+        if isinstance(o, torch.Tensor) and o.dtype == dtype and o.numel() > 0:
+            with torch.no_grad():
+                changed = bump(o.detach().clone())
+            outs[i] = o + (changed - o.detach()) if o.requires_grad else changed
+            break
+    return outs[0] if single else type(outputs)(outs)
+
+
+def _one_ulp_up(t: torch.Tensor) -> torch.Tensor:
+    # bfloat16 is sign-magnitude: one more in the low bits is one ULP further from zero.
+    t.view(-1).view(torch.int16)[0] += 1
+    return t
+
+
+def _flip_uint8(t: torch.Tensor) -> torch.Tensor:
+    t.view(-1)[0] += 1
+    return t
+
+
+def ulp_bump(gm: torch.fx.GraphModule, example_inputs):
+    def run(*args):
+        return _bump_first(gm.forward(*args), torch.bfloat16, _one_ulp_up)
+
+    return run
+
+
+def uint8_flip(gm: torch.fx.GraphModule, example_inputs):
+    def run(*args):
+        return _bump_first(gm.forward(*args), torch.uint8, _flip_uint8)
+
+    return run
+
+
+def compile_error(gm: torch.fx.GraphModule, example_inputs):
+    raise PlantedCompileError("planted: this backend always fails to compile")
+
+
+def kill_worker(gm: torch.fx.GraphModule, example_inputs):
+    os.kill(os.getpid(), signal.SIGKILL)
+    return gm.forward
+
+
+def hang(gm: torch.fx.GraphModule, example_inputs):
+    def run(*args):
+        time.sleep(3600)
+        return gm.forward(*args)
+
+    return run

@@ -1,0 +1,156 @@
+"""Worker processes that stay alive across cases, and turn crashes and hangs into verdicts.
+
+A `Worker` owns one spawned process that imports torch once and runs cases sent over a pipe.
+Invariants:
+- `Worker.run` never raises for anything the compiler under test does: a dead process becomes
+  `Status.CRASH`, a case past its timeout becomes `Status.HANG`; the process is then replaced.
+- Start-up (importing torch) is not counted against a case's timeout.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import time
+import traceback
+from dataclasses import dataclass
+
+from fuzzer.config import CompileConfig
+from generators.spec import GraphSpec
+from oracles.verdict import Status, Verdict
+
+_CTX = mp.get_context("spawn")
+STARTUP_TIMEOUT_S = 300.0
+
+
+@dataclass(frozen=True)
+class CaseRequest:
+    spec: GraphSpec
+    device: str
+    config: CompileConfig
+    profile: bool = False
+
+    def to_message(self) -> dict:
+        return {
+            "spec": self.spec.to_json(indent=None),
+            "device": self.device,
+            "config": self.config.to_dict(),
+            "profile": self.profile,
+        }
+
+
+def _worker_main(conn, device: str, extra_env: dict) -> None:
+    """The worker's loop: import torch once, then execute cases until told to stop."""
+    os.environ.update(extra_env)
+    import torch
+
+    from fuzzer.execute import execute_case
+
+    torch.set_num_threads(max(1, int(os.environ.get("DIVFUZZ_WORKER_THREADS", "0")) or torch.get_num_threads()))
+    if device.startswith("cuda"):
+        torch.cuda.init()
+    conn.send({"ready": True, "pid": os.getpid()})
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:
+            return
+        if msg is None:
+            return
+        spec = GraphSpec.from_json(msg["spec"])
+        config = CompileConfig.from_dict(msg["config"])
+        try:
+            verdict = execute_case(spec, msg["device"], config, profile=msg.get("profile", False))
+        except Exception as e:  # a divfuzz bug: report it as data, keep the worker alive
+            verdict = Verdict(
+                Status.RUNTIME_ERROR,
+                error_type=f"DivfuzzInternalError({type(e).__name__})",
+                error_message=traceback.format_exc()[-2000:],
+            )
+        conn.send({"verdict": verdict.to_dict()})
+        if device.startswith("cuda") and verdict.status == Status.RUNTIME_ERROR:
+            try:
+                torch.cuda.synchronize()
+            except Exception:  # a sticky CUDA fault: this process cannot run more cases
+                return
+
+
+class Worker:
+    """One long-lived worker process for one device."""
+
+    def __init__(self, device: str, *, extra_env: dict | None = None):
+        self.device = device
+        self.extra_env = dict(extra_env or {})
+        self.process = None
+        self.conn = None
+        self.restarts = -1
+        self.startup_s = 0.0
+
+    def start(self) -> None:
+        t0 = time.perf_counter()
+        parent, child = _CTX.Pipe()
+        self.process = _CTX.Process(target=_worker_main, args=(child, self.device, self.extra_env), daemon=True)
+        self.process.start()
+        child.close()
+        self.conn = parent
+        if not parent.poll(STARTUP_TIMEOUT_S):
+            self.stop()
+            raise RuntimeError(f"divfuzz worker for {self.device} did not start within {STARTUP_TIMEOUT_S:.0f} s")
+        try:
+            parent.recv()
+        except EOFError:
+            code = self.process.exitcode
+            self.stop()
+            raise RuntimeError(f"divfuzz worker for {self.device} died while starting (exit code {code})") from None
+        self.restarts += 1
+        self.startup_s += time.perf_counter() - t0
+
+    def _alive(self) -> bool:
+        return self.process is not None and self.process.is_alive()
+
+    def run(self, request: CaseRequest, timeout_s: float) -> Verdict:
+        if not self._alive():
+            self.start()
+        t0 = time.perf_counter()
+        try:
+            self.conn.send(request.to_message())
+            if self.conn.poll(timeout_s):
+                return Verdict.from_dict(self.conn.recv()["verdict"])
+            self.kill()
+            return Verdict(
+                Status.HANG,
+                error_type="Timeout",
+                error_message=f"no result after {timeout_s:.0f} s",
+                timings=(("case", time.perf_counter() - t0),),
+            )
+        except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
+            self.process.join(5)
+            code = self.process.exitcode
+            self.kill()
+            sig = -code if code is not None and code < 0 else None
+            reason = f"signal {signal.Signals(sig).name}" if sig else f"exit code {code}"
+            return Verdict(
+                Status.CRASH,
+                error_type=f"WorkerDied({reason})",
+                error_message=f"the worker process died during the case ({reason})",
+                timings=(("case", time.perf_counter() - t0),),
+            )
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.is_alive():
+            self.process.kill()
+            self.process.join(10)
+        if self.conn is not None:
+            self.conn.close()
+        self.process = None
+        self.conn = None
+
+    def stop(self) -> None:
+        if self.conn is not None and self._alive():
+            try:
+                self.conn.send(None)
+                self.process.join(10)
+            except (BrokenPipeError, OSError):
+                pass
+        self.kill()

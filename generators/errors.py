@@ -1,0 +1,20 @@
+"""Every error that divfuzz raises for bad input to the IR, in one place.
+
+A bug in the compiler under test is never one of these: it is a finding (data), not an exception.
+"""
+
+
+class DivfuzzError(Exception):
+    """Base of divfuzz's own errors: bad input or bad configuration. The CLI maps these to exit 2."""
+
+
+class SpecError(DivfuzzError):
+    """A spec file or dict is malformed: not JSON, a wrong field type, a future schema version."""
+
+
+class UnknownOpError(SpecError):
+    """A spec names an op that the registry does not know."""
+
+
+class InvalidGraphError(SpecError):
+    """A spec is well-formed JSON but not a valid graph: a dangling name, a wrong shape or dtype."""

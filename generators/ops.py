@@ -1,0 +1,603 @@
+"""The registered ops: norms, activations, linears, pointwise, reductions, casts, integer encodings.
+
+Rules shared by all ops (they make every drawn graph valid by construction):
+- data inputs are floating; only encodings and counts produce integers, and nothing consumes an
+  integer value (integer values are always graph outputs);
+- binary ops take two values of the same shape;
+- weights have the data input's dtype, except under autocast, where they stay float32 as a
+  model's parameters would.
+In `code` templates, `D(torch.X)` is the dtype map: identity in the real graph, float64 in the
+reference build, exactly as `BuildContext.dt` does for `run`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from hypothesis import strategies as st
+
+from generators.registry import Meta, OpDef, WeightSpec, register
+
+FLOATS = ("float32", "bfloat16", "float16")
+INV_SQRT2 = 0.7071067811865476
+GELU_TANH_C = 0.7978845608028654
+
+
+def _promote(a: str, b: str) -> str:
+    if a == b:
+        return a
+    return "float32"
+
+
+def _one_float(metas: tuple[Meta, ...]) -> bool:
+    return len(metas) == 1 and metas[0].is_float and len(metas[0].shape) >= 1
+
+
+def _two_same(metas: tuple[Meta, ...]) -> bool:
+    return len(metas) == 2 and all(m.is_float for m in metas) and metas[0].shape == metas[1].shape
+
+
+def _same(metas, p):
+    return metas[0]
+
+
+def _same_binary(metas, p):
+    return Meta(metas[0].shape, _promote(metas[0].dtype, metas[1].dtype))
+
+
+def _wdtype(meta: Meta) -> str:
+    # The actual weight dtype is decided in strategies (float32 under autocast); this is the
+    # eager-without-autocast rule.
+    return meta.dtype
+
+
+def _eps(draw) -> float:
+    return draw(st.sampled_from([1e-5, 1e-6, 1e-12, 1e-3]))
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        if math.isinf(v):
+            return "float('inf')" if v > 0 else "float('-inf')"
+        return repr(v)
+    return repr(v)
+
+
+# ---------------------------------------------------------------------------------------------
+# Norms
+# ---------------------------------------------------------------------------------------------
+
+
+def _ln_weights(metas, p):
+    d = metas[0].shape[-1]
+    if not p.get("affine", True):
+        return ()
+    return (WeightSpec("weight", (d,), "near_one"), WeightSpec("bias", (d,), "near_zero"))
+
+
+def _run_layer_norm(ctx, x, *wb, eps, affine):
+    w, b = (wb if affine else (None, None))
+    return F.layer_norm(x, (x.shape[-1],), w, b, eps=eps)
+
+
+def _code_layer_norm(a, p):
+    w, b = (a[1], a[2]) if p["affine"] else ("None", "None")
+    return f"F.layer_norm({a[0]}, ({a[0]}.shape[-1],), {w}, {b}, eps={_fmt(p['eps'])})"
+
+
+register(
+    OpDef(
+        name="layer_norm",
+        family="norm",
+        arity=1,
+        accepts=_one_float,
+        infer=_same,
+        run=_run_layer_norm,
+        code=_code_layer_norm,
+        draw_params=lambda draw, metas: {"eps": _eps(draw), "affine": draw(st.booleans())},
+        weights=_ln_weights,
+    )
+)
+
+
+def _run_layer_norm_manual(ctx, x, *wb, eps, affine):
+    mean = x.mean(-1, keepdim=True)
+    var = (x - mean).pow(2).mean(-1, keepdim=True)
+    y = (x - mean) / torch.sqrt(var + eps)
+    if affine:
+        y = y * wb[0] + wb[1]
+    return y
+
+
+def _code_layer_norm_manual(a, p):
+    x = a[0]
+    core = (
+        f"(({x} - {x}.mean(-1, keepdim=True)) / torch.sqrt(({x} - {x}.mean(-1, keepdim=True)).pow(2)"
+        f".mean(-1, keepdim=True) + {_fmt(p['eps'])}))"
+    )
+    return f"{core} * {a[1]} + {a[2]}" if p["affine"] else core
+
+
+register(
+    OpDef(
+        name="layer_norm_manual",
+        family="norm",
+        arity=1,
+        accepts=_one_float,
+        infer=_same,
+        run=_run_layer_norm_manual,
+        code=_code_layer_norm_manual,
+        draw_params=lambda draw, metas: {"eps": _eps(draw), "affine": draw(st.booleans())},
+        weights=_ln_weights,
+    )
+)
+
+
+def _rms_weights(metas, p):
+    return (WeightSpec("weight", (metas[0].shape[-1],), "near_one"),) if p.get("affine", True) else ()
+
+
+register(
+    OpDef(
+        name="rms_norm",
+        family="norm",
+        arity=1,
+        accepts=_one_float,
+        infer=_same,
+        run=lambda ctx, x, *w, eps, affine: F.rms_norm(x, (x.shape[-1],), w[0] if affine else None, eps=eps),
+        code=lambda a, p: f"F.rms_norm({a[0]}, ({a[0]}.shape[-1],), {a[1] if p['affine'] else 'None'}, eps={_fmt(p['eps'])})",
+        draw_params=lambda draw, metas: {"eps": _eps(draw), "affine": draw(st.booleans())},
+        weights=_rms_weights,
+    )
+)
+
+
+def _run_rms_manual(ctx, x, *w, eps, affine):
+    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return y * w[0] if affine else y
+
+
+register(
+    OpDef(
+        name="rms_norm_manual",
+        family="norm",
+        arity=1,
+        accepts=_one_float,
+        infer=_same,
+        run=_run_rms_manual,
+        code=lambda a, p: (
+            f"{a[0]} * torch.rsqrt({a[0]}.pow(2).mean(-1, keepdim=True) + {_fmt(p['eps'])})"
+            + (f" * {a[1]}" if p["affine"] else "")
+        ),
+        draw_params=lambda draw, metas: {"eps": _eps(draw), "affine": draw(st.booleans())},
+        weights=_rms_weights,
+    )
+)
+
+
+def _channels(meta: Meta) -> int:
+    return meta.shape[1]
+
+
+def _gn_accepts(metas):
+    return _one_float(metas) and len(metas[0].shape) >= 2 and metas[0].shape[1] >= 2
+
+
+def _gn_params(draw, metas):
+    c = _channels(metas[0])
+    divisors = [g for g in range(1, c + 1) if c % g == 0 and g <= 32]
+    return {"groups": draw(st.sampled_from(divisors)), "eps": _eps(draw), "affine": draw(st.booleans())}
+
+
+def _gn_weights(metas, p):
+    c = _channels(metas[0])
+    if not p["affine"]:
+        return ()
+    return (WeightSpec("weight", (c,), "near_one"), WeightSpec("bias", (c,), "near_zero"))
+
+
+register(
+    OpDef(
+        name="group_norm",
+        family="norm",
+        arity=1,
+        accepts=_gn_accepts,
+        infer=_same,
+        run=lambda ctx, x, *wb, groups, eps, affine: F.group_norm(
+            x, groups, wb[0] if affine else None, wb[1] if affine else None, eps=eps
+        ),
+        code=lambda a, p: (
+            f"F.group_norm({a[0]}, {p['groups']}, {a[1] if p['affine'] else 'None'}, "
+            f"{a[2] if p['affine'] else 'None'}, eps={_fmt(p['eps'])})"
+        ),
+        draw_params=_gn_params,
+        weights=_gn_weights,
+    )
+)
+
+
+def _bn_weights(metas, p):
+    c = _channels(metas[0])
+    return (
+        WeightSpec("running_mean", (c,), "near_zero", trainable=False),
+        WeightSpec("running_var", (c,), "near_one", trainable=False),
+        WeightSpec("weight", (c,), "near_one"),
+        WeightSpec("bias", (c,), "near_zero"),
+    )
+
+
+register(
+    OpDef(
+        name="batch_norm_eval",
+        family="norm",
+        arity=1,
+        accepts=_gn_accepts,
+        infer=_same,
+        run=lambda ctx, x, rm, rv, w, b, eps: F.batch_norm(x, rm, rv, w, b, training=False, eps=eps),
+        code=lambda a, p: f"F.batch_norm({a[0]}, {a[1]}, {a[2]}, {a[3]}, {a[4]}, training=False, eps={_fmt(p['eps'])})",
+        draw_params=lambda draw, metas: {"eps": _eps(draw)},
+        weights=_bn_weights,
+    )
+)
+
+# ---------------------------------------------------------------------------------------------
+# Activations
+# ---------------------------------------------------------------------------------------------
+
+
+def _unary(name, family, run, code, **extra):
+    register(OpDef(name=name, family=family, arity=1, accepts=_one_float, infer=_same, run=run, code=code, **extra))
+
+
+_unary("gelu", "activation", lambda ctx, x: F.gelu(x), lambda a, p: f"F.gelu({a[0]})")
+_unary(
+    "gelu_tanh",
+    "activation",
+    lambda ctx, x: F.gelu(x, approximate="tanh"),
+    lambda a, p: f"F.gelu({a[0]}, approximate='tanh')",
+)
+_unary(
+    "gelu_manual",
+    "activation",
+    lambda ctx, x: 0.5 * x * (1 + torch.erf(x * INV_SQRT2)),
+    lambda a, p: f"0.5 * {a[0]} * (1 + torch.erf({a[0]} * {INV_SQRT2!r}))",
+)
+_unary("silu", "activation", lambda ctx, x: F.silu(x), lambda a, p: f"F.silu({a[0]})")
+_unary("sigmoid", "activation", lambda ctx, x: torch.sigmoid(x), lambda a, p: f"torch.sigmoid({a[0]})")
+_unary("relu", "activation", lambda ctx, x: torch.relu(x), lambda a, p: f"torch.relu({a[0]})")
+_unary("elu", "activation", lambda ctx, x: F.elu(x), lambda a, p: f"F.elu({a[0]})")
+_unary("tanh", "activation", lambda ctx, x: torch.tanh(x), lambda a, p: f"torch.tanh({a[0]})")
+_unary(
+    "softmax",
+    "activation",
+    lambda ctx, x: torch.softmax(x, dim=-1),
+    lambda a, p: f"torch.softmax({a[0]}, dim=-1)",
+)
+_unary(
+    "log_softmax",
+    "activation",
+    lambda ctx, x: torch.log_softmax(x, dim=-1),
+    lambda a, p: f"torch.log_softmax({a[0]}, dim=-1)",
+)
+
+register(
+    OpDef(
+        name="gate",
+        family="activation",
+        arity=2,
+        accepts=_two_same,
+        infer=_same_binary,
+        run=lambda ctx, a, b: a * torch.sigmoid(b),
+        code=lambda a, p: f"{a[0]} * torch.sigmoid({a[1]})",
+    )
+)
+
+# ---------------------------------------------------------------------------------------------
+# Linear algebra
+# ---------------------------------------------------------------------------------------------
+
+OUT_FEATURES = (8, 24, 48, 64, 96, 100, 128, 160, 192)
+
+
+def _linear_params(draw, metas):
+    return {"out_features": draw(st.sampled_from(OUT_FEATURES)), "bias": draw(st.booleans())}
+
+
+def _linear_infer(metas, p):
+    return Meta(metas[0].shape[:-1] + (p["out_features"],), metas[0].dtype)
+
+
+def _linear_weights(metas, p):
+    w = (WeightSpec("weight", (p["out_features"], metas[0].shape[-1]), "fan_in"),)
+    return w + ((WeightSpec("bias", (p["out_features"],), "near_zero"),) if p["bias"] else ())
+
+
+register(
+    OpDef(
+        name="linear",
+        family="linear",
+        arity=1,
+        accepts=_one_float,
+        infer=_linear_infer,
+        run=lambda ctx, x, w, *b, out_features, bias: F.linear(x, w, b[0] if bias else None),
+        code=lambda a, p: f"F.linear({a[0]}, {a[1]}, {a[2] if p['bias'] else 'None'})",
+        draw_params=_linear_params,
+        weights=_linear_weights,
+    )
+)
+
+register(
+    OpDef(
+        name="matmul",
+        family="linear",
+        arity=1,
+        accepts=_one_float,
+        infer=_linear_infer,
+        run=lambda ctx, x, w, out_features: x @ w,
+        code=lambda a, p: f"{a[0]} @ {a[1]}",
+        draw_params=lambda draw, metas: {"out_features": draw(st.sampled_from(OUT_FEATURES))},
+        weights=lambda metas, p: (WeightSpec("weight", (metas[0].shape[-1], p["out_features"]), "fan_in"),),
+    )
+)
+
+# ---------------------------------------------------------------------------------------------
+# Pointwise
+# ---------------------------------------------------------------------------------------------
+
+register(
+    OpDef(
+        name="add",
+        family="pointwise",
+        arity=2,
+        accepts=_two_same,
+        infer=_same_binary,
+        run=lambda ctx, a, b: a + b,
+        code=lambda a, p: f"{a[0]} + {a[1]}",
+    )
+)
+register(
+    OpDef(
+        name="mul",
+        family="pointwise",
+        arity=2,
+        accepts=_two_same,
+        infer=_same_binary,
+        run=lambda ctx, a, b: a * b,
+        code=lambda a, p: f"{a[0]} * {a[1]}",
+    )
+)
+_unary("abs", "pointwise", lambda ctx, x: torch.abs(x), lambda a, p: f"torch.abs({a[0]})")
+_unary("exp", "pointwise", lambda ctx, x: torch.exp(x), lambda a, p: f"torch.exp({a[0]})")
+_unary("log", "pointwise", lambda ctx, x: torch.log(x), lambda a, p: f"torch.log({a[0]})")
+_unary("sign", "pointwise", lambda ctx, x: torch.sign(x), lambda a, p: f"torch.sign({a[0]})")
+_unary(
+    "add_eps",
+    "pointwise",
+    lambda ctx, x, eps: x + eps,
+    lambda a, p: f"{a[0]} + {_fmt(p['eps'])}",
+    draw_params=lambda draw, metas: {"eps": draw(st.sampled_from([1e-7, 1e-6, 1e-5, 1e-3]))},
+)
+
+DIVISORS = (3.0, 7.0, 0.1, 0.3, 2.5, -1.5)
+
+
+def _run_div(ctx, x, divisor, mode):
+    return torch.div(x, divisor, rounding_mode=mode)
+
+
+_unary(
+    "div",
+    "pointwise",
+    _run_div,
+    lambda a, p: f"torch.div({a[0]}, {_fmt(p['divisor'])}, rounding_mode={p['mode']!r})",
+    draw_params=lambda draw, metas: {
+        "divisor": draw(st.sampled_from(DIVISORS)),
+        "mode": draw(st.sampled_from([None, "floor", "trunc"])),
+    },
+)
+
+_CMP = {"gt": ">", "ge": ">=", "lt": "<", "le": "<=", "eq": "=="}
+
+
+def _where_params(draw, metas):
+    return {
+        "cmp": draw(st.sampled_from(sorted(_CMP))),
+        "against": draw(st.sampled_from(["tensor", "scalar"])),
+        "threshold": draw(st.sampled_from([0.0, 0.5, -1.0, 1.0])),
+    }
+
+
+def _where_cond(a, b, p):
+    rhs = b if p["against"] == "tensor" else _fmt(p["threshold"])
+    return f"{a} {_CMP[p['cmp']]} {rhs}"
+
+
+def _run_where(ctx, a, b, cmp, against, threshold):
+    rhs = b if against == "tensor" else threshold
+    cond = {"gt": a > rhs, "ge": a >= rhs, "lt": a < rhs, "le": a <= rhs, "eq": a == rhs}[cmp]
+    return torch.where(cond, a, b)
+
+
+register(
+    OpDef(
+        name="where_cmp",
+        family="compare",
+        arity=2,
+        accepts=_two_same,
+        infer=_same_binary,
+        run=_run_where,
+        code=lambda a, p: f"torch.where({_where_cond(a[0], a[1], p)}, {a[0]}, {a[1]})",
+        draw_params=_where_params,
+    )
+)
+
+# ---------------------------------------------------------------------------------------------
+# Reductions (over the last dim)
+# ---------------------------------------------------------------------------------------------
+
+
+def _red_accepts(metas):
+    return _one_float(metas) and len(metas[0].shape) >= 2
+
+
+def _red_infer(metas, p):
+    s = metas[0].shape
+    return Meta(s[:-1] + ((1,) if p["keepdim"] else ()), metas[0].dtype)
+
+
+for _name, _fn in (("sum", "sum"), ("mean", "mean"), ("amax", "amax")):
+    register(
+        OpDef(
+            name=_name,
+            family="reduction",
+            arity=1,
+            accepts=_red_accepts,
+            infer=_red_infer,
+            run=(lambda f: lambda ctx, x, keepdim: getattr(torch, f)(x, -1, keepdim=keepdim))(_fn),
+            code=(lambda f: lambda a, p: f"torch.{f}({a[0]}, -1, keepdim={p['keepdim']})")(_fn),
+            draw_params=lambda draw, metas: {"keepdim": draw(st.booleans())},
+        )
+    )
+
+# ---------------------------------------------------------------------------------------------
+# Casts between floating dtypes
+# ---------------------------------------------------------------------------------------------
+
+
+def _cast_params(draw, metas):
+    return {"to": draw(st.sampled_from([d for d in FLOATS if d != metas[0].dtype]))}
+
+
+register(
+    OpDef(
+        name="cast",
+        family="cast",
+        arity=1,
+        accepts=_one_float,
+        infer=lambda metas, p: Meta(metas[0].shape, p["to"]),
+        run=lambda ctx, x, to: x.to(ctx.dt(to)),
+        code=lambda a, p: f"{a[0]}.to(D(torch.{p['to']}))",
+        draw_params=_cast_params,
+    )
+)
+
+# ---------------------------------------------------------------------------------------------
+# Integer encodings: the float pre-image is rounded, clamped and cast. Their outputs are graph
+# outputs; `boundary_ulps` measures how close each element's pre-image was to a rounding boundary.
+# ---------------------------------------------------------------------------------------------
+
+_INT_RANGE = {"uint8": (0, 255), "int8": (-128, 127)}
+_ROUND = {"ceil": "torch.ceil", "floor": "torch.floor", "round": "torch.round", "trunc": "torch.trunc"}
+
+
+def _e8m0_preimage(x):
+    return torch.log2(x.abs() + 1e-7)
+
+
+def _run_e8m0(ctx, x, mode, to):
+    r = getattr(torch, mode)(_e8m0_preimage(x))
+    return torch.clamp(r, -127, 127).add(127 if to == "uint8" else 0).to(ctx.dt(to))
+
+
+def _code_e8m0(a, p):
+    offset = " + 127" if p["to"] == "uint8" else ""
+    return (
+        f"(torch.clamp({_ROUND[p['mode']]}(torch.log2(torch.abs({a[0]}) + 1e-07)), -127, 127){offset})"
+        f".to(D(torch.{p['to']}))"
+    )
+
+
+def _boundary_distance(pre64, boundary_offset: float, precast_dtype: str):
+    """ULPs (of `precast_dtype` at the value) from `pre64` to the nearest k + boundary_offset."""
+    from oracles.boundary import distance_to_grid_ulps
+
+    return distance_to_grid_ulps(pre64, offset=boundary_offset, dtype=precast_dtype)
+
+
+def _grid_offset(mode: str) -> float:
+    # ceil/floor/trunc jump at integers; round jumps at half-integers.
+    return 0.5 if mode == "round" else 0.0
+
+
+register(
+    OpDef(
+        name="e8m0_encode",
+        family="encoding",
+        arity=1,
+        accepts=_one_float,
+        infer=lambda metas, p: Meta(metas[0].shape, p["to"]),
+        run=_run_e8m0,
+        code=_code_e8m0,
+        draw_params=lambda draw, metas: {
+            "mode": draw(st.sampled_from(["ceil", "ceil", "floor", "round"])),
+            "to": draw(st.sampled_from(["uint8", "uint8", "int8"])),
+        },
+        boundary_ulps=lambda x64, precast, mode, to: _boundary_distance(_e8m0_preimage(x64), _grid_offset(mode), precast),
+        differentiable=False,
+    )
+)
+
+SCALES = (0.01, 0.05, 0.1, 1 / 127, 0.25)
+
+
+def _run_quantize(ctx, x, scale, mode, to):
+    lo, hi = _INT_RANGE[to]
+    return torch.clamp(getattr(torch, mode)(x / scale), lo, hi).to(ctx.dt(to))
+
+
+register(
+    OpDef(
+        name="quantize",
+        family="encoding",
+        arity=1,
+        accepts=_one_float,
+        infer=lambda metas, p: Meta(metas[0].shape, p["to"]),
+        run=_run_quantize,
+        code=lambda a, p: (
+            f"torch.clamp({_ROUND[p['mode']]}({a[0]} / {_fmt(p['scale'])}), "
+            f"{_INT_RANGE[p['to']][0]}, {_INT_RANGE[p['to']][1]}).to(D(torch.{p['to']}))"
+        ),
+        draw_params=lambda draw, metas: {
+            "scale": draw(st.sampled_from(SCALES)),
+            "mode": draw(st.sampled_from(["round", "round", "floor", "trunc"])),
+            "to": draw(st.sampled_from(["int8", "uint8"])),
+        },
+        boundary_ulps=lambda x64, precast, scale, mode, to: _boundary_distance(x64 / scale, _grid_offset(mode), precast),
+        differentiable=False,
+    )
+)
+
+
+def _count_boundary(x64, precast, cmp, threshold):
+    from oracles.boundary import distance_to_value_ulps
+
+    # A row's count flips when any of its elements crosses the threshold: the row's distance is
+    # its element closest to the threshold.
+    return distance_to_value_ulps(x64, threshold, dtype=precast).amin(-1)
+
+
+def _run_count(ctx, x, cmp, threshold):
+    cond = {"gt": x > threshold, "ge": x >= threshold, "lt": x < threshold, "le": x <= threshold, "eq": x == threshold}
+    return cond[cmp].sum(-1)
+
+
+register(
+    OpDef(
+        name="count_cmp",
+        family="compare",
+        arity=1,
+        accepts=_red_accepts,
+        infer=lambda metas, p: Meta(metas[0].shape[:-1], "int64"),
+        run=_run_count,
+        code=lambda a, p: f"({a[0]} {_CMP[p['cmp']]} {_fmt(p['threshold'])}).sum(-1)",
+        draw_params=lambda draw, metas: {
+            "cmp": draw(st.sampled_from(["gt", "ge", "lt", "le"])),
+            "threshold": draw(st.sampled_from([0.0, 0.5, 1.0, -0.25])),
+        },
+        boundary_ulps=_count_boundary,
+        differentiable=False,
+    )
+)

@@ -1,0 +1,270 @@
+"""The IR: a graph of ops as frozen, JSON-round-trippable data.
+
+Invariants:
+- A spec holds no torch objects; dtypes are strings ("float32", "bfloat16", "uint8", ...).
+- `GraphSpec.from_json(spec.to_json()) == spec` for every valid spec.
+- Loading never executes code: JSON is parsed, checked against the schema, and every op name
+  is checked against the registry by `validate_spec` (in `generators.validate`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from generators.errors import SpecError
+
+SCHEMA_VERSION = 1
+
+FLOAT_DTYPES = ("float32", "bfloat16", "float16", "float64")
+INT_DTYPES = ("uint8", "int8", "int32", "int64", "bool")
+ALL_DTYPES = FLOAT_DTYPES + INT_DTYPES
+
+# How a graph input's values are made. "data" follows the case's InputRecipe; the others are
+# parameter initialisations (fan-in scaled weights, norm weights near one, biases near zero).
+INIT_KINDS = ("data", "fan_in", "near_one", "near_zero")
+
+RECIPE_KINDS = (
+    "normal",
+    "large_mean",
+    "near_constant",
+    "near_pow2",
+    "near_bf16_midpoint",
+    "log_uniform",
+    "mixed_sign",
+)
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A graph input: a data tensor or a parameter (weight, bias)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    requires_grad: bool = False
+    init: str = "data"
+
+
+@dataclass(frozen=True)
+class Node:
+    """One op application. `inputs` names graph inputs or earlier nodes; `params` are JSON scalars."""
+
+    name: str
+    op: str
+    inputs: tuple[str, ...]
+    params: tuple[tuple[str, Any], ...] = ()
+    dtype: str = "float32"
+    shape: tuple[int, ...] = ()
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        return dict(self.params)
+
+
+@dataclass(frozen=True)
+class InputRecipe:
+    """How data inputs are drawn: a named distribution and a seed (values are a pure function of both)."""
+
+    kind: str = "normal"
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class GraphSpec:
+    """A whole case graph. `autocast` is None or a low-precision dtype that wraps the forward."""
+
+    inputs: tuple[TensorSpec, ...]
+    nodes: tuple[Node, ...]
+    outputs: tuple[str, ...]
+    recipe: InputRecipe = field(default_factory=InputRecipe)
+    autocast: str | None = None
+    backward: bool = False
+
+    # ---- derived views -------------------------------------------------------------------
+    def node(self, name: str) -> Node:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+    def meta(self, name: str) -> tuple[tuple[int, ...], str]:
+        """(shape, dtype) of a graph input or node output."""
+        for t in self.inputs:
+            if t.name == name:
+                return t.shape, t.dtype
+        n = self.node(name)
+        return n.shape, n.dtype
+
+    @property
+    def op_names(self) -> tuple[str, ...]:
+        return tuple(n.op for n in self.nodes)
+
+    def op_signature(self) -> str:
+        """Ops of the graph in order, deduplicated: a readable, stable summary."""
+        seen: list[str] = []
+        for op in self.op_names:
+            if op not in seen:
+                seen.append(op)
+        return "+".join(seen) if seen else "(empty)"
+
+    def with_recipe(self, recipe: InputRecipe) -> GraphSpec:
+        return replace(self, recipe=recipe)
+
+    # ---- JSON ----------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "inputs": [
+                {
+                    "name": t.name,
+                    "shape": list(t.shape),
+                    "dtype": t.dtype,
+                    "requires_grad": t.requires_grad,
+                    "init": t.init,
+                }
+                for t in self.inputs
+            ],
+            "nodes": [
+                {
+                    "name": n.name,
+                    "op": n.op,
+                    "inputs": list(n.inputs),
+                    "params": {k: v for k, v in n.params},
+                    "dtype": n.dtype,
+                    "shape": list(n.shape),
+                }
+                for n in self.nodes
+            ],
+            "outputs": list(self.outputs),
+            "recipe": {"kind": self.recipe.kind, "seed": self.recipe.seed},
+            "autocast": self.autocast,
+            "backward": self.backward,
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
+
+    def digest(self) -> str:
+        """A short content hash: equal specs have equal digests."""
+        canon = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canon.encode()).hexdigest()[:16]
+
+    @classmethod
+    def from_json(cls, text: str, *, source: str = "spec") -> GraphSpec:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise SpecError(f"{source}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+        return cls.from_dict(data, source=source)
+
+    @classmethod
+    def from_dict(cls, data: Any, *, source: str = "spec") -> GraphSpec:
+        r = _Reader(source)
+        r.expect(isinstance(data, dict), "top level", "an object", data)
+        version = data.get("schema_version")
+        r.expect(isinstance(version, int), "schema_version", "an integer", version)
+        if version > SCHEMA_VERSION:
+            raise SpecError(
+                f"{source}: schema_version {version} is newer than this divfuzz understands "
+                f"({SCHEMA_VERSION}); upgrade divfuzz to load it"
+            )
+        if version < 1:
+            raise SpecError(f"{source}: schema_version {version} is not a valid version")
+        inputs = tuple(
+            TensorSpec(
+                name=r.string(t, "name", f"inputs[{i}]"),
+                shape=r.shape(t, f"inputs[{i}].shape"),
+                dtype=r.dtype(t, f"inputs[{i}].dtype"),
+                requires_grad=bool(t.get("requires_grad", False)),
+                init=r.choice(t.get("init", "data"), INIT_KINDS, f"inputs[{i}].init"),
+            )
+            for i, t in enumerate(r.list(data, "inputs"))
+        )
+        nodes = []
+        for i, n in enumerate(r.list(data, "nodes")):
+            where = f"nodes[{i}]"
+            r.expect(isinstance(n, dict), where, "an object", n)
+            params = n.get("params", {})
+            r.expect(isinstance(params, dict), f"{where}.params", "an object", params)
+            for k, v in params.items():
+                r.expect(
+                    v is None or isinstance(v, (bool, int, float, str)),
+                    f"{where}.params.{k}",
+                    "a JSON scalar",
+                    v,
+                )
+            node_inputs = n.get("inputs")
+            r.expect(
+                isinstance(node_inputs, list) and all(isinstance(x, str) for x in node_inputs),
+                f"{where}.inputs",
+                "a list of names",
+                node_inputs,
+            )
+            nodes.append(
+                Node(
+                    name=r.string(n, "name", where),
+                    op=r.string(n, "op", where),
+                    inputs=tuple(node_inputs),
+                    params=tuple(sorted(params.items())),
+                    dtype=r.dtype(n, f"{where}.dtype"),
+                    shape=r.shape(n, f"{where}.shape"),
+                )
+            )
+        outputs = r.list(data, "outputs")
+        r.expect(all(isinstance(o, str) for o in outputs), "outputs", "a list of names", outputs)
+        recipe = data.get("recipe", {"kind": "normal", "seed": 0})
+        r.expect(isinstance(recipe, dict), "recipe", "an object", recipe)
+        seed = recipe.get("seed", 0)
+        r.expect(isinstance(seed, int), "recipe.seed", "an integer", seed)
+        autocast = data.get("autocast")
+        r.expect(autocast in (None, "bfloat16", "float16"), "autocast", "null, 'bfloat16' or 'float16'", autocast)
+        return cls(
+            inputs=inputs,
+            nodes=tuple(nodes),
+            outputs=tuple(outputs),
+            recipe=InputRecipe(kind=r.choice(recipe.get("kind", "normal"), RECIPE_KINDS, "recipe.kind"), seed=seed),
+            autocast=autocast,
+            backward=bool(data.get("backward", False)),
+        )
+
+
+class _Reader:
+    """Checks one field at a time and names the bad field and its value in the error."""
+
+    def __init__(self, source: str):
+        self.source = source
+
+    def expect(self, ok: bool, where: str, what: str, value: Any) -> None:
+        if not ok:
+            raise SpecError(f"{self.source}: expected {what} for {where} but got {value!r}")
+
+    def list(self, obj: dict, key: str) -> list:
+        value = obj.get(key)
+        self.expect(isinstance(value, list), key, "a list", value)
+        return value
+
+    def string(self, obj: Any, key: str, where: str) -> str:
+        self.expect(isinstance(obj, dict), where, "an object", obj)
+        value = obj.get(key)
+        self.expect(isinstance(value, str) and value != "", f"{where}.{key}", "a non-empty string", value)
+        return value
+
+    def shape(self, obj: dict, where: str) -> tuple[int, ...]:
+        value = obj.get(where.rsplit(".", 1)[-1])
+        self.expect(
+            isinstance(value, list) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in value),
+            where,
+            "a list of non-negative integers",
+            value,
+        )
+        return tuple(value)
+
+    def dtype(self, obj: dict, where: str) -> str:
+        return self.choice(obj.get("dtype"), ALL_DTYPES, where)
+
+    def choice(self, value: Any, allowed: tuple[str, ...], where: str) -> str:
+        self.expect(value in allowed, where, "one of " + ", ".join(allowed), value)
+        return value

@@ -1,0 +1,144 @@
+"""Public Hypothesis strategies that draw valid graphs: usable from a user's own `@given` tests.
+
+    from generators.strategies import graph_specs
+    @given(graph_specs(max_ops=6))
+    def test_my_backend(spec): ...
+
+Invariants: every drawn spec passes `validate_spec` and runs eagerly (generation builds valid
+graphs, it never filters: each step picks among the ops that accept the values in hand), and
+shrinking the draws shrinks the graph (fewer ops, earlier inputs, smaller shapes).
+"""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from generators.registry import Meta, all_ops
+from generators.spec import RECIPE_KINDS, GraphSpec, InputRecipe, Node, TensorSpec
+
+FLOAT_DTYPES = ("float32", "bfloat16", "float16")
+ROWS = (4, 16, 32, 64, 128, 256, 512)
+MIDDLE = (2, 3, 4, 8)
+LAST_DIMS = (8, 24, 40, 64, 96, 100, 128, 160, 200, 257)
+MAX_NUMEL = 1 << 17
+_FAMILY_ORDER = ("norm", "activation", "encoding", "linear", "cast", "compare", "pointwise", "reduction")
+
+
+def input_recipes(*, kinds: tuple[str, ...] = RECIPE_KINDS) -> st.SearchStrategy[InputRecipe]:
+    """A named input distribution and its seed."""
+    return st.builds(InputRecipe, kind=st.sampled_from(kinds), seed=st.integers(0, 2**31 - 1))
+
+
+@st.composite
+def data_shapes(draw, *, min_dims: int = 2, max_dims: int = 3, max_numel: int = MAX_NUMEL) -> tuple[int, ...]:
+    """Shapes (rows, [middle,] last) whose last dim is often not a power of two."""
+    dims = draw(st.integers(min_dims, max_dims))
+    last = draw(st.sampled_from(LAST_DIMS))
+    shape = (draw(st.sampled_from(ROWS)),) + tuple(draw(st.sampled_from(MIDDLE)) for _ in range(dims - 2)) + (last,)
+    while _numel(shape) > max_numel and shape[0] > 1:
+        shape = (max(1, shape[0] // 2),) + shape[1:]
+    return shape
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+@st.composite
+def graph_specs(
+    draw,
+    *,
+    min_ops: int = 1,
+    max_ops: int = 12,
+    dtypes: tuple[str, ...] = FLOAT_DTYPES,
+    ops: tuple[str, ...] | None = None,
+    allow_autocast: bool = True,
+    allow_backward: bool = True,
+    recipes: st.SearchStrategy[InputRecipe] | None = None,
+) -> GraphSpec:
+    """A valid graph of `min_ops` to `max_ops` registered ops, its input recipe, autocast and backward."""
+    if not 1 <= min_ops <= max_ops:
+        raise ValueError(f"Expected 1 <= min_ops <= max_ops but got min_ops={min_ops!r}, max_ops={max_ops!r}")
+    registry = all_ops()
+    # Hypothesis favours early choices (and shrinks towards them): the ops the bug families
+    # live in come first.
+    names = sorted(ops if ops is not None else registry, key=lambda n: (_FAMILY_ORDER.index(registry[n].family) if n in registry else 99, n))
+    unknown = [n for n in names if n not in registry]
+    if unknown:
+        raise ValueError(f"Expected registered op names but got ops={unknown!r}")
+
+    autocast = "bfloat16" if allow_autocast and draw(st.integers(0, 9)) < 3 else None
+    data_dtype = "float32" if autocast else draw(st.sampled_from(dtypes))
+    backward = allow_backward and draw(st.integers(0, 9)) < 2
+    shape = draw(data_shapes())
+    n_data = draw(st.integers(1, 2))
+
+    inputs: list[TensorSpec] = [
+        TensorSpec(f"x{i}", shape, data_dtype, requires_grad=backward, init="data") for i in range(n_data)
+    ]
+    values: dict[str, Meta] = {t.name: Meta(shape, data_dtype) for t in inputs}
+    consumed: set[str] = set()
+    nodes: list[Node] = []
+    n_ops = draw(st.integers(min_ops, max_ops))
+    for step in range(n_ops):
+        # Newest values first, so that shrinking the choice index towards 0 keeps chains.
+        floats = [n for n in reversed(list(values)) if values[n].is_float]
+        applicable = [name for name in names if _candidates(registry[name], floats, values)]
+        if not applicable:
+            break
+        op = registry[draw(st.sampled_from(applicable))]
+        if op.arity == 1:
+            args = [draw(st.sampled_from([n for n in floats if op.accepts((values[n],))]))]
+        else:
+            firsts = [n for n in floats if any(op.accepts((values[n], values[m])) for m in floats)]
+            a = draw(st.sampled_from(firsts))
+            b = draw(st.sampled_from([m for m in floats if op.accepts((values[a], values[m]))]))
+            args = [a, b]
+        metas = tuple(values[a] for a in args)
+        params = op.draw_params(draw, metas)
+        out = op.infer(metas, params)
+        if autocast and op.family == "linear":
+            out = Meta(out.shape, autocast)
+        name = f"v{step + 1}"
+        weight_names = []
+        for w in op.weights(metas, params):
+            w_name = f"{name}_{w.suffix}"
+            w_dtype = "float32" if autocast else metas[0].dtype
+            inputs.append(TensorSpec(w_name, w.shape, w_dtype, requires_grad=backward and w.trainable, init=w.init))
+            weight_names.append(w_name)
+        nodes.append(
+            Node(
+                name=name,
+                op=op.name,
+                inputs=tuple(args + weight_names),
+                params=tuple(sorted(params.items())),
+                dtype=out.dtype,
+                shape=out.shape,
+            )
+        )
+        consumed.update(args)
+        values[name] = out
+
+    if not nodes:  # no op applies to the inputs (cannot happen with the default registry)
+        raise ValueError("no registered op accepts the drawn inputs")
+    # Every node not consumed by a later node is an output: no dead code, and integer values
+    # (which nothing consumes) are always judged.
+    outputs = tuple(n.name for n in nodes if n.name not in consumed)
+    recipe = draw(recipes if recipes is not None else input_recipes())
+    return GraphSpec(
+        inputs=tuple(inputs),
+        nodes=tuple(nodes),
+        outputs=outputs,
+        recipe=recipe,
+        autocast=autocast,
+        backward=backward,
+    )
+
+
+def _candidates(op, floats: list[str], values: dict[str, Meta]) -> bool:
+    if op.arity == 1:
+        return any(op.accepts((values[n],)) for n in floats)
+    return any(op.accepts((values[a], values[b])) for a in floats for b in floats)

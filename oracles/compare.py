@@ -1,0 +1,200 @@
+"""Judging one output: eager vs compiled, each against the float64 reference.
+
+`compare_float` and `compare_int` are pure: tensors in, a frozen comparison out. They reduce on the
+tensors' own device and read back one small vector of scalars.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+from oracles.ulp import nan_inf_mismatch, ulp_distance
+
+# Upper edges (inclusive) of the ULP histogram's bins; the last bin is open.
+ULP_BIN_EDGES = (1, 2, 4, 16, 256)
+ULP_BIN_LABELS = ("1", "2", "3-4", "5-16", "17-256", ">256")
+
+# Triage: compiled is "worse" (or "closer") when its summed error over the differing elements is
+# more than this factor away from eager's.
+TRIAGE_FACTOR = 1.05
+# The same()-like margin for fp32: compiled's RMSE vs fp64 may be up to this multiple of eager's.
+FP32_RMSE_MULTIPLIER = 2.0
+# An integer flip whose pre-image lies within this many ULPs of a rounding boundary is "boundary".
+BOUNDARY_ULPS = 32.0
+
+
+@dataclass(frozen=True)
+class FloatComparison:
+    dtype: str
+    numel: int
+    n_diff: int
+    max_ulp: int
+    ulp_histogram: tuple[tuple[str, int], ...]
+    nan_inf_mismatch: int
+    triage: str  # "equal" | "compiled-worse" | "compiled-closer" | "same"
+    n_worse: int  # differing elements where compiled is further from fp64 than eager
+    n_closer: int
+    rmse_eager: float
+    rmse_compiled: float
+    max_abs_diff: float
+
+    @property
+    def fp32_worse(self) -> bool:
+        """True when compiled is further from fp64 than `same()` would accept."""
+        scale = max(self.rmse_eager, 1e-30)
+        return self.rmse_compiled > FP32_RMSE_MULTIPLIER * self.rmse_eager + 1e-6 * scale
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["ulp_histogram"] = [list(p) for p in self.ulp_histogram]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> FloatComparison:
+        d = dict(d)
+        d["ulp_histogram"] = tuple((str(k), int(v)) for k, v in d["ulp_histogram"])
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class IntComparison:
+    dtype: str
+    numel: int
+    flips: int
+    max_step: int
+    boundary_flips: int  # pre-image within BOUNDARY_ULPS of a rounding boundary
+    gross_flips: int  # pre-image far from any boundary
+    unknown_flips: int  # no pre-image known
+    min_boundary_ulps: float | None  # smallest pre-image distance among flips
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> IntComparison:
+        return cls(**d)
+
+
+def _dtype_name(t: torch.Tensor) -> str:
+    return str(t.dtype).removeprefix("torch.")
+
+
+def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.Tensor) -> FloatComparison:
+    """Eager vs compiled in ULPs, plus which of the two is closer to the float64 reference."""
+    if compiled.dtype != eager.dtype:
+        compiled = compiled.to(eager.dtype)
+    compiled = compiled.to(eager.device)
+    reference = reference.to(device=eager.device, dtype=torch.float64)
+    dist = ulp_distance(eager, compiled).flatten()
+    differs = dist > 0
+    naninf = nan_inf_mismatch(eager, compiled)
+    if not bool(differs.any() | naninf.any()):  # the common case: bitwise equal, nothing to triage
+        return _equal_float(eager)
+    e64 = eager.to(torch.float64).flatten()
+    c64 = compiled.to(torch.float64).flatten()
+    r64 = reference.flatten()
+    finite = torch.isfinite(e64) & torch.isfinite(c64) & torch.isfinite(r64)
+    err_e = torch.where(finite, (e64 - r64).abs(), torch.zeros_like(r64))
+    err_c = torch.where(finite, (c64 - r64).abs(), torch.zeros_like(r64))
+    diff_finite = differs & finite
+    n_finite = finite.sum().clamp(min=1).to(torch.float64)
+    edges = torch.tensor((0,) + ULP_BIN_EDGES, device=dist.device)
+    bins = [((dist > lo) & (dist <= hi)).sum() for lo, hi in zip(edges[:-1], edges[1:])]
+    bins.append((dist > ULP_BIN_EDGES[-1]).sum())
+    scalars = torch.stack(
+        [
+            differs.sum().to(torch.float64),
+            dist.max().to(torch.float64) if dist.numel() else torch.zeros((), dtype=torch.float64, device=dist.device),
+            naninf.sum().to(torch.float64),
+            (diff_finite & (err_c > err_e)).sum().to(torch.float64),
+            (diff_finite & (err_c < err_e)).sum().to(torch.float64),
+            torch.where(diff_finite, err_e, torch.zeros_like(err_e)).sum(),
+            torch.where(diff_finite, err_c, torch.zeros_like(err_c)).sum(),
+            (err_e.pow(2).sum() / n_finite).sqrt(),
+            (err_c.pow(2).sum() / n_finite).sqrt(),
+            torch.where(diff_finite, (e64 - c64).abs(), torch.zeros_like(e64)).max()
+            if dist.numel()
+            else torch.zeros((), dtype=torch.float64, device=dist.device),
+            *[b.to(torch.float64) for b in bins],
+        ]
+    ).tolist()
+    n_diff, max_ulp, n_naninf, n_worse, n_closer, sum_e, sum_c, rmse_e, rmse_c, max_abs = scalars[:10]
+    if n_diff == 0:
+        triage = "equal"
+    elif sum_c > sum_e * TRIAGE_FACTOR:
+        triage = "compiled-worse"
+    elif sum_c * TRIAGE_FACTOR < sum_e:
+        triage = "compiled-closer"
+    else:
+        triage = "same"
+    return FloatComparison(
+        dtype=_dtype_name(eager),
+        numel=eager.numel(),
+        n_diff=int(n_diff),
+        max_ulp=int(max_ulp),
+        ulp_histogram=tuple((label, int(c)) for label, c in zip(ULP_BIN_LABELS, scalars[10:])),
+        nan_inf_mismatch=int(n_naninf),
+        triage=triage,
+        n_worse=int(n_worse),
+        n_closer=int(n_closer),
+        rmse_eager=float(rmse_e),
+        rmse_compiled=float(rmse_c),
+        max_abs_diff=float(max_abs),
+    )
+
+
+def _equal_float(t: torch.Tensor) -> FloatComparison:
+    return FloatComparison(
+        dtype=_dtype_name(t),
+        numel=t.numel(),
+        n_diff=0,
+        max_ulp=0,
+        ulp_histogram=tuple((label, 0) for label in ULP_BIN_LABELS),
+        nan_inf_mismatch=0,
+        triage="equal",
+        n_worse=0,
+        n_closer=0,
+        rmse_eager=0.0,
+        rmse_compiled=0.0,
+        max_abs_diff=0.0,
+    )
+
+
+def compare_int(
+    eager: torch.Tensor,
+    compiled: torch.Tensor,
+    boundary_ulps: torch.Tensor | None,
+    *,
+    boundary_threshold: float = BOUNDARY_ULPS,
+) -> IntComparison:
+    """Flips of an integer output, each placed by its pre-image's distance from a rounding boundary."""
+    compiled = compiled.to(device=eager.device, dtype=eager.dtype)
+    flips = (eager != compiled).flatten()
+    step = (eager.to(torch.int64) - compiled.to(torch.int64)).abs().flatten()
+    zero = torch.zeros((), dtype=torch.float64, device=eager.device)
+    if boundary_ulps is not None:
+        d = boundary_ulps.to(eager.device).flatten()
+        near = flips & (d <= boundary_threshold)
+        far = flips & (d > boundary_threshold)
+        min_d = torch.where(flips, d, torch.full_like(d, float("inf"))).min() if d.numel() else zero
+        extra = [near.sum().to(torch.float64), far.sum().to(torch.float64), min_d.to(torch.float64)]
+    else:
+        extra = [zero, zero, zero]
+    vals = torch.stack(
+        [flips.sum().to(torch.float64), step.max().to(torch.float64) if step.numel() else zero, *extra]
+    ).tolist()
+    n_flips, max_step, near_n, far_n, min_d = vals
+    known = boundary_ulps is not None
+    return IntComparison(
+        dtype=_dtype_name(eager),
+        numel=eager.numel(),
+        flips=int(n_flips),
+        max_step=int(max_step),
+        boundary_flips=int(near_n) if known else 0,
+        gross_flips=int(far_n) if known else 0,
+        unknown_flips=0 if known else int(n_flips),
+        min_boundary_ulps=(float(min_d) if known and n_flips else None),
+    )

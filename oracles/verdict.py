@@ -1,0 +1,160 @@
+"""A case's verdict, and the policy that turns a verdict into a finding (a bucket kind) or not.
+
+`Verdict` is frozen data with a JSON form; `finding_of` is a pure function of it. Nothing
+downstream parses error text: the exception type is carried as data.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+from oracles.compare import FloatComparison, IntComparison
+
+
+class Status(str, enum.Enum):
+    OK = "ok"  # ran on both sides; every output bitwise equal
+    DIVERGED = "diverged"  # ran on both sides; some output differs
+    NONDETERMINISTIC = "nondeterministic"  # two eager runs differ bitwise: no comparison is meaningful
+    EAGER_ERROR = "eager-error"  # the graph fails eagerly: a divfuzz generator bug, counted
+    COMPILE_ERROR = "compile-error"  # torch.compile raised while compiling
+    RUNTIME_ERROR = "runtime-error"  # the compiled callable raised while running
+    CRASH = "crash"  # the worker process died (segfault, abort, CUDA fault, killed)
+    HANG = "hang"  # the case exceeded its timeout
+
+
+class FindingKind(str, enum.Enum):
+    CRASH = "crash"
+    HANG = "hang"
+    COMPILE_ERROR = "compile-error"
+    RUNTIME_ERROR = "runtime-error"
+    NAN_INF = "nan-inf"
+    INT_GROSS = "int-gross"
+    INT_BOUNDARY = "int-boundary"
+    BF16_ULP = "bf16-ulp"
+    FP16_ULP = "fp16-ulp"
+    FP32_ULP = "fp32-ulp"
+
+
+# Most severe first: a case lands in the bucket of its most severe finding.
+SEVERITY = tuple(FindingKind)
+_FLOAT_KIND = {"bfloat16": FindingKind.BF16_ULP, "float16": FindingKind.FP16_ULP, "float32": FindingKind.FP32_ULP}
+
+
+@dataclass(frozen=True)
+class OutputVerdict:
+    name: str  # the output's node name, or "grad:<input>" for a gradient
+    float_cmp: FloatComparison | None = None
+    int_cmp: IntComparison | None = None
+
+    @property
+    def differs(self) -> bool:
+        if self.float_cmp is not None:
+            return self.float_cmp.n_diff > 0 or self.float_cmp.nan_inf_mismatch > 0
+        return self.int_cmp is not None and self.int_cmp.flips > 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "float": self.float_cmp.to_dict() if self.float_cmp else None,
+            "int": self.int_cmp.to_dict() if self.int_cmp else None,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> OutputVerdict:
+        return cls(
+            name=d["name"],
+            float_cmp=FloatComparison.from_dict(d["float"]) if d.get("float") else None,
+            int_cmp=IntComparison.from_dict(d["int"]) if d.get("int") else None,
+        )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: Status
+    outputs: tuple[OutputVerdict, ...] = ()
+    error_type: str | None = None  # e.g. "BackendCompilerFailed(PlantedCompileError)"
+    error_message: str | None = None
+    timings: tuple[tuple[str, float], ...] = field(default=(), compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status.value,
+            "outputs": [o.to_dict() for o in self.outputs],
+            "error_type": self.error_type,
+            "error_message": self.error_message,
+            "timings": dict(self.timings),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Verdict:
+        return cls(
+            status=Status(d["status"]),
+            outputs=tuple(OutputVerdict.from_dict(o) for o in d.get("outputs", ())),
+            error_type=d.get("error_type"),
+            error_message=d.get("error_message"),
+            timings=tuple(sorted((d.get("timings") or {}).items())),
+        )
+
+    def score(self) -> float:
+        """How far compiled is from eager, for `hypothesis.target`: larger is more interesting."""
+        best = 0.0
+        for o in self.outputs:
+            if o.float_cmp:
+                best = max(best, float(o.float_cmp.n_diff > 0) + min(o.float_cmp.max_ulp, 1e6) ** 0.5)
+            if o.int_cmp:
+                best = max(best, 10.0 * o.int_cmp.max_step)
+        return best
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What a verdict is worth a bucket for: its kind, the dtype it shows in, and its triage."""
+
+    kind: FindingKind
+    dtype: str  # the output dtype, or "-" for errors
+    triage: str  # fp64 triage for float kinds, "boundary"/"gross" for ints, the error type for errors
+    output: str  # which output shows it most
+
+
+def finding_of(verdict: Verdict, *, strict: bool = False) -> Finding | None:
+    """The most severe finding in a verdict, or None when it is only statistics.
+
+    Buckets open for: errors, crashes and hangs; any NaN/Inf placement change; any integer flip;
+    any bf16/fp16 mismatch; fp32 mismatches where compiled is further from fp64 than eager
+    beyond the same()-like margin (every fp32 bit difference when `strict`).
+    """
+    s = verdict.status
+    errors = {
+        Status.CRASH: FindingKind.CRASH,
+        Status.HANG: FindingKind.HANG,
+        Status.COMPILE_ERROR: FindingKind.COMPILE_ERROR,
+        Status.RUNTIME_ERROR: FindingKind.RUNTIME_ERROR,
+    }
+    if s in errors:
+        return Finding(errors[s], "-", verdict.error_type or "-", "-")
+    if s != Status.DIVERGED:
+        return None
+    found: list[Finding] = []
+    for o in verdict.outputs:
+        if o.int_cmp and o.int_cmp.flips:
+            ic = o.int_cmp
+            gross = ic.gross_flips > 0 or ic.unknown_flips > 0
+            kind = FindingKind.INT_GROSS if gross else FindingKind.INT_BOUNDARY
+            found.append(Finding(kind, ic.dtype, "gross" if gross else "boundary", o.name))
+        fc = o.float_cmp
+        if fc is None:
+            continue
+        if fc.nan_inf_mismatch:
+            found.append(Finding(FindingKind.NAN_INF, fc.dtype, fc.triage, o.name))
+        if fc.n_diff:
+            kind = _FLOAT_KIND.get(fc.dtype)
+            if kind is None:
+                continue
+            if kind is FindingKind.FP32_ULP and not strict and not fc.fp32_worse:
+                continue
+            found.append(Finding(kind, fc.dtype, fc.triage, o.name))
+    if not found:
+        return None
+    return min(found, key=lambda f: SEVERITY.index(f.kind))

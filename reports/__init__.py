@@ -1,0 +1,1 @@
+"""Turning buckets into what people read: repro.py, markdown reports, JUnit."""

@@ -1,0 +1,197 @@
+"""Writing a spec as a standalone `repro.py` that needs only torch.
+
+The script builds the inputs with plain torch code (the recipe functions' own source), runs the
+graph eagerly, compiled and in float64, prints versions, max ULP, differing elements, integer
+flips and the fp64 triage, and exits 1 while eager and compiled differ (or compiling fails), 0
+once they agree. `tests/test_repro.py` checks that its numbers equal the engine's.
+"""
+
+from __future__ import annotations
+
+import inspect
+import textwrap
+from typing import TYPE_CHECKING
+
+from generators import recipes
+from generators.registry import get_op
+from generators.spec import GraphSpec
+
+if TYPE_CHECKING:  # reports depend on generators only; a config is read, never built here
+    from fuzzer.config import CompileConfig
+
+_RUNTIME = '''
+def ordered_bits(t):
+    view = {torch.float32: torch.int32, torch.bfloat16: torch.int16, torch.float16: torch.int16,
+            torch.float64: torch.int64}[t.dtype]
+    mask = {torch.int32: 0x7FFFFFFF, torch.int16: 0x7FFF, torch.int64: 0x7FFFFFFFFFFFFFFF}[view]
+    i = t.contiguous().view(view).to(torch.int64)
+    return torch.where(i < 0, -(i & mask), i & mask)
+
+
+def run(fn, inputs, cots=None):
+    """Outputs, then gradients of every input that requires grad (fixed random output grads)."""
+    if not BACKWARD:
+        with torch.no_grad():
+            return list(fn(*inputs)), None
+    outs = fn(*inputs)
+    if cots is None:
+        g = torch.Generator().manual_seed(SEED + 7919)
+        cots = [torch.randn(o.shape, generator=g).to(dtype=o.dtype, device=o.device)
+                if o.is_floating_point() and o.requires_grad else None for o in outs]
+    pairs = [(o, c) for o, c in zip(outs, cots) if c is not None and o.requires_grad]
+    targets = [x for x in inputs if x.requires_grad]
+    result = [o.detach() for o in outs]
+    if pairs and targets:
+        grads = torch.autograd.grad([o for o, _ in pairs], targets, [c.to(o.dtype) for o, c in pairs],
+                                    allow_unused=True)
+        result += [g for g in grads if g is not None]
+    return result, cots
+
+
+def compare(names, eager, compiled, reference):
+    diverged = False
+    for name, e, c, r in zip(names, eager, compiled, reference):
+        if e.is_floating_point():
+            ulp = (ordered_bits(e) - ordered_bits(c.to(e.dtype))).abs()
+            ulp = torch.where(torch.isnan(e) | torch.isnan(c), torch.zeros_like(ulp), ulp)
+            naninf = ((torch.isnan(e) != torch.isnan(c)) | (torch.isinf(e) != torch.isinf(c))).sum().item()
+            n = int((ulp > 0).sum())
+            line = f"{name}: {str(e.dtype)[6:]} {n}/{e.numel()} elements differ, max {int(ulp.max())} ULP"
+            if naninf:
+                line += f", NaN/Inf placement differs at {naninf}"
+            if n:
+                d = ulp > 0
+                err_e = (e.double() - r.double()).abs()[d].nansum().item()
+                err_c = (c.double() - r.double()).abs()[d].nansum().item()
+                verdict = ("compiled further from fp64 than eager" if err_c > 1.05 * err_e else
+                           "compiled closer to fp64 than eager" if err_c * 1.05 < err_e else
+                           "both as far from fp64")
+                line += f"; fp64 triage: {verdict} (summed error eager {err_e:.3g}, compiled {err_c:.3g})"
+            diverged |= bool(n or naninf)
+        else:
+            flips = e != c.to(e.dtype)
+            n = int(flips.sum())
+            step = int((e.long() - c.long()).abs().max()) if e.numel() else 0
+            line = f"{name}: {str(e.dtype)[6:]} {n}/{e.numel()} elements flip, max step {step}"
+            diverged |= bool(n)
+        print(line)
+    return diverged
+
+
+def main():
+    device = sys.argv[1] if len(sys.argv) > 1 else DEVICE
+    if hasattr(signal, "SIGALRM"):
+        signal.signal(signal.SIGALRM, lambda *a: (print(f"compiled run did not finish in {TIMEOUT_S} s"), os._exit(1)))
+        signal.alarm(TIMEOUT_S)
+    print(f"torch {torch.__version__}, python {platform.python_version()}, device {device}"
+          + (f" ({torch.cuda.get_device_name()}, CUDA {torch.version.cuda})" if device.startswith("cuda") else ""))
+    try:
+        import triton
+        print(f"triton {triton.__version__}")
+    except ImportError:
+        pass
+    global DEVICE_TYPE
+    DEVICE_TYPE = torch.device(device).type
+    inputs = make_inputs(device)
+    eager, cots = run(model, inputs)
+    ref_inputs = [x.detach().double().requires_grad_(x.requires_grad) if x.is_floating_point() else x for x in inputs]
+    reference, _ = run(lambda *a: model(*a, ref=True), ref_inputs,
+                       [c.double() if c is not None else None for c in cots] if cots else None)
+    backend = BACKEND
+    if ":" in backend:
+        module, _, attr = backend.partition(":")
+        backend = getattr(importlib.import_module(module), attr)
+    torch._dynamo.reset()
+    try:
+        with torch._inductor.config.patch(INDUCTOR_CONFIG):
+            compiled, _ = run(torch.compile(model, backend=backend, dynamic=DYNAMIC, mode=MODE), inputs, cots)
+    except Exception as e:
+        print(f"compiling or running the compiled model failed: {type(e).__name__}: {str(e)[:500]}")
+        return 1
+    names = OUTPUTS + [f"grad:{n}" for n, x in zip(INPUT_NAMES, inputs) if x.requires_grad]
+    diverged = compare(names, eager, compiled, reference)
+    print("DIVERGES" if diverged else "eager and compiled agree")
+    return 1 if diverged else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
+
+
+def graph_code(spec: GraphSpec) -> str:
+    """The graph as a Python function `model(*inputs, ref=False)`."""
+    args = ", ".join(t.name for t in spec.inputs)
+    lines = [f"def model({args}, ref=False):"]
+    lines.append("    D = lambda d: torch.float64 if ref and d.is_floating_point else d")
+    indent = "    "
+    if spec.autocast:
+        lines.append(f"    with torch.autocast(DEVICE_TYPE, dtype=torch.{spec.autocast}, enabled=not ref):")
+        indent = "        "
+    for n in spec.nodes:
+        op = get_op(n.op)
+        lines.append(f"{indent}{n.name} = {op.code(list(n.inputs), n.kwargs)}")
+    lines.append(f"    return ({', '.join(spec.outputs)},)")
+    return "\n".join(lines)
+
+
+def inputs_code(spec: GraphSpec) -> str:
+    used = {spec.recipe.kind} | {t.init for t in spec.inputs if t.init != "data"}
+    funcs = [inspect.getsource(getattr(recipes, name)) for name in sorted(used)]
+    body = ["def make_inputs(device):", f"    g = torch.Generator().manual_seed({spec.recipe.seed})"]
+    for t in spec.inputs:
+        make = spec.recipe.kind if t.init == "data" else t.init
+        grad = f".requires_grad_({t.requires_grad})" if t.requires_grad else ""
+        body.append(f"    {t.name} = {make}({tuple(t.shape)!r}, g).to(torch.{t.dtype}).to(device){grad}")
+    body.append(f"    return [{', '.join(t.name for t in spec.inputs)}]")
+    return "\n\n".join(f.rstrip() for f in funcs) + "\n\n\n" + "\n".join(body)
+
+
+def render_repro(
+    spec: GraphSpec,
+    *,
+    device: str,
+    config: "CompileConfig",
+    title: str,
+    notes: tuple[str, ...] = (),
+    timeout_s: int = 600,
+) -> str:
+    """The text of a standalone repro script for one case."""
+    header = [f"divfuzz repro: {title}", ""]
+    header += list(notes)
+    header += [
+        "",
+        "Run: python repro.py [DEVICE]. Exits 1 while eager and compiled differ, 0 once they agree.",
+        f"Compiled with: {config.describe()}",
+    ]
+    doc = '"""' + "\n".join(header).replace('"""', "'''") + '\n"""'
+    consts = textwrap.dedent(
+        f"""
+        DEVICE = {device!r}
+        DEVICE_TYPE = {device.split(':')[0]!r}
+        SEED = {spec.recipe.seed}
+        BACKWARD = {spec.backward}
+        BACKEND = {config.backend!r}
+        DYNAMIC = {config.dynamic!r}
+        MODE = {config.mode!r}
+        INDUCTOR_CONFIG = {dict(config.inductor)!r}
+        TIMEOUT_S = {int(timeout_s)}
+        OUTPUTS = {list(spec.outputs)!r}
+        INPUT_NAMES = {[t.name for t in spec.inputs]!r}
+        """
+    ).strip()
+    imports = "import importlib\nimport os\nimport platform\nimport signal\nimport sys\n\nimport torch\nimport torch.nn.functional as F"
+    return (
+        "#!/usr/bin/env python3\n"
+        + doc
+        + "\n"
+        + imports
+        + "\n\n"
+        + consts
+        + "\n\n\n"
+        + inputs_code(spec)
+        + "\n\n\n"
+        + graph_code(spec)
+        + "\n\n"
+        + _RUNTIME
+    )
