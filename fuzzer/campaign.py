@@ -51,11 +51,28 @@ class CampaignOptions:
     strict: bool = False
     timeout_s: float = 300.0
     max_ops: int = 12
+    ops: tuple[str, ...] | None = None  # restrict generation to these ops
+    dtypes: tuple[str, ...] | None = None  # restrict data dtypes
     minimize: bool = False
+    profile: bool = False  # also time a warm compiled run per case (for `divfuzz bench`)
+    minimize_budget_s: float = 120.0  # per new root cause (fuzzer.bucket_analysis)
 
     def identity(self) -> dict:
         """What makes two campaigns the same (so that one resumes the other)."""
-        return {"max_cases": self.max_cases, "workers": self.workers, "strict": self.strict, "max_ops": self.max_ops}
+        return {
+            "max_cases": self.max_cases,
+            "workers": self.workers,
+            "strict": self.strict,
+            "max_ops": self.max_ops,
+            "ops": list(self.ops) if self.ops else None,
+            "dtypes": list(self.dtypes) if self.dtypes else None,
+        }
+
+    def strategy(self):
+        kwargs = {"max_ops": self.max_ops, "ops": self.ops}
+        if self.dtypes:
+            kwargs["dtypes"] = self.dtypes
+        return graph_specs(**kwargs)
 
 
 @dataclass
@@ -120,6 +137,12 @@ class Campaign:
         )
         self.deadline = time.time() + opts.budget_s if opts.budget_s else None
         self.threads_per_worker = max(1, (os.cpu_count() or 1) // max(1, opts.workers))
+        self.analyzer = None
+        if opts.minimize:  # one bucket per root cause: minimize + attribute each new raw key
+            from fuzzer.bucket_analysis import BucketAnalyzer
+
+            self.analyzer = BucketAnalyzer(device=opts.device, config=opts.config, strict=opts.strict,
+                                           budget_s=opts.minimize_budget_s, timeout_s=opts.timeout_s)
 
     def run(self) -> CampaignResult:
         threads = [
@@ -151,6 +174,7 @@ class Campaign:
             return
         worker = Worker(opts.device, extra_env={"DIVFUZZ_WORKER_THREADS": str(self.threads_per_worker)})
         counter = itertools.count()
+        last_exit = [time.perf_counter()]
 
         @settings(
             max_examples=quota if quota is not None else 10**9,
@@ -161,8 +185,10 @@ class Campaign:
             report_multiple_bugs=False,
         )
         @seed(opts.seed * 1009 + slot)
-        @given(graph_specs(max_ops=opts.max_ops))
+        @given(opts.strategy())
         def body(spec: GraphSpec) -> None:
+            with self.lock:  # time Hypothesis spent drawing this spec since the last case
+                self.progress.timings["generate"] += time.perf_counter() - last_exit[0]
             if self.stop.is_set():
                 raise _StopCampaign
             idx = next(counter)
@@ -175,6 +201,7 @@ class Campaign:
                 target(stored[1])
                 return
             self._run_case(slot, idx, spec, worker)
+            last_exit[0] = time.perf_counter()
             if self.deadline and time.time() > self.deadline:
                 self.stop.set()
 
@@ -188,11 +215,17 @@ class Campaign:
     def _run_case(self, slot: int, idx: int, spec: GraphSpec, worker: Worker) -> None:
         opts = self.opts
         t0 = time.perf_counter()
-        verdict = worker.run(CaseRequest(spec, opts.device, opts.config), opts.timeout_s)
-        wall = time.perf_counter() - t0
+        startup_before = worker.startup_s
+        verdict = worker.run(CaseRequest(spec, opts.device, opts.config, profile=opts.profile), opts.timeout_s)
+        wall = time.perf_counter() - t0 - (worker.startup_s - startup_before)  # start-up is not the case's
+        t_analysis = time.perf_counter()
         finding = finding_of(verdict, strict=opts.strict)
         key = bucket_key(finding, spec, opts.device) if finding else None
+        analysis = None
+        if key is not None and self.analyzer is not None:
+            key, analysis = self.analyzer.key_for(spec, key, worker)
         score = verdict.score()
+        t_store = time.perf_counter()
         case_id, bucket_id, is_new = self.store.add_case(
             run_id=self.run_id,
             slot=slot,
@@ -208,7 +241,16 @@ class Campaign:
             key=key,
             triage=finding.triage if finding else "",
         )
-        if is_new:
+        t_store = time.perf_counter() - t_store
+        if is_new and analysis is not None:
+            from fuzzer.bucket_analysis import write_bucket
+
+            folder = write_bucket(opts.out_dir / "buckets", bucket_id=bucket_id, key=key, analysis=analysis,
+                                  device=opts.device, config=opts.config, fallback_verdict=verdict, case_id=case_id,
+                                  timeout_s=int(opts.timeout_s), versions=environment_versions(opts.device))
+            self.store.set_bucket_folder(bucket_id, str(folder))
+            self.store.set_bucket_analysis(bucket_id, **analysis.to_dict())
+        elif is_new:
             folder = write_bucket_folder(
                 opts.out_dir / "buckets",
                 bucket_id=bucket_id,
@@ -229,6 +271,10 @@ class Campaign:
             p.case_wall_s += wall
             for name, seconds in verdict.timings:
                 p.timings[name] += seconds
+            # Worker round trip: pipe, (de)serialising, what the worker does outside its spans.
+            p.timings["worker_ipc"] += max(0.0, wall - sum(s for _, s in verdict.timings))
+            p.timings["store"] += t_store
+            p.timings["minimize_and_files"] += time.perf_counter() - t_analysis - t_store
             if finding:
                 p.findings += 1
                 p.buckets.add(bucket_id)

@@ -104,13 +104,18 @@ def compile_options(f):
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=300.0, show_default=True, help="Seconds per case.")
 @click.option("--max-ops", type=click.IntRange(1, 40), default=12, show_default=True)
 @click.option("--strict", is_flag=True, help="Bucket every fp32 bit difference, not only compiled-worse ones.")
+@click.option("--ops", default=None, help="Comma-separated op names to draw from (default: all).")
+@click.option("--dtypes", default=None, help="Comma-separated data dtypes (float32,bfloat16,float16).")
 @click.option("--no-live", is_flag=True, help="No live view (plain progress lines).")
+@click.option("--no-minimize", is_flag=True, help="Do not minimize and attribute new buckets.")
 @compile_options
-def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, strict, no_live, backend, inductor, dynamic, mode):
+def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, strict, ops, dtypes, no_live, no_minimize, backend, inductor, dynamic, mode):
     """Run a campaign: draw graphs, compare eager and compiled, bucket what diverges."""
     from fuzzer.campaign import CampaignOptions, run_campaign
 
     budget_s = parse_budget(budget) if budget else (None if max_cases else 600.0)
+    op_names = _names(ops, "--ops", known=_registered_ops())
+    dtype_names = _names(dtypes, "--dtypes", known=("float32", "bfloat16", "float16"))
     device = resolve_device(device)
     config = _compile_config(backend, inductor, dynamic, mode)
     opts = CampaignOptions(
@@ -124,6 +129,9 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
         strict=strict,
         timeout_s=timeout_s,
         max_ops=max_ops,
+        minimize=not no_minimize,
+        ops=op_names,
+        dtypes=dtype_names,
     )
     signal.signal(signal.SIGTERM, lambda *a: signal.default_int_handler(signal.SIGINT, None))
     console.print(
@@ -266,6 +274,35 @@ def report(out_dir, run_id):
         store.close()
 
 
+@main.command()
+@click.option("--device", default="auto", show_default=True)
+@click.option("--cases", type=click.IntRange(min=1), default=30, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+def bench(device, cases, seed):
+    """Measure cases per minute and how a case's wall time splits (compile, runs, oracles, store...)."""
+    from fuzzer.bench import bench_table, run_bench
+
+    out.print(bench_table(run_bench(resolve_device(device), cases, seed=seed)), markup=False, highlight=False)
+
+
+def _registered_ops() -> tuple[str, ...]:
+    from generators.registry import all_ops
+
+    return tuple(sorted(all_ops()))
+
+
+def _names(text: str | None, option: str, *, known: tuple[str, ...]) -> tuple[str, ...] | None:
+    from generators.errors import UnknownOpError
+
+    if not text:
+        return None
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise UnknownOpError(f"{option}: unknown name(s) {unknown or text!r}; known: {', '.join(known)}")
+    return names
+
+
 def _read(path: Path) -> str:
     from generators.errors import SpecError
 
@@ -277,5 +314,7 @@ def _read(path: Path) -> str:
         raise SpecError(f"{path}: not a text file") from None
 
 
-if __name__ == "__main__":
-    main()
+from fuzzer.cli_gate import corpus as _corpus_group, gate as _gate_command  # noqa: E402
+main.add_command(_gate_command); main.add_command(_corpus_group)
+from fuzzer.cli_minimize import minimize as _minimize_command; main.add_command(_minimize_command)  # noqa: E402
+

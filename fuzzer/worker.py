@@ -58,6 +58,9 @@ def _worker_main(conn, device: str, extra_env: dict) -> None:
             return
         if msg is None:
             return
+        if "call" in msg:  # a generic in-worker function call (see `Worker.call`)
+            conn.send(_run_call(msg))
+            continue
         spec = GraphSpec.from_json(msg["spec"])
         config = CompileConfig.from_dict(msg["config"])
         try:
@@ -74,6 +77,25 @@ def _worker_main(conn, device: str, extra_env: dict) -> None:
                 torch.cuda.synchronize()
             except Exception:  # a sticky CUDA fault: this process cannot run more cases
                 return
+
+
+def _run_call(msg: dict) -> dict:
+    """Run `module:function(**kwargs)` in this worker; the result must be JSON-able data."""
+    import importlib
+
+    module_name, _, attr = msg["call"].partition(":")
+    try:
+        return {"result": getattr(importlib.import_module(module_name), attr)(**msg["kwargs"])}
+    except Exception as e:
+        return {"error": f"{type(e).__name__}: {e}"[:2000], "traceback": traceback.format_exc()[-4000:]}
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    """What `Worker.call` got back: a JSON-able `value`, or an `error` (exception, crash or timeout)."""
+
+    value: object = None
+    error: str | None = None
 
 
 class Worker:
@@ -136,6 +158,27 @@ class Worker:
                 error_message=f"the worker process died during the case ({reason})",
                 timings=(("case", time.perf_counter() - t0),),
             )
+
+    def call(self, target: str, kwargs: dict, timeout_s: float) -> CallOutcome:
+        """Call an importable `module:function` with JSON-able kwargs inside the worker.
+
+        For work that must run in-process next to torch (e.g. `torch._inductor.compiler_bisector`).
+        Never raises for what the compiler does: an exception, a crash or a timeout is `error`.
+        """
+        if not self._alive():
+            self.start()
+        try:
+            self.conn.send({"call": target, "kwargs": kwargs})
+            if self.conn.poll(timeout_s):
+                reply = self.conn.recv()
+                return CallOutcome(value=reply.get("result"), error=reply.get("error"))
+            self.kill()
+            return CallOutcome(error=f"Timeout: no result after {timeout_s:.0f} s")
+        except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
+            self.process.join(5)
+            code = self.process.exitcode
+            self.kill()
+            return CallOutcome(error=f"WorkerDied: exit code {code}")
 
     def kill(self) -> None:
         if self.process is not None and self.process.is_alive():

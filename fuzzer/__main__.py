@@ -1,0 +1,5 @@
+"""`python -m fuzzer` is `divfuzz`."""
+
+from fuzzer.cli import main
+
+main()

@@ -1,0 +1,263 @@
+"""Naming the compiler stage (and, where it can, the single decomposition or lowering) at fault.
+
+`attribute_case(spec, worker=..., device=..., config=..., kind=...)` runs, each in a worker:
+1. the stage ladder `aot_eager` -> `aot_eager_decomp_partition` -> the case's config (Inductor):
+   the first rung that shows the finding is the stage;
+2. probes inside Inductor: each numerics switch in `PROBES` that this torch has, set alone; the
+   ones that remove the finding are recorded (`emulate_precision_casts` for fused bf16 math);
+3. `torch._inductor.compiler_bisector` (in-process only, so it runs through `Worker.call` and
+   `bisect_in_worker`) to name the subsystem and the single decomposition / lowering / pass.
+The result is a frozen `Culprit` with a readable `summary`. A backend that is not Inductor (a
+user's or a planted one) is the culprit itself: the ladder still runs, the bisector does not.
+Invariant: deterministic for a deterministic compiler; nothing here calls torch.compile itself
+(the bisector's `fn` calls `execute_case`, which does).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from fuzzer.config import CompileConfig
+from generators.spec import GraphSpec
+
+LADDER = ("aot_eager", "aot_eager_decomp_partition")
+
+# Inductor switches that change numerics, with the value that makes Inductor closer to eager.
+# (key, value, devices it means something on)
+PROBES: tuple[tuple[str, Any, tuple[str, ...]], ...] = (
+    ("emulate_precision_casts", True, ("cpu", "cuda")),
+    ("fallback_random", True, ("cpu", "cuda")),
+    ("keep_addmm_fused_for_half_dtypes", False, ("cpu", "cuda")),
+    ("pattern_matcher", False, ("cpu", "cuda")),
+    ("cpp.simdlen", 0, ("cpu",)),
+    ("eager_numerics.division_rounding", True, ("cuda",)),
+    ("triton.codegen_upcast_to_fp32", False, ("cuda",)),
+    ("split_reductions", False, ("cuda",)),
+)
+
+
+@dataclass(frozen=True)
+class Culprit:
+    """Where the compiler went wrong, as data with a readable `summary`.
+
+    stage: the first backend that shows the finding ("aot_eager", "aot_eager_decomp_partition",
+    "inductor", or the user's backend); subsystem/detail: what the bisector named (e.g.
+    "decomposition" / "aten.native_layer_norm"); fixes: Inductor switches that remove it;
+    ladder: (rung, finding kind or "ok" or the error) for every rung run.
+    """
+
+    stage: str
+    summary: str
+    subsystem: str | None = None
+    detail: str | None = None
+    fixes: tuple[str, ...] = ()
+    ladder: tuple[tuple[str, str], ...] = ()
+    probes: tuple[tuple[str, str], ...] = ()
+    bisect: str | None = None  # the raw BisectionResult, for the report
+
+    def to_dict(self) -> dict:
+        return {
+            "stage": self.stage,
+            "summary": self.summary,
+            "subsystem": self.subsystem,
+            "detail": self.detail,
+            "fixes": list(self.fixes),
+            "ladder": [list(r) for r in self.ladder],
+            "probes": [list(p) for p in self.probes],
+            "bisect": self.bisect,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Culprit:
+        return cls(
+            stage=d["stage"],
+            summary=d["summary"],
+            subsystem=d.get("subsystem"),
+            detail=d.get("detail"),
+            fixes=tuple(d.get("fixes") or ()),
+            ladder=tuple(tuple(r) for r in d.get("ladder") or ()),
+            probes=tuple(tuple(p) for p in d.get("probes") or ()),
+            bisect=d.get("bisect"),
+        )
+
+    def key_part(self) -> str:
+        """The culprit's part of a bucket signature: stable and short."""
+        return self.summary
+
+    def guard_configs(self, config: CompileConfig) -> tuple[CompileConfig, CompileConfig | None]:
+        """(config that must still show the finding, config that must not) to keep this culprit.
+
+        A decomposition or AOT culprit is checked on its own cheaper rung; an Inductor culprit
+        that a switch removes is checked with and without that switch.
+        """
+        if self.stage in LADDER:
+            return replace(config, backend=self.stage, inductor=()), None
+        if self.stage == "inductor" and self.fixes:
+            key = self.fixes[0]
+            return config, config.with_inductor(**{key: dict((k, v) for k, v, _ in PROBES)[key]})
+        return config, None
+
+
+def available_probes(device: str) -> list[tuple[str, Any]]:
+    """The probes this torch's Inductor config has, for this device type."""
+    import torch._inductor.config as ic
+
+    device_type = device.split(":")[0]
+    have = ic.get_config_copy()
+    return [(k, v) for k, v, devices in PROBES if device_type in devices and k in have and have[k] != v]
+
+
+def _outcome(verdict, kind: str, strict: bool) -> str:
+    from oracles.verdict import Status, finding_of
+
+    finding = finding_of(verdict, strict=strict)
+    if finding is not None:
+        return finding.kind.value
+    if verdict.status in (Status.OK, Status.DIVERGED):
+        return "ok"
+    return verdict.status.value
+
+
+def attribute_case(
+    spec: GraphSpec,
+    *,
+    worker,
+    device: str,
+    config: CompileConfig,
+    kind: str,
+    strict: bool = False,
+    timeout_s: float = 300.0,
+    bisect: bool = True,
+    on_verdict=None,
+) -> Culprit:
+    """The culprit of a case that shows a finding of `kind` under `config`."""
+    from fuzzer.worker import CaseRequest
+
+    def outcome(cfg: CompileConfig) -> str:
+        verdict = worker.run(CaseRequest(spec, device, cfg), timeout_s)
+        if on_verdict is not None:
+            on_verdict(spec, cfg, verdict)
+        return _outcome(verdict, kind, strict)
+
+    ladder: list[tuple[str, str]] = []
+    stage = None
+    for rung in LADDER:
+        got = outcome(CompileConfig(backend=rung, dynamic=config.dynamic))
+        ladder.append((rung, got))
+        if got == kind:
+            stage = rung
+            break
+    final = outcome(config)
+    ladder.append((config.describe(), final))
+    if stage is None:
+        stage = "inductor" if config.backend == "inductor" else config.backend
+    if config.backend != "inductor":
+        return Culprit(stage=config.backend, summary=f"backend {config.backend}", ladder=tuple(ladder))
+
+    probes: list[tuple[str, str]] = []
+    fixes: list[str] = []
+    if final == kind:
+        # Past the AOT rungs only emulate_precision_casts is probed (for the report); when the
+        # stage is Inductor itself every switch is.
+        for key, value in available_probes(device):
+            if stage != "inductor" and key != "emulate_precision_casts":
+                continue
+            got = outcome(config.with_inductor(**{key: value}))
+            probes.append((f"{key}={value!r}", got))
+            if got != kind:
+                fixes.append(key)
+    culprit = Culprit(stage=stage, summary="", fixes=tuple(fixes), ladder=tuple(ladder), probes=tuple(probes))
+    if bisect:
+        res = worker.call(
+            "fuzzer.attribute:bisect_in_worker",
+            {"spec_json": spec.to_json(indent=None), "device": device, "config": config.to_dict(), "kind": kind, "strict": strict},
+            timeout_s * 4,
+        )
+        if res.error is None and res.value:
+            culprit = replace(
+                culprit,
+                subsystem=res.value.get("subsystem"),
+                detail=_readable_detail(res.value.get("subsystem"), res.value.get("debug_info")),
+                bisect=res.value.get("repr"),
+                stage=res.value.get("backend") or stage,
+            )
+        elif res.error is not None:
+            culprit = replace(culprit, bisect=f"bisector failed: {res.error[:300]}")
+    return replace(culprit, summary=summarize(culprit))
+
+
+_OPOVERLOAD = re.compile(r"op='([^']+)'")
+
+
+def _readable_detail(subsystem: str | None, debug_info: str | None) -> str | None:
+    if not debug_info:
+        return None
+    m = _OPOVERLOAD.search(debug_info)
+    if m:  # "<OpOverload(op='aten.native_layer_norm', overload='default')>"
+        return m.group(1)
+    if subsystem == "lowerings":  # repr(node): keep its target
+        t = re.search(r"target=([^,)\s]+)", debug_info)
+        return t.group(1) if t else debug_info[:80]
+    return debug_info[:80]
+
+
+def summarize(c: Culprit) -> str:
+    """A short sentence naming the culprit, used in bucket keys, repro headers and reports."""
+    if c.subsystem == "decomposition" and c.detail:
+        return f"decomposition of {c.detail}"
+    if c.subsystem and c.subsystem.startswith("inductor_") and c.subsystem.removeprefix("inductor_") in c.fixes:
+        return f"inductor: {c.subsystem.removeprefix('inductor_')} removes it"
+    if c.stage == "inductor" and c.fixes and not c.subsystem:
+        return f"inductor: {c.fixes[0]} removes it"
+    if c.subsystem == "lowerings" and c.detail:
+        return f"inductor lowering of {c.detail}"
+    if c.subsystem in ("pre_grad_passes", "joint_graph_passes", "post_grad_passes") and c.detail:
+        return f"inductor {c.subsystem.replace('_', ' ')}: {c.detail}"
+    if c.subsystem and c.subsystem.startswith("inductor_"):
+        return f"inductor: {c.subsystem.removeprefix('inductor_')} removes it"
+    if c.subsystem:
+        return f"{c.stage}: {c.subsystem}" + (f" ({c.detail})" if c.detail else "")
+    if c.fixes:
+        return f"{c.stage}: {c.fixes[0]} removes it"
+    return f"{c.stage} (no single subsystem)"
+
+
+# ---------------------------------------------------------------------------------------------
+# Runs inside a worker process (through Worker.call): the bisector is in-process only
+# ---------------------------------------------------------------------------------------------
+
+
+def bisect_in_worker(*, spec_json: str, device: str, config: dict, kind: str, strict: bool = False) -> dict | None:
+    """`CompilerBisector.do_bisect` over `execute_case`: good means "no finding of `kind`".
+
+    The bisector replaces the backend of every `torch.compile` call while it runs, and
+    `execute_case` calls torch.compile (and dynamo.reset) afresh each time, as it requires.
+    """
+    import contextlib
+    import io
+
+    from torch._inductor.compiler_bisector import CompilerBisector
+
+    from fuzzer.execute import execute_case
+    from oracles.verdict import finding_of
+
+    spec = GraphSpec.from_json(spec_json)
+    cfg = CompileConfig.from_dict(config)
+
+    def good() -> bool:
+        finding = finding_of(execute_case(spec, device, cfg), strict=strict)
+        return finding is None or finding.kind.value != kind
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        result = CompilerBisector.do_bisect(good)
+    if result is None:
+        return None
+    return {
+        "backend": result.backend,
+        "subsystem": result.subsystem,
+        "bisect_number": result.bisect_number,
+        "debug_info": result.debug_info,
+        "repr": repr(result)[:500],
+    }

@@ -1,0 +1,153 @@
+"""The `divfuzz gate` and `divfuzz corpus add|prune` commands.
+
+Exit codes of `gate`: 0 pass (improvements are reported), 1 fail (a clean spec diverges, a known
+divergence exceeds its bounds, a new error, a new fuzz finding), 2 bad input (a corrupt corpus
+file or baseline, a missing baseline, an unknown backend, a missing device).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from fuzzer.cli import _compile_config, compile_options, console, out, parse_budget, resolve_device
+
+
+@click.command()
+@click.option("--device", default="auto", show_default=True, help="auto, cpu or cuda[:N].")
+@click.option("--corpus", "corpus_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("corpus"), show_default=True)
+@click.option("--baseline", "baseline_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Baseline file (default: CORPUS/baseline-<device type>-<torch major.minor>.json).")
+@click.option("--margin", type=click.FloatRange(min=0), default=0.1, show_default=True,
+              help="Relative slack on every baseline bound (0.1: 10% over a bound still passes).")
+@click.option("--budget", default=None, help="Wall-clock budget for the replay (e.g. 10m); specs left over fail.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=300.0, show_default=True, help="Seconds per spec.")
+@click.option("--fuzz", "fuzz_budget", default=None, help="After the replay, fuzz for this long (e.g. 5m).")
+@click.option("--fuzz-cases", type=click.IntRange(min=1), default=None, help="After the replay, fuzz this many cases (deterministic).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the --fuzz campaign.")
+@click.option("--spec", "only", multiple=True, help="Replay only this corpus spec (repeatable).")
+@click.option("--junit", "junit_path", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Full result; everything but its `timings` field is identical across runs.")
+@click.option("--repro-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write spec.json + repro.py of each failing spec (and new fuzz buckets) here.")
+@click.option("--update-baseline", is_flag=True, help="Replay the corpus and write the baseline from what it gives.")
+@compile_options
+def gate(device, corpus_dir, baseline_path, margin, budget, timeout_s, fuzz_budget, fuzz_cases, seed, only,
+         junit_path, markdown_path, json_path, repro_dir, update_baseline, backend, inductor, dynamic, mode):
+    """Replay the corpus and hold it to the baseline: the CI gate."""
+    from fuzzer.gate import GateOptions, default_baseline_path, run_gate, update_baseline as write_baseline
+    from reports.gate_markdown import gate_markdown
+    from reports.junit import gate_junit
+
+    device = resolve_device(device)
+    config = _compile_config(backend, inductor, dynamic, mode)
+    opts = GateOptions(
+        device=device,
+        corpus_dir=corpus_dir,
+        baseline_path=baseline_path,
+        config=config,
+        margin=margin,
+        timeout_s=timeout_s,
+        budget_s=parse_budget(budget) if budget else None,
+        fuzz_budget_s=parse_budget(fuzz_budget) if fuzz_budget else None,
+        fuzz_cases=fuzz_cases,
+        seed=seed,
+        repro_dir=repro_dir,
+        only=tuple(only),
+    )
+    if update_baseline:
+        if only:
+            from fuzzer.errors import ConfigError
+
+            raise ConfigError("--spec cannot be combined with --update-baseline: a baseline covers the whole corpus")
+        baseline = write_baseline(opts, log=lambda m: console.print(m, highlight=False, markup=False, emoji=False, soft_wrap=True))
+        out.print(f"wrote {baseline.path}: {len(baseline.specs)} specs, "
+                  f"{sum(1 for e in baseline.specs.values() if e['outputs'] or e['status'] != 'ok')} known divergences or errors",
+                  highlight=False)
+        return
+    path = baseline_path or default_baseline_path(corpus_dir, device)
+    console.print(f"divfuzz gate: {corpus_dir} against {path}, device {device}, backend {config.describe()}", highlight=False)
+    result = run_gate(opts, log=lambda m: console.print(m, highlight=False, markup=False, emoji=False, soft_wrap=True))
+    data = result.to_dict()
+    md = gate_markdown(data)
+    if json_path:
+        json_path.write_text(json.dumps(data, indent=2) + "\n")
+    if junit_path:
+        junit_path.write_text(gate_junit(data))
+    if markdown_path:
+        markdown_path.write_text(md)
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        with open(summary, "a") as f:
+            f.write(md + "\n")
+    c = data["counts"]
+    out.print(
+        f"gate {data['result'].upper()}: {c['passed']}/{c['specs']} specs pass, {c['failed']} fail, {c['improved']} improved"
+        + (f", {len(data['fuzz']['failing'])} new fuzz findings" if data["fuzz"] else "")
+        + f" ({data['timings']['total_s']:.0f} s)",
+        highlight=False,
+    )
+    for s in data["specs"]:
+        for p in s["problems"]:
+            out.print(f"  FAIL {s['name']}: {p}", highlight=False, markup=False, emoji=False, soft_wrap=True)
+    if data["fuzz"]:
+        for key in data["fuzz"]["failing"]:
+            out.print(f"  FAIL fuzz: {key}", highlight=False, markup=False, emoji=False, soft_wrap=True)
+    sys.exit(result.exit_code)
+
+
+@click.group()
+def corpus() -> None:
+    """Manage the gate's corpus of specs."""
+
+
+@corpus.command("add")
+@click.argument("source", type=click.Path(exists=True, path_type=Path))
+@click.option("--corpus", "corpus_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("corpus"), show_default=True)
+@click.option("--name", default=None, help="File stem in the corpus (default: the bucket folder's or file's name).")
+def corpus_add(source, corpus_dir, name):
+    """Add a spec.json or a bucket folder's spec to the corpus."""
+    from fuzzer.corpus import add_to_corpus
+    from fuzzer.gate import specs_folder
+
+    folder = specs_folder(corpus_dir) if corpus_dir.exists() else corpus_dir / "specs"
+    dest, added = add_to_corpus(source, folder, name=name)
+    if not added:
+        out.print(f"already in the corpus as {dest} (same spec digest); nothing added", highlight=False)
+        return
+    out.print(
+        f"added {dest}. The gate expects it clean until the baseline says otherwise: if it is a known "
+        f"divergence, run `divfuzz gate --update-baseline --corpus {corpus_dir}`",
+        highlight=False,
+    )
+
+
+@corpus.command("prune")
+@click.option("--corpus", "corpus_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("corpus"), show_default=True)
+@click.option("--dry-run", is_flag=True, help="Only say what would be dropped.")
+def corpus_prune(corpus_dir, dry_run):
+    """Keep the smallest set of specs that covers every (op, dtype, kind) feature; say what was dropped."""
+    from fuzzer.corpus import known_divergences, plan_prune, read_specs
+    from fuzzer.gate import specs_folder
+    from generators.errors import SpecError
+
+    if not corpus_dir.is_dir():
+        raise SpecError(f"{corpus_dir}: corpus folder does not exist")
+    folder = specs_folder(corpus_dir)
+    specs = read_specs(folder)
+    plan = plan_prune(specs, pinned=known_divergences(corpus_dir))
+    for name in plan.drop:
+        out.print(f"{'would drop' if dry_run else 'dropped'} {folder / (name + '.json')}", highlight=False)
+        if not dry_run:
+            (folder / f"{name}.json").unlink()
+    out.print(
+        f"kept {len(plan.keep)} of {len(specs)} specs ({len(plan.pinned)} pinned as known divergences), "
+        f"covering all {len(plan.features)} (op, dtype, kind) features",
+        highlight=False,
+    )

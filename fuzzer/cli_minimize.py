@@ -1,0 +1,116 @@
+"""`divfuzz minimize CASE-ID|spec.json [--out DIR]` and `divfuzz minimize --module file.py:NAME`.
+
+A case (from the store under --store) or a spec file is minimized and attributed in a worker
+process, and written as a bucket folder: spec.json, repro.py (culprit in its header),
+report.md, analysis.json. Spec files are parsed as data (`load_spec`), never executed; a
+`--module` file is the user's own code and is imported to call NAME().
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+
+@click.command("minimize")
+@click.argument("case", required=False)
+@click.option("--module", "modules", multiple=True, metavar="FILE.py:NAME", help="A user module: NAME() returns (model_or_fn, example_inputs).")
+@click.option("--store", "store_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("divfuzz-out"), show_default=True, help="Where the campaign store is (for a CASE-ID).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("divfuzz-minimized"), show_default=True)
+@click.option("--device", default="auto", show_default=True)
+@click.option("--budget", default="120s", show_default=True, help="Minimizer time budget.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=300.0, show_default=True)
+@click.option("--autocast", type=click.Choice(["bfloat16", "float16"]), default=None, help="For --module: run NAME's model under autocast.")
+@click.option("--dtype", type=click.Choice(["float32", "bfloat16", "float16"]), default=None, help="For --module: cast the model and float inputs to this dtype.")
+@click.option("--backend", default="inductor", show_default=True)
+@click.option("--inductor", multiple=True, metavar="KEY=VALUE")
+def minimize(case, modules, store_dir, out_dir, device, budget, timeout_s, autocast, dtype, backend, inductor):
+    """Shrink a diverging case (or your own module) to a minimal repro and name its culprit."""
+    from fuzzer.cli import _compile_config, _read, out, parse_budget, resolve_device
+    from fuzzer.errors import ConfigError
+    from fuzzer.worker import Worker
+
+    device = resolve_device(device)
+    if modules:
+        worker = Worker(device)
+        try:
+            for i, ref in enumerate(modules):
+                target = out_dir if len(modules) == 1 else out_dir / f"module-{i + 1}"
+                res = worker.call(
+                    "fuzzer.module_minimize:minimize_module_in_worker",
+                    {"ref": ref, "device": device, "out_dir": str(target), "autocast": autocast, "dtype": dtype},
+                    timeout_s * 10,
+                )
+                if res.error:
+                    raise ConfigError(f"--module {ref}: {res.error}")
+                for line in res.value["verdict"]:
+                    out.print(line, highlight=False)
+                if not res.value["causes"]:
+                    out.print(f"{ref}: eager and compiled agree: nothing to minimize", highlight=False)
+                for c in res.value["causes"]:
+                    out.print(f"{c['folder']}: {c['ops_before']} -> {c['ops']} ops; {c['compared_to']} vs {c['rung']}: {c['summary']}", highlight=False)
+        finally:
+            worker.stop()
+        return
+    if not case:
+        raise ConfigError("Expected a CASE-ID, a spec.json or --module FILE.py:NAME")
+    spec, config = _load_case(case, store_dir, _read)
+    if backend != "inductor" or inductor:
+        config = _compile_config(backend, inductor, config.dynamic, config.mode)
+    result = minimize_case(spec, device=device, config=config, budget_s=parse_budget(budget), timeout_s=timeout_s, out_dir=out_dir)
+    if result is None:
+        out.print(f"{case}: no finding on {device} under {config.describe()}: nothing to minimize", highlight=False)
+        return
+    folder, analysis = result
+    for line in analysis.notes():
+        out.print(line, highlight=False)
+    out.print(f"written: {folder}/repro.py, report.md, spec.json", highlight=False)
+
+
+def _load_case(case: str, store_dir: Path, read):
+    from fuzzer.campaign import STORE_NAME
+    from fuzzer.config import CompileConfig
+    from fuzzer.errors import StoreError
+    from fuzzer.store import Store
+    from generators.validate import load_spec
+
+    if case.isdigit() and not Path(case).exists():
+        path = store_dir / STORE_NAME
+        if not path.exists():
+            raise StoreError(f"{path}: no store here for case {case} (use --store DIR)")
+        store = Store(path)
+        try:
+            row = store.case(int(case))
+        finally:
+            store.close()
+        return load_spec(row.spec_json, source=f"case {case}"), CompileConfig.from_dict(row.config)
+    return load_spec(read(Path(case)), source=case), CompileConfig()
+
+
+def minimize_case(spec, *, device: str, config, budget_s: float, timeout_s: float, out_dir: Path):
+    """Run, minimize, attribute and write one case; None when it shows no finding."""
+    from fuzzer.bucket_analysis import write_bucket
+    from fuzzer.buckets import bucket_key
+    from fuzzer.campaign import environment_versions
+    from fuzzer.minimize import analyze_finding
+    from fuzzer.worker import CaseRequest, Worker
+    from oracles.verdict import finding_of
+
+    worker = Worker(device)
+    try:
+        verdict = worker.run(CaseRequest(spec, device, config), timeout_s)
+        finding = finding_of(verdict)
+        if finding is None:
+            return None
+        analysis = analyze_finding(spec, worker=worker, device=device, config=config, kind=finding.kind.value,
+                                   budget_s=budget_s, timeout_s=timeout_s)
+    finally:
+        worker.stop()
+    key = bucket_key(finding, analysis.spec, device, signature=analysis.signature())
+    folder = write_bucket(out_dir, bucket_id=1, key=key, analysis=analysis, device=device, config=config,
+                          fallback_verdict=verdict, case_id=None, timeout_s=int(timeout_s),
+                          versions=environment_versions(device))
+    (folder / "bucket.json").write_text(json.dumps({"key": key.to_dict(), "str": str(key)}, indent=2) + "\n")
+    return folder, analysis

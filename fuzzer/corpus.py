@@ -1,0 +1,149 @@
+"""The gate's corpus as a set: adding a spec, and pruning to the smallest set that keeps coverage.
+
+A spec's features are (op, dtype, kind) triples: the op of each node, the dtype it computes in
+(its first data input's dtype, or `<dtype>+autocast-<low>` inside an autocast region), and the
+kind: `forward` always (a backward spec compares its forward outputs too), and `backward` as well
+when the spec differentiates through that op. Pruning is a greedy set
+cover (most new features first, then fewest elements, then name), like a fuzzing corpus merge,
+followed by a pass that drops any kept spec whose features the others already cover.
+Invariants: pruning is deterministic and never loses a feature; specs that the baseline lists as
+known divergences or errors are always kept (they are the gate's regression checks).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from generators.errors import SpecError
+from generators.registry import get_op
+from generators.spec import GraphSpec
+from generators.validate import load_spec
+
+Feature = tuple[str, str, str]
+
+
+def spec_features(spec: GraphSpec) -> frozenset[Feature]:
+    """The (op, dtype, kind) features one spec covers."""
+    feats = set()
+    grads = spec.backward and any(t.requires_grad for t in spec.inputs)
+    for n in spec.nodes:
+        op = get_op(n.op)
+        dtype = spec.meta(n.inputs[0])[1]
+        if spec.autocast:
+            dtype = f"{dtype}+autocast-{spec.autocast}"
+        feats.add((n.op, dtype, "forward"))
+        if grads and op.differentiable:
+            feats.add((n.op, dtype, "backward"))
+    return frozenset(feats)
+
+
+def corpus_features(specs: dict[str, GraphSpec]) -> frozenset[Feature]:
+    out: set[Feature] = set()
+    for s in specs.values():
+        out |= spec_features(s)
+    return frozenset(out)
+
+
+def _cost(spec: GraphSpec) -> int:
+    total = 0
+    for t in spec.inputs:
+        n = 1
+        for d in t.shape:
+            n *= d
+        total += n
+    return total * (3 if spec.backward else 1)
+
+
+@dataclass(frozen=True)
+class PrunePlan:
+    keep: tuple[str, ...]
+    drop: tuple[str, ...]
+    pinned: tuple[str, ...]  # kept because the baseline lists them as known divergences or errors
+    features: frozenset[Feature]
+
+
+def plan_prune(specs: dict[str, GraphSpec], *, pinned: frozenset[str] = frozenset()) -> PrunePlan:
+    """Which specs to keep so that every feature of `specs` stays covered (greedy set cover)."""
+    feats = {name: spec_features(s) for name, s in specs.items()}
+    all_feats = frozenset().union(*feats.values()) if feats else frozenset()
+    kept = sorted(n for n in specs if n in pinned)
+    covered = set().union(*(feats[n] for n in kept)) if kept else set()
+    candidates = sorted(n for n in specs if n not in pinned)
+    while covered != all_feats:
+        best = min(candidates, key=lambda n: (-len(feats[n] - covered), _cost(specs[n]), n))
+        if not feats[best] - covered:
+            break
+        kept.append(best)
+        candidates.remove(best)
+        covered |= feats[best]
+    # Redundancy pass: a greedy pick can be made redundant by later picks.
+    for name in sorted(kept, key=lambda n: (-_cost(specs[n]), n)):
+        if name in pinned:
+            continue
+        others = set().union(*(feats[n] for n in kept if n != name))
+        if feats[name] <= others:
+            kept.remove(name)
+    keep = tuple(sorted(kept))
+    return PrunePlan(keep, tuple(sorted(set(specs) - set(keep))), tuple(sorted(pinned & set(specs))), all_feats)
+
+
+def known_divergences(corpus_dir: Path) -> frozenset[str]:
+    """Spec names that any baseline in the corpus folder lists as not clean."""
+    names = set()
+    for path in sorted(corpus_dir.glob("baseline-*.json")):
+        from fuzzer.gate import load_baseline
+
+        for name, entry in load_baseline(path).specs.items():
+            if entry["status"] != "ok" or entry["outputs"]:
+                names.add(name)
+    return frozenset(names)
+
+
+_SLUG = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def add_to_corpus(source: Path, corpus_specs: Path, *, name: str | None = None) -> tuple[Path, bool]:
+    """Copy a spec (a spec.json, or a bucket folder's spec.json) into the corpus.
+
+    Returns (path, added); added is False when an identical spec (same digest) is already there.
+    """
+    path = source / "spec.json" if source.is_dir() else source
+    if not path.is_file():
+        raise SpecError(f"{source}: expected a spec .json file or a bucket folder holding spec.json")
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise SpecError(f"{path}: cannot read ({e})") from None
+    spec = load_spec(text, source=str(path))
+    corpus_specs.mkdir(parents=True, exist_ok=True)
+    for existing in sorted(corpus_specs.glob("*.json")):
+        try:
+            other = GraphSpec.from_json(existing.read_text(), source=str(existing))
+        except SpecError:
+            continue
+        if other.digest() == spec.digest():
+            return existing, False
+    stem = name or (source.name if source.is_dir() else path.stem)
+    stem = _SLUG.sub("-", stem).strip("-") or f"spec-{spec.digest()}"
+    dest = corpus_specs / f"{stem}.json"
+    if dest.exists():
+        dest = corpus_specs / f"{stem}-{spec.digest()[:8]}.json"
+    dest.write_text(spec.to_json() + "\n")
+    return dest, True
+
+
+def read_specs(folder: Path) -> dict[str, GraphSpec]:
+    out = {}
+    for path in sorted(folder.glob("*.json")):
+        try:
+            out[path.stem] = load_spec(path.read_text(), source=str(path))
+        except (OSError, UnicodeDecodeError) as e:
+            raise SpecError(f"{path}: cannot read ({e})") from None
+    return out
+
+
+def features_json(features: frozenset[Feature]) -> str:
+    return json.dumps(sorted(list(f) for f in features))

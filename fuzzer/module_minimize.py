@@ -1,0 +1,230 @@
+"""`divfuzz minimize --module file.py:NAME`: a user's own model, captured, judged, reduced, attributed.
+
+`NAME()` returns `(model_or_function, example_inputs)`. Loading the file runs the user's own code
+(that is what they asked for); spec files are never executed. Everything here runs inside a
+worker process (`Worker.call` -> `minimize_module_in_worker`), so a compiler crash ends the
+worker, not the CLI.
+
+Steps: capture at the aten level with `make_fx` (autocast becomes explicit casts); judge eager
+vs compiled with divfuzz's oracles against an fp64 run of the original model; then walk the stage
+ladder eager -> aot_eager -> aot_eager_decomp_partition -> inductor and, for every rung whose output
+differs from the rung before it (a separate root cause each), reduce the graph with torch's
+`fx_minifier` using "this rung still differs from the one before" as the predicate, and name the
+culprit with `compiler_bisector`. Each root cause gets a folder with `repro.py`, `inputs.pt`
+(tensors only, loaded with `weights_only=True`) and `culprit.json`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import importlib.util
+import io
+import json
+import sys
+from pathlib import Path
+
+RUNGS = ("eager", "aot_eager", "aot_eager_decomp_partition", "inductor")
+
+
+def load_user_module(ref: str):
+    """`path/to/file.py:NAME` -> NAME() (the user's own code runs here, by their request)."""
+    from fuzzer.errors import ConfigError
+
+    path, sep, name = ref.rpartition(":")
+    if not sep or not path.endswith(".py") or not name:
+        raise ConfigError(f"Expected --module path/to/file.py:NAME but got {ref!r}")
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError(f"--module {ref!r}: no file {path}")
+    spec = importlib.util.spec_from_file_location(f"divfuzz_user_{file.stem}", file)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    if not hasattr(module, name):
+        raise ConfigError(f"--module {ref!r}: {path} has no {name}")
+    return getattr(module, name)()
+
+
+def _flat(out):
+    import torch
+    import torch.utils._pytree as pytree
+
+    return [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+
+
+def _run(gm, inputs, rung: str):
+    import torch
+
+    with torch.no_grad():
+        if rung == "eager":
+            return _flat(gm(*inputs))
+        torch._dynamo.reset()
+        return _flat(torch.compile(gm, backend=rung)(*inputs))
+
+
+def _differs(a, b) -> bool:
+    """A finding-worthy difference, as divfuzz's oracles bucket them: any bf16/fp16 ULP or integer
+    flip. fp32 bit differences alone are rounding noise without an fp64 reference, so they do
+    not count (they would let the minifier wander to a different, fp32-only graph)."""
+    import torch
+
+    from oracles.ulp import bitwise_equal
+
+    if len(a) != len(b):
+        return True
+    return any(
+        not bitwise_equal(x, y) for x, y in zip(a, b) if x.dtype not in (torch.float32, torch.float64)
+    )
+
+
+def _judge(model, inputs, compiled_out, eager_out, device: str) -> list[str]:
+    """One line per output: divfuzz's oracles, eager and compiled each against fp64."""
+    import torch
+
+    from oracles.compare import compare_float, compare_int
+
+    ref_model = copy.deepcopy(model).to(torch.float64) if isinstance(model, torch.nn.Module) else model
+    ref_in = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
+    try:
+        with torch.no_grad():
+            ref = _flat(ref_model(*ref_in))
+    except Exception:  # a model that does not run in float64: judge without a reference
+        ref = [e.double() for e in eager_out]
+    lines = []
+    for i, (e, c, r) in enumerate(zip(eager_out, compiled_out, ref)):
+        if e.is_floating_point():
+            fc = compare_float(e, c, r.to(e.device))
+            lines.append(f"output {i}: {fc.dtype} {fc.n_diff}/{fc.numel} differ, max {fc.max_ulp} ULP, fp64 triage {fc.triage}")
+        else:
+            ic = compare_int(e, c, None)
+            lines.append(f"output {i}: {ic.dtype} {ic.flips}/{ic.numel} flip, max step {ic.max_step}")
+    return lines
+
+
+def _bisect(gm, inputs, rung: str) -> str | None:
+    """Bisect the cause that appears at `rung`: earlier backends count as good."""
+    import torch
+    from torch._inductor.compiler_bisector import CompilerBisector
+
+    before = RUNGS[RUNGS.index(rung) - 1]
+    ref = _run(gm, inputs, before)
+
+    def good() -> bool:
+        backend = CompilerBisector.get_backend()
+        if backend in RUNGS and RUNGS.index(backend) < RUNGS.index(rung):
+            return True
+        torch._dynamo.reset()
+        with torch.no_grad():
+            return not _differs(_flat(torch.compile(gm)(*inputs)), ref)
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        res = CompilerBisector.do_bisect(good)
+    return None if res is None else repr(res)
+
+
+def _summary(rung: str, bisect: str | None) -> str:
+    from fuzzer.attribute import _readable_detail
+
+    if bisect and "subsystem='decomposition'" in bisect:
+        return f"decomposition of {_readable_detail('decomposition', bisect)}"
+    if bisect and "subsystem='inductor_" in bisect:
+        name = bisect.split("subsystem='inductor_", 1)[1].split("'", 1)[0]
+        return f"inductor: {name} removes it"
+    if bisect and "subsystem='lowerings'" in bisect:
+        return f"inductor lowering ({bisect[:120]})"
+    return f"{rung} (no single subsystem)"
+
+
+_REPRO = '''#!/usr/bin/env python3
+"""divfuzz repro from a user module: {title}
+
+{notes}
+Run: python repro.py. Exits 1 while {before} and {rung} differ, 0 once they agree.
+"""
+import sys
+
+import torch
+from torch import device  # noqa: F401  (captured graphs may name devices)
+
+{code}
+
+inputs = torch.load("inputs.pt", weights_only=True)
+print(f"torch {{torch.__version__}}")
+with torch.no_grad():
+    model = Repro()
+    torch._dynamo.reset()
+    a = model(*inputs) if {before!r} == "eager" else torch.compile(model, backend={before!r})(*inputs)
+    torch._dynamo.reset()
+    b = torch.compile(model, backend={rung!r})(*inputs)
+a = a if isinstance(a, (tuple, list)) else (a,)
+b = b if isinstance(b, (tuple, list)) else (b,)
+bad = 0
+for x, y in zip(a, b):
+    n = int((x != y).sum())
+    print(f"{{n}}/{{x.numel()}} elements differ ({before} vs {rung})")
+    bad += n
+sys.exit(1 if bad else 0)
+'''
+
+
+def _repro_code(gm) -> str:
+    body = gm.code.strip().replace("def forward(self, ", "def forward(self, ")
+    return "class Repro(torch.nn.Module):\n" + "\n".join("    " + line for line in body.splitlines())
+
+
+def minimize_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: str | None = None, dtype: str | None = None, max_granularity: int | None = None) -> dict:
+    """The whole `--module` pipeline; returns a JSON-able summary (runs in a worker)."""
+    import torch
+    from torch._functorch.fx_minifier import minifier
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    model, inputs = load_user_module(ref)
+    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in (inputs if isinstance(inputs, (list, tuple)) else [inputs])]
+    if isinstance(model, torch.nn.Module):
+        model = model.to(device).eval()
+    if dtype:
+        inputs = [x.to(getattr(torch, dtype)) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
+        if isinstance(model, torch.nn.Module):
+            model = model.to(getattr(torch, dtype))
+
+    def fn(*args):
+        if autocast:
+            with torch.autocast(torch.device(device).type, dtype=getattr(torch, autocast)):
+                return model(*args)
+        return model(*args)
+
+    with torch.no_grad():
+        gm = make_fx(fn)(*inputs)
+    outs = {rung: _run(gm, inputs, rung) for rung in RUNGS}
+    verdict_lines = _judge(model, inputs, outs["inductor"], outs["eager"], device)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    causes = []
+    for before, rung in zip(RUNGS, RUNGS[1:]):
+        if not _differs(outs[before], outs[rung]):
+            continue
+
+        def fails(g, inps, before=before, rung=rung) -> bool:
+            try:
+                return _differs(_run(g, inps, before), _run(g, inps, rung))
+            except Exception:
+                return False
+
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            small, small_inputs = minifier(gm, list(inputs), fails, dump_state=lambda g, i: None, max_granularity=max_granularity)
+        bisect = _bisect(small, list(small_inputs), rung)
+        summary = _summary(rung, bisect)
+        n_ops = sum(1 for n in small.graph.nodes if n.op == "call_function")
+        folder = out / f"{len(causes) + 1:02d}-{rung}"
+        folder.mkdir(parents=True, exist_ok=True)
+        torch.save([t.detach().cpu() if device.startswith("cuda") else t.detach() for t in small_inputs], folder / "inputs.pt")
+        notes = "\n".join([f"Culprit: {summary}", f"compiler_bisector: {bisect}", *verdict_lines])
+        (folder / "repro.py").write_text(
+            _REPRO.format(title=f"{ref}: {summary}", notes=notes, before=before, rung=rung, code=_repro_code(small))
+        )
+        cause = {"rung": rung, "compared_to": before, "summary": summary, "bisect": bisect, "ops": n_ops,
+                 "ops_before": sum(1 for n in gm.graph.nodes if n.op == "call_function"), "folder": str(folder)}
+        (folder / "culprit.json").write_text(json.dumps(cause, indent=2) + "\n")
+        causes.append(cause)
+    return {"verdict": verdict_lines, "causes": causes}

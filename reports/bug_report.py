@@ -1,0 +1,112 @@
+"""`report.md`: a minimized, attributed bucket as markdown ready to paste into a PyTorch issue.
+
+Title, versions, the minimal code (the repro's graph and inputs), what eager and compiled gave,
+the fp64 verdict, the stage ladder, and what `emulate_precision_casts` changed. Pure text from
+data: the culprit and verdict come in as dicts / frozen values, nothing is run here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from generators.spec import GraphSpec
+from reports.markdown import verdict_table
+from reports.repro import graph_code, inputs_code
+
+if TYPE_CHECKING:
+    from oracles.verdict import Verdict
+
+
+def _fp64_verdict(verdict: "Verdict | None") -> str:
+    if verdict is None:
+        return "not measured"
+    parts = []
+    for o in verdict.outputs:
+        if o.float_cmp and o.float_cmp.n_diff:
+            parts.append(f"`{o.name}`: {o.float_cmp.triage}")
+        elif o.int_cmp and o.int_cmp.flips:
+            ic = o.int_cmp
+            parts.append(f"`{o.name}`: {ic.boundary_flips} boundary flips, {ic.gross_flips + ic.unknown_flips} gross")
+    return "; ".join(parts) or "no differing output"
+
+
+def render_bug_report(
+    spec: GraphSpec,
+    *,
+    title: str,
+    culprit: dict,
+    versions: dict,
+    device: str,
+    config_desc: str,
+    verdict: "Verdict | None",
+    minimized: dict | None = None,
+) -> str:
+    ladder = culprit.get("ladder") or []
+    probes = dict(tuple(p) for p in culprit.get("probes") or [])
+    epc = probes.get("emulate_precision_casts=True")
+    if epc is None:
+        epc_line = "not probed (the divergence is not in Inductor or the switch is already on)"
+    elif epc == "ok":
+        epc_line = "**removes the divergence**: Inductor skips a low-precision rounding that eager does"
+    else:
+        epc_line = f"does not remove it (still {epc})"
+    lines = [
+        f"# torch.compile differs from eager: {culprit.get('summary', '?')}",
+        "",
+        f"Found by divfuzz: {title}",
+        "",
+        "## Versions",
+        "",
+        *[f"- {k}: {v}" for k, v in versions.items() if v is not None],
+        f"- device: {device}",
+        f"- compiled with: {config_desc}",
+        "",
+        "## Minimal code",
+        "",
+        "```python",
+        "import torch",
+        "import torch.nn.functional as F",
+        "",
+        inputs_code(spec),
+        "",
+        graph_code(spec),
+        "",
+        f"DEVICE_TYPE = {device.split(':')[0]!r}",
+        f"inputs = make_inputs({device!r})",
+        "with torch.no_grad():",
+        "    eager = model(*inputs)",
+        "    torch._dynamo.reset()",
+        "    compiled = torch.compile(model)(*inputs)",
+        "for e, c in zip(eager, compiled):",
+        "    print((e != c).sum().item(), 'of', e.numel(), 'elements differ')",
+        "```",
+        "",
+        "The full script with the fp64 triage is the bucket's `repro.py` (exits 1 while it diverges).",
+        "",
+        "## Eager vs compiled",
+        "",
+        verdict_table(verdict) if verdict is not None else "(no verdict of the minimal case recorded)",
+        "",
+        f"**fp64 verdict:** {_fp64_verdict(verdict)}",
+        "",
+        "## Where it comes from",
+        "",
+        "| stage | result |",
+        "| --- | --- |",
+        *[f"| {r} | {o} |" for r, o in ladder],
+        "",
+        f"- culprit: **{culprit.get('summary')}**",
+        f"- `emulate_precision_casts=True`: {epc_line}",
+    ]
+    other = {k: v for k, v in probes.items() if k != "emulate_precision_casts=True"}
+    if other:
+        lines.append("- other Inductor switches: " + ", ".join(f"`{k}` -> {v}" for k, v in other.items()))
+    if culprit.get("bisect"):
+        lines.append(f"- `torch._inductor.compiler_bisector`: `{culprit['bisect']}`")
+    if minimized and "ops_before" in minimized:
+        lines.append(
+            f"- minimized from {minimized['ops_before']} to {minimized['ops_after']} ops, "
+            f"{minimized['elements_before']} to {minimized['elements_after']} input elements "
+            f"({minimized['predicate_calls']} compiles, {minimized['wall_s']} s)"
+        )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,92 @@
+"""Attribution quality on the real Inductor (CPU; GPU variants marked `gpu`), and one bucket per root cause."""
+
+from __future__ import annotations
+
+import pytest
+
+from fuzzer.attribute import Culprit, summarize
+from fuzzer.bucket_analysis import BucketAnalyzer
+from fuzzer.buckets import bucket_key
+from fuzzer.config import CompileConfig
+from fuzzer.minimize import analyze_finding
+from fuzzer.store import Store
+from fuzzer.worker import Worker
+from generators.spec import GraphSpec, Node, TensorSpec
+from oracles.verdict import Finding, FindingKind
+from seed_specs import layer_norm_linear, sigmoid_gate
+
+
+def test_summary_names_the_decomposition_and_the_switch():
+    ln = Culprit(stage="aot_eager_decomp_partition", summary="", subsystem="decomposition", detail="aten.native_layer_norm")
+    assert summarize(ln) == "decomposition of aten.native_layer_norm"
+    gate = Culprit(stage="inductor", summary="", subsystem="inductor_emulate_precision_casts", fixes=("emulate_precision_casts",))
+    assert summarize(gate) == "inductor: emulate_precision_casts removes it"
+    assert Culprit.from_dict(gate.to_dict()) == gate
+
+
+def _analyze(spec, device):
+    worker = Worker(device)
+    try:
+        return analyze_finding(spec, worker=worker, device=device, config=CompileConfig(), kind="bf16-ulp", budget_s=60, timeout_s=120)
+    finally:
+        worker.stop()
+
+
+@pytest.mark.slow
+def test_layer_norm_linear_names_the_layer_norm_decomposition():
+    a = _analyze(layer_norm_linear(4096, 128), "cpu")
+    assert len(a.spec.nodes) <= 2 and "layer_norm" in a.spec.op_names
+    assert a.culprit.stage == "aot_eager_decomp_partition"
+    assert "aten.native_layer_norm" in a.culprit.summary
+    assert dict(a.culprit.ladder)["aot_eager"] == "ok"
+
+
+@pytest.mark.slow
+def test_sigmoid_gate_minimizes_to_the_gate_and_names_emulate_precision_casts():
+    a = _analyze(sigmoid_gate(4096, 128), "cpu")
+    assert a.spec.op_names == ("gate",)
+    assert a.culprit.stage == "inductor" and "emulate_precision_casts" in a.culprit.summary
+    assert "emulate_precision_casts" in a.culprit.fixes
+
+
+def _bf16_chain(ops, rows=64, dim=32):
+    nodes, prev = [], "x0"
+    for i, op in enumerate(ops):
+        nodes.append(Node(f"v{i + 1}", op, (prev,), (), "bfloat16", (rows, dim)))
+        prev = f"v{i + 1}"
+    return GraphSpec(inputs=(TensorSpec("x0", (rows, dim), "bfloat16"),), nodes=tuple(nodes), outputs=(prev,))
+
+
+@pytest.mark.slow
+def test_graphs_with_one_root_cause_share_one_bucket(tmp_path):
+    config = CompileConfig(backend="fuzzer.planted:ulp_bump")
+    specs = [_bf16_chain(("relu", "sigmoid")), _bf16_chain(("tanh", "abs", "sigmoid")), _bf16_chain(("exp", "relu", "tanh", "sigmoid"))]
+    analyzer = BucketAnalyzer(device="cpu", config=config, strict=False, budget_s=30, timeout_s=60)
+    store = Store(tmp_path / "s.sqlite")
+    run_id, _ = store.start_run(seed=0, device="cpu", config=config.to_dict(), options={}, versions={})
+    worker = Worker("cpu")
+    finding = Finding(FindingKind.BF16_ULP, "bfloat16", "compiled-worse", "out")
+    try:
+        raw_keys, keys = set(), set()
+        for i, spec in enumerate(specs):
+            raw = bucket_key(finding, spec, "cpu")
+            key, analysis = analyzer.key_for(spec, raw, worker)
+            raw_keys.add(str(raw))
+            keys.add(str(key))
+            store.add_case(run_id=run_id, slot=0, idx=i, spec_digest=spec.digest(), spec_json=spec.to_json(), device="cpu",
+                           config=config.to_dict(), verdict={"status": "diverged"}, score=1.0, wall_s=0.0,
+                           finding_kind="bf16-ulp", key=key)
+    finally:
+        worker.stop()
+    assert len(raw_keys) == 3
+    assert len(keys) == 1 and len(store.buckets()) == 1, keys
+    assert "sigmoid @ backend fuzzer.planted:ulp_bump" in keys.pop()
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_gpu_layer_norm_linear_and_gate():
+    a = _analyze(layer_norm_linear(4096, 128), "cuda")
+    assert len(a.spec.nodes) <= 2 and "aten.native_layer_norm" in a.culprit.summary
+    b = _analyze(sigmoid_gate(4096, 128), "cuda")
+    assert b.spec.op_names == ("gate",) and "emulate_precision_casts" in b.culprit.summary

@@ -1,0 +1,138 @@
+"""Campaigns end to end with real workers, the real SQLite store and (where it counts) real Inductor.
+
+Planted-bug backends prove each defect is caught and bucketed while the campaign goes on; the
+real-Inductor campaign proves the bug families of the seeds are found on CPU.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fuzzer.campaign import STORE_NAME, CampaignOptions, run_campaign
+from fuzzer.config import CompileConfig
+from fuzzer.store import Store
+
+
+def _campaign(tmp_path: Path, backend: str, **kw):
+    kw.setdefault("max_cases", 4)
+    opts = CampaignOptions(device="cpu", out_dir=tmp_path, config=CompileConfig(backend=backend), **kw)
+    result = run_campaign(opts)
+    store = Store(tmp_path / STORE_NAME)
+    try:
+        return result, store.buckets(run_id=result.run_id)
+    finally:
+        store.close()
+
+
+def test_planted_ulp_bump_is_caught_in_a_bf16_bucket(tmp_path):
+    result, buckets = _campaign(tmp_path, "fuzzer.planted:ulp_bump", dtypes=("bfloat16",), max_cases=5, seed=3)
+    assert result.progress.cases == 5
+    kinds = {b.key.kind for b in buckets}
+    assert "bf16-ulp" in kinds, kinds
+    for b in buckets:
+        assert (Path(b.folder) / "repro.py").exists() and (Path(b.folder) / "spec.json").exists()
+
+
+def test_planted_uint8_flip_is_caught_as_an_integer_finding(tmp_path):
+    result, buckets = _campaign(
+        tmp_path, "fuzzer.planted:uint8_flip", ops=("e8m0_encode", "gelu", "layer_norm"), max_cases=5, seed=1
+    )
+    kinds = {b.key.kind for b in buckets if b.key.dtype == "uint8"}
+    assert kinds & {"int-gross", "int-boundary"}, [str(b.key) for b in buckets]
+
+
+def test_planted_compile_error_is_a_finding_and_the_campaign_goes_on(tmp_path):
+    result, buckets = _campaign(tmp_path, "fuzzer.planted:compile_error", max_cases=3)
+    assert result.progress.cases == 3
+    assert buckets and all(b.key.kind == "compile-error" for b in buckets)
+    assert all("PlantedCompileError" in b.key.detail for b in buckets)
+
+
+def test_killed_worker_is_a_crash_finding_and_the_campaign_goes_on(tmp_path):
+    result, buckets = _campaign(tmp_path, "fuzzer.planted:kill_worker", max_cases=2)
+    assert result.progress.cases == 2
+    assert result.progress.by_status["crash"] == 2
+    assert all(b.key.kind == "crash" and "SIGKILL" in b.key.detail for b in buckets)
+
+
+def test_a_hang_past_the_timeout_is_a_finding_and_the_campaign_goes_on(tmp_path):
+    result, buckets = _campaign(tmp_path, "fuzzer.planted:hang", max_cases=2, timeout_s=8)
+    assert result.progress.by_status["hang"] == 2
+    assert {b.key.kind for b in buckets} == {"hang"}
+
+
+def test_eager_in_disguise_yields_no_findings_over_100_cases(tmp_path):
+    result, buckets = _campaign(tmp_path, "fuzzer.planted:eager_in_disguise", max_cases=100, seed=7)
+    assert result.progress.cases == 100
+    assert buckets == []
+    assert result.progress.by_status.get("eager-error", 0) == 0
+
+
+@pytest.mark.slow
+def test_seeded_inductor_campaign_finds_a_norm_or_gelu_bf16_bucket_with_working_repros(tmp_path):
+    result, buckets = _campaign(tmp_path, "inductor", max_cases=16, seed=11, dtypes=("bfloat16",))
+    interesting = [
+        b
+        for b in buckets
+        if b.key.kind == "bf16-ulp" and any(op in b.key.signature.split("+") for op in _NORMS_AND_ERF)
+    ]
+    assert interesting, [str(b.key) for b in buckets]
+    for b in buckets[:4]:
+        proc = subprocess.run([sys.executable, str(Path(b.folder) / "repro.py")], capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 1, (str(b.key), proc.stdout[-2000:], proc.stderr[-2000:])
+
+
+_NORMS_AND_ERF = {"layer_norm", "layer_norm_manual", "rms_norm", "rms_norm_manual", "group_norm", "batch_norm_eval", "gelu", "gelu_manual"}
+
+
+def test_same_seed_same_cases(tmp_path):
+    a, _ = _campaign(tmp_path / "a", "eager", max_cases=6, seed=5)
+    b, _ = _campaign(tmp_path / "b", "eager", max_cases=6, seed=5)
+    c, _ = _campaign(tmp_path / "c", "eager", max_cases=6, seed=6)
+
+    def digests(path):
+        with sqlite3.connect(path / STORE_NAME) as db:
+            return [r[0] for r in db.execute("SELECT spec_digest FROM cases ORDER BY slot, idx")]
+
+    assert digests(tmp_path / "a") == digests(tmp_path / "b")
+    assert digests(tmp_path / "a") != digests(tmp_path / "c")
+
+
+def test_killed_campaign_resumes_without_losing_stored_cases(tmp_path):
+    cmd = [sys.executable, "-m", "fuzzer", "fuzz", "--device", "cpu", "--backend", "eager", "--max-cases", "40",
+           "--seed", "2", "--out", str(tmp_path), "--no-live"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    db_path = tmp_path / STORE_NAME
+    import time
+
+    deadline = time.time() + 240
+    stored = 0
+    while time.time() < deadline:
+        time.sleep(0.5)
+        if db_path.exists():
+            try:
+                with sqlite3.connect(db_path) as db:
+                    stored = db.execute("SELECT count(*) FROM cases").fetchone()[0]
+            except sqlite3.OperationalError:
+                continue
+            if stored >= 5:
+                break
+    proc.kill()  # SIGKILL: no chance to clean up
+    proc.wait()
+    with sqlite3.connect(db_path) as db:
+        before = {r[0]: r[1] for r in db.execute("SELECT idx, spec_digest FROM cases")}
+    assert len(before) >= 5
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "(resumed)" in done.stdout
+    with sqlite3.connect(db_path) as db:
+        after = {r[0]: r[1] for r in db.execute("SELECT idx, spec_digest FROM cases")}
+        runs = db.execute("SELECT count(*) FROM runs").fetchone()[0]
+    assert runs == 1
+    assert len(after) == 40
+    assert all(after[i] == d for i, d in before.items())

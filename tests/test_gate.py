@@ -1,0 +1,250 @@
+"""The CI gate on the CPU with the real Inductor: the shipped corpus passes its baseline, planted
+bugs fail it, bounds bite, bad input exits 2, pruning keeps coverage, results are deterministic.
+
+Cost control: the full shipped corpus is replayed once (module fixture) and its result reused;
+the other gate runs use a sub-corpus of three small specs.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fuzzer.cli import main
+from fuzzer.corpus import corpus_features, plan_prune, read_specs, spec_features
+from fuzzer.gate import compare_with_baseline, default_baseline_path, load_corpus
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "corpus"
+# Small specs for the repeated runs: a clean bf16 output (for ulp_bump), clean uint8 outputs
+# (for uint8_flip) and a known bf16 divergence (for the bounds).
+SUB_SPECS = ("seed-gelu-tanh-bf16", "encoding-float32-fwd", "seed-gate-bf16")
+
+
+def gate(*args: str, env: dict | None = None):
+    return CliRunner().invoke(main, ["gate", "--device", "cpu", *args], env=env, catch_exceptions=False)
+
+
+def flat(output: str) -> str:
+    """CLI output without the line breaks rich puts into long paths."""
+    return output.replace("\n", "")
+
+
+def without_timings(path: Path) -> dict:
+    data = json.loads(path.read_text())
+    data.pop("timings")
+    return data
+
+
+def junit_failures(path: Path) -> dict[str, str]:
+    root = ET.parse(path).getroot()
+    return {c.get("name"): c.find("failure").get("message") for c in root.iter("testcase") if c.find("failure") is not None}
+
+
+@pytest.fixture(scope="module")
+def full_gate(tmp_path_factory):
+    """The shipped corpus against the shipped CPU baseline, once, with every output format."""
+    out = tmp_path_factory.mktemp("full")
+    summary = out / "step_summary.md"
+    summary.write_text("earlier step\n")
+    t0 = time.perf_counter()
+    result = gate(
+        "--corpus", str(CORPUS), "--json", str(out / "gate.json"), "--junit", str(out / "junit.xml"),
+        "--markdown", str(out / "gate.md"), env={"GITHUB_STEP_SUMMARY": str(summary)},
+    )
+    return result, out, time.perf_counter() - t0
+
+
+@pytest.fixture(scope="module")
+def sub_corpus(tmp_path_factory):
+    """Three small shipped specs and a baseline written for them by --update-baseline."""
+    root = tmp_path_factory.mktemp("sub")
+    (root / "specs").mkdir()
+    for name in SUB_SPECS:
+        shutil.copy(CORPUS / "specs" / f"{name}.json", root / "specs" / f"{name}.json")
+    result = gate("--corpus", str(root), "--update-baseline")
+    assert result.exit_code == 0, result.output
+    return root
+
+
+def test_shipped_corpus_passes_the_cpu_baseline(full_gate):
+    result, out, wall = full_gate
+    assert result.exit_code == 0, result.output
+    data = json.loads((out / "gate.json").read_text())
+    assert data["result"] == "pass" and data["counts"]["failed"] == 0
+    assert data["counts"]["specs"] == len(load_corpus(CORPUS))
+    assert wall < 300, f"the gate took {wall:.0f} s"
+    junit = ET.parse(out / "junit.xml").getroot()
+    assert int(junit.get("tests")) == data["counts"]["specs"] and junit.get("failures") == "0"
+    md = (out / "gate.md").read_text()
+    assert "divfuzz gate: ✅ pass" in md
+    assert (out / "step_summary.md").read_text() == "earlier step\n" + md + "\n"
+
+
+def test_shipped_corpus_covers_every_op_and_dtype():
+    from generators.registry import all_ops
+
+    feats = corpus_features(read_specs(CORPUS / "specs"))
+    assert {op for op, _, _ in feats} == set(all_ops())
+    assert {"float32", "bfloat16", "float16"} <= {d for _, d, _ in feats}
+    assert {"forward", "backward"} == {k for _, _, k in feats}
+    assert default_baseline_path(CORPUS, "cpu").exists()
+
+
+def test_three_runs_give_identical_json(sub_corpus, full_gate, tmp_path):
+    runs = []
+    for i in range(3):
+        result = gate("--corpus", str(sub_corpus), "--json", str(tmp_path / f"{i}.json"))
+        assert result.exit_code == 0, result.output
+        runs.append(without_timings(tmp_path / f"{i}.json"))
+    assert runs[0] == runs[1] == runs[2]
+    # ... and the same verdicts as the full corpus run gave for these specs.
+    _, out, _ = full_gate
+    full = {s["name"]: s["observed"] for s in json.loads((out / "gate.json").read_text())["specs"]}
+    assert {s["name"]: s["observed"] for s in runs[0]["specs"]} == {n: full[n] for n in SUB_SPECS}
+
+
+@pytest.mark.parametrize(
+    "backend, failing",
+    [("fuzzer.planted:ulp_bump", {"seed-gelu-tanh-bf16"}), ("fuzzer.planted:uint8_flip", {"encoding-float32-fwd"})],
+)
+def test_planted_bug_fails_the_gate_and_junit_names_it(sub_corpus, tmp_path, backend, failing):
+    junit = tmp_path / "junit.xml"
+    repros = tmp_path / "repros"
+    result = gate("--corpus", str(sub_corpus), "--backend", backend, "--spec", "seed-gelu-tanh-bf16",
+                  "--spec", "encoding-float32-fwd", "--junit", str(junit), "--repro-dir", str(repros))
+    assert result.exit_code == 1, result.output
+    failures = junit_failures(junit)
+    assert set(failures) == failing
+    for name, message in failures.items():
+        assert "the baseline expects it equal to eager" in message and "verdict:" in message
+        assert (repros / name / "repro.py").exists() and (repros / name / "spec.json").exists()
+    if backend.endswith("ulp_bump"):
+        assert "1/1048576 bfloat16 elements differ, max 1 ULP" in next(iter(failures.values()))
+    else:
+        assert "1/" in next(iter(failures.values())) and "flips, max step 1" in next(iter(failures.values()))
+
+
+def _known_divergence_run(sub_corpus, tmp_path, scale_bounds) -> tuple[int, dict]:
+    baseline = json.loads(default_baseline_path(sub_corpus, "cpu").read_text())
+    entry = baseline["specs"]["seed-gate-bf16"]
+    assert entry["outputs"], "p(x) * sigmoid(g(x)) in bf16 is a known divergence on CPU"
+    for o in entry["outputs"].values():
+        o["max_ulp"] = scale_bounds(o["max_ulp"], True)
+        o["diff_fraction"] = scale_bounds(o["diff_fraction"], False)
+    path = tmp_path / "baseline.json"
+    path.write_text(json.dumps(baseline))
+    result = gate("--corpus", str(sub_corpus), "--baseline", str(path), "--spec", "seed-gate-bf16",
+                  "--margin", "0", "--json", str(tmp_path / "r.json"))
+    return result.exit_code, json.loads((tmp_path / "r.json").read_text())
+
+
+def test_tightened_bound_fails(sub_corpus, tmp_path):
+    code, data = _known_divergence_run(sub_corpus, tmp_path, lambda v, is_int: v - 1 if is_int else v / 2)
+    assert code == 1
+    problems = data["specs"][0]["problems"]
+    assert any("max ULP" in p and "exceeds" in p for p in problems)
+    assert any("differing fraction" in p and "exceeds" in p for p in problems)
+
+
+def test_loosened_bound_passes_and_reports_improvement(sub_corpus, tmp_path):
+    code, data = _known_divergence_run(sub_corpus, tmp_path, lambda v, is_int: v * 4 if is_int else v * 2)
+    assert code == 0
+    assert data["specs"][0]["improvements"]
+
+
+def test_margin_is_relative_slack():
+    observed = {"status": "diverged", "error_type": None, "outputs": {"v": {
+        "kind": "float", "dtype": "bfloat16", "numel": 100, "n_diff": 11, "diff_fraction": 0.11, "max_ulp": 2,
+        "nan_inf_mismatch": 0, "triage": "same"}}}
+    expected = json.loads(json.dumps(observed))
+    expected["outputs"]["v"].update(n_diff=10, diff_fraction=0.10)
+    assert compare_with_baseline(observed, expected, margin=0.0)[0]
+    assert not compare_with_baseline(observed, expected, margin=0.2)[0]
+    more_nan = json.loads(json.dumps(observed))
+    more_nan["outputs"]["v"]["nan_inf_mismatch"] = 1
+    assert any("NaN/Inf placement" in p for p in compare_with_baseline(more_nan, observed, margin=1.0)[0])
+    error = {"status": "compile-error", "error_type": "BackendCompilerFailed", "outputs": {}}
+    assert any("new error" in p for p in compare_with_baseline(error, observed, margin=1.0)[0])
+
+
+def test_corrupt_corpus_file_exits_2_naming_it(sub_corpus, tmp_path):
+    corpus = tmp_path / "corpus"
+    shutil.copytree(sub_corpus, corpus)
+    bad = corpus / "specs" / "broken.json"
+    bad.write_text('{"schema_version": 1, "inputs": [')
+    result = gate("--corpus", str(corpus))
+    assert result.exit_code == 2
+    assert str(bad) in flat(result.output)
+
+
+def test_corrupt_baseline_exits_2_naming_it(sub_corpus, tmp_path):
+    corpus = tmp_path / "corpus"
+    shutil.copytree(sub_corpus, corpus)
+    baseline = default_baseline_path(corpus, "cpu")
+    baseline.write_text("{not json")
+    result = gate("--corpus", str(corpus))
+    assert result.exit_code == 2 and str(baseline) in flat(result.output)
+    baseline.write_text(json.dumps({"schema_version": 1, "specs": {"x": {"status": "sideways", "outputs": {}}}}))
+    result = gate("--corpus", str(corpus))
+    assert result.exit_code == 2 and str(baseline) in flat(result.output)
+
+
+def test_missing_baseline_and_unknown_backend_exit_2(sub_corpus, tmp_path):
+    corpus = tmp_path / "corpus"
+    shutil.copytree(sub_corpus / "specs", corpus / "specs")
+    result = gate("--corpus", str(corpus))
+    assert result.exit_code == 2 and "no baseline" in flat(result.output) and "--update-baseline" in flat(result.output)
+    result = gate("--corpus", str(sub_corpus), "--backend", "no_such_backend")
+    assert result.exit_code == 2 and "no_such_backend" in flat(result.output)
+
+
+def test_prune_keeps_every_feature(tmp_path):
+    corpus = tmp_path / "corpus"
+    shutil.copytree(CORPUS, corpus)
+    specs_dir = corpus / "specs"
+    # Redundant additions: a duplicate under another name, and a spec whose features another covers.
+    shutil.copy(specs_dir / "activation-float32-bwd.json", specs_dir / "zz-duplicate.json")
+    shutil.copy(specs_dir / "seed-gelu-tanh-bf16.json", specs_dir / "zz-gelu-tanh-copy.json")
+    before = corpus_features(read_specs(specs_dir))
+    result = CliRunner().invoke(main, ["corpus", "prune", "--corpus", str(corpus)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    after_specs = read_specs(specs_dir)
+    assert corpus_features(after_specs) == before
+    dropped = {line.split()[-1] for line in result.output.splitlines() if line.startswith("dropped ")}
+    assert str(specs_dir / "zz-duplicate.json") in dropped or str(specs_dir / "activation-float32-bwd.json") in dropped
+    assert {Path(p).stem for p in dropped}.isdisjoint(after_specs)
+    # Known divergences in the baseline are the gate's regression checks: never pruned.
+    baseline = json.loads(default_baseline_path(corpus, "cpu").read_text())
+    known = {n for n, e in baseline["specs"].items() if e["outputs"] or e["status"] != "ok"}
+    assert known <= set(after_specs)
+    # Pruning again drops nothing, and the plan is deterministic.
+    assert plan_prune(after_specs, pinned=frozenset(known)).drop == ()
+    assert plan_prune(after_specs) == plan_prune(dict(reversed(list(after_specs.items()))))
+
+
+def test_corpus_add_from_bucket_folder_and_file(tmp_path):
+    corpus = tmp_path / "corpus"
+    bucket = tmp_path / "0007-bf16-ulp-gelu"
+    bucket.mkdir()
+    shutil.copy(CORPUS / "specs" / "seed-gelu-erf-bf16.json", bucket / "spec.json")
+    result = CliRunner().invoke(main, ["corpus", "add", str(bucket), "--corpus", str(corpus)], catch_exceptions=False)
+    assert result.exit_code == 0 and (corpus / "specs" / "0007-bf16-ulp-gelu.json").exists()
+    again = CliRunner().invoke(main, ["corpus", "add", str(bucket / "spec.json"), "--corpus", str(corpus)])
+    assert again.exit_code == 0 and "already in the corpus" in flat(again.output)
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"schema_version": 1, "inputs": [], "nodes": [{"name": "v1", "op": "nope", "inputs": [], "dtype": "float32", "shape": [2]}], "outputs": ["v1"]}')
+    result = CliRunner().invoke(main, ["corpus", "add", str(bad), "--corpus", str(corpus)])
+    assert result.exit_code == 2 and "nope" in flat(result.output)
+
+
+def test_features_count_backward_specs_as_forward_too():
+    spec = read_specs(CORPUS / "specs")["activation-float32-bwd"]
+    feats = spec_features(spec)
+    assert ("gelu", "float32", "forward") in feats and ("gelu", "float32", "backward") in feats

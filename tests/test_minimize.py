@@ -1,0 +1,74 @@
+"""The minimizer: candidate validity and determinism (fast), planted bugs shrink to one op (slow)."""
+
+from __future__ import annotations
+
+import pytest
+
+from fuzzer.config import CompileConfig
+from fuzzer.minimize import PASSES, MinimizeError, case_predicate, minimize_spec, rebuild_spec, spec_elements
+from fuzzer.worker import Worker
+from generators.spec import GraphSpec, InputRecipe, Node, TensorSpec
+from generators.validate import validate_spec
+from seed_specs import e8m0, layer_norm_linear, sigmoid_gate
+
+
+def _chain_bf16(ops=("relu", "tanh", "sigmoid"), rows=64, dim=32) -> GraphSpec:
+    nodes, prev = [], "x0"
+    for i, op in enumerate(ops):
+        nodes.append(Node(f"v{i + 1}", op, (prev,), (), "bfloat16", (rows, dim)))
+        prev = f"v{i + 1}"
+    return GraphSpec(
+        inputs=(TensorSpec("x0", (rows, dim), "bfloat16"),), nodes=tuple(nodes), outputs=(prev,),
+        recipe=InputRecipe("mixed_sign", 7),
+    )
+
+
+@pytest.mark.parametrize("spec", [layer_norm_linear(256), sigmoid_gate(256), e8m0(), _chain_bf16()])
+def test_every_candidate_is_a_valid_spec(spec):
+    for name, make in PASSES:
+        for cand in make(spec):
+            validate_spec(cand)
+            assert GraphSpec.from_json(cand.to_json()) == cand, name
+
+
+def test_rebuild_spec_reinfers_weights_from_new_shapes():
+    spec = layer_norm_linear(64, 128)
+    small = rebuild_spec(spec, data_shapes={"x0": (8, 16)})
+    assert small.meta("x0")[0] == (8, 16)
+    assert small.meta("v1_weight")[0] == (16,) and small.meta("v2_weight")[0] == (128, 16)
+    assert small.node("v2").shape == (8, 128)
+
+
+def test_pure_predicate_minimizes_deterministically():
+    spec = _chain_bf16(("relu", "tanh", "layer_norm_manual", "sigmoid"))
+    spec = rebuild_spec(spec)
+    has_tanh = lambda s: "tanh" in s.op_names  # noqa: E731
+    a = minimize_spec(spec, has_tanh, budget_s=30)
+    b = minimize_spec(spec, has_tanh, budget_s=30)
+    assert a.spec == b.spec and a.spec.op_names == ("tanh",)
+    assert spec_elements(a.spec) == 1 and a.spec.recipe == InputRecipe("normal", 0)
+    assert a.ops_before == 4 and a.ops_after == 1 and a.predicate_calls >= 2
+
+
+def test_input_that_does_not_fail_is_refused():
+    with pytest.raises(MinimizeError, match="does not fail"):
+        minimize_spec(_chain_bf16(), lambda s: False, budget_s=5)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "backend, spec, kind",
+    [
+        ("fuzzer.planted:ulp_bump", _chain_bf16(), "bf16-ulp"),
+        ("fuzzer.planted:uint8_flip", e8m0(64, 64), "int-gross"),
+    ],
+)
+def test_planted_bug_minimizes_to_one_op(backend, spec, kind):
+    worker = Worker("cpu")
+    try:
+        pred = case_predicate(worker, device="cpu", config=CompileConfig(backend=backend), kind=kind, timeout_s=120)
+        result = minimize_spec(spec, pred, budget_s=60)
+    finally:
+        worker.stop()
+    assert result.ops_after == 1, result.spec.to_json()
+    assert result.elements_after <= 4
