@@ -13,13 +13,13 @@ BASELINE="corpus/baseline-cuda-${MINOR}.json"
 "$PYTHON" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))'
 
 start=$(date +%s%N)
-"$DIVFUZZ" gate --device "$DEVICE" --update-baseline --baseline "$BASELINE"
+$DIVFUZZ gate --device "$DEVICE" --update-baseline --baseline "$BASELINE"
 echo "update-baseline: $(( ($(date +%s%N) - start) / 1000000 )) ms -> $BASELINE"
 
 for i in 1 2 3; do
   start=$(date +%s%N)
   set +e
-  "$DIVFUZZ" gate --device "$DEVICE" --baseline "$BASELINE" --json "$OUT/run$i.json" \
+  $DIVFUZZ gate --device "$DEVICE" --baseline "$BASELINE" --json "$OUT/run$i.json" \
       --junit "$OUT/run$i.xml" --markdown "$OUT/run$i.md" --repro-dir "$OUT/repros$i"
   rc=$?
   set -e
