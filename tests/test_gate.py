@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from fuzzer.cli import main
-from fuzzer.corpus import corpus_features, plan_prune, read_specs, spec_features
+from fuzzer.corpus import corpus_features, known_divergences, plan_prune, read_specs, spec_features
 from fuzzer.gate import compare_with_baseline, default_baseline_path, load_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -220,9 +220,10 @@ def test_prune_keeps_every_feature(tmp_path):
     dropped = {line.split()[-1] for line in result.output.splitlines() if line.startswith("dropped ")}
     assert str(specs_dir / "zz-duplicate.json") in dropped or str(specs_dir / "activation-float32-bwd.json") in dropped
     assert {Path(p).stem for p in dropped}.isdisjoint(after_specs)
-    # Known divergences in the baseline are the gate's regression checks: never pruned.
-    baseline = json.loads(default_baseline_path(corpus, "cpu").read_text())
-    known = {n for n, e in baseline["specs"].items() if e["outputs"] or e["status"] != "ok"}
+    # Known divergences in any baseline (CPU or CUDA) are the gate's regression checks: never pruned.
+    known = known_divergences(corpus)
+    cpu_baseline = json.loads(default_baseline_path(corpus, "cpu").read_text())
+    assert {n for n, e in cpu_baseline["specs"].items() if e["outputs"] or e["status"] != "ok"} <= known
     assert known <= set(after_specs)
     # Pruning again drops nothing, and the plan is deterministic.
     assert plan_prune(after_specs, pinned=frozenset(known)).drop == ()
