@@ -15,6 +15,7 @@ Invariant: deterministic for a deterministic compiler; nothing here calls torch.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -261,3 +262,40 @@ def bisect_in_worker(*, spec_json: str, device: str, config: dict, kind: str, st
         "debug_info": result.debug_info,
         "repr": repr(result)[:500],
     }
+
+
+@contextlib.contextmanager
+def decompositions_removed(op_names: tuple[str, ...] | list[str]):
+    """Compile as if Inductor had no decomposition for these aten ops (e.g. "aten.native_layer_norm").
+
+    Used to peel root causes: once a decomposition is named as one culprit, removing it shows
+    what else still diverges. It edits Inductor's shared decomposition tables (so that every
+    backend on the ladder and the bisector see the same thing) and restores them on exit.
+    """
+    import torch
+    import torch._functorch.config as functorch_config
+    import torch._inductor.config as inductor_config
+    from torch._inductor import decomposition as inductor_decomp
+
+    if not op_names:
+        yield
+        return
+    tables = [inductor_decomp.decompositions, inductor_decomp.fast_random_decomps()]
+    saved: list[tuple[dict, Any, Any]] = []
+    for name in op_names:
+        namespace, _, op = name.partition(".")
+        packet = getattr(getattr(torch.ops, namespace), op)
+        for overload in packet.overloads():
+            key = getattr(packet, overload)
+            for table in tables:
+                if key in table:
+                    saved.append((table, key, table.pop(key)))
+    # The compile caches do not key on the decomposition table: a graph compiled before the
+    # removal would come back from them unchanged.
+    no_cache = {"fx_graph_cache": False, "fx_graph_remote_cache": False}
+    try:
+        with inductor_config.patch(no_cache), functorch_config.patch(enable_autograd_cache=False):
+            yield
+    finally:
+        for table, key, fn in saved:
+            table[key] = fn

@@ -173,11 +173,53 @@ def _repro_code(gm) -> str:
     return "class Repro(torch.nn.Module):\n" + "\n".join("    " + line for line in body.splitlines())
 
 
+def _reduce_and_name(gm, inputs, before, rung, peeled, ref, device, verdict_lines, out: Path, number: int, max_granularity):
+    """Shrink the graph to what still makes `rung` differ from `before`, name it, write its folder."""
+    import torch
+    from torch._functorch.fx_minifier import minifier
+
+    from fuzzer.attribute import _readable_detail
+
+    def fails(g, inps) -> bool:
+        try:
+            return _differs(_run(g, inps, before), _run(g, inps, rung))
+        except Exception:
+            return False
+
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        small, small_inputs = minifier(gm, list(inputs), fails, dump_state=lambda g, i: None, max_granularity=max_granularity)
+    bisect = _bisect(small, list(small_inputs), rung)
+    summary = _summary(rung, bisect)
+    decomposition = _readable_detail("decomposition", bisect) if bisect and "subsystem='decomposition'" in bisect else None
+    folder = out / f"{number:02d}-{rung}"
+    folder.mkdir(parents=True, exist_ok=True)
+    torch.save([t.detach().cpu() for t in small_inputs], folder / "inputs.pt")
+    removed = f"Decompositions removed first (earlier causes): {', '.join(peeled)}" if peeled else ""
+    notes = "\n".join([f"Culprit: {summary}", f"compiler_bisector: {bisect}", removed, *verdict_lines])
+    (folder / "repro.py").write_text(
+        _REPRO.format(title=f"{ref}: {summary}", notes=notes, before=before, rung=rung, code=_repro_code(small))
+    )
+    cause = {
+        "rung": rung,
+        "compared_to": before,
+        "summary": summary,
+        "bisect": bisect,
+        "decomposition": decomposition,
+        "with_decompositions_removed": list(peeled),
+        "ops": sum(1 for n in small.graph.nodes if n.op == "call_function"),
+        "ops_before": sum(1 for n in gm.graph.nodes if n.op == "call_function"),
+        "folder": str(folder),
+    }
+    (folder / "culprit.json").write_text(json.dumps(cause, indent=2) + "\n")
+    return cause
+
+
 def minimize_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: str | None = None, dtype: str | None = None, max_granularity: int | None = None) -> dict:
     """The whole `--module` pipeline; returns a JSON-able summary (runs in a worker)."""
     import torch
-    from torch._functorch.fx_minifier import minifier
     from torch.fx.experimental.proxy_tensor import make_fx
+
+    from fuzzer.attribute import decompositions_removed
 
     model, inputs = load_user_module(ref)
     inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in (inputs if isinstance(inputs, (list, tuple)) else [inputs])]
@@ -200,31 +242,17 @@ def minimize_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: 
     verdict_lines = _judge(model, inputs, outs["inductor"], outs["eager"], device)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    causes = []
+    causes: list[dict] = []
+    peeled: list[str] = []  # decompositions already named as a cause, removed to see what else differs
     for before, rung in zip(RUNGS, RUNGS[1:]):
-        if not _differs(outs[before], outs[rung]):
-            continue
-
-        def fails(g, inps, before=before, rung=rung) -> bool:
-            try:
-                return _differs(_run(g, inps, before), _run(g, inps, rung))
-            except Exception:
-                return False
-
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            small, small_inputs = minifier(gm, list(inputs), fails, dump_state=lambda g, i: None, max_granularity=max_granularity)
-        bisect = _bisect(small, list(small_inputs), rung)
-        summary = _summary(rung, bisect)
-        n_ops = sum(1 for n in small.graph.nodes if n.op == "call_function")
-        folder = out / f"{len(causes) + 1:02d}-{rung}"
-        folder.mkdir(parents=True, exist_ok=True)
-        torch.save([t.detach().cpu() if device.startswith("cuda") else t.detach() for t in small_inputs], folder / "inputs.pt")
-        notes = "\n".join([f"Culprit: {summary}", f"compiler_bisector: {bisect}", *verdict_lines])
-        (folder / "repro.py").write_text(
-            _REPRO.format(title=f"{ref}: {summary}", notes=notes, before=before, rung=rung, code=_repro_code(small))
-        )
-        cause = {"rung": rung, "compared_to": before, "summary": summary, "bisect": bisect, "ops": n_ops,
-                 "ops_before": sum(1 for n in gm.graph.nodes if n.op == "call_function"), "folder": str(folder)}
-        (folder / "culprit.json").write_text(json.dumps(cause, indent=2) + "\n")
-        causes.append(cause)
+        while True:
+            with decompositions_removed(peeled):
+                if not _differs(_run(gm, inputs, before), _run(gm, inputs, rung)):
+                    break
+                cause = _reduce_and_name(gm, inputs, before, rung, peeled, ref, device, verdict_lines, out, len(causes) + 1, max_granularity)
+            causes.append(cause)
+            op = cause.get("decomposition")
+            if not op or op in peeled:
+                break
+            peeled.append(op)
     return {"verdict": verdict_lines, "causes": causes}
