@@ -24,6 +24,7 @@ from fuzzer.config import CompileConfig
 from generators.spec import GraphSpec
 
 LADDER = ("aot_eager", "aot_eager_decomp_partition")
+_ERROR_KINDS = {"compile-error", "runtime-error", "crash", "hang"}
 
 # Inductor switches that change numerics, with the value that makes Inductor closer to eager.
 # (key, value, devices it means something on)
@@ -242,13 +243,19 @@ def bisect_in_worker(*, spec_json: str, device: str, config: dict, kind: str, st
     from torch._inductor.compiler_bisector import CompilerBisector
 
     from fuzzer.execute import execute_case
-    from oracles.verdict import finding_of
+    from oracles.verdict import Status, finding_of
 
+    _BROKEN = {Status.COMPILE_ERROR, Status.RUNTIME_ERROR}
     spec = GraphSpec.from_json(spec_json)
     cfg = CompileConfig.from_dict(config)
 
     def good() -> bool:
-        finding = finding_of(execute_case(spec, device, cfg), strict=strict)
+        verdict = execute_case(spec, device, cfg)
+        if verdict.status in _BROKEN and kind not in _ERROR_KINDS:
+            # A configuration that no longer compiles (say, batch norm without its decomposition
+            # is not functional) says nothing about our divergence: never blame what it disabled.
+            return False
+        finding = finding_of(verdict, strict=strict)
         return finding is None or finding.kind.value != kind
 
     with contextlib.redirect_stdout(io.StringIO()):

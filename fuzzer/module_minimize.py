@@ -115,8 +115,11 @@ def _bisect(gm, inputs, rung: str) -> str | None:
         if backend in RUNGS and RUNGS.index(backend) < RUNGS.index(rung):
             return True
         torch._dynamo.reset()
-        with torch.no_grad():
-            return not _differs(_flat(torch.compile(gm)(*inputs)), ref)
+        try:
+            with torch.no_grad():
+                return not _differs(_flat(torch.compile(gm)(*inputs)), ref)
+        except Exception:  # this configuration does not compile: it must not take the blame
+            return False
 
     with contextlib.redirect_stdout(io.StringIO()):
         res = CompilerBisector.do_bisect(good)
@@ -149,7 +152,7 @@ from torch import device  # noqa: F401  (captured graphs may name devices)
 
 {code}
 
-inputs = torch.load("inputs.pt", weights_only=True)
+inputs = [t.to({device!r}) for t in torch.load("inputs.pt", weights_only=True)]  # tensors only
 print(f"torch {{torch.__version__}}")
 with torch.no_grad():
     model = Repro()
@@ -197,7 +200,7 @@ def _reduce_and_name(gm, inputs, before, rung, peeled, ref, device, verdict_line
     removed = f"Decompositions removed first (earlier causes): {', '.join(peeled)}" if peeled else ""
     notes = "\n".join([f"Culprit: {summary}", f"compiler_bisector: {bisect}", removed, *verdict_lines])
     (folder / "repro.py").write_text(
-        _REPRO.format(title=f"{ref}: {summary}", notes=notes, before=before, rung=rung, code=_repro_code(small))
+        _REPRO.format(title=f"{ref}: {summary}", notes=notes, before=before, rung=rung, code=_repro_code(small), device=device)
     )
     cause = {
         "rung": rung,
@@ -247,7 +250,16 @@ def minimize_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: 
     for before, rung in zip(RUNGS, RUNGS[1:]):
         while True:
             with decompositions_removed(peeled):
-                if not _differs(_run(gm, inputs, before), _run(gm, inputs, rung)):
+                try:
+                    differs = _differs(_run(gm, inputs, before), _run(gm, inputs, rung))
+                except Exception:
+                    if not peeled:
+                        raise
+                    # Some decompositions cannot go (e.g. batch norm's makes the graph functional):
+                    # keep it, and stop peeling at this rung.
+                    peeled.pop()
+                    break
+                if not differs:
                     break
                 cause = _reduce_and_name(gm, inputs, before, rung, peeled, ref, device, verdict_lines, out, len(causes) + 1, max_granularity)
             causes.append(cause)
