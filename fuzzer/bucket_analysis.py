@@ -23,23 +23,30 @@ from reports.files import write_bucket_folder
 
 
 class BucketAnalyzer:
-    def __init__(self, *, device: str, config, strict: bool, budget_s: float, timeout_s: float, log=None):
+    def __init__(self, *, device: str, config, strict: bool, budget_s: float, timeout_s: float, log=None, store=None):
         self.device = device
         self.config = config
         self.strict = strict
         self.budget_s = budget_s
         self.timeout_s = timeout_s
         self.log = log
+        self.store = store  # remembers raw key -> root-cause key across runs (resume)
         self._cache: dict[str, tuple[BucketKey, Analysis]] = {}
         self._lock = threading.Lock()
         self.analyses = 0
 
-    def key_for(self, spec: GraphSpec, raw_key: BucketKey, worker) -> tuple[BucketKey, Analysis]:
-        """The root-cause key of a finding whose raw key is `raw_key` (analyzing it when new)."""
+    def key_for(self, spec: GraphSpec, raw_key: BucketKey, worker) -> tuple[BucketKey, Analysis | None]:
+        """The root-cause key of a finding whose raw key is `raw_key` (analyzing it when new).
+
+        The analysis is None when the answer comes from the store (an earlier run analyzed it).
+        """
         with self._lock:
             hit = self._cache.get(str(raw_key))
         if hit is not None:
             return hit
+        known = self.store.root_cause_of(raw_key) if self.store is not None else None
+        if known is not None:
+            return known, None
         analysis = analyze_finding(
             spec,
             worker=worker,
@@ -55,6 +62,8 @@ class BucketAnalyzer:
         with self._lock:
             self._cache[str(raw_key)] = (key, analysis)
             self.analyses += 1
+        if self.store is not None:
+            self.store.remember_root_cause(raw_key, key)
         return key, analysis
 
 

@@ -142,7 +142,8 @@ class Campaign:
             from fuzzer.bucket_analysis import BucketAnalyzer
 
             self.analyzer = BucketAnalyzer(device=opts.device, config=opts.config, strict=opts.strict,
-                                           budget_s=opts.minimize_budget_s, timeout_s=opts.timeout_s)
+                                           budget_s=opts.minimize_budget_s, timeout_s=opts.timeout_s,
+                                           store=self.store)
 
     def run(self) -> CampaignResult:
         threads = [

@@ -73,6 +73,10 @@ CREATE TABLE IF NOT EXISTS buckets (
     culprit_json TEXT
 );
 CREATE INDEX IF NOT EXISTS cases_by_bucket ON cases(bucket_id);
+CREATE TABLE IF NOT EXISTS root_causes (   -- a finding's raw key -> its minimized, attributed key
+    raw_key TEXT PRIMARY KEY,
+    key_json TEXT NOT NULL
+);
 """
 
 
@@ -289,6 +293,19 @@ class Store:
             by_status = dict(self.db.execute("SELECT status, count(*) FROM cases WHERE run_id=? GROUP BY status", (run_id,)))
             wall = self.db.execute("SELECT coalesce(sum(wall_s),0) FROM cases WHERE run_id=?", (run_id,)).fetchone()[0]
         return {"cases": sum(by_status.values()), "by_status": by_status, "case_wall_s": wall}
+
+    # ---- root causes (so a resumed campaign does not minimize again) ---------------------------
+    def root_cause_of(self, raw_key: BucketKey) -> BucketKey | None:
+        with self._lock:
+            r = self.db.execute("SELECT key_json FROM root_causes WHERE raw_key=?", (str(raw_key),)).fetchone()
+        return BucketKey.from_dict(json.loads(r[0])) if r else None
+
+    def remember_root_cause(self, raw_key: BucketKey, key: BucketKey) -> None:
+        with self._lock:
+            self.db.execute(
+                "INSERT OR REPLACE INTO root_causes(raw_key, key_json) VALUES (?, ?)",
+                (str(raw_key), json.dumps(key.to_dict())),
+            )
 
     # ---- buckets -----------------------------------------------------------------------------
     def set_bucket_folder(self, bucket_id: int, folder: str) -> None:

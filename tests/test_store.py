@@ -1,0 +1,51 @@
+"""The SQLite store: bad files are refused without damage; root causes survive a restart."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from fuzzer.buckets import BucketKey
+from fuzzer.campaign import STORE_NAME, Campaign, CampaignOptions
+from fuzzer.config import CompileConfig
+from fuzzer.errors import StoreError
+from fuzzer.store import Store
+
+
+def test_a_file_that_is_not_a_store_is_refused_and_left_alone(tmp_path):
+    path = tmp_path / "divfuzz.sqlite"
+    path.write_bytes(b"this is not sqlite at all" * 100)
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    with pytest.raises(StoreError, match="not a usable divfuzz store"):
+        Store(path)
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+
+
+def test_root_causes_are_remembered_across_opens(tmp_path):
+    raw = BucketKey("bf16-ulp", "bfloat16", "cpu", "gelu+layer_norm+linear")
+    root = BucketKey("bf16-ulp", "bfloat16", "cpu", "layer_norm @ decomposition of aten.native_layer_norm")
+    store = Store(tmp_path / "s.sqlite")
+    assert store.root_cause_of(raw) is None
+    store.remember_root_cause(raw, root)
+    store.close()
+    assert Store(tmp_path / "s.sqlite").root_cause_of(raw) == root
+
+
+def test_a_second_campaign_on_the_same_store_does_not_minimize_known_root_causes_again(tmp_path):
+    opts = CampaignOptions(
+        device="cpu", out_dir=tmp_path, max_cases=3, seed=3, dtypes=("bfloat16",), minimize=True,
+        minimize_budget_s=30, config=CompileConfig(backend="fuzzer.planted:ulp_bump"),
+    )
+    first = Campaign(opts)
+    first.run()
+    assert first.analyzer.analyses >= 1
+    first.store.close()
+    second = Campaign(CampaignOptions(**{**opts.__dict__, "max_cases": 3}))
+    assert not second.resumed  # the first run finished: this is a new run over the same store
+    second.run()
+    assert second.analyzer.analyses == 0
+    buckets = second.store.buckets()
+    second.store.close()
+    assert all("@" in b.key.signature for b in buckets)
+    assert (tmp_path / STORE_NAME).exists()
