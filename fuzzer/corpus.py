@@ -48,13 +48,7 @@ def corpus_features(specs: dict[str, GraphSpec]) -> frozenset[Feature]:
 
 
 def _cost(spec: GraphSpec) -> int:
-    total = 0
-    for t in spec.inputs:
-        n = 1
-        for d in t.shape:
-            n *= d
-        total += n
-    return total * (3 if spec.backward else 1)
+    return spec.input_elements * (3 if spec.backward else 1)
 
 
 @dataclass(frozen=True)

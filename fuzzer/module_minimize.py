@@ -247,18 +247,21 @@ def minimize_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: 
     out.mkdir(parents=True, exist_ok=True)
     causes: list[dict] = []
     peeled: list[str] = []  # decompositions already named as a cause, removed to see what else differs
+    checks: list[dict] = []  # every ladder comparison made, for the record (analysis.json)
     for before, rung in zip(RUNGS, RUNGS[1:]):
         while True:
             with decompositions_removed(peeled):
                 try:
                     differs = _differs(_run(gm, inputs, before), _run(gm, inputs, rung))
-                except Exception:
+                except Exception as e:
                     if not peeled:
                         raise
                     # Some decompositions cannot go (e.g. batch norm's makes the graph functional):
                     # keep it, and stop peeling at this rung.
+                    checks.append({"compared": [before, rung], "removed": list(peeled), "outcome": f"{type(e).__name__}: {str(e)[:300]}"})
                     peeled.pop()
                     break
+                checks.append({"compared": [before, rung], "removed": list(peeled), "outcome": "differs" if differs else "equal"})
                 if not differs:
                     break
                 cause = _reduce_and_name(gm, inputs, before, rung, peeled, ref, device, verdict_lines, out, len(causes) + 1, max_granularity)
@@ -267,4 +270,5 @@ def minimize_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: 
             if not op or op in peeled:
                 break
             peeled.append(op)
-    return {"verdict": verdict_lines, "causes": causes}
+    (out / "ladder.json").write_text(json.dumps(checks, indent=2) + "\n")
+    return {"verdict": verdict_lines, "causes": causes, "checks": checks}

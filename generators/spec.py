@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -97,6 +98,11 @@ class GraphSpec:
                 return t.shape, t.dtype
         n = self.node(name)
         return n.shape, n.dtype
+
+    @property
+    def input_elements(self) -> int:
+        """Elements of all graph inputs (data and weights): the size a minimizer lowers."""
+        return sum(math.prod(t.shape) for t in self.inputs)
 
     @property
     def op_names(self) -> tuple[str, ...]:

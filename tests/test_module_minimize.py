@@ -34,7 +34,7 @@ def _repro_exit_code(cause: dict) -> int:
 def test_seed_000_gated_model_yields_its_two_separate_root_causes(tmp_path):
     causes = _minimize(tmp_path, "seed000_gated.py", "--device", "cpu", "--autocast", "bfloat16")
     summaries = [c["summary"] for c in causes]
-    assert len(causes) == 2, summaries
+    assert len(causes) == 2, (summaries, (tmp_path / "out" / "ladder.json").read_text())
     assert causes[0]["summary"] == "decomposition of aten.native_layer_norm"
     assert "emulate_precision_casts" in causes[1]["summary"]
     # The second cause is looked for with the first one's decomposition removed.
