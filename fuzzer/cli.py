@@ -76,7 +76,7 @@ class DivfuzzGroup(click.Group):
         try:
             return super().invoke(ctx)
         except DivfuzzError as e:
-            console.print(f"[bold red]error:[/] {e}", highlight=False)
+            console.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
             sys.exit(2)
 
 
