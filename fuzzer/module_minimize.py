@@ -10,8 +10,9 @@ vs compiled with divfuzz's oracles against an fp64 run of the original model; th
 ladder eager -> aot_eager -> aot_eager_decomp_partition -> inductor and, for every rung whose output
 differs from the rung before it (a separate root cause each), reduce the graph with torch's
 `fx_minifier` using "this rung still differs from the one before" as the predicate, and name the
-culprit with `compiler_bisector`. Each root cause gets a folder with `repro.py`, `inputs.pt`
-(tensors only, loaded with `weights_only=True`) and `culprit.json`.
+culprit with `compiler_bisector`. Each root cause gets a folder with `repro.py`, the inputs as raw
+bytes (`inputs.bin`) described by `inputs.json` (dtype and shape: no pickle, nothing to execute),
+and `culprit.json`.
 """
 
 from __future__ import annotations
@@ -152,7 +153,21 @@ from torch import device  # noqa: F401  (captured graphs may name devices)
 
 {code}
 
-inputs = [t.to({device!r}) for t in torch.load("inputs.pt", weights_only=True)]  # tensors only
+def load_inputs(device):
+    """Raw little-endian bytes described by inputs.json: no pickle, nothing executed."""
+    import json
+    blob = open("inputs.bin", "rb").read()
+    tensors, offset = [], 0
+    for meta in json.load(open("inputs.json")):
+        dtype = getattr(torch, meta["dtype"])
+        n = meta["nbytes"]
+        flat = torch.frombuffer(bytearray(blob[offset:offset + n]), dtype=torch.uint8)
+        tensors.append(flat.view(dtype).reshape(meta["shape"]).to(device))
+        offset += n
+    return tensors
+
+
+inputs = load_inputs({device!r})
 print(f"torch {{torch.__version__}}")
 with torch.no_grad():
     model = Repro()
@@ -176,6 +191,19 @@ def _repro_code(gm) -> str:
     return "class Repro(torch.nn.Module):\n" + "\n".join("    " + line for line in body.splitlines())
 
 
+def _save_inputs(tensors, folder: Path) -> None:
+    """Inputs as raw bytes plus a JSON description (the format `repro.py`'s `load_inputs` reads)."""
+    import torch
+
+    metas, blobs = [], []
+    for t in tensors:
+        raw = t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+        metas.append({"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape), "nbytes": len(raw)})
+        blobs.append(raw)
+    (folder / "inputs.bin").write_bytes(b"".join(blobs))
+    (folder / "inputs.json").write_text(json.dumps(metas) + "\n")
+
+
 def _reduce_and_name(gm, inputs, before, rung, peeled, ref, device, verdict_lines, out: Path, number: int, max_granularity):
     """Shrink the graph to what still makes `rung` differ from `before`, name it, write its folder."""
     import torch
@@ -196,7 +224,7 @@ def _reduce_and_name(gm, inputs, before, rung, peeled, ref, device, verdict_line
     decomposition = _readable_detail("decomposition", bisect) if bisect and "subsystem='decomposition'" in bisect else None
     folder = out / f"{number:02d}-{rung}"
     folder.mkdir(parents=True, exist_ok=True)
-    torch.save([t.detach().cpu() for t in small_inputs], folder / "inputs.pt")
+    _save_inputs([t.detach().cpu().contiguous() for t in small_inputs], folder)
     removed = f"Decompositions removed first (earlier causes): {', '.join(peeled)}" if peeled else ""
     notes = "\n".join([f"Culprit: {summary}", f"compiler_bisector: {bisect}", removed, *verdict_lines])
     (folder / "repro.py").write_text(
@@ -227,7 +255,7 @@ def minimize_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: 
     model, inputs = load_user_module(ref)
     inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in (inputs if isinstance(inputs, (list, tuple)) else [inputs])]
     if isinstance(model, torch.nn.Module):
-        model = model.to(device).eval()
+        model = model.to(device).train(False)  # inference mode (nn.Module.eval)
     if dtype:
         inputs = [x.to(getattr(torch, dtype)) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
         if isinstance(model, torch.nn.Module):
