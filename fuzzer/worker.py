@@ -47,7 +47,9 @@ def _worker_main(conn, device: str, extra_env: dict) -> None:
 
     from fuzzer.execute import execute_case
 
-    torch.set_num_threads(max(1, int(os.environ.get("DIVFUZZ_WORKER_THREADS", "0")) or torch.get_num_threads()))
+    threads = int(os.environ.get("DIVFUZZ_WORKER_THREADS", "0"))
+    if threads > 0:  # a campaign splits the cores between its workers; otherwise keep torch's default
+        torch.set_num_threads(threads)
     if device.startswith("cuda"):
         torch.cuda.init()
     conn.send({"ready": True, "pid": os.getpid()})
