@@ -40,7 +40,7 @@ def minimize(case, modules, store_dir, out_dir, device, budget, timeout_s, autoc
                 target = out_dir if len(modules) == 1 else out_dir / f"module-{i + 1}"
                 res = worker.call(
                     "fuzzer.module_minimize:minimize_module_in_worker",
-                    {"ref": ref, "device": device, "out_dir": str(target), "autocast": autocast, "dtype": dtype},
+                    {"ref": ref, "device": device, "out_dir": str(target), "autocast": autocast, "dtype": dtype, "budget_s": parse_budget(budget)},
                     timeout_s * 10,
                 )
                 if res.error:

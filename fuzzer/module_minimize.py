@@ -9,7 +9,8 @@ Steps: capture at the aten level with `make_fx` (autocast becomes explicit casts
 vs compiled with divfuzz's oracles against an fp64 run of the original model; then walk the stage
 ladder eager -> aot_eager -> aot_eager_decomp_partition -> inductor and, for every rung whose output
 differs from the rung before it (a separate root cause each), reduce the graph with torch's
-`fx_minifier` using "this rung still differs from the one before" as the predicate, and name the
+`fx_minifier` using "this rung still differs from the one before" as the predicate, alternated
+with `fx_bypass` (which removes nodes from the middle of a chain) under the time budget, and name the
 culprit with `compiler_bisector`. Each root cause gets a folder with `repro.py`, the inputs as raw
 bytes (`inputs.bin`) described by `inputs.json` (dtype and shape: no pickle, nothing to execute),
 and `culprit.json`.
@@ -23,6 +24,7 @@ import importlib.util
 import io
 import json
 import sys
+import time
 from pathlib import Path
 
 RUNGS = ("eager", "aot_eager", "aot_eager_decomp_partition", "inductor")
@@ -77,6 +79,14 @@ def _differs(a, b) -> bool:
     return any(
         not bitwise_equal(x, y) for x, y in zip(a, b) if x.dtype not in (torch.float32, torch.float64)
     )
+
+
+def _n_differ(a, b) -> int:
+    """Elements that differ, NaN in both counting as equal (as `repro.py` counts them)."""
+    diff = a != b
+    if a.is_floating_point():
+        diff &= ~(a.isnan() & b.isnan())
+    return int(diff.sum())
 
 
 def _judge(model, inputs, compiled_out, eager_out, device: str) -> list[str]:
@@ -154,11 +164,13 @@ from torch import device  # noqa: F401  (captured graphs may name devices)
 {code}
 
 def load_inputs(device):
-    """Raw little-endian bytes described by inputs.json: no pickle, nothing executed."""
+    """Raw little-endian bytes described by inputs.json (next to this file): no pickle, nothing executed."""
     import json
-    blob = open("inputs.bin", "rb").read()
+    from pathlib import Path
+    here = Path(__file__).resolve().parent
+    blob = (here / "inputs.bin").read_bytes()
     tensors, offset = [], 0
-    for meta in json.load(open("inputs.json")):
+    for meta in json.loads((here / "inputs.json").read_text()):
         dtype = getattr(torch, meta["dtype"])
         n = meta["nbytes"]
         flat = torch.frombuffer(bytearray(blob[offset:offset + n]), dtype=torch.uint8)
@@ -179,7 +191,10 @@ a = a if isinstance(a, (tuple, list)) else (a,)
 b = b if isinstance(b, (tuple, list)) else (b,)
 bad = 0
 for x, y in zip(a, b):
-    n = int((x != y).sum())
+    diff = x != y
+    if x.is_floating_point():
+        diff &= ~(x.isnan() & y.isnan())
+    n = int(diff.sum())
     print(f"{{n}}/{{x.numel()}} elements differ ({before} vs {rung})")
     bad += n
 sys.exit(1 if bad else 0)
@@ -204,12 +219,13 @@ def _save_inputs(tensors, folder: Path) -> None:
     (folder / "inputs.json").write_text(json.dumps(metas) + "\n")
 
 
-def _reduce_and_name(gm, inputs, before, rung, peeled, ref, device, verdict_lines, out: Path, number: int, max_granularity):
+def _reduce_and_name(gm, inputs, before, rung, peeled, ref, device, verdict_lines, out: Path, number: int, max_granularity, budget_s: float):
     """Shrink the graph to what still makes `rung` differ from `before`, name it, write its folder."""
     import torch
     from torch._functorch.fx_minifier import minifier
 
     from fuzzer.attribute import _readable_detail
+    from fuzzer.fx_bypass import bypass_reduce, count_ops
 
     def fails(g, inps) -> bool:
         try:
@@ -217,8 +233,25 @@ def _reduce_and_name(gm, inputs, before, rung, peeled, ref, device, verdict_line
         except Exception:
             return False
 
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        small, small_inputs = minifier(gm, list(inputs), fails, dump_state=lambda g, i: None, max_granularity=max_granularity)
+    def minify(g, inps):
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            return minifier(g, list(inps), fails, dump_state=lambda g, i: None, max_granularity=max_granularity)
+
+    # fx_minifier cuts nodes into inputs; bypassing removes nodes from the middle of a chain.
+    # Alternate the two until neither shrinks the graph (or the budget is spent).
+    deadline = time.monotonic() + budget_s
+    small, small_inputs = minify(gm, inputs)
+    passes = ["fx_minifier"]
+    while time.monotonic() < deadline:
+        size = count_ops(small)
+        small, small_inputs, _ = bypass_reduce(small, small_inputs, fails, deadline)
+        if count_ops(small) == size:
+            break
+        passes.append("bypass")
+        small, small_inputs = minify(small, small_inputs)
+        passes.append("fx_minifier")
+    with torch.no_grad():
+        shown = [(a, b) for a, b in zip(_run(small, small_inputs, before), _run(small, small_inputs, rung))]
     bisect = _bisect(small, list(small_inputs), rung)
     summary = _summary(rung, bisect)
     decomposition = _readable_detail("decomposition", bisect) if bisect and "subsystem='decomposition'" in bisect else None
@@ -237,15 +270,18 @@ def _reduce_and_name(gm, inputs, before, rung, peeled, ref, device, verdict_line
         "bisect": bisect,
         "decomposition": decomposition,
         "with_decompositions_removed": list(peeled),
-        "ops": sum(1 for n in small.graph.nodes if n.op == "call_function"),
-        "ops_before": sum(1 for n in gm.graph.nodes if n.op == "call_function"),
+        "ops": count_ops(small),
+        "ops_before": count_ops(gm),
+        "passes": passes,
+        "outputs": [f"{str(a.dtype).removeprefix('torch.')}{list(a.shape)}" for a, _ in shown],
+        "differing": [_n_differ(a, b) for a, b in shown],
         "folder": str(folder),
     }
     (folder / "culprit.json").write_text(json.dumps(cause, indent=2) + "\n")
     return cause
 
 
-def minimize_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: str | None = None, dtype: str | None = None, max_granularity: int | None = None) -> dict:
+def minimize_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: str | None = None, dtype: str | None = None, max_granularity: int | None = None, budget_s: float = 300.0) -> dict:
     """The whole `--module` pipeline; returns a JSON-able summary (runs in a worker)."""
     import torch
     from torch.fx.experimental.proxy_tensor import make_fx
@@ -292,7 +328,7 @@ def minimize_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: 
                 checks.append({"compared": [before, rung], "removed": list(peeled), "outcome": "differs" if differs else "equal"})
                 if not differs:
                     break
-                cause = _reduce_and_name(gm, inputs, before, rung, peeled, ref, device, verdict_lines, out, len(causes) + 1, max_granularity)
+                cause = _reduce_and_name(gm, inputs, before, rung, peeled, ref, device, verdict_lines, out, len(causes) + 1, max_granularity, budget_s)
             causes.append(cause)
             op = cause.get("decomposition")
             if not op or op in peeled:
