@@ -1,6 +1,6 @@
 """Minimize-and-attribute for the campaign: one bucket per root cause, and its folder.
 
-`BucketAnalyzer.key_for` turns a finding's raw key (the graph's op set) into the key of its root
+`BucketAnalyzer.key_for` turns a finding's raw key (the graph's op set and modes) into the key of its root
 cause: the minimized op pattern plus the culprit. A raw key is analyzed once per campaign (the
 answer is cached), so graphs made of the same ops cost one minimization, and different graphs
 that shrink to the same op pattern and culprit land in one bucket. `write_bucket` writes the

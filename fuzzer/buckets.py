@@ -1,8 +1,8 @@
 """Bucket keys: one small frozen value per root cause, with a readable `str`.
 
 A key is (kind, output dtype, device type, op signature, detail). The detail is the exception
-type for error kinds and empty otherwise; the signature is the graph's sorted set of ops until
-the minimizer supplies the minimized op pattern and its culprit.
+type for error kinds and empty otherwise; the signature is the graph's sorted set of ops (and its autocast and
+backward modes) until the minimizer supplies the minimized op pattern and its culprit.
 """
 
 from __future__ import annotations
@@ -36,8 +36,11 @@ class BucketKey:
 
 
 def graph_signature(spec: GraphSpec) -> str:
-    """The sorted set of op names: graphs made of the same ops share it."""
-    return "+".join(sorted(set(spec.op_names))) or "(empty)"
+    """The sorted set of op names, plus autocast and backward when on: graphs made of the same ops
+    in the same mode share it (and so share one minimization during a campaign)."""
+    ops = "+".join(sorted(set(spec.op_names))) or "(empty)"
+    modes = [f"autocast {spec.autocast}"] * bool(spec.autocast) + ["backward"] * spec.backward
+    return f"{ops} ({', '.join(modes)})" if modes else ops
 
 
 def bucket_key(finding: Finding, spec: GraphSpec, device: str, *, signature: str | None = None) -> BucketKey:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from fuzzer.attribute import Culprit, summarize
 from fuzzer.bucket_analysis import BucketAnalyzer
-from fuzzer.buckets import bucket_key
+from fuzzer.buckets import bucket_key, graph_signature
 from fuzzer.config import CompileConfig
 from fuzzer.minimize import analyze_finding
 from fuzzer.store import Store
@@ -55,6 +57,18 @@ def _bf16_chain(ops, rows=64, dim=32):
         nodes.append(Node(f"v{i + 1}", op, (prev,), (), "bfloat16", (rows, dim)))
         prev = f"v{i + 1}"
     return GraphSpec(inputs=(TensorSpec("x0", (rows, dim), "bfloat16"),), nodes=tuple(nodes), outputs=(prev,))
+
+
+def test_raw_keys_separate_autocast_and_backward_so_they_are_minimized_apart():
+    # The campaign minimizes one graph per raw key and reuses its root cause for the rest.
+    plain = _bf16_chain(("relu", "sigmoid"))
+    signatures = {
+        graph_signature(plain),
+        graph_signature(replace(plain, autocast="bfloat16")),
+        graph_signature(replace(plain, backward=True)),
+    }
+    assert len(signatures) == 3
+    assert graph_signature(plain) == graph_signature(_bf16_chain(("sigmoid", "relu", "sigmoid")))
 
 
 @pytest.mark.slow
