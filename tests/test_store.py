@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 
 import pytest
 
@@ -11,6 +12,7 @@ from fuzzer.campaign import STORE_NAME, Campaign, CampaignOptions
 from fuzzer.config import CompileConfig
 from fuzzer.errors import StoreError
 from fuzzer.store import Store
+from reports.markdown import buckets_markdown
 
 
 def test_a_file_that_is_not_a_store_is_refused_and_left_alone(tmp_path):
@@ -46,6 +48,10 @@ def test_a_second_campaign_on_the_same_store_does_not_minimize_known_root_causes
     second.run()
     assert second.analyzer.analyses == 0
     buckets = second.store.buckets()
+    report = buckets_markdown(second.store)
     second.store.close()
     assert all("@" in b.key.signature for b in buckets)
+    # The report shows each bucket's minimization, read back from its folder.
+    rows = [line for line in report.splitlines() if line.startswith("| ") and "@" in line]
+    assert len(rows) == len(buckets) and all(re.search(r"\| \d+ → 1 ops, \d+ s \|", r) for r in rows), report
     assert (tmp_path / STORE_NAME).exists()
