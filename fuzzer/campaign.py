@@ -2,7 +2,7 @@
 
 Each worker slot runs its own Hypothesis engine (seeded from the campaign seed and the slot)
 in a thread that feeds one worker process; `hypothesis.target` steers each engine towards larger
-divergences. Invariants:
+findings (`target_score`: whole octaves of a finding's size, zero for what is not a finding). Invariants:
 - same seed, same workers, same torch: the same cases in the same order (a campaign replays);
 - a case is stored before the next one starts, and a resumed campaign skips stored cases
   (it re-draws them, checks the spec digest and feeds the stored score to `target`);
@@ -29,7 +29,7 @@ from fuzzer.store import Store
 from fuzzer.worker import CaseRequest, Worker
 from generators.spec import GraphSpec
 from generators.strategies import graph_specs
-from oracles.verdict import finding_of
+from oracles.verdict import finding_of, target_score
 from reports.files import write_bucket_folder
 
 STORE_NAME = "divfuzz.sqlite"
@@ -225,7 +225,7 @@ class Campaign:
         analysis = None
         if key is not None and self.analyzer is not None:
             key, analysis = self.analyzer.key_for(spec, key, worker)
-        score = verdict.score()
+        score = target_score(verdict, finding)
         t_store = time.perf_counter()
         case_id, bucket_id, is_new = self.store.add_case(
             run_id=self.run_id,

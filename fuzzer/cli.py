@@ -21,7 +21,7 @@ from generators.errors import DivfuzzError
 
 console = Console(stderr=True)
 # Wide when piped (CI logs), so tables are not squeezed to 80 columns.
-out = Console() if sys.stdout.isatty() else Console(width=200)
+out = Console() if sys.stdout.isatty() else Console(width=200, soft_wrap=True)  # piped: lines stay whole
 
 _BUDGET = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 

@@ -7,6 +7,7 @@ downstream parses error text: the exception type is carried as data.
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,16 +98,6 @@ class Verdict:
             timings=tuple(sorted((d.get("timings") or {}).items())),
         )
 
-    def score(self) -> float:
-        """How far compiled is from eager, for `hypothesis.target`: larger is more interesting."""
-        best = 0.0
-        for o in self.outputs:
-            if o.float_cmp:
-                best = max(best, float(o.float_cmp.n_diff > 0) + min(o.float_cmp.max_ulp, 1e6) ** 0.5)
-            if o.int_cmp:
-                best = max(best, 10.0 * o.int_cmp.max_step)
-        return best
-
 
 @dataclass(frozen=True)
 class Finding:
@@ -158,3 +149,27 @@ def finding_of(verdict: Verdict, *, strict: bool = False) -> Finding | None:
     if not found:
         return None
     return min(found, key=lambda f: SEVERITY.index(f.kind))
+
+
+TARGET_CAP = 24.0
+
+
+def target_score(verdict: Verdict, finding: Finding | None) -> float:
+    """What a campaign's `hypothesis.target` climbs.
+
+    Zero unless the verdict is a finding (fp32 noise that `finding_of` dismisses must not steer the
+    search); otherwise 1 plus the finding's size in whole octaves: log2 of the max ULP of its output,
+    or of 8 x the max integer step. Whole octaves, capped at `TARGET_CAP`, keep the optimiser from
+    hill-climbing noise on one graph: a case is an improvement only when it doubles the divergence.
+    """
+    if finding is None:
+        return 0.0
+    size = 1.0
+    for o in verdict.outputs:
+        if o.name != finding.output:
+            continue
+        if o.int_cmp and o.int_cmp.flips:
+            size = max(size, 8.0 * o.int_cmp.max_step)
+        if o.float_cmp and o.float_cmp.n_diff:
+            size = max(size, float(o.float_cmp.max_ulp))
+    return min(TARGET_CAP, 1.0 + math.floor(math.log2(size)))

@@ -7,7 +7,7 @@ import torch
 from oracles.boundary import distance_to_grid_ulps, ulp_of
 from oracles.compare import compare_float, compare_int
 from oracles.ulp import bitwise_equal, nan_inf_mismatch, ulp_distance
-from oracles.verdict import FindingKind, OutputVerdict, Status, Verdict, finding_of
+from oracles.verdict import FindingKind, OutputVerdict, Status, Verdict, finding_of, target_score
 
 
 def _next_up(t: torch.Tensor) -> torch.Tensor:
@@ -105,3 +105,25 @@ def test_errors_are_findings_and_verdicts_round_trip():
     full = Verdict(Status.DIVERGED, outputs=(OutputVerdict("y", float_cmp=compare_float(a, b, a.double())),))
     assert Verdict.from_dict(full.to_dict()) == full
     assert finding_of(Verdict(Status.NONDETERMINISTIC)) is None
+
+
+def test_target_score_rewards_findings_in_whole_octaves_and_ignores_fp32_noise():
+    ref = torch.linspace(1, 2, 1000, dtype=torch.float64)
+    eager = ref.float()
+    closer = eager.clone()
+    closer[0] = _next_up(closer[:1])[0]
+    noise = Verdict(Status.DIVERGED, outputs=(OutputVerdict("y", float_cmp=compare_float(eager, closer, ref)),))
+    assert target_score(noise, finding_of(noise)) == 0.0  # fp32 noise must not steer the search
+
+    def bf16_off_by(ulps: int) -> Verdict:
+        a = torch.linspace(1, 2, 64).bfloat16()
+        b = a.clone()
+        b.view(torch.int16)[5] += ulps
+        return Verdict(Status.DIVERGED, outputs=(OutputVerdict("y", float_cmp=compare_float(a, b, a.double())),))
+
+    scores = {u: target_score(bf16_off_by(u), finding_of(bf16_off_by(u))) for u in (1, 2, 3, 4, 7, 8)}
+    assert scores == {1: 1.0, 2: 2.0, 3: 2.0, 4: 3.0, 7: 3.0, 8: 4.0}
+
+    e = torch.tensor([3, 4, 5], dtype=torch.uint8)
+    flipped = Verdict(Status.DIVERGED, outputs=(OutputVerdict("q", int_cmp=compare_int(e, e + torch.tensor([0, 2, 0], dtype=torch.uint8), None)),))
+    assert target_score(flipped, finding_of(flipped)) == 5.0  # 8 x step 2 = 2^4
