@@ -35,6 +35,13 @@ from reports.files import write_bucket_folder
 STORE_NAME = "divfuzz.sqlite"
 
 
+# Cases per Hypothesis engine. Hypothesis bounds each pass of its target optimiser (a quarter of
+# what is left of half its budget) only when max_examples >= 1000; with one engine of 10**9 examples
+# a single pass could run for hours, hill-climbing one graph. Epochs of 1000 keep passes to a few
+# hundred cases and let generation take over again.
+EPOCH_CASES = 1000
+
+
 class _StopCampaign(BaseException):
     """Raised inside a Hypothesis body to end that slot's loop (not a test failure)."""
 
@@ -112,6 +119,27 @@ def environment_versions(device: str) -> dict:
     return versions
 
 
+def slot_engines(strategy, campaign_seed: int, slot: int, body: Callable[[GraphSpec], None]):
+    """Hypothesis engines for one slot, one per epoch of `EPOCH_CASES` cases, without end: `body`
+    ends the slot by raising. Deterministic: same seed and slot, same engines."""
+    for epoch in itertools.count():
+
+        @settings(
+            max_examples=EPOCH_CASES,
+            phases=(Phase.generate, Phase.target),
+            database=None,
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+            report_multiple_bugs=False,
+        )
+        @seed(campaign_seed * 1009 + slot + 7919 * epoch)
+        @given(strategy)
+        def engine(spec: GraphSpec) -> None:
+            body(spec)
+
+        yield engine
+
+
 def slot_quota(max_cases: int | None, workers: int, slot: int) -> int | None:
     """Cases for one slot: max_cases split evenly, the first slots taking the remainder."""
     if max_cases is None:
@@ -177,16 +205,6 @@ class Campaign:
         counter = itertools.count()
         last_exit = [time.perf_counter()]
 
-        @settings(
-            max_examples=quota if quota is not None else 10**9,
-            phases=(Phase.generate, Phase.target),
-            database=None,
-            deadline=None,
-            suppress_health_check=list(HealthCheck),
-            report_multiple_bugs=False,
-        )
-        @seed(opts.seed * 1009 + slot)
-        @given(opts.strategy())
         def body(spec: GraphSpec) -> None:
             with self.lock:  # time Hypothesis spent drawing this spec since the last case
                 self.progress.timings["generate"] += time.perf_counter() - last_exit[0]
@@ -207,7 +225,8 @@ class Campaign:
                 self.stop.set()
 
         try:
-            body()
+            for engine in slot_engines(opts.strategy(), opts.seed, slot, body):
+                engine()
         except _StopCampaign:
             pass
         finally:
