@@ -59,6 +59,8 @@ class BucketAnalyzer:
             log=self.log,
         )
         key = replace(raw_key, signature=analysis.signature())
+        if worker.aborted:  # cut short by an interrupt: remember nothing
+            return key, analysis
         with self._lock:
             self._cache[str(raw_key)] = (key, analysis)
             self.analyses += 1

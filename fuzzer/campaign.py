@@ -153,6 +153,8 @@ class Campaign:
         self.on_progress = on_progress or (lambda p: None)
         self.progress = Progress()
         self.stop = threading.Event()
+        self.interrupted = threading.Event()  # Ctrl-C / SIGTERM: cases in flight are not stored
+        self.slot_workers: list[Worker] = []
         self.lock = threading.Lock()
         opts.out_dir.mkdir(parents=True, exist_ok=True)
         self.store = Store(opts.out_dir / STORE_NAME)
@@ -174,34 +176,61 @@ class Campaign:
                                            store=self.store)
 
     def run(self) -> CampaignResult:
+        # Each slot sets its own event when it ends. The main thread waits on those, not on
+        # `Thread.join`: in CPython before 3.13 a join interrupted by a signal can leave the
+        # thread marked stopped while it still runs (so the store would be closed under it).
+        done = [threading.Event() for _ in range(self.opts.workers)]
         threads = [
-            threading.Thread(target=self._slot, args=(slot,), name=f"divfuzz-slot-{slot}", daemon=True)
+            threading.Thread(target=self._slot, args=(slot, done[slot]), name=f"divfuzz-slot-{slot}", daemon=True)
             for slot in range(self.opts.workers)
         ]
         interrupted = False
         try:
             for t in threads:
                 t.start()
-            while any(t.is_alive() for t in threads):
-                for t in threads:
-                    t.join(0.2)
+            while not all(e.is_set() for e in done):
+                for e in done:
+                    e.wait(0.2)
                 if self.deadline and time.time() > self.deadline:
                     self.stop.set()
         except KeyboardInterrupt:
             interrupted = True
-            self.stop.set()
-            for t in threads:
-                t.join(self.opts.timeout_s + 30)
+            self._interrupt(done)
         self.store.finish_run(self.run_id, "interrupted" if interrupted else "finished")
         return CampaignResult(self.run_id, self.resumed, self.progress, self.store.path, interrupted)
 
+    def _interrupt(self, done: list[threading.Event]) -> None:
+        """Stop now: the cases in flight are dropped (a resumed run runs them again), never stored
+        as crashes or hangs. Further interrupts while the slots wind down are absorbed."""
+        self.interrupted.set()
+        self.stop.set()
+        with self.lock:
+            workers = list(self.slot_workers)
+        for w in workers:
+            w.abort()
+        deadline = time.time() + 30
+        while not all(e.is_set() for e in done) and time.time() < deadline:
+            try:
+                for e in done:
+                    e.wait(0.2)
+            except KeyboardInterrupt:
+                continue
+
     # ---- one slot: a Hypothesis engine feeding one worker --------------------------------------
-    def _slot(self, slot: int) -> None:
+    def _slot(self, slot: int, done: threading.Event) -> None:
+        try:
+            self._slot_cases(slot)
+        finally:
+            done.set()
+
+    def _slot_cases(self, slot: int) -> None:
         opts = self.opts
         quota = slot_quota(opts.max_cases, opts.workers, slot)
         if quota == 0:
             return
         worker = Worker(opts.device, extra_env={"DIVFUZZ_WORKER_THREADS": str(self.threads_per_worker)})
+        with self.lock:
+            self.slot_workers.append(worker)
         counter = itertools.count()
         last_exit = [time.perf_counter()]
 
@@ -238,12 +267,16 @@ class Campaign:
         startup_before = worker.startup_s
         verdict = worker.run(CaseRequest(spec, opts.device, opts.config, profile=opts.profile), opts.timeout_s)
         wall = time.perf_counter() - t0 - (worker.startup_s - startup_before)  # start-up is not the case's
+        if self.interrupted.is_set():  # its worker was killed under it: not a finding, run it on resume
+            return
         t_analysis = time.perf_counter()
         finding = finding_of(verdict, strict=opts.strict)
         key = bucket_key(finding, spec, opts.device) if finding else None
         analysis = None
         if key is not None and self.analyzer is not None:
             key, analysis = self.analyzer.key_for(spec, key, worker)
+        if self.interrupted.is_set():  # the analysis was cut short: store nothing half-done
+            return
         score = target_score(verdict, finding)
         t_store = time.perf_counter()
         case_id, bucket_id, is_new = self.store.add_case(

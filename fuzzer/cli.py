@@ -133,7 +133,8 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
         ops=op_names,
         dtypes=dtype_names,
     )
-    signal.signal(signal.SIGTERM, lambda *a: signal.default_int_handler(signal.SIGINT, None))
+    signal.signal(signal.SIGTERM, _interrupt_once)
+    signal.signal(signal.SIGINT, _interrupt_once)
     console.print(
         f"divfuzz fuzz: device {device}, backend {config.describe()}, seed {seed}, "
         f"{'budget ' + str(int(budget_s)) + ' s' if budget_s else ''}{' max ' + str(max_cases) + ' cases' if max_cases else ''}, "
@@ -150,6 +151,15 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
             highlight=False,
         )
         sys.exit(2)
+
+
+def _interrupt_once(signum, frame) -> None:
+    """SIGINT/SIGTERM: stop the campaign (KeyboardInterrupt) once, and ignore the signals that
+    follow while it saves and reports: `timeout` and CI runners send several, and a second one
+    must not cut the shutdown short (the campaign gives its slots at most 30 s)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise KeyboardInterrupt
 
 
 class _LineView:

@@ -5,6 +5,8 @@ Invariants:
 - `Worker.run` never raises for anything the compiler under test does: a dead process becomes
   `Status.CRASH`, a case past its timeout becomes `Status.HANG`; the process is then replaced.
 - Start-up (importing torch) is not counted against a case's timeout.
+- Only the parent stops a worker (a message, or SIGKILL): terminal and group signals are ignored
+  there, so interrupting divfuzz never turns the case in flight into a crash finding.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
+import sys
 import time
 import traceback
 from dataclasses import dataclass
@@ -40,8 +43,24 @@ class CaseRequest:
         }
 
 
+def _detach_from_terminal_signals() -> None:
+    """The parent coordinates shutdown. A Ctrl-C, or a `timeout` that signals the whole process
+    group, must not kill the worker mid-case (that would read as a crash of the compiler); and if
+    the parent dies, the worker goes too (Linux: PR_SET_PDEATHSIG) rather than lingering."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+        except OSError:
+            pass
+
+
 def _worker_main(conn, device: str, extra_env: dict) -> None:
     """The worker's loop: import torch once, then execute cases until told to stop."""
+    _detach_from_terminal_signals()
     os.environ.update(extra_env)
     import torch
 
@@ -110,6 +129,7 @@ class Worker:
         self.conn = None
         self.restarts = -1
         self.startup_s = 0.0
+        self.aborted = False  # set by `abort`: no more starts, every request fails fast
 
     def start(self) -> None:
         t0 = time.perf_counter()
@@ -133,7 +153,17 @@ class Worker:
     def _alive(self) -> bool:
         return self.process is not None and self.process.is_alive()
 
+    def abort(self) -> None:
+        """From another thread (an interrupted campaign): kill the process and start no other.
+        The owning thread sees the death at its next read; what it gets then is not a finding."""
+        self.aborted = True
+        process = self.process
+        if process is not None and process.is_alive():
+            process.kill()
+
     def run(self, request: CaseRequest, timeout_s: float) -> Verdict:
+        if self.aborted:
+            return Verdict(Status.CRASH, error_type="Aborted", error_message="divfuzz was interrupted")
         if not self._alive():
             self.start()
         t0 = time.perf_counter()
@@ -167,6 +197,8 @@ class Worker:
         For work that must run in-process next to torch (e.g. `torch._inductor.compiler_bisector`).
         Never raises for what the compiler does: an exception, a crash or a timeout is `error`.
         """
+        if self.aborted:
+            return CallOutcome(error="Aborted: divfuzz was interrupted")
         if not self._alive():
             self.start()
         try:

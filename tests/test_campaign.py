@@ -136,3 +136,52 @@ def test_killed_campaign_resumes_without_losing_stored_cases(tmp_path):
     assert runs == 1
     assert len(after) == 40
     assert all(after[i] == d for i, d in before.items())
+
+
+def _children(pid: int) -> list[int]:
+    kids: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        kids += [int(k) for k in (task / "children").read_text().split()]
+    return kids
+
+
+def _sleeping_in_a_case(pid: int) -> bool:
+    """The planted `hang` backend sleeps inside the case: the worker's main thread waits in nanosleep."""
+    try:
+        return "nanosleep" in Path(f"/proc/{pid}/wchan").read_text()
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_signal_to_the_whole_process_group_is_no_crash_finding(tmp_path):
+    # `timeout`, CI cancellation and Ctrl-C signal the whole process group, workers included,
+    # and often more than once. The worker must not die of it mid-case (a bogus `crash`); the
+    # parent drops the case in flight, saves, reports, exits 2 at once, and leaves no process.
+    import os
+    import signal
+    import time
+
+    cmd = [sys.executable, "-m", "fuzzer", "fuzz", "--device", "cpu", "--backend", "fuzzer.planted:hang",
+           "--timeout", "300", "--max-cases", "2", "--seed", "2", "--out", str(tmp_path), "--no-live", "--no-minimize"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    deadline = time.time() + 180
+    while time.time() < deadline and not any(_sleeping_in_a_case(k) for k in _children(proc.pid)):
+        time.sleep(0.5)
+    assert any(_sleeping_in_a_case(k) for k in _children(proc.pid)), "the worker never reached the hanging case"
+    signalled = time.time()
+    os.killpg(proc.pid, signal.SIGTERM)
+    for _ in range(3):  # `timeout` and CI runners signal more than once
+        time.sleep(0.1)
+        os.kill(proc.pid, signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    assert time.time() - signalled < 60, "waited for the case in flight instead of dropping it"
+    assert proc.returncode == 2, out
+    assert "interrupted: 0 cases stored" in out, out
+    with sqlite3.connect(tmp_path / STORE_NAME) as db:
+        assert db.execute("SELECT count(*) FROM cases").fetchone()[0] == 0
+        assert db.execute("SELECT count(*) FROM buckets").fetchone()[0] == 0
+        assert db.execute("SELECT status FROM runs").fetchall() == [("interrupted",)]
+    time.sleep(2)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(proc.pid, 0)  # no worker left behind in the group
