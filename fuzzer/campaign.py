@@ -1,8 +1,8 @@
 """The campaign loop: Hypothesis draws graphs, workers judge them, the store keeps everything.
 
-Each worker slot runs its own Hypothesis engine (seeded from the campaign seed and the slot)
-in a thread that feeds one worker process; `hypothesis.target` steers each engine towards larger
-findings (`target_score`: whole octaves of a finding's size, zero for what is not a finding). Invariants:
+Each worker slot runs Hypothesis engines of `EPOCH_CASES` cases one after another (seeded from
+the campaign seed, the slot and the epoch) in a thread that feeds one worker process;
+`hypothesis.target` steers them towards larger findings (`target_score`). Invariants:
 - same seed, same workers, same torch: the same cases in the same order (a campaign replays);
 - a case is stored before the next one starts, and a resumed campaign skips stored cases
   (it re-draws them, checks the spec digest and feeds the stored score to `target`);
@@ -216,7 +216,7 @@ class Campaign:
             except KeyboardInterrupt:
                 continue
 
-    # ---- one slot: a Hypothesis engine feeding one worker --------------------------------------
+    # ---- one slot: Hypothesis engines feeding one worker -----------------------------------------
     def _slot(self, slot: int, done: threading.Event) -> None:
         try:
             self._slot_cases(slot)

@@ -113,13 +113,11 @@ def _judge(model, inputs, compiled_out, eager_out, device: str) -> list[str]:
     return lines
 
 
-def _bisect(gm, inputs, rung: str) -> str | None:
-    """Bisect the cause that appears at `rung`: earlier backends count as good."""
+def _bisect(gm, inputs, rung: str, ref) -> str | None:
+    """Bisect the cause that appears at `rung`: earlier backends count as good. `ref` is the output
+    of the rung before it (already computed by the caller)."""
     import torch
     from torch._inductor.compiler_bisector import CompilerBisector
-
-    before = RUNGS[RUNGS.index(rung) - 1]
-    ref = _run(gm, inputs, before)
 
     def good() -> bool:
         backend = CompilerBisector.get_backend()
@@ -251,8 +249,9 @@ def _reduce_and_name(gm, inputs, before, rung, peeled, ref, device, verdict_line
         small, small_inputs = minify(small, small_inputs)
         passes.append("fx_minifier")
     with torch.no_grad():
-        shown = [(a, b) for a, b in zip(_run(small, small_inputs, before), _run(small, small_inputs, rung))]
-    bisect = _bisect(small, list(small_inputs), rung)
+        before_out = _run(small, small_inputs, before)
+        shown = list(zip(before_out, _run(small, small_inputs, rung)))
+    bisect = _bisect(small, list(small_inputs), rung, before_out)
     summary = _summary(rung, bisect)
     decomposition = _readable_detail("decomposition", bisect) if bisect and "subsystem='decomposition'" in bisect else None
     folder = out / f"{number:02d}-{rung}"
@@ -311,7 +310,7 @@ def minimize_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: 
     out.mkdir(parents=True, exist_ok=True)
     causes: list[dict] = []
     peeled: list[str] = []  # decompositions already named as a cause, removed to see what else differs
-    checks: list[dict] = []  # every ladder comparison made, for the record (analysis.json)
+    checks: list[dict] = []  # every ladder comparison made, for the record (ladder.json)
     for before, rung in zip(RUNGS, RUNGS[1:]):
         while True:
             with decompositions_removed(peeled):

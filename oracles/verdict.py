@@ -159,8 +159,9 @@ def target_score(verdict: Verdict, finding: Finding | None) -> float:
 
     Zero unless the verdict is a finding (fp32 noise that `finding_of` dismisses must not steer the
     search); otherwise 1 plus the finding's size in whole octaves: log2 of the max ULP of its output,
-    or of 8 x the max integer step. Whole octaves, capped at `TARGET_CAP`, keep the optimiser from
-    hill-climbing noise on one graph: a case is an improvement only when it doubles the divergence.
+    or of 8 x the max integer step, capped at `TARGET_CAP`. In whole octaves, a case is an
+    improvement only when it doubles the divergence. (What bounds the optimiser's time on one graph
+    is the campaign's epochs, `fuzzer.campaign.EPOCH_CASES`, not this score.)
     """
     if finding is None:
         return 0.0
