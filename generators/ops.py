@@ -8,6 +8,11 @@ Rules shared by all ops (they make every drawn graph valid by construction):
   model's parameters would.
 In `code` templates, `D(torch.X)` is the dtype map: identity in the real graph, float64 in the
 reference build, exactly as `BuildContext.dt` does for `run`.
+
+Every op declares its `params` schema; `validate_spec` holds every loaded spec to it, and each
+`draw_params` draws only inside it. `code` templates print a parameter only through `_num`
+(the `repr` of a finite int or float) or a lookup table (`_BOOL`, `_DTYPE_CODE`, `_ROUND`,
+`_CMP`, ...), so no string from a spec file ever becomes Python source.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
 
-from generators.registry import Meta, OpDef, WeightSpec, register
+from generators.registry import Choice, Flag, FloatRange, IntRange, Meta, OpDef, WeightSpec, register
 
 FLOATS = ("float32", "bfloat16", "float16")
 INV_SQRT2 = 0.7071067811865476
@@ -58,12 +63,22 @@ def _eps(draw) -> float:
     return draw(st.sampled_from([1e-5, 1e-6, 1e-12, 1e-3]))
 
 
-def _fmt(v: Any) -> str:
-    if isinstance(v, float):
-        if math.isinf(v):
-            return "float('inf')" if v > 0 else "float('-inf')"
-        return repr(v)
-    return repr(v)
+def _num(v: Any) -> str:
+    """A validated number as Python source; anything else is refused (never pasted as text)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise TypeError(f"expected a finite number for a code template but got {v!r}")
+    return repr(int(v)) if isinstance(v, int) else repr(float(v))
+
+
+# Lookup tables: the only way a string or bool parameter reaches generated code.
+_BOOL = {True: "True", False: "False"}
+_DTYPE_CODE = {d: f"torch.{d}" for d in ("float32", "bfloat16", "float16", "float64", "uint8", "int8", "int32", "int64", "bool")}
+
+# Parameter schemas shared by several ops. Ranges are far wider than what is drawn, so that
+# hand-written and minimized specs load, but every value is finite and of its declared type.
+EPS = FloatRange(0.0, 1.0)
+THRESHOLD = FloatRange(-1e30, 1e30)
+NORM_PARAMS = {"eps": EPS, "affine": Flag()}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -85,7 +100,7 @@ def _run_layer_norm(ctx, x, *wb, eps, affine):
 
 def _code_layer_norm(a, p):
     w, b = (a[1], a[2]) if p["affine"] else ("None", "None")
-    return f"F.layer_norm({a[0]}, ({a[0]}.shape[-1],), {w}, {b}, eps={_fmt(p['eps'])})"
+    return f"F.layer_norm({a[0]}, ({a[0]}.shape[-1],), {w}, {b}, eps={_num(p['eps'])})"
 
 
 register(
@@ -97,6 +112,7 @@ register(
         infer=_same,
         run=_run_layer_norm,
         code=_code_layer_norm,
+        params=NORM_PARAMS,
         draw_params=lambda draw, metas: {"eps": _eps(draw), "affine": draw(st.booleans())},
         weights=_ln_weights,
     )
@@ -116,7 +132,7 @@ def _code_layer_norm_manual(a, p):
     x = a[0]
     core = (
         f"(({x} - {x}.mean(-1, keepdim=True)) / torch.sqrt(({x} - {x}.mean(-1, keepdim=True)).pow(2)"
-        f".mean(-1, keepdim=True) + {_fmt(p['eps'])}))"
+        f".mean(-1, keepdim=True) + {_num(p['eps'])}))"
     )
     return f"{core} * {a[1]} + {a[2]}" if p["affine"] else core
 
@@ -130,6 +146,7 @@ register(
         infer=_same,
         run=_run_layer_norm_manual,
         code=_code_layer_norm_manual,
+        params=NORM_PARAMS,
         draw_params=lambda draw, metas: {"eps": _eps(draw), "affine": draw(st.booleans())},
         weights=_ln_weights,
     )
@@ -148,7 +165,8 @@ register(
         accepts=_one_float,
         infer=_same,
         run=lambda ctx, x, *w, eps, affine: F.rms_norm(x, (x.shape[-1],), w[0] if affine else None, eps=eps),
-        code=lambda a, p: f"F.rms_norm({a[0]}, ({a[0]}.shape[-1],), {a[1] if p['affine'] else 'None'}, eps={_fmt(p['eps'])})",
+        code=lambda a, p: f"F.rms_norm({a[0]}, ({a[0]}.shape[-1],), {a[1] if p['affine'] else 'None'}, eps={_num(p['eps'])})",
+        params=NORM_PARAMS,
         draw_params=lambda draw, metas: {"eps": _eps(draw), "affine": draw(st.booleans())},
         weights=_rms_weights,
     )
@@ -169,9 +187,10 @@ register(
         infer=_same,
         run=_run_rms_manual,
         code=lambda a, p: (
-            f"{a[0]} * torch.rsqrt({a[0]}.pow(2).mean(-1, keepdim=True) + {_fmt(p['eps'])})"
+            f"{a[0]} * torch.rsqrt({a[0]}.pow(2).mean(-1, keepdim=True) + {_num(p['eps'])})"
             + (f" * {a[1]}" if p["affine"] else "")
         ),
+        params=NORM_PARAMS,
         draw_params=lambda draw, metas: {"eps": _eps(draw), "affine": draw(st.booleans())},
         weights=_rms_weights,
     )
@@ -192,6 +211,12 @@ def _gn_params(draw, metas):
     return {"groups": draw(st.sampled_from(divisors)), "eps": _eps(draw), "affine": draw(st.booleans())}
 
 
+def _gn_infer(metas, p):
+    if _channels(metas[0]) % p["groups"]:
+        raise ValueError(f"groups={p['groups']} does not divide the {_channels(metas[0])} channels")
+    return metas[0]
+
+
 def _gn_weights(metas, p):
     c = _channels(metas[0])
     if not p["affine"]:
@@ -205,14 +230,15 @@ register(
         family="norm",
         arity=1,
         accepts=_gn_accepts,
-        infer=_same,
+        infer=_gn_infer,
         run=lambda ctx, x, *wb, groups, eps, affine: F.group_norm(
             x, groups, wb[0] if affine else None, wb[1] if affine else None, eps=eps
         ),
         code=lambda a, p: (
-            f"F.group_norm({a[0]}, {p['groups']}, {a[1] if p['affine'] else 'None'}, "
-            f"{a[2] if p['affine'] else 'None'}, eps={_fmt(p['eps'])})"
+            f"F.group_norm({a[0]}, {_num(p['groups'])}, {a[1] if p['affine'] else 'None'}, "
+            f"{a[2] if p['affine'] else 'None'}, eps={_num(p['eps'])})"
         ),
+        params={"groups": IntRange(1, 1024), **NORM_PARAMS},
         draw_params=_gn_params,
         weights=_gn_weights,
     )
@@ -237,7 +263,8 @@ register(
         accepts=_gn_accepts,
         infer=_same,
         run=lambda ctx, x, rm, rv, w, b, eps: F.batch_norm(x, rm, rv, w, b, training=False, eps=eps),
-        code=lambda a, p: f"F.batch_norm({a[0]}, {a[1]}, {a[2]}, {a[3]}, {a[4]}, training=False, eps={_fmt(p['eps'])})",
+        code=lambda a, p: f"F.batch_norm({a[0]}, {a[1]}, {a[2]}, {a[3]}, {a[4]}, training=False, eps={_num(p['eps'])})",
+        params={"eps": EPS},
         draw_params=lambda draw, metas: {"eps": _eps(draw)},
         weights=_bn_weights,
     )
@@ -324,6 +351,7 @@ register(
         infer=_linear_infer,
         run=lambda ctx, x, w, *b, out_features, bias: F.linear(x, w, b[0] if bias else None),
         code=lambda a, p: f"F.linear({a[0]}, {a[1]}, {a[2] if p['bias'] else 'None'})",
+        params={"out_features": IntRange(1, 4096), "bias": Flag()},
         draw_params=_linear_params,
         weights=_linear_weights,
     )
@@ -338,6 +366,7 @@ register(
         infer=_linear_infer,
         run=lambda ctx, x, w, out_features: x @ w,
         code=lambda a, p: f"{a[0]} @ {a[1]}",
+        params={"out_features": IntRange(1, 4096)},
         draw_params=lambda draw, metas: {"out_features": draw(st.sampled_from(OUT_FEATURES))},
         weights=lambda metas, p: (WeightSpec("weight", (metas[0].shape[-1], p["out_features"]), "fan_in"),),
     )
@@ -377,11 +406,15 @@ _unary(
     "add_eps",
     "pointwise",
     lambda ctx, x, eps: x + eps,
-    lambda a, p: f"{a[0]} + {_fmt(p['eps'])}",
+    lambda a, p: f"{a[0]} + {_num(p['eps'])}",
+    params={"eps": EPS},
     draw_params=lambda draw, metas: {"eps": draw(st.sampled_from([1e-7, 1e-6, 1e-5, 1e-3]))},
 )
 
 DIVISORS = (3.0, 7.0, 0.1, 0.3, 2.5, -1.5)
+
+
+_ROUNDING_MODE_CODE = {None: "None", "floor": "'floor'", "trunc": "'trunc'"}
 
 
 def _run_div(ctx, x, divisor, mode):
@@ -392,7 +425,8 @@ _unary(
     "div",
     "pointwise",
     _run_div,
-    lambda a, p: f"torch.div({a[0]}, {_fmt(p['divisor'])}, rounding_mode={p['mode']!r})",
+    lambda a, p: f"torch.div({a[0]}, {_num(p['divisor'])}, rounding_mode={_ROUNDING_MODE_CODE[p['mode']]})",
+    params={"divisor": FloatRange(-1e30, 1e30, nonzero=True), "mode": Choice(tuple(_ROUNDING_MODE_CODE))},
     draw_params=lambda draw, metas: {
         "divisor": draw(st.sampled_from(DIVISORS)),
         "mode": draw(st.sampled_from([None, "floor", "trunc"])),
@@ -411,7 +445,7 @@ def _where_params(draw, metas):
 
 
 def _where_cond(a, b, p):
-    rhs = b if p["against"] == "tensor" else _fmt(p["threshold"])
+    rhs = b if p["against"] == "tensor" else _num(p["threshold"])
     return f"{a} {_CMP[p['cmp']]} {rhs}"
 
 
@@ -430,6 +464,7 @@ register(
         infer=_same_binary,
         run=_run_where,
         code=lambda a, p: f"torch.where({_where_cond(a[0], a[1], p)}, {a[0]}, {a[1]})",
+        params={"cmp": Choice(tuple(sorted(_CMP))), "against": Choice(("tensor", "scalar")), "threshold": THRESHOLD},
         draw_params=_where_params,
     )
 )
@@ -457,7 +492,8 @@ for _name, _fn in (("sum", "sum"), ("mean", "mean"), ("amax", "amax")):
             accepts=_red_accepts,
             infer=_red_infer,
             run=(lambda f: lambda ctx, x, keepdim: getattr(torch, f)(x, -1, keepdim=keepdim))(_fn),
-            code=(lambda f: lambda a, p: f"torch.{f}({a[0]}, -1, keepdim={p['keepdim']})")(_fn),
+            code=(lambda f: lambda a, p: f"torch.{f}({a[0]}, -1, keepdim={_BOOL[p['keepdim']]})")(_fn),
+            params={"keepdim": Flag()},
             draw_params=lambda draw, metas: {"keepdim": draw(st.booleans())},
         )
     )
@@ -479,7 +515,8 @@ register(
         accepts=_one_float,
         infer=lambda metas, p: Meta(metas[0].shape, p["to"]),
         run=lambda ctx, x, to: x.to(ctx.dt(to)),
-        code=lambda a, p: f"{a[0]}.to(D(torch.{p['to']}))",
+        code=lambda a, p: f"{a[0]}.to(D({_DTYPE_CODE[p['to']]}))",
+        params={"to": Choice(FLOATS)},
         draw_params=_cast_params,
     )
 )
@@ -491,6 +528,8 @@ register(
 
 _INT_RANGE = {"uint8": (0, 255), "int8": (-128, 127)}
 _ROUND = {"ceil": "torch.ceil", "floor": "torch.floor", "round": "torch.round", "trunc": "torch.trunc"}
+_ROUND_FN = {"ceil": torch.ceil, "floor": torch.floor, "round": torch.round, "trunc": torch.trunc}
+_ENCODING_PARAMS = {"mode": Choice(tuple(_ROUND)), "to": Choice(tuple(_INT_RANGE))}
 
 
 def _e8m0_preimage(x):
@@ -498,7 +537,7 @@ def _e8m0_preimage(x):
 
 
 def _run_e8m0(ctx, x, mode, to):
-    r = getattr(torch, mode)(_e8m0_preimage(x))
+    r = _ROUND_FN[mode](_e8m0_preimage(x))
     return torch.clamp(r, -127, 127).add(127 if to == "uint8" else 0).to(ctx.dt(to))
 
 
@@ -506,7 +545,7 @@ def _code_e8m0(a, p):
     offset = " + 127" if p["to"] == "uint8" else ""
     return (
         f"(torch.clamp({_ROUND[p['mode']]}(torch.log2(torch.abs({a[0]}) + 1e-07)), -127, 127){offset})"
-        f".to(D(torch.{p['to']}))"
+        f".to(D({_DTYPE_CODE[p['to']]}))"
     )
 
 
@@ -531,6 +570,7 @@ register(
         infer=lambda metas, p: Meta(metas[0].shape, p["to"]),
         run=_run_e8m0,
         code=_code_e8m0,
+        params=_ENCODING_PARAMS,
         draw_params=lambda draw, metas: {
             "mode": draw(st.sampled_from(["ceil", "ceil", "floor", "round"])),
             "to": draw(st.sampled_from(["uint8", "uint8", "int8"])),
@@ -545,7 +585,7 @@ SCALES = (0.01, 0.05, 0.1, 1 / 127, 0.25)
 
 def _run_quantize(ctx, x, scale, mode, to):
     lo, hi = _INT_RANGE[to]
-    return torch.clamp(getattr(torch, mode)(x / scale), lo, hi).to(ctx.dt(to))
+    return torch.clamp(_ROUND_FN[mode](x / scale), lo, hi).to(ctx.dt(to))
 
 
 register(
@@ -557,9 +597,10 @@ register(
         infer=lambda metas, p: Meta(metas[0].shape, p["to"]),
         run=_run_quantize,
         code=lambda a, p: (
-            f"torch.clamp({_ROUND[p['mode']]}({a[0]} / {_fmt(p['scale'])}), "
-            f"{_INT_RANGE[p['to']][0]}, {_INT_RANGE[p['to']][1]}).to(D(torch.{p['to']}))"
+            f"torch.clamp({_ROUND[p['mode']]}({a[0]} / {_num(p['scale'])}), "
+            f"{_INT_RANGE[p['to']][0]}, {_INT_RANGE[p['to']][1]}).to(D({_DTYPE_CODE[p['to']]}))"
         ),
+        params={"scale": FloatRange(1e-30, 1e30), **_ENCODING_PARAMS},
         draw_params=lambda draw, metas: {
             "scale": draw(st.sampled_from(SCALES)),
             "mode": draw(st.sampled_from(["round", "round", "floor", "trunc"])),
@@ -592,7 +633,8 @@ register(
         accepts=_red_accepts,
         infer=lambda metas, p: Meta(metas[0].shape[:-1], "int64"),
         run=_run_count,
-        code=lambda a, p: f"({a[0]} {_CMP[p['cmp']]} {_fmt(p['threshold'])}).sum(-1)",
+        code=lambda a, p: f"({a[0]} {_CMP[p['cmp']]} {_num(p['threshold'])}).sum(-1)",
+        params={"cmp": Choice(tuple(sorted(_CMP))), "threshold": THRESHOLD},
         draw_params=lambda draw, metas: {
             "cmp": draw(st.sampled_from(["gt", "ge", "lt", "le"])),
             "threshold": draw(st.sampled_from([0.0, 0.5, 1.0, -0.25])),

@@ -5,6 +5,8 @@ Invariants:
 - `GraphSpec.from_json(spec.to_json()) == spec` for every valid spec.
 - Loading never executes code: JSON is parsed, checked against the schema, and every op name
   is checked against the registry by `validate_spec` (in `generators.validate`).
+- Any JSON text, however hostile (nested 100k deep, a 10k-digit integer, NaN), either loads or
+  raises a `SpecError` naming the source; error messages quote values cut to a short length.
 """
 
 from __future__ import annotations
@@ -18,6 +20,10 @@ from typing import Any
 from generators.errors import SpecError
 
 SCHEMA_VERSION = 1
+
+# Seeds are fed to torch.Generator.manual_seed (and seed + 7919 for cotangents): an unsigned
+# 32-bit range is plenty for drawing and keeps every derived seed valid.
+MAX_SEED = 2**32
 
 FLOAT_DTYPES = ("float32", "bfloat16", "float16", "float64")
 INT_DTYPES = ("uint8", "int8", "int32", "int64", "bool")
@@ -164,7 +170,14 @@ class GraphSpec:
             data = json.loads(text)
         except json.JSONDecodeError as e:
             raise SpecError(f"{source}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
-        return cls.from_dict(data, source=source)
+        except RecursionError:
+            raise SpecError(f"{source}: JSON nested too deeply to be a spec") from None
+        except ValueError as e:  # e.g. an integer literal longer than Python's int-conversion limit
+            raise SpecError(f"{source}: not a usable JSON document ({str(e)[:120]})") from None
+        try:
+            return cls.from_dict(data, source=source)
+        except RecursionError:
+            raise SpecError(f"{source}: JSON nested too deeply to be a spec") from None
 
     @classmethod
     def from_dict(cls, data: Any, *, source: str = "spec") -> GraphSpec:
@@ -184,7 +197,7 @@ class GraphSpec:
                 name=r.string(t, "name", f"inputs[{i}]"),
                 shape=r.shape(t, f"inputs[{i}].shape"),
                 dtype=r.dtype(t, f"inputs[{i}].dtype"),
-                requires_grad=bool(t.get("requires_grad", False)),
+                requires_grad=r.flag(t, "requires_grad", f"inputs[{i}].requires_grad"),
                 init=r.choice(t.get("init", "data"), INIT_KINDS, f"inputs[{i}].init"),
             )
             for i, t in enumerate(r.list(data, "inputs"))
@@ -224,7 +237,12 @@ class GraphSpec:
         recipe = data.get("recipe", {"kind": "normal", "seed": 0})
         r.expect(isinstance(recipe, dict), "recipe", "an object", recipe)
         seed = recipe.get("seed", 0)
-        r.expect(isinstance(seed, int), "recipe.seed", "an integer", seed)
+        r.expect(
+            isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed < MAX_SEED,
+            "recipe.seed",
+            f"an integer from 0 to {MAX_SEED - 1}",
+            seed,
+        )
         autocast = data.get("autocast")
         r.expect(autocast in (None, "bfloat16", "float16"), "autocast", "null, 'bfloat16' or 'float16'", autocast)
         return cls(
@@ -233,7 +251,7 @@ class GraphSpec:
             outputs=tuple(outputs),
             recipe=InputRecipe(kind=r.choice(recipe.get("kind", "normal"), RECIPE_KINDS, "recipe.kind"), seed=seed),
             autocast=autocast,
-            backward=bool(data.get("backward", False)),
+            backward=r.flag(data, "backward", "backward"),
         )
 
 
@@ -245,7 +263,12 @@ class _Reader:
 
     def expect(self, ok: bool, where: str, what: str, value: Any) -> None:
         if not ok:
-            raise SpecError(f"{self.source}: expected {what} for {where} but got {value!r}")
+            raise SpecError(f"{self.source}: expected {what} for {where} but got {short_repr(value)}")
+
+    def flag(self, obj: dict, key: str, where: str) -> bool:
+        value = obj.get(key, False)
+        self.expect(isinstance(value, bool), where, "true or false", value)
+        return value
 
     def list(self, obj: dict, key: str) -> list:
         value = obj.get(key)
@@ -272,5 +295,14 @@ class _Reader:
         return self.choice(obj.get("dtype"), ALL_DTYPES, where)
 
     def choice(self, value: Any, allowed: tuple[str, ...], where: str) -> str:
-        self.expect(value in allowed, where, "one of " + ", ".join(allowed), value)
+        self.expect(isinstance(value, str) and value in allowed, where, "one of " + ", ".join(allowed), value)
         return value
+
+
+def short_repr(value: Any, limit: int = 120) -> str:
+    """`repr(value)` cut to `limit` characters: error messages stay one line for any input."""
+    try:
+        text = repr(value)
+    except RecursionError:
+        return f"<{type(value).__name__} nested too deeply>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."

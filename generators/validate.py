@@ -1,38 +1,117 @@
-"""Checking that a loaded spec is a graph the registry can build: names, arity, shapes.
+"""Checking that a loaded spec is a graph the registry can build, and safe to print as code.
 
-`validate_spec` raises `UnknownOpError` or `InvalidGraphError` naming the bad node; it never
+`validate_spec` raises `UnknownOpError` or `InvalidGraphError` naming the bad field; it never
 runs torch. Every spec drawn by `generators.strategies` passes it (a property test checks).
+A spec that passes it holds only:
+- names that are plain ASCII identifiers, not keywords, builtins or names the generated
+  `repro.py` uses (`RESERVED_NAMES`), and unique over inputs and nodes;
+- params that match their op's declared schema exactly (no unknown or missing key, each value
+  of its type and inside its range or choices);
+- node dtypes and shapes equal to what the op infers from its inputs (a linear under autocast
+  gives the autocast dtype);
+- tensors of at most `MAX_TENSOR_ELEMENTS` elements, `MAX_TOTAL_ELEMENTS` in all, `MAX_DIMS` dims;
+- nodes that all reach an output, and outputs that are distinct nodes.
+So code generation can print names as they are and params through `repr` or lookup tables.
 """
 
 from __future__ import annotations
 
+import builtins
+import keyword
+import math
+import re
+
 from generators.errors import InvalidGraphError
+from generators.recipes import INITS, RECIPES
 from generators.registry import Meta, get_op
-from generators.spec import GraphSpec
+from generators.spec import FLOAT_DTYPES, GraphSpec, short_repr
+
+NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+MAX_NAME_LENGTH = 64
+
+# Comfortably above what the strategies draw (2**17 per data input, a linear of 4096 outputs
+# on top) and what the corpus holds (2**20 for the gelu seeds), far below what exhausts memory.
+MAX_TENSOR_ELEMENTS = 2**24
+MAX_TOTAL_ELEMENTS = 2**26
+MAX_DIMS = 8
+
+# Graph values become locals of the generated `model()` and `make_inputs()`: a value named like
+# a global those functions use, or like their fixed locals, would shadow it. These are the names
+# repro.py and report.md bind at module level and the fixed locals of those two functions;
+# tests/test_codegen_safety.py derives them from the rendered templates and checks they are all
+# here (generators cannot import reports). The recipe functions copied in are added below.
+REPRO_NAMES = frozenset(
+    {
+        # module level of repro.py and of report.md's code
+        "torch", "F", "importlib", "os", "platform", "signal", "sys", "ordered_bits", "run", "compare",
+        "main", "make_inputs", "model", "inputs", "eager", "compiled", "eager_out", "compiled_out",
+        "DEVICE", "DEVICE_TYPE", "SEED", "BACKWARD", "BACKEND", "DYNAMIC", "MODE", "INDUCTOR_CONFIG",
+        "TIMEOUT_S", "OUTPUTS", "INPUT_NAMES",
+        # the fixed locals of model() and make_inputs(), where graph values live
+        "D", "ref", "g", "device",
+    }
+)
+RESERVED_NAMES = (
+    frozenset(keyword.kwlist) | frozenset(keyword.softkwlist) | frozenset(dir(builtins)) | REPRO_NAMES
+    | frozenset(RECIPES) | frozenset(INITS)
+)
+
+
+def name_problem(name: str) -> str | None:
+    """Why `name` cannot name a graph value, or None when it can."""
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        return "must be an ASCII identifier ([A-Za-z_][A-Za-z0-9_]*)"
+    if len(name) > MAX_NAME_LENGTH:
+        return f"is longer than {MAX_NAME_LENGTH} characters"
+    if name in RESERVED_NAMES or (name.startswith("__") and name.endswith("__")):
+        return "is a Python keyword or builtin, or a name the generated repro.py uses"
+    return None
+
+
+def _check_size(where: str, shape: tuple[int, ...]) -> int:
+    if len(shape) > MAX_DIMS:
+        raise InvalidGraphError(f"{where}: shape {short_repr(shape)} has more than {MAX_DIMS} dims")
+    n = math.prod(shape)
+    if n > MAX_TENSOR_ELEMENTS:
+        raise InvalidGraphError(f"{where}: shape {short_repr(shape)} has {n} elements, over the cap of {MAX_TENSOR_ELEMENTS}")
+    return n
 
 
 def validate_spec(spec: GraphSpec, *, source: str = "spec") -> GraphSpec:
     metas: dict[str, Meta] = {}
+    total = 0
+
+    def check_name(kind: str, name: str) -> None:
+        problem = name_problem(name)
+        if problem:
+            raise InvalidGraphError(f"{source}: {kind} name {short_repr(name, 80)} {problem}")
+        if name in metas:
+            raise InvalidGraphError(f"{source}: {kind} name {name!r} is used twice")
+
     for t in spec.inputs:
-        if t.name in metas:
-            raise InvalidGraphError(f"{source}: input name {t.name!r} is used twice")
+        check_name("input", t.name)
+        if t.dtype not in FLOAT_DTYPES:
+            raise InvalidGraphError(f"{source}: input {t.name!r} has dtype {t.dtype!r}; graph inputs are floating ({', '.join(FLOAT_DTYPES)})")
+        total += _check_size(f"{source}: input {t.name!r}", tuple(t.shape))
         metas[t.name] = Meta(tuple(t.shape), t.dtype)
     for n in spec.nodes:
+        check_name("node", n.name)
         where = f"{source}: node {n.name!r} ({n.op})"
         op = get_op(n.op)
-        if n.name in metas:
-            raise InvalidGraphError(f"{where}: name is used twice")
+        problems = op.param_problems(n.kwargs)
+        if problems:
+            raise InvalidGraphError(f"{where}: " + "; ".join(problems))
         missing = [i for i in n.inputs if i not in metas]
         if missing:
-            raise InvalidGraphError(f"{where}: inputs {missing} are not defined before it")
+            raise InvalidGraphError(f"{where}: inputs {short_repr(missing)} are not defined before it")
         data = tuple(metas[i] for i in n.inputs[: op.arity])
         if len(data) != op.arity or not op.accepts(data):
             raise InvalidGraphError(f"{where}: does not accept inputs {[(m.shape, m.dtype) for m in data]}")
         try:
             expected = op.infer(data, n.kwargs)
             weights = op.weights(data, n.kwargs)
-        except (KeyError, TypeError) as e:
-            raise InvalidGraphError(f"{where}: bad params {n.kwargs!r} ({e})") from None
+        except (KeyError, TypeError, ValueError, ZeroDivisionError, IndexError) as e:
+            raise InvalidGraphError(f"{where}: bad params {short_repr(n.kwargs)} ({e})") from None
         if len(n.inputs) != op.arity + len(weights):
             raise InvalidGraphError(
                 f"{where}: expected {op.arity} data inputs and {len(weights)} weights, got {len(n.inputs)} inputs"
@@ -41,13 +120,34 @@ def validate_spec(spec: GraphSpec, *, source: str = "spec") -> GraphSpec:
             if metas[name].shape != w.shape:
                 raise InvalidGraphError(f"{where}: weight {name!r} has shape {metas[name].shape}, expected {w.shape}")
         if tuple(n.shape) != expected.shape:
-            raise InvalidGraphError(f"{where}: shape {tuple(n.shape)} but its inputs give {expected.shape}")
+            raise InvalidGraphError(f"{where}: shape {short_repr(tuple(n.shape))} but its inputs give {expected.shape}")
+        # Autocast runs linears in its low-precision dtype; every other op keeps what it infers.
+        dtype = spec.autocast if spec.autocast and op.family == "linear" else expected.dtype
+        if n.dtype != dtype:
+            raise InvalidGraphError(f"{where}: dtype {n.dtype!r} but its inputs give {dtype!r}")
+        total += _check_size(where, expected.shape)
         metas[n.name] = Meta(expected.shape, n.dtype)
-    for o in spec.outputs:
-        if o not in metas:
-            raise InvalidGraphError(f"{source}: output {o!r} is not a node or input")
+    if total > MAX_TOTAL_ELEMENTS:
+        raise InvalidGraphError(f"{source}: {total} elements over all inputs and nodes, over the cap of {MAX_TOTAL_ELEMENTS}")
     if not spec.outputs:
         raise InvalidGraphError(f"{source}: a graph needs at least one output")
+    nodes = {n.name: n for n in spec.nodes}
+    for o in spec.outputs:
+        if o not in nodes:
+            what = "is a graph input, not a node" if o in metas else "is not a node"
+            raise InvalidGraphError(f"{source}: output {short_repr(o, 80)} {what}")
+    if len(set(spec.outputs)) != len(spec.outputs):
+        raise InvalidGraphError(f"{source}: outputs {short_repr(list(spec.outputs))} name a node twice")
+    live: set[str] = set()
+    stack = list(spec.outputs)
+    while stack:
+        name = stack.pop()
+        if name not in live:
+            live.add(name)
+            stack.extend(nodes[name].inputs if name in nodes else ())
+    dangling = [n.name for n in spec.nodes if n.name not in live]
+    if dangling:
+        raise InvalidGraphError(f"{source}: nodes {short_repr(dangling)} reach no output (dead code is not a case)")
     return spec
 
 

@@ -4,6 +4,11 @@ The script builds the inputs with plain torch code (the recipe functions' own so
 graph eagerly, compiled and in float64, prints versions, max ULP, differing elements, integer
 flips and the fp64 triage, and exits 1 while eager and compiled differ (or compiling fails), 0
 once they agree. `tests/test_repro.py` checks that its numbers equal the engine's.
+
+Invariant: nothing from a spec or a store reaches the script as raw text. Names are checked
+again here (`generators.validate.name_problem`) and printed as they are; numbers are printed
+with `repr` of an int or float; dtypes, recipes and autocast go through lookup tables; every
+string (title, notes, outputs, backend, config) is a `repr` or an escaped docstring.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import TYPE_CHECKING
 from generators import recipes
 from generators.registry import get_op
 from generators.spec import GraphSpec
+from generators.validate import name_problem
 
 if TYPE_CHECKING:  # reports depend on generators only; a config is read, never built here
     from fuzzer.config import CompileConfig
@@ -119,31 +125,66 @@ if __name__ == "__main__":
 '''
 
 
+_DTYPE_CODE = {d: f"torch.{d}" for d in ("float32", "bfloat16", "float16", "float64")}
+_RECIPE_FUNCS = {name: name for name in (*recipes.RECIPES, *recipes.INITS)}
+
+
+def _ident(name: str) -> str:
+    """A graph value's name, printed only once it is a safe identifier."""
+    problem = name_problem(name)
+    if problem:
+        raise ValueError(f"refusing to print graph value name {name!r} as code: it {problem}")
+    return name
+
+
+def _int(v) -> str:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"expected an integer for generated code but got {v!r}")
+    return repr(v)
+
+
+def _docstring(text: str) -> str:
+    """`text` as the body of a triple-quoted docstring: backslashes, quotes and control characters
+    are escaped, so no title or note can end the string or hold a NUL."""
+    out = []
+    for ch in text:
+        if ch == "\n":
+            out.append(ch)
+        elif ch in ('"', "\\"):
+            out.append("\\" + ch)
+        elif ch.isprintable():
+            out.append(ch)
+        else:
+            out.append(ch.encode("unicode_escape").decode("ascii"))
+    return '"""' + "".join(out) + '\n"""'
+
+
 def graph_code(spec: GraphSpec) -> str:
     """The graph as a Python function `model(*inputs, ref=False)`."""
-    args = ", ".join(t.name for t in spec.inputs)
+    args = ", ".join(_ident(t.name) for t in spec.inputs)
     lines = [f"def model({args}, ref=False):"]
     lines.append("    D = lambda d: torch.float64 if ref and d.is_floating_point else d")
     indent = "    "
     if spec.autocast:
-        lines.append(f"    with torch.autocast(DEVICE_TYPE, dtype=torch.{spec.autocast}, enabled=not ref):")
+        lines.append(f"    with torch.autocast(DEVICE_TYPE, dtype={_DTYPE_CODE[spec.autocast]}, enabled=not ref):")
         indent = "        "
     for n in spec.nodes:
         op = get_op(n.op)
-        lines.append(f"{indent}{n.name} = {op.code(list(n.inputs), n.kwargs)}")
-    lines.append(f"    return ({', '.join(spec.outputs)},)")
+        lines.append(f"{indent}{_ident(n.name)} = {op.code([_ident(i) for i in n.inputs], n.kwargs)}")
+    lines.append(f"    return ({', '.join(_ident(o) for o in spec.outputs)},)")
     return "\n".join(lines)
 
 
 def inputs_code(spec: GraphSpec) -> str:
     used = {spec.recipe.kind} | {t.init for t in spec.inputs if t.init != "data"}
-    funcs = [inspect.getsource(getattr(recipes, name)) for name in sorted(used)]
-    body = ["def make_inputs(device):", f"    g = torch.Generator().manual_seed({spec.recipe.seed})"]
+    funcs = [inspect.getsource(getattr(recipes, _RECIPE_FUNCS[name])) for name in sorted(used)]
+    body = ["def make_inputs(device):", f"    g = torch.Generator().manual_seed({_int(spec.recipe.seed)})"]
     for t in spec.inputs:
-        make = spec.recipe.kind if t.init == "data" else t.init
-        grad = f".requires_grad_({t.requires_grad})" if t.requires_grad else ""
-        body.append(f"    {t.name} = {make}({tuple(t.shape)!r}, g).to(torch.{t.dtype}).to(device){grad}")
-    body.append(f"    return [{', '.join(t.name for t in spec.inputs)}]")
+        make = _RECIPE_FUNCS[spec.recipe.kind if t.init == "data" else t.init]
+        grad = ".requires_grad_(True)" if t.requires_grad else ""
+        shape = repr(tuple(int(_int(d)) for d in t.shape))
+        body.append(f"    {_ident(t.name)} = {make}({shape}, g).to({_DTYPE_CODE[t.dtype]}).to(device){grad}")
+    body.append(f"    return [{', '.join(_ident(t.name) for t in spec.inputs)}]")
     return "\n\n".join(f.rstrip() for f in funcs) + "\n\n\n" + "\n".join(body)
 
 
@@ -164,13 +205,13 @@ def render_repro(
         "Run: python repro.py [DEVICE]. Exits 1 while eager and compiled differ, 0 once they agree.",
         f"Compiled with: {config.describe()}",
     ]
-    doc = '"""' + "\n".join(header).replace('"""', "'''") + '\n"""'
+    doc = _docstring("\n".join(header))
     consts = textwrap.dedent(
         f"""
         DEVICE = {device!r}
         DEVICE_TYPE = {device.split(':')[0]!r}
-        SEED = {spec.recipe.seed}
-        BACKWARD = {spec.backward}
+        SEED = {_int(spec.recipe.seed)}
+        BACKWARD = {bool(spec.backward)!r}
         BACKEND = {config.backend!r}
         DYNAMIC = {config.dynamic!r}
         MODE = {config.mode!r}
