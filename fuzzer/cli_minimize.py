@@ -56,7 +56,7 @@ def minimize(case, modules, store_dir, out_dir, device, budget, timeout_s, autoc
         return
     if not case:
         raise ConfigError("Expected a CASE-ID, a spec.json or --module FILE.py:NAME")
-    spec, config = _load_case(case, store_dir, _read)
+    spec, config = _load_case(case, store_dir, _read, cli_backend=backend)
     if backend != "inductor" or inductor:
         config = _compile_config(backend, inductor, config.dynamic, config.mode)
     result = minimize_case(spec, device=device, config=config, budget_s=parse_budget(budget), timeout_s=timeout_s, out_dir=out_dir)
@@ -69,9 +69,14 @@ def minimize(case, modules, store_dir, out_dir, device, budget, timeout_s, autoc
     out.print(f"written: {folder}/repro.py, report.md, spec.json", highlight=False)
 
 
-def _load_case(case: str, store_dir: Path, read):
+def _load_case(case: str, store_dir: Path, read, *, cli_backend: str | None = None):
+    """The spec and compile config of a stored case or a spec file.
+
+    A stored config is data: it is checked like command-line input, and its backend is used only
+    when it is a registered torch backend or the `module:function` the user passed as --backend.
+    """
     from fuzzer.campaign import STORE_NAME
-    from fuzzer.config import CompileConfig
+    from fuzzer.config import CompileConfig, check_stored_backend, validate_inductor_overrides
     from fuzzer.errors import StoreError
     from fuzzer.store import Store
     from generators.validate import load_spec
@@ -85,7 +90,10 @@ def _load_case(case: str, store_dir: Path, read):
             row = store.case(int(case))
         finally:
             store.close()
-        return load_spec(row.spec_json, source=f"case {case}"), CompileConfig.from_dict(row.config)
+        config = CompileConfig.from_dict(row.config)
+        check_stored_backend(config.backend, cli_backend, source=f"case {case} in {path}")
+        validate_inductor_overrides(dict(config.inductor))
+        return load_spec(row.spec_json, source=f"case {case}"), config
     return load_spec(read(Path(case)), source=case), CompileConfig()
 
 

@@ -7,13 +7,14 @@ when the spec differentiates through that op. Pruning is a greedy set
 cover (most new features first, then fewest elements, then name), like a fuzzing corpus merge,
 followed by a pass that drops any kept spec whose features the others already cover.
 Invariants: pruning is deterministic and never loses a feature; specs that the baseline lists as
-known divergences or errors are always kept (they are the gate's regression checks).
+known divergences or errors are always kept (they are the gate's regression checks). A spec's
+name in the corpus is a slug (`reports.files.is_slug`) and its file is a direct child of the
+specs folder: the gate uses that name for folders under `--repro-dir`.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from generators.errors import SpecError
 from generators.registry import get_op
 from generators.spec import GraphSpec
 from generators.validate import load_spec
+from reports.files import child_path, is_slug, slugify
 
 Feature = tuple[str, str, str]
 
@@ -96,7 +98,23 @@ def known_divergences(corpus_dir: Path) -> frozenset[str]:
     return frozenset(names)
 
 
-_SLUG = re.compile(r"[^A-Za-z0-9_.-]+")
+def read_spec_text(path: Path) -> str:
+    """A spec file's text as UTF-8; SpecError naming the file when it cannot be read or decoded."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise SpecError(f"{path}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start}); a spec is JSON text") from None
+    except OSError as e:
+        raise SpecError(f"{path}: cannot read ({e.strerror or e})") from None
+
+
+def corpus_spec_name(path: Path) -> str:
+    """The name of a corpus spec file (its stem), refused unless it is a slug."""
+    if not is_slug(path.stem) or path.suffix != ".json":
+        raise SpecError(
+            f"{path}: corpus spec file names must be a slug plus .json (letters, digits, '_' and '-'); rename it"
+        )
+    return path.stem
 
 
 def add_to_corpus(source: Path, corpus_specs: Path, *, name: str | None = None) -> tuple[Path, bool]:
@@ -107,35 +125,40 @@ def add_to_corpus(source: Path, corpus_specs: Path, *, name: str | None = None) 
     path = source / "spec.json" if source.is_dir() else source
     if not path.is_file():
         raise SpecError(f"{source}: expected a spec .json file or a bucket folder holding spec.json")
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise SpecError(f"{path}: cannot read ({e})") from None
-    spec = load_spec(text, source=str(path))
-    corpus_specs.mkdir(parents=True, exist_ok=True)
-    for existing in sorted(corpus_specs.glob("*.json")):
+    if name is not None and not is_slug(name):
+        from generators.errors import UnsafePathError
+
+        raise UnsafePathError(
+            f"--name {name!r} is not a safe corpus name: use letters, digits, '_' and '-' "
+            "(starting with a letter or digit, at most 100 characters)"
+        )
+    spec = load_spec(read_spec_text(path), source=str(path))
+    if corpus_specs.exists() and not corpus_specs.is_dir():
+        raise SpecError(f"{corpus_specs}: not a folder")
+    existing_files = sorted(corpus_specs.glob("*.json")) if corpus_specs.is_dir() else []
+    for existing in existing_files:
+        text = read_spec_text(existing)  # an unreadable corpus file stops the add: the gate would refuse it too
         try:
-            other = GraphSpec.from_json(existing.read_text(), source=str(existing))
+            other = GraphSpec.from_json(text, source=str(existing))
         except SpecError:
             continue
         if other.digest() == spec.digest():
             return existing, False
-    stem = name or (source.name if source.is_dir() else path.stem)
-    stem = _SLUG.sub("-", stem).strip("-") or f"spec-{spec.digest()}"
-    dest = corpus_specs / f"{stem}.json"
+    stem = name or slugify(source.name if source.is_dir() else path.stem) or f"spec-{spec.digest()}"
+    corpus_specs.mkdir(parents=True, exist_ok=True)
+    dest = child_path(corpus_specs, f"{stem}.json", what="corpus spec name")
     if dest.exists():
-        dest = corpus_specs / f"{stem}-{spec.digest()[:8]}.json"
-    dest.write_text(spec.to_json() + "\n")
+        dest = child_path(corpus_specs, f"{stem}-{spec.digest()[:8]}.json", what="corpus spec name")
+    dest.write_text(spec.to_json() + "\n", encoding="utf-8")
     return dest, True
 
 
 def read_specs(folder: Path) -> dict[str, GraphSpec]:
     out = {}
     for path in sorted(folder.glob("*.json")):
-        try:
-            out[path.stem] = load_spec(path.read_text(), source=str(path))
-        except (OSError, UnicodeDecodeError) as e:
-            raise SpecError(f"{path}: cannot read ({e})") from None
+        if path.name.startswith("baseline-"):
+            continue
+        out[corpus_spec_name(path)] = load_spec(read_spec_text(path), source=str(path))
     return out
 
 

@@ -74,14 +74,13 @@ def load_corpus(corpus_dir: Path) -> list[CorpusSpec]:
         raise SpecError(f"{corpus_dir}: corpus folder does not exist")
     folder = specs_folder(corpus_dir)
     result = []
+    from fuzzer.corpus import corpus_spec_name, read_spec_text
+
     for path in sorted(folder.glob("*.json")):
         if path.name.startswith("baseline-"):
             continue
-        try:
-            text = path.read_text()
-        except (OSError, UnicodeDecodeError) as e:
-            raise SpecError(f"{path}: cannot read corpus spec ({e})") from None
-        result.append(CorpusSpec(path.stem, path, load_spec(text, source=str(path))))
+        name = corpus_spec_name(path)  # becomes a folder under --repro-dir: a slug or refused
+        result.append(CorpusSpec(name, path, load_spec(read_spec_text(path), source=str(path))))
     if not result:
         raise SpecError(f"{folder}: no *.json specs in this corpus")
     return result
@@ -535,6 +534,7 @@ def run_fuzz(opts: GateOptions, *, known: tuple[str, ...], corpus_buckets: set[s
     """
     from fuzzer.campaign import CampaignOptions, run_campaign
     from fuzzer.store import Store
+    from reports.files import child_path
 
     tmp = Path(tempfile.mkdtemp(prefix="divfuzz-gate-fuzz-"))
     try:
@@ -557,8 +557,8 @@ def run_fuzz(opts: GateOptions, *, known: tuple[str, ...], corpus_buckets: set[s
                 is_known = key in known or key in corpus_buckets
                 folder = None
                 if gate_worthy and not is_known and opts.repro_dir is not None and b.folder:
-                    dest = opts.repro_dir / "fuzz" / Path(b.folder).name
-                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    (opts.repro_dir / "fuzz").mkdir(parents=True, exist_ok=True)
+                    dest = child_path(opts.repro_dir / "fuzz", Path(b.folder).name, what="bucket folder")
                     shutil.copytree(b.folder, dest, dirs_exist_ok=True)
                     folder = str(dest)
                 findings.append(
@@ -583,6 +583,7 @@ def run_fuzz(opts: GateOptions, *, known: tuple[str, ...], corpus_buckets: set[s
 
 def write_failure_repros(result: GateResult, specs: list[CorpusSpec], opts: GateOptions) -> list[Path]:
     """For each failing spec: a folder with spec.json, gate.json (its result) and repro.py."""
+    from reports.files import child_path
     from reports.repro import render_repro
 
     by_name = {s.name: s for s in specs}
@@ -590,8 +591,10 @@ def write_failure_repros(result: GateResult, specs: list[CorpusSpec], opts: Gate
     for r in result.specs:
         if r.passed or r.observed is None:
             continue
-        folder = opts.repro_dir / r.name
-        folder.mkdir(parents=True, exist_ok=True)
+        opts.repro_dir.mkdir(parents=True, exist_ok=True)
+        # The name comes from a corpus file: it must stay a direct child of --repro-dir.
+        folder = child_path(opts.repro_dir, r.name, what="corpus spec name")
+        folder.mkdir(exist_ok=True)
         spec = by_name[r.name].spec
         (folder / "spec.json").write_text(spec.to_json() + "\n")
         (folder / "gate.json").write_text(json.dumps(r.to_dict(), indent=2) + "\n")

@@ -18,3 +18,8 @@ class UnknownOpError(SpecError):
 
 class InvalidGraphError(SpecError):
     """A spec is well-formed JSON but not a valid graph: a dangling name, a wrong shape or dtype."""
+
+
+class UnsafePathError(DivfuzzError):
+    """A file or folder name taken from data (a spec's name, a bucket folder) is not a safe slug,
+    or would resolve outside the folder it must be written in."""

@@ -1,7 +1,9 @@
 """A bucket's folder: `spec.json`, `case.json`, `verdict.json` and `repro.py`.
 
-Invariant: the folder is written whole or not at all (files go to a temporary folder that is
-renamed into place), so a killed campaign never leaves half a bucket.
+Invariants: the folder is written whole or not at all (files go to a temporary folder that is
+renamed into place), so a killed campaign never leaves half a bucket. Every file or folder name
+that comes from data goes through `slugify` or `is_slug` and `child_path`: it is a plain slug
+and resolves (symlinks followed) to a direct child of its target folder, or it is refused.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from generators.errors import UnsafePathError
 from generators.spec import GraphSpec
 from reports.repro import render_repro
 
@@ -23,9 +26,39 @@ if TYPE_CHECKING:
     from oracles.verdict import Verdict
 
 
+SLUG_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}")
+
+
+def is_slug(name: str) -> bool:
+    """A name safe for any file system and shell: ASCII letters, digits, `_` and `-`, not starting
+    with `-` or `_`, at most 100 characters (so never `.`, `..`, a path or a hidden file)."""
+    return isinstance(name, str) and SLUG_PATTERN.fullmatch(name) is not None
+
+
+def slugify(text: str, *, limit: int = 60) -> str:
+    """`text` as a slug (runs of other characters become `-`); '' when nothing usable is left."""
+    slug = re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-_")[:limit].strip("-_")
+    return slug if is_slug(slug) else ""
+
+
+def child_path(root: Path, name: str, *, what: str = "name") -> Path:
+    """`root / name`, refused unless `name` is a slug (with an optional `.json`/`.py` suffix)
+    and the path resolves inside `root` (a symlink there pointing elsewhere is refused too)."""
+    stem, _, suffix = name.partition(".")
+    if not is_slug(stem) or suffix not in ("", "json", "py"):
+        raise UnsafePathError(
+            f"{what} {name!r} is not a safe file name (letters, digits, '_' and '-', starting with a letter or digit)"
+        )
+    path = root / name
+    resolved_root = root.resolve()
+    if path.resolve().parent != resolved_root:
+        raise UnsafePathError(f"{what} {name!r}: {path} resolves to {path.resolve()}, outside {resolved_root}")
+    return path
+
+
 def bucket_folder_name(bucket_id: int, key: "BucketKey") -> str:
     slug = re.sub(r"[^A-Za-z0-9]+", "-", f"{key.kind}-{key.signature}").strip("-")[:60]
-    return f"{bucket_id:04d}-{slug}"
+    return f"{int(bucket_id):04d}-{slug}".rstrip("-")
 
 
 def write_bucket_folder(
@@ -42,7 +75,7 @@ def write_bucket_folder(
     timeout_s: int = 600,
 ) -> Path:
     root.mkdir(parents=True, exist_ok=True)
-    final = root / bucket_folder_name(bucket_id, key)
+    final = child_path(root, bucket_folder_name(bucket_id, key), what="bucket folder")
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
     (tmp / "spec.json").write_text(spec.to_json() + "\n")
     (tmp / "case.json").write_text(
