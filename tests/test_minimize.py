@@ -15,7 +15,8 @@ from seed_specs import e8m0, layer_norm_linear, sigmoid_gate
 def _chain_bf16(ops=("relu", "tanh", "sigmoid"), rows=64, dim=32) -> GraphSpec:
     nodes, prev = [], "x0"
     for i, op in enumerate(ops):
-        nodes.append(Node(f"v{i + 1}", op, (prev,), (), "bfloat16", (rows, dim)))
+        params = (("affine", False), ("eps", 1e-5)) if op == "layer_norm_manual" else ()  # its schema requires both
+        nodes.append(Node(f"v{i + 1}", op, (prev,), params, "bfloat16", (rows, dim)))
         prev = f"v{i + 1}"
     return GraphSpec(
         inputs=(TensorSpec("x0", (rows, dim), "bfloat16"),), nodes=tuple(nodes), outputs=(prev,),
