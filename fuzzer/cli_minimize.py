@@ -92,7 +92,7 @@ def _load_case(case: str, store_dir: Path, read, *, cli_backend: str | None = No
             store.close()
         config = CompileConfig.from_dict(row.config)
         check_stored_backend(config.backend, cli_backend, source=f"case {case} in {path}")
-        validate_inductor_overrides(dict(config.inductor))
+        validate_inductor_overrides(dict(config.inductor), where=f"the stored config of case {case} in {path}")
         return load_spec(row.spec_json, source=f"case {case}"), config
     return load_spec(read(Path(case)), source=case), CompileConfig()
 

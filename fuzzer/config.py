@@ -152,7 +152,7 @@ def check_stored_backend(stored: str, cli_backend: str | None, *, source: str) -
     resolve_backend(stored)
 
 
-def validate_inductor_overrides(overrides: dict[str, Any]) -> None:
+def validate_inductor_overrides(overrides: dict[str, Any], *, where: str = "--inductor") -> None:
     import torch._inductor.config as inductor_config
 
     for key in overrides:
@@ -161,4 +161,4 @@ def validate_inductor_overrides(overrides: dict[str, Any]) -> None:
         for p in parts[:-1]:
             obj = getattr(obj, p, None)
         if obj is None or not hasattr(obj, parts[-1]):
-            raise ConfigError(f"unknown Inductor config key {key!r} in --inductor")
+            raise ConfigError(f"unknown Inductor config key {key!r} in {where}")

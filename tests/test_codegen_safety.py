@@ -334,3 +334,16 @@ def test_mutated_specs_load_or_raise_a_spec_error_and_loaded_ones_render_only_ex
 
     check()
     assert len(accepted) >= 10, f"only {len(accepted)} mutants loaded: the checker saw too few specs"
+
+
+def test_titles_and_notes_cannot_end_the_docstring():
+    """A repro's title and notes come from data (a corpus file name, a bucket key, gate problems):
+    triple quotes, backslashes, NUL and carriage returns stay inside its docstring."""
+    spec = reference_spec()
+    title = 'x"""; __import__("os").system("touch pwned"); """\\'
+    notes = ("a\x00b", "c\rd", "ends with a backslash \\", "''' and \"\"\"")
+    text = render_repro(spec, device="cpu", config=CompileConfig(), title=title, notes=notes)
+    tree = ast.parse(text)
+    doc = ast.get_docstring(tree, clean=False)
+    assert title in doc and all(n in doc for n in notes)
+    check_repro(text, spec)

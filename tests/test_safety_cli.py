@@ -191,7 +191,7 @@ def _store_with_a_case(out: Path, config: dict) -> None:
         ({"backend": "eager", "dynamic": "yes", "mode": None, "inductor": {}}, "dynamic"),
         ({"backend": "eager", "dynamic": False, "mode": "x'; import os", "inductor": {}}, "mode"),
         ({"backend": "eager", "dynamic": False, "mode": None, "inductor": {"a b": 1}}, "dotted config key"),
-        ({"backend": "eager", "dynamic": False, "mode": None, "inductor": {"no_such_key": 1}}, "unknown Inductor config key"),
+        ({"backend": "eager", "dynamic": False, "mode": None, "inductor": {"no_such_key": 1}}, "unknown Inductor config key 'no_such_key' in the stored config of case 1"),
         ({"backend": "eager", "dynamic": False, "mode": None, "inductor": {"debug": [1, 2]}}, "JSON scalar"),
     ],
 )
