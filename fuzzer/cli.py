@@ -206,12 +206,12 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
     """Run a campaign: draw graphs, compare eager and compiled, bucket what diverges."""
     from fuzzer.campaign import CampaignOptions, run_campaign
 
+    check_out_dir(out_dir, "--out")  # first: before torch and Inductor are imported
     budget_s = parse_budget(budget) if budget else (None if max_cases else 600.0)
     op_names = _names(ops, "--ops", known=_registered_ops())
     dtype_names = _names(dtypes, "--dtypes", known=("float32", "bfloat16", "float16"))
     device = resolve_device(device)
     config = _compile_config(backend, inductor, dynamic, mode)
-    check_out_dir(out_dir, "--out")
     opts = CampaignOptions(
         device=device,
         out_dir=out_dir,

@@ -48,12 +48,12 @@ def gate(device, corpus_dir, baseline_path, margin, budget, timeout_s, fuzz_budg
     from reports.gate_markdown import gate_markdown
     from reports.junit import gate_junit
 
-    device = resolve_device(device)
-    config = _compile_config(backend, inductor, dynamic, mode)
     for path, option in ((junit_path, "--junit"), (markdown_path, "--markdown"), (json_path, "--json")):
-        check_out_file(path, option)  # before the replay, not after it
+        check_out_file(path, option)  # first: before the replay, not after it
     if repro_dir is not None:
         check_out_dir(repro_dir, "--repro-dir")
+    device = resolve_device(device)
+    config = _compile_config(backend, inductor, dynamic, mode)
     opts = GateOptions(
         device=device,
         corpus_dir=corpus_dir,

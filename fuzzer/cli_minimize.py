@@ -34,8 +34,8 @@ def minimize(case, modules, store_dir, out_dir, device, budget, timeout_s, autoc
     from fuzzer.errors import ConfigError
     from fuzzer.worker import Worker
 
+    check_out_dir(out_dir, "--out")  # first: before torch is imported and minimizing starts
     device = resolve_device(device)
-    check_out_dir(out_dir, "--out")  # before minimizing, which can take minutes
     if modules:
         worker = Worker(device)
         try:
