@@ -6,7 +6,11 @@ the campaign seed, the slot and the epoch) in a thread that feeds one worker pro
 - same seed, same workers, same torch: the same cases in the same order (a campaign replays);
 - a case is stored before the next one starts, and a resumed campaign skips stored cases
   (it re-draws them, checks the spec digest and feeds the stored score to `target`);
-- nothing the compiler under test does stops the campaign: it becomes a verdict.
+- nothing the compiler under test does stops the campaign: it becomes a verdict;
+- anything divfuzz's own code raises (a slot thread, the store, the minimizer, a worker's
+  internal error) stops it: the run is recorded `failed`, the traceback goes to a log file in
+  `out_dir`, and `run` raises InternalError; it never becomes a bucket;
+- one live campaign per store (`CampaignLock`).
 """
 
 from __future__ import annotations
@@ -14,8 +18,10 @@ from __future__ import annotations
 import itertools
 import os
 import platform
+import tempfile
 import threading
 import time
+import traceback
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +31,8 @@ from hypothesis import HealthCheck, Phase, given, seed, settings, target
 
 from fuzzer.buckets import bucket_key
 from fuzzer.config import CompileConfig
-from fuzzer.store import Store
+from fuzzer.errors import DivfuzzError, InternalError
+from fuzzer.store import CampaignLock, Store
 from fuzzer.worker import CaseRequest, Worker
 from generators.spec import GraphSpec
 from generators.strategies import graph_specs
@@ -156,15 +163,24 @@ class Campaign:
         self.interrupted = threading.Event()  # Ctrl-C / SIGTERM: cases in flight are not stored
         self.slot_workers: list[Worker] = []
         self.lock = threading.Lock()
+        self.failure: tuple[BaseException, str] | None = None  # divfuzz's own first error, with its traceback
         opts.out_dir.mkdir(parents=True, exist_ok=True)
-        self.store = Store(opts.out_dir / STORE_NAME)
-        self.run_id, self.resumed = self.store.start_run(
-            seed=opts.seed,
-            device=opts.device,
-            config=opts.config.to_dict(),
-            options=opts.identity(),
-            versions=environment_versions(opts.device),
-        )
+        self.store_lock = CampaignLock(opts.out_dir / STORE_NAME)
+        self.store_lock.acquire()
+        try:
+            self.store = Store(opts.out_dir / STORE_NAME)
+            self.run_id, self.resumed = self.store.start_run(
+                seed=opts.seed,
+                device=opts.device,
+                config=opts.config.to_dict(),
+                options=opts.identity(),
+                versions=environment_versions(opts.device),
+            )
+        except BaseException:
+            if getattr(self, "store", None) is not None:
+                self.store.close()
+            self.store_lock.release()
+            raise
         self.deadline = time.time() + opts.budget_s if opts.budget_s else None
         self.threads_per_worker = max(1, (os.cpu_count() or 1) // max(1, opts.workers))
         self.analyzer = None
@@ -188,7 +204,7 @@ class Campaign:
         try:
             for t in threads:
                 t.start()
-            while not all(e.is_set() for e in done):
+            while not all(e.is_set() for e in done) and self.failure is None:
                 for e in done:
                     e.wait(0.2)
                 if self.deadline and time.time() > self.deadline:
@@ -196,8 +212,40 @@ class Campaign:
         except KeyboardInterrupt:
             interrupted = True
             self._interrupt(done)
+        if self.failure is not None:
+            self._interrupt(done)  # the other slots: their cases in flight are dropped, not stored
+            self._record_failure()
         self.store.finish_run(self.run_id, "interrupted" if interrupted else "finished")
         return CampaignResult(self.run_id, self.resumed, self.progress, self.store.path, interrupted)
+
+    def _fail(self, error: BaseException) -> None:
+        """A slot hit divfuzz's own error: keep the first, and stop every slot."""
+        with self.lock:
+            if self.failure is None:
+                details = getattr(error, "details", "")
+                self.failure = (error, traceback.format_exc() + (f"\nin the worker:\n{details}" if details else ""))
+        self.interrupted.set()
+        self.stop.set()
+
+    def _record_failure(self) -> None:
+        """Write the traceback to a log in out_dir, mark the run failed, raise one line naming both."""
+        error, trace = self.failure
+        what = " ".join(str(error).split())[:300] if isinstance(error, DivfuzzError) else " ".join(f"{type(error).__name__}: {error}".split())[:300]
+        text = f"divfuzz run {self.run_id} failed at {time.strftime('%Y-%m-%d %H:%M:%S')}: {what}\n\n{trace}"
+        log = self.opts.out_dir / f"divfuzz-run{self.run_id}-failure.log"
+        try:
+            log.write_text(text)
+        except OSError:  # a full or read-only disk: the log goes where it can
+            fd, name = tempfile.mkstemp(prefix=f"divfuzz-run{self.run_id}-failure-", suffix=".log")
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+            log = Path(name)
+        recorded = f"run {self.run_id} recorded failed"
+        try:
+            self.store.fail_run(self.run_id, what, str(log))
+        except DivfuzzError as e:
+            recorded = f"run {self.run_id} could not be recorded failed ({e})"
+        raise InternalError(f"divfuzz stopped on its own error, not a compiler finding: {what}; {recorded}; traceback in {log}")
 
     def _interrupt(self, done: list[threading.Event]) -> None:
         """Stop now: the cases in flight are dropped (a resumed run runs them again), never stored
@@ -220,6 +268,8 @@ class Campaign:
     def _slot(self, slot: int, done: threading.Event) -> None:
         try:
             self._slot_cases(slot)
+        except Exception as e:  # outside a case: starting the worker, drawing specs
+            self._fail(e)
         finally:
             done.set()
 
@@ -242,13 +292,17 @@ class Campaign:
             idx = next(counter)
             if quota is not None and idx >= quota:
                 raise _StopCampaign
-            stored = self.store.stored_case(self.run_id, slot, idx)
-            if stored is not None and stored[0] == spec.digest():
-                with self.lock:
-                    self.progress.skipped += 1
-                target(stored[1])
-                return
-            self._run_case(slot, idx, spec, worker)
+            try:
+                stored = self.store.stored_case(self.run_id, slot, idx)
+                if stored is not None and stored[0] == spec.digest():
+                    with self.lock:
+                        self.progress.skipped += 1
+                    target(stored[1])
+                    return
+                self._run_case(slot, idx, spec, worker)
+            except Exception as e:  # divfuzz's own: the store, the minimizer, a worker's internal error
+                self._fail(e)
+                raise _StopCampaign from None  # not a test failure: Hypothesis must not replay it
             last_exit[0] = time.perf_counter()
             if self.deadline and time.time() > self.deadline:
                 self.stop.set()
@@ -342,3 +396,4 @@ def run_campaign(opts: CampaignOptions, on_progress: Callable[[Progress], None] 
         return campaign.run()
     finally:
         campaign.store.close()
+        campaign.store_lock.release()

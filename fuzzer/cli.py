@@ -2,14 +2,20 @@
 
 Exit codes: 0 when it ran (findings are results, not errors); 2 for bad input, with a message
 naming what was wrong; a killed campaign also exits 2 after saving, and resumes when re-run.
+A failure of divfuzz itself also exits 2, with one line and the path of a log holding the
+traceback: never 0, and never 1 (which `gate` and `repro.py` use for "the compiler diverges").
 """
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 import signal
 import sys
+import tempfile
 import time
+import traceback
 from pathlib import Path
 
 import click
@@ -69,14 +75,101 @@ def _compile_config(backend: str, inductor: tuple[str, ...], dynamic: bool, mode
     return CompileConfig(backend=backend, dynamic=dynamic or False, mode=mode).with_inductor(**overrides)
 
 
+# OS errors that are the environment's, not divfuzz's: said plainly, with the path.
+_OS_REASONS = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is exceeded",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.ENOTDIR: "a part of the path is a file, not a folder",
+}
+
+
+def check_out_dir(path: Path, option: str) -> Path:
+    """Make sure `path` is a folder divfuzz can write, before any work starts: create it, then
+    write and remove a probe file. Errors name the option and say why (a file in the way,
+    read-only, disk full)."""
+    from fuzzer.errors import OutputError
+
+    for parent in [path, *path.parents]:
+        if parent.exists() and not parent.is_dir():
+            raise OutputError(f"{option} {path}: {parent} is a regular file, not a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".divfuzz-probe-", dir=path)
+        try:
+            os.write(fd, b"probe")
+        finally:
+            os.close(fd)
+            os.unlink(probe)
+    except OSError as e:
+        raise OutputError(f"{option} {path}: cannot write there ({_OS_REASONS.get(e.errno, e.strerror)})") from None
+    return path
+
+
+def check_out_file(path: Path | None, option: str) -> None:
+    """An output file's folder must be writable before the work starts (the file is written at the end)."""
+    from fuzzer.errors import OutputError
+
+    if path is None:
+        return
+    if path.is_dir():
+        raise OutputError(f"{option} {path}: is a folder, expected a file path")
+    check_out_dir(path.parent, option)
+
+
+class DivfuzzCommand(click.Command):
+    """A command that leaves its parsed options in the shared `ctx.meta`, so that the group's
+    error handler can put a traceback log into the command's --out folder."""
+
+    def invoke(self, ctx):
+        ctx.meta["divfuzz.params"] = ctx.params
+        return super().invoke(ctx)
+
+
+def _internal_failure_log(ctx: click.Context) -> Path:
+    """Where an unexpected traceback goes: the command's --out folder when it has one, else /tmp."""
+    text = traceback.format_exc()
+    out_dir = ctx.meta.get("divfuzz.params", {}).get("out_dir")
+    for folder in ([Path(out_dir)] if out_dir else []) + [Path(tempfile.gettempdir())]:
+        try:
+            if folder.is_dir():
+                log = folder / f"divfuzz-error-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+                log.write_text(text)
+                return log
+        except OSError:
+            continue
+    return Path("<nowhere: no folder was writable>")
+
+
 class DivfuzzGroup(click.Group):
-    """Turns divfuzz's own errors into a message and exit code 2."""
+    """Turns divfuzz's own errors into a message and exit code 2; an unexpected exception too,
+    with its traceback in a log file (exit 1 would read as "the compiler diverges")."""
+
+    command_class = DivfuzzCommand
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except DivfuzzError as e:
             console.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
+            sys.exit(2)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except OSError as e:
+            where = f" {e.filename}" if e.filename else ""
+            reason = _OS_REASONS.get(e.errno, e.strerror or str(e))
+            console.print(f"[bold red]error:[/]{where}: {reason} ({type(e).__name__})", highlight=False, soft_wrap=True)
+            sys.exit(2)
+        except Exception as e:
+            log = _internal_failure_log(ctx)
+            what = " ".join(f"{type(e).__name__}: {e}".split())[:300]
+            console.print(
+                f"[bold red]internal error:[/] divfuzz {ctx.invoked_subcommand or ''} failed on its own error, "
+                f"not a compiler finding: {what}; traceback in {log}",
+                highlight=False, soft_wrap=True,
+            )
             sys.exit(2)
 
 
@@ -113,6 +206,7 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
     """Run a campaign: draw graphs, compare eager and compiled, bucket what diverges."""
     from fuzzer.campaign import CampaignOptions, run_campaign
 
+    check_out_dir(out_dir, "--out")  # first: before torch and Inductor are imported
     budget_s = parse_budget(budget) if budget else (None if max_cases else 600.0)
     op_names = _names(ops, "--ops", known=_registered_ops())
     dtype_names = _names(dtypes, "--dtypes", known=("float32", "bfloat16", "float16"))
@@ -207,7 +301,7 @@ def _print_summary(result) -> None:
     from fuzzer.store import Store
 
     p = result.progress
-    store = Store(result.store_path)
+    store = Store(result.store_path, create=False)
     try:
         elapsed = time.time() - p.started
         out.print(
@@ -277,7 +371,7 @@ def report(out_dir, run_id):
     path = out_dir / STORE_NAME
     if not path.exists():
         raise StoreError(f"{path}: no store here (run `divfuzz fuzz --out {out_dir}` first)")
-    store = Store(path)
+    store = Store(path, create=False)
     try:
         out.print(buckets_markdown(store, run_id=run_id), markup=False, highlight=False)
     finally:

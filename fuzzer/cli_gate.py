@@ -14,14 +14,17 @@ from pathlib import Path
 
 import click
 
-from fuzzer.cli import _compile_config, compile_options, console, out, parse_budget, resolve_device
+from fuzzer.cli import (DivfuzzCommand, _compile_config, check_out_dir, check_out_file, compile_options, console, out,
+                        parse_budget, resolve_device)
 
 
-@click.command()
+@click.command(cls=DivfuzzCommand)
 @click.option("--device", default="auto", show_default=True, help="auto, cpu or cuda[:N].")
 @click.option("--corpus", "corpus_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("corpus"), show_default=True)
 @click.option("--baseline", "baseline_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Baseline file (default: CORPUS/baseline-<device type>-<torch major.minor>.json).")
+              help="Baseline file (default: CORPUS/baseline-<device type>-<torch major.minor>-<CPU capability or sm_XY>.json).")
+@click.option("--baseline-any", is_flag=True,
+              help="Compare with a baseline written for another device, torch or CPU capability/GPU architecture (the mismatch is reported).")
 @click.option("--margin", type=click.FloatRange(min=0), default=0.1, show_default=True,
               help="Relative slack on every baseline bound (0.1: 10% over a bound still passes).")
 @click.option("--budget", default=None, help="Wall-clock budget for the replay (e.g. 10m); specs left over fail.")
@@ -39,12 +42,16 @@ from fuzzer.cli import _compile_config, compile_options, console, out, parse_bud
 @click.option("--update-baseline", is_flag=True, help="Replay the corpus and write the baseline from what it gives.")
 @compile_options
 def gate(device, corpus_dir, baseline_path, margin, budget, timeout_s, fuzz_budget, fuzz_cases, seed, only,
-         junit_path, markdown_path, json_path, repro_dir, update_baseline, backend, inductor, dynamic, mode):
+         junit_path, markdown_path, json_path, repro_dir, update_baseline, backend, inductor, dynamic, mode, baseline_any):
     """Replay the corpus and hold it to the baseline: the CI gate."""
     from fuzzer.gate import GateOptions, default_baseline_path, run_gate, update_baseline as write_baseline
     from reports.gate_markdown import gate_markdown
     from reports.junit import gate_junit
 
+    for path, option in ((junit_path, "--junit"), (markdown_path, "--markdown"), (json_path, "--json")):
+        check_out_file(path, option)  # first: before the replay, not after it
+    if repro_dir is not None:
+        check_out_dir(repro_dir, "--repro-dir")
     device = resolve_device(device)
     config = _compile_config(backend, inductor, dynamic, mode)
     opts = GateOptions(
@@ -60,6 +67,7 @@ def gate(device, corpus_dir, baseline_path, margin, budget, timeout_s, fuzz_budg
         seed=seed,
         repro_dir=repro_dir,
         only=tuple(only),
+        baseline_any=baseline_any,
     )
     if update_baseline:
         if only:
@@ -75,6 +83,8 @@ def gate(device, corpus_dir, baseline_path, margin, budget, timeout_s, fuzz_budg
     console.print(f"divfuzz gate: {corpus_dir} against {path}, device {device}, backend {config.describe()}", highlight=False)
     result = run_gate(opts, log=lambda m: console.print(m, highlight=False, markup=False, emoji=False, soft_wrap=True))
     data = result.to_dict()
+    for note in data["notes"]:
+        console.print(f"[bold yellow]note:[/] {note}", highlight=False, soft_wrap=True)
     md = gate_markdown(data)
     if json_path:
         json_path.write_text(json.dumps(data, indent=2) + "\n")

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import click
 
+from fuzzer.cli import DivfuzzCommand
 
-@click.command("minimize")
+
+@click.command("minimize", cls=DivfuzzCommand)
 @click.argument("case", required=False)
 @click.option("--module", "modules", multiple=True, metavar="FILE.py:NAME", help="A user module: NAME() returns (model_or_fn, example_inputs).")
 @click.option("--store", "store_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("divfuzz-out"), show_default=True, help="Where the campaign store is (for a CASE-ID).")
@@ -28,10 +30,11 @@ import click
 @click.option("--inductor", multiple=True, metavar="KEY=VALUE")
 def minimize(case, modules, store_dir, out_dir, device, budget, timeout_s, autocast, dtype, backend, inductor):
     """Shrink a diverging case (or your own module) to a minimal repro and name its culprit."""
-    from fuzzer.cli import _compile_config, _read, out, parse_budget, resolve_device
+    from fuzzer.cli import _compile_config, _read, check_out_dir, out, parse_budget, resolve_device
     from fuzzer.errors import ConfigError
     from fuzzer.worker import Worker
 
+    check_out_dir(out_dir, "--out")  # first: before torch is imported and minimizing starts
     device = resolve_device(device)
     if modules:
         worker = Worker(device)
@@ -85,7 +88,7 @@ def _load_case(case: str, store_dir: Path, read, *, cli_backend: str | None = No
         path = store_dir / STORE_NAME
         if not path.exists():
             raise StoreError(f"{path}: no store here for case {case} (use --store DIR)")
-        store = Store(path)
+        store = Store(path, create=False)
         try:
             row = store.case(int(case))
         finally:

@@ -1,8 +1,10 @@
 """Running one case in the current process: eager twice, float64 reference, compiled; then oracles.
 
 `execute_case` is the only function that calls `torch.compile`. It never raises for a failure of
-the compiler under test: errors become a `Verdict` with an error status. It runs inside a worker
-process (`fuzzer.worker`), which turns crashes and hangs into verdicts too.
+the compiler under test: errors become a `Verdict` with an error status. What it raises is
+divfuzz's own failure (building inputs, the fp64 reference, judging), which the worker reports
+as internal, never as a finding. It runs inside a worker process (`fuzzer.worker`), which turns
+crashes and hangs into verdicts too.
 Invariant: the result is a pure function of (spec, device, config), up to nondeterminism that
 the double eager run detects.
 """
@@ -10,6 +12,8 @@ the double eager run detects.
 from __future__ import annotations
 
 import contextlib
+import math
+import os
 import time
 from typing import Any
 
@@ -103,6 +107,7 @@ def execute_case(spec: GraphSpec, device: str, config: CompileConfig, *, profile
     """Run one case and judge it. With `profile`, also time a second (warm) compiled run."""
     clock = _Clock(device)
     device_type = torch.device(device).type
+    _check_fits(spec, device)
     with clock.span("build"):
         inputs = make_inputs(spec, device)
         eager_fn = build_callable(spec, device_type)
@@ -133,17 +138,34 @@ def execute_case(spec: GraphSpec, device: str, config: CompileConfig, *, profile
         with clock.span("compile"), _inductor_patch(config):
             compiled_fn = _compile(build_callable(spec, device_type), config)
             compiled, _ = run_forward_backward(spec, compiled_fn, inputs, cots)
+        if profile:
+            with clock.span("compiled_run"), _inductor_patch(config):
+                run_forward_backward(spec, compiled_fn, inputs, cots)
     except Exception as e:
         status = Status.COMPILE_ERROR if _is_compile_error(e) else Status.RUNTIME_ERROR
         return Verdict(status, error_type=_error_type(e), error_message=str(e)[:2000], timings=tuple(clock.spans.items()))
-    if profile:
-        with clock.span("compiled_run"), _inductor_patch(config):
-            run_forward_backward(spec, compiled_fn, inputs, cots)
 
     with clock.span("oracles"), _single_thread(device_type):
         verdicts = judge_outputs(eager, compiled, reference, bounds)
     status = Status.DIVERGED if any(v.differs for v in verdicts) else Status.OK
     return Verdict(status, outputs=tuple(verdicts), timings=tuple(clock.spans.items()))
+
+
+def _check_fits(spec: GraphSpec, device: str) -> None:
+    """Refuse, before allocating, a spec whose tensors cannot fit this machine: allocating them
+    would get the worker OOM-killed, which reads as a compiler crash. Counted at 8 bytes per
+    element of every input and node (the fp64 reference holds them all); specs that load through
+    `load_spec` are far below this, so reaching it is divfuzz's failure, not the compiler's."""
+    elements = spec.input_elements + sum(math.prod(n.shape) for n in spec.nodes)
+    if device.startswith("cuda"):
+        capacity = torch.cuda.get_device_properties(torch.device(device)).total_memory
+    else:
+        capacity = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if elements * 8 > capacity:
+        raise MemoryError(
+            f"the spec's {elements:,} tensor elements need about {elements * 8 / 2**30:,.0f} GiB in float64, "
+            f"more than the {capacity / 2**30:,.0f} GiB of {device}"
+        )
 
 
 @contextlib.contextmanager

@@ -4,12 +4,21 @@ Invariants:
 - every case is committed in its own transaction with its bucket update, so a killed campaign
   loses at most the case in flight, and resuming skips what is stored;
 - a bucket's key is unique across runs: a key seen in an earlier run is not new;
-- opening a file that is not a divfuzz store raises StoreError and writes nothing.
+- opening a file that is not a divfuzz store (empty, another application's SQLite file, a
+  non-integer schema version) raises StoreError and writes nothing; `create=False` (readers such as
+  `report`) never writes to the file at all;
+- every SQLite error of a method is a StoreError naming the file and saying what it is (corrupt,
+  disk full, read-only), never a bare sqlite3 traceback;
+- one live campaign per store (`CampaignLock`); a killed campaign's lock is taken over.
 """
 
 from __future__ import annotations
 
+import fcntl
+import functools
 import json
+import os
+import socket
 import sqlite3
 import threading
 import time
@@ -18,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from fuzzer.buckets import BucketKey
-from fuzzer.errors import StoreError
+from fuzzer.errors import StoreBusyError, StoreError
 
 SCHEMA_VERSION = 1
 
@@ -28,7 +37,7 @@ CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY,
     started_at REAL NOT NULL,
     finished_at REAL,
-    status TEXT NOT NULL,              -- running | finished | interrupted
+    status TEXT NOT NULL,              -- running | finished | interrupted | failed
     seed INTEGER NOT NULL,
     device TEXT NOT NULL,
     config_json TEXT NOT NULL,
@@ -73,6 +82,11 @@ CREATE TABLE IF NOT EXISTS buckets (
     culprit_json TEXT
 );
 CREATE INDEX IF NOT EXISTS cases_by_bucket ON cases(bucket_id);
+CREATE TABLE IF NOT EXISTS run_failures (  -- why a run is `failed`: divfuzz's own error, not a finding
+    run_id INTEGER PRIMARY KEY REFERENCES runs(id),
+    error TEXT NOT NULL,
+    log_path TEXT
+);
 CREATE TABLE IF NOT EXISTS root_causes (   -- a finding's raw key -> its minimized, attributed key
     raw_key TEXT PRIMARY KEY,
     key_json TEXT NOT NULL
@@ -112,31 +126,93 @@ class CaseRow:
     wall_s: float
 
 
+# The tables (and the columns of each) that make a file a divfuzz store; checked before any write.
+_REQUIRED_COLUMNS = {
+    "meta": {"key", "value"},
+    "runs": {"id", "status", "seed", "device", "config_json", "options_json"},
+    "cases": {"id", "run_id", "slot", "idx", "spec_digest", "spec_json", "verdict_json"},
+    "buckets": {"id", "key", "key_json", "count", "folder"},
+}
+
+
+def describe_sqlite_error(path: Path, e: sqlite3.Error) -> str:
+    """What an SQLite error means for the person running divfuzz, naming the file."""
+    text = str(e)
+    code = getattr(e, "sqlite_errorname", "")
+    if code.startswith("SQLITE_FULL") or "disk is full" in text:
+        return f"{path}: the disk is full ({text}); the store keeps every case stored before this one"
+    if code.startswith("SQLITE_READONLY") or "readonly" in text:
+        return f"{path}: the store is read-only ({text})"
+    if code.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or "malformed" in text or "not a database" in text:
+        return f"{path}: the store is corrupt ({text}); it was left as it is"
+    return f"{path}: store error ({type(e).__name__}: {text})"
+
+
+def _named_sqlite_errors(method):
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.Error as e:
+            raise StoreError(describe_sqlite_error(self.path, e)) from e
+        except (ValueError, TypeError, KeyError) as e:  # a row that does not decode: damaged content
+            raise StoreError(f"{self.path}: the store holds a damaged row ({type(e).__name__}: {e})") from e
+
+    return wrapper
+
+
 class Store:
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, *, create: bool = True):
+        """Open (or with `create`, make) a store. Without `create` the file must already be a
+        divfuzz store, and nothing is written to it: no schema, no journal-mode change."""
         self.path = Path(path)
         self._lock = threading.RLock()
-        existed = self.path.exists() and self.path.stat().st_size > 0
+        if self.path.exists() and self.path.is_file() and self.path.stat().st_size == 0:
+            raise StoreError(f"{self.path}: an empty file, not a divfuzz store; refused and left as it is")
+        existed = self.path.exists()
+        if not existed and not create:
+            raise StoreError(f"{self.path}: no store here")
+        self.db = None
         try:
             self.db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30, isolation_level=None)
             if existed:
                 self._check_existing()
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=NORMAL")
-            self.db.executescript(_SCHEMA)
-            self.db.execute(
-                "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
-            )
-        except sqlite3.DatabaseError as e:
-            raise StoreError(f"{self.path}: not a usable divfuzz store ({e})") from None
+            if create:
+                self.db.execute("PRAGMA journal_mode=WAL")
+                self.db.execute("PRAGMA synchronous=NORMAL")
+                self.db.executescript(_SCHEMA)
+                self.db.execute(
+                    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+                )
+        except sqlite3.Error as e:
+            if self.db is not None:
+                self.db.close()
+            raise StoreError(f"not a usable divfuzz store: {describe_sqlite_error(self.path, e)}") from None
+        except StoreError:
+            self.db.close()
+            raise
 
     def _check_existing(self) -> None:
+        """Only reads: a file that is not a divfuzz store is refused before anything is written."""
         tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if "meta" not in tables:
-            raise StoreError(f"{self.path}: an SQLite file, but not a divfuzz store (no meta table)")
+            raise StoreError(f"{self.path}: an SQLite file, but not a divfuzz store (no meta table); left as it is")
+        for table, columns in _REQUIRED_COLUMNS.items():
+            have = {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")} if table in tables else set()
+            if not columns <= have:
+                raise StoreError(
+                    f"{self.path}: an SQLite file with a meta table but not a divfuzz store (table {table!r} "
+                    f"{'lacks ' + ', '.join(sorted(columns - have)) if have else 'is missing'}); refused and left as it is"
+                )
         row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        if row is None or int(row[0]) > SCHEMA_VERSION:
-            raise StoreError(f"{self.path}: store schema version {row and row[0]} is newer than this divfuzz")
+        if row is None:
+            raise StoreError(f"{self.path}: no schema_version in its meta table: not a divfuzz store; left as it is")
+        try:
+            version = int(row[0])
+        except (TypeError, ValueError):
+            raise StoreError(f"{self.path}: schema_version {row[0]!r} in its meta table is not an integer; left as it is") from None
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"{self.path}: store schema version {version} is newer than this divfuzz")
 
     def close(self) -> None:
         with self._lock:
@@ -165,6 +241,27 @@ class Store:
     def finish_run(self, run_id: int, status: str = "finished") -> None:
         with self._lock:
             self.db.execute("UPDATE runs SET status=?, finished_at=? WHERE id=?", (status, time.time(), run_id))
+
+    def fail_run(self, run_id: int, error: str, log_path: str | None) -> None:
+        """Mark a run `failed` by divfuzz's own error (kept apart from findings), atomically."""
+        with self._lock:
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                self.db.execute("UPDATE runs SET status='failed', finished_at=? WHERE id=?", (time.time(), run_id))
+                self.db.execute(
+                    "INSERT OR REPLACE INTO run_failures(run_id, error, log_path) VALUES (?, ?, ?)", (run_id, error, log_path)
+                )
+                self.db.execute("COMMIT")
+            except BaseException:
+                if self.db.in_transaction:
+                    self.db.execute("ROLLBACK")
+                raise
+
+    def run_failure(self, run_id: int) -> tuple[str, str | None] | None:
+        """(error, log path) of a failed run, or None."""
+        with self._lock:
+            r = self.db.execute("SELECT error, log_path FROM run_failures WHERE run_id=?", (run_id,)).fetchone()
+        return (r[0], r[1]) if r else None
 
     def run_info(self, run_id: int) -> dict[str, Any]:
         with self._lock:
@@ -249,7 +346,8 @@ class Store:
                     self.db.execute("UPDATE buckets SET first_case_id=? WHERE id=?", (case_id, bucket_id))
                 self.db.execute("COMMIT")
             except BaseException:
-                self.db.execute("ROLLBACK")
+                if self.db.in_transaction:  # a full disk may already have rolled it back
+                    self.db.execute("ROLLBACK")
                 raise
         return case_id, bucket_id, is_new
 
@@ -347,3 +445,57 @@ class Store:
             )
             for r in rows
         ]
+
+
+for _name, _method in list(vars(Store).items()):
+    if callable(_method) and not _name.startswith("_") and _name != "close":
+        setattr(Store, _name, _named_sqlite_errors(_method))
+
+
+class CampaignLock:
+    """One live campaign per store: an exclusive `flock` on `<store>.lock` next to it.
+
+    The kernel drops the lock when the process holding it dies, so a killed campaign's lock is
+    taken over by the next one (its stale pid stays in the file only until then). The file holds
+    the holder's pid, host and start time, for the message a refused campaign prints.
+    """
+
+    def __init__(self, store_path: Path):
+        self.store_path = Path(store_path)
+        self.path = self.store_path.with_suffix(".lock")
+        self.fd: int | None = None
+        self.taken_over: dict | None = None  # the holder a killed run left in the file, if any
+
+    def acquire(self) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = self._read(fd)
+            os.close(fd)
+            who = f"pid {holder.get('pid')} on {holder.get('host')}" if holder else "another process"
+            raise StoreBusyError(
+                f"{self.store_path}: another divfuzz campaign ({who}) is running on this store; "
+                f"wait for it to finish or use another --out"
+            ) from None
+        except OSError:
+            os.close(fd)
+            raise
+        self.taken_over = self._read(fd) or None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}).encode(), 0)
+        self.fd = fd
+
+    @staticmethod
+    def _read(fd: int) -> dict:
+        try:
+            data = json.loads(os.pread(fd, 4096, 0) or b"{}")
+            return data if isinstance(data, dict) else {}
+        except ValueError:
+            return {}
+
+    def release(self) -> None:
+        if self.fd is not None:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None

@@ -4,6 +4,8 @@ A `Worker` owns one spawned process that imports torch once and runs cases sent 
 Invariants:
 - `Worker.run` never raises for anything the compiler under test does: a dead process becomes
   `Status.CRASH`, a case past its timeout becomes `Status.HANG`; the process is then replaced.
+- It raises `InternalError` when divfuzz's own code failed in the worker (`execute_case` raised:
+  building inputs, the fp64 reference, judging): that is never a verdict, so never a bucket.
 - Start-up (importing torch) is not counted against a case's timeout.
 - Only the parent stops a worker (a message, or SIGKILL): terminal and group signals are ignored
   there, so interrupting divfuzz never turns the case in flight into a crash finding.
@@ -20,6 +22,7 @@ import traceback
 from dataclasses import dataclass
 
 from fuzzer.config import CompileConfig
+from fuzzer.errors import InternalError
 from generators.spec import GraphSpec
 from oracles.verdict import Status, Verdict
 
@@ -82,16 +85,13 @@ def _worker_main(conn, device: str, extra_env: dict) -> None:
         if "call" in msg:  # a generic in-worker function call (see `Worker.call`)
             conn.send(_run_call(msg))
             continue
-        spec = GraphSpec.from_json(msg["spec"])
-        config = CompileConfig.from_dict(msg["config"])
         try:
+            spec = GraphSpec.from_json(msg["spec"])
+            config = CompileConfig.from_dict(msg["config"])
             verdict = execute_case(spec, msg["device"], config, profile=msg.get("profile", False))
-        except Exception as e:  # a divfuzz bug: report it as data, keep the worker alive
-            verdict = Verdict(
-                Status.RUNTIME_ERROR,
-                error_type=f"DivfuzzInternalError({type(e).__name__})",
-                error_message=traceback.format_exc()[-2000:],
-            )
+        except Exception as e:  # `execute_case` turns every compiler failure into a verdict: this is divfuzz's
+            conn.send({"internal": {"error": " ".join(f"{type(e).__name__}: {e}".split())[:500], "traceback": traceback.format_exc()[-8000:]}})
+            continue
         conn.send({"verdict": verdict.to_dict()})
         if device.startswith("cuda") and verdict.status == Status.RUNTIME_ERROR:
             try:
@@ -170,7 +170,13 @@ class Worker:
         try:
             self.conn.send(request.to_message())
             if self.conn.poll(timeout_s):
-                return Verdict.from_dict(self.conn.recv()["verdict"])
+                reply = self.conn.recv()
+                if "internal" in reply:
+                    raise InternalError(
+                        f"divfuzz's own code failed in the worker (not the compiler under test): {reply['internal']['error']}",
+                        details=reply["internal"]["traceback"],
+                    )
+                return Verdict.from_dict(reply["verdict"])
             self.kill()
             return Verdict(
                 Status.HANG,

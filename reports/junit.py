@@ -47,6 +47,10 @@ def gate_junit(result: dict[str, Any]) -> str:
     props = ET.SubElement(suite, "properties")
     for key in ("device", "torch", "baseline", "margin"):
         ET.SubElement(props, "property", name=key, value=str(result[key]))
+    for i, note in enumerate(result.get("notes") or []):  # e.g. a baseline written for another machine
+        ET.SubElement(props, "property", name=f"note{i + 1}", value=note)
     suite.extend(cases)
+    if result.get("notes"):  # JUnit puts the suite's own output after its cases
+        ET.SubElement(suite, "system-out").text = "\n".join(f"note: {n}" for n in result["notes"])
     ET.indent(suite)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"
