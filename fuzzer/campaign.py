@@ -29,6 +29,7 @@ from fuzzer.store import Store
 from fuzzer.worker import CaseRequest, Worker
 from generators.spec import GraphSpec
 from generators.strategies import graph_specs
+from oracles.severity import severity_of
 from oracles.verdict import finding_of, target_score
 from reports.files import write_bucket_folder
 
@@ -277,6 +278,7 @@ class Campaign:
             key, analysis = self.analyzer.key_for(spec, key, worker)
         if self.interrupted.is_set():  # the analysis was cut short: store nothing half-done
             return
+        reason = severity_of(verdict, culprit=key.signature) if key is not None else None
         score = target_score(verdict, finding)
         t_store = time.perf_counter()
         case_id, bucket_id, is_new = self.store.add_case(
@@ -293,6 +295,7 @@ class Campaign:
             finding_kind=finding.kind.value if finding else None,
             key=key,
             triage=finding.triage if finding else "",
+            severity=reason.to_dict() if reason else None,
         )
         t_store = time.perf_counter() - t_store
         if is_new and analysis is not None:
