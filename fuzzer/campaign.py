@@ -103,6 +103,13 @@ class CampaignResult:
     progress: Progress
     store_path: Path
     interrupted: bool
+    cut_at_grace: bool = False  # work still running at budget + BUDGET_GRACE_S was dropped
+
+
+# `--budget` is a deadline: drawing stops at the budget; minimization of the buckets still open
+# gets what is left plus at most this grace, after which the cases and analyses in flight are
+# dropped (not stored; a resumed run redoes them), as for an interrupt.
+BUDGET_GRACE_S = 30.0
 
 
 def environment_versions(device: str) -> dict:
@@ -167,6 +174,7 @@ class Campaign:
             versions=environment_versions(opts.device),
         )
         self.deadline = time.time() + opts.budget_s if opts.budget_s else None
+        self.cut_at_grace = False
         self.threads_per_worker = max(1, (os.cpu_count() or 1) // max(1, opts.workers))
         self.analyzer = None
         if opts.minimize:  # one bucket per root cause: minimize + attribute each new raw key
@@ -194,11 +202,14 @@ class Campaign:
                     e.wait(0.2)
                 if self.deadline and time.time() > self.deadline:
                     self.stop.set()
+                if self.deadline and time.time() > self.deadline + BUDGET_GRACE_S and not self.cut_at_grace:
+                    self.cut_at_grace = True
+                    self._interrupt(done)
         except KeyboardInterrupt:
             interrupted = True
             self._interrupt(done)
         self.store.finish_run(self.run_id, "interrupted" if interrupted else "finished")
-        return CampaignResult(self.run_id, self.resumed, self.progress, self.store.path, interrupted)
+        return CampaignResult(self.run_id, self.resumed, self.progress, self.store.path, interrupted, self.cut_at_grace)
 
     def _interrupt(self, done: list[threading.Event]) -> None:
         """Stop now: the cases in flight are dropped (a resumed run runs them again), never stored
@@ -275,7 +286,10 @@ class Campaign:
         key = bucket_key(finding, spec, opts.device) if finding else None
         analysis = None
         if key is not None and self.analyzer is not None:
-            key, analysis = self.analyzer.key_for(spec, key, worker)
+            budget = opts.minimize_budget_s
+            if self.deadline:  # only what is left of the campaign's budget, plus the grace
+                budget = max(1.0, min(budget, self.deadline + BUDGET_GRACE_S - time.time()))
+            key, analysis = self.analyzer.key_for(spec, key, worker, budget_s=budget)
         if self.interrupted.is_set():  # the analysis was cut short: store nothing half-done
             return
         reason = severity_of(verdict, culprit=key.signature) if key is not None else None
