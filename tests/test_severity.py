@@ -55,6 +55,16 @@ def test_fp32_floor_division_off_by_one_is_a_bug():
     assert finding_of(v) is not None  # and it gets a bucket, though fp32
 
 
+def test_integer_valued_flips_on_both_sides_are_boundary_not_bug():
+    # floor(softmax(x).sum(-1) * 1000), measured on torch 2.13 CPU: 30 rows compiled-wrong, 34
+    # eager-wrong, every pre-image within ULPs of 1000.
+    ref = torch.full((8,), 1000.0, dtype=torch.float64)
+    eager = torch.tensor([999.0, 999.0, 1000.0, 1000.0, 1000.0, 1000.0, 1000.0, 1000.0])
+    compiled = torch.tensor([1000.0, 1000.0, 999.0, 999.0, 1000.0, 1000.0, 1000.0, 1000.0])
+    r = severity_of(_float_verdict(eager, compiled, ref))
+    assert r.severity is Severity.SUSPECT and r.rule == "int-valued-boundary"
+
+
 def test_integer_valued_flip_where_eager_is_off_fp64_is_not_a_bug():
     ref = torch.tensor([3.0, 4.0, 5.0], dtype=torch.float64)
     eager = torch.tensor([3.0, 3.0, 5.0])  # eager sits on the other side of a knife-edge
