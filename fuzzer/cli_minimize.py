@@ -16,7 +16,7 @@ import click
 # `minimize --module --budget B`: the reductions share B; capture, the stage ladder and writing
 # the folders get at most this much more, after which the worker is killed (a user module that
 # never returns included) and the command exits 2 saying so.
-MODULE_GRACE_S = 120.0
+MODULE_GRACE_S = 300.0
 
 
 @click.command("minimize")
