@@ -98,3 +98,11 @@ def test_budget_bounds_a_module_that_never_returns(tmp_path, monkeypatch):
     # The call is bounded at 6 s; the rest is the worker's start (importing torch: over a minute on
     # a loaded 2-core CI box). Without the bound this test would never end.
     assert time.monotonic() - t0 < 300
+
+
+@pytest.mark.slow
+def test_fp32_result_of_a_bf16_computation_is_not_skipped(tmp_path):
+    causes = _minimize(tmp_path, "logsoftmax_bf16_fp32.py", "--device", "cpu")
+    assert causes, "an fp32 output that compiled makes worse must be reduced, not called 'agree'"
+    assert causes[0]["outputs"][0].startswith("float32")
+    assert causes[0]["severity"]["severity"] in ("bug", "suspect", "by-design"), causes[0]
