@@ -226,3 +226,15 @@ def test_reason_round_trips_and_old_verdicts_still_load():
     for k in ("n_gross_worse", "max_excess_ulps", "eager_max_err_ulps", "integral", "n_int_wrong", "n_nonfinite_new"):
         d.pop(k)
     assert type(compare_float(a, a, a.double())).from_dict(d).n_gross_worse == 0
+
+
+def test_a_near_zero_element_does_not_hide_gross_errors_elsewhere():
+    g = torch.Generator().manual_seed(5)
+    ref = torch.randn(10_000, generator=g, dtype=torch.float64)
+    ref[0] = 1e-30  # cancellation: eager's error there is huge in ULPs of 1e-30
+    eager = ref.float()
+    eager[0] = 1e-8
+    compiled = eager.clone()
+    compiled[5:8] = compiled[5:8] * 1.01
+    r = severity_of(_float_verdict(eager, compiled, ref))
+    assert r.severity is Severity.BUG and r.rule == "float-gross-worse"
