@@ -35,7 +35,7 @@ class BucketAnalyzer:
         self._lock = threading.Lock()
         self.analyses = 0
 
-    def key_for(self, spec: GraphSpec, raw_key: BucketKey, worker) -> tuple[BucketKey, Analysis | None]:
+    def key_for(self, spec: GraphSpec, raw_key: BucketKey, worker, *, budget_s: float | None = None) -> tuple[BucketKey, Analysis | None]:
         """The root-cause key of a finding whose raw key is `raw_key` (analyzing it when new).
 
         The analysis is None when the answer comes from the store (an earlier run analyzed it).
@@ -53,7 +53,7 @@ class BucketAnalyzer:
             device=self.device,
             config=self.config,
             kind=raw_key.kind,
-            budget_s=self.budget_s,
+            budget_s=self.budget_s if budget_s is None else budget_s,
             timeout_s=min(self.timeout_s, 300.0),
             strict=self.strict,
             log=self.log,

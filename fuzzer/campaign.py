@@ -36,6 +36,7 @@ from fuzzer.store import CampaignLock, Store
 from fuzzer.worker import CaseRequest, Worker
 from generators.spec import GraphSpec
 from generators.strategies import graph_specs
+from oracles.severity import severity_of
 from oracles.verdict import finding_of, target_score
 from reports.files import write_bucket_folder
 
@@ -109,6 +110,13 @@ class CampaignResult:
     progress: Progress
     store_path: Path
     interrupted: bool
+    cut_at_grace: bool = False  # work still running at budget + BUDGET_GRACE_S was dropped
+
+
+# `--budget` is a deadline: drawing stops at the budget; minimization of the buckets still open
+# gets what is left plus at most this grace, after which the cases and analyses in flight are
+# dropped (not stored; a resumed run redoes them), as for an interrupt.
+BUDGET_GRACE_S = 30.0
 
 
 def environment_versions(device: str) -> dict:
@@ -182,6 +190,7 @@ class Campaign:
             self.store_lock.release()
             raise
         self.deadline = time.time() + opts.budget_s if opts.budget_s else None
+        self.cut_at_grace = False
         self.threads_per_worker = max(1, (os.cpu_count() or 1) // max(1, opts.workers))
         self.analyzer = None
         if opts.minimize:  # one bucket per root cause: minimize + attribute each new raw key
@@ -209,6 +218,9 @@ class Campaign:
                     e.wait(0.2)
                 if self.deadline and time.time() > self.deadline:
                     self.stop.set()
+                if self.deadline and time.time() > self.deadline + BUDGET_GRACE_S and not self.cut_at_grace:
+                    self.cut_at_grace = True
+                    self._interrupt(done)
         except KeyboardInterrupt:
             interrupted = True
             self._interrupt(done)
@@ -216,7 +228,7 @@ class Campaign:
             self._interrupt(done)  # the other slots: their cases in flight are dropped, not stored
             self._record_failure()
         self.store.finish_run(self.run_id, "interrupted" if interrupted else "finished")
-        return CampaignResult(self.run_id, self.resumed, self.progress, self.store.path, interrupted)
+        return CampaignResult(self.run_id, self.resumed, self.progress, self.store.path, interrupted, self.cut_at_grace)
 
     def _fail(self, error: BaseException) -> None:
         """A slot hit divfuzz's own error: keep the first, and stop every slot."""
@@ -328,9 +340,13 @@ class Campaign:
         key = bucket_key(finding, spec, opts.device) if finding else None
         analysis = None
         if key is not None and self.analyzer is not None:
-            key, analysis = self.analyzer.key_for(spec, key, worker)
+            budget = opts.minimize_budget_s
+            if self.deadline:  # only what is left of the campaign's budget, plus the grace
+                budget = max(1.0, min(budget, self.deadline + BUDGET_GRACE_S - time.time()))
+            key, analysis = self.analyzer.key_for(spec, key, worker, budget_s=budget)
         if self.interrupted.is_set():  # the analysis was cut short: store nothing half-done
             return
+        reason = severity_of(verdict, culprit=key.signature) if key is not None else None
         score = target_score(verdict, finding)
         t_store = time.perf_counter()
         case_id, bucket_id, is_new = self.store.add_case(
@@ -347,6 +363,7 @@ class Campaign:
             finding_kind=finding.kind.value if finding else None,
             key=key,
             triage=finding.triage if finding else "",
+            severity=reason.to_dict() if reason else None,
         )
         t_store = time.perf_counter() - t_store
         if is_new and analysis is not None:

@@ -201,8 +201,9 @@ def compile_options(f):
 @click.option("--dtypes", default=None, help="Comma-separated data dtypes (float32,bfloat16,float16).")
 @click.option("--no-live", is_flag=True, help="No live view (plain progress lines).")
 @click.option("--no-minimize", is_flag=True, help="Do not minimize and attribute new buckets.")
+@click.option("--min-severity", type=click.Choice(["bug", "suspect", "by-design", "noise"]), default="noise", show_default=True, help="Hide buckets below this severity in the summary.")
 @compile_options
-def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, strict, ops, dtypes, no_live, no_minimize, backend, inductor, dynamic, mode):
+def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, strict, ops, dtypes, no_live, no_minimize, min_severity, backend, inductor, dynamic, mode):
     """Run a campaign: draw graphs, compare eager and compiled, bucket what diverges."""
     from fuzzer.campaign import CampaignOptions, run_campaign
 
@@ -231,14 +232,14 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
     signal.signal(signal.SIGINT, _interrupt_once)
     console.print(
         f"divfuzz fuzz: device {device}, backend {config.describe()}, seed {seed}, "
-        f"{'budget ' + str(int(budget_s)) + ' s' if budget_s else ''}{' max ' + str(max_cases) + ' cases' if max_cases else ''}, "
+        f"{'budget ' + str(int(budget_s)) + ' s (+ ' + str(int(_grace())) + ' s grace for minimization)' if budget_s else ''}{' max ' + str(max_cases) + ' cases' if max_cases else ''}, "
         f"store {out_dir / 'divfuzz.sqlite'}",
         highlight=False,
     )
     live_view = _LiveView(opts) if not no_live and console.is_terminal else _LineView(opts)
     with live_view:
         result = run_campaign(opts, on_progress=live_view.update)
-    _print_summary(result)
+    _print_summary(result, min_severity)
     if result.interrupted:
         console.print(
             f"[bold yellow]interrupted:[/] {result.progress.cases} cases stored; run the same command again to resume",
@@ -286,6 +287,12 @@ class _LiveView(_LineView):
         self.live.update(_status_line(self.opts, p))
 
 
+def _grace() -> float:
+    from fuzzer.campaign import BUDGET_GRACE_S
+
+    return BUDGET_GRACE_S
+
+
 def _status_line(opts, p) -> str:
     elapsed = time.time() - p.started
     rate = p.cases / elapsed * 60 if elapsed > 0 else 0.0
@@ -297,8 +304,12 @@ def _status_line(opts, p) -> str:
     )
 
 
-def _print_summary(result) -> None:
+def _print_summary(result, min_severity: str = "noise") -> None:
+    """The run's buckets led by severity: bug, then suspect, each with its reason; by-design and
+    noise folded into one line per culprit."""
     from fuzzer.store import Store
+    from oracles.severity import ORDER, Severity
+    from reports.markdown import culprit_of, fold_by_culprit
 
     p = result.progress
     store = Store(result.store_path, create=False)
@@ -311,23 +322,31 @@ def _print_summary(result) -> None:
             + (f"; {p.skipped} stored cases skipped" if p.skipped else ""),
             highlight=False,
         )
-        table = Table(title=f"buckets of run {result.run_id}")
-        for col in ("id", "kind", "dtype", "device", "ops", "triage", "cases", "new", "folder"):
+        if result.cut_at_grace:
+            from fuzzer.campaign import BUDGET_GRACE_S
+
+            out.print(f"budget reached: minimization got what was left plus {BUDGET_GRACE_S:g} s of grace; "
+                      "work still in flight then was dropped (re-run to resume it)", highlight=False)
+        floor = Severity(min_severity)
+        buckets = store.buckets(run_id=result.run_id)
+        out.print("buckets by severity: " + ", ".join(f"{sum(b.severity == s.value for b in buckets)} {s.value}" for s in ORDER), highlight=False)
+        table = Table(title=f"bug and suspect buckets of run {result.run_id}")
+        for col in ("id", "severity", "kind", "dtype", "ops", "culprit", "reason", "cases", "new", "folder"):
             table.add_column(col)
-        for b in store.buckets(run_id=result.run_id):
-            k = b.key
-            table.add_row(
-                str(b.id),
-                k.kind + (f" {k.detail}" if k.detail else ""),
-                k.dtype,
-                k.device_type,
-                k.signature,
-                b.triage,
-                str(b.count),
-                "yes" if b.first_run_id == result.run_id else "",
-                b.folder or "",
-            )
+        for sev in (Severity.BUG, Severity.SUSPECT):
+            if not sev.at_least(floor):
+                continue
+            for b in sorted((b for b in buckets if b.severity == sev.value), key=lambda b: (-b.count, b.id)):
+                k = b.key
+                table.add_row(
+                    str(b.id), sev.value, k.kind + (f" {k.detail}" if k.detail else ""), k.dtype, k.signature.split(" @ ")[0],
+                    culprit_of(b), (b.severity_reason or {}).get("detail", ""), str(b.count),
+                    "yes" if b.first_run_id == result.run_id else "", b.folder or "",
+                )
         out.print(table)
+        folded = [b for b in buckets if b.severity in ("by-design", "noise") and Severity(b.severity).at_least(floor)]
+        for sev, culprit, n, cases, ids in fold_by_culprit(folded):
+            out.print(f"{sev}: {culprit}: {n} buckets, {cases} cases (buckets {', '.join(map(str, ids[:12]))}{', ...' if len(ids) > 12 else ''})", highlight=False)
     finally:
         store.close()
 
@@ -356,12 +375,17 @@ def replay(spec_file, device, timeout_s, backend, inductor, dynamic, mode):
     out.print(f"{spec_file}: {verdict.status.value}" + (f" — {verdict.error_type}: {verdict.error_message}" if verdict.error_type else ""), highlight=False)
     out.print(verdict_table(verdict), highlight=False)
     out.print(f"finding: {finding.kind.value} ({finding.triage})" if finding else "finding: none", highlight=False)
+    from oracles.severity import severity_of
+
+    reason = severity_of(verdict)
+    out.print(f"severity: {reason}" if reason else "severity: none", highlight=False)
 
 
 @main.command()
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("divfuzz-out"), show_default=True)
 @click.option("--run", "run_id", type=int, default=None, help="Only buckets seen in this run.")
-def report(out_dir, run_id):
+@click.option("--min-severity", type=click.Choice(["bug", "suspect", "by-design", "noise"]), default="noise", show_default=True, help="Hide buckets below this severity.")
+def report(out_dir, run_id, min_severity):
     """Print the buckets of a store as markdown."""
     from fuzzer.campaign import STORE_NAME
     from fuzzer.errors import StoreError
@@ -373,9 +397,25 @@ def report(out_dir, run_id):
         raise StoreError(f"{path}: no store here (run `divfuzz fuzz --out {out_dir}` first)")
     store = Store(path, create=False)
     try:
-        out.print(buckets_markdown(store, run_id=run_id), markup=False, highlight=False)
+        _judge_unjudged(store)
+        out.print(buckets_markdown(store, run_id=run_id, min_severity=min_severity), markup=False, highlight=False)
     finally:
         store.close()
+
+
+def _judge_unjudged(store) -> None:
+    """Buckets of a store written before severities existed get one, from their first case's
+    stored verdict and their culprit (the same policy the campaign applies)."""
+    from oracles.severity import severity_of
+    from oracles.verdict import Verdict
+    from reports.markdown import culprit_of
+
+    for b in store.buckets():
+        if b.severity_reason is not None or b.first_case_id is None:
+            continue
+        reason = severity_of(Verdict.from_dict(store.case(b.first_case_id).verdict), culprit=culprit_of(b))
+        if reason is not None:
+            store.set_bucket_severity(b.id, reason.to_dict())
 
 
 @main.command()

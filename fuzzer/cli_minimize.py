@@ -15,6 +15,11 @@ import click
 
 from fuzzer.cli import DivfuzzCommand
 
+# `minimize --module --budget B`: the reductions share B; capture, the stage ladder and writing
+# the folders get at most this much more, after which the worker is killed (a user module that
+# never returns included) and the command exits 2 saying so.
+MODULE_GRACE_S = 300.0
+
 
 @click.command("minimize", cls=DivfuzzCommand)
 @click.argument("case", required=False)
@@ -22,7 +27,7 @@ from fuzzer.cli import DivfuzzCommand
 @click.option("--store", "store_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("divfuzz-out"), show_default=True, help="Where the campaign store is (for a CASE-ID).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("divfuzz-minimized"), show_default=True)
 @click.option("--device", default="auto", show_default=True)
-@click.option("--budget", default="120s", show_default=True, help="Minimizer time budget.")
+@click.option("--budget", default="120s", show_default=True, help="Minimizer time budget (with --module: the whole command's, plus a stated grace).")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=300.0, show_default=True)
 @click.option("--autocast", type=click.Choice(["bfloat16", "float16"]), default=None, help="For --module: run NAME's model under autocast.")
 @click.option("--dtype", type=click.Choice(["float32", "bfloat16", "float16"]), default=None, help="For --module: cast the model and float inputs to this dtype.")
@@ -41,19 +46,28 @@ def minimize(case, modules, store_dir, out_dir, device, budget, timeout_s, autoc
         try:
             for i, ref in enumerate(modules):
                 target = out_dir if len(modules) == 1 else out_dir / f"module-{i + 1}"
+                budget_s = parse_budget(budget)
                 res = worker.call(
                     "fuzzer.module_minimize:minimize_module_in_worker",
-                    {"ref": ref, "device": device, "out_dir": str(target), "autocast": autocast, "dtype": dtype, "budget_s": parse_budget(budget)},
-                    timeout_s * 10,
+                    {"ref": ref, "device": device, "out_dir": str(target), "autocast": autocast, "dtype": dtype, "budget_s": budget_s},
+                    budget_s + MODULE_GRACE_S,
                 )
+                if res.error and res.error.startswith("Timeout"):
+                    raise ConfigError(
+                        f"--module {ref}: not done within --budget {budget_s:g} s plus {MODULE_GRACE_S:g} s of grace; "
+                        "the worker was killed (does NAME() or the model return?)"
+                    )
                 if res.error:
                     raise ConfigError(f"--module {ref}: {res.error}")
                 for line in res.value["verdict"]:
                     out.print(line, highlight=False)
                 if not res.value["causes"]:
-                    out.print(f"{ref}: eager and compiled agree: nothing to minimize", highlight=False)
+                    severity = (res.value.get("severity") or {}).get("severity")
+                    why = "eager and compiled agree" if severity is None else f"the divergence is {severity}, not suspect or worse"
+                    out.print(f"{ref}: {why}: nothing to minimize", highlight=False)
                 for c in res.value["causes"]:
-                    out.print(f"{c['folder']}: {c['ops_before']} -> {c['ops']} ops; {c['compared_to']} vs {c['rung']}: {c['summary']}", highlight=False)
+                    sev = (c.get("severity") or {}).get("severity", "-")
+                    out.print(f"{c['folder']}: {sev}: {c['ops_before']} -> {c['ops']} ops; {c['compared_to']} vs {c['rung']}: {c['summary']}", highlight=False)
         finally:
             worker.stop()
         return
@@ -69,6 +83,10 @@ def minimize(case, modules, store_dir, out_dir, device, budget, timeout_s, autoc
     folder, analysis = result
     for line in analysis.notes():
         out.print(line, highlight=False)
+    from oracles.severity import severity_of
+
+    reason = severity_of(analysis.verdict, culprit=analysis.culprit.summary) if analysis.verdict is not None else None
+    out.print(f"severity: {reason}" if reason else "severity: not judged (no verdict of the minimal spec)", highlight=False)
     out.print(f"written: {folder}/repro.py, report.md, spec.json", highlight=False)
 
 

@@ -418,6 +418,7 @@ class SpecResult:
     improvements: list[str]
     bucket: str | None  # the bucket key this verdict would land in, if any
     wall_s: float = 0.0
+    severity: dict | None = None  # oracles.severity.SeverityReason of the verdict, if it diverges
 
     @property
     def passed(self) -> bool:
@@ -435,6 +436,7 @@ class SpecResult:
             "problems": self.problems,
             "improvements": self.improvements,
             "bucket": self.bucket,
+            "severity": self.severity,
         }
 
 
@@ -489,6 +491,14 @@ def _bucket_of(verdict: Verdict, spec: GraphSpec, device: str) -> str | None:
 
     finding = finding_of(verdict)
     return str(bucket_key(finding, spec, device)) if finding else None
+
+
+def _severity_of(verdict: Verdict) -> dict | None:
+    """The severity policy's judgement, as it goes into the gate's JSON (exit codes do not use it)."""
+    from oracles.severity import severity_of
+
+    reason = severity_of(verdict)
+    return reason.to_dict() if reason else None
 
 
 def replay_corpus(
@@ -597,7 +607,7 @@ def run_gate(opts: GateOptions, *, log=lambda msg: None) -> GateResult:
         if expected is not None and expected.get("digest") not in (None, digest):
             problems.insert(0, f"the spec changed since the baseline was written (digest {digest}, baseline {expected['digest']}); re-run --update-baseline")
         results.append(
-            SpecResult(s.name, digest, observed, expected, problems, improvements, _bucket_of(verdict, s.spec, opts.device), walls.get(s.name, 0.0))
+            SpecResult(s.name, digest, observed, expected, problems, improvements, _bucket_of(verdict, s.spec, opts.device), walls.get(s.name, 0.0), _severity_of(verdict))
         )
     t_replay = time.perf_counter() - t0
 

@@ -509,8 +509,10 @@ def case_predicate(
     strict: bool = False,
     must_pass_with=None,
     on_verdict: Callable | None = None,
+    severity: str | None = None,
 ) -> Predicate:
-    """`spec -> bool`: running `spec` under `config` in `worker` gives a finding of `kind`.
+    """`spec -> bool`: running `spec` under `config` in `worker` gives a finding of `kind`
+    (and, when `severity` is given, one at least that severe: a bug must not shrink into noise).
 
     `must_pass_with`, a CompileConfig, keeps the culprit: the candidate must also show no
     finding of `kind` under it (e.g. with the Inductor switch that removes the divergence).
@@ -518,15 +520,22 @@ def case_predicate(
     from fuzzer.worker import CaseRequest
     from oracles.verdict import finding_of
 
-    def same_kind(spec: GraphSpec, cfg) -> bool:
+    from oracles.severity import Severity, severity_of
+
+    def same_kind(spec: GraphSpec, cfg, keep_severity: bool = False) -> bool:
         verdict = worker.run(CaseRequest(spec, device, cfg), timeout_s)
         if on_verdict is not None:
             on_verdict(spec, cfg, verdict)
         finding = finding_of(verdict, strict=strict)
-        return finding is not None and finding.kind.value == kind
+        if finding is None or finding.kind.value != kind:
+            return False
+        if keep_severity and severity is not None:
+            reason = severity_of(verdict)
+            return reason is not None and reason.severity.at_least(Severity(severity))
+        return True
 
     def predicate(spec: GraphSpec) -> bool:
-        if not same_kind(spec, config):
+        if not same_kind(spec, config, keep_severity=True):
             return False
         return must_pass_with is None or not same_kind(spec, must_pass_with)
 
@@ -575,6 +584,14 @@ class Analysis:
 _NO_MINIMIZE = {"hang"}  # each candidate would cost a whole timeout
 
 
+def _severity_seen(verdict) -> str | None:
+    """The severity the input showed under the must-fail config, which the minimal spec keeps."""
+    from oracles.severity import severity_of
+
+    reason = severity_of(verdict) if verdict is not None else None
+    return reason.severity.value if reason is not None else None
+
+
 def analyze_finding(
     spec: GraphSpec,
     *,
@@ -610,7 +627,7 @@ def analyze_finding(
         must_fail, must_pass = rough.guard_configs(config)
         predicate = case_predicate(
             worker, device=device, config=must_fail, kind=kind, timeout_s=timeout_s, strict=strict,
-            must_pass_with=must_pass, on_verdict=record,
+            must_pass_with=must_pass, on_verdict=record, severity=_severity_seen(seen.get((spec.digest(), must_fail))),
         )
         try:
             minimized = minimize_spec(spec, predicate, budget_s=budget_s, log=log)

@@ -66,19 +66,143 @@ def _run(gm, inputs, rung: str):
         return _flat(torch.compile(gm, backend=rung)(*inputs))
 
 
-def _differs(a, b) -> bool:
-    """A finding-worthy difference, as divfuzz's oracles bucket them: any bf16/fp16 ULP or integer
-    flip. fp32 bit differences alone are rounding noise without an fp64 reference, so they do
-    not count (they would let the minifier wander to a different, fp32-only graph)."""
+def _to_float64(value):
+    """A dtype argument or a floating tensor in float64; anything else unchanged."""
     import torch
 
-    from oracles.ulp import bitwise_equal
+    if isinstance(value, torch.dtype) and value.is_floating_point:
+        return torch.float64
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        return value.detach().to(torch.float64)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_float64(v) for v in value)
+    return value
+
+
+def reference_graph(gm):
+    """The fp64 reference of a captured aten graph: every floating dtype argument (casts, autocast's
+    explicit `_to_copy`s, factory dtypes) and every floating constant mapped to float64, as
+    `generators.build.BuildContext(reference=True)` does for specs."""
+    import torch
+
+    ref = copy.deepcopy(gm)
+    for node in ref.graph.nodes:
+        if node.op == "call_function":
+            node.args = _to_float64(node.args)
+            node.kwargs = {k: _to_float64(v) for k, v in node.kwargs.items()}
+        elif node.op == "get_attr":
+            value = getattr(ref, node.target, None)
+            if isinstance(value, torch.Tensor) and value.is_floating_point():
+                setattr(ref, node.target, torch.nn.Parameter(value.detach().double(), requires_grad=False) if isinstance(value, torch.nn.Parameter) else value.detach().double())
+    ref.recompile()
+    return ref
+
+
+def _reference_outputs(gm, inputs):
+    """The fp64 outputs of `gm` on `inputs` (floating inputs widened), or None if it cannot run."""
+    import torch
+
+    try:
+        with torch.no_grad():
+            return _flat(reference_graph(gm)(*[_to_float64(x) for x in inputs]))
+    except Exception:  # an op without a float64 kernel: judged with eager as the reference
+        return None
+
+
+_ROUNDING = {"floor": 0.0, "ceil": 0.0, "trunc": 0.0, "round": 0.5}
+_PASS_THROUGH = {"clamp", "clamp_min", "clamp_max", "add", "sub", "neg", "_to_copy", "convert_element_type"}
+
+
+def _op_name(node) -> str:
+    target = getattr(node.target, "__name__", str(node.target))
+    return target.split(".")[0]
+
+
+def _int_boundaries(gm, inputs) -> dict:
+    """For each integer output made by casting a float: its pre-image distance from a rounding
+    boundary (NaN where the cast is undefined), from eager's own intermediate values.
+
+    The pre-image is the input of the rounding op (floor/ceil/trunc/round) found by walking back
+    through clamps, shifts and casts; without one, the cast itself truncates its float input.
+    """
+    import torch
+    import torch.fx
+
+    from oracles.boundary import distance_to_grid_ulps, undefined_cast
+
+    values: dict = {}
+
+    class Keep(torch.fx.Interpreter):
+        def run_node(self, n):
+            result = super().run_node(n)
+            values[n] = result
+            return result
+
+    try:
+        with torch.no_grad():
+            Keep(gm).run(*inputs)
+    except Exception:
+        return {}
+    out_node = next(n for n in gm.graph.nodes if n.op == "output")
+    import torch.utils._pytree as pytree
+
+    leaves = [n for n in pytree.tree_leaves(out_node.args[0]) if isinstance(n, torch.fx.Node)]
+    maps = {}
+    for i, node in enumerate(leaves):
+        value = values.get(node)
+        if not isinstance(value, torch.Tensor) or value.is_floating_point() or value.dtype == torch.bool:
+            continue
+        cast_in, cur = None, node
+        pre, offset = None, 0.0
+        while isinstance(cur, torch.fx.Node) and cur.op == "call_function" and _op_name(cur) in _PASS_THROUGH | set(_ROUNDING):
+            src = cur.args[0] if cur.args else None
+            if not isinstance(src, torch.fx.Node):
+                break
+            src_value = values.get(src)
+            if cast_in is None and isinstance(src_value, torch.Tensor) and src_value.is_floating_point():
+                cast_in = src_value
+            if _op_name(cur) in _ROUNDING:
+                pre, offset = src_value, _ROUNDING[_op_name(cur)]
+                break
+            cur = src
+        if cast_in is None:
+            continue
+        if pre is None:
+            pre = cast_in
+        if pre.shape != value.shape:
+            continue
+        dist = distance_to_grid_ulps(pre, offset=offset)
+        maps[i] = torch.where(undefined_cast(cast_in, value.dtype), torch.full_like(dist, float("nan")), dist)
+    return maps
+
+
+def _verdict(gm, inputs, a, b, ref=None, bounds=None):
+    """Outputs `a` (the rung before) vs `b` (the rung under test), each against the fp64 reference
+    of the same graph: a `Verdict` that `oracles.severity.severity_of` judges like any other."""
+    from oracles.compare import compare_float, compare_int
+    from oracles.verdict import OutputVerdict, Status, Verdict
 
     if len(a) != len(b):
-        return True
-    return any(
-        not bitwise_equal(x, y) for x, y in zip(a, b) if x.dtype not in (torch.float32, torch.float64)
-    )
+        return Verdict(Status.RUNTIME_ERROR, error_type="OutputCountMismatch", error_message=f"{len(a)} vs {len(b)} outputs")
+    ref = _reference_outputs(gm, inputs) if ref is None else ref
+    bounds = _int_boundaries(gm, inputs) if bounds is None else bounds
+    outputs = []
+    for i, (x, y) in enumerate(zip(a, b)):
+        r = ref[i] if ref is not None and i < len(ref) and ref[i].shape == x.shape else None
+        if x.is_floating_point():
+            outputs.append(OutputVerdict(f"output {i}", float_cmp=compare_float(x, y, r if r is not None else x.double())))
+        else:
+            outputs.append(OutputVerdict(f"output {i}", int_cmp=compare_int(x, y, bounds.get(i), reference=r)))
+    status = Status.DIVERGED if any(o.differs for o in outputs) else Status.OK
+    return Verdict(status, outputs=tuple(outputs))
+
+
+def _serious(verdict) -> bool:
+    """What `--module` reduces and attributes: a divergence the policy rates `suspect` or worse."""
+    from oracles.severity import Severity, severity_of
+
+    reason = severity_of(verdict)
+    return reason is not None and reason.severity.at_least(Severity.SUSPECT)
 
 
 def _n_differ(a, b) -> int:
@@ -89,35 +213,31 @@ def _n_differ(a, b) -> int:
     return int(diff.sum())
 
 
-def _judge(model, inputs, compiled_out, eager_out, device: str) -> list[str]:
-    """One line per output: divfuzz's oracles, eager and compiled each against fp64."""
-    import torch
+def _judge(verdict) -> list[str]:
+    """One line per output (divfuzz's oracles, each side against fp64), then the severity line."""
+    from oracles.severity import severity_of
 
-    from oracles.compare import compare_float, compare_int
-
-    ref_model = copy.deepcopy(model).to(torch.float64) if isinstance(model, torch.nn.Module) else model
-    ref_in = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
-    try:
-        with torch.no_grad():
-            ref = _flat(ref_model(*ref_in))
-    except Exception:  # a model that does not run in float64: judge without a reference
-        ref = [e.double() for e in eager_out]
     lines = []
-    for i, (e, c, r) in enumerate(zip(eager_out, compiled_out, ref)):
-        if e.is_floating_point():
-            fc = compare_float(e, c, r.to(e.device))
-            lines.append(f"output {i}: {fc.dtype} {fc.n_diff}/{fc.numel} differ, max {fc.max_ulp} ULP, fp64 triage {fc.triage}")
+    for o in verdict.outputs:
+        if o.float_cmp is not None:
+            fc = o.float_cmp
+            lines.append(f"{o.name}: {fc.dtype} {fc.n_diff}/{fc.numel} differ, max {fc.max_ulp} ULP, fp64 triage {fc.triage}")
         else:
-            ic = compare_int(e, c, None)
-            lines.append(f"output {i}: {ic.dtype} {ic.flips}/{ic.numel} flip, max step {ic.max_step}")
+            ic = o.int_cmp
+            lines.append(f"{o.name}: {ic.dtype} {ic.flips}/{ic.numel} flip, max step {ic.max_step}, fp64 {ic.fp64_triage}"
+                         + (f", {ic.undefined_flips} undefined casts" if ic.undefined_flips else ""))
+    reason = severity_of(verdict)
+    lines.append(f"severity: {reason}" if reason else "severity: none (no divergence)")
     return lines
 
 
 def _bisect(gm, inputs, rung: str, ref) -> str | None:
     """Bisect the cause that appears at `rung`: earlier backends count as good. `ref` is the output
-    of the rung before it (already computed by the caller)."""
+    of the rung before it (already computed by the caller); "bad" is what `_serious` says."""
     import torch
     from torch._inductor.compiler_bisector import CompilerBisector
+
+    fp64, bounds = _reference_outputs(gm, inputs), _int_boundaries(gm, inputs)
 
     def good() -> bool:
         backend = CompilerBisector.get_backend()
@@ -126,7 +246,7 @@ def _bisect(gm, inputs, rung: str, ref) -> str | None:
         torch._dynamo.reset()
         try:
             with torch.no_grad():
-                return not _differs(_flat(torch.compile(gm)(*inputs)), ref)
+                return not _serious(_verdict(gm, inputs, ref, _flat(torch.compile(gm)(*inputs)), fp64, bounds))
         except Exception:  # this configuration does not compile: it must not take the blame
             return False
 
@@ -225,11 +345,20 @@ def _reduce_and_name(gm, inputs, before, rung, peeled, ref, device, verdict_line
     from fuzzer.attribute import _readable_detail
     from fuzzer.fx_bypass import bypass_reduce, count_ops
 
+    from oracles.severity import severity_of
+
+    # The predicate keeps the severity and its rule: a bug must not shrink into noise, nor a gross
+    # float error into a different, fp32-only rounding difference.
+    target = severity_of(_verdict(gm, inputs, _run(gm, inputs, before), _run(gm, inputs, rung)))
+
     def fails(g, inps) -> bool:
         try:
-            return _differs(_run(g, inps, before), _run(g, inps, rung))
+            reason = severity_of(_verdict(g, inps, _run(g, inps, before), _run(g, inps, rung)))
         except Exception:
             return False
+        if reason is None or target is None:
+            return False
+        return reason.severity.at_least(target.severity) and reason.rule == target.rule
 
     def minify(g, inps):
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
@@ -253,6 +382,7 @@ def _reduce_and_name(gm, inputs, before, rung, peeled, ref, device, verdict_line
         shown = list(zip(before_out, _run(small, small_inputs, rung)))
     bisect = _bisect(small, list(small_inputs), rung, before_out)
     summary = _summary(rung, bisect)
+    reason = severity_of(_verdict(small, small_inputs, before_out, [b for _, b in shown]), culprit=summary)
     decomposition = _readable_detail("decomposition", bisect) if bisect and "subsystem='decomposition'" in bisect else None
     folder = out / f"{number:02d}-{rung}"
     folder.mkdir(parents=True, exist_ok=True)
@@ -275,19 +405,18 @@ def _reduce_and_name(gm, inputs, before, rung, peeled, ref, device, verdict_line
         "outputs": [f"{str(a.dtype).removeprefix('torch.')}{list(a.shape)}" for a, _ in shown],
         "differing": [_n_differ(a, b) for a, b in shown],
         "folder": str(folder),
+        "severity": reason.to_dict() if reason else None,
     }
     (folder / "culprit.json").write_text(json.dumps(cause, indent=2) + "\n")
     return cause
 
 
-def minimize_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: str | None = None, dtype: str | None = None, max_granularity: int | None = None, budget_s: float = 300.0) -> dict:
-    """The whole `--module` pipeline; returns a JSON-able summary (runs in a worker)."""
+def capture_module(model, inputs, *, device: str, autocast: str | None = None, dtype: str | None = None):
+    """The user's `(model, example_inputs)` as `(aten graph module, inputs on device)`: the one
+    capture step (make_fx at the aten level; autocast becomes explicit casts)."""
     import torch
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from fuzzer.attribute import decompositions_removed
-
-    model, inputs = load_user_module(ref)
     inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in (inputs if isinstance(inputs, (list, tuple)) else [inputs])]
     if isinstance(model, torch.nn.Module):
         model = model.to(device).train(False)  # inference mode (nn.Module.eval)
@@ -304,8 +433,22 @@ def minimize_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: 
 
     with torch.no_grad():
         gm = make_fx(fn)(*inputs)
+    return gm, inputs
+
+
+def minimize_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: str | None = None, dtype: str | None = None, max_granularity: int | None = None, budget_s: float = 300.0) -> dict:
+    """The whole `--module` pipeline; returns a JSON-able summary (runs in a worker).
+
+    `budget_s` bounds the reductions; the caller (`fuzzer.cli_minimize`) bounds the whole worker.
+    """
+    from fuzzer.attribute import decompositions_removed
+
+    model, inputs = load_user_module(ref)
+    gm, inputs = capture_module(model, inputs, device=device, autocast=autocast, dtype=dtype)
+    deadline = time.monotonic() + budget_s
     outs = {rung: _run(gm, inputs, rung) for rung in RUNGS}
-    verdict_lines = _judge(model, inputs, outs["inductor"], outs["eager"], device)
+    verdict = _verdict(gm, inputs, outs["eager"], outs["inductor"])
+    verdict_lines = _judge(verdict)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     causes: list[dict] = []
@@ -315,7 +458,7 @@ def minimize_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: 
         while True:
             with decompositions_removed(peeled):
                 try:
-                    differs = _differs(_run(gm, inputs, before), _run(gm, inputs, rung))
+                    differs = _serious(_verdict(gm, inputs, _run(gm, inputs, before), _run(gm, inputs, rung)))
                 except Exception as e:
                     if not peeled:
                         raise
@@ -327,11 +470,15 @@ def minimize_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: 
                 checks.append({"compared": [before, rung], "removed": list(peeled), "outcome": "differs" if differs else "equal"})
                 if not differs:
                     break
-                cause = _reduce_and_name(gm, inputs, before, rung, peeled, ref, device, verdict_lines, out, len(causes) + 1, max_granularity, budget_s)
+                left = max(0.0, deadline - time.monotonic())
+                cause = _reduce_and_name(gm, inputs, before, rung, peeled, ref, device, verdict_lines, out, len(causes) + 1, max_granularity, left)
             causes.append(cause)
             op = cause.get("decomposition")
             if not op or op in peeled:
                 break
             peeled.append(op)
     (out / "ladder.json").write_text(json.dumps(checks, indent=2) + "\n")
-    return {"verdict": verdict_lines, "causes": causes, "checks": checks}
+    from oracles.severity import severity_of
+
+    reason = severity_of(verdict)
+    return {"verdict": verdict_lines, "severity": reason.to_dict() if reason else None, "causes": causes, "checks": checks}

@@ -29,7 +29,7 @@ from typing import Any
 from fuzzer.buckets import BucketKey
 from fuzzer.errors import StoreBusyError, StoreError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: buckets carry a severity (oracles.severity) and its reason
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -79,7 +79,9 @@ CREATE TABLE IF NOT EXISTS buckets (
     first_case_id INTEGER,
     folder TEXT,
     minimized_json TEXT,
-    culprit_json TEXT
+    culprit_json TEXT,
+    severity TEXT NOT NULL DEFAULT 'suspect',  -- bug | suspect | by-design | noise
+    severity_json TEXT                         -- its reason: rule, output, detail
 );
 CREATE INDEX IF NOT EXISTS cases_by_bucket ON cases(bucket_id);
 CREATE TABLE IF NOT EXISTS run_failures (  -- why a run is `failed`: divfuzz's own error, not a finding
@@ -92,6 +94,20 @@ CREATE TABLE IF NOT EXISTS root_causes (   -- a finding's raw key -> its minimiz
     key_json TEXT NOT NULL
 );
 """
+
+
+def _migrate(db: sqlite3.Connection) -> None:
+    """Bring a version-1 store to version 2: its buckets get a severity column, "suspect" until
+    `divfuzz report` or a new case re-judges them from their stored verdicts."""
+    row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    if row is not None and int(row[0]) >= SCHEMA_VERSION:
+        return
+    columns = {r[1] for r in db.execute("PRAGMA table_info(buckets)")}
+    if "severity" not in columns:
+        db.execute("ALTER TABLE buckets ADD COLUMN severity TEXT NOT NULL DEFAULT 'suspect'")
+    if "severity_json" not in columns:
+        db.execute("ALTER TABLE buckets ADD COLUMN severity_json TEXT")
+    db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
 
 
 @dataclass(frozen=True)
@@ -107,6 +123,8 @@ class BucketRow:
     folder: str | None
     minimized: dict | None
     culprit: dict | None
+    severity: str = "suspect"  # oracles.severity.Severity value: the most severe of its cases
+    severity_reason: dict | None = None  # SeverityReason.to_dict() of that case
 
 
 @dataclass(frozen=True)
@@ -184,6 +202,7 @@ class Store:
                 self.db.execute(
                     "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
                 )
+            _migrate(self.db)  # an older divfuzz store (checked above) is upgraded in place; a current one is not touched
         except sqlite3.Error as e:
             if self.db is not None:
                 self.db.close()
@@ -311,6 +330,7 @@ class Store:
         finding_kind: str | None,
         key: BucketKey | None,
         triage: str = "",
+        severity: dict | None = None,
     ) -> tuple[int, int | None, bool]:
         """Store one case (and bump its bucket) atomically. Returns (case id, bucket id, new bucket?)."""
         now = time.time()
@@ -320,6 +340,8 @@ class Store:
                 bucket_id, is_new = None, False
                 if key is not None:
                     bucket_id, is_new = self._touch_bucket(key, triage, run_id, now)
+                    if severity is not None:
+                        self._raise_severity(bucket_id, severity)
                 cur = self.db.execute(
                     "INSERT INTO cases(run_id, slot, idx, spec_digest, spec_json, device, config_json, status,"
                     " finding_kind, bucket_id, score, verdict_json, wall_s, created_at)"
@@ -375,6 +397,24 @@ class Store:
         )
         return cur.lastrowid, True
 
+    def _raise_severity(self, bucket_id: int, reason: dict) -> None:
+        """A bucket's severity is its most severe case's (a fresh bucket takes the first one's)."""
+        from oracles.severity import Severity
+
+        row = self.db.execute("SELECT severity, severity_json FROM buckets WHERE id=?", (bucket_id,)).fetchone()
+        new = Severity(reason["severity"])
+        if row[1] is None or new.rank < Severity(row[0]).rank:
+            self.db.execute(
+                "UPDATE buckets SET severity=?, severity_json=? WHERE id=?", (new.value, json.dumps(reason), bucket_id)
+            )
+
+    def set_bucket_severity(self, bucket_id: int, reason: dict) -> None:
+        """Overwrite a bucket's severity (after attribution named its culprit)."""
+        with self._lock:
+            self.db.execute(
+                "UPDATE buckets SET severity=?, severity_json=? WHERE id=?", (reason["severity"], json.dumps(reason), bucket_id)
+            )
+
     def case(self, case_id: int) -> CaseRow:
         with self._lock:
             r = self.db.execute(
@@ -421,7 +461,7 @@ class Store:
         """All buckets, or those that a run's cases fell into."""
         q = (
             "SELECT id, key_json, triage, count, first_seen, last_seen, first_run_id, first_case_id, folder,"
-            " minimized_json, culprit_json FROM buckets"
+            " minimized_json, culprit_json, severity, severity_json FROM buckets"
         )
         args: tuple = ()
         if run_id is not None:
@@ -442,6 +482,8 @@ class Store:
                 r[8],
                 json.loads(r[9]) if r[9] else None,
                 json.loads(r[10]) if r[10] else None,
+                r[11],
+                json.loads(r[12]) if r[12] else None,
             )
             for r in rows
         ]

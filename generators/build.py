@@ -105,31 +105,25 @@ def build_reference(spec: GraphSpec) -> Callable[..., tuple]:
     return reference
 
 
-def boundary_maps(
-    spec: GraphSpec, ref_inputs: list[torch.Tensor], real_dtypes: dict[str, str] | None = None
-) -> dict[str, torch.Tensor]:
+def boundary_maps(spec: GraphSpec, eager_env: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """For each integer output: its elements' pre-image distance from a rounding boundary, in ULPs.
 
-    Computed on the float64 reference values; the ULP is that of the dtype the real graph fed
-    into the rounding: `real_dtypes` (observed in the eager run, which autocast may change)
-    or else the spec's dtype.
+    Measured on eager's own intermediate values (`eager_env`, kept by `build_callable(keep=...)`):
+    the pre-image is what eager actually rounded, in the dtype it rounded it (autocast included),
+    and the ULP is that dtype's. NaN marks an undefined cast (see `oracles.boundary`).
     """
-    ctx = BuildContext(reference=True)
-    env: dict = {}
-    with torch.no_grad():
-        _run(spec, [x.detach() for x in ref_inputs], ctx, keep=env)
     maps = {}
-    for name in spec.outputs:
-        try:
-            node = spec.node(name)
-        except KeyError:
-            continue
-        op = get_op(node.op)
-        if op.boundary_ulps is None:
-            continue
-        (x_name,) = node.inputs[:1]
-        precast = (real_dtypes or {}).get(x_name) or spec.meta(x_name)[1]
-        maps[name] = op.boundary_ulps(env[x_name], precast, **node.kwargs)
+    with torch.no_grad():
+        for name in spec.outputs:
+            try:
+                node = spec.node(name)
+            except KeyError:
+                continue
+            op = get_op(node.op)
+            if op.boundary_ulps is None:
+                continue
+            x = eager_env[node.inputs[0]].detach()
+            maps[name] = op.boundary_ulps(x, str(x.dtype).removeprefix("torch."), **node.kwargs)
     return maps
 
 

@@ -549,11 +549,11 @@ def _code_e8m0(a, p):
     )
 
 
-def _boundary_distance(pre64, boundary_offset: float, precast_dtype: str):
-    """ULPs (of `precast_dtype` at the value) from `pre64` to the nearest k + boundary_offset."""
+def _boundary_distance(pre, boundary_offset: float, precast_dtype: str):
+    """ULPs (of `precast_dtype`) from eager's pre-image `pre` to the nearest k + boundary_offset."""
     from oracles.boundary import distance_to_grid_ulps
 
-    return distance_to_grid_ulps(pre64, offset=boundary_offset, dtype=precast_dtype)
+    return distance_to_grid_ulps(pre, offset=boundary_offset, dtype=precast_dtype)
 
 
 def _grid_offset(mode: str) -> float:
@@ -612,12 +612,12 @@ register(
 )
 
 
-def _count_boundary(x64, precast, cmp, threshold):
+def _count_boundary(x, precast, cmp, threshold):
     from oracles.boundary import distance_to_value_ulps
 
     # A row's count flips when any of its elements crosses the threshold: the row's distance is
-    # its element closest to the threshold.
-    return distance_to_value_ulps(x64, threshold, dtype=precast).amin(-1)
+    # its element closest to the threshold. A NaN compares false on both sides: it never flips.
+    return distance_to_value_ulps(x, threshold, dtype=precast).nan_to_num(nan=float("inf")).amin(-1)
 
 
 def _run_count(ctx, x, cmp, threshold):

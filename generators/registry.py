@@ -126,8 +126,9 @@ class OpDef:
     params: Mapping[str, ParamSchema] = field(default_factory=dict)
     draw_params: Callable[[Callable, tuple[Meta, ...]], dict[str, Any]] = lambda draw, metas: {}
     weights: Callable[[tuple[Meta, ...], dict[str, Any]], tuple[WeightSpec, ...]] = lambda metas, p: ()
-    # For ops with an integer output: float64 distance (in ULPs of the pre-cast dtype) of each
-    # output element's pre-image from the nearest rounding boundary, computed on reference inputs.
+    # For ops with an integer output: `boundary_ulps(x, precast_dtype, **params)` is the distance
+    # (in ULPs of the pre-cast dtype, float64, NaN for an undefined cast) of each output element's
+    # pre-image from the nearest rounding boundary, computed from eager's own input value `x`.
     boundary_ulps: Callable[..., Any] | None = None
     differentiable: bool = True
     tags: frozenset[str] = field(default_factory=frozenset)

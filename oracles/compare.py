@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from oracles.boundary import ulp_of
 from oracles.ulp import nan_inf_mismatch, ulp_distance
 
 # Upper edges (inclusive) of the ULP histogram's bins; the last bin is open.
@@ -24,6 +25,13 @@ TRIAGE_FACTOR = 1.05
 FP32_RMSE_MULTIPLIER = 2.0
 # An integer flip whose pre-image lies within this many ULPs of a rounding boundary is "boundary".
 BOUNDARY_ULPS = 32.0
+# Per element, compiled is "grossly worse" when its error vs fp64, in ULPs of the output dtype at the
+# reference (floored at 2**-10 of the tensor's mean magnitude), exceeds both GROSS_MIN_ULPS and GROSS_FACTOR x the largest such error eager makes
+# anywhere in the tensor: a handful of badly wrong elements cannot hide in an RMSE over all of them,
+# and an output whose eager side is itself only accurate to bf16 (an fp32 result of a bf16
+# computation) is measured on that scale.
+GROSS_MIN_ULPS = 16.0
+GROSS_FACTOR = 4.0
 
 
 @dataclass(frozen=True)
@@ -40,10 +48,17 @@ class FloatComparison:
     rmse_eager: float  # RMSE vs fp64; 0 (not computed) when eager and compiled are bitwise equal
     rmse_compiled: float
     max_abs_diff: float
+    # Per-element measures (defaults: verdicts stored before they existed read as "not measured").
+    n_gross_worse: int = 0  # elements where compiled is grossly further from fp64 (GROSS_*)
+    max_excess_ulps: float = 0.0  # max over elements of (compiled error - eager error), in ULPs
+    eager_max_err_ulps: float = 0.0  # the largest error eager makes vs fp64, in ULPs
+    integral: bool = False  # eager and fp64 values are all integers (floor, trunc, floor division)
+    n_int_wrong: int = 0  # integral output: elements where eager == fp64 and compiled differs from both
+    n_nonfinite_new: int = 0  # compiled NaN/Inf where eager and fp64 are both finite
 
     @property
     def fp32_worse(self) -> bool:
-        """True when compiled is further from fp64 than `same()` would accept."""
+        """True when compiled is further from fp64 than `same()` would accept (its RMSE test)."""
         return self.rmse_compiled > FP32_RMSE_MULTIPLIER * self.rmse_eager
 
     def to_dict(self) -> dict[str, Any]:
@@ -68,6 +83,22 @@ class IntComparison:
     gross_flips: int  # pre-image far from any boundary
     unknown_flips: int  # no pre-image known
     min_boundary_ulps: float | None  # smallest pre-image distance among flips
+    undefined_flips: int = 0  # the pre-image was NaN, Inf or out of range: an undefined cast
+    # fp64 verdict over the flips (the integer computed in float64): who gets it right.
+    fp64_known: bool = False
+    compiled_correct: int = 0
+    eager_correct: int = 0
+    neither_correct: int = 0
+
+    @property
+    def fp64_triage(self) -> str:
+        """"compiled-correct", "eager-correct", "neither", "mixed", or "unknown" (no fp64 integer)."""
+        if not self.fp64_known:
+            return "unknown"
+        counted = [(n, name) for n, name in ((self.compiled_correct, "compiled-correct"), (self.eager_correct, "eager-correct"), (self.neither_correct, "neither")) if n]
+        if len(counted) == 1:
+            return counted[0][1]
+        return "mixed" if counted else "unknown"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -82,7 +113,14 @@ def _dtype_name(t: torch.Tensor) -> str:
 
 
 def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.Tensor) -> FloatComparison:
-    """Eager vs compiled in ULPs, plus which of the two is closer to the float64 reference."""
+    """Eager vs compiled in ULPs, plus which of the two is closer to the float64 reference.
+
+    Besides the aggregate triage and RMSEs (what `torch._dynamo.utils.same` looks at), it measures
+    per element: how much further from fp64 compiled is than eager (in ULPs of the output dtype
+    at the reference value), how many elements are grossly worse, whether an integer-valued
+    output (floor, trunc, floor division) is wrong where eager matches fp64, and where compiled
+    alone produced NaN/Inf.
+    """
     if compiled.dtype != eager.dtype:
         compiled = compiled.to(eager.dtype)
     compiled = compiled.to(eager.device)
@@ -103,10 +141,27 @@ def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.
     edges = torch.tensor((0,) + ULP_BIN_EDGES, device=dist.device)
     bins = [((dist > lo) & (dist <= hi)).sum() for lo, hi in zip(edges[:-1], edges[1:])]
     bins.append((dist > ULP_BIN_EDGES[-1]).sum())
+    zero = torch.zeros((), dtype=torch.float64, device=dist.device)
+    # Per element, in ULPs of the output dtype at the fp64 value.
+    # Elements near zero relative to the tensor's scale (cancellation) are measured at a floor of
+    # 2**-10 x its mean magnitude, so one of them cannot inflate eager's worst error and hide the rest.
+    mag = torch.where(finite, r64.abs(), torch.zeros_like(r64))
+    floor = mag.sum() / n_finite * 2.0**-10
+    unit = ulp_of(torch.maximum(mag, floor), _dtype_name(eager))
+    err_e_ulps = err_e / unit
+    err_c_ulps = err_c / unit
+    eager_max = err_e_ulps.max() if err_e_ulps.numel() else zero
+    gross = diff_finite & (err_c_ulps > torch.clamp(GROSS_FACTOR * eager_max, min=GROSS_MIN_ULPS))
+    excess = torch.where(diff_finite, err_c_ulps - err_e_ulps, torch.full_like(err_c_ulps, -float("inf")))
+    fin_e = torch.isfinite(e64)
+    fin_r = torch.isfinite(r64)
+    integral_mask = ~(fin_e & fin_r) | ((e64 == e64.round()) & (r64 == r64.round()))
+    int_wrong = diff_finite & (e64 == r64) & (c64 != r64)
+    nonfinite_new = fin_e & fin_r & ~torch.isfinite(c64)
     scalars = torch.stack(
         [
             differs.sum().to(torch.float64),
-            dist.max().to(torch.float64) if dist.numel() else torch.zeros((), dtype=torch.float64, device=dist.device),
+            dist.max().to(torch.float64) if dist.numel() else zero,
             naninf.sum().to(torch.float64),
             (diff_finite & (err_c > err_e)).sum().to(torch.float64),
             (diff_finite & (err_c < err_e)).sum().to(torch.float64),
@@ -114,13 +169,18 @@ def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.
             torch.where(diff_finite, err_c, torch.zeros_like(err_c)).sum(),
             (err_e.pow(2).sum() / n_finite).sqrt(),
             (err_c.pow(2).sum() / n_finite).sqrt(),
-            torch.where(diff_finite, (e64 - c64).abs(), torch.zeros_like(e64)).max()
-            if dist.numel()
-            else torch.zeros((), dtype=torch.float64, device=dist.device),
+            torch.where(diff_finite, (e64 - c64).abs(), torch.zeros_like(e64)).max() if dist.numel() else zero,
+            gross.sum().to(torch.float64),
+            excess.max().clamp(min=0) if dist.numel() else zero,
+            eager_max.to(torch.float64),
+            (integral_mask.all() & (fin_e & fin_r).any()).to(torch.float64),
+            int_wrong.sum().to(torch.float64),
+            nonfinite_new.sum().to(torch.float64),
             *[b.to(torch.float64) for b in bins],
         ]
     ).tolist()
     n_diff, max_ulp, n_naninf, n_worse, n_closer, sum_e, sum_c, rmse_e, rmse_c, max_abs = scalars[:10]
+    n_gross, max_excess, eager_max_ulps, integral, n_int_wrong, n_nonfinite_new = scalars[10:16]
     if n_diff == 0:
         triage = "equal"
     elif sum_c > sum_e * TRIAGE_FACTOR:
@@ -134,7 +194,7 @@ def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.
         numel=eager.numel(),
         n_diff=int(n_diff),
         max_ulp=int(max_ulp),
-        ulp_histogram=tuple((label, int(c)) for label, c in zip(ULP_BIN_LABELS, scalars[10:])),
+        ulp_histogram=tuple((label, int(c)) for label, c in zip(ULP_BIN_LABELS, scalars[16:])),
         nan_inf_mismatch=int(n_naninf),
         triage=triage,
         n_worse=int(n_worse),
@@ -142,6 +202,12 @@ def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.
         rmse_eager=float(rmse_e),
         rmse_compiled=float(rmse_c),
         max_abs_diff=float(max_abs),
+        n_gross_worse=int(n_gross),
+        max_excess_ulps=float(max_excess),
+        eager_max_err_ulps=float(eager_max_ulps),
+        integral=bool(integral),
+        n_int_wrong=int(n_int_wrong) if integral else 0,
+        n_nonfinite_new=int(n_nonfinite_new),
     )
 
 
@@ -167,26 +233,48 @@ def compare_int(
     compiled: torch.Tensor,
     boundary_ulps: torch.Tensor | None,
     *,
+    reference: torch.Tensor | None = None,
     boundary_threshold: float = BOUNDARY_ULPS,
 ) -> IntComparison:
-    """Flips of an integer output, each placed by its pre-image's distance from a rounding boundary."""
+    """Flips of an integer output, each placed by its pre-image's distance from a rounding boundary.
+
+    `boundary_ulps` (from `oracles.boundary`) is NaN where the pre-image was NaN, Inf or out of
+    range: those flips are `undefined_flips` (an undefined cast), neither boundary nor gross.
+    `reference`, the integer computed in float64, gives the fp64 verdict over the flips.
+    """
     compiled = compiled.to(device=eager.device, dtype=eager.dtype)
     flips = (eager != compiled).flatten()
     step = (eager.to(torch.int64) - compiled.to(torch.int64)).abs().flatten()
     zero = torch.zeros((), dtype=torch.float64, device=eager.device)
     if boundary_ulps is not None:
         d = boundary_ulps.to(eager.device).flatten()
+        undefined = flips & torch.isnan(d)
         near = flips & (d <= boundary_threshold)
         far = flips & (d > boundary_threshold)
-        min_d = torch.where(flips, d, torch.full_like(d, float("inf"))).min() if d.numel() else zero
-        extra = [near.sum().to(torch.float64), far.sum().to(torch.float64), min_d.to(torch.float64)]
+        min_d = torch.where(flips & ~undefined, d, torch.full_like(d, float("inf"))).min() if d.numel() else zero
+        extra = [near.sum().to(torch.float64), far.sum().to(torch.float64), min_d.to(torch.float64), undefined.sum().to(torch.float64)]
     else:
-        extra = [zero, zero, zero]
+        undefined = torch.zeros_like(flips)
+        extra = [zero, zero, zero, zero]
+    if reference is not None and reference.shape == eager.shape:
+        r = reference.to(device=eager.device).flatten()
+        r = torch.where(torch.isfinite(r.double()), r.double(), torch.full_like(r.double(), float("nan")))
+        judged = flips & ~undefined
+        c_ok = compiled.flatten().double() == r
+        e_ok = eager.flatten().double() == r
+        verdict = [
+            (judged & c_ok).sum().to(torch.float64),
+            (judged & e_ok).sum().to(torch.float64),
+            (judged & ~c_ok & ~e_ok).sum().to(torch.float64),
+        ]
+    else:
+        verdict = [zero, zero, zero]
     vals = torch.stack(
-        [flips.sum().to(torch.float64), step.max().to(torch.float64) if step.numel() else zero, *extra]
+        [flips.sum().to(torch.float64), step.max().to(torch.float64) if step.numel() else zero, *extra, *verdict]
     ).tolist()
-    n_flips, max_step, near_n, far_n, min_d = vals
+    n_flips, max_step, near_n, far_n, min_d, undefined_n, c_ok_n, e_ok_n, neither_n = vals
     known = boundary_ulps is not None
+    defined = int(n_flips) - int(undefined_n)
     return IntComparison(
         dtype=_dtype_name(eager),
         numel=eager.numel(),
@@ -195,5 +283,10 @@ def compare_int(
         boundary_flips=int(near_n) if known else 0,
         gross_flips=int(far_n) if known else 0,
         unknown_flips=0 if known else int(n_flips),
-        min_boundary_ulps=(float(min_d) if known and n_flips else None),
+        min_boundary_ulps=(float(min_d) if known and defined > 0 else None),
+        undefined_flips=int(undefined_n),
+        fp64_known=reference is not None and reference.shape == eager.shape,
+        compiled_correct=int(c_ok_n),
+        eager_correct=int(e_ok_n),
+        neither_correct=int(neither_n),
     )

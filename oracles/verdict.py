@@ -112,9 +112,11 @@ class Finding:
 def finding_of(verdict: Verdict, *, strict: bool = False) -> Finding | None:
     """The most severe finding in a verdict, or None when it is only statistics.
 
-    Buckets open for: errors, crashes and hangs; any NaN/Inf placement change; any integer flip;
-    any bf16/fp16 mismatch; fp32 mismatches where compiled is further from fp64 than eager
-    beyond the same()-like margin (every fp32 bit difference when `strict`).
+    Buckets open for: errors, crashes and hangs; any NaN/Inf placement change; any integer flip
+    but those of undefined casts (NaN/Inf/out-of-range floats cast to an integer); any bf16/fp16
+    mismatch; fp32 mismatches where compiled is further from fp64 than eager beyond the
+    same()-like margin, or wrong element by element (every fp32 bit difference when `strict`).
+    How much a finding matters is `oracles.severity.severity_of`'s job, not this one's.
     """
     s = verdict.status
     errors = {
@@ -129,7 +131,7 @@ def finding_of(verdict: Verdict, *, strict: bool = False) -> Finding | None:
         return None
     found: list[Finding] = []
     for o in verdict.outputs:
-        if o.int_cmp and o.int_cmp.flips:
+        if o.int_cmp and o.int_cmp.flips > o.int_cmp.undefined_flips:  # undefined casts are not findings
             ic = o.int_cmp
             gross = ic.gross_flips > 0 or ic.unknown_flips > 0
             kind = FindingKind.INT_GROSS if gross else FindingKind.INT_BOUNDARY
@@ -143,12 +145,18 @@ def finding_of(verdict: Verdict, *, strict: bool = False) -> Finding | None:
             kind = _FLOAT_KIND.get(fc.dtype)
             if kind is None:
                 continue
-            if kind is FindingKind.FP32_ULP and not strict and not fc.fp32_worse:
+            if kind is FindingKind.FP32_ULP and not strict and not _fp32_worth_a_bucket(fc):
                 continue
             found.append(Finding(kind, fc.dtype, fc.triage, o.name))
     if not found:
         return None
     return min(found, key=lambda f: SEVERITY.index(f.kind))
+
+
+def _fp32_worth_a_bucket(fc: FloatComparison) -> bool:
+    """fp32 differs all the time; it gets a bucket when compiled fails same()'s RMSE test or some
+    elements are wrong one by one (grossly worse, an integer-valued result off, a new NaN/Inf)."""
+    return fc.fp32_worse or fc.n_gross_worse > 0 or fc.n_int_wrong > 0 or fc.n_nonfinite_new > 0
 
 
 TARGET_CAP = 24.0

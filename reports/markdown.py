@@ -43,20 +43,59 @@ def _minimized(folder: str | None) -> str:
     return f"{m['ops_before']} → {m['ops_after']} ops, {m['wall_s']:.0f} s"
 
 
-def buckets_markdown(store, *, run_id: int | None = None) -> str:
-    """All buckets of a store (or those a run touched), newest root causes last."""
+def culprit_of(bucket) -> str:
+    """A bucket's culprit: attribution's summary, else what its key names after '@', else '-'."""
+    summary = (bucket.culprit or {}).get("summary")
+    if summary:
+        return summary
+    sig = bucket.key.signature
+    return sig.split(" @ ", 1)[1] if " @ " in sig else "-"
+
+
+def _reason(bucket) -> str:
+    return (bucket.severity_reason or {}).get("detail", "not judged yet")
+
+
+def fold_by_culprit(buckets) -> list[tuple[str, str, int, int, list[int]]]:
+    """(severity, culprit, buckets, cases, bucket ids) per culprit: how by-design and noise read."""
+    groups: dict[tuple[str, str], list] = {}
+    for b in buckets:
+        groups.setdefault((b.severity, culprit_of(b)), []).append(b)
+    return [
+        (sev, culprit, len(bs), sum(b.count for b in bs), [b.id for b in bs])
+        for (sev, culprit), bs in sorted(groups.items(), key=lambda kv: (kv[0][0] != "by-design", -len(kv[1]), kv[0][1]))
+    ]
+
+
+def buckets_markdown(store, *, run_id: int | None = None, min_severity: str = "noise") -> str:
+    """A store's buckets (or those a run touched), led by severity: `bug`, then `suspect`, each
+    with its reason; `by-design` and `noise` folded into one line per culprit with counts."""
+    from oracles.severity import ORDER, Severity
+
+    floor = Severity(min_severity)
     buckets = store.buckets(run_id=run_id)
     title = f"# divfuzz buckets{f' of run {run_id}' if run_id else ''}"
     if not buckets:
         return title + "\n\nNo buckets: every case matched eager (or differed only as expected in fp32).\n"
-    lines = [title, "", "| id | kind | dtype | device | ops | culprit | minimized | triage | cases | first seen | last seen | repro |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for b in buckets:
-        k = b.key
-        culprit = (b.culprit or {}).get("summary", "")
-        lines.append(
-            f"| {b.id} | {k.kind}{' ' + k.detail if k.detail else ''} | {k.dtype} | {k.device_type} | `{k.signature}` | "
-            f"{culprit} | {_minimized(b.folder)} | {b.triage} | {b.count} | {_when(b.first_seen)} | {_when(b.last_seen)} | "
-            f"{(b.folder + '/repro.py') if b.folder else ''} |"
-        )
+    by_sev = {s: [b for b in buckets if b.severity == s.value] for s in ORDER}
+    lines = [title, "", "Severity: " + ", ".join(f"{len(by_sev[s])} {s.value}" for s in ORDER) + "."]
+    for sev in (Severity.BUG, Severity.SUSPECT):
+        if not sev.at_least(floor) or not by_sev[sev]:
+            continue
+        lines += ["", f"## {sev.value} ({len(by_sev[sev])})", "",
+                  "| id | kind | dtype | device | ops | culprit | reason | minimized | cases | first seen | repro |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for b in sorted(by_sev[sev], key=lambda b: (-b.count, b.id)):
+            k = b.key
+            lines.append(
+                f"| {b.id} | {k.kind}{' ' + k.detail if k.detail else ''} | {k.dtype} | {k.device_type} | `{k.signature}` | "
+                f"{culprit_of(b)} | {_reason(b)} | {_minimized(b.folder)} | {b.count} | {_when(b.first_seen)} | "
+                f"{(b.folder + '/repro.py') if b.folder else ''} |"
+            )
+    folded = [b for s in (Severity.BY_DESIGN, Severity.NOISE) if s.at_least(floor) for b in by_sev[s]]
+    if folded:
+        lines += ["", "## by-design and noise, folded by culprit", ""]
+        for sev, culprit, n, cases, ids in fold_by_culprit(folded):
+            shown = ", ".join(str(i) for i in ids[:12]) + (", ..." if len(ids) > 12 else "")
+            lines.append(f"- {sev}: {culprit}: {n} buckets, {cases} cases (buckets {shown})")
     return "\n".join(lines) + "\n"

@@ -37,6 +37,7 @@ def test_seed_000_gated_model_yields_its_two_separate_root_causes(tmp_path):
     assert len(causes) == 2, (summaries, (tmp_path / "out" / "ladder.json").read_text())
     assert causes[0]["summary"] == "decomposition of aten.native_layer_norm"
     assert "emulate_precision_casts" in causes[1]["summary"]
+    assert causes[1]["severity"]["severity"] == "by-design"  # the bf16 sigmoid gate
     # The second cause is looked for with the first one's decomposition removed.
     assert causes[1]["with_decompositions_removed"] == ["aten.native_layer_norm"]
     assert all(c["ops"] <= 3 < c["ops_before"] for c in causes)
@@ -67,3 +68,41 @@ def test_seed_002_e8m0_model_on_cuda_shrinks_to_six_ops_that_still_flip(tmp_path
     assert causes
     for c in causes:
         _assert_small_and_still_flipping(c)
+
+
+@pytest.mark.slow
+def test_fp32_floor_division_off_by_one_is_a_bug_and_is_minimized(tmp_path):
+    # torch 2.13 CPU: Inductor's floor division by 0.1 is off by 1 where eager and fp64 agree.
+    causes = _minimize(tmp_path, "floordiv_fp32.py", "--device", "cpu")
+    assert causes, "the fp32 floor division must not read as 'agree'"
+    bug = causes[0]
+    assert bug["severity"]["severity"] == "bug" and bug["severity"]["rule"] == "int-valued-wrong", bug
+    assert bug["outputs"][0].startswith("float32")
+    assert bug["ops"] < bug["ops_before"], bug  # the exact relu(x) - relu(-x) prefix is cut
+    assert _repro_exit_code(bug) == 1
+
+
+def test_budget_bounds_a_module_that_never_returns(tmp_path, monkeypatch):
+    import time
+
+    import fuzzer.cli_minimize as cli_minimize
+
+    monkeypatch.setattr(cli_minimize, "MODULE_GRACE_S", 5.0)
+    t0 = time.monotonic()
+    result = CliRunner().invoke(
+        main, ["minimize", "--module", f"{MODULES / 'never_returns.py'}:make_case", "--device", "cpu",
+               "--budget", "1s", "--out", str(tmp_path / "out")],
+    )
+    assert result.exit_code == 2, result.output
+    assert "not done within --budget 1 s plus 5 s of grace; the worker was killed" in result.output
+    # The call is bounded at 6 s; the rest is the worker's start (importing torch: over a minute on
+    # a loaded 2-core CI box). Without the bound this test would never end.
+    assert time.monotonic() - t0 < 300
+
+
+@pytest.mark.slow
+def test_fp32_result_of_a_bf16_computation_is_not_skipped(tmp_path):
+    causes = _minimize(tmp_path, "logsoftmax_bf16_fp32.py", "--device", "cpu")
+    assert causes, "an fp32 output that compiled makes worse must be reduced, not called 'agree'"
+    assert causes[0]["outputs"][0].startswith("float32")
+    assert causes[0]["severity"]["severity"] in ("bug", "suspect", "by-design"), causes[0]

@@ -1,0 +1,184 @@
+"""How much a finding is worth a maintainer's time: `bug`, `suspect`, `by-design` or `noise`.
+
+One policy, used by every path (campaign, replay, gate, `minimize SPEC`, `minimize --module`). It is
+a pure function of a verdict's measures (and, once attribution has run, of the culprit), and it
+returns its reason as data (`SeverityReason`): a stable rule id, the output it is about, and a
+sentence with the numbers. This module imports no torch: verdicts are read by their attributes.
+
+The rules follow what PyTorch's maintainers apply (`torch._dynamo.utils.same` with an fp64
+reference; the numerical-accuracy notes; issues closed as expected):
+- compiled may differ from eager as long as it is not further from fp64; `same()` accepts an
+  RMSE up to 2x eager's (3x for bf16/fp16) — so differences of a few ULPs on a handful of
+  elements (at most 1%) that are compiled-closer or within that margin are `noise`;
+- fused kernels that skip eager's intermediate bf16/fp16 roundings are documented behaviour, and
+  `emulate_precision_casts` exists to undo them: what that knob removes is `by-design`;
+- wrong answers are `bug`s: errors, crashes, hangs; NaN/Inf where eager and fp64 are finite; integer
+  results (or integer-valued floats: floor, trunc, floor division) where compiled disagrees with
+  both eager and fp64 away from a rounding boundary (for floats, whose pre-image is unknown: when
+  compiled misses fp64 more than eager does over the whole output, not as often); elements where compiled is grossly further
+  from fp64 than eager (per element, not only as an RMSE);
+- everything else that diverges is `suspect`.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+class Severity(str, enum.Enum):
+    BUG = "bug"  # a maintainer would act on it: a wrong answer or a failure of the compiler
+    SUSPECT = "suspect"  # diverges beyond expected rounding, but not provably wrong
+    BY_DESIGN = "by-design"  # a documented precision knob (emulate_precision_casts) removes it
+    NOISE = "noise"  # expected rounding: compiled closer to fp64, or as close and a few ULPs
+
+    @property
+    def rank(self) -> int:
+        """0 for the most severe."""
+        return ORDER.index(self)
+
+    def at_least(self, other: Severity) -> bool:
+        return self.rank <= other.rank
+
+
+ORDER = (Severity.BUG, Severity.SUSPECT, Severity.BY_DESIGN, Severity.NOISE)
+
+# A difference of at most this many ULPs (bf16/fp16/fp32 output) counts as "a few ULPs".
+FEW_ULPS = 4
+# ... on "a handful of elements": at most this fraction of the output. More is systematic (a fused
+# kernel skipping a rounding everywhere), worth attributing: a knob may explain it (by-design).
+NOISE_FRACTION = 0.01
+# same()'s RMSE multipliers: compiled's RMSE vs fp64 may be this multiple of eager's.
+SAME_MULTIPLIER = {"float32": 2.0, "float64": 2.0, "bfloat16": 3.0, "float16": 3.0}
+# Culprit texts naming a documented precision knob that removes the divergence.
+PRECISION_KNOBS = ("emulate_precision_casts",)
+
+
+@dataclass(frozen=True)
+class SeverityReason:
+    """A severity with the rule that gave it, the output it is about, and the measured numbers."""
+
+    severity: Severity
+    rule: str  # stable id, e.g. "float-gross-worse"
+    output: str  # the output's name, or "-" for errors
+    detail: str  # one sentence with the numbers
+
+    def __str__(self) -> str:
+        return f"{self.severity.value}: {self.detail}"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["severity"] = self.severity.value
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SeverityReason:
+        return cls(Severity(d["severity"]), str(d["rule"]), str(d["output"]), str(d["detail"]))
+
+
+def parse_severity(text: str) -> Severity:
+    """`--min-severity` values; raises ValueError naming the value and the choices."""
+    try:
+        return Severity(text)
+    except ValueError:
+        raise ValueError(f"Expected a severity in {[s.value for s in ORDER]} but got {text!r}") from None
+
+
+def _float_reason(name: str, fc) -> SeverityReason | None:
+    if fc.n_nonfinite_new:
+        return SeverityReason(Severity.BUG, "nan-inf-new", name,
+                              f"{fc.n_nonfinite_new}/{fc.numel} {fc.dtype} elements are NaN/Inf in compiled where eager and fp64 are finite")
+    if fc.integral and fc.n_int_wrong and fc.triage == "compiled-worse":
+        return SeverityReason(Severity.BUG, "int-valued-wrong", name,
+                              f"{fc.n_int_wrong}/{fc.numel} integer-valued {fc.dtype} elements differ from both eager and fp64 (eager matches fp64), max diff {fc.max_abs_diff:g}")
+    if fc.integral and fc.n_int_wrong:
+        # Eager misses fp64 about as often as compiled does: the pre-images sit on rounding
+        # boundaries (e.g. floor(softmax(x).sum() * 1000)), a last-bit difference made visible.
+        return SeverityReason(Severity.SUSPECT, "int-valued-boundary", name,
+                              f"{fc.n_int_wrong}/{fc.numel} integer-valued {fc.dtype} elements flip, but eager misses fp64 as often "
+                              f"({fc.n_worse} compiled-worse, {fc.n_closer} compiled-closer): pre-images at rounding boundaries")
+    if fc.n_gross_worse:
+        return SeverityReason(Severity.BUG, "float-gross-worse", name,
+                              f"{fc.n_gross_worse}/{fc.numel} {fc.dtype} elements are grossly further from fp64 in compiled "
+                              f"(up to {fc.max_excess_ulps:.3g} ULPs more than eager, whose worst is {fc.eager_max_err_ulps:.3g})")
+    if fc.nan_inf_mismatch:
+        return SeverityReason(Severity.SUSPECT, "nan-inf-moved", name,
+                              f"{fc.nan_inf_mismatch}/{fc.numel} {fc.dtype} elements change NaN/Inf placement (eager or fp64 not finite there)")
+    if not fc.n_diff:
+        return None
+    multiplier = SAME_MULTIPLIER.get(fc.dtype, 2.0)
+    spread = f"{fc.n_diff}/{fc.numel} {fc.dtype} elements differ, max {fc.max_ulp} ULP"
+    if fc.triage == "compiled-worse" and fc.rmse_compiled > multiplier * fc.rmse_eager:
+        return SeverityReason(Severity.SUSPECT, "rmse-worse", name,
+                              f"{spread}; compiled RMSE vs fp64 {fc.rmse_compiled:.3g} > {multiplier:g}x eager's {fc.rmse_eager:.3g}")
+    few = fc.max_ulp <= FEW_ULPS and fc.n_diff <= NOISE_FRACTION * fc.numel
+    if fc.triage == "compiled-closer":
+        if few:
+            return SeverityReason(Severity.NOISE, "compiled-closer", name, f"{spread}; compiled is closer to fp64")
+        return SeverityReason(Severity.SUSPECT, "closer-many-ulps", name,
+                              f"{spread}; compiled is closer to fp64, but on more than a handful of elements or by more than {FEW_ULPS} ULPs")
+    if few:
+        return SeverityReason(Severity.NOISE, "few-ulps", name,
+                              f"{spread}; compiled {fc.triage} and within same()'s {multiplier:g}x RMSE margin")
+    return SeverityReason(Severity.SUSPECT, "many-ulps", name, f"{spread}; fp64 triage {fc.triage}")
+
+
+def _int_reason(name: str, ic) -> SeverityReason | None:
+    defined = ic.flips - ic.undefined_flips
+    if ic.flips and not defined:
+        return SeverityReason(Severity.NOISE, "undefined-cast", name,
+                              f"{ic.flips}/{ic.numel} {ic.dtype} flips all come from NaN/Inf/out-of-range floats cast to an integer (undefined)")
+    if not defined:
+        return None
+    where = f"{defined}/{ic.numel} {ic.dtype} flips, max step {ic.max_step}"
+    if ic.fp64_known and ic.compiled_correct == defined:
+        return SeverityReason(Severity.NOISE, "compiled-fp64-correct", name, f"{where}; compiled matches the integer computed in fp64 every time")
+    wrong = ic.eager_correct + ic.neither_correct if ic.fp64_known else defined
+    if ic.gross_flips and (not ic.fp64_known or wrong):
+        return SeverityReason(Severity.BUG, "int-gross", name,
+                              f"{where}; {ic.gross_flips} pre-images far from any rounding boundary, compiled disagrees with "
+                              f"{'eager and fp64' if ic.fp64_known else 'eager'} ({ic.fp64_triage})")
+    if ic.boundary_flips and not ic.gross_flips and not ic.unknown_flips:
+        return SeverityReason(Severity.SUSPECT, "int-boundary", name,
+                              f"{where}; every pre-image within {ic.min_boundary_ulps:.3g}+ ULPs of a rounding boundary, fp64 verdict {ic.fp64_triage}")
+    return SeverityReason(Severity.SUSPECT, "int-flip", name, f"{where}; pre-image unknown, fp64 verdict {ic.fp64_triage}")
+
+
+def output_severity(output) -> SeverityReason | None:
+    """The severity of one `OutputVerdict`, or None when it does not diverge."""
+    reasons = []
+    if output.int_cmp is not None:
+        reasons.append(_int_reason(output.name, output.int_cmp))
+    if output.float_cmp is not None:
+        reasons.append(_float_reason(output.name, output.float_cmp))
+    reasons = [r for r in reasons if r is not None]
+    return min(reasons, key=lambda r: r.severity.rank) if reasons else None
+
+
+_ERROR_STATUSES = {"crash": "crash", "hang": "hang", "compile-error": "compile-error", "runtime-error": "runtime-error"}
+
+
+def severity_of(verdict, *, culprit: str | None = None) -> SeverityReason | None:
+    """The severity of a `Verdict` (its most severe output), or None when nothing diverges.
+
+    `culprit` is attribution's summary when known: a divergence a documented precision knob
+    removes is `by-design` (noise included: the knob names its cause) unless a bug rule fired (a wrong answer stays a bug, its reason says
+    which knob hides it).
+    """
+    status = getattr(verdict.status, "value", verdict.status)
+    if status in _ERROR_STATUSES:
+        return SeverityReason(Severity.BUG, _ERROR_STATUSES[status], "-",
+                              f"the compiler under test failed: {status} {verdict.error_type or ''}".strip())
+    if status != "diverged":
+        return None
+    reasons = [r for r in (output_severity(o) for o in verdict.outputs) if r is not None]
+    if not reasons:
+        return None
+    worst = min(reasons, key=lambda r: r.severity.rank)
+    knob = next((k for k in PRECISION_KNOBS if culprit and k in culprit), None)
+    if knob and worst.severity in (Severity.SUSPECT, Severity.NOISE) and worst.rule != "undefined-cast":
+        return SeverityReason(Severity.BY_DESIGN, "precision-knob", worst.output, f"{knob} removes it; {worst.detail}")
+    if knob and worst.severity is Severity.BUG:
+        return SeverityReason(worst.severity, worst.rule, worst.output, f"{worst.detail} ({knob} removes it)")
+    return worst

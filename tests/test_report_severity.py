@@ -1,0 +1,82 @@
+"""Reports are led by severity: real SQLite stores, no compile."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from click.testing import CliRunner
+
+from fuzzer.buckets import BucketKey
+from fuzzer.campaign import STORE_NAME
+from fuzzer.cli import main
+from fuzzer.store import SCHEMA_VERSION, Store
+from oracles.severity import Severity, SeverityReason
+from reports.markdown import buckets_markdown
+
+_VERDICT = {"status": "diverged", "outputs": [], "error_type": None, "error_message": None, "timings": {}}
+
+
+def _add(store: Store, run_id: int, idx: int, key: BucketKey, severity: Severity, rule: str) -> None:
+    reason = SeverityReason(severity, rule, "y", f"{rule} detail {idx}")
+    store.add_case(run_id=run_id, slot=0, idx=idx, spec_digest=f"d{idx}", spec_json="{}", device="cpu", config={},
+                   verdict=_VERDICT, score=1.0, wall_s=0.1, finding_kind=key.kind, key=key, severity=reason.to_dict())
+
+
+def _store_with_every_severity(path) -> Store:
+    store = Store(path)
+    run_id, _ = store.start_run(seed=0, device="cpu", config={}, options={}, versions={})
+    knob = "gate+mul @ inductor: emulate_precision_casts removes it"
+    _add(store, run_id, 0, BucketKey("bf16-ulp", "bfloat16", "cpu", knob), Severity.BY_DESIGN, "precision-knob")
+    _add(store, run_id, 1, BucketKey("bf16-ulp", "bfloat16", "cpu", "gate+linear @ " + knob.split(" @ ")[1]), Severity.BY_DESIGN, "precision-knob")
+    _add(store, run_id, 2, BucketKey("fp32-ulp", "float32", "cpu", "rms_norm @ inductor (no single subsystem)"), Severity.NOISE, "few-ulps")
+    _add(store, run_id, 3, BucketKey("bf16-ulp", "bfloat16", "cpu", "gelu @ inductor lowering"), Severity.SUSPECT, "many-ulps")
+    _add(store, run_id, 4, BucketKey("fp32-ulp", "float32", "cpu", "div @ inductor lowering of div"), Severity.BUG, "int-valued-wrong")
+    # a later, less severe case does not lower its bucket's severity
+    _add(store, run_id, 5, BucketKey("fp32-ulp", "float32", "cpu", "div @ inductor lowering of div"), Severity.NOISE, "few-ulps")
+    return store
+
+
+def test_report_lists_bug_first_then_suspect_and_folds_the_rest_by_culprit(tmp_path):
+    store = _store_with_every_severity(tmp_path / "s.sqlite")
+    text = buckets_markdown(store)
+    assert {b.key.signature.split(" @ ")[0]: b.severity for b in store.buckets()}["div"] == "bug"
+    store.close()
+    assert "Severity: 1 bug, 1 suspect, 2 by-design, 1 noise." in text
+    assert text.index("## bug") < text.index("## suspect") < text.index("folded by culprit")
+    assert text.index("int-valued-wrong detail 4") < text.index("many-ulps detail 3")
+    folded = [line for line in text.splitlines() if line.startswith("- ")]
+    assert folded[0] == "- by-design: inductor: emulate_precision_casts removes it: 2 buckets, 2 cases (buckets 1, 2)"
+    assert folded[1].startswith("- noise: inductor (no single subsystem): 1 buckets, 1 cases")
+
+
+def test_min_severity_hides_what_is_below_it(tmp_path):
+    _store_with_every_severity(tmp_path / STORE_NAME).close()
+    result = CliRunner().invoke(main, ["report", "--out", str(tmp_path), "--min-severity", "suspect"])
+    assert result.exit_code == 0, result.output
+    assert "## bug" in result.output and "## suspect" in result.output and "folded" not in result.output
+    result = CliRunner().invoke(main, ["report", "--out", str(tmp_path), "--min-severity", "bug"])
+    assert "## suspect" not in result.output and "## bug" in result.output
+    bad = CliRunner().invoke(main, ["report", "--out", str(tmp_path), "--min-severity", "high"])
+    assert bad.exit_code == 2 and "'high'" in bad.output
+
+
+def test_a_version_1_store_is_migrated_and_its_buckets_judged_from_stored_verdicts(tmp_path):
+    path = tmp_path / STORE_NAME
+    store = Store(path)
+    run_id, _ = store.start_run(seed=0, device="cpu", config={}, options={}, versions={})
+    hang = {**_VERDICT, "status": "hang", "error_type": "Timeout"}
+    store.add_case(run_id=run_id, slot=0, idx=0, spec_digest="d", spec_json="{}", device="cpu", config={},
+                   verdict=hang, score=1.0, wall_s=0.1, finding_kind="hang", key=BucketKey("hang", "-", "cpu", "gelu", "Timeout"))
+    store.close()
+    db = sqlite3.connect(path)  # make it a version-1 store, as written before severities existed
+    db.execute("ALTER TABLE buckets DROP COLUMN severity_json")
+    db.execute("ALTER TABLE buckets DROP COLUMN severity")
+    db.execute("UPDATE meta SET value='1' WHERE key='schema_version'")
+    db.commit()
+    db.close()
+    result = CliRunner().invoke(main, ["report", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "Severity: 1 bug" in result.output and "the compiler under test failed: hang Timeout" in result.output
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+    assert db.execute("SELECT severity FROM buckets").fetchall() == [("bug",)]

@@ -1,0 +1,240 @@
+"""The severity policy on hand-built tensors: no compile, fast.
+
+Each test builds eager / compiled / fp64 outputs the way a real divergence class looks and asserts
+the severity and rule `oracles.severity` gives it (the classes of issue 8).
+"""
+
+import subprocess
+import sys
+
+import torch
+
+from oracles.boundary import distance_to_grid_ulps, distance_to_value_ulps
+from oracles.compare import compare_float, compare_int
+from oracles.severity import Severity, parse_severity, severity_of
+from oracles.verdict import OutputVerdict, Status, Verdict, finding_of
+
+
+def _float_verdict(eager, compiled, ref):
+    return Verdict(Status.DIVERGED, outputs=(OutputVerdict("y", float_cmp=compare_float(eager, compiled, ref)),))
+
+
+def _int_verdict(eager, compiled, dist, ref=None):
+    return Verdict(Status.DIVERGED, outputs=(OutputVerdict("q", int_cmp=compare_int(eager, compiled, dist, reference=ref)),))
+
+
+def test_severity_module_imports_no_torch():
+    code = "import sys, oracles.severity; sys.exit(1 if 'torch' in sys.modules else 0)"
+    assert subprocess.run([sys.executable, "-c", code], cwd=".").returncode == 0
+
+
+def test_errors_are_bugs():
+    for status in (Status.CRASH, Status.HANG, Status.COMPILE_ERROR, Status.RUNTIME_ERROR):
+        r = severity_of(Verdict(status, error_type="X"))
+        assert r.severity is Severity.BUG and r.rule == status.value
+
+
+def test_equal_outputs_have_no_severity():
+    a = torch.randn(8)
+    assert severity_of(_float_verdict(a, a.clone(), a.double())) is None
+
+
+def test_fp32_floor_division_off_by_one_is_a_bug():
+    # Measured on torch 2.13 CPU: torch.div(x, 0.1, rounding_mode="floor") at x = -199.8 gives
+    # eager -1999 (= fp64), Inductor -1998.
+    x = (torch.arange(-2000, 2000, dtype=torch.float32) * 0.1)
+    eager = torch.div(x, 0.1, rounding_mode="floor")
+    ref = torch.div(x.double(), 0.1, rounding_mode="floor")
+    compiled = eager.clone()
+    compiled[1] += 1.0  # one element off by 1: the RMSE over 4000 elements barely moves
+    fc = compare_float(eager, compiled, ref)
+    assert fc.integral and fc.n_int_wrong == 1
+    v = _float_verdict(eager, compiled, ref)
+    r = severity_of(v)
+    assert r.severity is Severity.BUG and r.rule == "int-valued-wrong"
+    assert finding_of(v) is not None  # and it gets a bucket, though fp32
+
+
+def test_integer_valued_flips_on_both_sides_are_boundary_not_bug():
+    # floor(softmax(x).sum(-1) * 1000), measured on torch 2.13 CPU: 30 rows compiled-wrong, 34
+    # eager-wrong, every pre-image within ULPs of 1000.
+    ref = torch.full((8,), 1000.0, dtype=torch.float64)
+    eager = torch.tensor([999.0, 999.0, 1000.0, 1000.0, 1000.0, 1000.0, 1000.0, 1000.0])
+    compiled = torch.tensor([1000.0, 1000.0, 999.0, 999.0, 1000.0, 1000.0, 1000.0, 1000.0])
+    r = severity_of(_float_verdict(eager, compiled, ref))
+    assert r.severity is Severity.SUSPECT and r.rule == "int-valued-boundary"
+
+
+def test_integer_valued_flip_where_eager_is_off_fp64_is_not_a_bug():
+    ref = torch.tensor([3.0, 4.0, 5.0], dtype=torch.float64)
+    eager = torch.tensor([3.0, 3.0, 5.0])  # eager sits on the other side of a knife-edge
+    compiled = torch.tensor([3.0, 4.0, 5.0])  # compiled matches fp64
+    r = severity_of(_float_verdict(eager, compiled, ref))
+    assert r.severity is not Severity.BUG
+
+
+def test_a_few_grossly_wrong_fp32_elements_are_a_bug_though_rmse_passes():
+    g = torch.Generator().manual_seed(0)
+    ref = torch.randn(100_000, generator=g, dtype=torch.float64) * 100
+    eager = ref.float()
+    compiled = eager.clone()
+    compiled[:3] = compiled[:3] * 1.001  # 3 elements ~8000 ULPs off
+    fc = compare_float(eager, compiled, ref)
+    assert fc.n_gross_worse == 3
+    r = severity_of(_float_verdict(eager, compiled, ref))
+    assert r.severity is Severity.BUG and r.rule == "float-gross-worse"
+
+
+def test_fp32_result_of_bf16_computation_made_much_worse_is_a_bug():
+    g = torch.Generator().manual_seed(1)
+    ref = torch.randn(4096, generator=g, dtype=torch.float64)
+    eager = ref.to(torch.bfloat16).float()  # eager: accurate to bf16, in fp32
+    compiled = eager.clone()
+    compiled[::512] = (ref[::512] * 1.1).float()  # some elements 10% off: far beyond bf16 rounding
+    r = severity_of(_float_verdict(eager, compiled, ref))
+    assert r.severity is Severity.BUG and r.rule == "float-gross-worse"
+
+
+def test_fp32_result_of_bf16_computation_rounded_otherwise_is_not_gross():
+    g = torch.Generator().manual_seed(2)
+    ref = torch.randn(4096, generator=g, dtype=torch.float64)
+    eager = ref.to(torch.bfloat16).float()
+    compiled = (ref + 2.0**-10 * ref.abs()).to(torch.bfloat16).float()  # another bf16 rounding
+    fc = compare_float(eager, compiled, ref)
+    assert fc.n_diff > 0 and fc.n_gross_worse == 0
+
+
+def _bump_bf16(t: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """`t` with the elements at `idx` moved one bf16 ULP away from zero."""
+    bits = t.clone().view(torch.int16)
+    bits[idx] += 1
+    return bits.view(torch.bfloat16)
+
+
+def test_one_ulp_on_a_handful_of_elements_closer_or_same_is_noise():
+    g = torch.Generator().manual_seed(3)
+    ref = torch.randn(1 << 16, generator=g, dtype=torch.float64)
+    idx = torch.arange(5) * 1000
+    compiled = ref.to(torch.bfloat16)  # compiled rounds once, correctly
+    eager = _bump_bf16(compiled, idx)  # eager rounded twice: 1 ULP off on 5 elements
+    v = _float_verdict(eager, compiled, ref)
+    assert v.outputs[0].float_cmp.triage == "compiled-closer"
+    r = severity_of(v)
+    assert r.severity is Severity.NOISE and r.rule == "compiled-closer"
+    # same distance: fp64 halfway between the two
+    same_e = ref.float()
+    same_c = same_e.clone()
+    same_c[idx] = same_e[idx].nextafter(torch.tensor(float("inf")))
+    r2 = severity_of(_float_verdict(same_e, same_c, same_e.double() + (same_c.double() - same_e.double()) / 2))
+    assert r2.severity is Severity.NOISE and r2.rule == "few-ulps"
+
+
+def test_precision_knob_makes_it_by_design_but_never_hides_a_bug():
+    g = torch.Generator().manual_seed(4)
+    ref = torch.randn(4096, generator=g, dtype=torch.float64)
+    eager = ref.to(torch.bfloat16)
+    compiled = (ref * (1 + 2.0**-5)).to(torch.bfloat16)  # many ULPs, compiled-worse by RMSE
+    v = _float_verdict(eager, compiled, ref)
+    assert severity_of(v).severity is Severity.SUSPECT
+    culprit = "gate+mul @ inductor: emulate_precision_casts removes it"
+    by_design = severity_of(v, culprit=culprit)
+    assert by_design.severity is Severity.BY_DESIGN and by_design.rule == "precision-knob"
+    bug = Verdict(Status.COMPILE_ERROR, error_type="X")
+    assert severity_of(bug, culprit=culprit).severity is Severity.BUG
+
+
+def test_nan_where_eager_and_fp64_are_finite_is_a_bug():
+    eager = torch.tensor([1.0, 2.0, 3.0])
+    compiled = torch.tensor([1.0, float("nan"), 3.0])
+    r = severity_of(_float_verdict(eager, compiled, eager.double()))
+    assert r.severity is Severity.BUG and r.rule == "nan-inf-new"
+
+
+def test_boundary_distance_near_zero_stays_small():
+    # log2(x) for x one ULP above 1 is ~1.7e-7: 1.4 ULPs of fp32 at 1, not millions at 1.7e-7.
+    x = torch.tensor([1.0], dtype=torch.float32).nextafter(torch.tensor([2.0]))
+    pre = torch.log2(x)
+    d = distance_to_grid_ulps(pre, offset=0.0)
+    assert d.item() < 2.0
+    assert distance_to_value_ulps(torch.tensor([1e-9]), 0.0).item() < 1.0
+    # far from a boundary stays far
+    assert distance_to_grid_ulps(torch.tensor([3.5]), offset=0.0).item() == 0.5 / 2.0**-22
+
+
+def test_e8m0_flip_next_to_power_of_two_is_a_boundary_flip_not_gross():
+    x = torch.tensor([1.0, 1.0, 4.0], dtype=torch.float32).nextafter(torch.tensor(8.0))
+    pre = torch.log2(x.abs() + 1e-7)  # eager's own pre-image, in fp32
+    eager = (torch.clamp(torch.ceil(pre), -127, 127) + 127).to(torch.uint8)
+    compiled = eager.clone()
+    compiled[0] -= 1  # compiled's log2 landed on the other side of 0
+    ic = compare_int(eager, compiled, distance_to_grid_ulps(pre, offset=0.0))
+    assert ic.boundary_flips == 1 and ic.gross_flips == 0
+    r = severity_of(_int_verdict(eager, compiled, distance_to_grid_ulps(pre, offset=0.0)))
+    assert r.rule == "int-boundary" and r.severity is not Severity.BUG
+    f = finding_of(_int_verdict(eager, compiled, distance_to_grid_ulps(pre, offset=0.0)))
+    assert f.kind.value == "int-boundary"
+
+
+def test_nan_cast_to_uint8_is_not_a_finding():
+    pre = torch.tensor([float("nan"), 2.0, 3.0])
+    eager = torch.tensor([0, 2, 3], dtype=torch.uint8)
+    compiled = torch.tensor([255, 2, 3], dtype=torch.uint8)  # what NaN -> uint8 happens to give
+    v = _int_verdict(eager, compiled, distance_to_grid_ulps(pre, offset=0.5))
+    assert v.outputs[0].int_cmp.undefined_flips == 1
+    assert finding_of(v) is None
+    assert severity_of(v).rule == "undefined-cast"
+
+
+def test_int8_flip_where_compiled_matches_fp64_is_noise():
+    pre = torch.tensor([10.4999, 20.2])  # eager's pre-image, 10.4999 rounds to 10
+    eager = torch.tensor([10, 20], dtype=torch.int8)
+    compiled = torch.tensor([11, 20], dtype=torch.int8)
+    ref = torch.tensor([11, 20], dtype=torch.int8)  # fp64 pre-image was 10.5000001: rounds to 11
+    v = _int_verdict(eager, compiled, distance_to_grid_ulps(pre, offset=0.5), ref)
+    ic = v.outputs[0].int_cmp
+    assert ic.fp64_triage == "compiled-correct"
+    r = severity_of(v)
+    assert r.severity is Severity.NOISE and r.rule == "compiled-fp64-correct"
+
+
+def test_int_flip_far_from_boundary_wrong_in_compiled_is_a_bug():
+    pre = torch.tensor([10.2, 20.2])
+    eager = torch.tensor([10, 20], dtype=torch.int8)
+    compiled = torch.tensor([12, 20], dtype=torch.int8)
+    ref = eager.clone()
+    r = severity_of(_int_verdict(eager, compiled, distance_to_grid_ulps(pre, offset=0.5), ref))
+    assert r.severity is Severity.BUG and r.rule == "int-gross"
+
+
+def test_severity_order_and_parsing():
+    assert [s.value for s in sorted(Severity, key=lambda s: s.rank)] == ["bug", "suspect", "by-design", "noise"]
+    assert Severity.BUG.at_least(Severity.SUSPECT) and not Severity.NOISE.at_least(Severity.SUSPECT)
+    assert parse_severity("by-design") is Severity.BY_DESIGN
+    try:
+        parse_severity("high")
+    except ValueError as e:
+        assert "'high'" in str(e) and "bug" in str(e)
+    else:
+        raise AssertionError("parse_severity accepted 'high'")
+
+
+def test_reason_round_trips_and_old_verdicts_still_load():
+    r = severity_of(Verdict(Status.HANG))
+    assert type(r).from_dict(r.to_dict()) == r
+    a = torch.randn(8)
+    d = compare_float(a, a + 1, a.double()).to_dict()
+    for k in ("n_gross_worse", "max_excess_ulps", "eager_max_err_ulps", "integral", "n_int_wrong", "n_nonfinite_new"):
+        d.pop(k)
+    assert type(compare_float(a, a, a.double())).from_dict(d).n_gross_worse == 0
+
+
+def test_a_near_zero_element_does_not_hide_gross_errors_elsewhere():
+    g = torch.Generator().manual_seed(5)
+    ref = torch.randn(10_000, generator=g, dtype=torch.float64)
+    ref[0] = 1e-30  # cancellation: eager's error there is huge in ULPs of 1e-30
+    eager = ref.float()
+    eager[0] = 1e-8
+    compiled = eager.clone()
+    compiled[5:8] = compiled[5:8] * 1.01
+    r = severity_of(_float_verdict(eager, compiled, ref))
+    assert r.severity is Severity.BUG and r.rule == "float-gross-worse"
