@@ -230,6 +230,11 @@ class Campaign:
         self.store.finish_run(self.run_id, "interrupted" if interrupted else "finished")
         return CampaignResult(self.run_id, self.resumed, self.progress, self.store.path, interrupted, self.cut_at_grace)
 
+    def close(self) -> None:
+        """Close the store and give up the store's lock (another campaign may then use it)."""
+        self.store.close()
+        self.store_lock.release()
+
     def _fail(self, error: BaseException) -> None:
         """A slot hit divfuzz's own error: keep the first, and stop every slot."""
         with self.lock:
@@ -412,5 +417,4 @@ def run_campaign(opts: CampaignOptions, on_progress: Callable[[Progress], None] 
     try:
         return campaign.run()
     finally:
-        campaign.store.close()
-        campaign.store_lock.release()
+        campaign.close()

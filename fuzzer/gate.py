@@ -239,6 +239,8 @@ def load_baseline(path: Path, *, device: str | None = None) -> Baseline:
     if not isinstance(data, dict):
         raise bad("a JSON object at the top level", type(data).__name__)
     version = data.get("schema_version")
+    if isinstance(version, bool):  # JSON true is no version (and Python would read it as 1)
+        raise bad(f"schema_version 1..{BASELINE_SCHEMA_VERSION}", version)
     if version == 1:
         raise BaselineError(
             f"{path}: a schema_version 1 baseline is keyed by torch version only, not by CPU capability or GPU "

@@ -58,8 +58,7 @@ def test_a_corrupt_cases_page_stops_the_campaign_records_it_failed_and_exits_2(t
                             device="cpu", config={}, verdict={"status": "ok"}, score=0.0, wall_s=0.1,
                             finding_kind=None, key=None)
     run_id = campaign.run_id
-    campaign.store.close()
-    campaign.store_lock.release()
+    campaign.close()
     corrupt_table(out / STORE_NAME, "cases")
 
     result = CliRunner().invoke(main, ["fuzz", "--device", "cpu", "--backend", "eager", "--no-minimize", "--no-live",

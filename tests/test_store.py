@@ -42,14 +42,14 @@ def test_a_second_campaign_on_the_same_store_does_not_minimize_known_root_causes
     first = Campaign(opts)
     first.run()
     assert first.analyzer.analyses >= 1
-    first.store.close()
+    first.close()  # the store and its campaign lock
     second = Campaign(CampaignOptions(**{**opts.__dict__, "max_cases": 3}))
     assert not second.resumed  # the first run finished: this is a new run over the same store
     second.run()
     assert second.analyzer.analyses == 0
     buckets = second.store.buckets()
     report = buckets_markdown(second.store)
-    second.store.close()
+    second.close()
     assert all("@" in b.key.signature for b in buckets)
     # Every bucket was judged; bug/suspect rows show their minimization read back from the folder,
     # by-design/noise ones are folded by culprit (a planted 1-ULP bump on one element is noise).
