@@ -31,17 +31,17 @@ def _repro_exit_code(cause: dict) -> int:
 
 
 @pytest.mark.slow
-def test_seed_000_gated_model_yields_its_two_separate_root_causes(tmp_path):
-    causes = _minimize(tmp_path, "seed000_gated.py", "--device", "cpu", "--autocast", "bfloat16")
+def test_seed_000_gated_model_yields_the_gate_as_by_design_and_not_the_layer_norm_noise(tmp_path):
+    # Issue 8: the layer-norm decomposition's few 1-ULP bf16 differences (83 of 262,144 on this
+    # CPU) are expected noise and are no longer presented as a root cause; the fused sigmoid gate
+    # (a quarter of the elements) is reduced, and emulate_precision_casts makes it by-design.
+    causes = _minimize(tmp_path, "seed000_gated.py", "--device", "cpu", "--autocast", "bfloat16", "--budget", "900s")
     summaries = [c["summary"] for c in causes]
-    assert len(causes) == 2, (summaries, (tmp_path / "out" / "ladder.json").read_text())
-    assert causes[0]["summary"] == "decomposition of aten.native_layer_norm"
-    assert "emulate_precision_casts" in causes[1]["summary"]
-    assert causes[1]["severity"]["severity"] == "by-design"  # the bf16 sigmoid gate
-    # The second cause is looked for with the first one's decomposition removed.
-    assert causes[1]["with_decompositions_removed"] == ["aten.native_layer_norm"]
-    assert all(c["ops"] <= 3 < c["ops_before"] for c in causes)
-    assert all(_repro_exit_code(c) == 1 for c in causes)
+    assert len(causes) == 1, (summaries, (tmp_path / "out" / "ladder.json").read_text())
+    assert "emulate_precision_casts" in causes[0]["summary"]
+    assert causes[0]["severity"]["severity"] == "by-design"  # the bf16 sigmoid gate
+    assert causes[0]["ops"] <= 3 < causes[0]["ops_before"]
+    assert _repro_exit_code(causes[0]) == 1
 
 
 def _assert_small_and_still_flipping(cause: dict) -> None:
