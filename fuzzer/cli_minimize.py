@@ -24,9 +24,10 @@ import click
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=300.0, show_default=True)
 @click.option("--autocast", type=click.Choice(["bfloat16", "float16"]), default=None, help="For --module: run NAME's model under autocast.")
 @click.option("--dtype", type=click.Choice(["float32", "bfloat16", "float16"]), default=None, help="For --module: cast the model and float inputs to this dtype.")
+@click.option("--train", is_flag=True, help="For --module: judge a training step (forward, loss, backward; gradients are outputs).")
 @click.option("--backend", default="inductor", show_default=True)
 @click.option("--inductor", multiple=True, metavar="KEY=VALUE")
-def minimize(case, modules, store_dir, out_dir, device, budget, timeout_s, autocast, dtype, backend, inductor):
+def minimize(case, modules, store_dir, out_dir, device, budget, timeout_s, autocast, dtype, train, backend, inductor):
     """Shrink a diverging case (or your own module) to a minimal repro and name its culprit."""
     from fuzzer.cli import _compile_config, _read, out, parse_budget, resolve_device
     from fuzzer.errors import ConfigError
@@ -40,7 +41,7 @@ def minimize(case, modules, store_dir, out_dir, device, budget, timeout_s, autoc
                 target = out_dir if len(modules) == 1 else out_dir / f"module-{i + 1}"
                 res = worker.call(
                     "fuzzer.module_minimize:minimize_module_in_worker",
-                    {"ref": ref, "device": device, "out_dir": str(target), "autocast": autocast, "dtype": dtype, "budget_s": parse_budget(budget)},
+                    {"ref": ref, "device": device, "out_dir": str(target), "autocast": autocast, "dtype": dtype, "budget_s": parse_budget(budget), "train": train},
                     timeout_s * 10,
                 )
                 if res.error:
@@ -48,7 +49,8 @@ def minimize(case, modules, store_dir, out_dir, device, budget, timeout_s, autoc
                 for line in res.value["verdict"]:
                     out.print(line, highlight=False)
                 if not res.value["causes"]:
-                    out.print(f"{ref}: eager and compiled agree: nothing to minimize", highlight=False)
+                    why = "; ".join(res.value.get("capture", {}).get("notes", [])) or "eager and compiled agree"
+                    out.print(f"{ref}: nothing to minimize: {why}", highlight=False)
                 for c in res.value["causes"]:
                     out.print(f"{c['folder']}: {c['ops_before']} -> {c['ops']} ops; {c['compared_to']} vs {c['rung']}: {c['summary']}", highlight=False)
         finally:

@@ -280,32 +280,17 @@ def _reduce_and_name(gm, inputs, before, rung, peeled, ref, device, verdict_line
     return cause
 
 
-def minimize_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: str | None = None, dtype: str | None = None, max_granularity: int | None = None, budget_s: float = 300.0) -> dict:
+def minimize_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: str | None = None, dtype: str | None = None, max_granularity: int | None = None, budget_s: float = 300.0, train: bool = False) -> dict:
     """The whole `--module` pipeline; returns a JSON-able summary (runs in a worker)."""
-    import torch
-    from torch.fx.experimental.proxy_tensor import make_fx
-
     from fuzzer.attribute import decompositions_removed
+    from fuzzer.module_capture import capture_user_case, write_capture
 
-    model, inputs = load_user_module(ref)
-    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in (inputs if isinstance(inputs, (list, tuple)) else [inputs])]
-    if isinstance(model, torch.nn.Module):
-        model = model.to(device).train(False)  # inference mode (nn.Module.eval)
-    if dtype:
-        inputs = [x.to(getattr(torch, dtype)) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
-        if isinstance(model, torch.nn.Module):
-            model = model.to(getattr(torch, dtype))
-
-    def fn(*args):
-        if autocast:
-            with torch.autocast(torch.device(device).type, dtype=getattr(torch, autocast)):
-                return model(*args)
-        return model(*args)
-
-    with torch.no_grad():
-        gm = make_fx(fn)(*inputs)
-    outs = {rung: _run(gm, inputs, rung) for rung in RUNGS}
-    verdict_lines = _judge(model, inputs, outs["inductor"], outs["eager"], device)
+    # Capture through Dynamo, judge the whole model, pick the graph that introduces the divergence.
+    cap = capture_user_case(load_user_module(ref), ref=ref, device=device, dtype=dtype, autocast=autocast, train=train, differs=_differs)
+    verdict_lines, gm, inputs = cap.verdict_lines, cap.target_gm, cap.target_inputs
+    write_capture(cap, Path(out_dir))
+    if gm is None:
+        return {"verdict": verdict_lines, "causes": [], "checks": [], "capture": cap.summary()}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     causes: list[dict] = []
@@ -334,4 +319,4 @@ def minimize_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: 
                 break
             peeled.append(op)
     (out / "ladder.json").write_text(json.dumps(checks, indent=2) + "\n")
-    return {"verdict": verdict_lines, "causes": causes, "checks": checks}
+    return {"verdict": verdict_lines, "causes": causes, "checks": checks, "capture": cap.summary()}
