@@ -5,8 +5,9 @@
 worker process (`Worker.call` -> `minimize_module_in_worker`), so a compiler crash ends the
 worker, not the CLI.
 
-Steps: capture at the aten level with `make_fx` (autocast becomes explicit casts); judge eager
-vs compiled with divfuzz's oracles against an fp64 run of the original model; then walk the stage
+Steps: `module_capture` judges the whole model (eager vs compiled vs fp64), captures the graphs
+Dynamo hands the compiler and lowers the one that introduces the divergence to aten with `make_fx`
+(autocast becomes explicit casts); then walk the stage
 ladder eager -> aot_eager -> aot_eager_decomp_partition -> inductor and, for every rung whose output
 differs from the rung before it (a separate root cause each), reduce the graph with torch's
 `fx_minifier` using "this rung still differs from the one before" as the predicate, alternated
