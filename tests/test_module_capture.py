@@ -148,6 +148,7 @@ def _repro_exit_code(cause: dict) -> int:
     return subprocess.run([sys.executable, "repro.py"], cwd=cause["folder"], capture_output=True, timeout=600).returncode
 
 
+@pytest.mark.slow
 def test_a_branch_on_a_tensor_is_captured_judged_and_the_gate_graph_reduced(tmp_path):
     capture, causes, output = _minimize(tmp_path, f"{MODULES / 'graph_breaks.py'}:inf_guard", "--budget", "20s")
     assert len(capture["graphs"]) >= 2 and capture["graph_breaks"] >= 1
@@ -198,3 +199,26 @@ def test_a_tiny_llama_in_bf16_is_captured_judged_and_reduced_or_agrees_with_a_re
         assert _repro_exit_code(causes[0]) == 1
     else:
         assert "agree" in " ".join(capture["notes"])
+
+
+def test_a_tiny_llama_is_captured_through_dynamo_where_make_fx_of_the_whole_model_fails():
+    """CI's transformer sample: no Inductor, Dynamo with eager graphs and make_fx only."""
+    pytest.importorskip("transformers")
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    spec = importlib.util.spec_from_file_location("divfuzz_test_tiny_llama", MODULES / "tiny_llama.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    model, args, kwargs = normalize_case(module.make_case(), "tiny_llama")
+    # The issue's failure: the attention-mask code reads a tensor's value while make_fx traces.
+    with pytest.raises(RuntimeError, match="data-dependent|_local_scalar_dense"), torch.no_grad():
+        make_fx(lambda ids, mask: model(input_ids=ids, attention_mask=mask).logits)(kwargs["input_ids"], kwargs["attention_mask"])
+    graphs, _, _ = capture_graphs(_RunSpec(model, args, kwargs, device="cpu", autocast=None, train=False))
+    assert graphs and all("modeling_llama.py" in g.source for g in graphs), [g.describe() for g in graphs]
+    biggest = max(graphs, key=lambda g: g.ops)
+    aten, inputs = lower_to_aten(biggest, train=False)
+    with torch.no_grad():
+        want = [t for _, t in flatten_outputs(biggest.gm(*biggest.inputs))]
+        got = list(aten(*inputs))
+    assert any(t.dtype == torch.bfloat16 and t.shape[-1] == 128 for t in want), "the logits come out of a captured graph"
+    assert len(got) == len(want) and all(torch.equal(a, b) for a, b in zip(got, want))
