@@ -31,9 +31,10 @@ MODULE_GRACE_S = 300.0
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=300.0, show_default=True)
 @click.option("--autocast", type=click.Choice(["bfloat16", "float16"]), default=None, help="For --module: run NAME's model under autocast.")
 @click.option("--dtype", type=click.Choice(["float32", "bfloat16", "float16"]), default=None, help="For --module: cast the model and float inputs to this dtype.")
+@click.option("--train", is_flag=True, help="For --module: judge a training step (forward, loss, backward; gradients are outputs).")
 @click.option("--backend", default="inductor", show_default=True)
 @click.option("--inductor", multiple=True, metavar="KEY=VALUE")
-def minimize(case, modules, store_dir, out_dir, device, budget, timeout_s, autocast, dtype, backend, inductor):
+def minimize(case, modules, store_dir, out_dir, device, budget, timeout_s, autocast, dtype, train, backend, inductor):
     """Shrink a diverging case (or your own module) to a minimal repro and name its culprit."""
     from fuzzer.cli import _compile_config, _read, check_out_dir, out, parse_budget, resolve_device
     from fuzzer.errors import ConfigError
@@ -49,7 +50,7 @@ def minimize(case, modules, store_dir, out_dir, device, budget, timeout_s, autoc
                 budget_s = parse_budget(budget)
                 res = worker.call(
                     "fuzzer.module_minimize:minimize_module_in_worker",
-                    {"ref": ref, "device": device, "out_dir": str(target), "autocast": autocast, "dtype": dtype, "budget_s": budget_s},
+                    {"ref": ref, "device": device, "out_dir": str(target), "autocast": autocast, "dtype": dtype, "budget_s": budget_s, "train": train},
                     budget_s + MODULE_GRACE_S,
                 )
                 if res.error and res.error.startswith("Timeout"):
@@ -63,8 +64,9 @@ def minimize(case, modules, store_dir, out_dir, device, budget, timeout_s, autoc
                     out.print(line, highlight=False)
                 if not res.value["causes"]:
                     severity = (res.value.get("severity") or {}).get("severity")
+                    notes = "; ".join(res.value.get("capture", {}).get("notes", []))
                     why = "eager and compiled agree" if severity is None else f"the divergence is {severity}, not suspect or worse"
-                    out.print(f"{ref}: {why}: nothing to minimize", highlight=False)
+                    out.print(f"{ref}: nothing to minimize: {why}" + (f" ({notes})" if notes else ""), highlight=False)
                 for c in res.value["causes"]:
                     sev = (c.get("severity") or {}).get("severity", "-")
                     out.print(f"{c['folder']}: {sev}: {c['ops_before']} -> {c['ops']} ops; {c['compared_to']} vs {c['rung']}: {c['summary']}", highlight=False)

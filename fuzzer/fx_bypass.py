@@ -53,7 +53,9 @@ def _fits(v, dtype) -> bool:
 
     info = torch.iinfo(dtype)
     v = v.double()
-    return bool(torch.isfinite(v).all()) and bool(((v > info.min - 1) & (v < info.max + 1)).all())
+    # Bounds as Python floats: int64's `info.min - 1` does not fit any integer scalar torch takes
+    # (it raised "can't convert negative int to unsigned" for an argmax model).
+    return bool(torch.isfinite(v).all()) and bool(((v > float(info.min) - 1.0) & (v < float(info.max) + 1.0)).all())
 
 
 def casts_out_of_range(gm, values: dict[str, object]) -> bool:
@@ -69,7 +71,9 @@ def casts_out_of_range(gm, values: dict[str, object]) -> bool:
             continue
         for a in n.all_input_nodes:
             v = values.get(a.name)
-            if isinstance(v, torch.Tensor) and v.is_floating_point() and not _fits(v, out.dtype):
+            # Only a conversion (same shape in and out) is a cast; argmax/argsort read floats but
+            # never convert them, whatever their values.
+            if isinstance(v, torch.Tensor) and v.is_floating_point() and v.shape == out.shape and not _fits(v, out.dtype):
                 return True
     return False
 

@@ -5,8 +5,9 @@
 worker process (`Worker.call` -> `minimize_module_in_worker`), so a compiler crash ends the
 worker, not the CLI.
 
-Steps: capture at the aten level with `make_fx` (autocast becomes explicit casts); judge eager
-vs compiled with divfuzz's oracles against an fp64 run of the original model; then walk the stage
+Steps: `module_capture` judges the whole model (eager vs compiled vs fp64), captures the graphs
+Dynamo hands the compiler and lowers the one that introduces the divergence to aten with `make_fx`
+(autocast becomes explicit casts); then walk the stage
 ladder eager -> aot_eager -> aot_eager_decomp_partition -> inductor and, for every rung whose output
 differs from the rung before it (a separate root cause each), reduce the graph with torch's
 `fx_minifier` using "this rung still differs from the one before" as the predicate, alternated
@@ -26,6 +27,8 @@ import json
 import sys
 import time
 from pathlib import Path
+
+from oracles.severity import verdict_lines_of, worth_reducing
 
 RUNGS = ("eager", "aot_eager", "aot_eager_decomp_partition", "inductor")
 
@@ -197,14 +200,6 @@ def _verdict(gm, inputs, a, b, ref=None, bounds=None):
     return Verdict(status, outputs=tuple(outputs))
 
 
-def _serious(verdict) -> bool:
-    """What `--module` reduces and attributes: a divergence the policy rates `suspect` or worse."""
-    from oracles.severity import Severity, severity_of
-
-    reason = severity_of(verdict)
-    return reason is not None and reason.severity.at_least(Severity.SUSPECT)
-
-
 def _n_differ(a, b) -> int:
     """Elements that differ, NaN in both counting as equal (as `repro.py` counts them)."""
     diff = a != b
@@ -213,27 +208,9 @@ def _n_differ(a, b) -> int:
     return int(diff.sum())
 
 
-def _judge(verdict) -> list[str]:
-    """One line per output (divfuzz's oracles, each side against fp64), then the severity line."""
-    from oracles.severity import severity_of
-
-    lines = []
-    for o in verdict.outputs:
-        if o.float_cmp is not None:
-            fc = o.float_cmp
-            lines.append(f"{o.name}: {fc.dtype} {fc.n_diff}/{fc.numel} differ, max {fc.max_ulp} ULP, fp64 triage {fc.triage}")
-        else:
-            ic = o.int_cmp
-            lines.append(f"{o.name}: {ic.dtype} {ic.flips}/{ic.numel} flip, max step {ic.max_step}, fp64 {ic.fp64_triage}"
-                         + (f", {ic.undefined_flips} undefined casts" if ic.undefined_flips else ""))
-    reason = severity_of(verdict)
-    lines.append(f"severity: {reason}" if reason else "severity: none (no divergence)")
-    return lines
-
-
 def _bisect(gm, inputs, rung: str, ref) -> str | None:
     """Bisect the cause that appears at `rung`: earlier backends count as good. `ref` is the output
-    of the rung before it (already computed by the caller); "bad" is what `_serious` says."""
+    of the rung before it (already computed by the caller); "bad" is what `oracles.severity.worth_reducing` says."""
     import torch
     from torch._inductor.compiler_bisector import CompilerBisector
 
@@ -246,7 +223,7 @@ def _bisect(gm, inputs, rung: str, ref) -> str | None:
         torch._dynamo.reset()
         try:
             with torch.no_grad():
-                return not _serious(_verdict(gm, inputs, ref, _flat(torch.compile(gm)(*inputs)), fp64, bounds))
+                return not worth_reducing(_verdict(gm, inputs, ref, _flat(torch.compile(gm)(*inputs)), fp64, bounds))
         except Exception:  # this configuration does not compile: it must not take the blame
             return False
 
@@ -411,44 +388,28 @@ def _reduce_and_name(gm, inputs, before, rung, peeled, ref, device, verdict_line
     return cause
 
 
-def capture_module(model, inputs, *, device: str, autocast: str | None = None, dtype: str | None = None):
-    """The user's `(model, example_inputs)` as `(aten graph module, inputs on device)`: the one
-    capture step (make_fx at the aten level; autocast becomes explicit casts)."""
-    import torch
-    from torch.fx.experimental.proxy_tensor import make_fx
-
-    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in (inputs if isinstance(inputs, (list, tuple)) else [inputs])]
-    if isinstance(model, torch.nn.Module):
-        model = model.to(device).train(False)  # inference mode (nn.Module.eval)
-    if dtype:
-        inputs = [x.to(getattr(torch, dtype)) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
-        if isinstance(model, torch.nn.Module):
-            model = model.to(getattr(torch, dtype))
-
-    def fn(*args):
-        if autocast:
-            with torch.autocast(torch.device(device).type, dtype=getattr(torch, autocast)):
-                return model(*args)
-        return model(*args)
-
-    with torch.no_grad():
-        gm = make_fx(fn)(*inputs)
-    return gm, inputs
-
-
-def minimize_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: str | None = None, dtype: str | None = None, max_granularity: int | None = None, budget_s: float = 300.0) -> dict:
+def minimize_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: str | None = None, dtype: str | None = None, max_granularity: int | None = None, budget_s: float = 300.0, train: bool = False) -> dict:
     """The whole `--module` pipeline; returns a JSON-able summary (runs in a worker).
 
+    Capture through Dynamo and judge the whole model (`fuzzer.module_capture`); then ladder, reduce
+    and attribute the captured graph that introduces the divergence. One policy decides what is
+    worth reducing, for the whole model and for every candidate graph: `oracles.severity`.
     `budget_s` bounds the reductions; the caller (`fuzzer.cli_minimize`) bounds the whole worker.
     """
     from fuzzer.attribute import decompositions_removed
+    from fuzzer.module_capture import capture_user_case, write_capture
 
-    model, inputs = load_user_module(ref)
-    gm, inputs = capture_module(model, inputs, device=device, autocast=autocast, dtype=dtype)
+    cap = capture_user_case(load_user_module(ref), ref=ref, device=device, dtype=dtype, autocast=autocast, train=train,
+                            worth_reducing=worth_reducing)
+    verdict_lines, gm, inputs = list(cap.verdict_lines), cap.target_gm, cap.target_inputs
+    write_capture(cap, Path(out_dir))
+    summary = {"verdict": verdict_lines, "severity": cap.severity, "causes": [], "checks": [], "capture": cap.summary()}
+    if gm is None:
+        return summary
     deadline = time.monotonic() + budget_s
     outs = {rung: _run(gm, inputs, rung) for rung in RUNGS}
-    verdict = _verdict(gm, inputs, outs["eager"], outs["inductor"])
-    verdict_lines = _judge(verdict)
+    graph_verdict = _verdict(gm, inputs, outs["eager"], outs["inductor"])
+    verdict_lines += ["the captured graph, eager vs inductor:"] + ["  " + line for line in verdict_lines_of(graph_verdict)]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     causes: list[dict] = []
@@ -458,7 +419,7 @@ def minimize_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: 
         while True:
             with decompositions_removed(peeled):
                 try:
-                    differs = _serious(_verdict(gm, inputs, _run(gm, inputs, before), _run(gm, inputs, rung)))
+                    differs = worth_reducing(_verdict(gm, inputs, _run(gm, inputs, before), _run(gm, inputs, rung)))
                 except Exception as e:
                     if not peeled:
                         raise
@@ -478,7 +439,4 @@ def minimize_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: 
                 break
             peeled.append(op)
     (out / "ladder.json").write_text(json.dumps(checks, indent=2) + "\n")
-    from oracles.severity import severity_of
-
-    reason = severity_of(verdict)
-    return {"verdict": verdict_lines, "severity": reason.to_dict() if reason else None, "causes": causes, "checks": checks}
+    return summary | {"verdict": verdict_lines, "causes": causes, "checks": checks}

@@ -182,3 +182,27 @@ def severity_of(verdict, *, culprit: str | None = None) -> SeverityReason | None
     if knob and worst.severity is Severity.BUG:
         return SeverityReason(worst.severity, worst.rule, worst.output, f"{worst.detail} ({knob} removes it)")
     return worst
+
+
+def worth_reducing(verdict) -> bool:
+    """What `minimize --module` reduces and attributes: a divergence rated `suspect` or worse."""
+    reason = severity_of(verdict)
+    return reason is not None and reason.severity.at_least(Severity.SUSPECT)
+
+
+def verdict_lines_of(verdict) -> list[str]:
+    """One line per output (each side against fp64), then the severity line: what `--module` prints."""
+    lines = []
+    for o in verdict.outputs:
+        if o.float_cmp is not None:
+            fc = o.float_cmp
+            lines.append(f"{o.name}: {fc.dtype} {fc.n_diff}/{fc.numel} differ, max {fc.max_ulp} ULP, fp64 triage {fc.triage}")
+        elif o.int_cmp is not None:
+            ic = o.int_cmp
+            lines.append(f"{o.name}: {ic.dtype} {ic.flips}/{ic.numel} flip, max step {ic.max_step}, fp64 {ic.fp64_triage}"
+                         + (f", {ic.undefined_flips} undefined casts" if ic.undefined_flips else ""))
+    if verdict.error_type:
+        lines.append(f"{verdict.error_type}: {verdict.error_message or ''}".rstrip(": "))
+    reason = severity_of(verdict)
+    lines.append(f"severity: {reason}" if reason else "severity: none (no divergence)")
+    return lines

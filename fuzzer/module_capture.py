@@ -1,0 +1,501 @@
+"""Capture a user's model the way the compiler under test sees it: through Dynamo.
+
+`NAME()` returns `(model, args)` or `(model, args, kwargs)`; args and kwargs may nest tensors in
+lists, tuples and dicts (token ids included). This module
+- runs the whole model eagerly, compiled (Inductor) and in float64, optionally as a training step
+  (forward, loss, backward; gradients are outputs), and judges its own pytree-flattened outputs;
+- records every graph Dynamo hands to the compiler (after graph breaks and guards) with a copy of
+  its example inputs, through `torch._dynamo.backends.debugging.ExplainWithBackend` wrapped around
+  a recording backend, with where each graph came from (`nn_module_stack`, `stack_trace`);
+- finds the graph that introduces the divergence by compiling one captured graph at a time and
+  leaving the others eager (a backend that chooses per graph);
+- lowers that graph to aten with `make_fx` (a Dynamo graph has no data-dependent control flow
+  left), as a joint forward+backward graph for `--train`, so the rest of `module_minimize` ladders,
+  reduces and attributes it as before. `make_fx` of the whole model stays as the fallback when
+  Dynamo hands the compiler no graph at all.
+
+Invariants: every captured graph's inputs are tensors (plain Python values are specialised by
+Dynamo into the graph, `dynamic=False`), so the repro carries them as raw bytes and needs only
+torch; anything else is a `ConfigError` naming the input. What counts as a divergence is not decided
+here: the whole model's outputs become a `Verdict` and the caller's predicate (`oracles.severity.
+worth_reducing`, `suspect` or worse) decides, so one policy judges every path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+
+@dataclass
+class CapturedGraph:
+    """One graph Dynamo handed to the compiler, with cloned example inputs (leaf tensors that keep
+    the original's `requires_grad`) and where in the model it came from."""
+
+    index: int
+    gm: Any
+    inputs: list
+    module: str  # common nn.Module path of its ops ("" for the top level)
+    source: str  # first user source line of its ops, "file.py:LINE in fn"
+    ops: int
+    break_reason: str | None  # why Dynamo ended this graph, when it was a graph break
+
+    def describe(self) -> str:
+        where = self.module or "top level"
+        return f"graph {self.index + 1}: {self.ops} ops from {where} ({self.source})"
+
+
+@dataclass
+class CaseCapture:
+    """What `capture_user_case` found: the whole-model verdict, the graphs, and the one to reduce."""
+
+    verdict_lines: list[str]
+    whole_model_differs: bool  # the policy rates the model's own divergence `suspect` or worse
+    graphs: list[CapturedGraph]
+    graph_breaks: int
+    break_reasons: list[str]
+    culprits: list[int]  # indices of the graphs that make the model differ on their own
+    target_gm: Any = None  # the aten graph to ladder/reduce (None: nothing differs)
+    target_inputs: list = field(default_factory=list)
+    capture_method: str = "dynamo"
+    notes: list[str] = field(default_factory=list)
+    severity: dict | None = None  # the whole model's severity and its reason (None: no divergence)
+
+    def summary(self) -> dict:
+        return {
+            "capture": self.capture_method,
+            "graphs": [
+                {"index": g.index + 1, "ops": g.ops, "module": g.module, "source": g.source, "break_reason": g.break_reason}
+                for g in self.graphs
+            ],
+            "graph_breaks": self.graph_breaks,
+            "break_reasons": self.break_reasons,
+            "whole_model_differs": self.whole_model_differs,
+            "severity": self.severity,
+            "culprit_graphs": [i + 1 for i in self.culprits],
+            "notes": self.notes,
+        }
+
+
+# ---------------------------------------------------------------- the user's case
+
+
+def normalize_case(case, ref: str):
+    """`(model, args)` or `(model, args, kwargs)` -> (model, args tuple, kwargs dict).
+
+    A single tensor for args is one argument. Raises ConfigError when the shape of the case is
+    wrong or when no tensor at all reaches the model (there would be nothing to compare)."""
+    import torch
+    import torch.utils._pytree as pytree
+
+    from fuzzer.errors import ConfigError
+
+    if not isinstance(case, (tuple, list)) or len(case) not in (2, 3):
+        raise ConfigError(f"--module {ref}: expected NAME() to return (model, args) or (model, args, kwargs) but got {type(case).__name__}" + (f" of {len(case)}" if isinstance(case, (tuple, list)) else ""))
+    model, args, kwargs = case[0], case[1], (case[2] if len(case) == 3 else {})
+    if not callable(model):
+        raise ConfigError(f"--module {ref}: the model {type(model).__name__} is not callable")
+    args = tuple(args) if isinstance(args, (tuple, list)) else (args,)
+    if kwargs is None:
+        kwargs = {}
+    if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
+        raise ConfigError(f"--module {ref}: expected kwargs to be a dict with str keys but got {type(kwargs).__name__}")
+    leaves = pytree.tree_leaves((args, kwargs))
+    if not any(isinstance(x, torch.Tensor) for x in leaves):
+        kinds = sorted({type(x).__name__ for x in leaves}) or ["nothing"]
+        raise ConfigError(f"--module {ref}: the example inputs hold no tensor (only {', '.join(kinds)}): nothing to compare")
+    return model, args, kwargs
+
+
+def flatten_outputs(out, prefix: str = "output") -> list[tuple[str, Any]]:
+    """(path, tensor) for every tensor in a model's output: tensors, tuples, lists, dicts
+    (Hugging Face `ModelOutput` is an ordered dict), dataclasses. Other leaves are ignored."""
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return [(prefix, out)]
+    if isinstance(out, dict):
+        return [p for k, v in out.items() for p in flatten_outputs(v, f"{prefix}[{k!r}]")]
+    if isinstance(out, (tuple, list)):
+        return [p for i, v in enumerate(out) for p in flatten_outputs(v, f"{prefix}[{i}]")]
+    if dataclasses.is_dataclass(out) and not isinstance(out, type):
+        return [p for f in dataclasses.fields(out) for p in flatten_outputs(getattr(out, f.name), f"{prefix}.{f.name}")]
+    return []
+
+
+def _prepare(model, args, kwargs, device: str, dtype: str | None):
+    import torch
+    import torch.utils._pytree as pytree
+
+    target = getattr(torch, dtype) if dtype else None
+
+    def move(x):
+        if not isinstance(x, torch.Tensor):
+            return x
+        x = x.to(device)
+        return x.to(target) if target is not None and x.is_floating_point() else x
+
+    args, kwargs = pytree.tree_map(move, (args, kwargs))
+    if isinstance(model, torch.nn.Module):
+        model = model.to(device).train(False)  # inference-mode layers (nn.Module.eval): no dropout
+        if target is not None:
+            model = model.to(target)
+    return model, args, kwargs
+
+
+# ---------------------------------------------------------------- running the whole model
+
+
+class _RunSpec:
+    """How to run one step of the user's model: autocast, train (loss + backward) or not."""
+
+    def __init__(self, model, args, kwargs, *, device: str, autocast: str | None, train: bool):
+        self.model, self.args, self.kwargs = model, args, kwargs
+        self.device, self.autocast, self.train = device, autocast, train
+
+    def forward_fn(self, model, autocast: bool = True):
+        import torch
+
+        def forward(*args, **kwargs):
+            if self.autocast and autocast:
+                with torch.autocast(torch.device(self.device).type, dtype=getattr(torch, self.autocast)):
+                    return model(*args, **kwargs)
+            return model(*args, **kwargs)
+
+        return forward
+
+    def run(self, backend=None, *, float64: bool = False) -> list[tuple[str, Any]]:
+        """One step on a fresh copy of the model and inputs; returns (name, tensor) outputs, with
+        parameter and input gradients appended under `--train`. `backend` None runs eagerly."""
+        import torch
+        import torch.utils._pytree as pytree
+
+        model = copy.deepcopy(self.model) if isinstance(self.model, torch.nn.Module) else self.model
+
+        def fresh(x):
+            if not isinstance(x, torch.Tensor):
+                return x
+            x = x.detach().clone()
+            if float64 and x.is_floating_point():
+                x = x.double()
+            return x.requires_grad_(self.train and x.is_floating_point())
+
+        args, kwargs = pytree.tree_map(fresh, (self.args, self.kwargs))
+        if float64 and isinstance(model, torch.nn.Module):
+            model = model.double()
+        forward = self.forward_fn(model, autocast=not float64)
+        if backend is not None:
+            torch._dynamo.reset()
+            forward = torch.compile(forward, backend=backend, dynamic=False)
+        if not self.train:
+            with torch.no_grad():
+                return [(n, t.detach()) for n, t in flatten_outputs(forward(*args, **kwargs))]
+        out = forward(*args, **kwargs)
+        outs = flatten_outputs(out)
+        loss_fn = getattr(model, "loss_fn", None)
+        if callable(loss_fn):
+            loss = loss_fn(out)
+        else:
+            floats = [t.float().sum() for _, t in outs if t.is_floating_point() and t.requires_grad]
+            if not floats:
+                from fuzzer.errors import ConfigError
+
+                raise ConfigError("--train: the model's outputs hold no float tensor that needs a gradient: no loss to take")
+            loss = torch.stack(floats).sum()
+        loss.backward()
+        grads = []
+        if isinstance(model, torch.nn.Module):
+            grads += [(f"grad {n}", p.grad.detach()) for n, p in model.named_parameters() if p.grad is not None]
+        leaves = [x for x in pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
+        grads += [(f"grad input {i}", x.grad.detach()) for i, x in enumerate(leaves) if x.grad is not None]
+        return [(n, t.detach()) for n, t in outs] + [("loss", loss.detach())] + grads
+
+
+def whole_model_verdict(eager: list, compiled: list, ref: list | None):
+    """The model's own named outputs, eager vs compiled, each against fp64: a `Verdict` that
+    `oracles.severity` judges like a campaign's. Integer outputs have no pre-image here (unknown
+    boundary distance); their fp64 verdict comes from the float64 run when it has one."""
+    from oracles.compare import compare_float, compare_int
+    from oracles.verdict import OutputVerdict, Status, Verdict
+
+    if len(eager) != len(compiled):
+        return Verdict(Status.RUNTIME_ERROR, error_type="OutputCountMismatch",
+                       error_message=f"eager gives {len(eager)} outputs, compiled {len(compiled)}")
+    refs = ref if ref is not None and len(ref) == len(eager) else [None] * len(eager)
+    outputs = []
+    for (name, e), (_, c), r in zip(eager, compiled, refs):
+        if e.shape != c.shape:
+            return Verdict(Status.RUNTIME_ERROR, error_type="OutputShapeMismatch",
+                           error_message=f"{name}: shape {list(e.shape)} eager vs {list(c.shape)} compiled")
+        rt = r[1] if r is not None and r[1].shape == e.shape else None
+        if e.is_floating_point():
+            rt = rt if rt is not None and rt.is_floating_point() else e.double()
+            outputs.append(OutputVerdict(name, float_cmp=compare_float(e, c, rt.to(e.device))))
+        else:
+            outputs.append(OutputVerdict(name, int_cmp=compare_int(e, c, None, reference=rt.to(e.device) if rt is not None else None)))
+    status = Status.DIVERGED if any(o.differs for o in outputs) else Status.OK
+    return Verdict(status, outputs=tuple(outputs))
+
+
+# ---------------------------------------------------------------- capturing through Dynamo
+
+
+class _Recorder:
+    """A Dynamo backend that keeps each graph with a copy of its example inputs and runs it eagerly."""
+
+    def __init__(self):
+        self.captured: list[tuple[Any, list]] = []
+
+    def __call__(self, gm, example_inputs):
+        import torch
+
+        def keep(x):
+            if isinstance(x, torch.Tensor):
+                return x.detach().clone().requires_grad_(x.requires_grad and x.is_floating_point())
+            return x
+
+        self.captured.append((gm, [keep(x) for x in example_inputs]))
+        return gm.forward
+
+
+class _CompileOne:
+    """A Dynamo backend that hands graph number `chosen` to `backend` and runs every other graph
+    eagerly (graphs come in the same order as at capture: same model, inputs and guards)."""
+
+    def __init__(self, chosen: int, backend: str = "inductor"):
+        self.chosen, self.backend, self.seen = chosen, backend, 0
+
+    def __call__(self, gm, example_inputs):
+        from torch._dynamo.backends.registry import lookup_backend
+
+        index, self.seen = self.seen, self.seen + 1
+        if index == self.chosen:
+            return lookup_backend(self.backend)(gm, example_inputs)
+        return gm.forward
+
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+
+
+def _origin(gm) -> tuple[str, str]:
+    """(common nn.Module path, first source line) of a Dynamo graph's ops."""
+    paths, source = [], ""
+    for n in gm.graph.nodes:
+        if n.op not in ("call_function", "call_method", "call_module"):
+            continue
+        stack = n.meta.get("nn_module_stack") or {}
+        path = [v[0] for v in stack.values()][-1] if stack else ""
+        paths.append(_readable_module_path(path))
+        if not source and n.meta.get("stack_trace"):
+            frames = _FRAME.findall(n.meta["stack_trace"])
+            if frames:
+                file, line, fn = frames[-1]
+                source = f"{Path(file).name}:{line} in {fn}"
+    common = paths[0].split(".") if paths else []
+    for p in paths[1:]:
+        parts = p.split(".")
+        k = 0
+        while k < min(len(common), len(parts)) and common[k] == parts[k]:
+            k += 1
+        common = common[:k]
+    return ".".join(x for x in common if x), source or "no source line recorded"
+
+
+def _readable_module_path(path: str) -> str:
+    """Dynamo's `L['self'].layers[0].mlp` / `L__self___layers_0_mlp` -> `layers.0.mlp`."""
+    path = re.sub(r"^L\['[^']+'\]\.?", "", path)
+    path = re.sub(r"\[(\d+)\]", r".\1", path)
+    path = re.sub(r"\['([^']+)'\]", r".\1", path)
+    path = re.sub(r"\._modules\.", ".", path)
+    return path.strip(".")
+
+
+def _count_ops(gm) -> int:
+    return sum(1 for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
+
+
+def capture_graphs(run: _RunSpec) -> tuple[list[CapturedGraph], int, list[str]]:
+    """Every graph Dynamo hands the compiler during one eager-backed step of the model."""
+    import torch
+    from torch._dynamo.backends.debugging import ExplainWithBackend
+
+    from fuzzer.errors import ConfigError
+
+    recorder = _Recorder()
+    explain = ExplainWithBackend(recorder)
+    run.run(backend=explain)
+    torch._dynamo.reset()
+    info = explain.output()
+    reasons = [f"{r.reason} at {r.user_stack[-1].filename.rsplit('/', 1)[-1]}:{r.user_stack[-1].lineno}" if r.user_stack else str(r.reason) for r in info.break_reasons]
+    graphs = []
+    for i, (gm, inputs) in enumerate(recorder.captured):
+        for j, x in enumerate(inputs):
+            if not isinstance(x, torch.Tensor):
+                raise ConfigError(
+                    f"graph {i + 1} captured by Dynamo takes input {j} of type {type(x).__name__} ({x!r:.80}), "
+                    "which a standalone repro cannot carry as raw bytes"
+                )
+        module, source = _origin(gm)
+        reason = getattr(gm, "compile_subgraph_reason", None)
+        graphs.append(CapturedGraph(i, gm, inputs, module, source, _count_ops(gm),
+                                    str(reason.reason) if reason is not None and reason.graph_break else None))
+    return graphs, info.graph_break_count, reasons
+
+
+def lower_to_aten(graph: CapturedGraph, *, train: bool):
+    """The captured graph as an aten graph for fx_minifier (autocast becomes explicit casts).
+
+    Under `train` it is the joint graph: outputs, then the gradients of `sum(out.float().sum())`
+    with respect to the inputs that require grad, traced by make_fx through autograd, so that
+    backward kernels are compiled and reduced like any other op. Returns (gm, inputs)."""
+    import torch
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    gm, inputs = graph.gm, graph.inputs
+    if not train:
+        with torch.no_grad():
+            lowered = make_fx(lambda *xs: gm(*xs))(*[x.detach() for x in inputs])
+        return _lift_constants(lowered, [x.detach() for x in inputs])
+    wants = [i for i, x in enumerate(inputs) if x.requires_grad]
+
+    def joint(*xs):
+        xs = [x.detach().requires_grad_(i in wants) for i, x in enumerate(xs)]
+        outs = [t for _, t in flatten_outputs(gm(*xs))]
+        floats = [o.float().sum() for o in outs if o.is_floating_point() and o.requires_grad]
+        if not floats or not wants:
+            return tuple(outs)
+        grads = torch.autograd.grad(torch.stack(floats).sum(), [xs[i] for i in wants], allow_unused=True)
+        return (*outs, *[g for g in grads if g is not None])
+
+    lowered = make_fx(joint)(*[x.detach() for x in inputs])
+    return _lift_constants(lowered, [x.detach() for x in inputs])
+
+
+def _lift_constants(gm, inputs: list):
+    """Tensor attributes (constants make_fx kept on the module) become trailing inputs, so the
+    graph's code alone, printed into `repro.py`, runs with the inputs it is given."""
+    import torch
+
+    graph = gm.graph
+    last = [n for n in graph.nodes if n.op == "placeholder"]
+    inputs = list(inputs)
+    for n in list(graph.nodes):
+        if n.op != "get_attr":
+            continue
+        value = gm
+        for part in n.target.split("."):
+            value = getattr(value, part)
+        if not isinstance(value, torch.Tensor):
+            continue
+        anchor = last[-1] if last else next(iter(graph.nodes))
+        with (graph.inserting_after(anchor) if last else graph.inserting_before(anchor)):
+            p = graph.placeholder(f"const_{len(inputs)}")
+        last.append(p)
+        n.replace_all_uses_with(p)
+        graph.erase_node(n)
+        inputs.append(value.detach().clone())
+    graph.lint()
+    gm.recompile()
+    return gm, inputs
+
+
+# ---------------------------------------------------------------- the whole pipeline step
+
+
+def capture_user_case(case, *, ref: str, device: str, dtype: str | None, autocast: str | None, train: bool,
+                      worth_reducing: Callable[[Any], bool]) -> CaseCapture:
+    """Judge the whole model, capture its graphs through Dynamo, find the graph that introduces
+    the divergence and lower it to aten. `worth_reducing(verdict)` is the caller's policy for
+    "a divergence worth a repro" (`oracles.severity.worth_reducing`)."""
+    from oracles.severity import severity_of, verdict_lines_of
+
+
+    model, args, kwargs = normalize_case(case, ref)
+    model, args, kwargs = _prepare(model, args, kwargs, device, dtype)
+    run = _RunSpec(model, args, kwargs, device=device, autocast=autocast, train=train)
+    eager = run.run()
+    compiled = run.run("inductor")
+    try:
+        ref64 = run.run(float64=True)
+    except Exception:  # a model that does not run in float64 is judged without a reference
+        ref64 = None
+    verdict = whole_model_verdict(eager, compiled, ref64)
+    lines = verdict_lines_of(verdict)
+    whole = worth_reducing(verdict)
+    reason = severity_of(verdict)
+
+    try:
+        graphs, breaks, reasons = capture_graphs(run)
+        method = "dynamo"
+    except Exception as e:  # Dynamo itself failed on this model: make_fx below may still trace it
+        graphs, breaks, reasons = [], 0, [f"Dynamo capture failed: {type(e).__name__}: {str(e)[:200]}"]
+        method = "dynamo (failed)"
+    cap = CaseCapture(lines, whole, graphs, breaks, reasons, [], capture_method=method,
+                      severity=reason.to_dict() if reason else None)
+    cap.verdict_lines.append(
+        f"captured {len(graphs)} graph(s) through Dynamo, {breaks} graph break(s)"
+        + ("" if not reasons else ": " + "; ".join(reasons[:5]))
+    )
+    cap.verdict_lines += ["  " + g.describe() for g in graphs]
+    if not whole:
+        cap.notes.append(f"the model's own outputs {'agree' if reason is None else 'differ only at ' + reason.severity.value + ' severity'}"
+                         " between eager and compiled: no graph to reduce")
+        return cap
+    if not graphs:
+        cap.capture_method = "make_fx (fallback: Dynamo handed the compiler no graph)"
+        cap.target_gm, cap.target_inputs = _make_fx_whole(run)
+        cap.notes.append(cap.capture_method)
+        return cap
+    for g in graphs if len(graphs) > 1 else []:
+        with contextlib.suppress(Exception):  # one graph that cannot compile alone is not the culprit
+            if worth_reducing(whole_model_verdict(eager, run.run(_CompileOne(g.index)), ref64)):
+                cap.culprits.append(g.index)
+    if len(graphs) == 1:
+        chosen = graphs[0]
+    elif cap.culprits:
+        chosen = graphs[cap.culprits[0]]
+    else:
+        # Only the graphs together differ: start from the largest, the likeliest to hold the cause.
+        chosen = max(graphs, key=lambda g: g.ops)
+        cap.notes.append("no single captured graph makes the model differ on its own; reducing the largest")
+    cap.verdict_lines.append(
+        f"graph {chosen.index + 1} of {len(graphs)} introduces the divergence"
+        + (f" (graphs that differ alone: {', '.join(str(i + 1) for i in cap.culprits)})" if cap.culprits else "")
+        + f": {chosen.module or 'top level'} ({chosen.source})"
+    )
+    cap.target_gm, cap.target_inputs = lower_to_aten(chosen, train=train)
+    return cap
+
+
+def _make_fx_whole(run: _RunSpec):
+    """The pre-Dynamo capture: make_fx of the whole forward, inputs flattened to positional tensors."""
+    import torch
+    import torch.utils._pytree as pytree
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    flat, spec = pytree.tree_flatten((run.args, run.kwargs))
+    positions = [i for i, x in enumerate(flat) if isinstance(x, torch.Tensor)]
+    forward = run.forward_fn(run.model)
+
+    def fn(*tensors):
+        values = list(flat)
+        for i, t in zip(positions, tensors):
+            values[i] = t
+        a, k = pytree.tree_unflatten(values, spec)
+        return tuple(t for _, t in flatten_outputs(forward(*a, **k)))
+
+    inputs = [flat[i].detach() for i in positions]
+    with torch.no_grad():
+        gm = make_fx(fn)(*inputs)
+    return _lift_constants(gm, inputs)
+
+
+def write_capture(cap: CaseCapture, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "capture.json").write_text(json.dumps(cap.summary(), indent=2) + "\n")

@@ -1,0 +1,224 @@
+"""`minimize --module` captures through Dynamo: graph breaks (`.item()`, a branch on a tensor, `print`)
+give several graphs, each lowered to aten; the whole model is judged first and the graph that
+introduces the divergence is the one reduced; `--train` judges gradients; non-tensor inputs and an
+int64 `argmax` output are handled. Fast tests use only Dynamo with eager graphs and make_fx;
+those marked `slow` run the real Inductor end to end."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from fuzzer.cli import main
+from fuzzer.errors import ConfigError
+from fuzzer.module_capture import _RunSpec, capture_graphs, flatten_outputs, lower_to_aten, normalize_case
+
+MODULES = Path(__file__).parent / "modules"
+
+
+def _graph_breaks_module():
+    spec = importlib.util.spec_from_file_location("divfuzz_test_graph_breaks", MODULES / "graph_breaks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _run_spec(name: str, *, train: bool = False) -> _RunSpec:
+    model, args, kwargs = normalize_case(getattr(_graph_breaks_module(), name)(), name)
+    return _RunSpec(model, args, kwargs, device="cpu", autocast=None, train=train)
+
+
+@pytest.mark.parametrize("name", ["item_scale", "inf_guard", "printing"])
+def test_a_graph_break_gives_several_graphs_each_lowered_to_aten_bit_for_bit(name):
+    graphs, breaks, reasons = capture_graphs(_run_spec(name))
+    assert len(graphs) >= 2 and breaks == len(graphs) - 1 >= 1, (len(graphs), breaks, reasons)
+    assert reasons, "Dynamo's graph-break reasons are reported"
+    gate = graphs[-1]
+    # The gate's graph names where it came from: the user's file, and its parameters are inputs.
+    assert "graph_breaks.py" in gate.source, gate.source
+    assert all(isinstance(x, torch.Tensor) for g in graphs for x in g.inputs)
+    for g in graphs:
+        aten, inputs = lower_to_aten(g, train=False)
+        assert all(n.op != "get_attr" for n in aten.graph.nodes)
+        with torch.no_grad():
+            want = [t for _, t in flatten_outputs(g.gm(*g.inputs))]
+            got = list(aten(*inputs))
+        assert len(got) == len(want)
+        assert all(torch.equal(a, b) for a, b in zip(got, want))
+
+
+def test_train_lowering_is_the_joint_graph_whose_gradients_match_autograd():
+    graphs, _, _ = capture_graphs(_run_spec("printing", train=True))
+    gate = graphs[-1]
+    assert any(x.requires_grad for x in gate.inputs), "parameters and activations keep requires_grad"
+    aten, inputs = lower_to_aten(gate, train=True)
+    assert any("backward" in str(n.target) or "mm" in str(n.target) for n in aten.graph.nodes)
+    xs = [x.detach().clone().requires_grad_(x.requires_grad) for x in gate.inputs]
+    outs = [t for _, t in flatten_outputs(gate.gm(*xs))]
+    torch.stack([o.float().sum() for o in outs]).sum().backward()
+    want = outs + [x.grad for x in xs if x.grad is not None]
+    with torch.no_grad():
+        got = list(aten(*inputs))
+    assert len(got) == len(want) > len(outs)
+    assert all(torch.equal(a, b.detach()) for a, b in zip(got, want))
+
+
+def test_training_step_outputs_are_forward_loss_and_every_parameter_gradient():
+    outs = _run_spec("item_scale", train=True).run()
+    names = [n for n, _ in outs]
+    assert names[:2] == ["output", "loss"]
+    assert {"grad p.weight", "grad p.bias", "grad g.weight", "grad g.bias", "grad input 0"} <= set(names)
+
+
+def test_outputs_flatten_through_dicts_lists_dataclasses_and_model_output():
+    @dataclasses.dataclass
+    class Out:
+        logits: torch.Tensor
+        extra: list
+
+    t = torch.zeros(2)
+    flat = flatten_outputs({"a": Out(t, [t, None, (t, 3)]), "b": "text"})
+    assert [n for n, _ in flat] == ["output['a'].logits", "output['a'].extra[0]", "output['a'].extra[2][0]"]
+    transformers = pytest.importorskip("transformers")
+    mo = transformers.modeling_outputs.CausalLMOutput(logits=t)
+    assert [n for n, _ in flatten_outputs(mo)] == ["output['logits']"]
+
+
+def test_keyword_inputs_dicts_and_token_ids_are_carried():
+    case = _graph_breaks_module().token_ids_and_kwargs()
+    model, args, kwargs = normalize_case(case, "x")
+    assert args[0].dtype == torch.int64 and "extra" in kwargs
+    graphs, breaks, _ = capture_graphs(_RunSpec(model, args, kwargs, device="cpu", autocast=None, train=False))
+    assert len(graphs) == 1 and breaks == 0
+    assert any(x.dtype == torch.int64 for x in graphs[0].inputs), "token ids reach the graph as a tensor"
+
+
+@pytest.mark.parametrize(
+    "case, words",
+    [
+        (("model",), r"expected NAME\(\) to return .* got tuple of 1"),
+        ((torch.nn.Linear(2, 2), (3, "text")), "no tensor"),
+        ((torch.nn.Linear(2, 2), (torch.zeros(2),), ["not", "a dict"]), "kwargs"),
+    ],
+)
+def test_malformed_cases_are_config_errors_naming_what_is_wrong(case, words):
+    with pytest.raises(ConfigError, match=words):
+        normalize_case(case, "m.py:f")
+
+
+def test_a_module_without_tensor_inputs_exits_2_instead_of_agreeing(tmp_path):
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["minimize", "--module", f"{MODULES / 'graph_breaks.py'}:no_tensors", "--out", str(out), "--device", "cpu"])
+    assert result.exit_code == 2, result.output
+    assert "no tensor" in result.output and "agree" not in result.output
+
+
+def test_an_argmax_input_is_not_a_cast_and_int64_bounds_do_not_overflow():
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from fuzzer.fx_bypass import casts_out_of_range, node_values
+
+    x = torch.tensor([[1.0, float("inf")], [2e30, -3.0]])
+    gm = make_fx(lambda v: (v.argmax(-1), v.clamp(-5, 5).to(torch.int64)))(x)
+    assert casts_out_of_range(gm, node_values(gm, [x])) is False
+    gm_bad = make_fx(lambda v: v.to(torch.int64))(x)
+    assert casts_out_of_range(gm_bad, node_values(gm_bad, [x])) is True
+
+
+# ---------------------------------------------------------------- end to end, real Inductor
+
+
+def _minimize(tmp_path: Path, ref: str, *args: str) -> tuple[dict, list[dict], str]:
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["minimize", "--module", ref, "--out", str(out), "--device", "cpu", *args], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    capture = json.loads((out / "capture.json").read_text())
+    return capture, [json.loads(p.read_text()) for p in sorted(out.glob("*/culprit.json"))], result.output
+
+
+def _repro_exit_code(cause: dict) -> int:
+    return subprocess.run([sys.executable, "repro.py"], cwd=cause["folder"], capture_output=True, timeout=600).returncode
+
+
+@pytest.mark.slow
+def test_a_branch_on_a_tensor_is_captured_judged_and_the_gate_graph_reduced(tmp_path):
+    capture, causes, output = _minimize(tmp_path, f"{MODULES / 'graph_breaks.py'}:inf_guard", "--budget", "20s")
+    assert len(capture["graphs"]) >= 2 and capture["graph_breaks"] >= 1
+    assert capture["whole_model_differs"]
+    # Only the graph after the break holds the fused gate: it alone makes the model differ.
+    assert capture["culprit_graphs"] == [len(capture["graphs"])], capture
+    assert "introduces the divergence" in output
+    assert causes and all(c["ops"] < c["ops_before"] for c in causes)
+    assert _repro_exit_code(causes[0]) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["item_scale", "printing"])
+def test_item_and_print_models_are_reduced_from_the_graph_after_the_break(tmp_path, name):
+    capture, causes, _ = _minimize(tmp_path, f"{MODULES / 'graph_breaks.py'}:{name}", "--budget", "20s")
+    assert len(capture["graphs"]) >= 2
+    assert capture["culprit_graphs"] == [len(capture["graphs"])], capture
+    assert causes and _repro_exit_code(causes[0]) == 1
+
+
+@pytest.mark.slow
+def test_an_argmax_int64_output_is_judged_and_reduced_without_crashing(tmp_path):
+    capture, causes, output = _minimize(tmp_path, f"{MODULES / 'graph_breaks.py'}:argmax_head", "--budget", "20s")
+    assert "int64" in output
+    assert causes and _repro_exit_code(causes[0]) == 1
+
+
+@pytest.mark.slow
+def test_a_training_step_judges_gradients_and_reduces_the_joint_graph(tmp_path):
+    capture, causes, output = _minimize(tmp_path, f"{MODULES / 'graph_breaks.py'}:inf_guard", "--train", "--budget", "30s")
+    assert "grad p.weight" in output and "loss" in output
+    assert len(capture["graphs"]) >= 2
+    if capture["whole_model_differs"]:
+        assert causes and _repro_exit_code(causes[0]) == 1
+    else:
+        assert capture["notes"], "an agreeing model says why"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("train", [False, True], ids=["inference", "train"])
+def test_a_tiny_llama_in_bf16_is_captured_judged_and_reduced_or_agrees_with_a_reason(tmp_path, train):
+    pytest.importorskip("transformers")
+    capture, causes, output = _minimize(tmp_path, f"{MODULES / 'tiny_llama.py'}:make_case", "--budget", "60s", *(["--train"] if train else []))
+    assert capture["capture"] == "dynamo" and capture["graphs"]
+    assert "output['logits']" in output
+    if capture["whole_model_differs"]:
+        assert causes and all(c["ops"] <= c["ops_before"] for c in causes)
+        assert _repro_exit_code(causes[0]) == 1
+    else:
+        assert "agree" in " ".join(capture["notes"])
+
+
+def test_a_tiny_llama_is_captured_through_dynamo_where_make_fx_of_the_whole_model_fails():
+    """CI's transformer sample: no Inductor, Dynamo with eager graphs and make_fx only."""
+    pytest.importorskip("transformers")
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    spec = importlib.util.spec_from_file_location("divfuzz_test_tiny_llama", MODULES / "tiny_llama.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    model, args, kwargs = normalize_case(module.make_case(), "tiny_llama")
+    # The issue's failure: the attention-mask code reads a tensor's value while make_fx traces.
+    with pytest.raises(RuntimeError, match="data-dependent|_local_scalar_dense"), torch.no_grad():
+        make_fx(lambda ids, mask: model(input_ids=ids, attention_mask=mask).logits)(kwargs["input_ids"], kwargs["attention_mask"])
+    graphs, _, _ = capture_graphs(_RunSpec(model, args, kwargs, device="cpu", autocast=None, train=False))
+    assert graphs and all("modeling_llama.py" in g.source for g in graphs), [g.describe() for g in graphs]
+    biggest = max(graphs, key=lambda g: g.ops)
+    aten, inputs = lower_to_aten(biggest, train=False)
+    with torch.no_grad():
+        want = [t for _, t in flatten_outputs(biggest.gm(*biggest.inputs))]
+        got = list(aten(*inputs))
+    assert any(t.dtype == torch.bfloat16 and t.shape[-1] == 128 for t in want), "the logits come out of a captured graph"
+    assert len(got) == len(want) and all(torch.equal(a, b) for a, b in zip(got, want))
