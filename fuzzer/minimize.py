@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator
 
 from generators.errors import DivfuzzError, SpecError
-from generators.registry import Meta, get_op
+from generators.registry import INFER_ERRORS, Meta, get_op
 from generators.spec import GraphSpec, InputRecipe, Node, TensorSpec
 from generators.validate import validate_spec
 
@@ -137,7 +137,7 @@ def rebuild_spec(
         try:
             out = op.infer(data, n.kwargs)
             weights = op.weights(data, n.kwargs)
-        except (KeyError, TypeError, ZeroDivisionError, IndexError):
+        except INFER_ERRORS:
             return None
         dtype = autocast_dtype if (autocast_dtype and op.family == "linear") else out.dtype
         # Old weights by role suffix, so that a weight keeps its name, dtype and init.
@@ -173,7 +173,7 @@ def _old_weights(spec: GraphSpec, node: Node, old_inputs: dict[str, TensorSpec])
     try:
         data = tuple(Meta(*spec.meta(d)) if d not in old_inputs else Meta(old_inputs[d].shape, old_inputs[d].dtype) for d in node.inputs[: op.arity])
         return op.weights(data, node.kwargs)
-    except (KeyError, TypeError, ZeroDivisionError, IndexError):
+    except INFER_ERRORS:
         return ()
 
 

@@ -208,7 +208,7 @@ def _n_differ(a, b) -> int:
     return int(diff.sum())
 
 
-def _bisect(gm, inputs, rung: str, ref) -> str | None:
+def _bisect(gm, inputs, rung: str, ref) -> dict | None:
     """Bisect the cause that appears at `rung`: earlier backends count as good. `ref` is the output
     of the rung before it (already computed by the caller); "bad" is what `oracles.severity.worth_reducing` says."""
     import torch
@@ -229,19 +229,27 @@ def _bisect(gm, inputs, rung: str, ref) -> str | None:
 
     with contextlib.redirect_stdout(io.StringIO()):
         res = CompilerBisector.do_bisect(good)
-    return None if res is None else repr(res)
+    if res is None:
+        return None
+    # The bisector's result as data (its fields), never its repr: summaries are built from fields.
+    return {"backend": res.backend, "subsystem": res.subsystem, "bisect_number": res.bisect_number,
+            "debug_info": None if res.debug_info is None else str(res.debug_info)}
 
 
-def _summary(rung: str, bisect: str | None) -> str:
+def _summary(rung: str, bisect: dict | None) -> str:
+    """A readable culprit, from the bisector's fields."""
     from fuzzer.attribute import _readable_detail
 
-    if bisect and "subsystem='decomposition'" in bisect:
-        return f"decomposition of {_readable_detail('decomposition', bisect)}"
-    if bisect and "subsystem='inductor_" in bisect:
-        name = bisect.split("subsystem='inductor_", 1)[1].split("'", 1)[0]
-        return f"inductor: {name} removes it"
-    if bisect and "subsystem='lowerings'" in bisect:
-        return f"inductor lowering ({bisect[:120]})"
+    subsystem = (bisect or {}).get("subsystem")
+    detail = _readable_detail(subsystem, (bisect or {}).get("debug_info"))
+    if subsystem == "decomposition" and detail:
+        return f"decomposition of {detail}"
+    if subsystem and subsystem.startswith("inductor_"):
+        return f"inductor: {subsystem.removeprefix('inductor_')} removes it"
+    if subsystem == "lowerings":
+        return f"inductor lowering of {detail}" if detail else "inductor lowering"
+    if subsystem:
+        return f"{bisect.get('backend') or rung}: {subsystem.replace('_', ' ')}" + (f" ({detail})" if detail else "")
     return f"{rung} (no single subsystem)"
 
 
@@ -360,7 +368,7 @@ def _reduce_and_name(gm, inputs, before, rung, peeled, ref, device, verdict_line
     bisect = _bisect(small, list(small_inputs), rung, before_out)
     summary = _summary(rung, bisect)
     reason = severity_of(_verdict(small, small_inputs, before_out, [b for _, b in shown]), culprit=summary)
-    decomposition = _readable_detail("decomposition", bisect) if bisect and "subsystem='decomposition'" in bisect else None
+    decomposition = _readable_detail("decomposition", bisect.get("debug_info")) if bisect and bisect.get("subsystem") == "decomposition" else None
     folder = out / f"{number:02d}-{rung}"
     folder.mkdir(parents=True, exist_ok=True)
     _save_inputs([t.detach().cpu().contiguous() for t in small_inputs], folder)

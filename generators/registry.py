@@ -145,6 +145,10 @@ class OpDef:
         return problems
 
 
+# What an op's `infer` or `weights` raises when its inputs and params do not fit together (a channel
+# count its `groups` does not divide, a missing param): "not a valid node", never a divfuzz bug.
+INFER_ERRORS = (KeyError, TypeError, ValueError, ZeroDivisionError, IndexError)
+
 REGISTRY: dict[str, OpDef] = {}
 
 

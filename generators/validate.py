@@ -23,7 +23,7 @@ import re
 
 from generators.errors import InvalidGraphError
 from generators.recipes import INITS, RECIPES
-from generators.registry import Meta, get_op
+from generators.registry import INFER_ERRORS, Meta, get_op
 from generators.spec import FLOAT_DTYPES, GraphSpec, short_repr
 
 NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -110,7 +110,7 @@ def validate_spec(spec: GraphSpec, *, source: str = "spec") -> GraphSpec:
         try:
             expected = op.infer(data, n.kwargs)
             weights = op.weights(data, n.kwargs)
-        except (KeyError, TypeError, ValueError, ZeroDivisionError, IndexError) as e:
+        except INFER_ERRORS as e:
             raise InvalidGraphError(f"{where}: bad params {short_repr(n.kwargs)} ({e})") from None
         if len(n.inputs) != op.arity + len(weights):
             raise InvalidGraphError(

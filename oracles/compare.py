@@ -30,7 +30,11 @@ BOUNDARY_ULPS = 32.0
 # anywhere in the tensor: a handful of badly wrong elements cannot hide in an RMSE over all of them,
 # and an output whose eager side is itself only accurate to bf16 (an fp32 result of a bf16
 # computation) is measured on that scale.
-GROSS_MIN_ULPS = 16.0
+# The floor is per dtype: in bf16/fp16 16 ULPs is a 6%/1.6% relative error; in fp32 a reassociated
+# reduction or decomposition moves results by tens of ULPs routinely, and PyTorch's own accuracy
+# checks (`torch._dynamo.utils.same`, tol 1e-4) accept about 1e-4 relative, which is 2**10 fp32 ULPs.
+GROSS_MIN_ULPS_BY_DTYPE = {"float32": 1024.0, "float64": 1024.0, "bfloat16": 16.0, "float16": 16.0}
+GROSS_MIN_ULPS = 16.0  # any other floating dtype
 GROSS_FACTOR = 4.0
 
 
@@ -151,7 +155,8 @@ def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.
     err_e_ulps = err_e / unit
     err_c_ulps = err_c / unit
     eager_max = err_e_ulps.max() if err_e_ulps.numel() else zero
-    gross = diff_finite & (err_c_ulps > torch.clamp(GROSS_FACTOR * eager_max, min=GROSS_MIN_ULPS))
+    gross_min = GROSS_MIN_ULPS_BY_DTYPE.get(_dtype_name(eager), GROSS_MIN_ULPS)
+    gross = diff_finite & (err_c_ulps > torch.clamp(GROSS_FACTOR * eager_max, min=gross_min))
     excess = torch.where(diff_finite, err_c_ulps - err_e_ulps, torch.full_like(err_c_ulps, -float("inf")))
     fin_e = torch.isfinite(e64)
     fin_r = torch.isfinite(r64)

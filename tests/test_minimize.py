@@ -73,3 +73,18 @@ def test_planted_bug_minimizes_to_one_op(backend, spec, kind):
         worker.stop()
     assert result.ops_after == 1, result.spec.to_json()
     assert result.elements_after <= 4
+
+
+def test_a_shrunk_shape_that_an_ops_params_no_longer_fit_is_no_candidate():
+    """group_norm's `groups` must divide the channels: shrinking 4 channels to 3 under groups=2 is
+    not a valid graph. It must be skipped as a candidate, not stop the campaign as divfuzz's own
+    error (seen on an H100: `ValueError: groups=2 does not divide the 3 channels`)."""
+    from generators.spec import GraphSpec, Node, TensorSpec
+
+    spec = GraphSpec(
+        inputs=(TensorSpec("x0", (2, 4, 5), "float32"),),
+        nodes=(Node("v1", "group_norm", ("x0",), (("affine", False), ("eps", 1e-5), ("groups", 2)), "float32", (2, 4, 5)),),
+        outputs=("v1",),
+    )
+    assert rebuild_spec(spec) is not None
+    assert rebuild_spec(spec, data_shapes={"x0": (2, 3, 5)}) is None
