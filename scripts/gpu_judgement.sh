@@ -14,6 +14,11 @@ if [ "${1:-}" = wait ]; then
   cp "$D/c15.log" "$D/c15-report.md" "$OUT/" 2>/dev/null
   exit 0
 fi
+if [ "${1:-}" = campaign ]; then  # only the campaign: start it, watch it for up to 9 minutes
+  setsid nohup python3 -m fuzzer fuzz --device cuda --workers 12 --budget 15m --seed 1 --out "$D/c15" --no-live > "$D/c15.log" 2>&1 < /dev/null &
+  for _ in $(seq 108); do sleep 5; pgrep -f "fuzzer fuzz --device cuda" >/dev/null || break; done
+  tail -4 "$D/c15.log"; exit 0
+fi
 nvidia-smi -L
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name(), 'sm_%d%d' % torch.cuda.get_device_capability())"
 setsid nohup python3 -m fuzzer fuzz --device cuda --workers 12 --budget 15m --seed 1 --out "$D/c15" --no-live > "$D/c15.log" 2>&1 < /dev/null &
