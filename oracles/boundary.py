@@ -29,6 +29,10 @@ _FORMAT = {
 UNIT_SCALE = 1.0
 
 
+# Explicit mantissa bits of each floating dtype: 2**bits is where its spacing reaches 1.
+MANTISSA_BITS = {name: bits for name, (bits, _) in _FORMAT.items()}
+
+
 def ulp_of(values64: torch.Tensor, dtype: str) -> torch.Tensor:
     """The spacing of `dtype` at each value (float64). Zero maps to the smallest subnormal spacing."""
     bits, emin = _FORMAT[dtype]

@@ -51,6 +51,12 @@ FEW_ULPS = 4
 NOISE_FRACTION = 0.01
 # same()'s RMSE multipliers: compiled's RMSE vs fp64 may be this multiple of eager's.
 SAME_MULTIPLIER = {"float32": 2.0, "float64": 2.0, "bfloat16": 3.0, "float16": 3.0}
+# When eager itself is this far from fp64 (relative to the output's scale) somewhere in the output,
+# the input is ill-conditioned for this graph in this precision (a norm over a near-constant row):
+# compiled being further still is `suspect`, not proof of a wrong answer.
+ILL_CONDITIONED_RELATIVE = 2.0**-6
+_MANTISSA_BITS = {"float32": 23, "float64": 52, "bfloat16": 7, "float16": 10}
+
 # Culprit texts naming a documented precision knob that removes the divergence.
 PRECISION_KNOBS = ("emulate_precision_casts",)
 
@@ -98,6 +104,12 @@ def _float_reason(name: str, fc) -> SeverityReason | None:
         return SeverityReason(Severity.SUSPECT, "int-valued-boundary", name,
                               f"{fc.n_int_wrong}/{fc.numel} integer-valued {fc.dtype} elements flip, but eager misses fp64 as often "
                               f"({fc.n_worse} compiled-worse, {fc.n_closer} compiled-closer): pre-images at rounding boundaries")
+    eager_relative = fc.eager_max_err_ulps * 2.0 ** -_MANTISSA_BITS.get(fc.dtype, 23)
+    if fc.n_gross_worse and eager_relative > ILL_CONDITIONED_RELATIVE:
+        return SeverityReason(Severity.SUSPECT, "gross-worse-ill-conditioned", name,
+                              f"{fc.n_gross_worse}/{fc.numel} {fc.dtype} elements are much further from fp64 in compiled "
+                              f"(up to {fc.max_excess_ulps:.3g} ULPs more), but eager itself is off by {fc.eager_max_err_ulps:.3g} ULPs "
+                              f"({eager_relative:.2g} relative): an ill-conditioned input")
     if fc.n_gross_worse:
         return SeverityReason(Severity.BUG, "float-gross-worse", name,
                               f"{fc.n_gross_worse}/{fc.numel} {fc.dtype} elements are grossly further from fp64 in compiled "

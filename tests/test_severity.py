@@ -252,3 +252,32 @@ def test_a_near_zero_element_does_not_hide_gross_errors_elsewhere():
     compiled[5:8] = compiled[5:8] * 1.01
     r = severity_of(_float_verdict(eager, compiled, ref))
     assert r.severity is Severity.BUG and r.rule == "float-gross-worse"
+
+
+def test_integer_values_that_the_format_forces_or_zeros_are_not_an_integer_valued_output():
+    """Seen on an H100: a bf16 LayerNorm of constant rows (eager and fp64 exactly 0, compiled 0.0019)
+    and an fp16 output at |x| > 1024 (where every fp16 value is an integer) were rated
+    'integer-valued wrong' bugs. Neither is a floor or floor division off by a whole step."""
+    zeros = torch.zeros(160, dtype=torch.bfloat16)
+    off = zeros.clone()
+    off[::3] = 0.0019
+    fc = compare_float(zeros, off, zeros.double())
+    assert not fc.integral and fc.n_int_wrong == 0
+    assert severity_of(_float_verdict(zeros, off, zeros.double())).rule != "int-valued-wrong"
+    big = (torch.arange(1536, dtype=torch.float64) * 2 + 2048).to(torch.float16)
+    moved = big.clone()
+    moved[::7] += 2
+    fc = compare_float(big, moved, big.double())
+    assert not fc.integral and fc.n_int_wrong == 0
+
+
+def test_a_compiled_result_further_than_an_already_ill_conditioned_eager_is_suspect():
+    """When eager itself is percents off fp64 (a norm over a near-constant row), compiled being
+    further still is suspect, not proof of a bug (seen on an H100: group_norm, eager 7e5 fp32 ULPs off)."""
+    g = torch.Generator().manual_seed(4)
+    ref = torch.randn(100, generator=g, dtype=torch.float64)
+    eager = (ref * (1 + 0.05 * torch.randn(100, generator=g, dtype=torch.float64))).float()  # eager ~5% off
+    compiled = eager.clone()
+    compiled[0] = (ref[0] * 2.0).float()
+    r = severity_of(_float_verdict(eager, compiled, ref))
+    assert r.severity is Severity.SUSPECT and r.rule == "gross-worse-ill-conditioned"
