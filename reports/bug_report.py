@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from generators.spec import GraphSpec
+from oracles.severity import severity_of
 from reports.markdown import verdict_table
 from reports.repro import graph_code, inputs_code
 
@@ -50,10 +51,13 @@ def render_bug_report(
         epc_line = "**removes the divergence**: Inductor skips a low-precision rounding that eager does"
     else:
         epc_line = f"does not remove it (still {epc})"
+    reason = severity_of(verdict, culprit=culprit.get("summary")) if verdict is not None else None
     lines = [
         f"# torch.compile differs from eager: {culprit.get('summary', '?')}",
         "",
         f"Found by divfuzz: {title}",
+        "",
+        f"**Severity: {reason.severity.value}** ({reason.rule}): {reason.detail}" if reason else "**Severity:** not judged (no verdict recorded)",
         "",
         "## Versions",
         "",

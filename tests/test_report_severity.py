@@ -80,3 +80,30 @@ def test_a_version_1_store_is_migrated_and_its_buckets_judged_from_stored_verdic
     db = sqlite3.connect(path)
     assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
     assert db.execute("SELECT severity FROM buckets").fetchall() == [("bug",)]
+
+
+def test_a_bucket_report_md_leads_with_its_severity_and_reason():
+    """The markdown a user pastes upstream says what the policy made of it: severity, rule, numbers;
+    and a documented precision knob in the culprit turns a suspect into by-design there too."""
+    import torch
+
+    from generators.spec import GraphSpec, Node, TensorSpec
+    from oracles.compare import compare_float
+    from oracles.verdict import OutputVerdict, Status, Verdict
+    from reports.bug_report import render_bug_report
+
+    spec = GraphSpec(inputs=(TensorSpec("x0", (4, 8), "bfloat16"),),
+                     nodes=(Node("v1", "sigmoid", ("x0",), (), "bfloat16", (4, 8)),), outputs=("v1",))
+    ref = torch.linspace(-3, 3, 32, dtype=torch.float64).reshape(4, 8)
+    eager = ref.to(torch.bfloat16)
+    compiled = eager.clone()
+    compiled.view(torch.int16).view(-1)[::2] += 1  # one bf16 ULP (away from zero) on every other element
+    verdict = Verdict(Status.DIVERGED, outputs=(OutputVerdict("v1", float_cmp=compare_float(eager, compiled, ref)),))
+
+    def render(summary):
+        return render_bug_report(spec, title="t", culprit={"summary": summary}, versions={"torch": "x"}, device="cpu",
+                                 config_desc="inductor", verdict=verdict)
+
+    plain = render("inductor (no single subsystem)")
+    assert "**Severity: suspect**" in plain and "16/32 bfloat16 elements differ" in plain
+    assert "**Severity: by-design** (precision-knob)" in render("inductor: emulate_precision_casts removes it")
