@@ -87,17 +87,18 @@ _OS_REASONS = {
 
 
 def check_out_dir(path: Path, option: str) -> Path:
-    """Make sure `path` is a folder divfuzz can write, before any work starts: create it, then
-    write and remove a probe file. Errors name the option and say why (a file in the way,
-    read-only, disk full)."""
+    """Make sure `path` is a folder divfuzz can write, before any work starts, without creating
+    anything: a probe file is written to and removed from the deepest folder that exists on the way
+    (the writers create the folder when they have something to write, so a refused input leaves no
+    trace). Errors name the option and say why (a file in the way, read-only, disk full)."""
     from fuzzer.errors import OutputError
 
     for parent in [path, *path.parents]:
         if parent.exists() and not parent.is_dir():
             raise OutputError(f"{option} {path}: {parent} is a regular file, not a folder")
+    existing = next(p for p in [path, *path.parents] if p.exists())
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".divfuzz-probe-", dir=path)
+        fd, probe = tempfile.mkstemp(prefix=".divfuzz-probe-", dir=existing)
         try:
             os.write(fd, b"probe")
         finally:
@@ -117,6 +118,7 @@ def check_out_file(path: Path | None, option: str) -> None:
     if path.is_dir():
         raise OutputError(f"{option} {path}: is a folder, expected a file path")
     check_out_dir(path.parent, option)
+    path.parent.mkdir(parents=True, exist_ok=True)  # the file itself is written at the end
 
 
 class DivfuzzCommand(click.Command):

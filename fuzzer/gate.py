@@ -257,8 +257,8 @@ def load_baseline(path: Path, *, device: str | None = None) -> Baseline:
     if config:
         try:
             CompileConfig.from_dict(config)
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
-            raise bad(f"a compile config for config ({type(e).__name__}: {e})", config) from None
+        except (KeyError, TypeError, ValueError, AttributeError, DivfuzzError) as e:
+            raise bad(f"a compile config for config ({e})", config) from None
     specs = data.get("specs")
     if not isinstance(specs, dict):
         raise bad("an object for specs", specs)
