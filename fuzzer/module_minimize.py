@@ -254,11 +254,7 @@ def _summary(rung: str, bisect: dict | None) -> str:
 
 
 _REPRO = '''#!/usr/bin/env python3
-"""divfuzz repro from a user module: {title}
-
-{notes}
-Run: python repro.py. Exits 1 while {before} and {rung} differ, 0 once they agree.
-"""
+{doc}
 import sys
 
 import torch
@@ -302,6 +298,15 @@ for x, y in zip(a, b):
     bad += n
 sys.exit(1 if bad else 0)
 '''
+
+
+def _repro_doc(title: str, notes: str, before: str, rung: str) -> str:
+    """The repro's docstring, escaped: a module path, an output name or a culprit text from the
+    user's model can never end the string or hold a NUL."""
+    from reports.repro import docstring_literal
+
+    return docstring_literal(f"divfuzz repro from a user module: {title}\n\n{notes}\n"
+                             f"Run: python repro.py. Exits 1 while {before} and {rung} differ, 0 once they agree.")
 
 
 def _repro_code(gm) -> str:
@@ -375,7 +380,7 @@ def _reduce_and_name(gm, inputs, before, rung, peeled, ref, device, verdict_line
     removed = f"Decompositions removed first (earlier causes): {', '.join(peeled)}" if peeled else ""
     notes = "\n".join([f"Culprit: {summary}", f"compiler_bisector: {bisect}", removed, *verdict_lines])
     (folder / "repro.py").write_text(
-        _REPRO.format(title=f"{ref}: {summary}", notes=notes, before=before, rung=rung, code=_repro_code(small), device=device)
+        _REPRO.format(doc=_repro_doc(f"{ref}: {summary}", notes, before, rung), before=before, rung=rung, code=_repro_code(small), device=device)
     )
     cause = {
         "rung": rung,

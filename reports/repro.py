@@ -143,7 +143,7 @@ def _int(v) -> str:
     return repr(v)
 
 
-def _docstring(text: str) -> str:
+def docstring_literal(text: str) -> str:
     """`text` as the body of a triple-quoted docstring: backslashes, quotes and control characters
     are escaped, so no title or note can end the string or hold a NUL."""
     out = []
@@ -205,7 +205,7 @@ def render_repro(
         "Run: python repro.py [DEVICE]. Exits 1 while eager and compiled differ, 0 once they agree.",
         f"Compiled with: {config.describe()}",
     ]
-    doc = _docstring("\n".join(header))
+    doc = docstring_literal("\n".join(header))
     consts = textwrap.dedent(
         f"""
         DEVICE = {device!r}

@@ -347,3 +347,14 @@ def test_titles_and_notes_cannot_end_the_docstring():
     doc = ast.get_docstring(tree, clean=False)
     assert title in doc and all(n in doc for n in notes)
     check_repro(text, spec)
+
+
+def test_a_module_repro_docstring_cannot_be_ended_by_names_from_the_users_model():
+    """`minimize --module` writes output names (pytree keys of the user's model) and the module path
+    into its repro's docstring: a key holding triple quotes or a NUL must stay inside it."""
+    from fuzzer.module_minimize import _repro_doc
+
+    hostile = 'output[\'a"""\nimport os; os.system("x")\n#\']: \x00 differ'
+    tree = ast.parse(_repro_doc("m.py:make_case", hostile, "eager", "inductor") + "\nimport sys\n")
+    assert isinstance(tree.body[0], ast.Expr) and isinstance(tree.body[1], ast.Import)
+    assert len(tree.body) == 2 and "os.system" in ast.get_docstring(tree, clean=False)
