@@ -1,15 +1,15 @@
 """The CI gate on the CPU with the real Inductor: the shipped corpus passes its baseline, planted
 bugs fail it, bounds bite, bad input exits 2, pruning keeps coverage, results are deterministic.
 
-Cost control: the full shipped corpus is replayed once (module fixture) and its result reused;
-the other gate runs use a sub-corpus of three small specs.
+Cost control: the full shipped corpus is replayed by `.ci/run` itself (`divfuzz gate --device cpu`)
+and here only in the slow tier; the default tier's gate runs use a sub-corpus of three small specs.
+How long the gate takes is measured by `scripts/bench_gate.sh`, not asserted here.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from fuzzer.cli import main
 from fuzzer.corpus import corpus_features, known_divergences, plan_prune, read_specs, spec_features
-from fuzzer.gate import compare_with_baseline, default_baseline_path, load_corpus
+from fuzzer.gate import compare_with_baseline, default_baseline_path, load_baseline, load_corpus, machine_key
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "corpus"
@@ -53,12 +53,11 @@ def full_gate(tmp_path_factory):
     out = tmp_path_factory.mktemp("full")
     summary = out / "step_summary.md"
     summary.write_text("earlier step\n")
-    t0 = time.perf_counter()
     result = gate(
         "--corpus", str(CORPUS), "--json", str(out / "gate.json"), "--junit", str(out / "junit.xml"),
         "--markdown", str(out / "gate.md"), env={"GITHUB_STEP_SUMMARY": str(summary)},
     )
-    return result, out, time.perf_counter() - t0
+    return result, out
 
 
 @pytest.fixture(scope="module")
@@ -73,13 +72,13 @@ def sub_corpus(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 def test_shipped_corpus_passes_the_cpu_baseline(full_gate):
-    result, out, wall = full_gate
+    result, out = full_gate
     assert result.exit_code == 0, result.output
     data = json.loads((out / "gate.json").read_text())
     assert data["result"] == "pass" and data["counts"]["failed"] == 0
     assert data["counts"]["specs"] == len(load_corpus(CORPUS))
-    assert wall < 300, f"the gate took {wall:.0f} s"
     junit = ET.parse(out / "junit.xml").getroot()
     assert int(junit.get("tests")) == data["counts"]["specs"] and junit.get("failures") == "0"
     md = (out / "gate.md").read_text()
@@ -97,17 +96,19 @@ def test_shipped_corpus_covers_every_op_and_dtype():
     assert default_baseline_path(CORPUS, "cpu").exists()
 
 
-def test_three_runs_give_identical_json(sub_corpus, full_gate, tmp_path):
+def test_three_runs_give_identical_json(sub_corpus, tmp_path):
     runs = []
     for i in range(3):
         result = gate("--corpus", str(sub_corpus), "--json", str(tmp_path / f"{i}.json"))
         assert result.exit_code == 0, result.output
         runs.append(without_timings(tmp_path / f"{i}.json"))
     assert runs[0] == runs[1] == runs[2]
-    # ... and the same verdicts as the full corpus run gave for these specs.
-    _, out, _ = full_gate
-    full = {s["name"]: s["observed"] for s in json.loads((out / "gate.json").read_text())["specs"]}
-    assert {s["name"]: s["observed"] for s in runs[0]["specs"]} == {n: full[n] for n in SUB_SPECS}
+    # ... and, replayed apart from the rest of the corpus, the verdicts the shipped baseline holds
+    # for these specs (recorded in one run of the whole corpus), where this machine is its machine.
+    shipped = load_baseline(default_baseline_path(CORPUS, "cpu"))
+    if shipped.key() != machine_key("cpu"):
+        pytest.skip("the shipped CPU baseline was recorded on another CPU capability")
+    assert {s["name"]: s["observed"] for s in runs[0]["specs"]} == {n: shipped.specs[n] for n in SUB_SPECS}
 
 
 @pytest.mark.parametrize(
