@@ -1,5 +1,5 @@
 """`python -m fuzzer` is `divfuzz`."""
 
-from fuzzer.cli import main
+from fuzzer.cli.main import main
 
 main()

@@ -4,7 +4,7 @@ One spec builds three things:
 - `make_inputs`: its concrete inputs, a pure function of (spec, device);
 - `build_callable`: the torch function `f(*inputs) -> tuple of outputs` (autocast inside);
 - `build_reference`: the same math in float64 (every floating dtype and cast mapped to float64,
-  autocast off), and `boundary_maps`, the pre-image distances for its integer outputs.
+  autocast off), and `rounding_boundaries`, where its integer outputs jump.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Callable
 import torch
 
 from generators.recipes import INITS, RECIPES
+from generators.opdef import RoundingBoundary
 from generators.registry import get_op
 from generators.spec import GraphSpec
 
@@ -105,12 +106,11 @@ def build_reference(spec: GraphSpec) -> Callable[..., tuple]:
     return reference
 
 
-def boundary_maps(spec: GraphSpec, eager_env: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """For each integer output: its elements' pre-image distance from a rounding boundary, in ULPs.
+def rounding_boundaries(spec: GraphSpec, eager_env: dict[str, torch.Tensor]) -> dict[str, RoundingBoundary]:
+    """For each integer output whose op declares one: where its elements jump (`RoundingBoundary`).
 
-    Measured on eager's own intermediate values (`eager_env`, kept by `build_callable(keep=...)`):
-    the pre-image is what eager actually rounded, in the dtype it rounded it (autocast included),
-    and the ULP is that dtype's. NaN marks an undefined cast (see `oracles.boundary`).
+    Built from eager's own intermediate values (`eager_env`, kept by `build_callable(keep=...)`):
+    the pre-image is what eager actually rounded, in the dtype it rounded it (autocast included).
     """
     maps = {}
     with torch.no_grad():
@@ -120,16 +120,10 @@ def boundary_maps(spec: GraphSpec, eager_env: dict[str, torch.Tensor]) -> dict[s
             except KeyError:
                 continue
             op = get_op(node.op)
-            if op.boundary_ulps is None:
+            if op.boundary is None:
                 continue
-            x = eager_env[node.inputs[0]].detach()
-            maps[name] = op.boundary_ulps(x, str(x.dtype).removeprefix("torch."), **node.kwargs)
+            maps[name] = op.boundary(eager_env[node.inputs[0]].detach(), **node.kwargs)
     return maps
-
-
-def gradient_targets(spec: GraphSpec, inputs: list[torch.Tensor]) -> list[tuple[str, torch.Tensor]]:
-    """The (name, tensor) inputs whose gradients a backward case compares."""
-    return [(t.name, x) for t, x in zip(spec.inputs, inputs) if t.requires_grad]
 
 
 def cotangents(outputs: tuple, seed: int) -> list[torch.Tensor | None]:

@@ -24,7 +24,17 @@ import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
 
-from generators.registry import Choice, Flag, FloatRange, IntRange, Meta, OpDef, WeightSpec, register
+from generators.opdef import Choice, Flag, FloatRange, IntRange, Meta, OpDef, RoundingBoundary, WeightSpec
+
+# Every registered op by name, in registration order (`generators.registry` looks them up).
+OPS: dict[str, OpDef] = {}
+
+
+def register(op: OpDef) -> OpDef:
+    if op.name in OPS:
+        raise ValueError(f"op {op.name!r} is registered twice")
+    OPS[op.name] = op
+    return op
 
 FLOATS = ("float32", "bfloat16", "float16")
 INV_SQRT2 = 0.7071067811865476
@@ -51,12 +61,6 @@ def _same(metas, p):
 
 def _same_binary(metas, p):
     return Meta(metas[0].shape, _promote(metas[0].dtype, metas[1].dtype))
-
-
-def _wdtype(meta: Meta) -> str:
-    # The actual weight dtype is decided in strategies (float32 under autocast); this is the
-    # eager-without-autocast rule.
-    return meta.dtype
 
 
 def _eps(draw) -> float:
@@ -523,13 +527,17 @@ register(
 
 # ---------------------------------------------------------------------------------------------
 # Integer encodings: the float pre-image is rounded, clamped and cast. Their outputs are graph
-# outputs; `boundary_ulps` measures how close each element's pre-image was to a rounding boundary.
+# outputs; `boundary` says where each element's output jumps (the oracle measures how close eager's pre-image was).
 # ---------------------------------------------------------------------------------------------
 
 _INT_RANGE = {"uint8": (0, 255), "int8": (-128, 127)}
 _ROUND = {"ceil": "torch.ceil", "floor": "torch.floor", "round": "torch.round", "trunc": "torch.trunc"}
 _ROUND_FN = {"ceil": torch.ceil, "floor": torch.floor, "round": torch.round, "trunc": torch.trunc}
 _ENCODING_PARAMS = {"mode": Choice(tuple(_ROUND)), "to": Choice(tuple(_INT_RANGE))}
+
+
+def _dtype_name(x) -> str:
+    return str(x.dtype).removeprefix("torch.")
 
 
 def _e8m0_preimage(x):
@@ -547,13 +555,6 @@ def _code_e8m0(a, p):
         f"(torch.clamp({_ROUND[p['mode']]}(torch.log2(torch.abs({a[0]}) + 1e-07)), -127, 127){offset})"
         f".to(D({_DTYPE_CODE[p['to']]}))"
     )
-
-
-def _boundary_distance(pre, boundary_offset: float, precast_dtype: str):
-    """ULPs (of `precast_dtype`) from eager's pre-image `pre` to the nearest k + boundary_offset."""
-    from oracles.boundary import distance_to_grid_ulps
-
-    return distance_to_grid_ulps(pre, offset=boundary_offset, dtype=precast_dtype)
 
 
 def _grid_offset(mode: str) -> float:
@@ -575,7 +576,7 @@ register(
             "mode": draw(st.sampled_from(["ceil", "ceil", "floor", "round"])),
             "to": draw(st.sampled_from(["uint8", "uint8", "int8"])),
         },
-        boundary_ulps=lambda x64, precast, mode, to: _boundary_distance(_e8m0_preimage(x64), _grid_offset(mode), precast),
+        boundary=lambda x, mode, to: RoundingBoundary(_e8m0_preimage(x), _dtype_name(x), grid_offset=_grid_offset(mode)),
         differentiable=False,
     )
 )
@@ -606,18 +607,15 @@ register(
             "mode": draw(st.sampled_from(["round", "round", "floor", "trunc"])),
             "to": draw(st.sampled_from(["int8", "uint8"])),
         },
-        boundary_ulps=lambda x64, precast, scale, mode, to: _boundary_distance(x64 / scale, _grid_offset(mode), precast),
+        boundary=lambda x, scale, mode, to: RoundingBoundary(x / scale, _dtype_name(x), grid_offset=_grid_offset(mode)),
         differentiable=False,
     )
 )
 
 
-def _count_boundary(x, precast, cmp, threshold):
-    from oracles.boundary import distance_to_value_ulps
-
-    # A row's count flips when any of its elements crosses the threshold: the row's distance is
-    # its element closest to the threshold. A NaN compares false on both sides: it never flips.
-    return distance_to_value_ulps(x, threshold, dtype=precast).nan_to_num(nan=float("inf")).amin(-1)
+def _count_boundary(x, cmp, threshold):
+    # A row's count flips when any of its elements crosses the threshold.
+    return RoundingBoundary(x, _dtype_name(x), threshold=threshold, row_reduced=True)
 
 
 def _run_count(ctx, x, cmp, threshold):
@@ -639,7 +637,7 @@ register(
             "cmp": draw(st.sampled_from(["gt", "ge", "lt", "le"])),
             "threshold": draw(st.sampled_from([0.0, 0.5, 1.0, -0.25])),
         },
-        boundary_ulps=_count_boundary,
+        boundary=_count_boundary,
         differentiable=False,
     )
 )

@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from generators.errors import SpecError
+from records.errors import SpecError
 
 SCHEMA_VERSION = 1
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from generators.registry import Meta, all_ops
+from generators.opdef import Meta
+from generators.registry import all_ops
 from generators.spec import RECIPE_KINDS, GraphSpec, InputRecipe, Node, TensorSpec
 
 FLOAT_DTYPES = ("float32", "bfloat16", "float16")

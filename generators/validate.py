@@ -21,9 +21,10 @@ import keyword
 import math
 import re
 
-from generators.errors import InvalidGraphError
+from records.errors import InvalidGraphError
 from generators.recipes import INITS, RECIPES
-from generators.registry import INFER_ERRORS, Meta, get_op
+from generators.opdef import INFER_ERRORS, Meta
+from generators.registry import get_op
 from generators.spec import FLOAT_DTYPES, GraphSpec, short_repr
 
 NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -70,6 +70,23 @@ def distance_to_value_ulps(pre: torch.Tensor, value: float, *, dtype: str | None
     return torch.where(torch.isfinite(pre64), dist, torch.full_like(dist, float("nan")))
 
 
+def distance_ulps(
+    pre_image: torch.Tensor, dtype: str, *, grid_offset: float | None = None, threshold: float | None = None,
+    row_reduced: bool = False,
+) -> torch.Tensor:
+    """ULPs (of `dtype`) from each pre-image to where its output jumps: the grid {k + grid_offset}
+    or one `threshold` (exactly one is given). `row_reduced`: a row's output counts over the last
+    dimension, so its distance is that of its closest element (a NaN compares false on both sides
+    of a threshold and never flips, so it does not count)."""
+    if (grid_offset is None) == (threshold is None):
+        raise ValueError("distance_ulps: give exactly one of grid_offset and threshold")
+    if grid_offset is not None:
+        dist = distance_to_grid_ulps(pre_image, offset=grid_offset, dtype=dtype)
+    else:
+        dist = distance_to_value_ulps(pre_image, threshold, dtype=dtype)
+    return dist.nan_to_num(nan=float("inf")).amin(-1) if row_reduced else dist
+
+
 def undefined_cast(pre: torch.Tensor, int_dtype: torch.dtype) -> torch.Tensor:
     """Where casting the float `pre` to `int_dtype` is undefined: NaN, Inf or outside its range."""
     info = torch.iinfo(int_dtype)

@@ -6,13 +6,11 @@ tensors' own device and read back one small vector of scalars.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
-
 import torch
 
 from oracles.boundary import MANTISSA_BITS, ulp_of
 from oracles.ulp import nan_inf_mismatch, ulp_distance
+from records.verdict import FloatComparison, IntComparison
 
 # Upper edges (inclusive) of the ULP histogram's bins; the last bin is open.
 ULP_BIN_EDGES = (1, 2, 4, 16, 256)
@@ -21,8 +19,6 @@ ULP_BIN_LABELS = ("1", "2", "3-4", "5-16", "17-256", ">256")
 # Triage: compiled is "worse" (or "closer") when its summed error over the differing elements is
 # more than this factor away from eager's.
 TRIAGE_FACTOR = 1.05
-# The same()-like margin for fp32: compiled's RMSE vs fp64 may be up to this multiple of eager's.
-FP32_RMSE_MULTIPLIER = 2.0
 # An integer flip whose pre-image lies within this many ULPs of a rounding boundary is "boundary".
 BOUNDARY_ULPS = 32.0
 # Per element, compiled is "grossly worse" when its error vs fp64, in ULPs of the output dtype at the
@@ -36,80 +32,6 @@ BOUNDARY_ULPS = 32.0
 GROSS_MIN_ULPS_BY_DTYPE = {"float32": 1024.0, "float64": 1024.0, "bfloat16": 16.0, "float16": 16.0}
 GROSS_MIN_ULPS = 16.0  # any other floating dtype
 GROSS_FACTOR = 4.0
-
-
-@dataclass(frozen=True)
-class FloatComparison:
-    dtype: str
-    numel: int
-    n_diff: int
-    max_ulp: int
-    ulp_histogram: tuple[tuple[str, int], ...]
-    nan_inf_mismatch: int
-    triage: str  # "equal" | "compiled-worse" | "compiled-closer" | "same"
-    n_worse: int  # differing elements where compiled is further from fp64 than eager
-    n_closer: int
-    rmse_eager: float  # RMSE vs fp64; 0 (not computed) when eager and compiled are bitwise equal
-    rmse_compiled: float
-    max_abs_diff: float
-    # Per-element measures (defaults: verdicts stored before they existed read as "not measured").
-    n_gross_worse: int = 0  # elements where compiled is grossly further from fp64 (GROSS_*)
-    max_excess_ulps: float = 0.0  # max over elements of (compiled error - eager error), in ULPs
-    eager_max_err_ulps: float = 0.0  # the largest error eager makes vs fp64, in ULPs
-    integral: bool = False  # eager and fp64 values are all integers (floor, trunc, floor division)
-    n_int_wrong: int = 0  # integral output: elements where eager == fp64 and compiled differs from both
-    n_nonfinite_new: int = 0  # compiled NaN/Inf where eager and fp64 are both finite
-
-    @property
-    def fp32_worse(self) -> bool:
-        """True when compiled is further from fp64 than `same()` would accept (its RMSE test)."""
-        return self.rmse_compiled > FP32_RMSE_MULTIPLIER * self.rmse_eager
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["ulp_histogram"] = [list(p) for p in self.ulp_histogram]
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> FloatComparison:
-        d = dict(d)
-        d["ulp_histogram"] = tuple((str(k), int(v)) for k, v in d["ulp_histogram"])
-        return cls(**d)
-
-
-@dataclass(frozen=True)
-class IntComparison:
-    dtype: str
-    numel: int
-    flips: int
-    max_step: int
-    boundary_flips: int  # pre-image within BOUNDARY_ULPS of a rounding boundary
-    gross_flips: int  # pre-image far from any boundary
-    unknown_flips: int  # no pre-image known
-    min_boundary_ulps: float | None  # smallest pre-image distance among flips
-    undefined_flips: int = 0  # the pre-image was NaN, Inf or out of range: an undefined cast
-    # fp64 verdict over the flips (the integer computed in float64): who gets it right.
-    fp64_known: bool = False
-    compiled_correct: int = 0
-    eager_correct: int = 0
-    neither_correct: int = 0
-
-    @property
-    def fp64_triage(self) -> str:
-        """"compiled-correct", "eager-correct", "neither", "mixed", or "unknown" (no fp64 integer)."""
-        if not self.fp64_known:
-            return "unknown"
-        counted = [(n, name) for n, name in ((self.compiled_correct, "compiled-correct"), (self.eager_correct, "eager-correct"), (self.neither_correct, "neither")) if n]
-        if len(counted) == 1:
-            return counted[0][1]
-        return "mixed" if counted else "unknown"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> IntComparison:
-        return cls(**d)
 
 
 def _dtype_name(t: torch.Tensor) -> str:

@@ -22,27 +22,9 @@ reference; the numerical-accuracy notes; issues closed as expected):
 
 from __future__ import annotations
 
-import enum
-from dataclasses import asdict, dataclass
-from typing import Any
+from records.outcomes import COMPILER_FAILURES, Status
+from records.severity import ORDER, Severity, SeverityReason
 
-
-class Severity(str, enum.Enum):
-    BUG = "bug"  # a maintainer would act on it: a wrong answer or a failure of the compiler
-    SUSPECT = "suspect"  # diverges beyond expected rounding, but not provably wrong
-    BY_DESIGN = "by-design"  # a documented precision knob (emulate_precision_casts) removes it
-    NOISE = "noise"  # expected rounding: compiled closer to fp64, or as close and a few ULPs
-
-    @property
-    def rank(self) -> int:
-        """0 for the most severe."""
-        return ORDER.index(self)
-
-    def at_least(self, other: Severity) -> bool:
-        return self.rank <= other.rank
-
-
-ORDER = (Severity.BUG, Severity.SUSPECT, Severity.BY_DESIGN, Severity.NOISE)
 
 # A difference of at most this many ULPs (bf16/fp16/fp32 output) counts as "a few ULPs".
 FEW_ULPS = 4
@@ -60,27 +42,6 @@ _MANTISSA_BITS = {"float32": 23, "float64": 52, "bfloat16": 7, "float16": 10}
 # Culprit texts naming a documented precision knob that removes the divergence.
 PRECISION_KNOBS = ("emulate_precision_casts",)
 
-
-@dataclass(frozen=True)
-class SeverityReason:
-    """A severity with the rule that gave it, the output it is about, and the measured numbers."""
-
-    severity: Severity
-    rule: str  # stable id, e.g. "float-gross-worse"
-    output: str  # the output's name, or "-" for errors
-    detail: str  # one sentence with the numbers
-
-    def __str__(self) -> str:
-        return f"{self.severity.value}: {self.detail}"
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["severity"] = self.severity.value
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> SeverityReason:
-        return cls(Severity(d["severity"]), str(d["rule"]), str(d["output"]), str(d["detail"]))
 
 
 def parse_severity(text: str) -> Severity:
@@ -168,7 +129,7 @@ def output_severity(output) -> SeverityReason | None:
     return min(reasons, key=lambda r: r.severity.rank) if reasons else None
 
 
-_ERROR_STATUSES = {"crash": "crash", "hang": "hang", "compile-error": "compile-error", "runtime-error": "runtime-error"}
+_COMPILER_FAILURE_RULES = {status.value: kind.value for status, kind in COMPILER_FAILURES.items()}
 
 
 def severity_of(verdict, *, culprit: str | None = None) -> SeverityReason | None:
@@ -179,10 +140,10 @@ def severity_of(verdict, *, culprit: str | None = None) -> SeverityReason | None
     which knob hides it).
     """
     status = getattr(verdict.status, "value", verdict.status)
-    if status in _ERROR_STATUSES:
-        return SeverityReason(Severity.BUG, _ERROR_STATUSES[status], "-",
+    if status in _COMPILER_FAILURE_RULES:
+        return SeverityReason(Severity.BUG, _COMPILER_FAILURE_RULES[status], "-",
                               f"the compiler under test failed: {status} {verdict.error_type or ''}".strip())
-    if status != "diverged":
+    if status != Status.DIVERGED.value:
         return None
     reasons = [r for r in (output_severity(o) for o in verdict.outputs) if r is not None]
     if not reasons:

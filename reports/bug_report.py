@@ -15,7 +15,7 @@ from reports.markdown import verdict_table
 from reports.repro import graph_code, inputs_code
 
 if TYPE_CHECKING:
-    from oracles.verdict import Verdict
+    from records.verdict import Verdict
 
 
 def _fp64_verdict(verdict: "Verdict | None") -> str:

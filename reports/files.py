@@ -16,14 +16,14 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from generators.errors import UnsafePathError
+from records.errors import UnsafePathError
 from generators.spec import GraphSpec
 from reports.repro import render_repro
 
 if TYPE_CHECKING:
-    from fuzzer.buckets import BucketKey
-    from fuzzer.config import CompileConfig
-    from oracles.verdict import Verdict
+    from records.buckets import BucketKey
+    from records.config import CompileConfig
+    from records.verdict import Verdict
 
 
 SLUG_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}")

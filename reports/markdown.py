@@ -6,7 +6,7 @@ import datetime as _dt
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from oracles.verdict import Verdict
+    from records.verdict import Verdict
 
 
 def verdict_table(verdict: "Verdict") -> str:
@@ -70,7 +70,7 @@ def fold_by_culprit(buckets) -> list[tuple[str, str, int, int, list[int]]]:
 def buckets_markdown(store, *, run_id: int | None = None, min_severity: str = "noise") -> str:
     """A store's buckets (or those a run touched), led by severity: `bug`, then `suspect`, each
     with its reason; `by-design` and `noise` folded into one line per culprit with counts."""
-    from oracles.severity import ORDER, Severity
+    from records.severity import ORDER, Severity
 
     floor = Severity(min_severity)
     buckets = store.buckets(run_id=run_id)

@@ -23,7 +23,7 @@ from generators.spec import GraphSpec
 from generators.validate import name_problem
 
 if TYPE_CHECKING:  # reports depend on generators only; a config is read, never built here
-    from fuzzer.config import CompileConfig
+    from records.config import CompileConfig
 
 _RUNTIME = '''
 def ordered_bits(t):

@@ -18,10 +18,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 
 def main() -> int:
-    from fuzzer.config import CompileConfig
-    from fuzzer.minimize import analyze_finding
-    from fuzzer.worker import CaseRequest, Worker
-    from oracles.verdict import finding_of
+    from records.config import CompileConfig
+    from fuzzer.triage.analysis import analyze_finding
+    from fuzzer.engine.worker import CaseRequest, Worker
+    from oracles.findings import finding_of
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cpu")

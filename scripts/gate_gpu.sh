@@ -9,7 +9,7 @@ PYTHON="${PYTHON:-python}"
 OUT="${OUT:-gate-gpu-out}"
 mkdir -p "$OUT"
 # Keyed by torch minor and GPU architecture, e.g. corpus/baseline-cuda-2.11-sm_90.json.
-BASELINE=$("$PYTHON" -c 'import sys; from pathlib import Path; from fuzzer.gate import default_baseline_path; print(default_baseline_path(Path("corpus"), sys.argv[1]))' "$DEVICE")
+BASELINE=$("$PYTHON" -c 'import sys; from pathlib import Path; from fuzzer.gate.replay import default_baseline_path; print(default_baseline_path(Path("corpus"), sys.argv[1]))' "$DEVICE")
 "$PYTHON" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))'
 
 start=$(date +%s%N)

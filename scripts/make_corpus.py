@@ -14,7 +14,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from generators.registry import Meta, get_op
+from generators.opdef import Meta
+from generators.registry import get_op
 from generators.spec import GraphSpec, InputRecipe, Node, TensorSpec
 from generators.validate import validate_spec
 

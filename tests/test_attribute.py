@@ -6,15 +6,17 @@ from dataclasses import replace
 
 import pytest
 
-from fuzzer.attribute import Culprit, summarize
-from fuzzer.bucket_analysis import BucketAnalyzer
-from fuzzer.buckets import bucket_key, graph_signature
-from fuzzer.config import CompileConfig
-from fuzzer.minimize import analyze_finding
-from fuzzer.store import Store
-from fuzzer.worker import Worker
+from records.culprit import Culprit
+from fuzzer.triage.attribute import summarize
+from fuzzer.triage.analysis import BucketAnalyzer
+from fuzzer.engine.buckets import bucket_key, graph_signature
+from records.config import CompileConfig
+from fuzzer.triage.analysis import analyze_finding
+from fuzzer.engine.store import Store
+from fuzzer.engine.worker import Worker
 from generators.spec import GraphSpec, Node, TensorSpec
-from oracles.verdict import Finding, FindingKind
+from records.verdict import Finding
+from records.outcomes import FindingKind
 from seed_specs import layer_norm_linear, sigmoid_gate
 
 
@@ -73,7 +75,7 @@ def test_raw_keys_separate_autocast_and_backward_so_they_are_minimized_apart():
 
 @pytest.mark.slow
 def test_graphs_with_one_root_cause_share_one_bucket(tmp_path):
-    config = CompileConfig(backend="fuzzer.planted:ulp_bump")
+    config = CompileConfig(backend="fuzzer.engine.planted:ulp_bump")
     specs = [_bf16_chain(("relu", "sigmoid")), _bf16_chain(("tanh", "abs", "sigmoid")), _bf16_chain(("exp", "relu", "tanh", "sigmoid"))]
     analyzer = BucketAnalyzer(device="cpu", config=config, strict=False, budget_s=30, timeout_s=60)
     store = Store(tmp_path / "s.sqlite")
@@ -94,7 +96,7 @@ def test_graphs_with_one_root_cause_share_one_bucket(tmp_path):
         worker.stop()
     assert len(raw_keys) == 3
     assert len(keys) == 1 and len(store.buckets()) == 1, keys
-    assert "sigmoid @ backend fuzzer.planted:ulp_bump" in keys.pop()
+    assert "sigmoid @ backend fuzzer.engine.planted:ulp_bump" in keys.pop()
 
 
 @pytest.mark.gpu

@@ -17,8 +17,8 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from fuzzer.cli import main
-from fuzzer.gate import load_baseline, machine_key, torch_minor
+from fuzzer.cli.main import main
+from fuzzer.gate.baseline import load_baseline, machine_key, torch_minor
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "corpus"
@@ -30,7 +30,7 @@ def key_in_subprocess(capability: str | None) -> dict:
     env.pop("ATEN_CPU_CAPABILITY", None)
     if capability:
         env["ATEN_CPU_CAPABILITY"] = capability
-    code = ("import json, torch; from pathlib import Path; from fuzzer.gate import machine_key, default_baseline_path;"
+    code = ("import json, torch; from pathlib import Path; from fuzzer.gate.replay import machine_key, default_baseline_path;"
             "print(json.dumps({**machine_key('cpu'), 'path': default_baseline_path(Path('c'), 'cpu').name,"
             " 'torch_says': torch.backends.cpu.get_cpu_capability()}))")
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)

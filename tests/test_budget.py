@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from fuzzer.campaign import BUDGET_GRACE_S, Campaign, CampaignOptions
-from fuzzer.config import CompileConfig
+from fuzzer.campaign.loop import BUDGET_GRACE_S, Campaign, CampaignOptions
+from records.config import CompileConfig
 
 
 @pytest.mark.slow
@@ -15,7 +15,7 @@ def test_a_60s_campaign_with_minimization_ends_within_budget_plus_grace(tmp_path
     # The planted backend bumps one bf16 ULP, so every case is a finding and minimization (which
     # alone may take minutes per bucket) runs into the deadline.
     opts = CampaignOptions(device="cpu", out_dir=tmp_path, budget_s=60.0, seed=5, dtypes=("bfloat16",), minimize=True,
-                           minimize_budget_s=600.0, config=CompileConfig(backend="fuzzer.planted:ulp_bump"))
+                           minimize_budget_s=600.0, config=CompileConfig(backend="fuzzer.engine.planted:ulp_bump"))
     t0 = time.monotonic()
     campaign = Campaign(opts)
     result = campaign.run()

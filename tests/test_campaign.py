@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from fuzzer.campaign import STORE_NAME, CampaignOptions, run_campaign
-from fuzzer.config import CompileConfig
-from fuzzer.store import Store
+from fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
+from records.config import CompileConfig
+from fuzzer.engine.store import Store
 
 
 def _campaign(tmp_path: Path, backend: str, **kw):
@@ -30,7 +30,7 @@ def _campaign(tmp_path: Path, backend: str, **kw):
 
 
 def test_planted_ulp_bump_is_caught_in_a_bf16_bucket(tmp_path):
-    result, buckets = _campaign(tmp_path, "fuzzer.planted:ulp_bump", dtypes=("bfloat16",), max_cases=5, seed=3)
+    result, buckets = _campaign(tmp_path, "fuzzer.engine.planted:ulp_bump", dtypes=("bfloat16",), max_cases=5, seed=3)
     assert result.progress.cases == 5
     kinds = {b.key.kind for b in buckets}
     assert "bf16-ulp" in kinds, kinds
@@ -40,34 +40,34 @@ def test_planted_ulp_bump_is_caught_in_a_bf16_bucket(tmp_path):
 
 def test_planted_uint8_flip_is_caught_as_an_integer_finding(tmp_path):
     result, buckets = _campaign(
-        tmp_path, "fuzzer.planted:uint8_flip", ops=("e8m0_encode", "gelu", "layer_norm"), max_cases=5, seed=1
+        tmp_path, "fuzzer.engine.planted:uint8_flip", ops=("e8m0_encode", "gelu", "layer_norm"), max_cases=5, seed=1
     )
     kinds = {b.key.kind for b in buckets if b.key.dtype == "uint8"}
     assert kinds & {"int-gross", "int-boundary"}, [str(b.key) for b in buckets]
 
 
 def test_planted_compile_error_is_a_finding_and_the_campaign_goes_on(tmp_path):
-    result, buckets = _campaign(tmp_path, "fuzzer.planted:compile_error", max_cases=3)
+    result, buckets = _campaign(tmp_path, "fuzzer.engine.planted:compile_error", max_cases=3)
     assert result.progress.cases == 3
     assert buckets and all(b.key.kind == "compile-error" for b in buckets)
     assert all("PlantedCompileError" in b.key.detail for b in buckets)
 
 
 def test_killed_worker_is_a_crash_finding_and_the_campaign_goes_on(tmp_path):
-    result, buckets = _campaign(tmp_path, "fuzzer.planted:kill_worker", max_cases=2)
+    result, buckets = _campaign(tmp_path, "fuzzer.engine.planted:kill_worker", max_cases=2)
     assert result.progress.cases == 2
     assert result.progress.by_status["crash"] == 2
     assert all(b.key.kind == "crash" and "SIGKILL" in b.key.detail for b in buckets)
 
 
 def test_a_hang_past_the_timeout_is_a_finding_and_the_campaign_goes_on(tmp_path):
-    result, buckets = _campaign(tmp_path, "fuzzer.planted:hang", max_cases=2, timeout_s=8)
+    result, buckets = _campaign(tmp_path, "fuzzer.engine.planted:hang", max_cases=2, timeout_s=8)
     assert result.progress.by_status["hang"] == 2
     assert {b.key.kind for b in buckets} == {"hang"}
 
 
 def test_eager_in_disguise_yields_no_findings_over_100_cases(tmp_path):
-    result, buckets = _campaign(tmp_path, "fuzzer.planted:eager_in_disguise", max_cases=100, seed=7)
+    result, buckets = _campaign(tmp_path, "fuzzer.engine.planted:eager_in_disguise", max_cases=100, seed=7)
     assert result.progress.cases == 100
     assert buckets == []
     assert result.progress.by_status.get("eager-error", 0) == 0
@@ -162,7 +162,7 @@ def test_a_signal_to_the_whole_process_group_is_no_crash_finding(tmp_path):
     import signal
     import time
 
-    cmd = [sys.executable, "-m", "fuzzer", "fuzz", "--device", "cpu", "--backend", "fuzzer.planted:hang",
+    cmd = [sys.executable, "-m", "fuzzer", "fuzz", "--device", "cpu", "--backend", "fuzzer.engine.planted:hang",
            "--timeout", "300", "--max-cases", "2", "--seed", "2", "--out", str(tmp_path), "--no-live", "--no-minimize"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     deadline = time.time() + 180

@@ -9,9 +9,9 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from fuzzer.campaign import STORE_NAME, CampaignOptions, run_campaign
-from fuzzer.cli import main
-from fuzzer.config import CompileConfig
+from fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
+from fuzzer.cli.main import main
+from records.config import CompileConfig
 from generators.spec import SCHEMA_VERSION
 from seed_specs import layer_norm_linear
 

@@ -22,10 +22,11 @@ import textwrap
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fuzzer.config import CompileConfig
+from records.config import CompileConfig
 from generators import recipes
-from generators.errors import SpecError
-from generators.registry import Choice, Flag, FloatRange, IntRange, all_ops
+from records.errors import SpecError
+from generators.opdef import Choice, Flag, FloatRange, IntRange
+from generators.registry import all_ops
 from generators.strategies import graph_specs
 from generators.validate import RESERVED_NAMES, load_spec
 from reports.bug_report import render_bug_report
@@ -352,7 +353,7 @@ def test_titles_and_notes_cannot_end_the_docstring():
 def test_a_module_repro_docstring_cannot_be_ended_by_names_from_the_users_model():
     """`minimize --module` writes output names (pytree keys of the user's model) and the module path
     into its repro's docstring: a key holding triple quotes or a NUL must stay inside it."""
-    from fuzzer.module_minimize import _repro_doc
+    from fuzzer.triage.user_module import _repro_doc
 
     hostile = 'output[\'a"""\nimport os; os.system("x")\n#\']: \x00 differ'
     tree = ast.parse(_repro_doc("m.py:make_case", hostile, "eager", "inductor") + "\nimport sys\n")

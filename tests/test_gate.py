@@ -16,9 +16,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from fuzzer.cli import main
-from fuzzer.corpus import corpus_features, known_divergences, plan_prune, read_specs, spec_features
-from fuzzer.gate import compare_with_baseline, default_baseline_path, load_baseline, load_corpus, machine_key
+from fuzzer.cli.main import main
+from fuzzer.gate.corpus import corpus_features, known_divergences, plan_prune, read_specs, spec_features
+from fuzzer.gate.policy import compare_with_baseline
+from fuzzer.gate.baseline import default_baseline_path, load_baseline, machine_key
+from fuzzer.gate.corpus import load_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "corpus"
@@ -113,7 +115,7 @@ def test_three_runs_give_identical_json(sub_corpus, tmp_path):
 
 @pytest.mark.parametrize(
     "backend, failing",
-    [("fuzzer.planted:ulp_bump", {"seed-gelu-tanh-bf16"}), ("fuzzer.planted:uint8_flip", {"encoding-float32-fwd"})],
+    [("fuzzer.engine.planted:ulp_bump", {"seed-gelu-tanh-bf16"}), ("fuzzer.engine.planted:uint8_flip", {"encoding-float32-fwd"})],
 )
 def test_planted_bug_fails_the_gate_and_junit_names_it(sub_corpus, tmp_path, backend, failing):
     junit = tmp_path / "junit.xml"

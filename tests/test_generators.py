@@ -9,8 +9,9 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 
-from generators.build import boundary_maps, build_callable, build_reference, make_inputs, reference_inputs
-from generators.errors import InvalidGraphError, SpecError, UnknownOpError
+from fuzzer.engine.execute import boundary_distances
+from generators.build import build_callable, build_reference, make_inputs, reference_inputs
+from records.errors import InvalidGraphError, SpecError, UnknownOpError
 from generators.registry import all_ops
 from generators.spec import SCHEMA_VERSION, GraphSpec
 from generators.strategies import graph_specs
@@ -41,7 +42,7 @@ def test_every_drawn_graph_is_valid_and_runs_eagerly(spec):
     assert all(r.dtype in (torch.float64,) or not r.is_floating_point() for r in ref)
     env: dict = {}
     build_callable(spec, keep=env)(*inputs)
-    for name, dist in boundary_maps(spec, env).items():
+    for name, dist in boundary_distances(spec, env).items():
         assert dist.shape == spec.meta(name)[0]
 
 

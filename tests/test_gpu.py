@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from fuzzer.campaign import STORE_NAME, CampaignOptions, run_campaign
-from fuzzer.config import CompileConfig
-from fuzzer.execute import execute_case
-from fuzzer.store import Store
-from oracles.verdict import FindingKind, Status, finding_of
+from fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
+from records.config import CompileConfig
+from fuzzer.engine.execute import execute_case
+from fuzzer.engine.store import Store
+from records.outcomes import FindingKind, Status
+from oracles.findings import finding_of
 from seed_specs import e8m0, layer_norm_linear, sigmoid_gate, unary_bf16
 
 pytestmark = pytest.mark.gpu
@@ -43,7 +44,7 @@ def test_e8m0_flips_are_classified_on_cuda():
 
 
 def test_planted_bugs_are_caught_on_cuda(tmp_path):
-    for backend, kinds in (("fuzzer.planted:ulp_bump", {"bf16-ulp"}), ("fuzzer.planted:compile_error", {"compile-error"})):
+    for backend, kinds in (("fuzzer.engine.planted:ulp_bump", {"bf16-ulp"}), ("fuzzer.engine.planted:compile_error", {"compile-error"})):
         opts = CampaignOptions(device="cuda", out_dir=tmp_path / backend.split(":")[1], max_cases=4, seed=3,
                                dtypes=("bfloat16",), config=CompileConfig(backend=backend))
         result = run_campaign(opts)

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from fuzzer.campaign import STORE_NAME
-from fuzzer.cli import main
-from fuzzer.errors import StoreError
-from fuzzer.gate import machine_key
-from fuzzer.store import Store
+from fuzzer.campaign.loop import STORE_NAME
+from fuzzer.cli.main import main
+from records.errors import StoreError
+from fuzzer.gate.baseline import machine_key
+from fuzzer.engine.store import Store
 from test_internal_failures import corrupt_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -209,7 +209,7 @@ def test_report_and_minimize_refuse_another_application_s_sqlite_file_byte_ident
 
 def small_store(out: Path) -> Path:
     """A real store with one run, one case and one bucket, its WAL folded into the file."""
-    from fuzzer.buckets import BucketKey
+    from records.buckets import BucketKey
 
     out.mkdir(parents=True, exist_ok=True)
     store = Store(out / STORE_NAME)

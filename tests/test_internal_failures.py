@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from fuzzer.campaign import STORE_NAME, Campaign, CampaignOptions
-from fuzzer.cli import main
-from fuzzer.config import CompileConfig
-from fuzzer.errors import InternalError
-from fuzzer.store import CampaignLock, Store
-from fuzzer.worker import CaseRequest, Worker
+from fuzzer.campaign.loop import STORE_NAME, Campaign, CampaignOptions
+from fuzzer.cli.main import main
+from records.config import CompileConfig
+from records.errors import InternalError
+from fuzzer.engine.store import CampaignLock, Store
+from fuzzer.engine.worker import CaseRequest, Worker
 from generators.spec import InputRecipe, Node, TensorSpec
 from seed_specs import unary_bf16
 
@@ -113,7 +113,7 @@ def test_the_gate_exits_2_not_1_when_divfuzz_fails_on_a_corpus_spec(tmp_path):
     may also refuse first) is no compiler regression: exit 2, never a FAIL line."""
     (tmp_path / "specs").mkdir()
     (tmp_path / "specs" / "huge-seed.json").write_text(huge_seed_spec().to_json())
-    from fuzzer.gate import machine_key
+    from fuzzer.gate.baseline import machine_key
 
     baseline = {"schema_version": 2, **machine_key("cpu"), "config": {}, "specs": {}, "known_buckets": []}
     (tmp_path / "b.json").write_text(json.dumps(baseline))

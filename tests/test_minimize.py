@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from fuzzer.config import CompileConfig
-from fuzzer.minimize import PASSES, MinimizeError, case_predicate, minimize_spec, rebuild_spec, spec_elements
-from fuzzer.worker import Worker
+from records.config import CompileConfig
+from fuzzer.triage.shrink import PASSES, case_predicate, minimize_spec, rebuild_spec, spec_elements
+from records.errors import MinimizeError
+from fuzzer.engine.worker import Worker
 from generators.spec import GraphSpec, InputRecipe, Node, TensorSpec
 from generators.validate import validate_spec
 from seed_specs import e8m0, layer_norm_linear, sigmoid_gate
@@ -60,8 +61,8 @@ def test_input_that_does_not_fail_is_refused():
 @pytest.mark.parametrize(
     "backend, spec, kind",
     [
-        ("fuzzer.planted:ulp_bump", _chain_bf16(), "bf16-ulp"),
-        ("fuzzer.planted:uint8_flip", e8m0(64, 64), "int-gross"),
+        ("fuzzer.engine.planted:ulp_bump", _chain_bf16(), "bf16-ulp"),
+        ("fuzzer.engine.planted:uint8_flip", e8m0(64, 64), "int-gross"),
     ],
 )
 def test_planted_bug_minimizes_to_one_op(backend, spec, kind):

@@ -17,9 +17,9 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from fuzzer.cli import main
-from fuzzer.errors import ConfigError
-from fuzzer.module_capture import _RunSpec, capture_graphs, flatten_outputs, lower_to_aten, normalize_case
+from fuzzer.cli.main import main
+from records.errors import ConfigError
+from fuzzer.triage.capture import _RunSpec, capture_graphs, flatten_outputs, lower_to_aten, normalize_case
 
 MODULES = Path(__file__).parent / "modules"
 
@@ -124,7 +124,7 @@ def test_a_module_without_tensor_inputs_exits_2_instead_of_agreeing(tmp_path):
 def test_an_argmax_input_is_not_a_cast_and_int64_bounds_do_not_overflow():
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from fuzzer.fx_bypass import casts_out_of_range, node_values
+    from fuzzer.triage.fx_bypass import casts_out_of_range, node_values
 
     x = torch.tensor([[1.0, float("inf")], [2e30, -3.0]])
     gm = make_fx(lambda v: (v.argmax(-1), v.clamp(-5, 5).to(torch.int64)))(x)

@@ -7,7 +7,9 @@ import torch
 from oracles.boundary import distance_to_grid_ulps, ulp_of
 from oracles.compare import compare_float, compare_int
 from oracles.ulp import bitwise_equal, nan_inf_mismatch, ulp_distance
-from oracles.verdict import FindingKind, OutputVerdict, Status, Verdict, finding_of, target_score
+from records.outcomes import FindingKind, Status
+from records.verdict import OutputVerdict, Verdict
+from oracles.findings import finding_of, target_score
 
 
 def _next_up(t: torch.Tensor) -> torch.Tensor:

@@ -6,11 +6,11 @@ import sqlite3
 
 from click.testing import CliRunner
 
-from fuzzer.buckets import BucketKey
-from fuzzer.campaign import STORE_NAME
-from fuzzer.cli import main
-from fuzzer.store import SCHEMA_VERSION, Store
-from oracles.severity import Severity, SeverityReason
+from records.buckets import BucketKey
+from fuzzer.campaign.loop import STORE_NAME
+from fuzzer.cli.main import main
+from fuzzer.engine.store import SCHEMA_VERSION, Store
+from records.severity import Severity, SeverityReason
 from reports.markdown import buckets_markdown
 
 _VERDICT = {"status": "diverged", "outputs": [], "error_type": None, "error_message": None, "timings": {}}
@@ -89,7 +89,8 @@ def test_a_bucket_report_md_leads_with_its_severity_and_reason():
 
     from generators.spec import GraphSpec, Node, TensorSpec
     from oracles.compare import compare_float
-    from oracles.verdict import OutputVerdict, Status, Verdict
+    from records.verdict import OutputVerdict, Verdict
+    from records.outcomes import Status
     from reports.bug_report import render_bug_report
 
     spec = GraphSpec(inputs=(TensorSpec("x0", (4, 8), "bfloat16"),),

@@ -9,7 +9,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 
-from fuzzer.config import CompileConfig
+from records.config import CompileConfig
 from generators.build import build_callable, build_reference, make_inputs, reference_inputs
 from generators.registry import all_ops
 from generators.strategies import graph_specs

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from fuzzer.cli import main
-from fuzzer.config import CompileConfig
-from fuzzer.errors import ConfigError
-from generators.errors import UnsafePathError
+from fuzzer.cli.main import main
+from records.config import CompileConfig
+from records.errors import ConfigError
+from records.errors import UnsafePathError
 from reports.files import child_path, slugify
 from test_spec_safety import base, rename
 
@@ -169,8 +169,8 @@ def test_an_undecodable_corpus_file_is_a_named_error_with_exit_2(tmp_path):
 
 def _store_with_a_case(out: Path, config: dict) -> None:
     """A real divfuzz store holding one case compiled with `config` (as a hostile store could)."""
-    from fuzzer.campaign import STORE_NAME
-    from fuzzer.store import Store
+    from fuzzer.campaign.loop import STORE_NAME
+    from fuzzer.engine.store import Store
 
     store = Store(out / STORE_NAME)
     try:
@@ -204,7 +204,7 @@ def test_minimize_case_id_never_lets_the_store_pick_code_to_import(tmp_path, con
 
 
 def test_a_stored_import_path_backend_is_used_only_when_named_on_the_command_line():
-    from fuzzer.config import check_stored_backend
+    from fuzzer.engine.compile import check_stored_backend
 
     with pytest.raises(ConfigError, match="pass --backend os:system"):
         check_stored_backend("os:system", "inductor", source="case 1")

@@ -12,7 +12,7 @@ import random
 import pytest
 from hypothesis import target
 
-from fuzzer.campaign import slot_engines
+from fuzzer.campaign.loop import slot_engines
 from generators.strategies import graph_specs
 
 

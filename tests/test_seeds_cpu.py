@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from fuzzer.config import CompileConfig
-from fuzzer.execute import execute_case
-from oracles.verdict import FindingKind, Status, finding_of
+from records.config import CompileConfig
+from fuzzer.engine.execute import execute_case
+from records.outcomes import FindingKind, Status
+from oracles.findings import finding_of
 from seed_specs import e8m0, layer_norm_linear, sigmoid_gate, unary_bf16
 
 pytestmark = pytest.mark.slow

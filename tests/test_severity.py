@@ -11,8 +11,11 @@ import torch
 
 from oracles.boundary import distance_to_grid_ulps, distance_to_value_ulps
 from oracles.compare import compare_float, compare_int
-from oracles.severity import Severity, parse_severity, severity_of
-from oracles.verdict import OutputVerdict, Status, Verdict, finding_of
+from records.severity import Severity
+from oracles.severity import parse_severity, severity_of
+from records.verdict import OutputVerdict, Verdict
+from records.outcomes import Status
+from oracles.findings import finding_of
 
 
 def _float_verdict(eager, compiled, ref):

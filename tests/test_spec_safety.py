@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from generators.errors import InvalidGraphError, SpecError
+from records.errors import InvalidGraphError, SpecError
 from generators.registry import all_ops
 from generators.strategies import graph_specs
 from generators.validate import MAX_TENSOR_ELEMENTS, MAX_TOTAL_ELEMENTS, load_spec, validate_spec

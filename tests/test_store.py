@@ -7,11 +7,11 @@ import re
 
 import pytest
 
-from fuzzer.buckets import BucketKey
-from fuzzer.campaign import STORE_NAME, Campaign, CampaignOptions
-from fuzzer.config import CompileConfig
-from fuzzer.errors import StoreError
-from fuzzer.store import Store
+from records.buckets import BucketKey
+from fuzzer.campaign.loop import STORE_NAME, Campaign, CampaignOptions
+from records.config import CompileConfig
+from records.errors import StoreError
+from fuzzer.engine.store import Store
 from reports.markdown import _minimized, buckets_markdown
 
 
@@ -37,7 +37,7 @@ def test_root_causes_are_remembered_across_opens(tmp_path):
 def test_a_second_campaign_on_the_same_store_does_not_minimize_known_root_causes_again(tmp_path):
     opts = CampaignOptions(
         device="cpu", out_dir=tmp_path, max_cases=3, seed=3, dtypes=("bfloat16",), minimize=True,
-        minimize_budget_s=30, config=CompileConfig(backend="fuzzer.planted:ulp_bump"),
+        minimize_budget_s=30, config=CompileConfig(backend="fuzzer.engine.planted:ulp_bump"),
     )
     first = Campaign(opts)
     first.run()

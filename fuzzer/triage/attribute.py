@@ -15,17 +15,16 @@ Invariant: deterministic for a deterministic compiler; nothing here calls torch.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
-from fuzzer.config import CompileConfig
 from generators.spec import GraphSpec
+from records.config import CompileConfig
+from records.culprit import Culprit
+from records.outcomes import ERROR_KINDS
 
 LADDER = ("aot_eager", "aot_eager_decomp_partition")
-_ERROR_KINDS = {"compile-error", "runtime-error", "crash", "hang"}
 
 # Inductor switches that change numerics, with the value that makes Inductor closer to eager.
 # (key, value, devices it means something on)
@@ -41,66 +40,18 @@ PROBES: tuple[tuple[str, Any, tuple[str, ...]], ...] = (
 )
 
 
-@dataclass(frozen=True)
-class Culprit:
-    """Where the compiler went wrong, as data with a readable `summary`.
+def guard_configs(culprit: Culprit, config: CompileConfig) -> tuple[CompileConfig, CompileConfig | None]:
+    """(config that must still show the finding, config that must not) to keep this culprit.
 
-    stage: the first backend that shows the finding ("aot_eager", "aot_eager_decomp_partition",
-    "inductor", or the user's backend); subsystem/detail: what the bisector named (e.g.
-    "decomposition" / "aten.native_layer_norm"); fixes: Inductor switches that remove it;
-    ladder: (rung, finding kind or "ok" or the error) for every rung run.
+    A decomposition or AOT culprit is checked on its own cheaper rung; an Inductor culprit
+    that a switch removes is checked with and without that switch.
     """
-
-    stage: str
-    summary: str
-    subsystem: str | None = None
-    detail: str | None = None
-    fixes: tuple[str, ...] = ()
-    ladder: tuple[tuple[str, str], ...] = ()
-    probes: tuple[tuple[str, str], ...] = ()
-    bisect: str | None = None  # the raw BisectionResult, for the report
-
-    def to_dict(self) -> dict:
-        return {
-            "stage": self.stage,
-            "summary": self.summary,
-            "subsystem": self.subsystem,
-            "detail": self.detail,
-            "fixes": list(self.fixes),
-            "ladder": [list(r) for r in self.ladder],
-            "probes": [list(p) for p in self.probes],
-            "bisect": self.bisect,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict) -> Culprit:
-        return cls(
-            stage=d["stage"],
-            summary=d["summary"],
-            subsystem=d.get("subsystem"),
-            detail=d.get("detail"),
-            fixes=tuple(d.get("fixes") or ()),
-            ladder=tuple(tuple(r) for r in d.get("ladder") or ()),
-            probes=tuple(tuple(p) for p in d.get("probes") or ()),
-            bisect=d.get("bisect"),
-        )
-
-    def key_part(self) -> str:
-        """The culprit's part of a bucket signature: stable and short."""
-        return self.summary
-
-    def guard_configs(self, config: CompileConfig) -> tuple[CompileConfig, CompileConfig | None]:
-        """(config that must still show the finding, config that must not) to keep this culprit.
-
-        A decomposition or AOT culprit is checked on its own cheaper rung; an Inductor culprit
-        that a switch removes is checked with and without that switch.
-        """
-        if self.stage in LADDER:
-            return replace(config, backend=self.stage, inductor=()), None
-        if self.stage == "inductor" and self.fixes:
-            key = self.fixes[0]
-            return config, config.with_inductor(**{key: dict((k, v) for k, v, _ in PROBES)[key]})
-        return config, None
+    if culprit.stage in LADDER:
+        return replace(config, backend=culprit.stage, inductor=()), None
+    if culprit.stage == "inductor" and culprit.fixes:
+        key = culprit.fixes[0]
+        return config, config.with_inductor(**{key: dict((k, v) for k, v, _ in PROBES)[key]})
+    return config, None
 
 
 def available_probes(device: str) -> list[tuple[str, Any]]:
@@ -113,7 +64,8 @@ def available_probes(device: str) -> list[tuple[str, Any]]:
 
 
 def _outcome(verdict, kind: str, strict: bool) -> str:
-    from oracles.verdict import Status, finding_of
+    from records.outcomes import Status
+    from oracles.findings import finding_of
 
     finding = finding_of(verdict, strict=strict)
     if finding is not None:
@@ -136,7 +88,7 @@ def attribute_case(
     on_verdict=None,
 ) -> Culprit:
     """The culprit of a case that shows a finding of `kind` under `config`."""
-    from fuzzer.worker import CaseRequest
+    from fuzzer.engine.worker import CaseRequest
 
     def outcome(cfg: CompileConfig) -> str:
         verdict = worker.run(CaseRequest(spec, device, cfg), timeout_s)
@@ -174,7 +126,7 @@ def attribute_case(
     culprit = Culprit(stage=stage, summary="", fixes=tuple(fixes), ladder=tuple(ladder), probes=tuple(probes))
     if bisect:
         res = worker.call(
-            "fuzzer.attribute:bisect_in_worker",
+            "fuzzer.triage.attribute:bisect_in_worker",
             {"spec_json": spec.to_json(indent=None), "device": device, "config": config.to_dict(), "kind": kind, "strict": strict},
             timeout_s * 4,
         )
@@ -243,8 +195,9 @@ def bisect_in_worker(*, spec_json: str, device: str, config: dict, kind: str, st
 
     from torch._inductor.compiler_bisector import CompilerBisector
 
-    from fuzzer.execute import execute_case
-    from oracles.verdict import Status, finding_of
+    from fuzzer.engine.execute import execute_case
+    from records.outcomes import Status
+    from oracles.findings import finding_of
 
     _BROKEN = {Status.COMPILE_ERROR, Status.RUNTIME_ERROR}
     spec = GraphSpec.from_json(spec_json)
@@ -252,7 +205,7 @@ def bisect_in_worker(*, spec_json: str, device: str, config: dict, kind: str, st
 
     def good() -> bool:
         verdict = execute_case(spec, device, cfg)
-        if verdict.status in _BROKEN and kind not in _ERROR_KINDS:
+        if verdict.status in _BROKEN and kind not in {k.value for k in ERROR_KINDS}:
             # A configuration that no longer compiles (say, batch norm without its decomposition
             # is not functional) says nothing about our divergence: never blame what it disabled.
             return False
@@ -270,46 +223,3 @@ def bisect_in_worker(*, spec_json: str, device: str, config: dict, kind: str, st
         "debug_info": result.debug_info,
         "repr": repr(result)[:500],
     }
-
-
-@contextlib.contextmanager
-def decompositions_removed(op_names: tuple[str, ...] | list[str]):
-    """Compile as if Inductor had no decomposition for these aten ops (e.g. "aten.native_layer_norm").
-
-    Used to peel root causes: once a decomposition is named as one culprit, removing it shows
-    what else still diverges. It edits Inductor's shared decomposition tables (so that every
-    backend on the ladder and the bisector see the same thing) and restores them on exit.
-    """
-    import torch
-    import torch._functorch.config as functorch_config
-    import torch._inductor.config as inductor_config
-    from torch._inductor import decomposition as inductor_decomp
-
-    if not op_names:
-        yield
-        return
-    tables = [inductor_decomp.decompositions, inductor_decomp.fast_random_decomps()]
-    saved: list[tuple[dict, Any, Any]] = []
-    for name in op_names:
-        namespace, _, op = name.partition(".")
-        packet = getattr(getattr(torch.ops, namespace), op)
-        for overload in packet.overloads():
-            key = getattr(packet, overload)
-            for table in tables:
-                if key in table:
-                    saved.append((table, key, table.pop(key)))
-    # The compile caches do not key on the decomposition table: a graph compiled before the
-    # removal would come back from them unchanged.
-    no_cache = {"fx_graph_cache": False, "fx_graph_remote_cache": False}
-    # Inductor turns an implicit fallback for an op that has a decomposition into an assertion
-    # when the environment variable CI is set (a check for PyTorch's own CI). Here the fallback
-    # is the point, so that check is switched off while the decompositions are away.
-    ci = os.environ.pop("CI", None)
-    try:
-        with inductor_config.patch(no_cache), functorch_config.patch(enable_autograd_cache=False):
-            yield
-    finally:
-        if ci is not None:
-            os.environ["CI"] = ci
-        for table, key, fn in saved:
-            table[key] = fn

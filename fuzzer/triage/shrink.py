@@ -21,17 +21,15 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator
 
-from generators.errors import DivfuzzError, SpecError
-from generators.registry import INFER_ERRORS, Meta, get_op
+from records.errors import MinimizeError, SpecError
+from generators.opdef import INFER_ERRORS, Meta
+from generators.registry import get_op
 from generators.spec import GraphSpec, InputRecipe, Node, TensorSpec
 from generators.validate import validate_spec
 
 Predicate = Callable[[GraphSpec], bool]
 DEFAULT_EPS = 1e-5
 
-
-class MinimizeError(DivfuzzError):
-    """The case given to the minimizer does not fail its predicate (nothing to minimize)."""
 
 
 @dataclass(frozen=True)
@@ -517,10 +515,11 @@ def case_predicate(
     `must_pass_with`, a CompileConfig, keeps the culprit: the candidate must also show no
     finding of `kind` under it (e.g. with the Inductor switch that removes the divergence).
     """
-    from fuzzer.worker import CaseRequest
-    from oracles.verdict import finding_of
+    from fuzzer.engine.worker import CaseRequest
+    from oracles.findings import finding_of
 
-    from oracles.severity import Severity, severity_of
+    from records.severity import Severity
+    from oracles.severity import severity_of
 
     def same_kind(spec: GraphSpec, cfg, keep_severity: bool = False) -> bool:
         verdict = worker.run(CaseRequest(spec, device, cfg), timeout_s)
@@ -540,101 +539,3 @@ def case_predicate(
         return must_pass_with is None or not same_kind(spec, must_pass_with)
 
     return predicate
-
-
-# ---------------------------------------------------------------------------------------------
-# The whole analysis of a finding: cheap culprit, minimize under it, full attribution
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Analysis:
-    """A finding minimized and attributed: what a bucket stores and prints."""
-
-    spec: GraphSpec  # the minimal spec (the input spec when minimizing was skipped or failed)
-    culprit: object  # fuzzer.attribute.Culprit
-    minimized: MinimizeResult | None
-    verdict: object | None  # the minimal spec's verdict under the case's config, when seen
-    note: str = ""  # why minimization was skipped, if it was
-
-    def signature(self) -> str:
-        """Bucket signature: the minimized op pattern plus the culprit (one bucket per root cause)."""
-        return f"{self.spec.op_signature()} @ {self.culprit.summary}"
-
-    def notes(self) -> tuple[str, ...]:
-        lines = [f"Culprit: {self.culprit.summary}"]
-        lines += [f"  stage ladder: " + ", ".join(f"{r}: {o}" for r, o in self.culprit.ladder)]
-        if self.culprit.probes:
-            lines += ["  inductor probes: " + ", ".join(f"{p}: {o}" for p, o in self.culprit.probes)]
-        if self.culprit.bisect:
-            lines += [f"  compiler_bisector: {self.culprit.bisect}"]
-        if self.minimized is not None:
-            lines += [self.minimized.describe()]
-        if self.note:
-            lines += [self.note]
-        return tuple(lines)
-
-    def to_dict(self) -> dict:
-        return {
-            "minimized": self.minimized.to_dict() if self.minimized else {"spec": self.spec.to_dict(), "note": self.note},
-            "culprit": self.culprit.to_dict(),
-        }
-
-
-_NO_MINIMIZE = {"hang"}  # each candidate would cost a whole timeout
-
-
-def _severity_seen(verdict) -> str | None:
-    """The severity the input showed under the must-fail config, which the minimal spec keeps."""
-    from oracles.severity import severity_of
-
-    reason = severity_of(verdict) if verdict is not None else None
-    return reason.severity.value if reason is not None else None
-
-
-def analyze_finding(
-    spec: GraphSpec,
-    *,
-    worker,
-    device: str,
-    config,
-    kind: str,
-    budget_s: float = 120.0,
-    timeout_s: float = 120.0,
-    strict: bool = False,
-    log: Callable[[str], None] | None = None,
-) -> Analysis:
-    """Minimize a case that shows a finding of `kind`, keeping its culprit, and attribute the result.
-
-    1. a cheap culprit on the input (stage ladder and Inductor probes, no bisector);
-    2. `minimize_spec` with a predicate that keeps that culprit (`Culprit.guard_configs`: a
-       decomposition bug is checked on `aot_eager_decomp_partition`, an Inductor bug that a switch
-       removes is checked with and without the switch);
-    3. the full attribution (with `compiler_bisector`) of the minimal spec.
-    """
-    from fuzzer.attribute import attribute_case
-
-    seen: dict = {}
-
-    def record(s, cfg, verdict):
-        seen[(s.digest(), cfg)] = verdict
-
-    common = dict(worker=worker, device=device, strict=strict, timeout_s=timeout_s, on_verdict=record)
-    minimized, note = None, ""
-    current = spec
-    if kind not in _NO_MINIMIZE:
-        rough = attribute_case(spec, config=config, kind=kind, bisect=False, **common)
-        must_fail, must_pass = rough.guard_configs(config)
-        predicate = case_predicate(
-            worker, device=device, config=must_fail, kind=kind, timeout_s=timeout_s, strict=strict,
-            must_pass_with=must_pass, on_verdict=record, severity=_severity_seen(seen.get((spec.digest(), must_fail))),
-        )
-        try:
-            minimized = minimize_spec(spec, predicate, budget_s=budget_s, log=log)
-            current = minimized.spec
-        except MinimizeError as e:
-            note = f"not minimized: {e}"
-    else:
-        note = f"not minimized: a {kind} finding costs a whole timeout per candidate"
-    culprit = attribute_case(current, config=config, kind=kind, bisect=kind not in _NO_MINIMIZE, **common)
-    return Analysis(current, culprit, minimized, seen.get((current.digest(), config)), note)

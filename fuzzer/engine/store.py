@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fuzzer.buckets import BucketKey
-from fuzzer.errors import StoreBusyError, StoreError
+from records.buckets import BucketKey
+from records.errors import StoreBusyError, StoreError
 
 SCHEMA_VERSION = 2  # 2: buckets carry a severity (oracles.severity) and its reason
 
@@ -399,7 +399,7 @@ class Store:
 
     def _raise_severity(self, bucket_id: int, reason: dict) -> None:
         """A bucket's severity is its most severe case's (a fresh bucket takes the first one's)."""
-        from oracles.severity import Severity
+        from records.severity import Severity
 
         row = self.db.execute("SELECT severity, severity_json FROM buckets WHERE id=?", (bucket_id,)).fetchone()
         new = Severity(reason["severity"])

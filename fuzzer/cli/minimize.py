@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from fuzzer.cli import DivfuzzCommand
+from fuzzer.cli.options import DivfuzzCommand
 
 # `minimize --module --budget B`: the reductions share B; capture, the stage ladder and writing
 # the folders get at most this much more, after which the worker is killed (a user module that
@@ -36,9 +36,9 @@ MODULE_GRACE_S = 300.0
 @click.option("--inductor", multiple=True, metavar="KEY=VALUE")
 def minimize(case, modules, store_dir, out_dir, device, budget, timeout_s, autocast, dtype, train, backend, inductor):
     """Shrink a diverging case (or your own module) to a minimal repro and name its culprit."""
-    from fuzzer.cli import _compile_config, _read, check_out_dir, out, parse_budget, resolve_device
-    from fuzzer.errors import ConfigError
-    from fuzzer.worker import Worker
+    from fuzzer.cli.options import check_out_dir, compile_config, out, parse_budget, read_input, resolve_device
+    from records.errors import ConfigError
+    from fuzzer.engine.worker import Worker
 
     check_out_dir(out_dir, "--out")  # first: before torch is imported and minimizing starts
     device = resolve_device(device)
@@ -49,7 +49,7 @@ def minimize(case, modules, store_dir, out_dir, device, budget, timeout_s, autoc
                 target = out_dir if len(modules) == 1 else out_dir / f"module-{i + 1}"
                 budget_s = parse_budget(budget)
                 res = worker.call(
-                    "fuzzer.module_minimize:minimize_module_in_worker",
+                    "fuzzer.triage.user_module:minimize_module_in_worker",
                     {"ref": ref, "device": device, "out_dir": str(target), "autocast": autocast, "dtype": dtype, "budget_s": budget_s, "train": train},
                     budget_s + MODULE_GRACE_S,
                 )
@@ -75,9 +75,9 @@ def minimize(case, modules, store_dir, out_dir, device, budget, timeout_s, autoc
         return
     if not case:
         raise ConfigError("Expected a CASE-ID, a spec.json or --module FILE.py:NAME")
-    spec, config = _load_case(case, store_dir, _read, cli_backend=backend)
+    spec, config = _load_case(case, store_dir, read_input, cli_backend=backend)
     if backend != "inductor" or inductor:
-        config = _compile_config(backend, inductor, config.dynamic, config.mode)
+        config = compile_config(backend, inductor, config.dynamic, config.mode)
     result = minimize_case(spec, device=device, config=config, budget_s=parse_budget(budget), timeout_s=timeout_s, out_dir=out_dir)
     if result is None:
         out.print(f"{case}: no finding on {device} under {config.describe()}: nothing to minimize", highlight=False)
@@ -98,10 +98,11 @@ def _load_case(case: str, store_dir: Path, read, *, cli_backend: str | None = No
     A stored config is data: it is checked like command-line input, and its backend is used only
     when it is a registered torch backend or the `module:function` the user passed as --backend.
     """
-    from fuzzer.campaign import STORE_NAME
-    from fuzzer.config import CompileConfig, check_stored_backend, validate_inductor_overrides
-    from fuzzer.errors import StoreError
-    from fuzzer.store import Store
+    from fuzzer.campaign.loop import STORE_NAME
+    from records.config import CompileConfig
+    from fuzzer.engine.compile import check_stored_backend, validate_inductor_overrides
+    from records.errors import StoreError
+    from fuzzer.engine.store import Store
     from generators.validate import load_spec
 
     if case.isdigit() and not Path(case).exists():
@@ -122,12 +123,12 @@ def _load_case(case: str, store_dir: Path, read, *, cli_backend: str | None = No
 
 def minimize_case(spec, *, device: str, config, budget_s: float, timeout_s: float, out_dir: Path):
     """Run, minimize, attribute and write one case; None when it shows no finding."""
-    from fuzzer.bucket_analysis import write_bucket
-    from fuzzer.buckets import bucket_key
-    from fuzzer.campaign import environment_versions
-    from fuzzer.minimize import analyze_finding
-    from fuzzer.worker import CaseRequest, Worker
-    from oracles.verdict import finding_of
+    from fuzzer.triage.analysis import write_bucket
+    from fuzzer.engine.buckets import bucket_key
+    from fuzzer.campaign.loop import environment_versions
+    from fuzzer.triage.analysis import analyze_finding
+    from fuzzer.engine.worker import CaseRequest, Worker
+    from oracles.findings import finding_of
 
     worker = Worker(device)
     try:

@@ -3,7 +3,7 @@
 `execute_case` is the only function that calls `torch.compile`. It never raises for a failure of
 the compiler under test: errors become a `Verdict` with an error status. What it raises is
 divfuzz's own failure (building inputs, the fp64 reference, judging), which the worker reports
-as internal, never as a finding. It runs inside a worker process (`fuzzer.worker`), which turns
+as internal, never as a finding. It runs inside a worker process (`fuzzer.engine.worker`), which turns
 crashes and hangs into verdicts too.
 Invariant: the result is a pure function of (spec, device, config), up to nondeterminism that
 the double eager run detects.
@@ -19,19 +19,22 @@ from typing import Any
 
 import torch
 
-from fuzzer.config import CompileConfig, resolve_backend
+from records.config import CompileConfig
+from fuzzer.engine.compile import resolve_backend
 from generators.build import (
-    boundary_maps,
     build_callable,
     build_reference,
     cotangents,
     make_inputs,
     reference_inputs,
+    rounding_boundaries,
 )
 from generators.spec import GraphSpec
 from oracles.compare import compare_float, compare_int
 from oracles.ulp import bitwise_equal
-from oracles.verdict import OutputVerdict, Status, Verdict
+from oracles.boundary import distance_ulps
+from records.verdict import OutputVerdict, Verdict
+from records.outcomes import Status
 
 Named = list[tuple[str, torch.Tensor]]
 
@@ -50,6 +53,15 @@ class _Clock:
             if self.device.startswith("cuda"):
                 torch.cuda.synchronize()
             self.spans[name] = self.spans.get(name, 0.0) + time.perf_counter() - start
+
+
+def boundary_distances(spec: GraphSpec, eager_env: dict) -> dict[str, torch.Tensor]:
+    """Per integer output, each element's pre-image distance (ULPs) from where it jumps: the ops'
+    `RoundingBoundary` measured by the boundary oracle. NaN marks an undefined cast."""
+    return {
+        name: distance_ulps(b.pre_image, b.dtype, grid_offset=b.grid_offset, threshold=b.threshold, row_reduced=b.row_reduced)
+        for name, b in rounding_boundaries(spec, eager_env).items()
+    }
 
 
 def run_forward_backward(spec: GraphSpec, fn, inputs: list[torch.Tensor], cots=None) -> tuple[Named, list]:
@@ -129,7 +141,7 @@ def execute_case(spec: GraphSpec, device: str, config: CompileConfig, *, profile
         reference, _ = run_forward_backward(
             spec, build_reference(spec), ref_in, [c.double() if c is not None else None for c in cots]
         )
-        bounds = boundary_maps(spec, env)
+        bounds = boundary_distances(spec, env)
 
     with clock.span("compile"):
         torch._dynamo.reset()

@@ -1,4 +1,4 @@
-"""The `divfuzz gate` and `divfuzz corpus add|prune` commands.
+"""`divfuzz gate`: replay the corpus against its baseline (and optionally fuzz), for CI.
 
 Exit codes of `gate`: 0 pass (improvements are reported), 1 fail (a clean spec diverges, a known
 divergence exceeds its bounds, a new error, a new fuzz finding), 2 bad input (a corrupt corpus
@@ -14,8 +14,17 @@ from pathlib import Path
 
 import click
 
-from fuzzer.cli import (DivfuzzCommand, _compile_config, check_out_dir, check_out_file, compile_options, console, out,
-                        parse_budget, resolve_device)
+from fuzzer.cli.options import (
+    DivfuzzCommand,
+    check_out_dir,
+    check_out_file,
+    compile_config,
+    compile_options,
+    console,
+    out,
+    parse_budget,
+    resolve_device,
+)
 
 
 @click.command(cls=DivfuzzCommand)
@@ -44,7 +53,8 @@ from fuzzer.cli import (DivfuzzCommand, _compile_config, check_out_dir, check_ou
 def gate(device, corpus_dir, baseline_path, margin, budget, timeout_s, fuzz_budget, fuzz_cases, seed, only,
          junit_path, markdown_path, json_path, repro_dir, update_baseline, backend, inductor, dynamic, mode, baseline_any):
     """Replay the corpus and hold it to the baseline: the CI gate."""
-    from fuzzer.gate import GateOptions, default_baseline_path, run_gate, update_baseline as write_baseline
+    from fuzzer.gate.replay import GateOptions, run_gate, update_baseline as write_baseline
+    from fuzzer.gate.baseline import default_baseline_path
     from reports.gate_markdown import gate_markdown
     from reports.junit import gate_junit
 
@@ -53,7 +63,7 @@ def gate(device, corpus_dir, baseline_path, margin, budget, timeout_s, fuzz_budg
     if repro_dir is not None:
         check_out_dir(repro_dir, "--repro-dir")
     device = resolve_device(device)
-    config = _compile_config(backend, inductor, dynamic, mode)
+    config = compile_config(backend, inductor, dynamic, mode)
     opts = GateOptions(
         device=device,
         corpus_dir=corpus_dir,
@@ -71,7 +81,7 @@ def gate(device, corpus_dir, baseline_path, margin, budget, timeout_s, fuzz_budg
     )
     if update_baseline:
         if only:
-            from fuzzer.errors import ConfigError
+            from records.errors import ConfigError
 
             raise ConfigError("--spec cannot be combined with --update-baseline: a baseline covers the whole corpus")
         baseline = write_baseline(opts, log=lambda m: console.print(m, highlight=False, markup=False, emoji=False, soft_wrap=True))
@@ -110,54 +120,3 @@ def gate(device, corpus_dir, baseline_path, margin, budget, timeout_s, fuzz_budg
         for key in data["fuzz"]["failing"]:
             out.print(f"  FAIL fuzz: {key}", highlight=False, markup=False, emoji=False, soft_wrap=True)
     sys.exit(result.exit_code)
-
-
-@click.group()
-def corpus() -> None:
-    """Manage the gate's corpus of specs."""
-
-
-@corpus.command("add")
-@click.argument("source", type=click.Path(exists=True, path_type=Path))
-@click.option("--corpus", "corpus_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("corpus"), show_default=True)
-@click.option("--name", default=None, help="File stem in the corpus (default: the bucket folder's or file's name).")
-def corpus_add(source, corpus_dir, name):
-    """Add a spec.json or a bucket folder's spec to the corpus."""
-    from fuzzer.corpus import add_to_corpus
-    from fuzzer.gate import specs_folder
-
-    folder = specs_folder(corpus_dir) if corpus_dir.exists() else corpus_dir / "specs"
-    dest, added = add_to_corpus(source, folder, name=name)
-    if not added:
-        out.print(f"already in the corpus as {dest} (same spec digest); nothing added", highlight=False)
-        return
-    out.print(
-        f"added {dest}. The gate expects it clean until the baseline says otherwise: if it is a known "
-        f"divergence, run `divfuzz gate --update-baseline --corpus {corpus_dir}`",
-        highlight=False,
-    )
-
-
-@corpus.command("prune")
-@click.option("--corpus", "corpus_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("corpus"), show_default=True)
-@click.option("--dry-run", is_flag=True, help="Only say what would be dropped.")
-def corpus_prune(corpus_dir, dry_run):
-    """Keep the smallest set of specs that covers every (op, dtype, kind) feature; say what was dropped."""
-    from fuzzer.corpus import known_divergences, plan_prune, read_specs
-    from fuzzer.gate import specs_folder
-    from generators.errors import SpecError
-
-    if not corpus_dir.is_dir():
-        raise SpecError(f"{corpus_dir}: corpus folder does not exist")
-    folder = specs_folder(corpus_dir)
-    specs = read_specs(folder)
-    plan = plan_prune(specs, pinned=known_divergences(corpus_dir))
-    for name in plan.drop:
-        out.print(f"{'would drop' if dry_run else 'dropped'} {folder / (name + '.json')}", highlight=False)
-        if not dry_run:
-            (folder / f"{name}.json").unlink()
-    out.print(
-        f"kept {len(plan.keep)} of {len(specs)} specs ({len(plan.pinned)} pinned as known divergences), "
-        f"covering all {len(plan.features)} (op, dtype, kind) features",
-        highlight=False,
-    )

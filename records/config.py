@@ -14,14 +14,13 @@ the field). Whether a stored `module:function` may be imported is the command's 
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from fuzzer.errors import ConfigError
+from records.errors import ConfigError
 
 
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
@@ -112,53 +111,3 @@ def parse_inductor_overrides(items: tuple[str, ...]) -> dict[str, Any]:
             out[key] = raw
         _check_override_value(key, out[key], f"--inductor {item!r}")
     return out
-
-
-def resolve_backend(name: str):
-    """The backend callable or registered name that `torch.compile(backend=...)` takes.
-
-    Raises ConfigError for an unknown name or an import path that does not resolve.
-    """
-    import torch._dynamo
-
-    check_backend_syntax(name, where="--backend")
-    if ":" in name:
-        module_name, _, attr = name.partition(":")
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as e:
-            raise ConfigError(f"backend {name!r}: cannot import module {module_name!r} ({e})") from None
-        try:
-            return getattr(module, attr)
-        except AttributeError:
-            raise ConfigError(f"backend {name!r}: module {module_name!r} has no attribute {attr!r}") from None
-    known = set(torch._dynamo.list_backends(exclude_tags=())) | {"eager", "aot_eager", "aot_eager_decomp_partition"}
-    if name not in known:
-        raise ConfigError(f"unknown backend {name!r}; registered: {', '.join(sorted(known))}, or use module:function")
-    return name
-
-
-def check_stored_backend(stored: str, cli_backend: str | None, *, source: str) -> None:
-    """Refuse a backend read from `source` (a store) unless it is a registered torch backend, or a
-    `module:function` that the user also named with `--backend`: data never picks code to import."""
-    check_backend_syntax(stored, where=f"{source}: stored backend")
-    if ":" in stored:
-        if cli_backend != stored:
-            raise ConfigError(
-                f"{source} was compiled with the backend {stored!r}, an import path; divfuzz imports a "
-                f"user's backend only when asked: pass --backend {stored} to use it"
-            )
-        return
-    resolve_backend(stored)
-
-
-def validate_inductor_overrides(overrides: dict[str, Any], *, where: str = "--inductor") -> None:
-    import torch._inductor.config as inductor_config
-
-    for key in overrides:
-        obj = inductor_config
-        parts = key.split(".")
-        for p in parts[:-1]:
-            obj = getattr(obj, p, None)
-        if obj is None or not hasattr(obj, parts[-1]):
-            raise ConfigError(f"unknown Inductor config key {key!r} in {where}")

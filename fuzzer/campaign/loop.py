@@ -29,15 +29,15 @@ from typing import Callable
 
 from hypothesis import HealthCheck, Phase, given, seed, settings, target
 
-from fuzzer.buckets import bucket_key
-from fuzzer.config import CompileConfig
-from fuzzer.errors import DivfuzzError, InternalError
-from fuzzer.store import CampaignLock, Store
-from fuzzer.worker import CaseRequest, Worker
+from fuzzer.engine.buckets import bucket_key
+from records.config import CompileConfig
+from records.errors import DivfuzzError, InternalError
+from fuzzer.engine.store import CampaignLock, Store
+from fuzzer.engine.worker import CaseRequest, Worker
 from generators.spec import GraphSpec
 from generators.strategies import graph_specs
 from oracles.severity import severity_of
-from oracles.verdict import finding_of, target_score
+from oracles.findings import finding_of, target_score
 from reports.files import write_bucket_folder
 
 STORE_NAME = "divfuzz.sqlite"
@@ -70,7 +70,7 @@ class CampaignOptions:
     dtypes: tuple[str, ...] | None = None  # restrict data dtypes
     minimize: bool = False
     profile: bool = False  # also time a warm compiled run per case (for `divfuzz bench`)
-    minimize_budget_s: float = 120.0  # per new root cause (fuzzer.bucket_analysis)
+    minimize_budget_s: float = 120.0  # per new root cause (fuzzer.triage.analysis)
 
     def identity(self) -> dict:
         """What makes two campaigns the same (so that one resumes the other)."""
@@ -194,7 +194,7 @@ class Campaign:
         self.threads_per_worker = max(1, (os.cpu_count() or 1) // max(1, opts.workers))
         self.analyzer = None
         if opts.minimize:  # one bucket per root cause: minimize + attribute each new raw key
-            from fuzzer.bucket_analysis import BucketAnalyzer
+            from fuzzer.triage.analysis import BucketAnalyzer
 
             self.analyzer = BucketAnalyzer(device=opts.device, config=opts.config, strict=opts.strict,
                                            budget_s=opts.minimize_budget_s, timeout_s=opts.timeout_s,
@@ -372,7 +372,7 @@ class Campaign:
         )
         t_store = time.perf_counter() - t_store
         if is_new and analysis is not None:
-            from fuzzer.bucket_analysis import write_bucket
+            from fuzzer.triage.analysis import write_bucket
 
             folder = write_bucket(opts.out_dir / "buckets", bucket_id=bucket_id, key=key, analysis=analysis,
                                   device=opts.device, config=opts.config, fallback_verdict=verdict, case_id=case_id,

@@ -14,15 +14,15 @@ specs folder: the gate uses that name for folders under `--repro-dir`.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from generators.errors import SpecError
+from records.errors import SpecError
 from generators.registry import get_op
 from generators.spec import GraphSpec
 from generators.validate import load_spec
 from reports.files import child_path, is_slug, slugify
+from fuzzer.gate.baseline import load_baseline
 
 Feature = tuple[str, str, str]
 
@@ -90,8 +90,6 @@ def known_divergences(corpus_dir: Path) -> frozenset[str]:
     """Spec names that any baseline in the corpus folder lists as not clean."""
     names = set()
     for path in sorted(corpus_dir.glob("baseline-*.json")):
-        from fuzzer.gate import load_baseline
-
         for name, entry in load_baseline(path).specs.items():
             if entry["status"] != "ok" or entry["outputs"]:
                 names.add(name)
@@ -126,7 +124,7 @@ def add_to_corpus(source: Path, corpus_specs: Path, *, name: str | None = None) 
     if not path.is_file():
         raise SpecError(f"{source}: expected a spec .json file or a bucket folder holding spec.json")
     if name is not None and not is_slug(name):
-        from generators.errors import UnsafePathError
+        from records.errors import UnsafePathError
 
         raise UnsafePathError(
             f"--name {name!r} is not a safe corpus name: use letters, digits, '_' and '-' "
@@ -162,5 +160,29 @@ def read_specs(folder: Path) -> dict[str, GraphSpec]:
     return out
 
 
-def features_json(features: frozenset[Feature]) -> str:
-    return json.dumps(sorted(list(f) for f in features))
+@dataclass(frozen=True)
+class CorpusSpec:
+    name: str  # the file's stem: the spec's identity in the baseline and in reports
+    path: Path
+    spec: GraphSpec
+
+
+def specs_folder(corpus_dir: Path) -> Path:
+    """Where a corpus keeps its specs: `DIR/specs/` when it exists, else `DIR` itself."""
+    return corpus_dir / "specs" if (corpus_dir / "specs").is_dir() else corpus_dir
+
+
+def load_corpus(corpus_dir: Path) -> list[CorpusSpec]:
+    """Every `*.json` spec of a corpus, sorted by name; a bad file raises SpecError naming it."""
+    if not corpus_dir.is_dir():
+        raise SpecError(f"{corpus_dir}: corpus folder does not exist")
+    folder = specs_folder(corpus_dir)
+    result = []
+    for path in sorted(folder.glob("*.json")):
+        if path.name.startswith("baseline-"):
+            continue
+        name = corpus_spec_name(path)  # becomes a folder under --repro-dir: a slug or refused
+        result.append(CorpusSpec(name, path, load_spec(read_spec_text(path), source=str(path))))
+    if not result:
+        raise SpecError(f"{folder}: no *.json specs in this corpus")
+    return result

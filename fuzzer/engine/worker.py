@@ -21,10 +21,11 @@ import time
 import traceback
 from dataclasses import dataclass
 
-from fuzzer.config import CompileConfig
-from fuzzer.errors import InternalError
+from records.config import CompileConfig
+from records.errors import InternalError
 from generators.spec import GraphSpec
-from oracles.verdict import Status, Verdict
+from records.outcomes import Status
+from records.verdict import Verdict
 
 _CTX = mp.get_context("spawn")
 STARTUP_TIMEOUT_S = 300.0
@@ -67,7 +68,7 @@ def _worker_main(conn, device: str, extra_env: dict) -> None:
     os.environ.update(extra_env)
     import torch
 
-    from fuzzer.execute import execute_case
+    from fuzzer.engine.execute import execute_case
 
     threads = int(os.environ.get("DIVFUZZ_WORKER_THREADS", "0"))
     if threads > 0:  # a campaign splits the cores between its workers; otherwise keep torch's default
@@ -127,7 +128,6 @@ class Worker:
         self.extra_env = dict(extra_env or {})
         self.process = None
         self.conn = None
-        self.restarts = -1
         self.startup_s = 0.0
         self.aborted = False  # set by `abort`: no more starts, every request fails fast
 
@@ -147,7 +147,6 @@ class Worker:
             code = self.process.exitcode
             self.stop()
             raise RuntimeError(f"divfuzz worker for {self.device} died while starting (exit code {code})") from None
-        self.restarts += 1
         self.startup_s += time.perf_counter() - t0
 
     def _alive(self) -> bool:

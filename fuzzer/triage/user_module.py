@@ -35,7 +35,7 @@ RUNGS = ("eager", "aot_eager", "aot_eager_decomp_partition", "inductor")
 
 def load_user_module(ref: str):
     """`path/to/file.py:NAME` -> NAME() (the user's own code runs here, by their request)."""
-    from fuzzer.errors import ConfigError
+    from records.errors import ConfigError
 
     path, sep, name = ref.rpartition(":")
     if not sep or not path.endswith(".py") or not name:
@@ -183,7 +183,8 @@ def _verdict(gm, inputs, a, b, ref=None, bounds=None):
     """Outputs `a` (the rung before) vs `b` (the rung under test), each against the fp64 reference
     of the same graph: a `Verdict` that `oracles.severity.severity_of` judges like any other."""
     from oracles.compare import compare_float, compare_int
-    from oracles.verdict import OutputVerdict, Status, Verdict
+    from records.verdict import OutputVerdict, Verdict
+    from records.outcomes import Status
 
     if len(a) != len(b):
         return Verdict(Status.RUNTIME_ERROR, error_type="OutputCountMismatch", error_message=f"{len(a)} vs {len(b)} outputs")
@@ -238,7 +239,7 @@ def _bisect(gm, inputs, rung: str, ref) -> dict | None:
 
 def _summary(rung: str, bisect: dict | None) -> str:
     """A readable culprit, from the bisector's fields."""
-    from fuzzer.attribute import _readable_detail
+    from fuzzer.triage.attribute import _readable_detail
 
     subsystem = (bisect or {}).get("subsystem")
     detail = _readable_detail(subsystem, (bisect or {}).get("debug_info"))
@@ -332,8 +333,8 @@ def _reduce_and_name(gm, inputs, before, rung, peeled, ref, device, verdict_line
     import torch
     from torch._functorch.fx_minifier import minifier
 
-    from fuzzer.attribute import _readable_detail
-    from fuzzer.fx_bypass import bypass_reduce, count_ops
+    from fuzzer.triage.attribute import _readable_detail
+    from fuzzer.triage.fx_bypass import bypass_reduce, count_ops
 
     from oracles.severity import severity_of
 
@@ -404,13 +405,13 @@ def _reduce_and_name(gm, inputs, before, rung, peeled, ref, device, verdict_line
 def minimize_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: str | None = None, dtype: str | None = None, max_granularity: int | None = None, budget_s: float = 300.0, train: bool = False) -> dict:
     """The whole `--module` pipeline; returns a JSON-able summary (runs in a worker).
 
-    Capture through Dynamo and judge the whole model (`fuzzer.module_capture`); then ladder, reduce
+    Capture through Dynamo and judge the whole model (`fuzzer.triage.capture`); then ladder, reduce
     and attribute the captured graph that introduces the divergence. One policy decides what is
     worth reducing, for the whole model and for every candidate graph: `oracles.severity`.
-    `budget_s` bounds the reductions; the caller (`fuzzer.cli_minimize`) bounds the whole worker.
+    `budget_s` bounds the reductions; the caller (`fuzzer.cli.minimize`) bounds the whole worker.
     """
-    from fuzzer.attribute import decompositions_removed
-    from fuzzer.module_capture import capture_user_case, write_capture
+    from fuzzer.engine.compile import decompositions_removed
+    from fuzzer.triage.capture import capture_user_case, write_capture
 
     cap = capture_user_case(load_user_module(ref), ref=ref, device=device, dtype=dtype, autocast=autocast, train=train,
                             worth_reducing=worth_reducing)

@@ -94,7 +94,7 @@ def normalize_case(case, ref: str):
     import torch
     import torch.utils._pytree as pytree
 
-    from fuzzer.errors import ConfigError
+    from records.errors import ConfigError
 
     if not isinstance(case, (tuple, list)) or len(case) not in (2, 3):
         raise ConfigError(f"--module {ref}: expected NAME() to return (model, args) or (model, args, kwargs) but got {type(case).__name__}" + (f" of {len(case)}" if isinstance(case, (tuple, list)) else ""))
@@ -204,7 +204,7 @@ class _RunSpec:
         else:
             floats = [t.float().sum() for _, t in outs if t.is_floating_point() and t.requires_grad]
             if not floats:
-                from fuzzer.errors import ConfigError
+                from records.errors import ConfigError
 
                 raise ConfigError("--train: the model's outputs hold no float tensor that needs a gradient: no loss to take")
             loss = torch.stack(floats).sum()
@@ -222,7 +222,8 @@ def whole_model_verdict(eager: list, compiled: list, ref: list | None):
     `oracles.severity` judges like a campaign's. Integer outputs have no pre-image here (unknown
     boundary distance); their fp64 verdict comes from the float64 run when it has one."""
     from oracles.compare import compare_float, compare_int
-    from oracles.verdict import OutputVerdict, Status, Verdict
+    from records.verdict import OutputVerdict, Verdict
+    from records.outcomes import Status
 
     if len(eager) != len(compiled):
         return Verdict(Status.RUNTIME_ERROR, error_type="OutputCountMismatch",
@@ -325,7 +326,7 @@ def capture_graphs(run: _RunSpec) -> tuple[list[CapturedGraph], int, list[str]]:
     import torch
     from torch._dynamo.backends.debugging import ExplainWithBackend
 
-    from fuzzer.errors import ConfigError
+    from records.errors import ConfigError
 
     recorder = _Recorder()
     explain = ExplainWithBackend(recorder)

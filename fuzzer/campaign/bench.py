@@ -12,8 +12,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from fuzzer.campaign import CampaignOptions, run_campaign
-from fuzzer.config import CompileConfig
+from fuzzer.campaign.loop import CampaignOptions, run_campaign
+from records.config import CompileConfig
 
 # Compiling and running the graphs under test: the work divfuzz exists to do.
 GRAPH_WORK = ("eager", "reference", "compile", "compiled_run")

@@ -1,0 +1,189 @@
+"""`divfuzz fuzz`: run a campaign with a live view or plain progress lines, then print its buckets by severity."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from pathlib import Path
+
+import click
+from rich.live import Live
+from rich.table import Table
+
+from fuzzer.cli.options import (
+    SEVERITY_CHOICE,
+    DivfuzzCommand,
+    check_out_dir,
+    compile_config,
+    compile_options,
+    console,
+    names_option,
+    out,
+    parse_budget,
+    registered_ops,
+    resolve_device,
+)
+
+@click.command(cls=DivfuzzCommand)
+@click.option("--device", default="auto", show_default=True, help="auto, cpu or cuda[:N].")
+@click.option("--budget", default=None, help="Wall-clock budget, e.g. 10m or 8h (default 10m unless --max-cases).")
+@click.option("--max-cases", type=click.IntRange(min=1), default=None, help="Stop after this many cases.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("divfuzz-out"), show_default=True)
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=300.0, show_default=True, help="Seconds per case.")
+@click.option("--max-ops", type=click.IntRange(1, 40), default=12, show_default=True)
+@click.option("--strict", is_flag=True, help="Bucket every fp32 bit difference, not only compiled-worse ones.")
+@click.option("--ops", default=None, help="Comma-separated op names to draw from (default: all).")
+@click.option("--dtypes", default=None, help="Comma-separated data dtypes (float32,bfloat16,float16).")
+@click.option("--no-live", is_flag=True, help="No live view (plain progress lines).")
+@click.option("--no-minimize", is_flag=True, help="Do not minimize and attribute new buckets.")
+@click.option("--min-severity", type=SEVERITY_CHOICE, default="noise", show_default=True, help="Hide buckets below this severity in the summary.")
+@compile_options
+def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, strict, ops, dtypes, no_live, no_minimize, min_severity, backend, inductor, dynamic, mode):
+    """Run a campaign: draw graphs, compare eager and compiled, bucket what diverges."""
+    from fuzzer.campaign.loop import CampaignOptions, run_campaign
+
+    check_out_dir(out_dir, "--out")  # first: before torch and Inductor are imported
+    budget_s = parse_budget(budget) if budget else (None if max_cases else 600.0)
+    op_names = names_option(ops, "--ops", known=registered_ops())
+    dtype_names = names_option(dtypes, "--dtypes", known=("float32", "bfloat16", "float16"))
+    device = resolve_device(device)
+    config = compile_config(backend, inductor, dynamic, mode)
+    opts = CampaignOptions(
+        device=device,
+        out_dir=out_dir,
+        config=config,
+        seed=seed,
+        budget_s=budget_s,
+        max_cases=max_cases,
+        workers=workers,
+        strict=strict,
+        timeout_s=timeout_s,
+        max_ops=max_ops,
+        minimize=not no_minimize,
+        ops=op_names,
+        dtypes=dtype_names,
+    )
+    signal.signal(signal.SIGTERM, _interrupt_once)
+    signal.signal(signal.SIGINT, _interrupt_once)
+    console.print(
+        f"divfuzz fuzz: device {device}, backend {config.describe()}, seed {seed}, "
+        f"{'budget ' + str(int(budget_s)) + ' s (+ ' + str(int(_grace())) + ' s grace for minimization)' if budget_s else ''}{' max ' + str(max_cases) + ' cases' if max_cases else ''}, "
+        f"store {out_dir / 'divfuzz.sqlite'}",
+        highlight=False,
+    )
+    live_view = _LiveView(opts) if not no_live and console.is_terminal else _LineView(opts)
+    with live_view:
+        result = run_campaign(opts, on_progress=live_view.update)
+    _print_summary(result, min_severity)
+    if result.interrupted:
+        console.print(
+            f"[bold yellow]interrupted:[/] {result.progress.cases} cases stored; run the same command again to resume",
+            highlight=False,
+        )
+        sys.exit(2)
+
+
+def _interrupt_once(signum, frame) -> None:
+    """SIGINT/SIGTERM: stop the campaign (KeyboardInterrupt) once, and ignore the signals that
+    follow while it saves and reports: `timeout` and CI runners send several, and a second one
+    must not cut the shutdown short (the campaign gives its slots at most 30 s)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+class _LineView:
+    """Progress as plain lines (CI logs, pipes): one every 10 cases."""
+
+    def __init__(self, opts):
+        self.opts = opts
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def update(self, p) -> None:
+        if p.cases % 10 == 0:
+            console.print(_status_line(self.opts, p), highlight=False)
+
+
+class _LiveView(_LineView):
+    def __enter__(self):
+        self.live = Live(console=console, refresh_per_second=2, transient=True)
+        self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.live.__exit__(*exc)
+
+    def update(self, p) -> None:
+        self.live.update(_status_line(self.opts, p))
+
+
+def _grace() -> float:
+    from fuzzer.campaign.loop import BUDGET_GRACE_S
+
+    return BUDGET_GRACE_S
+
+
+def _status_line(opts, p) -> str:
+    elapsed = time.time() - p.started
+    rate = p.cases / elapsed * 60 if elapsed > 0 else 0.0
+    left = f", {max(0, opts.budget_s - elapsed):.0f} s left" if opts.budget_s else ""
+    done = f"/{opts.max_cases}" if opts.max_cases else ""
+    return (
+        f"{p.cases}{done} cases ({rate:.1f}/min), {p.findings} findings in {len(p.buckets)} buckets "
+        f"({p.new_buckets} new){left}"
+    )
+
+
+def _print_summary(result, min_severity: str = "noise") -> None:
+    """The run's buckets led by severity: bug, then suspect, each with its reason; by-design and
+    noise folded into one line per culprit."""
+    from fuzzer.engine.store import Store
+    from records.severity import ORDER, Severity
+    from reports.markdown import culprit_of, fold_by_culprit
+
+    p = result.progress
+    store = Store(result.store_path, create=False)
+    try:
+        elapsed = time.time() - p.started
+        out.print(
+            f"run {result.run_id}{' (resumed)' if result.resumed else ''}: {p.cases} cases in {elapsed:.0f} s "
+            f"({p.cases / elapsed * 60 if elapsed else 0:.1f}/min); statuses "
+            + ", ".join(f"{k} {v}" for k, v in sorted(p.by_status.items()))
+            + (f"; {p.skipped} stored cases skipped" if p.skipped else ""),
+            highlight=False,
+        )
+        if result.cut_at_grace:
+            from fuzzer.campaign.loop import BUDGET_GRACE_S
+
+            out.print(f"budget reached: minimization got what was left plus {BUDGET_GRACE_S:g} s of grace; "
+                      "work still in flight then was dropped (re-run to resume it)", highlight=False)
+        floor = Severity(min_severity)
+        buckets = store.buckets(run_id=result.run_id)
+        out.print("buckets by severity: " + ", ".join(f"{sum(b.severity == s.value for b in buckets)} {s.value}" for s in ORDER), highlight=False)
+        table = Table(title=f"bug and suspect buckets of run {result.run_id}")
+        for col in ("id", "severity", "kind", "dtype", "ops", "culprit", "reason", "cases", "new", "folder"):
+            table.add_column(col)
+        for sev in (Severity.BUG, Severity.SUSPECT):
+            if not sev.at_least(floor):
+                continue
+            for b in sorted((b for b in buckets if b.severity == sev.value), key=lambda b: (-b.count, b.id)):
+                k = b.key
+                table.add_row(
+                    str(b.id), sev.value, k.kind + (f" {k.detail}" if k.detail else ""), k.dtype, k.signature.split(" @ ")[0],
+                    culprit_of(b), (b.severity_reason or {}).get("detail", ""), str(b.count),
+                    "yes" if b.first_run_id == result.run_id else "", b.folder or "",
+                )
+        out.print(table)
+        folded = [b for b in buckets if b.severity in ("by-design", "noise") and Severity(b.severity).at_least(floor)]
+        for sev, culprit, n, cases, ids in fold_by_culprit(folded):
+            out.print(f"{sev}: {culprit}: {n} buckets, {cases} cases (buckets {', '.join(map(str, ids[:12]))}{', ...' if len(ids) > 12 else ''})", highlight=False)
+    finally:
+        store.close()

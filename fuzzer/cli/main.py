@@ -1,0 +1,84 @@
+"""The `divfuzz` command line: the group that runs every command and turns failures into exit codes.
+
+Exit codes: 0 when it ran (findings are results, not errors); 2 for bad input, with a message
+naming what was wrong; a killed campaign also exits 2 after saving, and resumes when re-run.
+A failure of divfuzz itself also exits 2, with one line and the path of a log holding the
+traceback: never 0, and never 1 (which `gate` and `repro.py` use for "the compiler diverges").
+Each command lives in its own module of `fuzzer.cli`; what they share is `fuzzer.cli.options`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+import click
+
+from fuzzer.cli.bench import bench
+from fuzzer.cli.corpus import corpus
+from fuzzer.cli.fuzz import fuzz
+from fuzzer.cli.gate import gate
+from fuzzer.cli.minimize import minimize
+from fuzzer.cli.options import OS_REASONS, DivfuzzCommand, console
+from fuzzer.cli.replay import replay
+from fuzzer.cli.report import report
+from records.errors import DivfuzzError
+
+
+def _internal_failure_log(ctx: click.Context) -> Path:
+    """Where an unexpected traceback goes: the command's --out folder when it has one, else /tmp."""
+    text = traceback.format_exc()
+    out_dir = ctx.meta.get("divfuzz.params", {}).get("out_dir")
+    for folder in ([Path(out_dir)] if out_dir else []) + [Path(tempfile.gettempdir())]:
+        try:
+            if folder.is_dir():
+                log = folder / f"divfuzz-error-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+                log.write_text(text)
+                return log
+        except OSError:
+            continue
+    return Path("<nowhere: no folder was writable>")
+
+
+class DivfuzzGroup(click.Group):
+    """Turns divfuzz's own errors into a message and exit code 2; an unexpected exception too,
+    with its traceback in a log file (exit 1 would read as "the compiler diverges")."""
+
+    command_class = DivfuzzCommand
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except DivfuzzError as e:
+            console.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
+            sys.exit(2)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except OSError as e:
+            where = f" {e.filename}" if e.filename else ""
+            reason = OS_REASONS.get(e.errno, e.strerror or str(e))
+            console.print(f"[bold red]error:[/]{where}: {reason} ({type(e).__name__})", highlight=False, soft_wrap=True)
+            sys.exit(2)
+        except Exception as e:
+            log = _internal_failure_log(ctx)
+            what = " ".join(f"{type(e).__name__}: {e}".split())[:300]
+            console.print(
+                f"[bold red]internal error:[/] divfuzz {ctx.invoked_subcommand or ''} failed on its own error, "
+                f"not a compiler finding: {what}; traceback in {log}",
+                highlight=False, soft_wrap=True,
+            )
+            sys.exit(2)
+
+
+@click.group(cls=DivfuzzGroup)
+@click.version_option(package_name="divfuzz")
+def main() -> None:
+    """divfuzz: find where torch.compile computes different numbers than eager."""
+
+
+for command in (fuzz, replay, report, bench, gate, corpus, minimize):
+    main.add_command(command)

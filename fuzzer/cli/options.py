@@ -1,0 +1,160 @@
+"""What every divfuzz command shares: the consoles, option parsing (budgets, devices, compile
+options, name lists), output-path checks, and the command class. Imports nothing from the
+commands themselves (they import this).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+SEVERITY_CHOICE = click.Choice(["bug", "suspect", "by-design", "noise"])
+
+console = Console(stderr=True)
+# Wide when piped (CI logs), so tables are not squeezed to 80 columns.
+out = Console() if sys.stdout.isatty() else Console(width=200, soft_wrap=True)  # piped: lines stay whole
+
+_BUDGET = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+
+
+def parse_budget(text: str) -> float:
+    """'90s', '10m', '8h', '1h30m' -> seconds; a bare number is seconds."""
+    from records.errors import ConfigError
+
+    t = text.strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", t):
+        return float(t)
+    m = _BUDGET.match(t)
+    if not t or not m or not any(m.groups()):
+        raise ConfigError(f"Expected a duration like 90s, 10m, 8h or 1h30m for --budget but got {text!r}")
+    h, mi, s = (int(g) if g else 0 for g in m.groups())
+    return float(h * 3600 + mi * 60 + s)
+
+
+def resolve_device(device: str) -> str:
+    """'auto' -> 'cuda' when a GPU is there, else 'cpu'; a CUDA device that is not there is an error."""
+    import torch
+
+    from records.errors import DeviceUnavailableError
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise DeviceUnavailableError(f"--device {device}: no CUDA GPU is available to this torch ({torch.__version__})")
+        index = torch.device(device).index or 0
+        if index >= torch.cuda.device_count():
+            raise DeviceUnavailableError(f"--device {device}: only {torch.cuda.device_count()} CUDA device(s) here")
+        return device
+    if device != "cpu":
+        raise DeviceUnavailableError(f"Expected --device auto, cpu or cuda[:N] but got {device!r}")
+    return device
+
+
+def compile_config(backend: str, inductor: tuple[str, ...], dynamic: bool, mode: str | None):
+    from records.config import CompileConfig, parse_inductor_overrides
+    from fuzzer.engine.compile import resolve_backend, validate_inductor_overrides
+
+    resolve_backend(backend)
+    overrides = parse_inductor_overrides(inductor)
+    validate_inductor_overrides(overrides)
+    return CompileConfig(backend=backend, dynamic=dynamic or False, mode=mode).with_inductor(**overrides)
+
+
+# OS errors that are the environment's, not divfuzz's: said plainly, with the path.
+OS_REASONS = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is exceeded",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.ENOTDIR: "a part of the path is a file, not a folder",
+}
+
+
+def check_out_dir(path: Path, option: str) -> Path:
+    """Make sure `path` is a folder divfuzz can write, before any work starts, without creating
+    anything: a probe file is written to and removed from the deepest folder that exists on the way
+    (the writers create the folder when they have something to write, so a refused input leaves no
+    trace). Errors name the option and say why (a file in the way, read-only, disk full)."""
+    from records.errors import OutputError
+
+    for parent in [path, *path.parents]:
+        if parent.exists() and not parent.is_dir():
+            raise OutputError(f"{option} {path}: {parent} is a regular file, not a folder")
+    existing = next(p for p in [path, *path.parents] if p.exists())
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".divfuzz-probe-", dir=existing)
+        try:
+            os.write(fd, b"probe")
+        finally:
+            os.close(fd)
+            os.unlink(probe)
+    except OSError as e:
+        raise OutputError(f"{option} {path}: cannot write there ({OS_REASONS.get(e.errno, e.strerror)})") from None
+    return path
+
+
+def check_out_file(path: Path | None, option: str) -> None:
+    """An output file's folder must be writable before the work starts (the file is written at the end)."""
+    from records.errors import OutputError
+
+    if path is None:
+        return
+    if path.is_dir():
+        raise OutputError(f"{option} {path}: is a folder, expected a file path")
+    check_out_dir(path.parent, option)
+    path.parent.mkdir(parents=True, exist_ok=True)  # the file itself is written at the end
+
+
+class DivfuzzCommand(click.Command):
+    """A command that leaves its parsed options in the shared `ctx.meta`, so that the group's
+    error handler can put a traceback log into the command's --out folder."""
+
+    def invoke(self, ctx):
+        ctx.meta["divfuzz.params"] = ctx.params
+        return super().invoke(ctx)
+
+
+def compile_options(f):
+    f = click.option("--backend", default="inductor", show_default=True, help="Registered backend name or module:function.")(f)
+    f = click.option("--inductor", multiple=True, metavar="KEY=VALUE", help="Inductor config override (repeatable).")(f)
+    f = click.option("--dynamic", is_flag=True, help="Compile with dynamic=True.")(f)
+    f = click.option("--mode", default=None, help="torch.compile mode (e.g. max-autotune).")(f)
+    return f
+
+
+def registered_ops() -> tuple[str, ...]:
+    from generators.registry import all_ops
+
+    return tuple(sorted(all_ops()))
+
+
+def names_option(text: str | None, option: str, *, known: tuple[str, ...]) -> tuple[str, ...] | None:
+    from records.errors import UnknownOpError
+
+    if not text:
+        return None
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise UnknownOpError(f"{option}: unknown name(s) {unknown or text!r}; known: {', '.join(known)}")
+    return names
+
+
+def read_input(path: Path) -> str:
+    from records.errors import SpecError
+
+    try:
+        return path.read_text()
+    except OSError as e:
+        raise SpecError(f"{path}: cannot read ({e.strerror})") from None
+    except UnicodeDecodeError:
+        raise SpecError(f"{path}: not a text file") from None

@@ -1,0 +1,38 @@
+"""`divfuzz replay SPEC`: re-run one case in a worker and print its verdict, finding and severity."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from fuzzer.cli.options import DivfuzzCommand, compile_config, compile_options, out, read_input, resolve_device
+
+@click.command(cls=DivfuzzCommand)
+@click.argument("spec_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--device", default="auto", show_default=True)
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=300.0, show_default=True)
+@compile_options
+def replay(spec_file, device, timeout_s, backend, inductor, dynamic, mode):
+    """Re-run one case from a spec.json (in a worker process) and print its verdict."""
+    from fuzzer.engine.worker import CaseRequest, Worker
+    from generators.validate import load_spec
+    from oracles.findings import finding_of
+    from reports.markdown import verdict_table
+
+    spec = load_spec(read_input(spec_file), source=str(spec_file))
+    device = resolve_device(device)
+    config = compile_config(backend, inductor, dynamic, mode)
+    worker = Worker(device)
+    try:
+        verdict = worker.run(CaseRequest(spec, device, config), timeout_s)
+    finally:
+        worker.stop()
+    finding = finding_of(verdict)
+    out.print(f"{spec_file}: {verdict.status.value}" + (f" — {verdict.error_type}: {verdict.error_message}" if verdict.error_type else ""), highlight=False)
+    out.print(verdict_table(verdict), highlight=False)
+    out.print(f"finding: {finding.kind.value} ({finding.triage})" if finding else "finding: none", highlight=False)
+    from oracles.severity import severity_of
+
+    reason = severity_of(verdict)
+    out.print(f"severity: {reason}" if reason else "severity: none", highlight=False)

@@ -1,0 +1,31 @@
+"""Which bucket a finding goes in: its `BucketKey` (records.buckets) from the finding and its graph.
+
+The signature is the graph's sorted set of ops (and its autocast and backward modes) until the
+minimizer supplies the minimized op pattern and its culprit.
+"""
+
+from __future__ import annotations
+
+from generators.spec import GraphSpec
+from records.buckets import BucketKey
+from records.outcomes import ERROR_KINDS
+from records.verdict import Finding
+
+
+def graph_signature(spec: GraphSpec) -> str:
+    """The sorted set of op names, plus autocast and backward when on: graphs made of the same ops
+    in the same mode share it (and so share one minimization during a campaign)."""
+    ops = "+".join(sorted(set(spec.op_names))) or "(empty)"
+    modes = [f"autocast {spec.autocast}"] * bool(spec.autocast) + ["backward"] * spec.backward
+    return f"{ops} ({', '.join(modes)})" if modes else ops
+
+
+def bucket_key(finding: Finding, spec: GraphSpec, device: str, *, signature: str | None = None) -> BucketKey:
+    detail = finding.triage if finding.kind in ERROR_KINDS else ""
+    return BucketKey(
+        kind=finding.kind.value,
+        dtype=finding.dtype,
+        device_type=device.split(":")[0],
+        signature=signature if signature is not None else graph_signature(spec),
+        detail=detail,
+    )

@@ -1,0 +1,110 @@
+"""The one place divfuzz turns a function into its compiled form: backends resolved, Inductor
+overrides checked and applied, decompositions removed, and `torch.compile` called.
+
+Every path compiles through here: the campaign's cases, every rung of the attribution ladder,
+the probes, and user modules. A `CompileConfig` (records.config) says what to compile with, as
+data; this module is the only one that turns that data into torch calls.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+from typing import Any
+
+from records.config import check_backend_syntax
+from records.errors import ConfigError
+
+
+def resolve_backend(name: str):
+    """The backend callable or registered name that `torch.compile(backend=...)` takes.
+
+    Raises ConfigError for an unknown name or an import path that does not resolve.
+    """
+    import torch._dynamo
+
+    check_backend_syntax(name, where="--backend")
+    if ":" in name:
+        module_name, _, attr = name.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as e:
+            raise ConfigError(f"backend {name!r}: cannot import module {module_name!r} ({e})") from None
+        try:
+            return getattr(module, attr)
+        except AttributeError:
+            raise ConfigError(f"backend {name!r}: module {module_name!r} has no attribute {attr!r}") from None
+    known = set(torch._dynamo.list_backends(exclude_tags=())) | {"eager", "aot_eager", "aot_eager_decomp_partition"}
+    if name not in known:
+        raise ConfigError(f"unknown backend {name!r}; registered: {', '.join(sorted(known))}, or use module:function")
+    return name
+
+
+def check_stored_backend(stored: str, cli_backend: str | None, *, source: str) -> None:
+    """Refuse a backend read from `source` (a store) unless it is a registered torch backend, or a
+    `module:function` that the user also named with `--backend`: data never picks code to import."""
+    check_backend_syntax(stored, where=f"{source}: stored backend")
+    if ":" in stored:
+        if cli_backend != stored:
+            raise ConfigError(
+                f"{source} was compiled with the backend {stored!r}, an import path; divfuzz imports a "
+                f"user's backend only when asked: pass --backend {stored} to use it"
+            )
+        return
+    resolve_backend(stored)
+
+
+def validate_inductor_overrides(overrides: dict[str, Any], *, where: str = "--inductor") -> None:
+    import torch._inductor.config as inductor_config
+
+    for key in overrides:
+        obj = inductor_config
+        parts = key.split(".")
+        for p in parts[:-1]:
+            obj = getattr(obj, p, None)
+        if obj is None or not hasattr(obj, parts[-1]):
+            raise ConfigError(f"unknown Inductor config key {key!r} in {where}")
+
+
+@contextlib.contextmanager
+def decompositions_removed(op_names: tuple[str, ...] | list[str]):
+    """Compile as if Inductor had no decomposition for these aten ops (e.g. "aten.native_layer_norm").
+
+    Used to peel root causes: once a decomposition is named as one culprit, removing it shows
+    what else still diverges. It edits Inductor's shared decomposition tables (so that every
+    backend on the ladder and the bisector see the same thing) and restores them on exit.
+    """
+    import torch
+    import torch._functorch.config as functorch_config
+    import torch._inductor.config as inductor_config
+    from torch._inductor import decomposition as inductor_decomp
+
+    if not op_names:
+        yield
+        return
+    tables = [inductor_decomp.decompositions, inductor_decomp.fast_random_decomps()]
+    saved: list[tuple[dict, Any, Any]] = []
+    for name in op_names:
+        namespace, _, op = name.partition(".")
+        packet = getattr(getattr(torch.ops, namespace), op)
+        for overload in packet.overloads():
+            key = getattr(packet, overload)
+            for table in tables:
+                if key in table:
+                    saved.append((table, key, table.pop(key)))
+    # The compile caches do not key on the decomposition table: a graph compiled before the
+    # removal would come back from them unchanged.
+    no_cache = {"fx_graph_cache": False, "fx_graph_remote_cache": False}
+    # Inductor turns an implicit fallback for an op that has a decomposition into an assertion
+    # when the environment variable CI is set (a check for PyTorch's own CI). Here the fallback
+    # is the point, so that check is switched off while the decompositions are away.
+    ci = os.environ.pop("CI", None)
+    try:
+        with inductor_config.patch(no_cache), functorch_config.patch(enable_autograd_cache=False):
+            yield
+    finally:
+        if ci is not None:
+            os.environ["CI"] = ci
+        for table, key, fn in saved:
+            table[key] = fn

@@ -1,0 +1,245 @@
+"""Gate baselines: one data file per machine key, holding each corpus spec's expected verdict.
+
+A baseline is keyed by device type, torch minor version, and CPU capability or GPU architecture
+(`baseline-cpu-2.13-avx512.json`), because vectorized CPU kernels differ by ISA as GPU kernels do
+by architecture. It lists, per corpus spec, the expected verdict summary (`summarize_verdict`):
+clean (every output bitwise equal to eager), a known divergence with its bounds (max ULP,
+differing fraction, NaN/Inf mismatches, integer flips and their largest step), or a known error.
+A spec missing from the baseline is expected clean.
+
+Invariants: `load_baseline` refuses a file that lacks any field the policy reads (BaselineError
+naming the file and field); a baseline written for another machine key is refused unless the
+caller accepts any (`--baseline-any`), and then the mismatch is a note in every report.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from records.config import CompileConfig
+from records.errors import BaselineError, DivfuzzError
+from records.outcomes import Status
+from records.verdict import Verdict
+
+BASELINE_SCHEMA_VERSION = 2  # 2: keyed by CPU capability / GPU architecture (`arch`)
+
+
+def torch_minor() -> str:
+    import torch
+
+    major, minor = torch.__version__.split("+")[0].split(".")[:2]
+    return f"{major}.{minor}"
+
+
+def device_arch(device: str) -> str:
+    """What picks the kernels on this device: the CPU capability ATen dispatches to (`avx512`,
+    `avx2`, ...; `ATEN_CPU_CAPABILITY` lowers it, and Inductor's C++ codegen follows the same
+    variable) or the GPU's compute capability (`sm_90`)."""
+    import torch
+
+    if device.startswith("cuda"):
+        major, minor = torch.cuda.get_device_capability(torch.device(device))
+        return f"sm_{major}{minor}"
+    return torch.backends.cpu.get_cpu_capability().lower().replace(" ", "_")
+
+
+def machine_key(device: str) -> dict[str, str]:
+    """The key a baseline is written for and checked against: what changes the numbers."""
+    return {"device_type": device.split(":")[0], "torch": torch_minor(), "arch": device_arch(device)}
+
+
+def describe_key(key: dict[str, str]) -> str:
+    return f"{key['device_type']} {key['arch']}, torch {key['torch']}"
+
+
+def default_baseline_path(corpus_dir: Path, device: str) -> Path:
+    key = machine_key(device)
+    return corpus_dir / f"baseline-{key['device_type']}-{key['torch']}-{key['arch']}.json"
+
+
+def summarize_verdict(verdict: Verdict) -> dict[str, Any]:
+    """A verdict as baseline data: the status, the error type, and each differing output's measures."""
+    outputs: dict[str, Any] = {}
+    for o in verdict.outputs:
+        if not o.differs:
+            continue
+        if o.float_cmp is not None:
+            f = o.float_cmp
+            outputs[o.name] = {
+                "kind": "float",
+                "dtype": f.dtype,
+                "numel": f.numel,
+                "n_diff": f.n_diff,
+                "diff_fraction": f.n_diff / max(1, f.numel),
+                "max_ulp": f.max_ulp,
+                "nan_inf_mismatch": f.nan_inf_mismatch,
+                "triage": f.triage,
+            }
+        elif o.int_cmp is not None:
+            i = o.int_cmp
+            outputs[o.name] = {
+                "kind": "int",
+                "dtype": i.dtype,
+                "numel": i.numel,
+                "flips": i.flips,
+                "max_step": i.max_step,
+                "gross_flips": i.gross_flips + i.unknown_flips,
+            }
+    return {"status": verdict.status.value, "error_type": verdict.error_type, "outputs": outputs}
+
+
+@dataclass(frozen=True)
+class Baseline:
+    path: Path
+    device_type: str
+    torch: str
+    arch: str
+    config: dict[str, Any]
+    specs: dict[str, dict[str, Any]]
+    known_buckets: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": BASELINE_SCHEMA_VERSION,
+            "device_type": self.device_type,
+            "torch": self.torch,
+            "arch": self.arch,
+            "config": self.config,
+            "specs": {k: self.specs[k] for k in sorted(self.specs)},
+            "known_buckets": sorted(self.known_buckets),
+        }
+
+    def key(self) -> dict[str, str]:
+        return {"device_type": self.device_type, "torch": self.torch, "arch": self.arch}
+
+    def write(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n")
+
+
+# The bounds each output kind must hold, and their types: `compare_with_baseline` and the reports
+# read every one of them, so a baseline lacking one is refused at load, not with a KeyError later.
+_COUNT, _NUMBER, _TEXT = "a non-negative integer", "a finite non-negative number", "a string"
+_OUTPUT_FIELDS = {
+    "float": {"dtype": _TEXT, "numel": _COUNT, "n_diff": _COUNT, "diff_fraction": _NUMBER, "max_ulp": _NUMBER,
+              "nan_inf_mismatch": _COUNT, "triage": _TEXT},
+    "int": {"dtype": _TEXT, "numel": _COUNT, "flips": _COUNT, "max_step": _NUMBER, "gross_flips": _COUNT},
+}
+
+
+def _field_ok(value: Any, kind: str) -> bool:
+    if kind == _TEXT:
+        return isinstance(value, str)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    if kind == _COUNT:
+        return isinstance(value, int) and value >= 0
+    return math.isfinite(value) and value >= 0
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def load_baseline(path: Path, *, device: str | None = None) -> Baseline:
+    """Read and check a baseline file; every problem raises BaselineError naming the file and the
+    field. Checked here: the machine key fields, every bound the comparison reads (finite,
+    non-negative), the config; not checked here: whether the key matches this machine
+    (`check_baseline_key`)."""
+    if not path.exists():
+        hint = f" for {describe_key(machine_key(device))}" if device else ""
+        others = sorted(p.name for p in path.parent.glob("baseline-*.json")) if path.parent.is_dir() else []
+        raise BaselineError(
+            f"{path}: no baseline{hint}. A missing baseline is not a pass: write one with "
+            f"`divfuzz gate --update-baseline` (on a build you trust) and commit it"
+            + (f" (this corpus has {', '.join(others)})" if others else "")
+        )
+    try:
+        data = json.loads(path.read_text(), parse_constant=_refuse_constant)
+    except (OSError, UnicodeDecodeError) as e:
+        raise BaselineError(f"{path}: cannot read baseline ({e})") from None
+    except json.JSONDecodeError as e:
+        raise BaselineError(f"{path}: baseline is not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+    except ValueError as e:  # NaN, Infinity or -Infinity: Python's json reads them, JSON does not
+        raise BaselineError(f"{path}: baseline is not valid JSON ({e})") from None
+    except RecursionError:
+        raise BaselineError(f"{path}: baseline JSON is nested too deeply") from None
+
+    def bad(what: str, value: Any) -> BaselineError:
+        return BaselineError(f"{path}: expected {what} but got {value!r}"[:2000])
+
+    if not isinstance(data, dict):
+        raise bad("a JSON object at the top level", type(data).__name__)
+    version = data.get("schema_version")
+    if isinstance(version, bool):  # JSON true is no version (and Python would read it as 1)
+        raise bad(f"schema_version 1..{BASELINE_SCHEMA_VERSION}", version)
+    if version == 1:
+        raise BaselineError(
+            f"{path}: a schema_version 1 baseline is keyed by torch version only, not by CPU capability or GPU "
+            f"architecture; write it again with `divfuzz gate --update-baseline`"
+        )
+    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= BASELINE_SCHEMA_VERSION:
+        raise bad(f"schema_version 1..{BASELINE_SCHEMA_VERSION}", version)
+    for name in ("device_type", "torch", "arch"):
+        if not isinstance(data.get(name), str) or not data[name]:
+            raise bad(f"a non-empty string for {name}", data.get(name))
+    config = data.get("config", {})
+    if not isinstance(config, dict):
+        raise bad("an object for config", config)
+    if config:
+        try:
+            CompileConfig.from_dict(config)
+        except (KeyError, TypeError, ValueError, AttributeError, DivfuzzError) as e:
+            raise bad(f"a compile config for config ({e})", config) from None
+    specs = data.get("specs")
+    if not isinstance(specs, dict):
+        raise bad("an object for specs", specs)
+    statuses = {s.value for s in Status}
+    for name, entry in specs.items():
+        if not isinstance(entry, dict) or entry.get("status") not in statuses or not isinstance(entry.get("outputs"), dict):
+            raise bad(f"specs.{name} to be an object with a status and outputs", entry)
+        if not isinstance(entry.get("error_type"), (str, type(None))):
+            raise bad(f"a string or null for specs.{name}.error_type", entry.get("error_type"))
+        if not isinstance(entry.get("digest"), (str, type(None))):
+            raise bad(f"a string for specs.{name}.digest", entry.get("digest"))
+        for out_name, o in entry["outputs"].items():
+            where = f"specs.{name}.outputs.{out_name}"
+            if not isinstance(o, dict) or o.get("kind") not in _OUTPUT_FIELDS:
+                raise bad(f"{where} to be an object of kind float or int", o)
+            for field_name, kind in _OUTPUT_FIELDS[o["kind"]].items():
+                if not _field_ok(o.get(field_name), kind):
+                    raise bad(f"{kind} for {where}.{field_name}", o.get(field_name, "<missing>"))
+    known = data.get("known_buckets", [])
+    if not isinstance(known, list) or not all(isinstance(k, str) for k in known):
+        raise bad("a list of strings for known_buckets", known)
+    return Baseline(
+        path=path,
+        device_type=data["device_type"],
+        torch=data["torch"],
+        arch=data["arch"],
+        config=config,
+        specs=specs,
+        known_buckets=tuple(known),
+    )
+
+
+def check_baseline_key(baseline: Baseline, device: str, *, accept_any: bool) -> list[str]:
+    """Notes for the reports when the baseline was written for another machine key; without
+    `accept_any` such a baseline is refused (its bounds say nothing about this machine's kernels)."""
+    here = machine_key(device)
+    if baseline.key() == here:
+        return []
+    mismatch = (
+        f"baseline mismatch: {baseline.path} was written for {describe_key(baseline.key())}; "
+        f"this machine is {describe_key(here)}"
+    )
+    if not accept_any:
+        raise BaselineError(
+            f"{mismatch}. Use the baseline for this machine ({default_baseline_path(baseline.path.parent, device).name}), "
+            f"write one with `divfuzz gate --update-baseline`, or pass --baseline-any to compare anyway"
+        )
+    return [mismatch]

@@ -1,0 +1,371 @@
+"""The CI gate's run: replay a corpus of specs in a worker, hold each verdict to its baseline
+(`fuzzer.gate.baseline`, `fuzzer.gate.policy`), optionally fuzz after, and write what failed.
+
+Invariants:
+- `GateResult.to_dict()` minus its `timings` field is a pure function of (corpus, baseline, torch,
+  device, compile config, margin): three runs give identical JSON. Timings live only under
+  `timings`, apart, because users want them but they can never be identical.
+- Bad input (a corrupt spec or baseline, a missing baseline, an unknown backend) raises a
+  `DivfuzzError` naming the file; what the compiler does is data and decides pass or fail.
+- A baseline written for another machine key is refused unless the caller accepts any
+  (`--baseline-any`); then the mismatch is a note in every report.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fuzzer.engine.worker import CaseRequest, Worker
+from fuzzer.gate.baseline import (
+    Baseline,
+    check_baseline_key,
+    default_baseline_path,
+    load_baseline,
+    machine_key,
+    summarize_verdict,
+)
+from fuzzer.gate.corpus import CorpusSpec, load_corpus
+from fuzzer.gate.policy import DEFAULT_MARGIN, compare_with_baseline, describe_summary
+from generators.spec import GraphSpec
+from oracles.findings import finding_of
+from records.config import CompileConfig
+from records.errors import SpecError
+from records.outcomes import DISCRETE_KINDS
+from records.verdict import Verdict
+
+RESULT_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class GateOptions:
+    device: str
+    corpus_dir: Path
+    baseline_path: Path | None = None
+    config: CompileConfig = field(default_factory=CompileConfig)
+    margin: float = DEFAULT_MARGIN
+    timeout_s: float = 300.0
+    budget_s: float | None = None
+    fuzz_budget_s: float | None = None
+    fuzz_cases: int | None = None
+    seed: int = 0
+    repro_dir: Path | None = None
+    only: tuple[str, ...] = ()  # spec names to replay (empty: all)
+    baseline_any: bool = False  # compare with a baseline written for another machine key (noted)
+
+
+@dataclass
+class SpecResult:
+    name: str
+    digest: str
+    observed: dict[str, Any] | None  # None when not run (the budget ran out)
+    expected: dict[str, Any] | None
+    problems: list[str]
+    improvements: list[str]
+    bucket: str | None  # the bucket key this verdict would land in, if any
+    wall_s: float = 0.0
+    severity: dict | None = None  # oracles.severity.SeverityReason of the verdict, if it diverges
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "digest": self.digest,
+            "result": "pass" if self.passed else "fail",
+            "verdict": describe_summary(self.observed) if self.observed else "not run",
+            "observed": self.observed,
+            "expected": self.expected,
+            "in_baseline": self.expected is not None,
+            "problems": self.problems,
+            "improvements": self.improvements,
+            "bucket": self.bucket,
+            "severity": self.severity,
+        }
+
+
+@dataclass
+class GateResult:
+    device: str
+    torch_version: str
+    config: CompileConfig
+    baseline_path: Path | None
+    margin: float
+    specs: list[SpecResult]
+    notes: list[str]
+    fuzz: dict[str, Any] | None = None
+    timings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        fuzz_ok = not self.fuzz or not self.fuzz["failing"]
+        return all(s.passed for s in self.specs) and fuzz_ok
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.passed else 1
+
+    def to_dict(self, *, with_timings: bool = True) -> dict[str, Any]:
+        d = {
+            "schema_version": RESULT_SCHEMA_VERSION,
+            "result": "pass" if self.passed else "fail",
+            "exit_code": self.exit_code,
+            "device": self.device,
+            "torch": self.torch_version,
+            "config": self.config.to_dict(),
+            "baseline": str(self.baseline_path) if self.baseline_path else None,
+            "margin": self.margin,
+            "counts": {
+                "specs": len(self.specs),
+                "passed": sum(s.passed for s in self.specs),
+                "failed": sum(not s.passed for s in self.specs),
+                "improved": sum(bool(s.improvements) and s.passed for s in self.specs),
+            },
+            "notes": self.notes,
+            "specs": [s.to_dict() for s in self.specs],
+            "fuzz": self.fuzz,
+        }
+        if with_timings:
+            d["timings"] = self.timings
+        return d
+
+
+def _bucket_of(verdict: Verdict, spec: GraphSpec, device: str) -> str | None:
+    from fuzzer.engine.buckets import bucket_key
+
+    finding = finding_of(verdict)
+    return str(bucket_key(finding, spec, device)) if finding else None
+
+
+def _severity_of(verdict: Verdict) -> dict | None:
+    """The severity policy's judgement, as it goes into the gate's JSON (exit codes do not use it)."""
+    from oracles.severity import severity_of
+
+    reason = severity_of(verdict)
+    return reason.to_dict() if reason else None
+
+
+def replay_corpus(
+    specs: list[CorpusSpec],
+    *,
+    device: str,
+    config: CompileConfig,
+    timeout_s: float,
+    budget_s: float | None,
+    on_case=lambda entry, verdict, wall_s: None,
+) -> tuple[dict[str, Verdict | None], dict[str, float], float]:
+    """Each spec's verdict (None when the budget ran out first), its wall time, and worker start-up."""
+    worker = Worker(device)
+    verdicts: dict[str, Verdict | None] = {}
+    walls: dict[str, float] = {}
+    t_start = time.perf_counter()
+    try:
+        worker.start()
+        for entry in specs:
+            if budget_s is not None and time.perf_counter() - t_start > budget_s:
+                verdicts[entry.name] = None
+                continue
+            t0 = time.perf_counter()
+            verdicts[entry.name] = worker.run(CaseRequest(entry.spec, device, config), timeout_s)
+            walls[entry.name] = round(time.perf_counter() - t0, 3)
+            on_case(entry, verdicts[entry.name], walls[entry.name])
+    finally:
+        worker.stop()
+    return verdicts, walls, round(worker.startup_s, 3)
+
+
+def update_baseline(opts: GateOptions, *, log=print) -> Baseline:
+    """Replay the corpus and write what it gives as the baseline (plus fuzz buckets, with --fuzz)."""
+    specs = load_corpus(opts.corpus_dir)
+    path = opts.baseline_path or default_baseline_path(opts.corpus_dir, opts.device)
+    verdicts, walls, _ = replay_corpus(
+        specs,
+        device=opts.device,
+        config=opts.config,
+        timeout_s=opts.timeout_s,
+        budget_s=None,
+        on_case=lambda e, v, w: log(f"{e.name}: {describe_summary(summarize_verdict(v))} ({w:.1f} s)"),
+    )
+    entries = {}
+    for s in specs:
+        entry = summarize_verdict(verdicts[s.name])
+        entry["digest"] = s.spec.digest()
+        entries[s.name] = entry
+    known: list[str] = []
+    if opts.fuzz_budget_s or opts.fuzz_cases:
+        fuzz = run_fuzz(opts, known=(), corpus_buckets=set())
+        known = sorted({f["bucket"] for f in fuzz["findings"]})
+    key = machine_key(opts.device)
+    baseline = Baseline(
+        path=path,
+        device_type=key["device_type"],
+        torch=key["torch"],
+        arch=key["arch"],
+        config=opts.config.to_dict(),
+        specs=entries,
+        known_buckets=tuple(known),
+    )
+    baseline.write()
+    return baseline
+
+
+def run_gate(opts: GateOptions, *, log=lambda msg: None) -> GateResult:
+    """Replay the corpus, hold each spec to the baseline, then (optionally) fuzz briefly."""
+    import torch
+
+    t0 = time.perf_counter()
+    specs = load_corpus(opts.corpus_dir)
+    if opts.only:
+        unknown = sorted(set(opts.only) - {s.name for s in specs})
+        if unknown:
+            raise SpecError(f"{opts.corpus_dir}: no corpus specs named {', '.join(unknown)}")
+        specs = [s for s in specs if s.name in opts.only]
+    path = opts.baseline_path or default_baseline_path(opts.corpus_dir, opts.device)
+    baseline = load_baseline(path, device=opts.device)
+    notes: list[str] = check_baseline_key(baseline, opts.device, accept_any=opts.baseline_any)
+    if baseline.config and baseline.config != opts.config.to_dict():
+        notes.append(f"the baseline was written with backend {CompileConfig.from_dict(baseline.config).describe()}; this run uses {opts.config.describe()}")
+    names = {s.name for s in specs}
+    stale = sorted(set(baseline.specs) - names) if not opts.only else []
+    if stale:
+        notes.append(f"baseline entries with no corpus spec (ignored): {', '.join(stale)}")
+
+    verdicts, walls, startup = replay_corpus(
+        specs,
+        device=opts.device,
+        config=opts.config,
+        timeout_s=opts.timeout_s,
+        budget_s=opts.budget_s,
+        on_case=lambda e, v, w: log(f"{e.name}: {describe_summary(summarize_verdict(v))} ({w:.1f} s)"),
+    )
+    results: list[SpecResult] = []
+    for s in specs:
+        verdict = verdicts[s.name]
+        expected = baseline.specs.get(s.name)
+        digest = s.spec.digest()
+        if verdict is None:
+            results.append(SpecResult(s.name, digest, None, expected, [f"not run: the gate's budget of {opts.budget_s:g} s ran out"], [], None))
+            continue
+        observed = summarize_verdict(verdict)
+        problems, improvements = compare_with_baseline(observed, expected, margin=opts.margin)
+        if expected is not None and expected.get("digest") not in (None, digest):
+            problems.insert(0, f"the spec changed since the baseline was written (digest {digest}, baseline {expected['digest']}); re-run --update-baseline")
+        results.append(
+            SpecResult(s.name, digest, observed, expected, problems, improvements, _bucket_of(verdict, s.spec, opts.device), walls.get(s.name, 0.0), _severity_of(verdict))
+        )
+    t_replay = time.perf_counter() - t0
+
+    fuzz = None
+    if opts.fuzz_budget_s or opts.fuzz_cases:
+        corpus_buckets = {r.bucket for r in results if r.bucket and r.expected and r.expected["status"] != "ok"}
+        fuzz = run_fuzz(opts, known=baseline.known_buckets, corpus_buckets=corpus_buckets)
+    result = GateResult(
+        device=opts.device,
+        torch_version=torch.__version__,
+        config=opts.config,
+        baseline_path=path,
+        margin=opts.margin,
+        specs=results,
+        notes=notes,
+        fuzz=fuzz,
+        timings={
+            "total_s": round(time.perf_counter() - t0, 3),
+            "replay_s": round(t_replay, 3),
+            "worker_startup_s": startup,
+            "per_spec_s": walls,
+        },
+    )
+    if opts.repro_dir is not None:
+        write_failure_repros(result, specs, opts)
+    return result
+
+
+def run_fuzz(opts: GateOptions, *, known: tuple[str, ...], corpus_buckets: set[str]) -> dict[str, Any]:
+    """A short seeded campaign; findings that are errors, discrete or compiled-worse, and not
+    known (in the baseline's known_buckets or a known corpus divergence), fail the gate.
+
+    With `fuzz_cases` the campaign is a fixed number of cases: deterministic. With only a time
+    budget the number of cases depends on the machine's speed.
+    """
+    from fuzzer.campaign.loop import CampaignOptions, run_campaign
+    from fuzzer.engine.store import Store
+    from reports.files import child_path
+
+    tmp = Path(tempfile.mkdtemp(prefix="divfuzz-gate-fuzz-"))
+    try:
+        copts = CampaignOptions(
+            device=opts.device,
+            out_dir=tmp,
+            config=opts.config,
+            seed=opts.seed,
+            budget_s=opts.fuzz_budget_s,
+            max_cases=opts.fuzz_cases,
+            timeout_s=opts.timeout_s,
+        )
+        outcome = run_campaign(copts)
+        store = Store(outcome.store_path)
+        try:
+            findings = []
+            for b in store.buckets(run_id=outcome.run_id):
+                key = str(b.key)
+                # Errors and discrete findings fail the gate always; float kinds only when compiled is
+                # further from fp64 than eager.
+                gate_worthy = b.key.kind in {k.value for k in DISCRETE_KINDS} or b.triage == "compiled-worse"
+                is_known = key in known or key in corpus_buckets
+                folder = None
+                if gate_worthy and not is_known and opts.repro_dir is not None and b.folder:
+                    (opts.repro_dir / "fuzz").mkdir(parents=True, exist_ok=True)
+                    dest = child_path(opts.repro_dir / "fuzz", Path(b.folder).name, what="bucket folder")
+                    shutil.copytree(b.folder, dest, dirs_exist_ok=True)
+                    folder = str(dest)
+                findings.append(
+                    {"bucket": key, "kind": b.key.kind, "triage": b.triage, "cases": b.count,
+                     "fails_gate": gate_worthy and not is_known, "known": is_known, "repro": folder}
+                )
+            stats = store.run_stats(outcome.run_id)
+        finally:
+            store.close()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return {
+        "seed": opts.seed,
+        "max_cases": opts.fuzz_cases,
+        "budget_s": opts.fuzz_budget_s,
+        "cases": stats["cases"],
+        "by_status": dict(sorted(stats["by_status"].items())),
+        "findings": findings,
+        "failing": [f["bucket"] for f in findings if f["fails_gate"]],
+    }
+
+
+def write_failure_repros(result: GateResult, specs: list[CorpusSpec], opts: GateOptions) -> list[Path]:
+    """For each failing spec: a folder with spec.json, gate.json (its result) and repro.py."""
+    from reports.files import child_path
+    from reports.repro import render_repro
+
+    by_name = {s.name: s for s in specs}
+    written = []
+    for r in result.specs:
+        if r.passed or r.observed is None:
+            continue
+        opts.repro_dir.mkdir(parents=True, exist_ok=True)
+        # The name comes from a corpus file: it must stay a direct child of --repro-dir.
+        folder = child_path(opts.repro_dir, r.name, what="corpus spec name")
+        folder.mkdir(exist_ok=True)
+        spec = by_name[r.name].spec
+        (folder / "spec.json").write_text(spec.to_json() + "\n")
+        (folder / "gate.json").write_text(json.dumps(r.to_dict(), indent=2) + "\n")
+        notes = tuple(f"gate: {p}" for p in r.problems)
+        (folder / "repro.py").write_text(
+            render_repro(spec, device=opts.device, config=opts.config, title=f"divfuzz gate: {r.name}", notes=notes, timeout_s=int(opts.timeout_s))
+        )
+        (folder / "repro.py").chmod(0o755)
+        written.append(folder)
+    return written

@@ -1,0 +1,210 @@
+"""The analysis of a finding: minimize it under its culprit, attribute the result, and file it.
+
+`analyze_finding` shrinks a case while keeping its cheap culprit (stage ladder and probes), then
+runs the full attribution (bisector included) on the minimal spec: an `Analysis`.
+
+`BucketAnalyzer.key_for` turns a finding's raw key (the graph's op set and modes) into the key of its root
+cause: the minimized op pattern plus the culprit. A raw key is analyzed once per campaign (the
+answer is cached), so graphs made of the same ops cost one minimization, and different graphs
+that shrink to the same op pattern and culprit land in one bucket. `write_bucket` writes the
+bucket folder with the minimal spec (repro header: culprit, ladder, minimization record), plus
+`report.md` and `analysis.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, replace
+from typing import Callable
+from pathlib import Path
+
+from records.buckets import BucketKey
+from fuzzer.triage.attribute import attribute_case, guard_configs
+from fuzzer.triage.shrink import MinimizeResult, case_predicate, minimize_spec
+from oracles.severity import severity_of
+from records.culprit import Culprit
+from records.errors import MinimizeError
+from generators.spec import GraphSpec
+from reports.bug_report import render_bug_report
+from reports.files import write_bucket_folder
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """A finding minimized and attributed: what a bucket stores and prints."""
+
+    spec: GraphSpec  # the minimal spec (the input spec when minimizing was skipped or failed)
+    culprit: Culprit
+    minimized: MinimizeResult | None
+    verdict: object | None  # the minimal spec's verdict under the case's config, when seen
+    note: str = ""  # why minimization was skipped, if it was
+
+    def signature(self) -> str:
+        """Bucket signature: the minimized op pattern plus the culprit (one bucket per root cause)."""
+        return f"{self.spec.op_signature()} @ {self.culprit.summary}"
+
+    def notes(self) -> tuple[str, ...]:
+        lines = [f"Culprit: {self.culprit.summary}"]
+        lines += [f"  stage ladder: " + ", ".join(f"{r}: {o}" for r, o in self.culprit.ladder)]
+        if self.culprit.probes:
+            lines += ["  inductor probes: " + ", ".join(f"{p}: {o}" for p, o in self.culprit.probes)]
+        if self.culprit.bisect:
+            lines += [f"  compiler_bisector: {self.culprit.bisect}"]
+        if self.minimized is not None:
+            lines += [self.minimized.describe()]
+        if self.note:
+            lines += [self.note]
+        return tuple(lines)
+
+    def to_dict(self) -> dict:
+        return {
+            "minimized": self.minimized.to_dict() if self.minimized else {"spec": self.spec.to_dict(), "note": self.note},
+            "culprit": self.culprit.to_dict(),
+        }
+
+
+_NO_MINIMIZE = {"hang"}  # each candidate would cost a whole timeout
+
+
+def _severity_seen(verdict) -> str | None:
+    """The severity the input showed under the must-fail config, which the minimal spec keeps."""
+    reason = severity_of(verdict) if verdict is not None else None
+    return reason.severity.value if reason is not None else None
+
+
+def analyze_finding(
+    spec: GraphSpec,
+    *,
+    worker,
+    device: str,
+    config,
+    kind: str,
+    budget_s: float = 120.0,
+    timeout_s: float = 120.0,
+    strict: bool = False,
+    log: Callable[[str], None] | None = None,
+) -> Analysis:
+    """Minimize a case that shows a finding of `kind`, keeping its culprit, and attribute the result.
+
+    1. a cheap culprit on the input (stage ladder and Inductor probes, no bisector);
+    2. `minimize_spec` with a predicate that keeps that culprit (`attribute.guard_configs`: a
+       decomposition bug is checked on `aot_eager_decomp_partition`, an Inductor bug that a switch
+       removes is checked with and without the switch);
+    3. the full attribution (with `compiler_bisector`) of the minimal spec.
+    """
+    seen: dict = {}
+
+    def record(s, cfg, verdict):
+        seen[(s.digest(), cfg)] = verdict
+
+    common = dict(worker=worker, device=device, strict=strict, timeout_s=timeout_s, on_verdict=record)
+    minimized, note = None, ""
+    current = spec
+    if kind not in _NO_MINIMIZE:
+        rough = attribute_case(spec, config=config, kind=kind, bisect=False, **common)
+        must_fail, must_pass = guard_configs(rough, config)
+        predicate = case_predicate(
+            worker, device=device, config=must_fail, kind=kind, timeout_s=timeout_s, strict=strict,
+            must_pass_with=must_pass, on_verdict=record, severity=_severity_seen(seen.get((spec.digest(), must_fail))),
+        )
+        try:
+            minimized = minimize_spec(spec, predicate, budget_s=budget_s, log=log)
+            current = minimized.spec
+        except MinimizeError as e:
+            note = f"not minimized: {e}"
+    else:
+        note = f"not minimized: a {kind} finding costs a whole timeout per candidate"
+    culprit = attribute_case(current, config=config, kind=kind, bisect=kind not in _NO_MINIMIZE, **common)
+    return Analysis(current, culprit, minimized, seen.get((current.digest(), config)), note)
+
+
+class BucketAnalyzer:
+    def __init__(self, *, device: str, config, strict: bool, budget_s: float, timeout_s: float, log=None, store=None):
+        self.device = device
+        self.config = config
+        self.strict = strict
+        self.budget_s = budget_s
+        self.timeout_s = timeout_s
+        self.log = log
+        self.store = store  # remembers raw key -> root-cause key across runs (resume)
+        self._cache: dict[str, tuple[BucketKey, Analysis]] = {}
+        self._lock = threading.Lock()
+        self.analyses = 0
+
+    def key_for(self, spec: GraphSpec, raw_key: BucketKey, worker, *, budget_s: float | None = None) -> tuple[BucketKey, Analysis | None]:
+        """The root-cause key of a finding whose raw key is `raw_key` (analyzing it when new).
+
+        The analysis is None when the answer comes from the store (an earlier run analyzed it).
+        """
+        with self._lock:
+            hit = self._cache.get(str(raw_key))
+        if hit is not None:
+            return hit
+        known = self.store.root_cause_of(raw_key) if self.store is not None else None
+        if known is not None:
+            return known, None
+        analysis = analyze_finding(
+            spec,
+            worker=worker,
+            device=self.device,
+            config=self.config,
+            kind=raw_key.kind,
+            budget_s=self.budget_s if budget_s is None else budget_s,
+            timeout_s=min(self.timeout_s, 300.0),
+            strict=self.strict,
+            log=self.log,
+        )
+        key = replace(raw_key, signature=analysis.signature())
+        if worker.aborted:  # cut short by an interrupt: remember nothing
+            return key, analysis
+        with self._lock:
+            self._cache[str(raw_key)] = (key, analysis)
+            self.analyses += 1
+        if self.store is not None:
+            self.store.remember_root_cause(raw_key, key)
+        return key, analysis
+
+
+def write_bucket(
+    root: Path,
+    *,
+    bucket_id: int,
+    key: BucketKey,
+    analysis: Analysis,
+    device: str,
+    config,
+    fallback_verdict,
+    case_id: int | None,
+    timeout_s: int,
+    versions: dict,
+) -> Path:
+    """The bucket folder for a minimized case, with `report.md` and `analysis.json`."""
+    verdict = analysis.verdict if analysis.verdict is not None else fallback_verdict
+    folder = write_bucket_folder(
+        root,
+        bucket_id=bucket_id,
+        key=key,
+        spec=analysis.spec,
+        device=device,
+        config=config,
+        verdict=verdict,
+        case_id=case_id,
+        notes=analysis.notes(),
+        timeout_s=timeout_s,
+    )
+    data = analysis.to_dict()
+    (folder / "analysis.json").write_text(json.dumps(data, indent=2) + "\n")
+    (folder / "report.md").write_text(
+        render_bug_report(
+            analysis.spec,
+            title=str(key),
+            culprit=data["culprit"],
+            versions=versions,
+            device=device,
+            config_desc=config.describe(),
+            verdict=verdict,
+            minimized=data["minimized"],
+        )
+    )
+    return folder

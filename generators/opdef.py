@@ -1,0 +1,165 @@
+"""What an op is, as data plus functions: `OpDef`, its metadata and parameter schemas.
+
+Each `OpDef` states once:
+- which inputs it accepts (`accepts`), so the strategies only ever draw valid graphs;
+- its output shape and dtype (`infer`);
+- the parameters it takes (`params`: a declarative schema of types, choices and ranges that
+  `validate_spec` enforces on every loaded spec), the values it draws for them (`draw_params`,
+  always inside `params`: a property test checks) and the weight tensors it needs (`weights`);
+- how it runs (`run`, given a `BuildContext` that maps dtypes, so the same code builds the
+  real graph and its float64 reference);
+- how it reads as Python (`code`), for `repro.py`.
+
+Adding an op is one `register(OpDef(...))` call in `generators/ops.py`; `generators.registry`
+looks ops up by name.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from generators.spec import short_repr
+
+Shape = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Meta:
+    """Shape and dtype of a value flowing through a graph."""
+
+    shape: Shape
+    dtype: str
+
+    @property
+    def is_float(self) -> bool:
+        return self.dtype in ("float32", "bfloat16", "float16", "float64")
+
+
+@dataclass(frozen=True)
+class WeightSpec:
+    """A parameter tensor an op needs: its role suffix, shape, init kind and whether it is a float weight."""
+
+    suffix: str
+    shape: Shape
+    init: str
+    trainable: bool = True  # False for buffers such as batch norm's running statistics
+
+
+# ---- parameter schemas ----------------------------------------------------------------------
+# One small frozen value per parameter. `check` returns None when a value is inside the schema,
+# else what was expected, in words. Values are JSON scalars, so `True` must not pass as an int
+# (Python's bool is an int subclass) and a float must be finite (Python's json reads NaN and
+# Infinity).
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One of a fixed tuple of JSON scalars (compared by type as well as value: 1 is not True)."""
+
+    values: tuple[Any, ...]
+
+    def check(self, value: Any) -> str | None:
+        if any(type(value) is type(v) and value == v for v in self.values):
+            return None
+        return "one of " + ", ".join(repr(v) for v in self.values)
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A JSON boolean."""
+
+    def check(self, value: Any) -> str | None:
+        return None if isinstance(value, bool) else "true or false"
+
+
+@dataclass(frozen=True)
+class IntRange:
+    """An integer (not a bool) with lo <= value <= hi."""
+
+    lo: int
+    hi: int
+
+    def check(self, value: Any) -> str | None:
+        if isinstance(value, int) and not isinstance(value, bool) and self.lo <= value <= self.hi:
+            return None
+        return f"an integer from {self.lo} to {self.hi}"
+
+
+@dataclass(frozen=True)
+class FloatRange:
+    """A finite number (an integer is accepted, a bool is not) with lo <= value <= hi, and not 0
+    when `nonzero` (a divisor)."""
+
+    lo: float
+    hi: float
+    nonzero: bool = False
+
+    def check(self, value: Any) -> str | None:
+        ok = (
+            isinstance(value, (int, float))
+            and not isinstance(value, bool)
+            and math.isfinite(value)
+            and self.lo <= value <= self.hi
+            and not (self.nonzero and value == 0)
+        )
+        return None if ok else f"a finite number from {self.lo!r} to {self.hi!r}{' other than 0' if self.nonzero else ''}"
+
+
+ParamSchema = Choice | Flag | IntRange | FloatRange
+
+
+@dataclass(frozen=True)
+class RoundingBoundary:
+    """Where an integer-valued op's output jumps, as data for `oracles.boundary.distance_ulps`.
+
+    `pre_image` is the float tensor the op rounds or compares, computed from eager's own input in
+    the dtype eager computed it in (`dtype`). The output jumps where the pre-image crosses
+    k + `grid_offset` for an integer k (rounding), or crosses `threshold` (a comparison); exactly
+    one of the two is set. `row_reduced`: each output element counts over the last dimension, so a
+    row is as close to a jump as its closest element.
+    """
+
+    pre_image: Any
+    dtype: str
+    grid_offset: float | None = None
+    threshold: float | None = None
+    row_reduced: bool = False
+
+
+@dataclass(frozen=True)
+class OpDef:
+    name: str
+    family: str  # "norm", "activation", "linear", "pointwise", "reduction", "cast", "encoding", "compare"
+    arity: int  # number of data inputs (weights come after them)
+    accepts: Callable[[tuple[Meta, ...]], bool]
+    infer: Callable[[tuple[Meta, ...], dict[str, Any]], Meta]
+    run: Callable[..., Any]  # run(ctx, *tensors, **params) -> tensor
+    # code(arg_names, params) -> expression. Arg names are validated identifiers; params are
+    # printed only through `repr` of a validated number or a lookup table, never as raw text.
+    code: Callable[[list[str], dict[str, Any]], str]
+    # Every parameter the op takes and what its values may be: exactly these keys, each inside its schema.
+    params: Mapping[str, ParamSchema] = field(default_factory=dict)
+    draw_params: Callable[[Callable, tuple[Meta, ...]], dict[str, Any]] = lambda draw, metas: {}
+    weights: Callable[[tuple[Meta, ...], dict[str, Any]], tuple[WeightSpec, ...]] = lambda metas, p: ()
+    # For ops with an integer output: `boundary(x, **params)` says where each output element jumps,
+    # as a `RoundingBoundary` built from eager's own input value `x` (the oracle measures distances).
+    boundary: Callable[..., RoundingBoundary] | None = None
+    differentiable: bool = True
+
+    def param_problems(self, params: Mapping[str, Any]) -> list[str]:
+        """What is wrong with `params` against this op's schema, one phrase per problem ([] when valid)."""
+        problems = [f"unknown param {k!r} (takes: {', '.join(sorted(self.params)) or 'none'})" for k in params if k not in self.params]
+        problems += [f"missing param {k!r}" for k in self.params if k not in params]
+        for k, schema in self.params.items():
+            if k in params:
+                expected = schema.check(params[k])
+                if expected is not None:
+                    problems.append(f"param {k!r}: expected {expected} but got {short_repr(params[k], 80)}")
+        return problems
+
+
+# What an op's `infer` or `weights` raises when its inputs and params do not fit together (a channel
+# count its `groups` does not divide, a missing param): "not a valid node", never a divfuzz bug.
+INFER_ERRORS = (KeyError, TypeError, ValueError, ZeroDivisionError, IndexError)

@@ -1,0 +1,81 @@
+"""The policy that turns a verdict (records.verdict) into a finding, a bucket kind, or not, and the
+score a campaign's search climbs. Pure functions of frozen data; torch-free.
+"""
+
+from __future__ import annotations
+
+import math
+
+from records.outcomes import COMPILER_FAILURES, FINDING_KIND_ORDER, FindingKind, Status
+from records.verdict import Finding, FloatComparison, Verdict
+
+_FLOAT_KIND = {"bfloat16": FindingKind.BF16_ULP, "float16": FindingKind.FP16_ULP, "float32": FindingKind.FP32_ULP}
+
+
+def finding_of(verdict: Verdict, *, strict: bool = False) -> Finding | None:
+    """The most severe finding in a verdict, or None when it is only statistics.
+
+    Buckets open for: errors, crashes and hangs; any NaN/Inf placement change; any integer flip
+    but those of undefined casts (NaN/Inf/out-of-range floats cast to an integer); any bf16/fp16
+    mismatch; fp32 mismatches where compiled is further from fp64 than eager beyond the
+    same()-like margin, or wrong element by element (every fp32 bit difference when `strict`).
+    How much a finding matters is `oracles.severity.severity_of`'s job, not this one's.
+    """
+    s = verdict.status
+    if s in COMPILER_FAILURES:
+        return Finding(COMPILER_FAILURES[s], "-", verdict.error_type or "-", "-")
+    if s != Status.DIVERGED:
+        return None
+    found: list[Finding] = []
+    for o in verdict.outputs:
+        if o.int_cmp and o.int_cmp.flips > o.int_cmp.undefined_flips:  # undefined casts are not findings
+            ic = o.int_cmp
+            gross = ic.gross_flips > 0 or ic.unknown_flips > 0
+            kind = FindingKind.INT_GROSS if gross else FindingKind.INT_BOUNDARY
+            found.append(Finding(kind, ic.dtype, "gross" if gross else "boundary", o.name))
+        fc = o.float_cmp
+        if fc is None:
+            continue
+        if fc.nan_inf_mismatch:
+            found.append(Finding(FindingKind.NAN_INF, fc.dtype, fc.triage, o.name))
+        if fc.n_diff:
+            kind = _FLOAT_KIND.get(fc.dtype)
+            if kind is None:
+                continue
+            if kind is FindingKind.FP32_ULP and not strict and not _fp32_worth_a_bucket(fc):
+                continue
+            found.append(Finding(kind, fc.dtype, fc.triage, o.name))
+    if not found:
+        return None
+    return min(found, key=lambda f: FINDING_KIND_ORDER.index(f.kind))
+
+
+def _fp32_worth_a_bucket(fc: FloatComparison) -> bool:
+    """fp32 differs all the time; it gets a bucket when compiled fails same()'s RMSE test or some
+    elements are wrong one by one (grossly worse, an integer-valued result off, a new NaN/Inf)."""
+    return fc.fp32_worse or fc.n_gross_worse > 0 or fc.n_int_wrong > 0 or fc.n_nonfinite_new > 0
+
+
+TARGET_CAP = 24.0
+
+
+def target_score(verdict: Verdict, finding: Finding | None) -> float:
+    """What a campaign's `hypothesis.target` climbs.
+
+    Zero unless the verdict is a finding (fp32 noise that `finding_of` dismisses must not steer the
+    search); otherwise 1 plus the finding's size in whole octaves: log2 of the max ULP of its output,
+    or of 8 x the max integer step, capped at `TARGET_CAP`. In whole octaves, a case is an
+    improvement only when it doubles the divergence. (What bounds the optimiser's time on one graph
+    is the campaign's epochs, `fuzzer.campaign.loop.EPOCH_CASES`, not this score.)
+    """
+    if finding is None:
+        return 0.0
+    size = 1.0
+    for o in verdict.outputs:
+        if o.name != finding.output:
+            continue
+        if o.int_cmp and o.int_cmp.flips:
+            size = max(size, 8.0 * o.int_cmp.max_step)
+        if o.float_cmp and o.float_cmp.n_diff:
+            size = max(size, float(o.float_cmp.max_ulp))
+    return min(TARGET_CAP, 1.0 + math.floor(math.log2(size)))

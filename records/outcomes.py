@@ -1,0 +1,52 @@
+"""The one table of outcomes: how a case ended (`Status`), what a bucket is for (`FindingKind`),
+and which of them are failures of the compiler under test. Torch-free; every layer imports it.
+
+Invariant: `COMPILER_FAILURES` maps each status in which the compiler under test failed to its
+finding kind, and every other status that has no outputs is in `NO_OUTPUT_STATUSES`; nothing else
+in divfuzz lists these kinds again.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class Status(str, enum.Enum):
+    OK = "ok"  # ran on both sides; every output bitwise equal
+    DIVERGED = "diverged"  # ran on both sides; some output differs
+    NONDETERMINISTIC = "nondeterministic"  # two eager runs differ bitwise: no comparison is meaningful
+    EAGER_ERROR = "eager-error"  # the graph fails eagerly: a divfuzz generator bug, counted
+    COMPILE_ERROR = "compile-error"  # torch.compile raised while compiling
+    RUNTIME_ERROR = "runtime-error"  # the compiled callable raised while running
+    CRASH = "crash"  # the worker process died (segfault, abort, CUDA fault, killed)
+    HANG = "hang"  # the case exceeded its timeout
+
+
+class FindingKind(str, enum.Enum):
+    CRASH = "crash"
+    HANG = "hang"
+    COMPILE_ERROR = "compile-error"
+    RUNTIME_ERROR = "runtime-error"
+    NAN_INF = "nan-inf"
+    INT_GROSS = "int-gross"
+    INT_BOUNDARY = "int-boundary"
+    BF16_ULP = "bf16-ulp"
+    FP16_ULP = "fp16-ulp"
+    FP32_ULP = "fp32-ulp"
+
+
+# Most severe first: a case lands in the bucket of its most severe finding.
+FINDING_KIND_ORDER = tuple(FindingKind)
+
+# The compiler under test failed: the status and the finding kind it opens.
+COMPILER_FAILURES: dict[Status, FindingKind] = {
+    Status.CRASH: FindingKind.CRASH,
+    Status.HANG: FindingKind.HANG,
+    Status.COMPILE_ERROR: FindingKind.COMPILE_ERROR,
+    Status.RUNTIME_ERROR: FindingKind.RUNTIME_ERROR,
+}
+ERROR_KINDS = frozenset(COMPILER_FAILURES.values())
+# Statuses that carry no output comparisons: the compiler's failures, and eager's own.
+NO_OUTPUT_STATUSES = frozenset(COMPILER_FAILURES) | {Status.EAGER_ERROR}
+# Finding kinds that are wrong answers whatever fp64 says: errors, NaN/Inf placement, integer flips.
+DISCRETE_KINDS = ERROR_KINDS | {FindingKind.NAN_INF, FindingKind.INT_GROSS, FindingKind.INT_BOUNDARY}

@@ -1,0 +1,51 @@
+"""Severities as data: `bug`, `suspect`, `by-design` or `noise`, and the reason a finding got one.
+
+The policy that assigns them is `oracles.severity`; this module is only the vocabulary, so that
+the store, the reports and the gate read severities without importing any policy or torch.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+class Severity(str, enum.Enum):
+    BUG = "bug"  # a maintainer would act on it: a wrong answer or a failure of the compiler
+    SUSPECT = "suspect"  # diverges beyond expected rounding, but not provably wrong
+    BY_DESIGN = "by-design"  # a documented precision knob (emulate_precision_casts) removes it
+    NOISE = "noise"  # expected rounding: compiled closer to fp64, or as close and a few ULPs
+
+    @property
+    def rank(self) -> int:
+        """0 for the most severe."""
+        return ORDER.index(self)
+
+    def at_least(self, other: Severity) -> bool:
+        return self.rank <= other.rank
+
+
+ORDER = (Severity.BUG, Severity.SUSPECT, Severity.BY_DESIGN, Severity.NOISE)
+
+
+@dataclass(frozen=True)
+class SeverityReason:
+    """A severity with the rule that gave it, the output it is about, and the measured numbers."""
+
+    severity: Severity
+    rule: str  # stable id, e.g. "float-gross-worse"
+    output: str  # the output's name, or "-" for errors
+    detail: str  # one sentence with the numbers
+
+    def __str__(self) -> str:
+        return f"{self.severity.value}: {self.detail}"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["severity"] = self.severity.value
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SeverityReason:
+        return cls(Severity(d["severity"]), str(d["rule"]), str(d["output"]), str(d["detail"]))

@@ -1,0 +1,156 @@
+"""A case's verdict as frozen, torch-free data with a JSON form: per output, the float or integer
+comparison of eager and compiled against fp64; for the case, its status and error type.
+
+The oracles (`oracles.compare`) fill these in; every later layer (policy, store, reports, gate)
+reads them. Nothing downstream parses error text: the exception type is carried as data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from records.outcomes import FindingKind, Status
+
+# The same()-like margin for fp32: compiled's RMSE vs fp64 may be up to this multiple of eager's.
+FP32_RMSE_MULTIPLIER = 2.0
+
+
+@dataclass(frozen=True)
+class FloatComparison:
+    dtype: str
+    numel: int
+    n_diff: int
+    max_ulp: int
+    ulp_histogram: tuple[tuple[str, int], ...]
+    nan_inf_mismatch: int
+    triage: str  # "equal" | "compiled-worse" | "compiled-closer" | "same"
+    n_worse: int  # differing elements where compiled is further from fp64 than eager
+    n_closer: int
+    rmse_eager: float  # RMSE vs fp64; 0 (not computed) when eager and compiled are bitwise equal
+    rmse_compiled: float
+    max_abs_diff: float
+    # Per-element measures (defaults: verdicts stored before they existed read as "not measured").
+    n_gross_worse: int = 0  # elements where compiled is grossly further from fp64 (GROSS_*)
+    max_excess_ulps: float = 0.0  # max over elements of (compiled error - eager error), in ULPs
+    eager_max_err_ulps: float = 0.0  # the largest error eager makes vs fp64, in ULPs
+    integral: bool = False  # eager and fp64 values are all integers (floor, trunc, floor division)
+    n_int_wrong: int = 0  # integral output: elements where eager == fp64 and compiled differs from both
+    n_nonfinite_new: int = 0  # compiled NaN/Inf where eager and fp64 are both finite
+
+    @property
+    def fp32_worse(self) -> bool:
+        """True when compiled is further from fp64 than `same()` would accept (its RMSE test)."""
+        return self.rmse_compiled > FP32_RMSE_MULTIPLIER * self.rmse_eager
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["ulp_histogram"] = [list(p) for p in self.ulp_histogram]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> FloatComparison:
+        d = dict(d)
+        d["ulp_histogram"] = tuple((str(k), int(v)) for k, v in d["ulp_histogram"])
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class IntComparison:
+    dtype: str
+    numel: int
+    flips: int
+    max_step: int
+    boundary_flips: int  # pre-image within BOUNDARY_ULPS of a rounding boundary
+    gross_flips: int  # pre-image far from any boundary
+    unknown_flips: int  # no pre-image known
+    min_boundary_ulps: float | None  # smallest pre-image distance among flips
+    undefined_flips: int = 0  # the pre-image was NaN, Inf or out of range: an undefined cast
+    # fp64 verdict over the flips (the integer computed in float64): who gets it right.
+    fp64_known: bool = False
+    compiled_correct: int = 0
+    eager_correct: int = 0
+    neither_correct: int = 0
+
+    @property
+    def fp64_triage(self) -> str:
+        """"compiled-correct", "eager-correct", "neither", "mixed", or "unknown" (no fp64 integer)."""
+        if not self.fp64_known:
+            return "unknown"
+        counted = [(n, name) for n, name in ((self.compiled_correct, "compiled-correct"), (self.eager_correct, "eager-correct"), (self.neither_correct, "neither")) if n]
+        if len(counted) == 1:
+            return counted[0][1]
+        return "mixed" if counted else "unknown"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> IntComparison:
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class OutputVerdict:
+    name: str  # the output's node name, or "grad:<input>" for a gradient
+    float_cmp: FloatComparison | None = None
+    int_cmp: IntComparison | None = None
+
+    @property
+    def differs(self) -> bool:
+        if self.float_cmp is not None:
+            return self.float_cmp.n_diff > 0 or self.float_cmp.nan_inf_mismatch > 0
+        return self.int_cmp is not None and self.int_cmp.flips > 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "float": self.float_cmp.to_dict() if self.float_cmp else None,
+            "int": self.int_cmp.to_dict() if self.int_cmp else None,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> OutputVerdict:
+        return cls(
+            name=d["name"],
+            float_cmp=FloatComparison.from_dict(d["float"]) if d.get("float") else None,
+            int_cmp=IntComparison.from_dict(d["int"]) if d.get("int") else None,
+        )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: Status
+    outputs: tuple[OutputVerdict, ...] = ()
+    error_type: str | None = None  # e.g. "BackendCompilerFailed(PlantedCompileError)"
+    error_message: str | None = None
+    timings: tuple[tuple[str, float], ...] = field(default=(), compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status.value,
+            "outputs": [o.to_dict() for o in self.outputs],
+            "error_type": self.error_type,
+            "error_message": self.error_message,
+            "timings": dict(self.timings),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Verdict:
+        return cls(
+            status=Status(d["status"]),
+            outputs=tuple(OutputVerdict.from_dict(o) for o in d.get("outputs", ())),
+            error_type=d.get("error_type"),
+            error_message=d.get("error_message"),
+            timings=tuple(sorted((d.get("timings") or {}).items())),
+        )
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What a verdict is worth a bucket for: its kind, the dtype it shows in, and its triage."""
+
+    kind: FindingKind
+    dtype: str  # the output dtype, or "-" for errors
+    triage: str  # fp64 triage for float kinds, "boundary"/"gross" for ints, the error type for errors
+    output: str  # which output shows it most
