@@ -181,78 +181,81 @@ class GraphSpec:
 
     @classmethod
     def from_dict(cls, data: Any, *, source: str = "spec") -> GraphSpec:
+        """A spec from parsed JSON, checked field by field: a SpecError names the first bad field
+        and its value (`validate_spec` then checks that the graph itself is valid)."""
         r = _Reader(source)
         r.expect(isinstance(data, dict), "top level", "an object", data)
-        version = data.get("schema_version")
-        r.expect(isinstance(version, int), "schema_version", "an integer", version)
-        if version > SCHEMA_VERSION:
-            raise SpecError(
-                f"{source}: schema_version {version} is newer than this divfuzz understands "
-                f"({SCHEMA_VERSION}); upgrade divfuzz to load it"
-            )
-        if version < 1:
-            raise SpecError(f"{source}: schema_version {version} is not a valid version")
-        inputs = tuple(
-            TensorSpec(
-                name=r.string(t, "name", f"inputs[{i}]"),
-                shape=r.shape(t, f"inputs[{i}].shape"),
-                dtype=r.dtype(t, f"inputs[{i}].dtype"),
-                requires_grad=r.flag(t, "requires_grad", f"inputs[{i}].requires_grad"),
-                init=r.choice(t.get("init", "data"), INIT_KINDS, f"inputs[{i}].init"),
-            )
-            for i, t in enumerate(r.list(data, "inputs"))
-        )
-        nodes = []
-        for i, n in enumerate(r.list(data, "nodes")):
-            where = f"nodes[{i}]"
-            r.expect(isinstance(n, dict), where, "an object", n)
-            params = n.get("params", {})
-            r.expect(isinstance(params, dict), f"{where}.params", "an object", params)
-            for k, v in params.items():
-                r.expect(
-                    v is None or isinstance(v, (bool, int, float, str)),
-                    f"{where}.params.{k}",
-                    "a JSON scalar",
-                    v,
-                )
-            node_inputs = n.get("inputs")
-            r.expect(
-                isinstance(node_inputs, list) and all(isinstance(x, str) for x in node_inputs),
-                f"{where}.inputs",
-                "a list of names",
-                node_inputs,
-            )
-            nodes.append(
-                Node(
-                    name=r.string(n, "name", where),
-                    op=r.string(n, "op", where),
-                    inputs=tuple(node_inputs),
-                    params=tuple(sorted(params.items())),
-                    dtype=r.dtype(n, f"{where}.dtype"),
-                    shape=r.shape(n, f"{where}.shape"),
-                )
-            )
+        _check_schema_version(data.get("schema_version"), r)
+        inputs = tuple(_read_input(r, t, f"inputs[{i}]") for i, t in enumerate(r.list(data, "inputs")))
+        nodes = tuple(_read_node(r, n, f"nodes[{i}]") for i, n in enumerate(r.list(data, "nodes")))
         outputs = r.list(data, "outputs")
         r.expect(all(isinstance(o, str) for o in outputs), "outputs", "a list of names", outputs)
-        recipe = data.get("recipe", {"kind": "normal", "seed": 0})
-        r.expect(isinstance(recipe, dict), "recipe", "an object", recipe)
-        seed = recipe.get("seed", 0)
-        r.expect(
-            isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed < MAX_SEED,
-            "recipe.seed",
-            f"an integer from 0 to {MAX_SEED - 1}",
-            seed,
-        )
         autocast = data.get("autocast")
         r.expect(autocast in (None, "bfloat16", "float16"), "autocast", "null, 'bfloat16' or 'float16'", autocast)
         return cls(
             inputs=inputs,
-            nodes=tuple(nodes),
+            nodes=nodes,
             outputs=tuple(outputs),
-            recipe=InputRecipe(kind=r.choice(recipe.get("kind", "normal"), RECIPE_KINDS, "recipe.kind"), seed=seed),
+            recipe=_read_recipe(r, data.get("recipe", {"kind": "normal", "seed": 0})),
             autocast=autocast,
             backward=r.flag(data, "backward", "backward"),
         )
+
+
+def _check_schema_version(version: Any, r: _Reader) -> None:
+    r.expect(isinstance(version, int), "schema_version", "an integer", version)
+    if version > SCHEMA_VERSION:
+        raise SpecError(
+            f"{r.source}: schema_version {version} is newer than this divfuzz understands "
+            f"({SCHEMA_VERSION}); upgrade divfuzz to load it"
+        )
+    if version < 1:
+        raise SpecError(f"{r.source}: schema_version {version} is not a valid version")
+
+
+def _read_input(r: _Reader, t: Any, where: str) -> TensorSpec:
+    return TensorSpec(
+        name=r.string(t, "name", where),
+        shape=r.shape(t, f"{where}.shape"),
+        dtype=r.dtype(t, f"{where}.dtype"),
+        requires_grad=r.flag(t, "requires_grad", f"{where}.requires_grad"),
+        init=r.choice(t.get("init", "data"), INIT_KINDS, f"{where}.init"),
+    )
+
+
+def _read_node(r: _Reader, n: Any, where: str) -> Node:
+    r.expect(isinstance(n, dict), where, "an object", n)
+    params = n.get("params", {})
+    r.expect(isinstance(params, dict), f"{where}.params", "an object", params)
+    for k, v in params.items():
+        r.expect(v is None or isinstance(v, (bool, int, float, str)), f"{where}.params.{k}", "a JSON scalar", v)
+    node_inputs = n.get("inputs")
+    r.expect(
+        isinstance(node_inputs, list) and all(isinstance(x, str) for x in node_inputs),
+        f"{where}.inputs",
+        "a list of names",
+        node_inputs,
+    )
+    return Node(
+        name=r.string(n, "name", where),
+        op=r.string(n, "op", where),
+        inputs=tuple(node_inputs),
+        params=tuple(sorted(params.items())),
+        dtype=r.dtype(n, f"{where}.dtype"),
+        shape=r.shape(n, f"{where}.shape"),
+    )
+
+
+def _read_recipe(r: _Reader, recipe: Any) -> InputRecipe:
+    r.expect(isinstance(recipe, dict), "recipe", "an object", recipe)
+    seed = recipe.get("seed", 0)
+    r.expect(
+        isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed < MAX_SEED,
+        "recipe.seed",
+        f"an integer from 0 to {MAX_SEED - 1}",
+        seed,
+    )
+    return InputRecipe(kind=r.choice(recipe.get("kind", "normal"), RECIPE_KINDS, "recipe.kind"), seed=seed)
 
 
 class _Reader:

@@ -60,16 +60,15 @@ def graph_specs(
     allow_backward: bool = True,
     recipes: st.SearchStrategy[InputRecipe] | None = None,
 ) -> GraphSpec:
-    """A valid graph of `min_ops` to `max_ops` registered ops, its input recipe, autocast and backward."""
+    """A valid graph of `min_ops` to `max_ops` registered ops, its input recipe, autocast and backward.
+
+    The draws come in a fixed order (modes, shape, inputs, then one op at a time, then the recipe),
+    so a seed names one graph for as long as the registry is unchanged.
+    """
     if not 1 <= min_ops <= max_ops:
         raise ValueError(f"Expected 1 <= min_ops <= max_ops but got min_ops={min_ops!r}, max_ops={max_ops!r}")
     registry = all_ops()
-    # Hypothesis favours early choices (and shrinks towards them): the ops the bug families
-    # live in come first.
-    names = sorted(ops if ops is not None else registry, key=lambda n: (_FAMILY_ORDER.index(registry[n].family) if n in registry else 99, n))
-    unknown = [n for n in names if n not in registry]
-    if unknown:
-        raise ValueError(f"Expected registered op names but got ops={unknown!r}")
+    names = _ops_in_draw_order(registry, ops)
 
     autocast = "bfloat16" if allow_autocast and draw(st.integers(0, 9)) < 3 else None
     data_dtype = "float32" if autocast else draw(st.sampled_from(dtypes))
@@ -91,37 +90,11 @@ def graph_specs(
         if not applicable:
             break
         op = registry[draw(st.sampled_from(applicable))]
-        if op.arity == 1:
-            args = [draw(st.sampled_from([n for n in floats if op.accepts((values[n],))]))]
-        else:
-            firsts = [n for n in floats if any(op.accepts((values[n], values[m])) for m in floats)]
-            a = draw(st.sampled_from(firsts))
-            b = draw(st.sampled_from([m for m in floats if op.accepts((values[a], values[m]))]))
-            args = [a, b]
-        metas = tuple(values[a] for a in args)
-        params = op.draw_params(draw, metas)
-        out = op.infer(metas, params)
-        if autocast and op.family == "linear":
-            out = Meta(out.shape, autocast)
-        name = f"v{step + 1}"
-        weight_names = []
-        for w in op.weights(metas, params):
-            w_name = f"{name}_{w.suffix}"
-            w_dtype = "float32" if autocast else metas[0].dtype
-            inputs.append(TensorSpec(w_name, w.shape, w_dtype, requires_grad=backward and w.trainable, init=w.init))
-            weight_names.append(w_name)
-        nodes.append(
-            Node(
-                name=name,
-                op=op.name,
-                inputs=tuple(args + weight_names),
-                params=tuple(sorted(params.items())),
-                dtype=out.dtype,
-                shape=out.shape,
-            )
-        )
-        consumed.update(args)
-        values[name] = out
+        node, weights = _draw_node(draw, op, f"v{step + 1}", floats, values, autocast=autocast, backward=backward)
+        inputs.extend(weights)
+        nodes.append(node)
+        consumed.update(node.inputs[: op.arity])
+        values[node.name] = Meta(node.shape, node.dtype)
 
     if not nodes:  # no op applies to the inputs (cannot happen with the default registry)
         raise ValueError("no registered op accepts the drawn inputs")
@@ -137,6 +110,42 @@ def graph_specs(
         autocast=autocast,
         backward=backward,
     )
+
+
+def _ops_in_draw_order(registry: dict, ops: tuple[str, ...] | None) -> list[str]:
+    """The op names to draw from. Hypothesis favours early choices (and shrinks towards them): the
+    ops the bug families live in come first."""
+    names = sorted(ops if ops is not None else registry, key=lambda n: (_FAMILY_ORDER.index(registry[n].family) if n in registry else 99, n))
+    unknown = [n for n in names if n not in registry]
+    if unknown:
+        raise ValueError(f"Expected registered op names but got ops={unknown!r}")
+    return names
+
+
+def _draw_node(draw, op, name: str, floats: list[str], values: dict[str, Meta], *, autocast: str | None,
+               backward: bool) -> tuple[Node, list[TensorSpec]]:
+    """One node of `op` on values in hand (its data arguments, params, and the weight inputs it
+    needs); weights stay float32 under autocast, as a model's parameters would."""
+    if op.arity == 1:
+        args = [draw(st.sampled_from([n for n in floats if op.accepts((values[n],))]))]
+    else:
+        firsts = [n for n in floats if any(op.accepts((values[n], values[m])) for m in floats)]
+        a = draw(st.sampled_from(firsts))
+        b = draw(st.sampled_from([m for m in floats if op.accepts((values[a], values[m]))]))
+        args = [a, b]
+    metas = tuple(values[a] for a in args)
+    params = op.draw_params(draw, metas)
+    out = op.infer(metas, params)
+    if autocast and op.family == "linear":
+        out = Meta(out.shape, autocast)
+    weights = [
+        TensorSpec(f"{name}_{w.suffix}", w.shape, "float32" if autocast else metas[0].dtype,
+                   requires_grad=backward and w.trainable, init=w.init)
+        for w in op.weights(metas, params)
+    ]
+    node = Node(name=name, op=op.name, inputs=tuple(args + [w.name for w in weights]),
+                params=tuple(sorted(params.items())), dtype=out.dtype, shape=out.shape)
+    return node, weights
 
 
 def _candidates(op, floats: list[str], values: dict[str, Meta]) -> bool:

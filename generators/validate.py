@@ -79,57 +79,74 @@ def _check_size(where: str, shape: tuple[int, ...]) -> int:
 
 
 def validate_spec(spec: GraphSpec, *, source: str = "spec") -> GraphSpec:
+    """`spec` itself when it is a valid graph, else InvalidGraphError naming `source` and the node.
+
+    Valid: safe unique names; floating inputs; every node's params inside its op's schema, its
+    inputs defined before it and accepted by the op, its shape and dtype what the op infers (weights
+    included); sizes under the caps; at least one output, each a distinct node; no dead nodes.
+    """
     metas: dict[str, Meta] = {}
     total = 0
-
-    def check_name(kind: str, name: str) -> None:
-        problem = name_problem(name)
-        if problem:
-            raise InvalidGraphError(f"{source}: {kind} name {short_repr(name, 80)} {problem}")
-        if name in metas:
-            raise InvalidGraphError(f"{source}: {kind} name {name!r} is used twice")
-
     for t in spec.inputs:
-        check_name("input", t.name)
+        _check_name(source, "input", t.name, metas)
         if t.dtype not in FLOAT_DTYPES:
             raise InvalidGraphError(f"{source}: input {t.name!r} has dtype {t.dtype!r}; graph inputs are floating ({', '.join(FLOAT_DTYPES)})")
         total += _check_size(f"{source}: input {t.name!r}", tuple(t.shape))
         metas[t.name] = Meta(tuple(t.shape), t.dtype)
     for n in spec.nodes:
-        check_name("node", n.name)
-        where = f"{source}: node {n.name!r} ({n.op})"
-        op = get_op(n.op)
-        problems = op.param_problems(n.kwargs)
-        if problems:
-            raise InvalidGraphError(f"{where}: " + "; ".join(problems))
-        missing = [i for i in n.inputs if i not in metas]
-        if missing:
-            raise InvalidGraphError(f"{where}: inputs {short_repr(missing)} are not defined before it")
-        data = tuple(metas[i] for i in n.inputs[: op.arity])
-        if len(data) != op.arity or not op.accepts(data):
-            raise InvalidGraphError(f"{where}: does not accept inputs {[(m.shape, m.dtype) for m in data]}")
-        try:
-            expected = op.infer(data, n.kwargs)
-            weights = op.weights(data, n.kwargs)
-        except INFER_ERRORS as e:
-            raise InvalidGraphError(f"{where}: bad params {short_repr(n.kwargs)} ({e})") from None
-        if len(n.inputs) != op.arity + len(weights):
-            raise InvalidGraphError(
-                f"{where}: expected {op.arity} data inputs and {len(weights)} weights, got {len(n.inputs)} inputs"
-            )
-        for w, name in zip(weights, n.inputs[op.arity :]):
-            if metas[name].shape != w.shape:
-                raise InvalidGraphError(f"{where}: weight {name!r} has shape {metas[name].shape}, expected {w.shape}")
-        if tuple(n.shape) != expected.shape:
-            raise InvalidGraphError(f"{where}: shape {short_repr(tuple(n.shape))} but its inputs give {expected.shape}")
-        # Autocast runs linears in its low-precision dtype; every other op keeps what it infers.
-        dtype = spec.autocast if spec.autocast and op.family == "linear" else expected.dtype
-        if n.dtype != dtype:
-            raise InvalidGraphError(f"{where}: dtype {n.dtype!r} but its inputs give {dtype!r}")
-        total += _check_size(where, expected.shape)
-        metas[n.name] = Meta(expected.shape, n.dtype)
+        _check_name(source, "node", n.name, metas)
+        meta = _check_node(spec, n, metas, f"{source}: node {n.name!r} ({n.op})")
+        total += _check_size(f"{source}: node {n.name!r} ({n.op})", meta.shape)
+        metas[n.name] = meta
     if total > MAX_TOTAL_ELEMENTS:
         raise InvalidGraphError(f"{source}: {total} elements over all inputs and nodes, over the cap of {MAX_TOTAL_ELEMENTS}")
+    _check_outputs(spec, metas, source)
+    return spec
+
+
+def _check_name(source: str, kind: str, name: str, defined: dict[str, Meta]) -> None:
+    problem = name_problem(name)
+    if problem:
+        raise InvalidGraphError(f"{source}: {kind} name {short_repr(name, 80)} {problem}")
+    if name in defined:
+        raise InvalidGraphError(f"{source}: {kind} name {name!r} is used twice")
+
+
+def _check_node(spec: GraphSpec, n, metas: dict[str, Meta], where: str) -> Meta:
+    """The node's output meta, once its params, inputs, weights, shape and dtype all check out."""
+    op = get_op(n.op)
+    problems = op.param_problems(n.kwargs)
+    if problems:
+        raise InvalidGraphError(f"{where}: " + "; ".join(problems))
+    missing = [i for i in n.inputs if i not in metas]
+    if missing:
+        raise InvalidGraphError(f"{where}: inputs {short_repr(missing)} are not defined before it")
+    data = tuple(metas[i] for i in n.inputs[: op.arity])
+    if len(data) != op.arity or not op.accepts(data):
+        raise InvalidGraphError(f"{where}: does not accept inputs {[(m.shape, m.dtype) for m in data]}")
+    try:
+        expected = op.infer(data, n.kwargs)
+        weights = op.weights(data, n.kwargs)
+    except INFER_ERRORS as e:
+        raise InvalidGraphError(f"{where}: bad params {short_repr(n.kwargs)} ({e})") from None
+    if len(n.inputs) != op.arity + len(weights):
+        raise InvalidGraphError(
+            f"{where}: expected {op.arity} data inputs and {len(weights)} weights, got {len(n.inputs)} inputs"
+        )
+    for w, name in zip(weights, n.inputs[op.arity :]):
+        if metas[name].shape != w.shape:
+            raise InvalidGraphError(f"{where}: weight {name!r} has shape {metas[name].shape}, expected {w.shape}")
+    if tuple(n.shape) != expected.shape:
+        raise InvalidGraphError(f"{where}: shape {short_repr(tuple(n.shape))} but its inputs give {expected.shape}")
+    # Autocast runs linears in its low-precision dtype; every other op keeps what it infers.
+    dtype = spec.autocast if spec.autocast and op.family == "linear" else expected.dtype
+    if n.dtype != dtype:
+        raise InvalidGraphError(f"{where}: dtype {n.dtype!r} but its inputs give {dtype!r}")
+    return Meta(expected.shape, n.dtype)
+
+
+def _check_outputs(spec: GraphSpec, metas: dict[str, Meta], source: str) -> None:
+    """At least one output, each a distinct node, and every node reaches one (no dead code)."""
     if not spec.outputs:
         raise InvalidGraphError(f"{source}: a graph needs at least one output")
     nodes = {n.name: n for n in spec.nodes}
@@ -149,7 +166,6 @@ def validate_spec(spec: GraphSpec, *, source: str = "spec") -> GraphSpec:
     dangling = [n.name for n in spec.nodes if n.name not in live]
     if dangling:
         raise InvalidGraphError(f"{source}: nodes {short_repr(dangling)} reach no output (dead code is not a case)")
-    return spec
 
 
 def load_spec(text: str, *, source: str = "spec") -> GraphSpec:
