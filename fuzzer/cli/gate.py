@@ -53,10 +53,8 @@ from fuzzer.cli.options import (
 def gate(device, corpus_dir, baseline_path, margin, budget, timeout_s, fuzz_budget, fuzz_cases, seed, only,
          junit_path, markdown_path, json_path, repro_dir, update_baseline, backend, inductor, dynamic, mode, baseline_any):
     """Replay the corpus and hold it to the baseline: the CI gate."""
-    from fuzzer.gate.replay import GateOptions, run_gate, update_baseline as write_baseline
     from fuzzer.gate.baseline import default_baseline_path
-    from reports.gate_markdown import gate_markdown
-    from reports.junit import gate_junit
+    from fuzzer.gate.replay import GateOptions, run_gate
 
     for path, option in ((junit_path, "--junit"), (markdown_path, "--markdown"), (json_path, "--json")):
         check_out_file(path, option)  # first: before the replay, not after it
@@ -79,22 +77,38 @@ def gate(device, corpus_dir, baseline_path, margin, budget, timeout_s, fuzz_budg
         only=tuple(only),
         baseline_any=baseline_any,
     )
+    log = lambda m: console.print(m, highlight=False, markup=False, emoji=False, soft_wrap=True)  # noqa: E731
     if update_baseline:
-        if only:
-            from records.errors import ConfigError
-
-            raise ConfigError("--spec cannot be combined with --update-baseline: a baseline covers the whole corpus")
-        baseline = write_baseline(opts, log=lambda m: console.print(m, highlight=False, markup=False, emoji=False, soft_wrap=True))
-        out.print(f"wrote {baseline.path}: {len(baseline.specs)} specs, "
-                  f"{sum(1 for e in baseline.specs.values() if e['outputs'] or e['status'] != 'ok')} known divergences or errors",
-                  highlight=False)
+        _write_baseline(opts, log)
         return
     path = baseline_path or default_baseline_path(corpus_dir, device)
     console.print(f"divfuzz gate: {corpus_dir} against {path}, device {device}, backend {config.describe()}", highlight=False)
-    result = run_gate(opts, log=lambda m: console.print(m, highlight=False, markup=False, emoji=False, soft_wrap=True))
-    data = result.to_dict()
+    data = run_gate(opts, log=log).to_dict()
     for note in data["notes"]:
         console.print(f"[bold yellow]note:[/] {note}", highlight=False, soft_wrap=True)
+    _write_reports(data, json_path=json_path, junit_path=junit_path, markdown_path=markdown_path)
+    _print_outcome(data)
+    sys.exit(data["exit_code"])
+
+
+def _write_baseline(opts, log) -> None:
+    from fuzzer.gate.replay import update_baseline
+    from records.errors import ConfigError
+
+    if opts.only:
+        raise ConfigError("--spec cannot be combined with --update-baseline: a baseline covers the whole corpus")
+    baseline = update_baseline(opts, log=log)
+    out.print(f"wrote {baseline.path}: {len(baseline.specs)} specs, "
+              f"{sum(1 for e in baseline.specs.values() if e['outputs'] or e['status'] != 'ok')} known divergences or errors",
+              highlight=False)
+
+
+def _write_reports(data: dict, *, json_path, junit_path, markdown_path) -> None:
+    """The result as JSON, JUnit and markdown where asked, and the markdown appended to GitHub's
+    step summary when it runs there."""
+    from reports.gate_markdown import gate_markdown
+    from reports.junit import gate_junit
+
     md = gate_markdown(data)
     if json_path:
         json_path.write_text(json.dumps(data, indent=2) + "\n")
@@ -106,6 +120,9 @@ def gate(device, corpus_dir, baseline_path, margin, budget, timeout_s, fuzz_budg
     if summary:
         with open(summary, "a") as f:
             f.write(md + "\n")
+
+
+def _print_outcome(data: dict) -> None:
     c = data["counts"]
     out.print(
         f"gate {data['result'].upper()}: {c['passed']}/{c['specs']} specs pass, {c['failed']} fail, {c['improved']} improved"
@@ -119,4 +136,3 @@ def gate(device, corpus_dir, baseline_path, margin, budget, timeout_s, fuzz_budg
     if data["fuzz"]:
         for key in data["fuzz"]["failing"]:
             out.print(f"  FAIL fuzz: {key}", highlight=False, markup=False, emoji=False, soft_wrap=True)
-    sys.exit(result.exit_code)

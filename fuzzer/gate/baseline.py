@@ -150,40 +150,14 @@ def load_baseline(path: Path, *, device: str | None = None) -> Baseline:
     field. Checked here: the machine key fields, every bound the comparison reads (finite,
     non-negative), the config; not checked here: whether the key matches this machine
     (`check_baseline_key`)."""
-    if not path.exists():
-        hint = f" for {describe_key(machine_key(device))}" if device else ""
-        others = sorted(p.name for p in path.parent.glob("baseline-*.json")) if path.parent.is_dir() else []
-        raise BaselineError(
-            f"{path}: no baseline{hint}. A missing baseline is not a pass: write one with "
-            f"`divfuzz gate --update-baseline` (on a build you trust) and commit it"
-            + (f" (this corpus has {', '.join(others)})" if others else "")
-        )
-    try:
-        data = json.loads(path.read_text(), parse_constant=_refuse_constant)
-    except (OSError, UnicodeDecodeError) as e:
-        raise BaselineError(f"{path}: cannot read baseline ({e})") from None
-    except json.JSONDecodeError as e:
-        raise BaselineError(f"{path}: baseline is not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
-    except ValueError as e:  # NaN, Infinity or -Infinity: Python's json reads them, JSON does not
-        raise BaselineError(f"{path}: baseline is not valid JSON ({e})") from None
-    except RecursionError:
-        raise BaselineError(f"{path}: baseline JSON is nested too deeply") from None
+    data = _read_baseline_json(path, device)
 
     def bad(what: str, value: Any) -> BaselineError:
         return BaselineError(f"{path}: expected {what} but got {value!r}"[:2000])
 
     if not isinstance(data, dict):
         raise bad("a JSON object at the top level", type(data).__name__)
-    version = data.get("schema_version")
-    if isinstance(version, bool):  # JSON true is no version (and Python would read it as 1)
-        raise bad(f"schema_version 1..{BASELINE_SCHEMA_VERSION}", version)
-    if version == 1:
-        raise BaselineError(
-            f"{path}: a schema_version 1 baseline is keyed by torch version only, not by CPU capability or GPU "
-            f"architecture; write it again with `divfuzz gate --update-baseline`"
-        )
-    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= BASELINE_SCHEMA_VERSION:
-        raise bad(f"schema_version 1..{BASELINE_SCHEMA_VERSION}", version)
+    _check_schema_version(path, data.get("schema_version"), bad)
     for name in ("device_type", "torch", "arch"):
         if not isinstance(data.get(name), str) or not data[name]:
             raise bad(f"a non-empty string for {name}", data.get(name))
@@ -198,21 +172,8 @@ def load_baseline(path: Path, *, device: str | None = None) -> Baseline:
     specs = data.get("specs")
     if not isinstance(specs, dict):
         raise bad("an object for specs", specs)
-    statuses = {s.value for s in Status}
     for name, entry in specs.items():
-        if not isinstance(entry, dict) or entry.get("status") not in statuses or not isinstance(entry.get("outputs"), dict):
-            raise bad(f"specs.{name} to be an object with a status and outputs", entry)
-        if not isinstance(entry.get("error_type"), (str, type(None))):
-            raise bad(f"a string or null for specs.{name}.error_type", entry.get("error_type"))
-        if not isinstance(entry.get("digest"), (str, type(None))):
-            raise bad(f"a string for specs.{name}.digest", entry.get("digest"))
-        for out_name, o in entry["outputs"].items():
-            where = f"specs.{name}.outputs.{out_name}"
-            if not isinstance(o, dict) or o.get("kind") not in _OUTPUT_FIELDS:
-                raise bad(f"{where} to be an object of kind float or int", o)
-            for field_name, kind in _OUTPUT_FIELDS[o["kind"]].items():
-                if not _field_ok(o.get(field_name), kind):
-                    raise bad(f"{kind} for {where}.{field_name}", o.get(field_name, "<missing>"))
+        _check_spec_entry(name, entry, bad)
     known = data.get("known_buckets", [])
     if not isinstance(known, list) or not all(isinstance(k, str) for k in known):
         raise bad("a list of strings for known_buckets", known)
@@ -225,6 +186,57 @@ def load_baseline(path: Path, *, device: str | None = None) -> Baseline:
         specs=specs,
         known_buckets=tuple(known),
     )
+
+
+def _read_baseline_json(path: Path, device: str | None) -> Any:
+    """The file's JSON (strict: no NaN or Infinity), or BaselineError saying why there is none."""
+    if not path.exists():
+        hint = f" for {describe_key(machine_key(device))}" if device else ""
+        others = sorted(p.name for p in path.parent.glob("baseline-*.json")) if path.parent.is_dir() else []
+        raise BaselineError(
+            f"{path}: no baseline{hint}. A missing baseline is not a pass: write one with "
+            f"`divfuzz gate --update-baseline` (on a build you trust) and commit it"
+            + (f" (this corpus has {', '.join(others)})" if others else "")
+        )
+    try:
+        return json.loads(path.read_text(), parse_constant=_refuse_constant)
+    except (OSError, UnicodeDecodeError) as e:
+        raise BaselineError(f"{path}: cannot read baseline ({e})") from None
+    except json.JSONDecodeError as e:
+        raise BaselineError(f"{path}: baseline is not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+    except ValueError as e:  # NaN, Infinity or -Infinity: Python's json reads them, JSON does not
+        raise BaselineError(f"{path}: baseline is not valid JSON ({e})") from None
+    except RecursionError:
+        raise BaselineError(f"{path}: baseline JSON is nested too deeply") from None
+
+
+def _check_schema_version(path: Path, version: Any, bad) -> None:
+    if isinstance(version, bool):  # JSON true is no version (and Python would read it as 1)
+        raise bad(f"schema_version 1..{BASELINE_SCHEMA_VERSION}", version)
+    if version == 1:
+        raise BaselineError(
+            f"{path}: a schema_version 1 baseline is keyed by torch version only, not by CPU capability or GPU "
+            f"architecture; write it again with `divfuzz gate --update-baseline`"
+        )
+    if not isinstance(version, int) or not 1 <= version <= BASELINE_SCHEMA_VERSION:
+        raise bad(f"schema_version 1..{BASELINE_SCHEMA_VERSION}", version)
+
+
+def _check_spec_entry(name: str, entry: Any, bad) -> None:
+    """One spec's expected summary: a status, an error type or null, and every bound of each output."""
+    if not isinstance(entry, dict) or entry.get("status") not in {s.value for s in Status} or not isinstance(entry.get("outputs"), dict):
+        raise bad(f"specs.{name} to be an object with a status and outputs", entry)
+    if not isinstance(entry.get("error_type"), (str, type(None))):
+        raise bad(f"a string or null for specs.{name}.error_type", entry.get("error_type"))
+    if not isinstance(entry.get("digest"), (str, type(None))):
+        raise bad(f"a string for specs.{name}.digest", entry.get("digest"))
+    for out_name, o in entry["outputs"].items():
+        where = f"specs.{name}.outputs.{out_name}"
+        if not isinstance(o, dict) or o.get("kind") not in _OUTPUT_FIELDS:
+            raise bad(f"{where} to be an object of kind float or int", o)
+        for field_name, kind in _OUTPUT_FIELDS[o["kind"]].items():
+            if not _field_ok(o.get(field_name), kind):
+                raise bad(f"{kind} for {where}.{field_name}", o.get(field_name, "<missing>"))
 
 
 def check_baseline_key(baseline: Baseline, device: str, *, accept_any: bool) -> list[str]:

@@ -221,22 +221,10 @@ def run_gate(opts: GateOptions, *, log=lambda msg: None) -> GateResult:
     import torch
 
     t0 = time.perf_counter()
-    specs = load_corpus(opts.corpus_dir)
-    if opts.only:
-        unknown = sorted(set(opts.only) - {s.name for s in specs})
-        if unknown:
-            raise SpecError(f"{opts.corpus_dir}: no corpus specs named {', '.join(unknown)}")
-        specs = [s for s in specs if s.name in opts.only]
+    specs = _selected_specs(opts)
     path = opts.baseline_path or default_baseline_path(opts.corpus_dir, opts.device)
     baseline = load_baseline(path, device=opts.device)
-    notes: list[str] = check_baseline_key(baseline, opts.device, accept_any=opts.baseline_any)
-    if baseline.config and baseline.config != opts.config.to_dict():
-        notes.append(f"the baseline was written with backend {CompileConfig.from_dict(baseline.config).describe()}; this run uses {opts.config.describe()}")
-    names = {s.name for s in specs}
-    stale = sorted(set(baseline.specs) - names) if not opts.only else []
-    if stale:
-        notes.append(f"baseline entries with no corpus spec (ignored): {', '.join(stale)}")
-
+    notes = _baseline_notes(baseline, specs, opts)
     verdicts, walls, startup = replay_corpus(
         specs,
         device=opts.device,
@@ -245,21 +233,7 @@ def run_gate(opts: GateOptions, *, log=lambda msg: None) -> GateResult:
         budget_s=opts.budget_s,
         on_case=lambda e, v, w: log(f"{e.name}: {describe_summary(summarize_verdict(v))} ({w:.1f} s)"),
     )
-    results: list[SpecResult] = []
-    for s in specs:
-        verdict = verdicts[s.name]
-        expected = baseline.specs.get(s.name)
-        digest = s.spec.digest()
-        if verdict is None:
-            results.append(SpecResult(s.name, digest, None, expected, [f"not run: the gate's budget of {opts.budget_s:g} s ran out"], [], None))
-            continue
-        observed = summarize_verdict(verdict)
-        problems, improvements = compare_with_baseline(observed, expected, margin=opts.margin)
-        if expected is not None and expected.get("digest") not in (None, digest):
-            problems.insert(0, f"the spec changed since the baseline was written (digest {digest}, baseline {expected['digest']}); re-run --update-baseline")
-        results.append(
-            SpecResult(s.name, digest, observed, expected, problems, improvements, _bucket_of(verdict, s.spec, opts.device), walls.get(s.name, 0.0), _severity_of(verdict))
-        )
+    results = [_judge_spec(s, verdicts[s.name], baseline.specs.get(s.name), walls.get(s.name, 0.0), opts) for s in specs]
     t_replay = time.perf_counter() - t0
 
     fuzz = None
@@ -285,6 +259,41 @@ def run_gate(opts: GateOptions, *, log=lambda msg: None) -> GateResult:
     if opts.repro_dir is not None:
         write_failure_repros(result, specs, opts)
     return result
+
+
+def _selected_specs(opts: GateOptions) -> list[CorpusSpec]:
+    """The corpus, or the `--spec` names of it (an unknown name is a SpecError)."""
+    specs = load_corpus(opts.corpus_dir)
+    if not opts.only:
+        return specs
+    unknown = sorted(set(opts.only) - {s.name for s in specs})
+    if unknown:
+        raise SpecError(f"{opts.corpus_dir}: no corpus specs named {', '.join(unknown)}")
+    return [s for s in specs if s.name in opts.only]
+
+
+def _baseline_notes(baseline: Baseline, specs: list[CorpusSpec], opts: GateOptions) -> list[str]:
+    """What the reports must say about the baseline: another machine key (only with
+    --baseline-any), another compile config, entries with no spec."""
+    notes: list[str] = check_baseline_key(baseline, opts.device, accept_any=opts.baseline_any)
+    if baseline.config and baseline.config != opts.config.to_dict():
+        notes.append(f"the baseline was written with backend {CompileConfig.from_dict(baseline.config).describe()}; this run uses {opts.config.describe()}")
+    stale = sorted(set(baseline.specs) - {s.name for s in specs}) if not opts.only else []
+    if stale:
+        notes.append(f"baseline entries with no corpus spec (ignored): {', '.join(stale)}")
+    return notes
+
+
+def _judge_spec(s: CorpusSpec, verdict: Verdict | None, expected: dict | None, wall_s: float, opts: GateOptions) -> SpecResult:
+    """One spec's result: its observed summary held to its baseline entry (or "not run")."""
+    digest = s.spec.digest()
+    if verdict is None:
+        return SpecResult(s.name, digest, None, expected, [f"not run: the gate's budget of {opts.budget_s:g} s ran out"], [], None)
+    observed = summarize_verdict(verdict)
+    problems, improvements = compare_with_baseline(observed, expected, margin=opts.margin)
+    if expected is not None and expected.get("digest") not in (None, digest):
+        problems.insert(0, f"the spec changed since the baseline was written (digest {digest}, baseline {expected['digest']}); re-run --update-baseline")
+    return SpecResult(s.name, digest, observed, expected, problems, improvements, _bucket_of(verdict, s.spec, opts.device), wall_s, _severity_of(verdict))
 
 
 def run_fuzz(opts: GateOptions, *, known: tuple[str, ...], corpus_buckets: set[str]) -> dict[str, Any]:
