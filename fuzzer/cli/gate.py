@@ -37,6 +37,8 @@ from fuzzer.cli.options import (
 @click.option("--margin", type=click.FloatRange(min=0), default=0.1, show_default=True,
               help="Relative slack on every baseline bound (0.1: 10% over a bound still passes).")
 @click.option("--budget", default=None, help="Wall-clock budget for the replay (e.g. 10m); specs left over fail.")
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Worker processes replaying the corpus side by side (the verdicts do not depend on it).")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=300.0, show_default=True, help="Seconds per spec.")
 @click.option("--fuzz", "fuzz_budget", default=None, help="After the replay, fuzz for this long (e.g. 5m).")
 @click.option("--fuzz-cases", type=click.IntRange(min=1), default=None, help="After the replay, fuzz this many cases (deterministic).")
@@ -50,7 +52,7 @@ from fuzzer.cli.options import (
               help="Write spec.json + repro.py of each failing spec (and new fuzz buckets) here.")
 @click.option("--update-baseline", is_flag=True, help="Replay the corpus and write the baseline from what it gives.")
 @compile_options
-def gate(device, corpus_dir, baseline_path, margin, budget, timeout_s, fuzz_budget, fuzz_cases, seed, only,
+def gate(device, corpus_dir, baseline_path, margin, budget, workers, timeout_s, fuzz_budget, fuzz_cases, seed, only,
          junit_path, markdown_path, json_path, repro_dir, update_baseline, backend, inductor, dynamic, mode, baseline_any):
     """Replay the corpus and hold it to the baseline: the CI gate."""
     from fuzzer.gate.baseline import default_baseline_path
@@ -76,6 +78,7 @@ def gate(device, corpus_dir, baseline_path, margin, budget, timeout_s, fuzz_budg
         repro_dir=repro_dir,
         only=tuple(only),
         baseline_any=baseline_any,
+        workers=workers,
     )
     log = lambda m: console.print(m, highlight=False, markup=False, emoji=False, soft_wrap=True)  # noqa: E731
     if update_baseline:

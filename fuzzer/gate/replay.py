@@ -16,7 +16,9 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,6 +59,7 @@ class GateOptions:
     repro_dir: Path | None = None
     only: tuple[str, ...] = ()  # spec names to replay (empty: all)
     baseline_any: bool = False  # compare with a baseline written for another machine key (noted)
+    workers: int = 1  # isolated worker processes replaying the corpus side by side
 
 
 @dataclass
@@ -159,26 +162,55 @@ def replay_corpus(
     config: CompileConfig,
     timeout_s: float,
     budget_s: float | None,
+    workers: int = 1,
     on_case=lambda entry, verdict, wall_s: None,
 ) -> tuple[dict[str, Verdict | None], dict[str, float], float]:
-    """Each spec's verdict (None when the budget ran out first), its wall time, and worker start-up."""
-    worker = Worker(device)
+    """Each spec's verdict (None when the budget ran out first), its wall time, and the slowest
+    worker start-up.
+
+    With `workers` > 1 the specs are shared out to that many isolated worker processes. A spec's
+    verdict does not depend on which worker ran it or in what order (each case resets Dynamo and
+    compiles afresh), so the result is the same as with one worker; only the order of `on_case`
+    calls varies.
+    """
+    queue = list(reversed(specs))
     verdicts: dict[str, Verdict | None] = {}
     walls: dict[str, float] = {}
+    startups: list[float] = []
+    lock = threading.Lock()
     t_start = time.perf_counter()
-    try:
-        worker.start()
-        for entry in specs:
-            if budget_s is not None and time.perf_counter() - t_start > budget_s:
-                verdicts[entry.name] = None
-                continue
-            t0 = time.perf_counter()
-            verdicts[entry.name] = worker.run(CaseRequest(entry.spec, device, config), timeout_s)
-            walls[entry.name] = round(time.perf_counter() - t0, 3)
-            on_case(entry, verdicts[entry.name], walls[entry.name])
-    finally:
-        worker.stop()
-    return verdicts, walls, round(worker.startup_s, 3)
+
+    def next_spec() -> CorpusSpec | None:
+        with lock:
+            while queue:
+                entry = queue.pop()
+                if budget_s is not None and time.perf_counter() - t_start > budget_s:
+                    verdicts[entry.name] = None
+                    continue
+                return entry
+            return None
+
+    def slot() -> None:
+        worker = Worker(device)
+        try:
+            worker.start()
+            while (entry := next_spec()) is not None:
+                t0 = time.perf_counter()
+                verdict = worker.run(CaseRequest(entry.spec, device, config), timeout_s)
+                wall = round(time.perf_counter() - t0, 3)
+                with lock:
+                    verdicts[entry.name], walls[entry.name] = verdict, wall
+                    on_case(entry, verdict, wall)
+        finally:
+            worker.stop()
+            with lock:
+                startups.append(worker.startup_s)
+
+    n = max(1, min(workers, len(specs)))
+    with ThreadPoolExecutor(max_workers=n, thread_name_prefix="divfuzz-gate") as pool:
+        for future in [pool.submit(slot) for _ in range(n)]:
+            future.result()  # a slot's own failure (not a compiler's) stops the gate loudly
+    return verdicts, walls, round(max(startups, default=0.0), 3)
 
 
 def update_baseline(opts: GateOptions, *, log=print) -> Baseline:
@@ -191,6 +223,7 @@ def update_baseline(opts: GateOptions, *, log=print) -> Baseline:
         config=opts.config,
         timeout_s=opts.timeout_s,
         budget_s=None,
+        workers=opts.workers,
         on_case=lambda e, v, w: log(f"{e.name}: {describe_summary(summarize_verdict(v))} ({w:.1f} s)"),
     )
     entries = {}
@@ -231,6 +264,7 @@ def run_gate(opts: GateOptions, *, log=lambda msg: None) -> GateResult:
         config=opts.config,
         timeout_s=opts.timeout_s,
         budget_s=opts.budget_s,
+        workers=opts.workers,
         on_case=lambda e, v, w: log(f"{e.name}: {describe_summary(summarize_verdict(v))} ({w:.1f} s)"),
     )
     results = [_judge_spec(s, verdicts[s.name], baseline.specs.get(s.name), walls.get(s.name, 0.0), opts) for s in specs]
