@@ -376,9 +376,10 @@ def _campaign_plots(data: ReportData) -> list[str]:
                 rate.append(((own[j - 1]["created_at"] - t0) / 60, window / span))
         n_new = 0
         for c in own:
-            if c["id"] in first_case_ids:
+            if c["id"] in first_case_ids:  # a step: flat until the case that found it
+                minute = (c["created_at"] - t0) / 60
+                found += [(minute, float(n_new)), (minute, float(n_new + 1))]
                 n_new += 1
-                found.append(((c["created_at"] - t0) / 60, float(n_new)))
         found.append(((own[-1]["created_at"] - t0) / 60, float(n_new)))
         rate_series.append((f"run {run['id']}", rate))
         bucket_series.append((f"run {run['id']}", found))
@@ -452,7 +453,7 @@ def render_html(data: ReportData, html_path: Path) -> str:
         )
     for sev in (Severity.BY_DESIGN, Severity.NOISE):
         folds = fold_by_culprit(by_sev[sev])
-        table = (
+        table = "" if not folds else (
             '<table class="fold"><thead><tr><th>culprit</th><th>buckets</th><th>cases</th><th>bucket ids</th></tr></thead><tbody>'
             + "".join(
                 f"<tr><td>{_e(culprit)}</td><td>{n}</td><td>{cases}</td><td>"

@@ -91,9 +91,12 @@ def _y_ticks(svg: _Svg, area, y_max: float, *, log: bool = False, y_min: float =
 
 
 def _log_ticks(lo: float, hi: float) -> list[float]:
+    """Powers of ten inside [lo, hi] (2x and 5x too when the range spans less than two decades)."""
     a, b = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
     step = max(1, (b - a) // 5)
-    return [10.0**e for e in range(a, b + 1, step)]
+    mantissas = (1, 2, 5) if b - a <= 2 else (1,)
+    ticks = [m * 10.0**e for e in range(a, b + 1, step) for m in mantissas]
+    return [t for t in ticks if lo <= t <= hi] or [lo, hi]
 
 
 def _scale(v: float, lo: float, hi: float, px_lo: float, px_hi: float, log: bool) -> float:

@@ -78,12 +78,29 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
     with live_view:
         result = run_campaign(opts, on_progress=live_view.update)
     _print_summary(result, min_severity)
+    _write_report_html(result.store_path, out_dir / "report.html")
     if result.interrupted:
         console.print(
             f"[bold yellow]interrupted:[/] {result.progress.cases} cases stored; run the same command again to resume",
             highlight=False,
         )
         sys.exit(2)
+
+
+def _write_report_html(store_path: Path, html_path: Path) -> None:
+    """`report.html` beside the store: not writing it is divfuzz's own error (exit 2), never skipped."""
+    from fuzzer.cli.report import write_report_html
+    from fuzzer.engine.store import Store
+    from records.errors import OutputError
+
+    store = Store(store_path, create=False)
+    try:
+        write_report_html(store, html_path)
+    except OSError as e:
+        raise OutputError(f"{html_path}: could not write the HTML report ({e.strerror or e})") from e
+    finally:
+        store.close()
+    console.print(f"report: {html_path}", highlight=False)
 
 
 def _interrupt_once(signum, frame) -> None:
