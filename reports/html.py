@@ -20,6 +20,7 @@ Invariants:
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 import math
 import os
@@ -245,12 +246,21 @@ def _code(bucket, first_case: dict | None) -> str:
     return f'<p class="code-title">{_e(where)}{shrink}</p>' + _highlight(code)
 
 
-def _highlight(code: str) -> str:
-    from pygments import highlight
+@functools.lru_cache(maxsize=None)
+def _pygments():
+    """One lexer and one formatter for the page (a formatter builds its style sheet when made)."""
     from pygments.formatters import HtmlFormatter
     from pygments.lexers import PythonLexer
 
-    return highlight(code, PythonLexer(), HtmlFormatter(cssclass="code"))
+    return PythonLexer(), HtmlFormatter(cssclass="code")
+
+
+@functools.lru_cache(maxsize=1024)
+def _highlight(code: str) -> str:
+    from pygments import highlight
+
+    lexer, formatter = _pygments()
+    return highlight(code, lexer, formatter)
 
 
 def _bucket_plots(bucket, cases: list[dict]) -> list[str]:
@@ -436,8 +446,6 @@ tr.differs td{background:#fdf2e9}details{margin:1em 0}summary{cursor:pointer;fon
 
 def render_html(data: ReportData, html_path: Path) -> str:
     """The whole page as text (see the module docstring for what it holds and guarantees)."""
-    from pygments.formatters import HtmlFormatter
-
     cases_of: dict[int, list[dict]] = defaultdict(list)
     for c in data.cases:
         if c["bucket_id"] is not None:
@@ -468,7 +476,7 @@ def render_html(data: ReportData, html_path: Path) -> str:
             f"{sum(b.count for b in by_sev[sev])} cases, {len(folds)} culprits</summary>{table}{cards}</details>"
         )
     campaign = "".join(f'<figure class="plot-box">{svg}</figure>' for svg in _campaign_plots(data))
-    style = _CSS + HtmlFormatter(cssclass="code").get_style_defs(".code")
+    style = _CSS + _pygments()[1].get_style_defs(".code")
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         # No network: a page that tries to load anything (an injected tag included) is refused by the browser.

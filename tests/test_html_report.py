@@ -211,11 +211,14 @@ class Chromium:
         args = [binary, "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe", "--hide-scrollbars",
                 "--no-first-run", "--no-default-browser-check", f"--user-data-dir={profile}", "about:blank"]
 
-        def fds():
-            os.dup2(to_browser_r, 3)
-            os.dup2(from_browser_w, 4)
+        def fds():  # in the child: the pipe ends onto fds 3 and 4 (via fds >= 10, so neither clobbers the other)
+            import fcntl
 
-        self.proc = subprocess.Popen(args, preexec_fn=fds, pass_fds=(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            high_r, high_w = fcntl.fcntl(to_browser_r, fcntl.F_DUPFD, 10), fcntl.fcntl(from_browser_w, fcntl.F_DUPFD, 10)
+            os.dup2(high_r, 3)
+            os.dup2(high_w, 4)
+
+        self.proc = subprocess.Popen(args, preexec_fn=fds, pass_fds=(3, 4), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         os.close(to_browser_r)
         os.close(from_browser_w)
         self._buf, self._id, self.events = b"", 0, []
@@ -324,7 +327,7 @@ def _open_and_check(browser: Chromium, html_path: Path, shot: Path) -> dict:
     browser.wait_event("Page.loadEventFired")
 
     def js(expr: str):
-        return browser.send("Runtime.evaluate", {"expression": expr, "returnByValue": True}, session=session)["result"]["value"]
+        return browser.send("Runtime.evaluate", {"expression": expr, "returnByValue": True}, session=session)["result"].get("value")
 
     js("document.querySelectorAll('details').forEach(d => d.open = true)")
     facts = {
@@ -382,5 +385,12 @@ def test_a_real_campaign_s_page_in_headless_chromium(tmp_path):
             assert facts["plots"] == source.count('<svg class="plot"') >= 5
             assert facts["drawn_plots"] == facts["plots"]
             assert facts["ink"] > 0.01, f"screenshot {page.with_suffix('.png')} looks blank ({facts['ink']:.4f} ink)"
+        # The checks can fail: a page with a script and a remote image is caught (the page's own
+        # Content-Security-Policy refuses both, and says so on the console).
+        planted = hostile.parent / "planted.html"
+        planted.write_text(hostile_html.read_text().replace(
+            "<body>", '<body><script>console.error("planted")</script><img src="http://127.0.0.1:9/x.png">', 1))
+        facts = _open_and_check(browser, planted, planted.with_suffix(".png"))
+        assert facts["errors"] and facts["scripts"] == 1 and "http://127.0.0.1:9/x.png" in facts["requests"]
     finally:
         browser.close()
