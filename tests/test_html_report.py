@@ -237,7 +237,8 @@ class Chromium:
         to_browser_r, self._to_browser = os.pipe()
         self._from_browser, from_browser_w = os.pipe()
         args = [binary, "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe", "--hide-scrollbars",
-                "--no-first-run", "--no-default-browser-check", f"--user-data-dir={profile}", "about:blank"]
+                "--no-first-run", "--no-default-browser-check", "--disable-background-networking",
+                "--disable-component-update", f"--user-data-dir={profile}", "about:blank"]
 
         def fds():  # in the child: the pipe ends onto fds 3 and 4 (via fds >= 10, so neither clobbers the other)
             import fcntl
