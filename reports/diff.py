@@ -60,6 +60,7 @@ class Side:
     label: str  # e.g. "runs/divfuzz.sqlite" or "runs/divfuzz.sqlite:3"
     buckets: dict[str, BucketState]  # by str(key)
     ran: dict[str, frozenset[str]]  # spec digest -> the bucket keys its cases landed in ("" for none)
+    setups: frozenset[str] = frozenset()  # "device, compile config" of its runs
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,7 @@ class StoreDiff:
     gone: tuple[Gone, ...]
     changed: tuple[Changed, ...]
     unchanged: int
+    setups_differ: str = ""  # non-empty when the sides ran on other devices or configs: "fixed" then means less
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -93,6 +95,7 @@ class StoreDiff:
             "gone": [{**g.bucket.to_dict(), "status": g.status, "evidence": g.evidence} for g in self.gone],
             "changed": [{"old": c.old.to_dict(), "new": c.new.to_dict(), "what": list(c.what)} for c in self.changed],
             "unchanged": self.unchanged,
+            "setups_differ": self.setups_differ,
         }
 
 
@@ -122,6 +125,9 @@ def side_from_store(store, *, run_id: int | None = None, label: str) -> Side:
 
     cases = store.case_summaries(run_id=run_id)
     rows = store.buckets(run_id=run_id)
+    setups = frozenset(
+        f"{r['device']}, {json.dumps(r['config'], sort_keys=True)}" for r in store.runs() if run_id is None or r["id"] == run_id
+    )
     key_of = {b.id: str(b.key) for b in store.buckets()}
     by_bucket: dict[int, list[dict]] = {}
     ran: dict[str, set[str]] = {}
@@ -145,7 +151,7 @@ def side_from_store(store, *, run_id: int | None = None, label: str) -> Side:
             cases=len(own), max_ulp=_max(f["max_ulp"] for f in floats), max_step=_max(i["max_step"] for i in ints),
             max_flips=_max(i["flips"] for i in ints), folder=b.folder, spec_digests=frozenset(digests),
         )
-    return Side(label=label, buckets=buckets, ran={d: frozenset(k) for d, k in ran.items()})
+    return Side(label=label, buckets=buckets, ran={d: frozenset(k) for d, k in ran.items()}, setups=setups)
 
 
 def _identity(key: str, side: Side, match_device: bool) -> str:
@@ -184,7 +190,10 @@ def diff_sides(old: Side, new: Side, *, match_device: bool = True) -> StoreDiff:
             changed.append(Changed(o, n, tuple(what)))
         else:
             unchanged += 1
-    return StoreDiff(old.label, new.label, new_buckets, tuple(gone), tuple(changed), unchanged)
+    setups = ""
+    if old.setups != new.setups:
+        setups = f"the sides ran under other setups: OLD {sorted(old.setups)}, NEW {sorted(new.setups)}"
+    return StoreDiff(old.label, new.label, new_buckets, tuple(gone), tuple(changed), unchanged, setups)
 
 
 # ---- renderings ---------------------------------------------------------------------------------
@@ -205,6 +214,8 @@ def diff_markdown(d: StoreDiff) -> str:
         f"{len(d.new_buckets)} new, {len(d.gone)} gone ({sum(g.status == 'fixed' for g in d.gone)} fixed, "
         f"{sum(g.status == 'not reached' for g in d.gone)} not reached), {len(d.changed)} changed, {d.unchanged} unchanged.",
     ]
+    if d.setups_differ:
+        lines += ["", f"> Note: {_md(d.setups_differ)}."]
     if d.new_buckets:
         lines += ["", "## new", "", "| id | severity | key | culprit | cases | bounds |", "| --- | --- | --- | --- | --- | --- |"]
         lines += [f"| {b.id} | {b.severity} | `{_md(b.key)}` | {_md(b.culprit)} | {b.cases} | {_bounds(b)} |" for b in d.new_buckets]
@@ -226,6 +237,8 @@ def diff_text(d: StoreDiff) -> str:
     lines = [
         f"diff {d.old} -> {d.new}: {len(d.new_buckets)} new, {len(d.gone)} gone, {len(d.changed)} changed, {d.unchanged} unchanged"
     ]
+    if d.setups_differ:
+        lines.append(f"  note: {d.setups_differ}")
     for b in d.new_buckets:
         lines.append(f"  new      #{b.id} [{b.severity}] {b.key} ({b.cases} cases; {_bounds(b)})")
     for g in d.gone:

@@ -55,8 +55,8 @@ def _add(store: Store, run_id: int, idx: int, spec, *, key=None, sev="suspect", 
     )
 
 
-def _run(store: Store, seed: int) -> int:
-    run_id, _ = store.start_run(seed=seed, device="cpu", config={"backend": "inductor"}, options={}, versions={"torch": "2.13"})
+def _run(store: Store, seed: int, device: str = "cpu") -> int:
+    run_id, _ = store.start_run(seed=seed, device=device, config={"backend": "inductor"}, options={}, versions={"torch": "2.13"})
     return run_id
 
 
@@ -105,6 +105,7 @@ def test_planted_changes_are_reported_exactly(stores):
     assert {(g.bucket.key, g.status) for g in d.gone} == {(str(FIXED), "fixed"), (str(NOT_REACHED), "not reached")}
     assert [(c.new.key, c.what) for c in d.changed] == [(str(WORSE), ("severity suspect -> bug",))]
     assert d.unchanged == 1  # STAYS
+    assert d.setups_differ == ""  # same device and config on both sides
 
 
 def _cli(*args: str):
@@ -152,12 +153,13 @@ def test_any_device_matches_a_cpu_bucket_with_its_gpu_twin(tmp_path):
     for name, device in (("cpu", "cpu"), ("gpu", "cuda")):
         (tmp_path / name).mkdir()
         store = Store(tmp_path / name / STORE_NAME)
-        r = _run(store, 1)
+        r = _run(store, 1, device)
         _add(store, r, 0, _spec(2), key=BucketKey("bf16-ulp", "bfloat16", device, STAYS.signature))
         store.close()
     cpu, gpu = _side(tmp_path / "cpu"), _side(tmp_path / "gpu")
     strict = diff_sides(cpu, gpu)
     assert len(strict.new_buckets) == 1 and len(strict.gone) == 1
+    assert "cpu" in strict.setups_differ and "cuda" in strict.setups_differ  # said, since "fixed" means less then
     loose = diff_sides(cpu, gpu, match_device=False)
     assert not loose.new_buckets and not loose.gone and loose.unchanged == 1
 
