@@ -100,7 +100,7 @@ def _header(data: ReportData) -> str:
     for run in data.runs:
         v = run["versions"] or {}
         secs = _run_seconds(run, data.cases)
-        rate = f"{run['cases'] / secs:.2f}" if secs > 0 else "-"
+        rate = f"{run['cases'] / secs:.2f}" if secs >= 1 else "-"  # under a second: no meaningful rate
         hardware = v.get("gpu") or (f"CPU, capability {v['cpu_capability']}" if v.get("cpu_capability") else "CPU (capability not recorded)")
         if str(run["device"]).startswith("cuda") and not v.get("gpu"):
             hardware = "GPU (name not recorded)"
