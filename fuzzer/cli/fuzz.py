@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
 from fuzzer.cli.options import (
     SEVERITY_CHOICE,
@@ -78,12 +79,29 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
     with live_view:
         result = run_campaign(opts, on_progress=live_view.update)
     _print_summary(result, min_severity)
+    _write_report_html(result.store_path, out_dir / "report.html")
     if result.interrupted:
         console.print(
             f"[bold yellow]interrupted:[/] {result.progress.cases} cases stored; run the same command again to resume",
             highlight=False,
         )
         sys.exit(2)
+
+
+def _write_report_html(store_path: Path, html_path: Path) -> None:
+    """`report.html` beside the store: not writing it is divfuzz's own error (exit 2), never skipped."""
+    from fuzzer.cli.report import write_report_html
+    from fuzzer.engine.store import Store
+    from records.errors import OutputError
+
+    store = Store(store_path, create=False)
+    try:
+        write_report_html(store, html_path)
+    except OSError as e:
+        raise OutputError(f"{html_path}: could not write the HTML report ({e.strerror or e})") from e
+    finally:
+        store.close()
+    console.print(f"report: {html_path}", highlight=False)
 
 
 def _interrupt_once(signum, frame) -> None:
@@ -147,7 +165,7 @@ def _print_summary(result, min_severity: str = "noise") -> None:
     noise folded into one line per culprit."""
     from fuzzer.engine.store import Store
     from records.severity import ORDER, Severity
-    from reports.markdown import culprit_of, fold_by_culprit
+    from reports.markdown import fold_by_culprit
 
     p = result.progress
     store = Store(result.store_path, create=False)
@@ -168,22 +186,35 @@ def _print_summary(result, min_severity: str = "noise") -> None:
         floor = Severity(min_severity)
         buckets = store.buckets(run_id=result.run_id)
         out.print("buckets by severity: " + ", ".join(f"{sum(b.severity == s.value for b in buckets)} {s.value}" for s in ORDER), highlight=False)
-        table = Table(title=f"bug and suspect buckets of run {result.run_id}")
-        for col in ("id", "severity", "kind", "dtype", "ops", "culprit", "reason", "cases", "new", "folder"):
-            table.add_column(col)
-        for sev in (Severity.BUG, Severity.SUSPECT):
-            if not sev.at_least(floor):
-                continue
-            for b in sorted((b for b in buckets if b.severity == sev.value), key=lambda b: (-b.count, b.id)):
-                k = b.key
-                table.add_row(
-                    str(b.id), sev.value, k.kind + (f" {k.detail}" if k.detail else ""), k.dtype, k.signature.split(" @ ")[0],
-                    culprit_of(b), (b.severity_reason or {}).get("detail", ""), str(b.count),
-                    "yes" if b.first_run_id == result.run_id else "", b.folder or "",
-                )
+        rows = [b for sev in (Severity.BUG, Severity.SUSPECT) if sev.at_least(floor)
+                for b in sorted((b for b in buckets if b.severity == sev.value), key=lambda b: (-b.count, b.id))]
+        table = summary_table(rows, result.run_id, width=min(out.width, SUMMARY_WIDTH))
         out.print(table)
         folded = [b for b in buckets if b.severity in ("by-design", "noise") and Severity(b.severity).at_least(floor)]
         for sev, culprit, n, cases, ids in fold_by_culprit(folded):
             out.print(f"{sev}: {culprit}: {n} buckets, {cases} cases (buckets {', '.join(map(str, ids[:12]))}{', ...' if len(ids) > 12 else ''})", highlight=False)
     finally:
         store.close()
+
+
+SUMMARY_WIDTH = 120  # the summary fits a 120-column terminal: only the bucket column wraps
+
+
+def summary_table(buckets, run_id: int, *, width: int = SUMMARY_WIDTH) -> Table:
+    """Bug and suspect buckets as a table at most SUMMARY_WIDTH wide. The short columns never
+    wrap; the bucket column holds the key, culprit, reason and folder, and wraps inside itself."""
+    from reports.markdown import culprit_of
+
+    table = Table(title=f"bug and suspect buckets of run {run_id}", width=width)
+    for col in ("id", "severity", "cases", "new"):
+        table.add_column(col, no_wrap=True, justify="right" if col in ("id", "cases") else "left")
+    table.add_column("bucket: key, culprit, reason, folder", overflow="fold", ratio=1)
+    for b in buckets:
+        k = b.key
+        text = (
+            f"{k.kind}{' ' + k.detail if k.detail else ''} · {k.dtype} · {k.signature.split(' @ ')[0]}\n"
+            f"culprit: {culprit_of(b)}\nwhy: {(b.severity_reason or {}).get('detail', '')}"
+            + (f"\n{b.folder}" if b.folder else "")
+        )
+        table.add_row(str(b.id), b.severity, str(b.count), "yes" if b.first_run_id == run_id else "", Text(text))
+    return table

@@ -20,6 +20,7 @@ import click
 
 from fuzzer.cli.bench import bench
 from fuzzer.cli.corpus import corpus
+from fuzzer.cli.diff import diff
 from fuzzer.cli.fuzz import fuzz
 from fuzzer.cli.gate import gate
 from fuzzer.cli.minimize import minimize
@@ -80,5 +81,5 @@ def main() -> None:
     """divfuzz: find where torch.compile computes different numbers than eager."""
 
 
-for command in (fuzz, replay, report, bench, gate, corpus, minimize):
+for command in (fuzz, replay, report, diff, bench, gate, corpus, minimize):
     main.add_command(command)

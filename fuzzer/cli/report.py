@@ -1,4 +1,5 @@
-"""`divfuzz report`: a store's buckets as markdown, led by severity."""
+"""`divfuzz report`: a store's buckets as markdown, led by severity, or (`--html FILE`) as one
+self-contained HTML page with plots (`reports.html`)."""
 
 from __future__ import annotations
 
@@ -6,14 +7,17 @@ from pathlib import Path
 
 import click
 
-from fuzzer.cli.options import SEVERITY_CHOICE, DivfuzzCommand, out
+from fuzzer.cli.options import SEVERITY_CHOICE, DivfuzzCommand, check_out_file, out
+
 
 @click.command(cls=DivfuzzCommand)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("divfuzz-out"), show_default=True)
 @click.option("--run", "run_id", type=int, default=None, help="Only buckets seen in this run.")
 @click.option("--min-severity", type=SEVERITY_CHOICE, default="noise", show_default=True, help="Hide buckets below this severity.")
-def report(out_dir, run_id, min_severity):
-    """Print the buckets of a store as markdown."""
+@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write one self-contained HTML page (plots, cards, no network) to this file instead of markdown.")
+def report(out_dir, run_id, min_severity, html_path):
+    """Print the buckets of a store as markdown, or write them as an HTML page (--html)."""
     from fuzzer.campaign.loop import STORE_NAME
     from records.errors import StoreError
     from fuzzer.engine.store import Store
@@ -22,12 +26,26 @@ def report(out_dir, run_id, min_severity):
     path = out_dir / STORE_NAME
     if not path.exists():
         raise StoreError(f"{path}: no store here (run `divfuzz fuzz --out {out_dir}` first)")
+    check_out_file(html_path, "--html")
     store = Store(path, create=False)
     try:
+        if run_id is not None and not store.has_run(run_id):
+            raise StoreError(f"--run {run_id}: {path} has no run {run_id}")
         _judge_unjudged(store)
-        out.print(buckets_markdown(store, run_id=run_id, min_severity=min_severity), markup=False, highlight=False)
+        if html_path is not None:
+            written = write_report_html(store, html_path, run_id=run_id)
+            out.print(f"wrote {written}", markup=False, highlight=False)
+        else:
+            out.print(buckets_markdown(store, run_id=run_id, min_severity=min_severity), markup=False, highlight=False)
     finally:
         store.close()
+
+
+def write_report_html(store, html_path: Path, *, run_id: int | None = None) -> Path:
+    """The store's HTML page (`reports.html`), written whole; `divfuzz fuzz` calls it too."""
+    from reports.html import collect, write_html
+
+    return write_html(collect(store, run_id=run_id), html_path)
 
 
 def _judge_unjudged(store) -> None:

@@ -488,6 +488,45 @@ class Store:
             for r in rows
         ]
 
+    # ---- read-only queries for reports (`report --html`, `diff`) -----------------------------
+    def runs(self) -> list[dict[str, Any]]:
+        """Every run, oldest first: what `run_info` gives plus its options and its case count."""
+        with self._lock:
+            rows = self.db.execute(
+                "SELECT r.id, r.started_at, r.finished_at, r.status, r.seed, r.device, r.config_json, r.options_json,"
+                " r.versions_json, (SELECT count(*) FROM cases c WHERE c.run_id = r.id) FROM runs r ORDER BY r.id"
+            ).fetchall()
+        return [
+            {
+                "id": r[0], "started_at": r[1], "finished_at": r[2], "status": r[3], "seed": r[4], "device": r[5],
+                "config": json.loads(r[6]), "options": json.loads(r[7]), "versions": json.loads(r[8]), "cases": r[9],
+            }
+            for r in rows
+        ]
+
+    def has_run(self, run_id: int) -> bool:
+        with self._lock:
+            return self.db.execute("SELECT 1 FROM runs WHERE id=?", (run_id,)).fetchone() is not None
+
+    def case_summaries(self, *, run_id: int | None = None) -> list[dict[str, Any]]:
+        """Every case (or a run's), in the order stored, as dicts with the keys of `_CASE_SUMMARY`
+        (spec as stored JSON text, verdict decoded): what reports draw (coverage, timings, error
+        plots) and what `diff` matches replays on."""
+        q = (
+            "SELECT id, run_id, created_at, wall_s, status, finding_kind, bucket_id, spec_digest, spec_json,"
+            " verdict_json FROM cases"
+        )
+        args: tuple = ()
+        if run_id is not None:
+            q += " WHERE run_id=?"
+            args = (run_id,)
+        with self._lock:
+            rows = self.db.execute(q + " ORDER BY id", args).fetchall()
+        return [dict(zip(self._CASE_SUMMARY, (*r[:9], json.loads(r[9])))) for r in rows]
+
+    _CASE_SUMMARY = ("id", "run_id", "created_at", "wall_s", "status", "finding_kind", "bucket_id", "spec_digest",
+                     "spec_json", "verdict")
+
 
 for _name, _method in list(vars(Store).items()):
     if callable(_method) and not _name.startswith("_") and _name != "close":

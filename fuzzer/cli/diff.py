@@ -1,0 +1,71 @@
+"""`divfuzz diff OLD NEW`: what changed between two campaigns (`reports.diff`).
+
+Each side is a store (its folder, as `--out` names it, or the SQLite file) or `STORE:RUN_ID`
+for one run of a store. Bad input (no store there, not a divfuzz store, a run the store does
+not have) exits 2 naming the side; neither store is written to.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import click
+
+from fuzzer.cli.options import DivfuzzCommand
+
+_RUN_SUFFIX = re.compile(r"^(?P<store>.+):(?P<run>[0-9]+)$")
+
+
+def parse_side(text: str, name: str) -> tuple[Path, int | None]:
+    """`STORE` or `STORE:RUN_ID` -> (path of the SQLite file, run id or None); errors name the side."""
+    from fuzzer.campaign.loop import STORE_NAME
+    from records.errors import StoreError
+
+    path, run_id = Path(text), None
+    m = _RUN_SUFFIX.match(text)
+    if m and not path.exists():  # a folder really named "x:3" stays a folder
+        path, run_id = Path(m["store"]), int(m["run"])
+    if path.is_dir():
+        path = path / STORE_NAME
+    if not path.is_file():
+        raise StoreError(f"{name} {text!r}: no divfuzz store at {path}")
+    return path, run_id
+
+
+def _open_side(text: str, name: str):
+    from fuzzer.engine.store import Store
+    from records.errors import StoreError
+    from reports.diff import side_from_store
+
+    path, run_id = parse_side(text, name)
+    try:
+        store = Store(path, create=False)
+    except StoreError as e:
+        raise StoreError(f"{name} {text!r}: {e}") from None
+    try:
+        if run_id is not None and not store.has_run(run_id):
+            known = ", ".join(str(r["id"]) for r in store.runs()) or "none"
+            raise StoreError(f"{name} {text!r}: {path} has no run {run_id} (its runs: {known})")
+        return side_from_store(store, run_id=run_id, label=text)
+    finally:
+        store.close()
+
+
+@click.command(cls=DivfuzzCommand)
+@click.argument("old")
+@click.argument("new")
+@click.option("--json", "as_json", is_flag=True, help="Print the diff as JSON.")
+@click.option("--markdown", "as_markdown", is_flag=True, help="Print the diff as markdown.")
+@click.option("--any-device", is_flag=True, help="Match buckets across device types (a CPU store against a GPU store).")
+def diff(old, new, as_json, as_markdown, any_device):
+    """What changed from OLD to NEW (each a store, or STORE:RUN_ID): new buckets, buckets gone
+    (fixed when NEW replayed their spec, else not reached), and severity or bounds changes."""
+    from records.errors import ConfigError
+    from reports.diff import diff_json, diff_markdown, diff_sides, diff_text
+
+    if as_json and as_markdown:
+        raise ConfigError("--json and --markdown: choose one")
+    result = diff_sides(_open_side(old, "OLD"), _open_side(new, "NEW"), match_device=not any_device)
+    render = diff_json if as_json else diff_markdown if as_markdown else diff_text
+    click.echo(render(result), nl=as_json)  # plain text: rich would re-wrap JSON and keys on a terminal

@@ -1,0 +1,248 @@
+"""What changed between two campaigns: new buckets, buckets gone (fixed or not reached), and
+buckets whose severity or bounds changed. `divfuzz diff OLD NEW` prints it.
+
+`side_from_store` reads one side (a store, or one run of it; any object with the `Store` read
+methods: this module never imports `fuzzer`); `diff_sides` is a pure function of two sides.
+
+Invariants:
+- a bucket is the same on both sides when its key (`str(BucketKey)`) is, or, with
+  `match_device=False`, when its key is equal but for the device type (CPU vs GPU stores);
+- a bucket gone from NEW is "fixed" only when NEW ran one of its specs (the spec of a case of
+  the bucket, or its minimized spec: what `fuzz --replay-known` replays) and that spec no longer
+  landed in it; otherwise it is "not reached": nothing says whether it still diverges;
+- bounds are measured over each side's own cases of the bucket: the largest ULP distance for
+  float outputs, the largest step and the flip count for integer outputs.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from records.buckets import BucketKey
+
+
+@dataclass(frozen=True)
+class BucketState:
+    """One bucket as one side saw it."""
+
+    id: int
+    key: str
+    kind: str
+    dtype: str
+    device_type: str
+    signature: str
+    detail: str
+    severity: str
+    reason: str
+    culprit: str
+    cases: int  # this side's cases in it
+    max_ulp: int | None  # over float outputs of those cases; None without one
+    max_step: int | None  # over integer outputs
+    max_flips: int | None
+    folder: str | None
+    spec_digests: frozenset[str] = field(default=frozenset(), compare=False)
+
+    def bounds(self) -> dict[str, int | None]:
+        return {"max_ulp": self.max_ulp, "max_step": self.max_step, "max_flips": self.max_flips}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "key": self.key, "kind": self.kind, "dtype": self.dtype, "device_type": self.device_type,
+            "signature": self.signature, "detail": self.detail, "severity": self.severity, "reason": self.reason, "culprit": self.culprit, "cases": self.cases,
+            **self.bounds(), "folder": self.folder,
+        }
+
+
+@dataclass(frozen=True)
+class Side:
+    label: str  # e.g. "runs/divfuzz.sqlite" or "runs/divfuzz.sqlite:3"
+    buckets: dict[str, BucketState]  # by str(key)
+    ran: dict[str, frozenset[str]]  # spec digest -> the bucket keys its cases landed in ("" for none)
+    setups: frozenset[str] = frozenset()  # "device, compile config" of its runs
+
+
+@dataclass(frozen=True)
+class Gone:
+    bucket: BucketState
+    status: str  # "fixed" | "not reached"
+    evidence: str
+
+
+@dataclass(frozen=True)
+class Changed:
+    old: BucketState
+    new: BucketState
+    what: tuple[str, ...]  # e.g. ("severity suspect -> bug", "max_ulp 3 -> 40")
+
+
+@dataclass(frozen=True)
+class StoreDiff:
+    old: str
+    new: str
+    new_buckets: tuple[BucketState, ...]
+    gone: tuple[Gone, ...]
+    changed: tuple[Changed, ...]
+    unchanged: int
+    setups_differ: str = ""  # non-empty when the sides ran on other devices or configs: "fixed" then means less
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "old": self.old,
+            "new": self.new,
+            "new_buckets": [b.to_dict() for b in self.new_buckets],
+            "gone": [{**g.bucket.to_dict(), "status": g.status, "evidence": g.evidence} for g in self.gone],
+            "changed": [{"old": c.old.to_dict(), "new": c.new.to_dict(), "what": list(c.what)} for c in self.changed],
+            "unchanged": self.unchanged,
+            "setups_differ": self.setups_differ,
+        }
+
+
+def _max(values) -> int | None:
+    values = [int(v) for v in values]
+    return max(values) if values else None
+
+
+def _minimized_digest(bucket) -> str | None:
+    """The digest of a bucket's minimized spec, when it has one that loads."""
+    from generators.spec import GraphSpec
+    from records.errors import DivfuzzError
+
+    spec = (bucket.minimized or {}).get("spec")
+    if spec is None:
+        return None
+    try:
+        return GraphSpec.from_dict(spec, source=f"bucket {bucket.id} minimized spec").digest()
+    except (DivfuzzError, ValueError, KeyError, TypeError):
+        return None
+
+
+def side_from_store(store, *, run_id: int | None = None, label: str) -> Side:
+    """One side: the buckets a store (or a run of it) has, with bounds from its own cases, and
+    every spec it ran. Severity is the bucket's as stored (the most severe of its cases)."""
+    from reports.markdown import culprit_of
+
+    cases = store.case_summaries(run_id=run_id)
+    rows = store.buckets(run_id=run_id)
+    setups = frozenset(
+        f"{r['device']}, {json.dumps(r['config'], sort_keys=True)}" for r in store.runs() if run_id is None or r["id"] == run_id
+    )
+    key_of = {b.id: str(b.key) for b in store.buckets()}
+    by_bucket: dict[int, list[dict]] = {}
+    ran: dict[str, set[str]] = {}
+    for c in cases:
+        ran.setdefault(c["spec_digest"], set()).add(key_of.get(c["bucket_id"], "") if c["bucket_id"] is not None else "")
+        if c["bucket_id"] is not None:
+            by_bucket.setdefault(c["bucket_id"], []).append(c)
+    buckets = {}
+    for b in rows:
+        own = by_bucket.get(b.id, [])
+        outputs = [o for c in own for o in c["verdict"].get("outputs") or ()]
+        floats = [o["float"] for o in outputs if o.get("float") and o["float"]["n_diff"]]
+        ints = [o["int"] for o in outputs if o.get("int") and o["int"]["flips"]]
+        digests = {c["spec_digest"] for c in own}
+        minimized = _minimized_digest(b)
+        if minimized:
+            digests.add(minimized)
+        buckets[str(b.key)] = BucketState(
+            id=b.id, key=str(b.key), kind=b.key.kind, dtype=b.key.dtype, device_type=b.key.device_type,
+            signature=b.key.signature, detail=b.key.detail, severity=b.severity, reason=(b.severity_reason or {}).get("detail", ""), culprit=culprit_of(b),
+            cases=len(own), max_ulp=_max(f["max_ulp"] for f in floats), max_step=_max(i["max_step"] for i in ints),
+            max_flips=_max(i["flips"] for i in ints), folder=b.folder, spec_digests=frozenset(digests),
+        )
+    return Side(label=label, buckets=buckets, ran={d: frozenset(k) for d, k in ran.items()}, setups=setups)
+
+
+def _identity(key: str, side: Side, match_device: bool) -> str:
+    if match_device:
+        return key
+    b = side.buckets[key]
+    return str(BucketKey(b.kind, b.dtype, "any device", b.signature, b.detail))
+
+
+def diff_sides(old: Side, new: Side, *, match_device: bool = True) -> StoreDiff:
+    """New buckets, gone buckets (fixed or not reached), and changed ones; see the module docstring."""
+    old_ids = {_identity(k, old, match_device): k for k in old.buckets}
+    new_ids = {_identity(k, new, match_device): k for k in new.buckets}
+    new_buckets = tuple(new.buckets[new_ids[i]] for i in sorted(new_ids.keys() - old_ids.keys(), key=lambda i: new.buckets[new_ids[i]].id))
+    gone = []
+    for i in sorted(old_ids.keys() - new_ids.keys(), key=lambda i: old.buckets[old_ids[i]].id):
+        b = old.buckets[old_ids[i]]
+        replayed = sorted(d for d in b.spec_digests if d in new.ran)
+        if replayed:
+            landed = sorted(k for d in replayed for k in new.ran[d] if k)
+            where = f"; it now lands in {landed[0]}" if landed else "; no finding"
+            gone.append(Gone(b, "fixed", f"spec {replayed[0]} ran in {new.label}{where}"))
+        else:
+            gone.append(Gone(b, "not reached", f"none of its {len(b.spec_digests)} spec(s) ran in {new.label}"))
+    changed, unchanged = [], 0
+    for i in sorted(old_ids.keys() & new_ids.keys(), key=lambda i: new.buckets[new_ids[i]].id):
+        o, n = old.buckets[old_ids[i]], new.buckets[new_ids[i]]
+        what = []
+        if o.severity != n.severity:
+            what.append(f"severity {o.severity} -> {n.severity}")
+        for name, ov in o.bounds().items():
+            nv = n.bounds()[name]
+            if ov != nv:
+                what.append(f"{name} {ov if ov is not None else '-'} -> {nv if nv is not None else '-'}")
+        if what:
+            changed.append(Changed(o, n, tuple(what)))
+        else:
+            unchanged += 1
+    setups = ""
+    if old.setups != new.setups:
+        setups = f"the sides ran under other setups: OLD {sorted(old.setups)}, NEW {sorted(new.setups)}"
+    return StoreDiff(old.label, new.label, new_buckets, tuple(gone), tuple(changed), unchanged, setups)
+
+
+# ---- renderings ---------------------------------------------------------------------------------
+
+
+def diff_json(d: StoreDiff) -> str:
+    return json.dumps(d.to_dict(), indent=2)
+
+
+def _md(text: str) -> str:
+    """Table-cell text: pipes and newlines would break the row."""
+    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def diff_markdown(d: StoreDiff) -> str:
+    lines = [
+        f"# divfuzz diff: `{_md(d.old)}` → `{_md(d.new)}`", "",
+        f"{len(d.new_buckets)} new, {len(d.gone)} gone ({sum(g.status == 'fixed' for g in d.gone)} fixed, "
+        f"{sum(g.status == 'not reached' for g in d.gone)} not reached), {len(d.changed)} changed, {d.unchanged} unchanged.",
+    ]
+    if d.setups_differ:
+        lines += ["", f"> Note: {_md(d.setups_differ)}."]
+    if d.new_buckets:
+        lines += ["", "## new", "", "| id | severity | key | culprit | cases | bounds |", "| --- | --- | --- | --- | --- | --- |"]
+        lines += [f"| {b.id} | {b.severity} | `{_md(b.key)}` | {_md(b.culprit)} | {b.cases} | {_bounds(b)} |" for b in d.new_buckets]
+    if d.gone:
+        lines += ["", "## gone", "", "| id | status | severity | key | why |", "| --- | --- | --- | --- | --- |"]
+        lines += [f"| {g.bucket.id} | {g.status} | {g.bucket.severity} | `{_md(g.bucket.key)}` | {_md(g.evidence)} |" for g in d.gone]
+    if d.changed:
+        lines += ["", "## changed", "", "| id (old → new) | key | what changed |", "| --- | --- | --- |"]
+        lines += [f"| {c.old.id} → {c.new.id} | `{_md(c.new.key)}` | {_md('; '.join(c.what))} |" for c in d.changed]
+    return "\n".join(lines) + "\n"
+
+
+def _bounds(b: BucketState) -> str:
+    return ", ".join(f"{k} {v}" for k, v in b.bounds().items() if v is not None) or "-"
+
+
+def diff_text(d: StoreDiff) -> str:
+    """Plain lines for a terminal or a log."""
+    lines = [
+        f"diff {d.old} -> {d.new}: {len(d.new_buckets)} new, {len(d.gone)} gone, {len(d.changed)} changed, {d.unchanged} unchanged"
+    ]
+    if d.setups_differ:
+        lines.append(f"  note: {d.setups_differ}")
+    for b in d.new_buckets:
+        lines.append(f"  new      #{b.id} [{b.severity}] {b.key} ({b.cases} cases; {_bounds(b)})")
+    for g in d.gone:
+        lines.append(f"  {g.status:<11} #{g.bucket.id} [{g.bucket.severity}] {g.bucket.key} ({g.evidence})")
+    for c in d.changed:
+        lines.append(f"  changed  #{c.old.id}->#{c.new.id} {c.new.key}: {'; '.join(c.what)}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,505 @@
+"""The nightly report: one self-contained HTML page of a store, led by `bug`, with plots.
+
+`collect(store, run_id=None)` reads what the page needs from a store (any object with the
+`Store` read methods: this module never imports `fuzzer`); `render_html(data, html_path)` is a
+pure function of that data and of where the page will live (links are relative to it).
+
+Invariants:
+- self-contained: no script, no external stylesheet, font, image or link other than the
+  bucket folders' own `repro.py` and `report.md` (relative, percent-quoted paths): the page
+  opens offline, on an air-gapped cluster or as a CI artifact;
+- everything that came from a store (op and spec names, keys, culprits, error messages, folder
+  paths, version strings) is HTML-escaped; code is printed only from a spec that `GraphSpec`
+  validated, through `reports.repro.graph_code`;
+- sections follow `records.severity.ORDER`: `bug` first; `by-design` and `noise` are folded
+  (`<details>`) with counts per culprit; every bucket gets one card (`<article class="card">`);
+- plots are drawn from the stored verdicts only (see `reports.plots` for why hand-written SVG):
+  what a verdict does not store (per-element errors) is said, not invented.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import json
+import math
+import os
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from html import escape
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from records.severity import ORDER, Severity
+from reports import plots
+from reports.markdown import culprit_of, fold_by_culprit
+
+# Verdict timing spans, in the order a case runs them (others follow, by name).
+TIMING_ORDER = ("build", "eager", "reference", "compile", "compiled_run", "oracles", "case")
+
+
+@dataclass(frozen=True)
+class ReportData:
+    """What the page shows, read from a store once."""
+
+    store_path: str
+    run_id: int | None  # only this run's buckets and cases, or None for the whole store
+    runs: list[dict[str, Any]]  # Store.runs()
+    buckets: list  # Store.buckets() rows
+    cases: list[dict[str, Any]]  # Store.case_summaries()
+
+
+def collect(store, *, run_id: int | None = None) -> ReportData:
+    """Read a store (or one run of it) for `render_html`."""
+    runs = store.runs()
+    if run_id is not None:
+        runs = [r for r in runs if r["id"] == run_id]
+    return ReportData(
+        store_path=str(store.path),
+        run_id=run_id,
+        runs=runs,
+        buckets=store.buckets(run_id=run_id),
+        cases=store.case_summaries(run_id=run_id),
+    )
+
+
+def _e(value: Any) -> str:
+    return escape(str(value), quote=True)
+
+
+def _when(ts: float | None) -> str:
+    return _dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S") if ts else "-"
+
+
+def _link(target: Path, html_path: Path, text: str) -> str:
+    """A link to a file beside the page, relative to it; plain text when the file is not there.
+    The path is percent-quoted whole, so a stored folder like `javascript:...` stays a path."""
+    if not target.is_file():
+        return f'<span class="missing">{_e(text)} (not found)</span>'
+    rel = os.path.relpath(target.resolve(), html_path.resolve().parent)
+    return f'<a href="{_e(quote(rel, safe="/"))}">{_e(text)}</a>'
+
+
+# ---- the header ---------------------------------------------------------------------------------
+
+
+def _run_seconds(run: dict, cases: list[dict]) -> float:
+    own = [c["created_at"] for c in cases if c["run_id"] == run["id"]]
+    end = run["finished_at"] or (max(own) if own else run["started_at"])
+    return max(0.0, end - run["started_at"])
+
+
+def _header(data: ReportData) -> str:
+    counts = Counter(b.severity for b in data.buckets)
+    chips = "".join(
+        f'<span class="chip sev-{_e(s.value)}">{counts.get(s.value, 0)} {_e(s.value)}</span>' for s in ORDER
+    )
+    rows = []
+    for run in data.runs:
+        v = run["versions"] or {}
+        secs = _run_seconds(run, data.cases)
+        rate = f"{run['cases'] / secs:.2f}" if secs >= 1 else "-"  # under a second: no meaningful rate
+        hardware = v.get("gpu") or (f"CPU, capability {v['cpu_capability']}" if v.get("cpu_capability") else "CPU (capability not recorded)")
+        if str(run["device"]).startswith("cuda") and not v.get("gpu"):
+            hardware = "GPU (name not recorded)"
+        config = run["config"] or {}
+        compile_desc = " ".join(
+            [str(config.get("backend", "?"))]
+            + (["dynamic"] if config.get("dynamic") else [])
+            + ([f"mode={config['mode']}"] if config.get("mode") else [])
+            + [f"{k}={val!r}" for k, val in sorted((config.get("inductor") or {}).items())]
+        )
+        options = ", ".join(f"{k}={val}" for k, val in sorted((run["options"] or {}).items()) if val not in (None, False))
+        rows.append(
+            "<tr>"
+            + "".join(
+                f"<td>{_e(x)}</td>"
+                for x in (
+                    run["id"], run["status"], _when(run["started_at"]), run["device"], hardware,
+                    v.get("torch", "-"), v.get("triton") or "-", v.get("cuda") or "-", compile_desc,
+                    f"seed={run['seed']}, {options}", run["cases"], f"{secs:.0f}", rate,
+                )
+            )
+            + "</tr>"
+        )
+    runs_table = (
+        '<table class="runs"><thead><tr>'
+        + "".join(
+            f"<th>{h}</th>"
+            for h in ("run", "status", "started", "device", "GPU / CPU", "torch", "Triton", "CUDA", "compile config",
+                      "options", "cases", "seconds", "cases/s")
+        )
+        + "</tr></thead><tbody>"
+        + "".join(rows)
+        + "</tbody></table>"
+    )
+    scope = f"run {data.run_id}" if data.run_id is not None else f"{len(data.runs)} run(s)"
+    return (
+        f"<header><h1>divfuzz report</h1>"
+        f'<p class="store">store <code>{_e(data.store_path)}</code>, {_e(scope)}, '
+        f"{len(data.cases)} cases, {len(data.buckets)} buckets</p>"
+        f'<p class="severities">buckets by severity: {chips}</p>{runs_table}</header>'
+    )
+
+
+# ---- one bucket's card --------------------------------------------------------------------------
+
+
+def _differing_outputs(verdict: dict) -> list[dict]:
+    return [
+        o for o in verdict.get("outputs") or ()
+        if (o.get("float") and (o["float"]["n_diff"] or o["float"]["nan_inf_mismatch"])) or (o.get("int") and o["int"]["flips"])
+    ]
+
+
+def _verdict_table(verdict: dict) -> str:
+    """The fp64 verdict of the bucket's first case, output by output."""
+    if verdict.get("error_type") or verdict.get("error_message"):
+        msg = (verdict.get("error_message") or "")[:1500]
+        return (
+            f'<p class="error">{_e(verdict.get("status", "?"))}: <code>{_e(verdict.get("error_type") or "-")}</code></p>'
+            f"<pre class=\"error-message\">{_e(msg)}</pre>"
+        )
+    rows = []
+    for o in verdict.get("outputs") or ():
+        f, i = o.get("float"), o.get("int")
+        if f:
+            rows.append(
+                (o["name"], f["dtype"], f"{f['n_diff']}/{f['numel']}", f["max_ulp"], f["triage"],
+                 f"{f['rmse_eager']:.3g} / {f['rmse_compiled']:.3g}", f["nan_inf_mismatch"], "")
+            )
+        elif i:
+            rows.append(
+                (o["name"], i["dtype"], f"{i['flips']}/{i['numel']}", f"step {i['max_step']}",
+                 _int_fp64_triage(i), "", "", f"{i['boundary_flips']} boundary / {i['gross_flips']} gross / "
+                 f"{i['unknown_flips']} unknown / {i.get('undefined_flips', 0)} undefined")
+            )
+    if not rows:
+        return '<p class="verdict">no outputs stored</p>'
+    head = ("output", "dtype", "differing", "max ULP / step", "fp64 triage", "RMSE vs fp64 eager / compiled", "NaN/Inf", "int flips")
+    return (
+        '<table class="verdict"><thead><tr>' + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>"
+        + "".join("<tr>" + "".join(f"<td>{_e(x)}</td>" for x in r) + "</tr>" for r in rows)
+        + "</tbody></table>"
+    )
+
+
+def _int_fp64_triage(i: dict) -> str:
+    if not i.get("fp64_known"):
+        return "unknown"
+    named = [(n, label) for n, label in ((i.get("compiled_correct", 0), "compiled-correct"), (i.get("eager_correct", 0), "eager-correct"), (i.get("neither_correct", 0), "neither")) if n]
+    return named[0][1] if len(named) == 1 else ("mixed" if named else "unknown")
+
+
+def _ladder(culprit: dict | None) -> str:
+    """Which rung first differs, and what each probe changed."""
+    if not culprit:
+        return '<p class="ladder">not attributed (minimization off or not reached)</p>'
+    ladder = [tuple(r) for r in culprit.get("ladder") or () if len(r) == 2]
+    first = next((rung for rung, outcome in ladder if outcome != "ok"), None)
+    parts = [f'<p class="ladder">first rung that differs: <b>{_e(first or "none")}</b>'
+             f'{" — stage " + _e(culprit.get("stage")) if culprit.get("stage") else ""}</p>']
+    if ladder:
+        parts.append(
+            '<table class="ladder"><thead><tr><th>rung</th><th>outcome</th></tr></thead><tbody>'
+            + "".join(f'<tr class="{"differs" if o != "ok" else "same"}"><td>{_e(r)}</td><td>{_e(o)}</td></tr>' for r, o in ladder)
+            + "</tbody></table>"
+        )
+    probes = [tuple(p) for p in culprit.get("probes") or () if len(p) == 2]
+    if probes:
+        parts.append(
+            '<table class="probes"><thead><tr><th>probe</th><th>what it changed</th></tr></thead><tbody>'
+            + "".join(f"<tr><td>{_e(p)}</td><td>{_e(o)}</td></tr>" for p, o in probes)
+            + "</tbody></table>"
+        )
+    if culprit.get("bisect"):
+        parts.append(f'<p class="bisect">compiler_bisector: <code>{_e(culprit["bisect"])}</code></p>')
+    return "".join(parts)
+
+
+def _code(bucket, first_case: dict | None) -> str:
+    """The minimized graph (else the first case's) as highlighted Python, printed from a spec that
+    GraphSpec validated; a spec that does not load is named, not printed."""
+    from generators.spec import GraphSpec
+    from records.errors import DivfuzzError
+    from reports.repro import graph_code
+
+    minimized = (bucket.minimized or {})
+    spec_dict = minimized.get("spec")
+    where = "minimized spec"
+    try:
+        if spec_dict is not None:
+            spec = GraphSpec.from_dict(spec_dict, source=f"bucket {bucket.id} minimized spec")
+        elif first_case is not None:
+            where = "first case's spec (not minimized)"
+            spec = GraphSpec.from_json(first_case["spec_json"], source=f"bucket {bucket.id} first case")
+        else:
+            return '<p class="code-missing">no spec stored</p>'
+        code = graph_code(spec)
+    except (DivfuzzError, ValueError, KeyError, TypeError) as e:
+        return f'<p class="code-missing">the {where} does not load as code: {_e(e)}</p>'
+    shrink = ""
+    if "ops_before" in minimized:
+        shrink = f" ({_e(minimized['ops_before'])} → {_e(minimized['ops_after'])} ops)"
+    return f'<p class="code-title">{_e(where)}{shrink}</p>' + _highlight(code)
+
+
+@functools.lru_cache(maxsize=None)
+def _pygments():
+    """One lexer and one formatter for the page (a formatter builds its style sheet when made)."""
+    from pygments.formatters import HtmlFormatter
+    from pygments.lexers import PythonLexer
+
+    return PythonLexer(), HtmlFormatter(cssclass="code")
+
+
+@functools.lru_cache(maxsize=1024)
+def _highlight(code: str) -> str:
+    from pygments import highlight
+
+    lexer, formatter = _pygments()
+    return highlight(code, lexer, formatter)
+
+
+def _bucket_plots(bucket, cases: list[dict]) -> list[str]:
+    """Per float output dtype: the ULP histogram (summed over the bucket's cases) and eager vs
+    compiled RMSE against fp64 (one point per case); per integer output: flips against the
+    pre-image's distance from the rounding boundary (one point per case) and flips by class."""
+    histograms: dict[str, Counter] = defaultdict(Counter)
+    hist_order: dict[str, list[str]] = {}
+    errors: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    error_labels: dict[str, list[str]] = defaultdict(list)
+    int_points: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    int_classes: dict[str, Counter] = defaultdict(Counter)
+    for c in cases:
+        for o in _differing_outputs(c["verdict"]):
+            f, i = o.get("float"), o.get("int")
+            if f:
+                for label, n in f.get("ulp_histogram") or ():
+                    histograms[f["dtype"]][str(label)] += int(n)
+                    hist_order.setdefault(f["dtype"], [])
+                    if str(label) not in hist_order[f["dtype"]]:
+                        hist_order[f["dtype"]].append(str(label))
+                errors[f["dtype"]].append((float(f["rmse_eager"]), float(f["rmse_compiled"])))
+                error_labels[f["dtype"]].append(f"case {c['id']} {o['name']}")
+            elif i:
+                if i.get("min_boundary_ulps") is not None:
+                    int_points[i["dtype"]].append((float(i["min_boundary_ulps"]), float(i["flips"])))
+                for cls in ("boundary_flips", "gross_flips", "unknown_flips", "undefined_flips"):
+                    int_classes[i["dtype"]][cls.removesuffix("_flips")] += int(i.get(cls, 0))
+    out = []
+    for dtype, hist in histograms.items():
+        out.append(plots.bar_chart(
+            f"ulp-histogram-{bucket.id}-{dtype}", f"{dtype}: compiled vs eager distance, ULP",
+            [(label, hist[label]) for label in hist_order[dtype]], x_label="ULP distance", y_label="elements",
+        ))
+        out.append(plots.scatter(
+            f"error-scatter-{bucket.id}-{dtype}", f"{dtype}: RMSE vs fp64, one point per case",
+            errors[dtype], x_label="eager error (RMSE vs fp64)", y_label="compiled error", diagonal=True,
+            point_labels=error_labels[dtype],
+        ))
+    for dtype in int_classes:
+        out.append(plots.scatter(
+            f"int-flips-{bucket.id}-{dtype}", f"{dtype}: flips vs nearest pre-image's boundary distance",
+            int_points.get(dtype, []), x_label="smallest pre-image distance to a boundary (ULP)", y_label="flips per case",
+            log=False,
+        ))
+        out.append(plots.bar_chart(
+            f"int-classes-{bucket.id}-{dtype}", f"{dtype}: flips by pre-image",
+            list(int_classes[dtype].items()), x_label="pre-image", y_label="flips",
+        ))
+    return out
+
+
+def _card(bucket, cases_of: dict[int, list[dict]], html_path: Path, scope_run: int | None) -> str:
+    k = bucket.key
+    cases = cases_of.get(bucket.id, [])
+    first = next((c for c in cases if c["id"] == bucket.first_case_id), cases[0] if cases else None)
+    reason = (bucket.severity_reason or {}).get("detail", "not judged yet")
+    new = scope_run is not None and bucket.first_run_id == scope_run
+    links = "no bucket folder"
+    if bucket.folder:
+        folder = Path(bucket.folder)
+        links = " · ".join(_link(folder / name, html_path, name) for name in ("repro.py", "report.md"))
+    plot_html = "".join(f'<figure class="plot-box">{svg}</figure>' for svg in _bucket_plots(bucket, cases))
+    note = "" if plot_html or not cases else (
+        '<p class="no-plot">no plot: the verdicts of this bucket carry no compared outputs (an error finding)</p>'
+    )
+    return (
+        f'<article class="card sev-{_e(bucket.severity)}" id="bucket-{bucket.id}" data-bucket="{bucket.id}">'
+        f'<h3><span class="chip sev-{_e(bucket.severity)}">{_e(bucket.severity)}</span> #{bucket.id} '
+        f"{_e(k.kind)}{' ' + _e(k.detail) if k.detail else ''} · {_e(k.dtype)} · {_e(k.device_type)}"
+        f"{' <span class=new>new</span>' if new else ''}</h3>"
+        f'<p class="key">key <code>{_e(str(k))}</code></p>'
+        f'<p class="culprit">culprit: <b>{_e(culprit_of(bucket))}</b></p>'
+        f'<p class="reason">why {_e(bucket.severity)}: {_e(reason)}</p>'
+        f'<p class="counts">{bucket.count} cases, first seen {_e(_when(bucket.first_seen))} (run {bucket.first_run_id}), '
+        f"last seen {_e(_when(bucket.last_seen))} · {links}</p>"
+        f"{_code(bucket, first)}"
+        f'<h4>ladder</h4>{_ladder(bucket.culprit)}'
+        f'<h4>fp64 verdict (first case)</h4>{_verdict_table(first["verdict"]) if first else "<p>no case stored</p>"}'
+        f'<div class="plots">{plot_html}</div>{note}</article>'
+    )
+
+
+# ---- campaign plots -----------------------------------------------------------------------------
+
+
+def _op_dtype_counts(cases: list[dict]) -> tuple[Counter, Counter, Counter, Counter]:
+    """(op drawn, op in findings, dtype drawn, dtype in findings): per case, each op or dtype once.
+    Specs are read as JSON only (never built): a spec that does not parse counts as no ops."""
+    drawn, found, d_drawn, d_found = Counter(), Counter(), Counter(), Counter()
+    for c in cases:
+        try:
+            spec = json.loads(c["spec_json"])
+            ops = {str(n["op"]) for n in spec.get("nodes") or ()}
+            dtypes = {str(t["dtype"]) for t in (*(spec.get("inputs") or ()), *(spec.get("nodes") or ()))}
+        except (ValueError, TypeError, KeyError, AttributeError):
+            continue
+        drawn.update(ops)
+        d_drawn.update(dtypes)
+        if c["bucket_id"] is not None:
+            found.update(ops)
+            d_found.update(dtypes)
+    return drawn, found, d_drawn, d_found
+
+
+def _campaign_plots(data: ReportData) -> list[str]:
+    cases = data.cases
+    out = []
+    # Throughput and new buckets over time, per run, from the cases' store times.
+    first_case_ids = {b.first_case_id for b in data.buckets}
+    rate_series, bucket_series = [], []
+    for run in data.runs:
+        own = sorted((c for c in cases if c["run_id"] == run["id"]), key=lambda c: c["created_at"])
+        if not own:
+            continue
+        t0 = run["started_at"]
+        window = max(1, len(own) // 20)  # about 20 points per run
+        rate, found = [], [(0.0, 0.0)]
+        for j in range(window, len(own) + 1, window):
+            t_lo = own[j - window - 1]["created_at"] if j > window else t0
+            span = own[j - 1]["created_at"] - t_lo
+            if span > 0:
+                rate.append(((own[j - 1]["created_at"] - t0) / 60, window / span))
+        n_new = 0
+        for c in own:
+            if c["id"] in first_case_ids:  # a step: flat until the case that found it
+                minute = (c["created_at"] - t0) / 60
+                found += [(minute, float(n_new)), (minute, float(n_new + 1))]
+                n_new += 1
+        found.append(((own[-1]["created_at"] - t0) / 60, float(n_new)))
+        rate_series.append((f"run {run['id']}", rate))
+        bucket_series.append((f"run {run['id']}", found))
+    out.append(plots.step_lines("throughput", "cases/s over time", rate_series, x_label="minutes since the run started", y_label="cases/s"))
+    out.append(plots.step_lines("new-buckets", "new buckets over time", bucket_series, x_label="minutes since the run started", y_label="new buckets"))
+    drawn, found, d_drawn, d_found = _op_dtype_counts(cases)
+    top = [op for op, _ in drawn.most_common(30)]
+    out.append(plots.hbar_chart(
+        "op-coverage", f"op coverage ({len(drawn)} ops; top {len(top)} by draws)", [(op, (drawn[op], found[op])) for op in top],
+        series=("cases drawing it", "cases in a bucket"), x_label="cases",
+    ))
+    out.append(plots.hbar_chart(
+        "dtype-coverage", "dtype coverage", [(d, (d_drawn[d], d_found[d])) for d, _ in d_drawn.most_common()],
+        series=("cases using it", "cases in a bucket"), x_label="cases",
+    ))
+    spans: Counter = Counter()
+    for c in cases:
+        timings = c["verdict"].get("timings") or {}
+        own = 0.0
+        for name, s in timings.items():
+            if isinstance(s, (int, float)) and math.isfinite(s):
+                spans[str(name)] += float(s)
+                own += float(s)
+        spans["worker round trip"] += max(0.0, float(c["wall_s"]) - own)
+    names = [n for n in TIMING_ORDER if n in spans] + sorted(n for n in spans if n not in TIMING_ORDER)
+    out.append(plots.hbar_chart(
+        "time-per-stage", f"where a case's time goes ({len(cases)} cases)", [(n, (spans[n],)) for n in names],
+        series=("seconds, summed over cases",), x_label="seconds",
+    ))
+    return out
+
+
+# ---- the page -----------------------------------------------------------------------------------
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:0 auto;max-width:1280px;padding:0 16px;color:#222}
+h1{margin:.6em 0 .2em}h2{border-bottom:2px solid #ddd;padding-bottom:.2em;margin-top:1.6em}
+table{border-collapse:collapse;margin:.4em 0;font-size:13px}td,th{border:1px solid #ddd;padding:2px 6px;text-align:left;vertical-align:top}
+th{background:#f4f4f4}code{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12.5px;word-break:break-all}
+.chip{display:inline-block;border-radius:9px;padding:0 8px;margin-right:4px;color:#fff;font-size:12px;font-weight:600}
+.sev-bug{background:#c0392b}.sev-suspect{background:#d68910}.sev-by-design{background:#2874a6}.sev-noise{background:#7f8c8d}
+article.card{border:1px solid #ccc;border-left:6px solid #999;border-radius:4px;padding:6px 12px;margin:12px 0;background:#fff}
+article.card.sev-bug{border-left-color:#c0392b;background:#fff}article.card.sev-suspect{border-left-color:#d68910;background:#fff}
+article.card.sev-by-design,article.card.sev-noise{background:#fff}
+article.card h3{margin:.3em 0}.new{color:#c0392b;font-weight:700}.missing{color:#999}
+.plots{display:flex;flex-wrap:wrap;gap:8px}figure.plot-box{margin:0}
+svg.plot{background:#fcfcfc;border:1px solid #eee}svg .plot-title{font-size:12px;font-weight:600}
+svg .tick,svg .value,svg .legend{font-size:10px;fill:#333}svg .axis-label{font-size:11px;fill:#333}svg .no-data{font-size:12px;fill:#888}
+pre.error-message{white-space:pre-wrap;background:#fbeeee;padding:6px;max-height:16em;overflow:auto}
+tr.differs td{background:#fdf2e9}details{margin:1em 0}summary{cursor:pointer;font-weight:600;font-size:16px}
+.code pre{background:#f8f8f8;padding:6px 8px;overflow:auto}
+"""
+
+
+def render_html(data: ReportData, html_path: Path) -> str:
+    """The whole page as text (see the module docstring for what it holds and guarantees)."""
+    cases_of: dict[int, list[dict]] = defaultdict(list)
+    for c in data.cases:
+        if c["bucket_id"] is not None:
+            cases_of[c["bucket_id"]].append(c)
+    by_sev = {s: sorted((b for b in data.buckets if b.severity == s.value), key=lambda b: (-b.count, b.id)) for s in ORDER}
+    sections = []
+    for sev in (Severity.BUG, Severity.SUSPECT):
+        cards = "".join(_card(b, cases_of, html_path, data.run_id) for b in by_sev[sev])
+        sections.append(
+            f'<section class="severity" id="sev-{sev.value}"><h2>{sev.value} ({len(by_sev[sev])})</h2>'
+            + (cards or f"<p>no {sev.value} buckets</p>")
+            + "</section>"
+        )
+    for sev in (Severity.BY_DESIGN, Severity.NOISE):
+        folds = fold_by_culprit(by_sev[sev])
+        table = "" if not folds else (
+            '<table class="fold"><thead><tr><th>culprit</th><th>buckets</th><th>cases</th><th>bucket ids</th></tr></thead><tbody>'
+            + "".join(
+                f"<tr><td>{_e(culprit)}</td><td>{n}</td><td>{cases}</td><td>"
+                + ", ".join(f'<a href="#bucket-{i}">{i}</a>' for i in ids) + "</td></tr>"
+                for _, culprit, n, cases, ids in folds
+            )
+            + "</tbody></table>"
+        )
+        cards = "".join(_card(b, cases_of, html_path, data.run_id) for b in by_sev[sev])
+        sections.append(
+            f'<details class="severity" id="sev-{sev.value}"><summary>{sev.value}: {len(by_sev[sev])} buckets, '
+            f"{sum(b.count for b in by_sev[sev])} cases, {len(folds)} culprits</summary>{table}{cards}</details>"
+        )
+    campaign = "".join(f'<figure class="plot-box">{svg}</figure>' for svg in _campaign_plots(data))
+    style = _CSS + _pygments()[1].get_style_defs(".code")
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        # No network: a page that tries to load anything (an injected tag included) is refused by the browser.
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">"
+        f"<title>divfuzz report: {_e(data.store_path)}</title><style>{style}</style></head><body>"
+        + _header(data)
+        + "".join(sections)
+        + f'<section class="campaign" id="campaign"><h2>campaign</h2><div class="plots">{campaign}</div></section>'
+        + f'<footer><p>written {_e(_when(time.time()))} by divfuzz from the stored verdicts; '
+        "per-element errors are not stored, so error plots show one point per case (RMSE against fp64).</p></footer>"
+        + "</body></html>\n"
+    )
+
+
+def write_html(data: ReportData, html_path: Path) -> Path:
+    """Write the page whole: to a temporary file beside it, renamed into place."""
+    text = render_html(data, html_path)
+    html_path = Path(html_path)
+    tmp = html_path.with_name(f".{html_path.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, html_path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return html_path

@@ -1,0 +1,181 @@
+"""`divfuzz diff OLD NEW`: two real stores with planted changes report exactly those changes.
+
+The stores are written through the real `Store` API (no compile): each case is a real spec (its
+real digest) with a real verdict, as a campaign would store it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fuzzer.campaign.loop import STORE_NAME
+from fuzzer.cli.main import main
+from fuzzer.engine.store import Store
+from records.buckets import BucketKey
+from records.outcomes import Status
+from records.verdict import FloatComparison, OutputVerdict, Verdict
+from reports.diff import diff_sides, side_from_store
+from tests.seed_specs import layer_norm_linear, sigmoid_gate
+
+STAYS = BucketKey("bf16-ulp", "bfloat16", "cpu", "gelu @ inductor: erf lowering")
+FIXED = BucketKey("bf16-ulp", "bfloat16", "cpu", "layer_norm+linear @ decomposition of aten.native_layer_norm")
+WORSE = BucketKey("bf16-ulp", "bfloat16", "cpu", "linear+mul+sigmoid @ inductor: fused sigmoid gate")
+NEW = BucketKey("bf16-ulp", "bfloat16", "cpu", "rms_norm @ inductor: rsqrt")
+NOT_REACHED = BucketKey("bf16-ulp", "bfloat16", "cpu", "softmax @ inductor: online softmax")
+
+
+def _verdict(max_ulp: int) -> dict:
+    f = FloatComparison(
+        dtype="bfloat16", numel=1024, n_diff=7, max_ulp=max_ulp, ulp_histogram=(("1", 5), ("2", 2)),
+        nan_inf_mismatch=0, triage="compiled-worse", n_worse=7, n_closer=0, rmse_eager=1e-3, rmse_compiled=3e-3,
+        max_abs_diff=0.01,
+    )
+    return Verdict(Status.DIVERGED, outputs=(OutputVerdict("v2", float_cmp=f),)).to_dict()
+
+
+def _ok() -> dict:
+    return Verdict(Status.OK).to_dict()
+
+
+def _severity(sev: str) -> dict:
+    return {"severity": sev, "rule": "test-planted", "output": "v2", "detail": f"planted {sev}"}
+
+
+def _add(store: Store, run_id: int, idx: int, spec, *, key=None, sev="suspect", max_ulp=3) -> None:
+    store.add_case(
+        run_id=run_id, slot=0, idx=idx, spec_digest=spec.digest(), spec_json=spec.to_json(indent=None), device="cpu",
+        config={"backend": "inductor"}, verdict=_verdict(max_ulp) if key else _ok(), score=1.0, wall_s=0.5,
+        finding_kind=key.kind if key else None, key=key, triage="compiled-worse" if key else "",
+        severity=_severity(sev) if key else None,
+    )
+
+
+def _run(store: Store, seed: int, device: str = "cpu") -> int:
+    run_id, _ = store.start_run(seed=seed, device=device, config={"backend": "inductor"}, options={}, versions={"torch": "2.13"})
+    return run_id
+
+
+def _spec(rows: int):
+    return layer_norm_linear(rows=rows, dim=8)
+
+
+@pytest.fixture
+def stores(tmp_path):
+    """OLD: STAYS, FIXED, WORSE (suspect), NOT_REACHED. NEW: replays FIXED's spec (no finding),
+    STAYS as before, WORSE now `bug`, and a NEW bucket; NOT_REACHED's spec is never run."""
+    old_dir, new_dir = tmp_path / "old", tmp_path / "new"
+    old_dir.mkdir(), new_dir.mkdir()
+    old = Store(old_dir / STORE_NAME)
+    r = _run(old, 1)
+    _add(old, r, 0, _spec(2), key=STAYS)
+    _add(old, r, 1, _spec(3), key=FIXED)
+    _add(old, r, 2, sigmoid_gate(rows=4, dim=8), key=WORSE, sev="suspect")
+    _add(old, r, 3, _spec(5), key=NOT_REACHED)
+    _add(old, r, 4, _spec(6))
+    old.finish_run(r)
+    old.close()
+    new = Store(new_dir / STORE_NAME)
+    r = _run(new, 2)
+    _add(new, r, 0, _spec(2), key=STAYS)
+    _add(new, r, 1, _spec(3))  # FIXED's spec, replayed: no finding now
+    _add(new, r, 2, sigmoid_gate(rows=4, dim=8), key=WORSE, sev="bug")
+    _add(new, r, 3, _spec(7), key=NEW)
+    new.finish_run(r)
+    new.close()
+    return old_dir, new_dir
+
+
+def _side(folder: Path, run_id=None):
+    store = Store(folder / STORE_NAME, create=False)
+    try:
+        return side_from_store(store, run_id=run_id, label=str(folder))
+    finally:
+        store.close()
+
+
+def test_planted_changes_are_reported_exactly(stores):
+    old_dir, new_dir = stores
+    d = diff_sides(_side(old_dir), _side(new_dir))
+    assert [b.key for b in d.new_buckets] == [str(NEW)]
+    assert {(g.bucket.key, g.status) for g in d.gone} == {(str(FIXED), "fixed"), (str(NOT_REACHED), "not reached")}
+    assert [(c.new.key, c.what) for c in d.changed] == [(str(WORSE), ("severity suspect -> bug",))]
+    assert d.unchanged == 1  # STAYS
+    assert d.setups_differ == ""  # same device and config on both sides
+
+
+def _cli(*args: str):
+    """The real command line, in process (the group's error handling included)."""
+    r = CliRunner().invoke(main, ["diff", *args], catch_exceptions=False)
+    r.returncode = r.exit_code
+    return r
+
+
+def test_cli_json_markdown_and_terminal_agree(stores):
+    old_dir, new_dir = stores
+    before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in (old_dir / STORE_NAME, new_dir / STORE_NAME)}
+    j = _cli(str(old_dir), str(new_dir), "--json")
+    assert j.returncode == 0, j.stderr
+    data = json.loads(j.stdout)
+    assert [b["key"] for b in data["new_buckets"]] == [str(NEW)]
+    assert sorted((g["key"], g["status"]) for g in data["gone"]) == sorted([(str(FIXED), "fixed"), (str(NOT_REACHED), "not reached")])
+    assert [c["what"] for c in data["changed"]] == [["severity suspect -> bug"]]
+    md = _cli(str(old_dir), str(new_dir), "--markdown")
+    assert md.returncode == 0 and "## new" in md.stdout and "| fixed |" in md.stdout and "| not reached |" in md.stdout
+    text = _cli(str(old_dir / STORE_NAME), f"{new_dir}:1")  # the file itself, and STORE:RUN_ID
+    assert text.returncode == 0, text.stderr
+    assert "1 new, 2 gone, 1 changed, 1 unchanged" in text.stdout
+    assert before == {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in before}  # diff writes nothing
+
+
+def test_runs_of_one_store_are_diffed_by_run_id(tmp_path):
+    store = Store(tmp_path / STORE_NAME)
+    r1 = _run(store, 1)
+    _add(store, r1, 0, _spec(2), key=STAYS, max_ulp=3)
+    _add(store, r1, 1, _spec(3), key=FIXED)
+    store.finish_run(r1)
+    r2 = _run(store, 2)
+    _add(store, r2, 0, _spec(2), key=STAYS, max_ulp=40)  # same bucket, wider bound
+    _add(store, r2, 1, _spec(4), key=NEW)
+    store.finish_run(r2)
+    store.close()
+    d = diff_sides(_side(tmp_path, r1), _side(tmp_path, r2))
+    assert [b.key for b in d.new_buckets] == [str(NEW)]
+    assert [(g.bucket.key, g.status) for g in d.gone] == [(str(FIXED), "not reached")]
+    assert [c.what for c in d.changed] == [("max_ulp 3 -> 40",)]
+
+
+def test_any_device_matches_a_cpu_bucket_with_its_gpu_twin(tmp_path):
+    for name, device in (("cpu", "cpu"), ("gpu", "cuda")):
+        (tmp_path / name).mkdir()
+        store = Store(tmp_path / name / STORE_NAME)
+        r = _run(store, 1, device)
+        _add(store, r, 0, _spec(2), key=BucketKey("bf16-ulp", "bfloat16", device, STAYS.signature))
+        store.close()
+    cpu, gpu = _side(tmp_path / "cpu"), _side(tmp_path / "gpu")
+    strict = diff_sides(cpu, gpu)
+    assert len(strict.new_buckets) == 1 and len(strict.gone) == 1
+    assert "cpu" in strict.setups_differ and "cuda" in strict.setups_differ  # said, since "fixed" means less then
+    loose = diff_sides(cpu, gpu, match_device=False)
+    assert not loose.new_buckets and not loose.gone and loose.unchanged == 1
+
+
+def test_bad_sides_exit_2_naming_them(stores, tmp_path):
+    old_dir, new_dir = stores
+    not_store = tmp_path / "notes.sqlite"
+    not_store.write_bytes(b"not a database" * 50)
+    before = not_store.read_bytes()
+    for args, named in (
+        ((str(tmp_path / "nowhere"), str(new_dir)), "OLD"),
+        ((str(old_dir), f"{new_dir}:99"), "no run 99"),
+        ((str(old_dir), str(not_store)), "notes.sqlite"),
+    ):
+        r = _cli(*args)
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        assert named in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr
+    assert not_store.read_bytes() == before

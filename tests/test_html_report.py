@@ -1,0 +1,425 @@
+"""`divfuzz report --html`: one self-contained page, `bug` first, a card per bucket, plots from the
+stored verdicts, every stored text escaped; and (marked `browser`) the page of a real campaign
+opened in headless Chromium: no console error, no network request, every card and plot drawn.
+
+The fast tests build real stores through the `Store` API (no compile); the browser test runs a
+real 6-case CPU campaign with a planted backend, so that buckets exist.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import time
+import zlib
+from pathlib import Path
+from urllib.parse import unquote
+
+import pytest
+from click.testing import CliRunner
+
+from fuzzer.campaign.loop import STORE_NAME
+from fuzzer.cli.main import main
+from fuzzer.engine.store import Store
+from records.buckets import BucketKey
+from records.errors import OutputError
+from records.outcomes import Status
+from records.verdict import FloatComparison, IntComparison, OutputVerdict, Verdict
+from reports.html import collect, render_html
+from tests.seed_specs import layer_norm_linear
+
+ROOT = Path(__file__).resolve().parents[1]
+HOSTILE = '<script>alert("x")</script>'
+HOSTILE_IMG = "<img src=x onerror=alert(1)>"
+
+
+def _float_verdict(*, max_ulp=3, rmse=(1e-3, 4e-3)) -> dict:
+    f = FloatComparison(
+        dtype="bfloat16", numel=4096, n_diff=9, max_ulp=max_ulp,
+        ulp_histogram=(("1", 5), ("2", 3), ("3-4", 1), ("5-16", 0)), nan_inf_mismatch=0, triage="compiled-worse",
+        n_worse=9, n_closer=0, rmse_eager=rmse[0], rmse_compiled=rmse[1], max_abs_diff=0.02,
+    )
+    return Verdict(Status.DIVERGED, outputs=(OutputVerdict("v2", float_cmp=f),), timings=(("compile", 0.8), ("eager", 0.1))).to_dict()
+
+
+def _int_verdict() -> dict:
+    i = IntComparison(dtype="uint8", numel=512, flips=4, max_step=1, boundary_flips=3, gross_flips=1, unknown_flips=0,
+                      min_boundary_ulps=0.5, fp64_known=True, compiled_correct=3, eager_correct=1)
+    return Verdict(Status.DIVERGED, outputs=(OutputVerdict("v4", int_cmp=i),)).to_dict()
+
+
+def _error_verdict() -> dict:
+    return Verdict(Status.COMPILE_ERROR, error_type="BackendCompilerFailed(RuntimeError)",
+                   error_message=f"lowering failed: </pre>{HOSTILE}").to_dict()
+
+
+def _reason(sev: str, detail: str = "") -> dict:
+    return {"severity": sev, "rule": "planted", "output": "v2", "detail": detail or f"planted {sev} reason"}
+
+
+def build_store(out_dir: Path) -> dict[str, int]:
+    """A store with one bucket per severity (float bug, integer suspect, by-design, error noise)
+    and one bucket whose every stored text is hostile; returns bucket ids by name."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    store = Store(out_dir / STORE_NAME)
+    run, _ = store.start_run(seed=7, device="cpu", config={"backend": "inductor", "inductor": {}}, options={"max_cases": 6},
+                             versions={"torch": "2.13.0+cpu", "triton": None, "cuda": None, "cpu_capability": "AVX512"})
+    spec = layer_norm_linear(rows=4, dim=8)
+    plan = [
+        ("bug", BucketKey("bf16-ulp", "bfloat16", "cpu", "layer_norm+linear @ decomposition of aten.native_layer_norm"), _float_verdict(), "bug"),
+        ("bug2", BucketKey("bf16-ulp", "bfloat16", "cpu", "layer_norm+linear @ decomposition of aten.native_layer_norm"), _float_verdict(max_ulp=7, rmse=(2e-3, 9e-3)), "bug"),
+        ("suspect", BucketKey("int-boundary", "uint8", "cpu", "log2+ceil+clamp+cast @ inductor"), _int_verdict(), "suspect"),
+        ("by-design", BucketKey("bf16-ulp", "bfloat16", "cpu", "linear+sigmoid @ emulate_precision_casts removes it"), _float_verdict(), "by-design"),
+        ("noise", BucketKey("compile-error", "-", "cpu", "gelu @ inductor", "BackendCompilerFailed(RuntimeError)"), _error_verdict(), "noise"),
+        ("hostile", BucketKey("bf16-ulp", "bfloat16", "cpu", f"relu @ {HOSTILE}"), _float_verdict(), "suspect"),
+    ]
+    ids: dict[str, int] = {}
+    for idx, (name, key, verdict, sev) in enumerate(plan):
+        spec_json = spec.to_json(indent=None) if name != "hostile" else json.dumps(
+            {"schema_version": 1, "inputs": [{"name": HOSTILE, "dtype": "bfloat16"}], "nodes": [{"op": HOSTILE, "dtype": HOSTILE}]})
+        _, bucket_id, _ = store.add_case(
+            run_id=run, slot=0, idx=idx, spec_digest=f"d{idx}", spec_json=spec_json, device="cpu", config={"backend": "inductor"},
+            verdict=verdict, score=1.0, wall_s=1.2, finding_kind=key.kind, key=key, triage="compiled-worse",
+            severity=_reason(sev, f"why: {HOSTILE_IMG}" if name == "hostile" else ""),
+        )
+        ids[name] = bucket_id
+    for idx in range(len(plan), len(plan) + 3):  # cases that matched: coverage counts them, no bucket
+        store.add_case(run_id=run, slot=0, idx=idx, spec_digest=f"d{idx}", spec_json=spec.to_json(indent=None), device="cpu",
+                       config={}, verdict=Verdict(Status.OK, timings=(("compile", 0.5),)).to_dict(), score=0.0, wall_s=0.7,
+                       finding_kind=None, key=None)
+    folder = out_dir / "buckets" / f"{ids['bug']:04d}-bf16-ulp-layer-norm"
+    folder.mkdir(parents=True)
+    (folder / "repro.py").write_text("print('repro')\n")
+    (folder / "report.md").write_text("# report\n")
+    store.set_bucket_folder(ids["bug"], str(folder))
+    store.set_bucket_analysis(ids["bug"], minimized={"spec": spec.to_dict(), "ops_before": 6, "ops_after": 2}, culprit={
+        "stage": "aot_eager_decomp_partition", "summary": "decomposition of aten.native_layer_norm",
+        "ladder": [["aot_eager", "ok"], ["aot_eager_decomp_partition", "bf16-ulp"], ["inductor", "bf16-ulp"]],
+        "probes": [["emulate_precision_casts=True", "still differs"]], "bisect": None,
+    })
+    hostile_folder = out_dir / "javascript:alert(1)"
+    hostile_folder.mkdir()
+    (hostile_folder / "repro.py").write_text("print('x')\n")
+    store.set_bucket_folder(ids["hostile"], str(hostile_folder))
+    store.set_bucket_analysis(ids["hostile"], minimized=None, culprit={"stage": "inductor", "summary": HOSTILE_IMG,
+                                                                      "ladder": [[HOSTILE, "bf16-ulp"]]})
+    store.finish_run(run)
+    store.close()
+    return ids
+
+
+def _page(out_dir: Path, html_path: Path) -> str:
+    store = Store(out_dir / STORE_NAME, create=False)
+    try:
+        return render_html(collect(store), html_path)
+    finally:
+        store.close()
+
+
+def test_sections_lead_with_bug_and_every_bucket_has_a_card_with_its_plots(tmp_path):
+    ids = build_store(tmp_path)
+    page = _page(tmp_path, tmp_path / "report.html")
+    order = [page.index(f'id="{s}"') for s in ("sev-bug", "sev-suspect", "sev-by-design", "sev-noise", "campaign")]
+    assert order == sorted(order)
+    assert len(re.findall(r'<article class="card', page)) == len(set(ids.values())) == 5  # bug and bug2 share a key
+    assert re.search(r'<details class="severity" id="sev-by-design">.*?data-bucket="%d"' % ids["by-design"], page, re.S)
+    assert re.search(r'<details class="severity" id="sev-noise">.*?data-bucket="%d"' % ids["noise"], page, re.S)
+    # the float bug's plots: its ULP histogram is the stored bins summed over its one case
+    assert f'data-plot="ulp-histogram-{ids["bug"]}-bfloat16"' in page
+    assert f'data-plot="error-scatter-{ids["bug"]}-bfloat16"' in page
+    assert "<title>1: 5</title>" in page and "<title>2: 3</title>" in page
+    assert f'data-plot="int-flips-{ids["suspect"]}-uint8"' in page and "<title>boundary: 3</title>" in page
+    for name in ("throughput", "new-buckets", "op-coverage", "dtype-coverage", "time-per-stage"):
+        assert f'data-plot="{name}"' in page
+    assert "<title>layer_norm, cases drawing it: 8</title>" in page  # 6 findings' specs but the hostile one, + 3 ok
+    # header: versions, capability, cases, severities; the card: culprit, ladder, minimized code
+    assert "2.13.0+cpu" in page and "AVX512" in page and "9 cases" in page
+    assert '<span class="chip sev-bug">1 bug</span>' in page  # bug and bug2 share a key: one bucket, 2 cases
+    assert "first rung that differs: <b>aot_eager_decomp_partition</b>" in page
+    assert "minimized spec (6 → 2 ops)" in page and 'class="code"' in page
+    assert not re.search(r'(src|href)="(https?:)?//', page)  # nothing to fetch: no external URL at all
+
+
+def test_every_stored_text_is_escaped(tmp_path):
+    build_store(tmp_path)
+    page = _page(tmp_path, tmp_path / "report.html")
+    assert "<script" not in page.lower() and "<img" not in page.lower()
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in page  # the key, the op name, the message
+    assert "&lt;img src=x onerror=alert(1)&gt;" in page  # the culprit and the severity reason
+    assert 'href="javascript:' not in page and 'href="javascript%3Aalert%281%29/repro.py"' in page  # a path, not a URL scheme
+
+
+def test_links_are_relative_to_the_html_file(tmp_path):
+    ids = build_store(tmp_path / "out")
+    html_path = tmp_path / "site" / "nightly" / "report.html"
+    html_path.parent.mkdir(parents=True)
+    page = _page(tmp_path / "out", html_path)
+    card = page[page.index(f'data-bucket="{ids["bug"]}"'):]
+    hrefs = re.findall(r'href="([^"#]+)"', card)[:2]
+    assert [Path(h).name for h in hrefs] == ["repro.py", "report.md"]
+    for h in hrefs:
+        assert not h.startswith("/")
+        assert (html_path.parent / unquote(h)).resolve().is_file()
+
+
+def test_cli_writes_the_page_and_a_bad_html_path_exits_2(tmp_path):
+    ids = build_store(tmp_path)
+    before = hashlib.sha256((tmp_path / STORE_NAME).read_bytes()).hexdigest()
+    r = CliRunner().invoke(main, ["report", "--out", str(tmp_path), "--html", str(tmp_path / "r.html")], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert len(re.findall(r'<article class="card', (tmp_path / "r.html").read_text())) == len(set(ids.values()))
+    (tmp_path / "afile").write_text("x")
+    r = CliRunner().invoke(main, ["report", "--out", str(tmp_path), "--html", str(tmp_path / "afile" / "r.html")], catch_exceptions=False)
+    assert r.exit_code == 2 and "--html" in r.stderr and "afile" in r.stderr
+    r = CliRunner().invoke(main, ["report", "--out", str(tmp_path), "--run", "42", "--html", str(tmp_path / "x.html")], catch_exceptions=False)
+    assert r.exit_code == 2 and "no run 42" in r.stderr and not (tmp_path / "x.html").exists()
+    # judging and writing the page leave the store as it was (this store's buckets are all judged)
+    assert hashlib.sha256((tmp_path / STORE_NAME).read_bytes()).hexdigest() == before
+
+
+def test_fuzz_not_writing_report_html_is_divfuzz_s_own_error(tmp_path):
+    from fuzzer.cli.fuzz import _write_report_html
+
+    build_store(tmp_path)
+    (tmp_path / "report.html").mkdir()  # a folder in the way: the rename fails
+    with pytest.raises(OutputError, match="report.html: could not write the HTML report"):
+        _write_report_html(tmp_path / STORE_NAME, tmp_path / "report.html")
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".report.html.tmp")]  # no debris
+
+
+def test_terminal_summary_fits_120_columns_and_wraps_only_the_bucket_column(tmp_path):
+    """`divfuzz fuzz`'s summary table (issue 12's terminal item), over the same store's buckets
+    plus one with a 300-character signature."""
+    import io
+
+    from rich.console import Console
+
+    from fuzzer.cli.fuzz import summary_table
+
+    build_store(tmp_path)
+    long_sig = "+".join(f"op_number_{i}" for i in range(25)) + " @ inductor: " + "x" * 40
+    store = Store(tmp_path / STORE_NAME)
+    run = store.latest_run_id()
+    store.add_case(run_id=run, slot=1, idx=0, spec_digest="long", spec_json="{}", device="cpu", config={},
+                   verdict=_float_verdict(), score=1.0, wall_s=1.0, finding_kind="bf16-ulp",
+                   key=BucketKey("bf16-ulp", "bfloat16", "cpu", long_sig), triage="x", severity=_reason("bug"))
+    buckets = [b for b in store.buckets() if b.severity in ("bug", "suspect")]
+    store.close()
+    sink = io.StringIO()
+    Console(file=sink, width=200, color_system=None).print(summary_table(buckets, run))
+    lines = sink.getvalue().splitlines()
+    assert max(len(line) for line in lines) <= 120
+    for b in buckets:  # id, severity and case count sit whole on the first line of their row
+        assert any(re.match(rf"^│\s*{b.id} │ {b.severity}\s*│\s*{b.count} │", line) for line in lines), b.id
+    bucket_column = "".join(line.rsplit("│", 2)[-2].strip() for line in lines if line.count("│") == 6)
+    assert long_sig.split(" @ ")[0] in bucket_column  # wrapped inside its column, nothing cut
+
+
+# ---- the browser test ---------------------------------------------------------------------------
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+class Chromium:
+    """Headless Chromium driven over the DevTools protocol on a pipe (`--remote-debugging-pipe`:
+    NUL-separated JSON on fds 3 and 4), so the test needs no Python package beyond the stdlib."""
+
+    def __init__(self, binary: str, profile: Path):
+        to_browser_r, self._to_browser = os.pipe()
+        self._from_browser, from_browser_w = os.pipe()
+        args = [binary, "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe", "--hide-scrollbars",
+                "--no-first-run", "--no-default-browser-check", "--disable-background-networking",
+                "--disable-component-update", f"--user-data-dir={profile}", "about:blank"]
+
+        def fds():  # in the child: the pipe ends onto fds 3 and 4 (via fds >= 10, so neither clobbers the other)
+            import fcntl
+
+            high_r, high_w = fcntl.fcntl(to_browser_r, fcntl.F_DUPFD, 10), fcntl.fcntl(from_browser_w, fcntl.F_DUPFD, 10)
+            os.dup2(high_r, 3)
+            os.dup2(high_w, 4)
+
+        self.proc = subprocess.Popen(args, preexec_fn=fds, pass_fds=(3, 4), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.close(to_browser_r)
+        os.close(from_browser_w)
+        self._buf, self._id, self.events = b"", 0, []
+
+    def send(self, method: str, params: dict | None = None, session: str | None = None, timeout: float = 120) -> dict:
+        self._id += 1
+        msg = {"id": self._id, "method": method, "params": params or {}}
+        if session:
+            msg["sessionId"] = session
+        os.write(self._to_browser, json.dumps(msg).encode() + b"\0")
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            m = self._next(deadline)
+            if m.get("id") == self._id:
+                if "error" in m:
+                    raise RuntimeError(f"{method}: {m['error']}")
+                return m["result"]
+            self.events.append(m)
+        raise TimeoutError(method)
+
+    def wait_event(self, name: str, timeout: float = 120) -> dict:
+        deadline = time.time() + timeout
+        for m in self.events:
+            if m.get("method") == name:
+                return m
+        while time.time() < deadline:
+            m = self._next(deadline)
+            self.events.append(m)
+            if m.get("method") == name:
+                return m
+        raise TimeoutError(name)
+
+    def _next(self, deadline: float) -> dict:
+        import select
+
+        while b"\0" not in self._buf:
+            ready, _, _ = select.select([self._from_browser], [], [], max(0.1, deadline - time.time()))
+            if not ready:
+                raise TimeoutError("no message from chromium")
+            chunk = os.read(self._from_browser, 1 << 20)
+            if not chunk:
+                raise RuntimeError("chromium closed its pipe")
+            self._buf += chunk
+        raw, _, self._buf = self._buf.partition(b"\0")
+        return json.loads(raw)
+
+    def close(self) -> None:
+        try:
+            os.write(self._to_browser, json.dumps({"id": 0, "method": "Browser.close", "params": {}}).encode() + b"\0")
+            self.proc.wait(timeout=20)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait()
+        finally:
+            os.close(self._to_browser)
+            os.close(self._from_browser)
+
+
+def _png_ink(png: bytes) -> float:
+    """The fraction of pixels in a PNG (8-bit RGB/RGBA, as Chromium writes) that are not near white."""
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, width = 8, b"", 0
+    while pos < len(png):
+        (length,), kind = struct.unpack(">I", png[pos:pos + 4]), png[pos + 4:pos + 8]
+        data = png[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            width, height, depth, color = struct.unpack(">IIBB", data[:10])
+            assert depth == 8 and color in (2, 6)
+            bpp = 3 if color == 2 else 4
+        elif kind == b"IDAT":
+            idat += data
+        pos += 12 + length
+    raw, stride = zlib.decompress(idat), width * bpp
+    prev, ink, rows = bytearray(stride), 0, 0
+    for y in range(height):
+        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for x in range(stride):  # undo the PNG filter of this row
+            a = line[x - bpp] if x >= bpp else 0
+            b, c = prev[x], prev[x - bpp] if x >= bpp else 0
+            if f == 1:
+                line[x] = (line[x] + a) & 255
+            elif f == 2:
+                line[x] = (line[x] + b) & 255
+            elif f == 3:
+                line[x] = (line[x] + (a + b) // 2) & 255
+            elif f == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[x] = (line[x] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        if y % 4 == 0:  # every fourth row is enough to tell a blank page
+            rows += 1
+            ink += sum(1 for x in range(0, stride, bpp) if min(line[x:x + 3]) < 200)
+        prev = line
+    return ink / (rows * width)
+
+
+def _open_and_check(browser: Chromium, html_path: Path, shot: Path) -> dict:
+    target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+    session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+    for domain in ("Runtime", "Log", "Network", "Page"):
+        browser.send(f"{domain}.enable", session=session)
+    browser.send("Emulation.setDeviceMetricsOverride", {"width": 1300, "height": 1800, "deviceScaleFactor": 1, "mobile": False}, session=session)
+    browser.events.clear()
+    url = html_path.resolve().as_uri()
+    browser.send("Page.navigate", {"url": url}, session=session)
+    browser.wait_event("Page.loadEventFired")
+
+    def js(expr: str):
+        return browser.send("Runtime.evaluate", {"expression": expr, "returnByValue": True}, session=session)["result"].get("value")
+
+    js("document.querySelectorAll('details').forEach(d => d.open = true)")
+    facts = {
+        "cards": js("document.querySelectorAll('article.card').length"),
+        "plots": js("document.querySelectorAll('svg.plot').length"),
+        "drawn_plots": js("[...document.querySelectorAll('svg.plot')].filter(s => s.getBoundingClientRect().width > 100 && s.getBoundingClientRect().height > 50 && s.querySelectorAll('rect,circle,path,text').length > 2).length"),
+        "scripts": js("document.scripts.length"),
+    }
+    png = base64.b64decode(browser.send("Page.captureScreenshot", {"format": "png"}, session=session)["data"])
+    shot.write_bytes(png)
+    facts["ink"] = _png_ink(png)
+    time.sleep(0.5)  # late console messages
+    facts["requests"] = [e["params"]["request"]["url"] for e in browser.events if e.get("method") == "Network.requestWillBeSent"]
+    facts["errors"] = [
+        e for e in browser.events
+        if e.get("method") in ("Runtime.exceptionThrown", "Page.javascriptDialogOpening")
+        or (e.get("method") == "Runtime.consoleAPICalled" and e["params"]["type"] in ("error", "assert"))
+        or (e.get("method") == "Log.entryAdded" and e["params"]["entry"]["level"] == "error")
+    ]
+    facts["url"] = url
+    return facts
+
+
+@pytest.mark.browser
+def test_a_real_campaign_s_page_in_headless_chromium(tmp_path):
+    binary = _chromium()
+    if binary is None:
+        pytest.skip("needs Debian's chromium (apt-get install -y chromium)")
+    out = tmp_path / "campaign"
+    r = subprocess.run(
+        [sys.executable, "-m", "fuzzer", "fuzz", "--device", "cpu", "--max-cases", "6", "--seed", "2", "--dtypes", "bfloat16",
+         "--backend", "fuzzer.engine.planted:ulp_bump", "--no-minimize", "--no-live", "--out", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    html_path = out / "report.html"  # written by `divfuzz fuzz` itself
+    assert html_path.is_file(), r.stderr
+    store = Store(out / STORE_NAME, create=False)
+    n_buckets = len(store.buckets())
+    store.close()
+    assert n_buckets >= 1  # ulp_bump plants one bf16 ULP in every bf16 output
+    hostile = tmp_path / "hostile"
+    ids = build_store(hostile)
+    hostile_html = hostile / "report.html"
+    hostile_html.write_text(_page(hostile, hostile_html))
+    browser = Chromium(binary, tmp_path / "profile")
+    try:
+        for page, expected_cards in ((html_path, n_buckets), (hostile_html, len(set(ids.values())))):
+            source = page.read_text()
+            facts = _open_and_check(browser, page, page.with_suffix(".png"))
+            assert facts["errors"] == [], facts["errors"]
+            assert facts["requests"] == [facts["url"]], facts["requests"]  # the page itself, nothing else
+            assert facts["scripts"] == 0
+            assert facts["cards"] == expected_cards
+            assert facts["plots"] == source.count('<svg class="plot"') >= 5
+            assert facts["drawn_plots"] == facts["plots"]
+            assert facts["ink"] > 0.01, f"screenshot {page.with_suffix('.png')} looks blank ({facts['ink']:.4f} ink)"
+        # The checks can fail: a page with a script and a remote image is caught (the page's own
+        # Content-Security-Policy refuses both, and says so on the console).
+        planted = hostile.parent / "planted.html"
+        planted.write_text(hostile_html.read_text().replace(
+            "<body>", '<body><script>console.error("planted")</script><img src="http://127.0.0.1:9/x.png">', 1))
+        facts = _open_and_check(browser, planted, planted.with_suffix(".png"))
+        assert facts["errors"] and facts["scripts"] == 1 and "http://127.0.0.1:9/x.png" in facts["requests"]
+    finally:
+        browser.close()
