@@ -5,18 +5,26 @@ One spec builds three things:
 - `build_callable`: the torch function `f(*inputs) -> tuple of outputs` (autocast inside);
 - `build_reference`: the same math in float64 (every floating dtype and cast mapped to float64,
   autocast off), and `rounding_boundaries`, where its integer outputs jump.
+
+Each node runs its op's `code` template, compiled once per (op, argument count, params) into a
+plain function `op(D, a0, a1, ...)` (`op_function`): the very expression `reports.repro` prints,
+so the graph divfuzz judges and the `repro.py` it writes are one text. Params reach that text
+only through the templates' own formatter and lookup tables (`generators.ops._num`, ...), which
+accept nothing but validated numbers and known choices.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import torch
+import torch.nn.functional as F
 
 from generators.recipes import INITS, RECIPES
-from generators.opdef import RoundingBoundary
+from generators.opdef import OpDef, RoundingBoundary
 from generators.registry import get_op
 from generators.spec import GraphSpec
 
@@ -66,12 +74,51 @@ def reference_inputs(inputs: list[torch.Tensor]) -> list[torch.Tensor]:
     ]
 
 
-def _run(spec: GraphSpec, tensors, ctx: BuildContext, keep: dict | None = None):
+def _arg_names(n: int) -> list[str]:
+    return [f"a{i}" for i in range(n)]
+
+
+def _params_key(params: dict[str, Any]) -> tuple:
+    # The type is part of the key: 1 and True (and 1 and 1.0) are equal and hash alike in Python,
+    # yet a template prints them differently.
+    return tuple(sorted((k, type(v).__name__, v) for k, v in params.items()))
+
+
+@functools.lru_cache(maxsize=4096)
+def _compile_expression(name: str, n_args: int, expression: str) -> Callable[..., Any]:
+    source = f"def {name}(D, {', '.join(_arg_names(n_args))}):\n    return {expression}\n"
+    namespace: dict[str, Any] = {"torch": torch, "F": F}
+    # Our own template text (validated names a0.., numbers through `_num`, lookup tables): the
+    # same text repro.py prints, compiled so that divfuzz runs exactly what it prints.
+    exec(compile(source, f"<divfuzz op {name}>", "exec"), namespace)
+    return namespace[name]
+
+
+def op_function(op: OpDef, n_args: int, params: dict[str, Any]) -> Callable[..., Any]:
+    """The op's `code` template for these params as a function `f(D, a0, ..., a{n_args-1})`,
+    where `D` is the dtype map (`BuildContext.dt`). Compiled once per distinct text."""
+    return _op_function(op.name, n_args, _params_key(params))
+
+
+@functools.lru_cache(maxsize=4096)
+def _op_function(op_name: str, n_args: int, key: tuple) -> Callable[..., Any]:
+    params = {k: v for k, _, v in key}
+    return _compile_expression(op_name, n_args, get_op(op_name).code(_arg_names(n_args), params))
+
+
+Plan = tuple[tuple[str, tuple[str, ...], Callable[..., Any]], ...]
+
+
+def _plan(spec: GraphSpec) -> Plan:
+    """Each node's (name, input names, op function), resolved before any tracing: Dynamo then sees
+    only the ops' own expressions, never the lookup and compile that produce them."""
+    return tuple((n.name, tuple(n.inputs), op_function(get_op(n.op), len(n.inputs), n.kwargs)) for n in spec.nodes)
+
+
+def _run(spec: GraphSpec, plan: Plan, tensors, ctx: BuildContext, keep: dict | None = None):
     env = {t.name: v for t, v in zip(spec.inputs, tensors)}
-    for node in spec.nodes:
-        op = get_op(node.op)
-        args = [env[n] for n in node.inputs]
-        env[node.name] = op.run(ctx, *args, **node.kwargs)
+    for name, inputs, fn in plan:
+        env[name] = fn(ctx.dt, *[env[i] for i in inputs])
     if keep is not None:
         keep.update(env)
     return tuple(env[o] for o in spec.outputs)
@@ -83,6 +130,7 @@ def build_callable(spec: GraphSpec, device_type: str = "cpu", keep: dict | None 
     `keep`, when given, receives every intermediate value (for eager runs only: not under compile).
     """
     ctx = BuildContext(reference=False)
+    plan = _plan(spec)
     autocast = TORCH_DTYPES[spec.autocast] if spec.autocast else None
 
     def graph(*tensors):
@@ -90,7 +138,7 @@ def build_callable(spec: GraphSpec, device_type: str = "cpu", keep: dict | None 
             torch.autocast(device_type=device_type, dtype=autocast) if autocast else contextlib.nullcontext()
         )
         with region:
-            return _run(spec, tensors, ctx, keep)
+            return _run(spec, plan, tensors, ctx, keep)
 
     graph.__name__ = f"divfuzz_graph_{spec.digest()}"
     return graph
@@ -99,9 +147,10 @@ def build_callable(spec: GraphSpec, device_type: str = "cpu", keep: dict | None 
 def build_reference(spec: GraphSpec) -> Callable[..., tuple]:
     """The float64 reference: same ops, every floating dtype mapped to float64, no autocast."""
     ctx = BuildContext(reference=True)
+    plan = _plan(spec)
 
     def reference(*tensors):
-        return _run(spec, tensors, ctx)
+        return _run(spec, plan, tensors, ctx)
 
     return reference
 
@@ -110,7 +159,8 @@ def rounding_boundaries(spec: GraphSpec, eager_env: dict[str, torch.Tensor]) -> 
     """For each integer output whose op declares one: where its elements jump (`RoundingBoundary`).
 
     Built from eager's own intermediate values (`eager_env`, kept by `build_callable(keep=...)`):
-    the pre-image is what eager actually rounded, in the dtype it rounded it (autocast included).
+    the pre-image is the op's `JumpRule.pre_image` template evaluated on eager's input to the op,
+    in that input's dtype.
     """
     maps = {}
     with torch.no_grad():
@@ -122,7 +172,16 @@ def rounding_boundaries(spec: GraphSpec, eager_env: dict[str, torch.Tensor]) -> 
             op = get_op(node.op)
             if op.boundary is None:
                 continue
-            maps[name] = op.boundary(eager_env[node.inputs[0]].detach(), **node.kwargs)
+            rule = op.boundary(_arg_names(1), dict(node.kwargs))
+            x = eager_env[node.inputs[0]].detach()
+            pre_image = _compile_expression(f"{op.name}_pre_image", 1, rule.pre_image)(BuildContext().dt, x)
+            maps[name] = RoundingBoundary(
+                pre_image,
+                str(x.dtype).removeprefix("torch."),
+                grid_offset=rule.grid_offset,
+                threshold=rule.threshold,
+                row_reduced=rule.row_reduced,
+            )
     return maps
 
 

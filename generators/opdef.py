@@ -6,9 +6,11 @@ Each `OpDef` states once:
 - the parameters it takes (`params`: a declarative schema of types, choices and ranges that
   `validate_spec` enforces on every loaded spec), the values it draws for them (`draw_params`,
   always inside `params`: a property test checks) and the weight tensors it needs (`weights`);
-- how it runs (`run`, given a `BuildContext` that maps dtypes, so the same code builds the
-  real graph and its float64 reference);
-- how it reads as Python (`code`), for `repro.py`.
+- what it computes, once, as a Python expression (`code`): `generators.build` compiles it into
+  the function that builds the real graph and its float64 reference, and `reports.repro` prints
+  the same text into `repro.py`, so the graph divfuzz judges and the repro cannot drift apart;
+- for an integer output, where it jumps (`boundary`): the code of the float pre-image it rounds
+  or compares, printed by the same templates, and the grid or threshold as data.
 
 Adding an op is one `register(OpDef(...))` call in `generators/ops.py`; `generators.registry`
 looks ops up by name.
@@ -111,6 +113,23 @@ ParamSchema = Choice | Flag | IntRange | FloatRange
 
 
 @dataclass(frozen=True)
+class JumpRule:
+    """Where an integer-valued op's output jumps, as code and data (no tensors).
+
+    `pre_image` is a Python expression, over the op's first argument, of the float value the op
+    rounds or compares: the same sub-expression its `code` template prints. The output jumps where
+    the pre-image crosses k + `grid_offset` for an integer k (rounding), or crosses `threshold`
+    (a comparison); exactly one of the two is set. `row_reduced`: each output element counts over
+    the last dimension. `generators.build.rounding_boundaries` evaluates it into a `RoundingBoundary`.
+    """
+
+    pre_image: str
+    grid_offset: float | None = None
+    threshold: float | None = None
+    row_reduced: bool = False
+
+
+@dataclass(frozen=True)
 class RoundingBoundary:
     """Where an integer-valued op's output jumps, as data for `oracles.boundary.distance_ulps`.
 
@@ -135,17 +154,20 @@ class OpDef:
     arity: int  # number of data inputs (weights come after them)
     accepts: Callable[[tuple[Meta, ...]], bool]
     infer: Callable[[tuple[Meta, ...], dict[str, Any]], Meta]
-    run: Callable[..., Any]  # run(ctx, *tensors, **params) -> tensor
-    # code(arg_names, params) -> expression. Arg names are validated identifiers; params are
-    # printed only through `repr` of a validated number or a lookup table, never as raw text.
+    # code(arg_names, params) -> expression: the op's one definition, run by `generators.build`
+    # and printed by `reports.repro`. Arg names are validated identifiers; params are printed only
+    # through `repr` of a validated number or a lookup table, never as raw text. The expression
+    # may use `torch`, `F` (torch.nn.functional) and `D(dtype)`, the dtype map (identity in the
+    # real graph, float64 for floating dtypes in the reference).
     code: Callable[[list[str], dict[str, Any]], str]
     # Every parameter the op takes and what its values may be: exactly these keys, each inside its schema.
     params: Mapping[str, ParamSchema] = field(default_factory=dict)
     draw_params: Callable[[Callable, tuple[Meta, ...]], dict[str, Any]] = lambda draw, metas: {}
     weights: Callable[[tuple[Meta, ...], dict[str, Any]], tuple[WeightSpec, ...]] = lambda metas, p: ()
-    # For ops with an integer output: `boundary(x, **params)` says where each output element jumps,
-    # as a `RoundingBoundary` built from eager's own input value `x` (the oracle measures distances).
-    boundary: Callable[..., RoundingBoundary] | None = None
+    # For ops with an integer output: `boundary(arg_names, params)` says where each output element
+    # jumps, as a `JumpRule` whose pre-image is code (the oracle measures distances from eager's own
+    # input value, see `generators.build.rounding_boundaries`).
+    boundary: Callable[[list[str], dict[str, Any]], JumpRule] | None = None
     differentiable: bool = True
 
     def param_problems(self, params: Mapping[str, Any]) -> list[str]:

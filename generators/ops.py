@@ -6,8 +6,10 @@ Rules shared by all ops (they make every drawn graph valid by construction):
 - binary ops take two values of the same shape;
 - weights have the data input's dtype, except under autocast, where they stay float32 as a
   model's parameters would.
-In `code` templates, `D(torch.X)` is the dtype map: identity in the real graph, float64 in the
-reference build, exactly as `BuildContext.dt` does for `run`.
+Each op's meaning is written once, as its `code` template: a Python expression that
+`generators.build` compiles into the function that builds the graph (and its float64 reference)
+and that `reports.repro` prints into `repro.py`. In templates, `D(torch.X)` is the dtype map:
+identity in the real graph, float64 for floating dtypes in the reference.
 
 Every op declares its `params` schema; `validate_spec` holds every loaded spec to it, and each
 `draw_params` draws only inside it. `code` templates print a parameter only through `_num`
@@ -20,11 +22,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import torch
-import torch.nn.functional as F
 from hypothesis import strategies as st
 
-from generators.opdef import Choice, Flag, FloatRange, IntRange, Meta, OpDef, RoundingBoundary, WeightSpec
+from generators.opdef import Choice, Flag, FloatRange, IntRange, JumpRule, Meta, OpDef, WeightSpec
 
 # Every registered op by name, in registration order (`generators.registry` looks them up).
 OPS: dict[str, OpDef] = {}
@@ -97,11 +97,6 @@ def _ln_weights(metas, p):
     return (WeightSpec("weight", (d,), "near_one"), WeightSpec("bias", (d,), "near_zero"))
 
 
-def _run_layer_norm(ctx, x, *wb, eps, affine):
-    w, b = (wb if affine else (None, None))
-    return F.layer_norm(x, (x.shape[-1],), w, b, eps=eps)
-
-
 def _code_layer_norm(a, p):
     w, b = (a[1], a[2]) if p["affine"] else ("None", "None")
     return f"F.layer_norm({a[0]}, ({a[0]}.shape[-1],), {w}, {b}, eps={_num(p['eps'])})"
@@ -114,22 +109,12 @@ register(
         arity=1,
         accepts=_one_float,
         infer=_same,
-        run=_run_layer_norm,
         code=_code_layer_norm,
         params=NORM_PARAMS,
         draw_params=lambda draw, metas: {"eps": _eps(draw), "affine": draw(st.booleans())},
         weights=_ln_weights,
     )
 )
-
-
-def _run_layer_norm_manual(ctx, x, *wb, eps, affine):
-    mean = x.mean(-1, keepdim=True)
-    var = (x - mean).pow(2).mean(-1, keepdim=True)
-    y = (x - mean) / torch.sqrt(var + eps)
-    if affine:
-        y = y * wb[0] + wb[1]
-    return y
 
 
 def _code_layer_norm_manual(a, p):
@@ -148,7 +133,6 @@ register(
         arity=1,
         accepts=_one_float,
         infer=_same,
-        run=_run_layer_norm_manual,
         code=_code_layer_norm_manual,
         params=NORM_PARAMS,
         draw_params=lambda draw, metas: {"eps": _eps(draw), "affine": draw(st.booleans())},
@@ -168,18 +152,12 @@ register(
         arity=1,
         accepts=_one_float,
         infer=_same,
-        run=lambda ctx, x, *w, eps, affine: F.rms_norm(x, (x.shape[-1],), w[0] if affine else None, eps=eps),
         code=lambda a, p: f"F.rms_norm({a[0]}, ({a[0]}.shape[-1],), {a[1] if p['affine'] else 'None'}, eps={_num(p['eps'])})",
         params=NORM_PARAMS,
         draw_params=lambda draw, metas: {"eps": _eps(draw), "affine": draw(st.booleans())},
         weights=_rms_weights,
     )
 )
-
-
-def _run_rms_manual(ctx, x, *w, eps, affine):
-    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
-    return y * w[0] if affine else y
 
 
 register(
@@ -189,7 +167,6 @@ register(
         arity=1,
         accepts=_one_float,
         infer=_same,
-        run=_run_rms_manual,
         code=lambda a, p: (
             f"{a[0]} * torch.rsqrt({a[0]}.pow(2).mean(-1, keepdim=True) + {_num(p['eps'])})"
             + (f" * {a[1]}" if p["affine"] else "")
@@ -235,9 +212,6 @@ register(
         arity=1,
         accepts=_gn_accepts,
         infer=_gn_infer,
-        run=lambda ctx, x, *wb, groups, eps, affine: F.group_norm(
-            x, groups, wb[0] if affine else None, wb[1] if affine else None, eps=eps
-        ),
         code=lambda a, p: (
             f"F.group_norm({a[0]}, {_num(p['groups'])}, {a[1] if p['affine'] else 'None'}, "
             f"{a[2] if p['affine'] else 'None'}, eps={_num(p['eps'])})"
@@ -266,7 +240,6 @@ register(
         arity=1,
         accepts=_gn_accepts,
         infer=_same,
-        run=lambda ctx, x, rm, rv, w, b, eps: F.batch_norm(x, rm, rv, w, b, training=False, eps=eps),
         code=lambda a, p: f"F.batch_norm({a[0]}, {a[1]}, {a[2]}, {a[3]}, {a[4]}, training=False, eps={_num(p['eps'])})",
         params={"eps": EPS},
         draw_params=lambda draw, metas: {"eps": _eps(draw)},
@@ -279,40 +252,20 @@ register(
 # ---------------------------------------------------------------------------------------------
 
 
-def _unary(name, family, run, code, **extra):
-    register(OpDef(name=name, family=family, arity=1, accepts=_one_float, infer=_same, run=run, code=code, **extra))
+def _unary(name, family, code, **extra):
+    register(OpDef(name=name, family=family, arity=1, accepts=_one_float, infer=_same, code=code, **extra))
 
 
-_unary("gelu", "activation", lambda ctx, x: F.gelu(x), lambda a, p: f"F.gelu({a[0]})")
-_unary(
-    "gelu_tanh",
-    "activation",
-    lambda ctx, x: F.gelu(x, approximate="tanh"),
-    lambda a, p: f"F.gelu({a[0]}, approximate='tanh')",
-)
-_unary(
-    "gelu_manual",
-    "activation",
-    lambda ctx, x: 0.5 * x * (1 + torch.erf(x * INV_SQRT2)),
-    lambda a, p: f"0.5 * {a[0]} * (1 + torch.erf({a[0]} * {INV_SQRT2!r}))",
-)
-_unary("silu", "activation", lambda ctx, x: F.silu(x), lambda a, p: f"F.silu({a[0]})")
-_unary("sigmoid", "activation", lambda ctx, x: torch.sigmoid(x), lambda a, p: f"torch.sigmoid({a[0]})")
-_unary("relu", "activation", lambda ctx, x: torch.relu(x), lambda a, p: f"torch.relu({a[0]})")
-_unary("elu", "activation", lambda ctx, x: F.elu(x), lambda a, p: f"F.elu({a[0]})")
-_unary("tanh", "activation", lambda ctx, x: torch.tanh(x), lambda a, p: f"torch.tanh({a[0]})")
-_unary(
-    "softmax",
-    "activation",
-    lambda ctx, x: torch.softmax(x, dim=-1),
-    lambda a, p: f"torch.softmax({a[0]}, dim=-1)",
-)
-_unary(
-    "log_softmax",
-    "activation",
-    lambda ctx, x: torch.log_softmax(x, dim=-1),
-    lambda a, p: f"torch.log_softmax({a[0]}, dim=-1)",
-)
+_unary("gelu", "activation", lambda a, p: f"F.gelu({a[0]})")
+_unary("gelu_tanh", "activation", lambda a, p: f"F.gelu({a[0]}, approximate='tanh')")
+_unary("gelu_manual", "activation", lambda a, p: f"0.5 * {a[0]} * (1 + torch.erf({a[0]} * {INV_SQRT2!r}))")
+_unary("silu", "activation", lambda a, p: f"F.silu({a[0]})")
+_unary("sigmoid", "activation", lambda a, p: f"torch.sigmoid({a[0]})")
+_unary("relu", "activation", lambda a, p: f"torch.relu({a[0]})")
+_unary("elu", "activation", lambda a, p: f"F.elu({a[0]})")
+_unary("tanh", "activation", lambda a, p: f"torch.tanh({a[0]})")
+_unary("softmax", "activation", lambda a, p: f"torch.softmax({a[0]}, dim=-1)")
+_unary("log_softmax", "activation", lambda a, p: f"torch.log_softmax({a[0]}, dim=-1)")
 
 register(
     OpDef(
@@ -321,7 +274,6 @@ register(
         arity=2,
         accepts=_two_same,
         infer=_same_binary,
-        run=lambda ctx, a, b: a * torch.sigmoid(b),
         code=lambda a, p: f"{a[0]} * torch.sigmoid({a[1]})",
     )
 )
@@ -353,7 +305,6 @@ register(
         arity=1,
         accepts=_one_float,
         infer=_linear_infer,
-        run=lambda ctx, x, w, *b, out_features, bias: F.linear(x, w, b[0] if bias else None),
         code=lambda a, p: f"F.linear({a[0]}, {a[1]}, {a[2] if p['bias'] else 'None'})",
         params={"out_features": IntRange(1, 4096), "bias": Flag()},
         draw_params=_linear_params,
@@ -368,7 +319,6 @@ register(
         arity=1,
         accepts=_one_float,
         infer=_linear_infer,
-        run=lambda ctx, x, w, out_features: x @ w,
         code=lambda a, p: f"{a[0]} @ {a[1]}",
         params={"out_features": IntRange(1, 4096)},
         draw_params=lambda draw, metas: {"out_features": draw(st.sampled_from(OUT_FEATURES))},
@@ -387,7 +337,6 @@ register(
         arity=2,
         accepts=_two_same,
         infer=_same_binary,
-        run=lambda ctx, a, b: a + b,
         code=lambda a, p: f"{a[0]} + {a[1]}",
     )
 )
@@ -398,18 +347,16 @@ register(
         arity=2,
         accepts=_two_same,
         infer=_same_binary,
-        run=lambda ctx, a, b: a * b,
         code=lambda a, p: f"{a[0]} * {a[1]}",
     )
 )
-_unary("abs", "pointwise", lambda ctx, x: torch.abs(x), lambda a, p: f"torch.abs({a[0]})")
-_unary("exp", "pointwise", lambda ctx, x: torch.exp(x), lambda a, p: f"torch.exp({a[0]})")
-_unary("log", "pointwise", lambda ctx, x: torch.log(x), lambda a, p: f"torch.log({a[0]})")
-_unary("sign", "pointwise", lambda ctx, x: torch.sign(x), lambda a, p: f"torch.sign({a[0]})")
+_unary("abs", "pointwise", lambda a, p: f"torch.abs({a[0]})")
+_unary("exp", "pointwise", lambda a, p: f"torch.exp({a[0]})")
+_unary("log", "pointwise", lambda a, p: f"torch.log({a[0]})")
+_unary("sign", "pointwise", lambda a, p: f"torch.sign({a[0]})")
 _unary(
     "add_eps",
     "pointwise",
-    lambda ctx, x, eps: x + eps,
     lambda a, p: f"{a[0]} + {_num(p['eps'])}",
     params={"eps": EPS},
     draw_params=lambda draw, metas: {"eps": draw(st.sampled_from([1e-7, 1e-6, 1e-5, 1e-3]))},
@@ -421,14 +368,9 @@ DIVISORS = (3.0, 7.0, 0.1, 0.3, 2.5, -1.5)
 _ROUNDING_MODE_CODE = {None: "None", "floor": "'floor'", "trunc": "'trunc'"}
 
 
-def _run_div(ctx, x, divisor, mode):
-    return torch.div(x, divisor, rounding_mode=mode)
-
-
 _unary(
     "div",
     "pointwise",
-    _run_div,
     lambda a, p: f"torch.div({a[0]}, {_num(p['divisor'])}, rounding_mode={_ROUNDING_MODE_CODE[p['mode']]})",
     params={"divisor": FloatRange(-1e30, 1e30, nonzero=True), "mode": Choice(tuple(_ROUNDING_MODE_CODE))},
     draw_params=lambda draw, metas: {
@@ -453,12 +395,6 @@ def _where_cond(a, b, p):
     return f"{a} {_CMP[p['cmp']]} {rhs}"
 
 
-def _run_where(ctx, a, b, cmp, against, threshold):
-    rhs = b if against == "tensor" else threshold
-    cond = {"gt": a > rhs, "ge": a >= rhs, "lt": a < rhs, "le": a <= rhs, "eq": a == rhs}[cmp]
-    return torch.where(cond, a, b)
-
-
 register(
     OpDef(
         name="where_cmp",
@@ -466,7 +402,6 @@ register(
         arity=2,
         accepts=_two_same,
         infer=_same_binary,
-        run=_run_where,
         code=lambda a, p: f"torch.where({_where_cond(a[0], a[1], p)}, {a[0]}, {a[1]})",
         params={"cmp": Choice(tuple(sorted(_CMP))), "against": Choice(("tensor", "scalar")), "threshold": THRESHOLD},
         draw_params=_where_params,
@@ -495,7 +430,6 @@ for _name, _fn in (("sum", "sum"), ("mean", "mean"), ("amax", "amax")):
             arity=1,
             accepts=_red_accepts,
             infer=_red_infer,
-            run=(lambda f: lambda ctx, x, keepdim: getattr(torch, f)(x, -1, keepdim=keepdim))(_fn),
             code=(lambda f: lambda a, p: f"torch.{f}({a[0]}, -1, keepdim={_BOOL[p['keepdim']]})")(_fn),
             params={"keepdim": Flag()},
             draw_params=lambda draw, metas: {"keepdim": draw(st.booleans())},
@@ -518,7 +452,6 @@ register(
         arity=1,
         accepts=_one_float,
         infer=lambda metas, p: Meta(metas[0].shape, p["to"]),
-        run=lambda ctx, x, to: x.to(ctx.dt(to)),
         code=lambda a, p: f"{a[0]}.to(D({_DTYPE_CODE[p['to']]}))",
         params={"to": Choice(FLOATS)},
         draw_params=_cast_params,
@@ -532,34 +465,26 @@ register(
 
 _INT_RANGE = {"uint8": (0, 255), "int8": (-128, 127)}
 _ROUND = {"ceil": "torch.ceil", "floor": "torch.floor", "round": "torch.round", "trunc": "torch.trunc"}
-_ROUND_FN = {"ceil": torch.ceil, "floor": torch.floor, "round": torch.round, "trunc": torch.trunc}
 _ENCODING_PARAMS = {"mode": Choice(tuple(_ROUND)), "to": Choice(tuple(_INT_RANGE))}
-
-
-def _dtype_name(x) -> str:
-    return str(x.dtype).removeprefix("torch.")
-
-
-def _e8m0_preimage(x):
-    return torch.log2(x.abs() + 1e-7)
-
-
-def _run_e8m0(ctx, x, mode, to):
-    r = _ROUND_FN[mode](_e8m0_preimage(x))
-    return torch.clamp(r, -127, 127).add(127 if to == "uint8" else 0).to(ctx.dt(to))
-
-
-def _code_e8m0(a, p):
-    offset = " + 127" if p["to"] == "uint8" else ""
-    return (
-        f"(torch.clamp({_ROUND[p['mode']]}(torch.log2(torch.abs({a[0]}) + 1e-07)), -127, 127){offset})"
-        f".to(D({_DTYPE_CODE[p['to']]}))"
-    )
 
 
 def _grid_offset(mode: str) -> float:
     # ceil/floor/trunc jump at integers; round jumps at half-integers.
     return 0.5 if mode == "round" else 0.0
+
+
+# Each encoding's pre-image is one template, printed inside its `code` and evaluated alone by
+# `boundary`: the value eager rounds and the value the oracle measures are the same expression.
+def _e8m0_pre_image(a, p):
+    return f"torch.log2(torch.abs({a[0]}) + 1e-07)"
+
+
+def _code_e8m0(a, p):
+    offset = " + 127" if p["to"] == "uint8" else ""
+    return (
+        f"(torch.clamp({_ROUND[p['mode']]}({_e8m0_pre_image(a, p)}), -127, 127){offset})"
+        f".to(D({_DTYPE_CODE[p['to']]}))"
+    )
 
 
 register(
@@ -569,14 +494,13 @@ register(
         arity=1,
         accepts=_one_float,
         infer=lambda metas, p: Meta(metas[0].shape, p["to"]),
-        run=_run_e8m0,
         code=_code_e8m0,
         params=_ENCODING_PARAMS,
         draw_params=lambda draw, metas: {
             "mode": draw(st.sampled_from(["ceil", "ceil", "floor", "round"])),
             "to": draw(st.sampled_from(["uint8", "uint8", "int8"])),
         },
-        boundary=lambda x, mode, to: RoundingBoundary(_e8m0_preimage(x), _dtype_name(x), grid_offset=_grid_offset(mode)),
+        boundary=lambda a, p: JumpRule(_e8m0_pre_image(a, p), grid_offset=_grid_offset(p["mode"])),
         differentiable=False,
     )
 )
@@ -584,9 +508,8 @@ register(
 SCALES = (0.01, 0.05, 0.1, 1 / 127, 0.25)
 
 
-def _run_quantize(ctx, x, scale, mode, to):
-    lo, hi = _INT_RANGE[to]
-    return torch.clamp(_ROUND_FN[mode](x / scale), lo, hi).to(ctx.dt(to))
+def _quantize_pre_image(a, p):
+    return f"{a[0]} / {_num(p['scale'])}"
 
 
 register(
@@ -596,9 +519,8 @@ register(
         arity=1,
         accepts=_one_float,
         infer=lambda metas, p: Meta(metas[0].shape, p["to"]),
-        run=_run_quantize,
         code=lambda a, p: (
-            f"torch.clamp({_ROUND[p['mode']]}({a[0]} / {_num(p['scale'])}), "
+            f"torch.clamp({_ROUND[p['mode']]}({_quantize_pre_image(a, p)}), "
             f"{_INT_RANGE[p['to']][0]}, {_INT_RANGE[p['to']][1]}).to(D({_DTYPE_CODE[p['to']]}))"
         ),
         params={"scale": FloatRange(1e-30, 1e30), **_ENCODING_PARAMS},
@@ -607,20 +529,15 @@ register(
             "mode": draw(st.sampled_from(["round", "round", "floor", "trunc"])),
             "to": draw(st.sampled_from(["int8", "uint8"])),
         },
-        boundary=lambda x, scale, mode, to: RoundingBoundary(x / scale, _dtype_name(x), grid_offset=_grid_offset(mode)),
+        boundary=lambda a, p: JumpRule(_quantize_pre_image(a, p), grid_offset=_grid_offset(p["mode"])),
         differentiable=False,
     )
 )
 
 
-def _count_boundary(x, cmp, threshold):
+def _count_boundary(a, p):
     # A row's count flips when any of its elements crosses the threshold.
-    return RoundingBoundary(x, _dtype_name(x), threshold=threshold, row_reduced=True)
-
-
-def _run_count(ctx, x, cmp, threshold):
-    cond = {"gt": x > threshold, "ge": x >= threshold, "lt": x < threshold, "le": x <= threshold, "eq": x == threshold}
-    return cond[cmp].sum(-1)
+    return JumpRule(a[0], threshold=p["threshold"], row_reduced=True)
 
 
 register(
@@ -630,7 +547,6 @@ register(
         arity=1,
         accepts=_red_accepts,
         infer=lambda metas, p: Meta(metas[0].shape[:-1], "int64"),
-        run=_run_count,
         code=lambda a, p: f"({a[0]} {_CMP[p['cmp']]} {_num(p['threshold'])}).sum(-1)",
         params={"cmp": Choice(tuple(sorted(_CMP))), "threshold": THRESHOLD},
         draw_params=lambda draw, metas: {

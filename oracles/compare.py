@@ -45,7 +45,7 @@ def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.
     per element: how much further from fp64 compiled is than eager (in ULPs of the output dtype
     at the reference value), how many elements are grossly worse, whether an integer-valued
     output (floor, trunc, floor division) is wrong where eager matches fp64, and where compiled
-    alone produced NaN/Inf.
+    alone produced NaN/Inf. Every measure is a 0-d tensor until one `tolist()` reads them all.
     """
     if compiled.dtype != eager.dtype:
         compiled = compiled.to(eager.dtype)
@@ -59,88 +59,120 @@ def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.
     e64 = eager.to(torch.float64).flatten()
     c64 = compiled.to(torch.float64).flatten()
     r64 = reference.flatten()
+    dtype = _dtype_name(eager)
     finite = torch.isfinite(e64) & torch.isfinite(c64) & torch.isfinite(r64)
     err_e = torch.where(finite, (e64 - r64).abs(), torch.zeros_like(r64))
     err_c = torch.where(finite, (c64 - r64).abs(), torch.zeros_like(r64))
     diff_finite = differs & finite
+    measures = {
+        "n_diff": differs.sum().to(torch.float64),
+        "max_ulp": dist.max().to(torch.float64) if dist.numel() else torch.zeros((), dtype=torch.float64, device=dist.device),
+        "n_naninf": naninf.sum().to(torch.float64),
+        **_error_measures(e64, c64, err_e, err_c, finite, diff_finite),
+        **_gross_measures(r64, err_e, err_c, finite, diff_finite, dtype),
+        **_integral_measures(e64, c64, r64, diff_finite, dtype),
+        **_histogram(dist),
+    }
+    m = dict(zip(measures, torch.stack(list(measures.values())).tolist()))
+    return FloatComparison(
+        dtype=dtype,
+        numel=eager.numel(),
+        n_diff=int(m["n_diff"]),
+        max_ulp=int(m["max_ulp"]),
+        ulp_histogram=tuple((label, int(m[f"bin {label}"])) for label in ULP_BIN_LABELS),
+        nan_inf_mismatch=int(m["n_naninf"]),
+        triage=_triage(m["n_diff"], m["sum_e"], m["sum_c"]),
+        n_worse=int(m["n_worse"]),
+        n_closer=int(m["n_closer"]),
+        rmse_eager=float(m["rmse_e"]),
+        rmse_compiled=float(m["rmse_c"]),
+        max_abs_diff=float(m["max_abs"]),
+        n_gross_worse=int(m["n_gross"]),
+        max_excess_ulps=float(m["max_excess"]),
+        eager_max_err_ulps=float(m["eager_max"]),
+        integral=bool(m["integral"]),
+        n_int_wrong=int(m["n_int_wrong"]) if m["integral"] else 0,
+        n_nonfinite_new=int(m["n_nonfinite_new"]),
+    )
+
+
+def _error_measures(e64, c64, err_e, err_c, finite, diff_finite) -> dict[str, torch.Tensor]:
+    """Each side's error vs fp64 (errors count only where all three are finite): how many
+    differing elements each side wins, the summed errors over them, RMSEs, the largest gap."""
     n_finite = finite.sum().clamp(min=1).to(torch.float64)
-    edges = torch.tensor((0,) + ULP_BIN_EDGES, device=dist.device)
-    bins = [((dist > lo) & (dist <= hi)).sum() for lo, hi in zip(edges[:-1], edges[1:])]
-    bins.append((dist > ULP_BIN_EDGES[-1]).sum())
-    zero = torch.zeros((), dtype=torch.float64, device=dist.device)
-    # Per element, in ULPs of the output dtype at the fp64 value.
-    # Elements near zero relative to the tensor's scale (cancellation) are measured at a floor of
-    # 2**-10 x its mean magnitude, so one of them cannot inflate eager's worst error and hide the rest.
+    zero = torch.zeros((), dtype=torch.float64, device=e64.device)
+    return {
+        "n_worse": (diff_finite & (err_c > err_e)).sum().to(torch.float64),
+        "n_closer": (diff_finite & (err_c < err_e)).sum().to(torch.float64),
+        "sum_e": torch.where(diff_finite, err_e, torch.zeros_like(err_e)).sum(),
+        "sum_c": torch.where(diff_finite, err_c, torch.zeros_like(err_c)).sum(),
+        "rmse_e": (err_e.pow(2).sum() / n_finite).sqrt(),
+        "rmse_c": (err_c.pow(2).sum() / n_finite).sqrt(),
+        "max_abs": torch.where(diff_finite, (e64 - c64).abs(), torch.zeros_like(e64)).max() if e64.numel() else zero,
+    }
+
+
+def _gross_measures(r64, err_e, err_c, finite, diff_finite, dtype: str) -> dict[str, torch.Tensor]:
+    """Per element, in ULPs of the output dtype at the fp64 value: the elements where compiled is
+    grossly further from fp64 (`GROSS_*`), the largest excess over eager, eager's own worst error.
+    Elements near zero relative to the tensor's scale (cancellation) are measured at a floor of
+    2**-10 x its mean magnitude, so one of them cannot inflate eager's worst error and hide the rest."""
+    n_finite = finite.sum().clamp(min=1).to(torch.float64)
+    zero = torch.zeros((), dtype=torch.float64, device=r64.device)
     mag = torch.where(finite, r64.abs(), torch.zeros_like(r64))
     floor = mag.sum() / n_finite * 2.0**-10
-    unit = ulp_of(torch.maximum(mag, floor), _dtype_name(eager))
+    unit = ulp_of(torch.maximum(mag, floor), dtype)
     err_e_ulps = err_e / unit
     err_c_ulps = err_c / unit
     eager_max = err_e_ulps.max() if err_e_ulps.numel() else zero
-    gross_min = GROSS_MIN_ULPS_BY_DTYPE.get(_dtype_name(eager), GROSS_MIN_ULPS)
+    gross_min = GROSS_MIN_ULPS_BY_DTYPE.get(dtype, GROSS_MIN_ULPS)
     gross = diff_finite & (err_c_ulps > torch.clamp(GROSS_FACTOR * eager_max, min=gross_min))
     excess = torch.where(diff_finite, err_c_ulps - err_e_ulps, torch.full_like(err_c_ulps, -float("inf")))
+    return {
+        "n_gross": gross.sum().to(torch.float64),
+        "max_excess": excess.max().clamp(min=0) if excess.numel() else zero,
+        "eager_max": eager_max.to(torch.float64),
+    }
+
+
+def _integral_measures(e64, c64, r64, diff_finite, dtype: str) -> dict[str, torch.Tensor]:
+    """Integer-valued outputs (floor, trunc, floor division): whether eager and fp64 are all
+    integers, where compiled is off by a whole step while eager matches fp64; and where compiled
+    alone is NaN/Inf."""
     fin_e = torch.isfinite(e64)
     fin_r = torch.isfinite(r64)
     integral_mask = ~(fin_e & fin_r) | ((e64 == e64.round()) & (r64 == r64.round()))
     # Integer values say something only where the format could hold a fraction (|x| < 2**mantissa
     # bits) and the value is not 0 (an all-zero LayerNorm row is "integral" by accident).
-    mantissa_bits = MANTISSA_BITS[_dtype_name(eager)]
+    mantissa_bits = MANTISSA_BITS[dtype]
     informative = fin_e & fin_r & (e64 != 0) & (e64.abs() < 2.0**mantissa_bits)
     # An integer-valued output is wrong by a whole step: compiled is an integer too, and another one.
     int_wrong = diff_finite & (e64 == r64) & (c64 != r64) & (c64 == c64.round()) & (e64.abs() < 2.0**mantissa_bits)
     nonfinite_new = fin_e & fin_r & ~torch.isfinite(c64)
-    scalars = torch.stack(
-        [
-            differs.sum().to(torch.float64),
-            dist.max().to(torch.float64) if dist.numel() else zero,
-            naninf.sum().to(torch.float64),
-            (diff_finite & (err_c > err_e)).sum().to(torch.float64),
-            (diff_finite & (err_c < err_e)).sum().to(torch.float64),
-            torch.where(diff_finite, err_e, torch.zeros_like(err_e)).sum(),
-            torch.where(diff_finite, err_c, torch.zeros_like(err_c)).sum(),
-            (err_e.pow(2).sum() / n_finite).sqrt(),
-            (err_c.pow(2).sum() / n_finite).sqrt(),
-            torch.where(diff_finite, (e64 - c64).abs(), torch.zeros_like(e64)).max() if dist.numel() else zero,
-            gross.sum().to(torch.float64),
-            excess.max().clamp(min=0) if dist.numel() else zero,
-            eager_max.to(torch.float64),
-            (integral_mask.all() & informative.any()).to(torch.float64),
-            int_wrong.sum().to(torch.float64),
-            nonfinite_new.sum().to(torch.float64),
-            *[b.to(torch.float64) for b in bins],
-        ]
-    ).tolist()
-    n_diff, max_ulp, n_naninf, n_worse, n_closer, sum_e, sum_c, rmse_e, rmse_c, max_abs = scalars[:10]
-    n_gross, max_excess, eager_max_ulps, integral, n_int_wrong, n_nonfinite_new = scalars[10:16]
+    return {
+        "integral": (integral_mask.all() & informative.any()).to(torch.float64),
+        "n_int_wrong": int_wrong.sum().to(torch.float64),
+        "n_nonfinite_new": nonfinite_new.sum().to(torch.float64),
+    }
+
+
+def _histogram(dist: torch.Tensor) -> dict[str, torch.Tensor]:
+    """How many elements fall in each ULP bin (`ULP_BIN_EDGES`), keyed "bin <label>"."""
+    edges = torch.tensor((0,) + ULP_BIN_EDGES, device=dist.device)
+    bins = [((dist > lo) & (dist <= hi)).sum() for lo, hi in zip(edges[:-1], edges[1:])]
+    bins.append((dist > ULP_BIN_EDGES[-1]).sum())
+    return {f"bin {label}": b.to(torch.float64) for label, b in zip(ULP_BIN_LABELS, bins)}
+
+
+def _triage(n_diff: float, sum_e: float, sum_c: float) -> str:
+    """Which side is closer to fp64 over the differing elements, by `TRIAGE_FACTOR`."""
     if n_diff == 0:
-        triage = "equal"
-    elif sum_c > sum_e * TRIAGE_FACTOR:
-        triage = "compiled-worse"
-    elif sum_c * TRIAGE_FACTOR < sum_e:
-        triage = "compiled-closer"
-    else:
-        triage = "same"
-    return FloatComparison(
-        dtype=_dtype_name(eager),
-        numel=eager.numel(),
-        n_diff=int(n_diff),
-        max_ulp=int(max_ulp),
-        ulp_histogram=tuple((label, int(c)) for label, c in zip(ULP_BIN_LABELS, scalars[16:])),
-        nan_inf_mismatch=int(n_naninf),
-        triage=triage,
-        n_worse=int(n_worse),
-        n_closer=int(n_closer),
-        rmse_eager=float(rmse_e),
-        rmse_compiled=float(rmse_c),
-        max_abs_diff=float(max_abs),
-        n_gross_worse=int(n_gross),
-        max_excess_ulps=float(max_excess),
-        eager_max_err_ulps=float(eager_max_ulps),
-        integral=bool(integral),
-        n_int_wrong=int(n_int_wrong) if integral else 0,
-        n_nonfinite_new=int(n_nonfinite_new),
-    )
+        return "equal"
+    if sum_c > sum_e * TRIAGE_FACTOR:
+        return "compiled-worse"
+    if sum_c * TRIAGE_FACTOR < sum_e:
+        return "compiled-closer"
+    return "same"
 
 
 def _equal_float(t: torch.Tensor) -> FloatComparison:
@@ -178,29 +210,8 @@ def compare_int(
     flips = (eager != compiled).flatten()
     step = (eager.to(torch.int64) - compiled.to(torch.int64)).abs().flatten()
     zero = torch.zeros((), dtype=torch.float64, device=eager.device)
-    if boundary_ulps is not None:
-        d = boundary_ulps.to(eager.device).flatten()
-        undefined = flips & torch.isnan(d)
-        near = flips & (d <= boundary_threshold)
-        far = flips & (d > boundary_threshold)
-        min_d = torch.where(flips & ~undefined, d, torch.full_like(d, float("inf"))).min() if d.numel() else zero
-        extra = [near.sum().to(torch.float64), far.sum().to(torch.float64), min_d.to(torch.float64), undefined.sum().to(torch.float64)]
-    else:
-        undefined = torch.zeros_like(flips)
-        extra = [zero, zero, zero, zero]
-    if reference is not None and reference.shape == eager.shape:
-        r = reference.to(device=eager.device).flatten()
-        r = torch.where(torch.isfinite(r.double()), r.double(), torch.full_like(r.double(), float("nan")))
-        judged = flips & ~undefined
-        c_ok = compiled.flatten().double() == r
-        e_ok = eager.flatten().double() == r
-        verdict = [
-            (judged & c_ok).sum().to(torch.float64),
-            (judged & e_ok).sum().to(torch.float64),
-            (judged & ~c_ok & ~e_ok).sum().to(torch.float64),
-        ]
-    else:
-        verdict = [zero, zero, zero]
+    undefined, extra = _boundary_measures(flips, boundary_ulps, boundary_threshold, zero)
+    verdict = _fp64_int_measures(eager, compiled, reference, flips & ~undefined, zero)
     vals = torch.stack(
         [flips.sum().to(torch.float64), step.max().to(torch.float64) if step.numel() else zero, *extra, *verdict]
     ).tolist()
@@ -222,3 +233,33 @@ def compare_int(
         eager_correct=int(e_ok_n),
         neither_correct=int(neither_n),
     )
+
+
+def _boundary_measures(flips, boundary_ulps, boundary_threshold: float, zero) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """Where flips are undefined casts (NaN distance), and over the flips: how many sit within
+    `boundary_threshold` ULPs of a boundary, how many beyond, the smallest defined distance, how
+    many are undefined. All zero when no distances are known."""
+    if boundary_ulps is None:
+        return torch.zeros_like(flips), [zero, zero, zero, zero]
+    d = boundary_ulps.to(flips.device).flatten()
+    undefined = flips & torch.isnan(d)
+    near = flips & (d <= boundary_threshold)
+    far = flips & (d > boundary_threshold)
+    min_d = torch.where(flips & ~undefined, d, torch.full_like(d, float("inf"))).min() if d.numel() else zero
+    return undefined, [near.sum().to(torch.float64), far.sum().to(torch.float64), min_d.to(torch.float64), undefined.sum().to(torch.float64)]
+
+
+def _fp64_int_measures(eager, compiled, reference, judged, zero) -> list[torch.Tensor]:
+    """Over the `judged` flips, against the integer computed in float64: how many compiled gets
+    right, how many eager gets right, how many neither (all zero without a reference of eager's shape)."""
+    if reference is None or reference.shape != eager.shape:
+        return [zero, zero, zero]
+    r = reference.to(device=eager.device).flatten()
+    r = torch.where(torch.isfinite(r.double()), r.double(), torch.full_like(r.double(), float("nan")))
+    c_ok = compiled.flatten().double() == r
+    e_ok = eager.flatten().double() == r
+    return [
+        (judged & c_ok).sum().to(torch.float64),
+        (judged & e_ok).sum().to(torch.float64),
+        (judged & ~c_ok & ~e_ok).sum().to(torch.float64),
+    ]

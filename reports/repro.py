@@ -3,7 +3,15 @@
 The script builds the inputs with plain torch code (the recipe functions' own source), runs the
 graph eagerly, compiled and in float64, prints versions, max ULP, differing elements, integer
 flips and the fp64 triage, and exits 1 while eager and compiled differ (or compiling fails), 0
-once they agree. `tests/test_repro.py` checks that its numbers equal the engine's.
+once they agree.
+
+One source for what it runs and how it judges:
+- the graph is each op's `code` template, the very text `generators.build` compiles to run it;
+- the judging is the engine's own oracles (`oracles/ulp.py`, `oracles/boundary.py`,
+  `oracles/compare.py`), carried by source into the script's `compare` (`carried_oracles`).
+`tests/test_repro_numbers.py` checks that the numbers it prints equal the engine's verdict.
+Not carried: rounding boundaries (an integer output's flips are not split into boundary and
+gross, and none is known to be an undefined cast).
 
 Invariant: nothing from a spec or a store reaches the script as raw text. Names are checked
 again here (`generators.validate.name_problem`) and printed as they are; numbers are printed
@@ -13,11 +21,16 @@ string (title, notes, outputs, backend, config) is a `repr` or an escaped docstr
 
 from __future__ import annotations
 
+import ast
 import inspect
 import textwrap
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from generators import recipes
+from oracles import boundary as boundary_oracle
+from oracles import compare as compare_oracle
+from oracles import ulp as ulp_oracle
 from generators.registry import get_op
 from generators.spec import GraphSpec
 from generators.validate import name_problem
@@ -25,15 +38,63 @@ from generators.validate import name_problem
 if TYPE_CHECKING:  # reports depend on generators only; a config is read, never built here
     from records.config import CompileConfig
 
+# The engine's oracles, in dependency order: each module uses only names of those before it.
+CARRIED_ORACLES: tuple[ModuleType, ...] = (ulp_oracle, boundary_oracle, compare_oracle)
+
+
+def _carried_source(module: ModuleType) -> str:
+    """A module's own source minus its docstring and imports (comments kept): the names it imports
+    are defined by the modules carried before it, or by `compare`'s preamble."""
+    source = inspect.getsource(module)
+    tree = ast.parse(source)
+    drop: set[int] = set()
+    for i, stmt in enumerate(tree.body):
+        is_doc = i == 0 and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
+        if is_doc or isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            drop.update(range(stmt.lineno, stmt.end_lineno + 1))
+    lines = [line for n, line in enumerate(source.splitlines(), start=1) if n not in drop]
+    return "\n".join(lines).strip("\n")
+
+
+def carried_oracles() -> str:
+    """The oracle modules' source, indented to sit inside the repro's `compare`."""
+    body = "\n\n".join(_carried_source(m) for m in CARRIED_ORACLES)
+    return textwrap.indent(body, "    ", lambda line: bool(line.strip()))
+
+
+_COMPARE = '''
+def compare(names, eager, compiled, reference):
+    """Judge each output with divfuzz's own oracles and print its numbers; True when any differs.
+
+    What follows, down to the loop, is divfuzz's oracles/ulp.py, oracles/boundary.py and
+    oracles/compare.py verbatim (imports and docstrings left out), so this script judges exactly
+    as the engine. Their frozen verdict records are plain dicts here.
+    """
+    FloatComparison = IntComparison = dict
+
+%(oracles)s
+
+    diverged = False
+    for name, e, c, r in zip(names, eager, compiled, reference):
+        if e.is_floating_point():
+            v = compare_float(e, c, r)
+            line = (f"{name}: {v['dtype']} {v['n_diff']}/{v['numel']} elements differ, max {v['max_ulp']} ULP, "
+                    f"NaN/Inf placement differs at {v['nan_inf_mismatch']}; fp64 triage: {v['triage']}")
+            if v["n_diff"]:
+                line += (f" (RMSE vs fp64: eager {v['rmse_eager']:.3g}, compiled {v['rmse_compiled']:.3g}; "
+                         f"{v['n_gross_worse']} elements grossly worse)")
+            diverged |= bool(v["n_diff"] or v["nan_inf_mismatch"])
+        else:
+            v = compare_int(e, c, None, reference=r)
+            line = (f"{name}: {v['dtype']} {v['flips']}/{v['numel']} elements flip, max step {v['max_step']}; "
+                    f"fp64 triage: compiled right {v['compiled_correct']}, eager right {v['eager_correct']}, "
+                    f"neither {v['neither_correct']}")
+            diverged |= bool(v["flips"])
+        print(line)
+    return diverged
+'''
+
 _RUNTIME = '''
-def ordered_bits(t):
-    view = {torch.float32: torch.int32, torch.bfloat16: torch.int16, torch.float16: torch.int16,
-            torch.float64: torch.int64}[t.dtype]
-    mask = {torch.int32: 0x7FFFFFFF, torch.int16: 0x7FFF, torch.int64: 0x7FFFFFFFFFFFFFFF}[view]
-    i = t.contiguous().view(view).to(torch.int64)
-    return torch.where(i < 0, -(i & mask), i & mask)
-
-
 def run(fn, inputs, cots=None):
     """Outputs, then gradients of every input that requires grad (fixed random output grads)."""
     if not BACKWARD:
@@ -52,36 +113,6 @@ def run(fn, inputs, cots=None):
                                     allow_unused=True)
         result += [g for g in grads if g is not None]
     return result, cots
-
-
-def compare(names, eager, compiled, reference):
-    diverged = False
-    for name, e, c, r in zip(names, eager, compiled, reference):
-        if e.is_floating_point():
-            ulp = (ordered_bits(e) - ordered_bits(c.to(e.dtype))).abs()
-            ulp = torch.where(torch.isnan(e) | torch.isnan(c), torch.zeros_like(ulp), ulp)
-            naninf = ((torch.isnan(e) != torch.isnan(c)) | (torch.isinf(e) != torch.isinf(c))).sum().item()
-            n = int((ulp > 0).sum())
-            line = f"{name}: {str(e.dtype)[6:]} {n}/{e.numel()} elements differ, max {int(ulp.max())} ULP"
-            if naninf:
-                line += f", NaN/Inf placement differs at {naninf}"
-            if n:
-                d = ulp > 0
-                err_e = (e.double() - r.double()).abs()[d].nansum().item()
-                err_c = (c.double() - r.double()).abs()[d].nansum().item()
-                verdict = ("compiled further from fp64 than eager" if err_c > 1.05 * err_e else
-                           "compiled closer to fp64 than eager" if err_c * 1.05 < err_e else
-                           "both as far from fp64")
-                line += f"; fp64 triage: {verdict} (summed error eager {err_e:.3g}, compiled {err_c:.3g})"
-            diverged |= bool(n or naninf)
-        else:
-            flips = e != c.to(e.dtype)
-            n = int(flips.sum())
-            step = int((e.long() - c.long()).abs().max()) if e.numel() else 0
-            line = f"{name}: {str(e.dtype)[6:]} {n}/{e.numel()} elements flip, max step {step}"
-            diverged |= bool(n)
-        print(line)
-    return diverged
 
 
 def main():
@@ -234,5 +265,7 @@ def render_repro(
         + "\n\n\n"
         + graph_code(spec)
         + "\n\n"
+        + _COMPARE % {"oracles": carried_oracles()}
+        + "\n"
         + _RUNTIME
     )

@@ -10,13 +10,13 @@ import torch
 from hypothesis import HealthCheck, given, settings
 
 from fuzzer.engine.execute import boundary_distances
-from generators.build import build_callable, build_reference, make_inputs, reference_inputs
+from generators.build import build_callable, build_reference, make_inputs, op_function, reference_inputs, rounding_boundaries
 from records.errors import InvalidGraphError, SpecError, UnknownOpError
-from generators.registry import all_ops
+from generators.registry import all_ops, get_op
 from generators.spec import SCHEMA_VERSION, GraphSpec
 from generators.strategies import graph_specs
 from generators.validate import load_spec, validate_spec
-from seed_specs import layer_norm_linear
+from seed_specs import e8m0, layer_norm_linear
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 
@@ -97,3 +97,39 @@ def test_inputs_are_a_pure_function_of_the_spec():
     assert all(torch.equal(x, y) for x, y in zip(a, b))
     other = spec.with_recipe(type(spec.recipe)(spec.recipe.kind, spec.recipe.seed + 1))
     assert not torch.equal(make_inputs(other)[0], a[0])
+
+
+def test_ops_have_one_definition_their_code_template():
+    """No op carries a second definition of its meaning beside `code`: what runs is the template."""
+    from generators.opdef import OpDef
+
+    assert "run" not in OpDef.__dataclass_fields__
+    x = make_inputs(layer_norm_linear(rows=4, dim=8))[0]
+    gelu = op_function(get_op("gelu_manual"), 1, {})
+    expected = 0.5 * x * (1 + torch.erf(x * 0.7071067811865476))
+    assert torch.equal(gelu(lambda d: d, x), expected)
+
+
+def test_op_functions_tell_params_apart_by_type():
+    """1, 1.0 and True are equal and hash alike in Python, yet print as different code: the
+    compiled-function cache must not hand one the other's function."""
+    add = get_op("add_eps")
+    as_int = op_function(add, 1, {"eps": 1})
+    as_float = op_function(add, 1, {"eps": 1.0})
+    assert as_int is not as_float
+    assert 1 in as_int.__code__.co_consts and 1.0 in as_float.__code__.co_consts
+    assert type([c for c in as_float.__code__.co_consts if c == 1][0]) is float
+    x = torch.ones(3, dtype=torch.int64)
+    assert as_int(lambda d: d, x).dtype == torch.int64 and as_float(lambda d: d, x).dtype == torch.float32
+
+
+def test_a_rounding_boundarys_pre_image_is_what_the_op_rounds():
+    """`JumpRule.pre_image` is the sub-expression printed inside the op's `code`: for e8m0 (ceil,
+    uint8) the output is exactly clamp(ceil(pre-image)) + 127, on eager's own values."""
+    spec = e8m0(rows=8, dim=16)
+    env: dict = {}
+    (out,) = build_callable(spec, keep=env)(*make_inputs(spec))
+    b = rounding_boundaries(spec, env)["v2"]
+    assert b.dtype == "float32" and b.grid_offset == 0.0 and b.threshold is None
+    assert torch.equal((torch.clamp(torch.ceil(b.pre_image), -127, 127) + 127).to(torch.uint8), out)
+    assert boundary_distances(spec, env)["v2"].shape == out.shape
