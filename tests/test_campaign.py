@@ -104,7 +104,7 @@ def test_same_seed_same_cases(tmp_path):
 
 
 def test_killed_campaign_resumes_without_losing_stored_cases(tmp_path):
-    cmd = [sys.executable, "-m", "fuzzer", "fuzz", "--device", "cpu", "--backend", "eager", "--max-cases", "40",
+    cmd = [sys.executable, "-m", "fuzzer", "fuzz", "--device", "cpu", "--backend", "eager", "--max-cases", "40", "--workers", "1",
            "--seed", "2", "--out", str(tmp_path), "--no-live"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     db_path = tmp_path / STORE_NAME

@@ -29,7 +29,9 @@ from typing import Any
 from records.buckets import BucketKey
 from records.errors import StoreBusyError, StoreError
 
-SCHEMA_VERSION = 2  # 2: buckets carry a severity (oracles.severity) and its reason
+# 2: buckets carry a severity (oracles.severity) and its reason;
+# 3: cases record the device they ran on (`ran_on`: 'cpu', 'cuda:1', in the driver's numbering).
+SCHEMA_VERSION = 3
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -60,6 +62,7 @@ CREATE TABLE IF NOT EXISTS cases (
     verdict_json TEXT NOT NULL,
     wall_s REAL NOT NULL,
     created_at REAL NOT NULL,
+    ran_on TEXT,                       -- the device its worker was pinned to (NULL: stored before schema 3)
     UNIQUE (run_id, slot, idx)
 );
 CREATE TABLE IF NOT EXISTS buckets (
@@ -97,17 +100,27 @@ CREATE TABLE IF NOT EXISTS root_causes (   -- a finding's raw key -> its minimiz
 
 
 def _migrate(db: sqlite3.Connection) -> None:
-    """Bring a version-1 store to version 2: its buckets get a severity column, "suspect" until
-    `divfuzz report` or a new case re-judges them from their stored verdicts."""
+    """Bring an older store to the current version, in one transaction. 1 -> 2: its buckets get a
+    severity column, "suspect" until `divfuzz report` or a new case re-judges them from their
+    stored verdicts. 2 -> 3: its cases get `ran_on`, NULL (unknown) for the cases already stored."""
     row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
     if row is not None and int(row[0]) >= SCHEMA_VERSION:
         return
-    columns = {r[1] for r in db.execute("PRAGMA table_info(buckets)")}
-    if "severity" not in columns:
-        db.execute("ALTER TABLE buckets ADD COLUMN severity TEXT NOT NULL DEFAULT 'suspect'")
-    if "severity_json" not in columns:
-        db.execute("ALTER TABLE buckets ADD COLUMN severity_json TEXT")
-    db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        columns = {r[1] for r in db.execute("PRAGMA table_info(buckets)")}
+        if "severity" not in columns:
+            db.execute("ALTER TABLE buckets ADD COLUMN severity TEXT NOT NULL DEFAULT 'suspect'")
+        if "severity_json" not in columns:
+            db.execute("ALTER TABLE buckets ADD COLUMN severity_json TEXT")
+        if "ran_on" not in {r[1] for r in db.execute("PRAGMA table_info(cases)")}:
+            db.execute("ALTER TABLE cases ADD COLUMN ran_on TEXT")
+        db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
 
 
 @dataclass(frozen=True)
@@ -142,6 +155,7 @@ class CaseRow:
     score: float
     verdict: dict
     wall_s: float
+    ran_on: str | None = None  # the device its worker was pinned to; None before schema 3
 
 
 # The tables (and the columns of each) that make a file a divfuzz store; checked before any write.
@@ -331,6 +345,7 @@ class Store:
         key: BucketKey | None,
         triage: str = "",
         severity: dict | None = None,
+        ran_on: str | None = None,
     ) -> tuple[int, int | None, bool]:
         """Store one case (and bump its bucket) atomically. Returns (case id, bucket id, new bucket?)."""
         now = time.time()
@@ -344,8 +359,8 @@ class Store:
                         self._raise_severity(bucket_id, severity)
                 cur = self.db.execute(
                     "INSERT INTO cases(run_id, slot, idx, spec_digest, spec_json, device, config_json, status,"
-                    " finding_kind, bucket_id, score, verdict_json, wall_s, created_at)"
-                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    " finding_kind, bucket_id, score, verdict_json, wall_s, created_at, ran_on)"
+                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (
                         run_id,
                         slot,
@@ -361,6 +376,7 @@ class Store:
                         json.dumps(verdict),
                         wall_s,
                         now,
+                        ran_on,
                     ),
                 )
                 case_id = cur.lastrowid
@@ -419,12 +435,12 @@ class Store:
         with self._lock:
             r = self.db.execute(
                 "SELECT id, run_id, slot, idx, spec_json, device, config_json, status, finding_kind, bucket_id,"
-                " score, verdict_json, wall_s FROM cases WHERE id=?",
+                " score, verdict_json, wall_s, ran_on FROM cases WHERE id=?",
                 (case_id,),
             ).fetchone()
         if r is None:
             raise StoreError(f"{self.path}: no case {case_id}")
-        return CaseRow(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]), r[7], r[8], r[9], r[10], json.loads(r[11]), r[12])
+        return CaseRow(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]), r[7], r[8], r[9], r[10], json.loads(r[11]), r[12], r[13])
 
     def run_stats(self, run_id: int) -> dict[str, Any]:
         with self._lock:
