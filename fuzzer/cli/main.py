@@ -22,6 +22,7 @@ from fuzzer.cli.bench import bench
 from fuzzer.cli.corpus import corpus
 from fuzzer.cli.fuzz import fuzz
 from fuzzer.cli.gate import gate
+from fuzzer.cli.merge import merge
 from fuzzer.cli.minimize import minimize
 from fuzzer.cli.options import OS_REASONS, DivfuzzCommand, console
 from fuzzer.cli.replay import replay
@@ -80,5 +81,5 @@ def main() -> None:
     """divfuzz: find where torch.compile computes different numbers than eager."""
 
 
-for command in (fuzz, replay, report, bench, gate, corpus, minimize):
+for command in (fuzz, replay, report, bench, gate, corpus, minimize, merge):
     main.add_command(command)

@@ -180,6 +180,31 @@ def describe_sqlite_error(path: Path, e: sqlite3.Error) -> str:
     return f"{path}: store error ({type(e).__name__}: {text})"
 
 
+def check_divfuzz_store(db: sqlite3.Connection, path: Path) -> int:
+    """Only reads: the schema version of a divfuzz store, or StoreError naming `path` when the file
+    is another application's SQLite file, lacks a table or column, or is from a newer divfuzz."""
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if "meta" not in tables:
+        raise StoreError(f"{path}: an SQLite file, but not a divfuzz store (no meta table); left as it is")
+    for table, columns in _REQUIRED_COLUMNS.items():
+        have = {r[1] for r in db.execute(f"PRAGMA table_info({table})")} if table in tables else set()
+        if not columns <= have:
+            raise StoreError(
+                f"{path}: an SQLite file with a meta table but not a divfuzz store (table {table!r} "
+                f"{'lacks ' + ', '.join(sorted(columns - have)) if have else 'is missing'}); refused and left as it is"
+            )
+    row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    if row is None:
+        raise StoreError(f"{path}: no schema_version in its meta table: not a divfuzz store; left as it is")
+    try:
+        version = int(row[0])
+    except (TypeError, ValueError):
+        raise StoreError(f"{path}: schema_version {row[0]!r} in its meta table is not an integer; left as it is") from None
+    if version > SCHEMA_VERSION:
+        raise StoreError(f"{path}: store schema version {version} is newer than this divfuzz")
+    return version
+
+
 def _named_sqlite_errors(method):
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
@@ -227,25 +252,7 @@ class Store:
 
     def _check_existing(self) -> None:
         """Only reads: a file that is not a divfuzz store is refused before anything is written."""
-        tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if "meta" not in tables:
-            raise StoreError(f"{self.path}: an SQLite file, but not a divfuzz store (no meta table); left as it is")
-        for table, columns in _REQUIRED_COLUMNS.items():
-            have = {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")} if table in tables else set()
-            if not columns <= have:
-                raise StoreError(
-                    f"{self.path}: an SQLite file with a meta table but not a divfuzz store (table {table!r} "
-                    f"{'lacks ' + ', '.join(sorted(columns - have)) if have else 'is missing'}); refused and left as it is"
-                )
-        row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        if row is None:
-            raise StoreError(f"{self.path}: no schema_version in its meta table: not a divfuzz store; left as it is")
-        try:
-            version = int(row[0])
-        except (TypeError, ValueError):
-            raise StoreError(f"{self.path}: schema_version {row[0]!r} in its meta table is not an integer; left as it is") from None
-        if version > SCHEMA_VERSION:
-            raise StoreError(f"{self.path}: store schema version {version} is newer than this divfuzz")
+        check_divfuzz_store(self.db, self.path)
 
     def close(self) -> None:
         with self._lock:
