@@ -92,8 +92,9 @@ def test_fuzz_defaults_to_auto_and_prints_the_count_it_picked(tmp_path):
     result = CliRunner().invoke(main, ["fuzz", "--device", "cpu", "--backend", "eager", "--no-minimize", "--no-live",
                                        "--max-cases", "1", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    picked = size_workers(probe_host("cpu"), cuda=False).workers
-    assert f"--workers auto: {picked} workers, limited by" in " ".join(result.output.split())
+    picked = size_workers(probe_host("cpu"), cuda=False)
+    assert f"--workers auto: {picked.workers} worker" in " ".join(result.output.split())  # the figures in the reason may move
+    assert "limited by" in result.output and 1 <= picked.workers <= usable_cores()
 
 
 @pytest.mark.parametrize("value", ["0", "-3", "many", "2.5"])

@@ -84,7 +84,7 @@ def size_workers(host: HostResources, *, cuda: bool) -> WorkerSizing:
     if cuda and count >= len(host.gpu_free_bytes):
         count -= count % len(host.gpu_free_bytes)  # the same number of slots on every GPU
     count = max(1, count)
-    return WorkerSizing(count, f"{count} workers, limited by {why}")
+    return WorkerSizing(count, f"{count} worker{'s' if count != 1 else ''}, limited by {why}")
 
 
 def usable_cores() -> int:

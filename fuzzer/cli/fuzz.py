@@ -111,7 +111,7 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
 def _resolve_workers(workers: int | str, device: str) -> tuple[int, str]:
     """An explicit count as given; 'auto' sized from this host (the rule: `size_workers`)."""
     if workers != "auto":
-        return workers, f"{workers} workers"
+        return workers, f"{workers} worker{'s' if workers != 1 else ''}"
     from fuzzer.campaign.sizing import probe_host, size_workers
 
     sizing = size_workers(probe_host(device), cuda=device.startswith("cuda"))
