@@ -103,3 +103,22 @@ def test_a_bad_workers_value_exits_2_naming_it(tmp_path, value):
 
     result = CliRunner().invoke(main, ["fuzz", "--device", "cpu", "--workers", value, "--out", str(tmp_path)])
     assert result.exit_code == 2 and repr(value) in result.output and not any(tmp_path.iterdir())
+
+
+@pytest.mark.gpu
+def test_a_cuda_campaign_spreads_its_slots_over_every_visible_gpu_and_records_each(tmp_path):
+    import sqlite3
+
+    import torch
+
+    from fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
+    from records.config import CompileConfig
+
+    gpus = torch.cuda.device_count()
+    run_campaign(CampaignOptions(device="cuda", out_dir=tmp_path, config=CompileConfig(backend="eager"),
+                                 max_cases=2 * gpus, workers=2 * gpus, seed=4))
+    with sqlite3.connect(tmp_path / STORE_NAME) as db:
+        rows = db.execute("SELECT slot, ran_on, status FROM cases").fetchall()
+    assert {on for _, on, _ in rows} == {f"cuda:{i}" for i in range(gpus)}
+    assert all(on == f"cuda:{slot % gpus}" for slot, on, _ in rows)
+    assert {s for *_, s in rows} <= {"ok", "nondeterministic"}  # a badly pinned worker would fail on its device
