@@ -104,7 +104,7 @@ def test_same_seed_same_cases(tmp_path):
 
 
 def test_killed_campaign_resumes_without_losing_stored_cases(tmp_path):
-    cmd = [sys.executable, "-m", "fuzzer", "fuzz", "--device", "cpu", "--backend", "eager", "--max-cases", "40",
+    cmd = [sys.executable, "-m", "fuzzer", "fuzz", "--device", "cpu", "--backend", "eager", "--max-cases", "40", "--workers", "1",
            "--seed", "2", "--out", str(tmp_path), "--no-live"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     db_path = tmp_path / STORE_NAME
@@ -185,3 +185,34 @@ def test_a_signal_to_the_whole_process_group_is_no_crash_finding(tmp_path):
     time.sleep(2)
     with pytest.raises(ProcessLookupError):
         os.killpg(proc.pid, 0)  # no worker left behind in the group
+
+
+def test_a_worker_aborted_while_it_starts_is_no_error_and_no_finding():
+    # The budget's end (or Ctrl-C) can kill a worker still importing torch; that is an interrupt,
+    # not divfuzz's own failure and not a crash of the compiler.
+    import threading
+    import time
+
+    from fuzzer.engine.worker import CaseRequest, Worker
+    from seed_specs import unary_bf16
+
+    worker = Worker("cpu")
+    got = []
+    runner = threading.Thread(target=lambda: got.append(worker.run(
+        CaseRequest(unary_bf16("gelu_tanh", rows=4, dim=4), "cpu", CompileConfig(backend="eager")), 60)))
+    runner.start()
+    deadline = time.time() + 60
+    while time.time() < deadline and (worker.process is None or not worker.process.is_alive()):
+        time.sleep(0.01)
+    assert worker.conn is None or not worker.conn.poll(0), "the worker was ready before it could be aborted"
+    worker.abort()
+    runner.join(60)
+    worker.stop()
+    assert len(got) == 1 and got[0].error_type == "Aborted"
+
+
+def test_each_case_records_the_device_it_ran_on(tmp_path):
+    result, _ = _campaign(tmp_path, "eager", max_cases=3, seed=1, workers=2)
+    with sqlite3.connect(tmp_path / STORE_NAME) as db:
+        rows = db.execute("SELECT slot, ran_on FROM cases").fetchall()
+    assert len(rows) == 3 and {slot for slot, _ in rows} == {0, 1} and {on for _, on in rows} == {"cpu"}

@@ -62,7 +62,7 @@ def test_a_corrupt_cases_page_stops_the_campaign_records_it_failed_and_exits_2(t
     corrupt_table(out / STORE_NAME, "cases")
 
     result = CliRunner().invoke(main, ["fuzz", "--device", "cpu", "--backend", "eager", "--no-minimize", "--no-live",
-                                       "--max-cases", "3", "--out", str(out)])
+                                       "--max-cases", "3", "--workers", "1", "--out", str(out)])
     assert result.exit_code == 2, result.output
     text = " ".join(result.output.split())
     assert "divfuzz stopped on its own error" in text and "corrupt" in text and f"run {run_id} recorded failed" in text

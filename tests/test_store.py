@@ -60,3 +60,29 @@ def test_a_second_campaign_on_the_same_store_does_not_minimize_known_root_causes
     assert len(rows) + sum(int(re.search(r": (\d+) buckets", f).group(1)) for f in folded) == len(buckets), report
     assert all(_minimized(b.folder) for b in buckets)
     assert (tmp_path / STORE_NAME).exists()
+
+
+def test_a_version_2_store_gains_ran_on_and_keeps_its_cases(tmp_path):
+    import sqlite3
+
+    from fuzzer.engine.store import SCHEMA_VERSION
+
+    path = tmp_path / STORE_NAME
+    store = Store(path)
+    run_id, _ = store.start_run(seed=0, device="cpu", config={}, options={}, versions={})
+    case_id, _, _ = store.add_case(run_id=run_id, slot=0, idx=0, spec_digest="d", spec_json="{}", device="cpu", config={},
+                                   verdict={"status": "ok"}, score=0.0, wall_s=0.1, finding_kind=None, key=None, ran_on="cuda:1")
+    assert store.case(case_id).ran_on == "cuda:1"
+    store.close()
+    db = sqlite3.connect(path)  # as written by schema 2, before cases recorded their device
+    db.execute("ALTER TABLE cases DROP COLUMN ran_on")
+    db.execute("UPDATE meta SET value='2' WHERE key='schema_version'")
+    db.commit()
+    db.close()
+    store = Store(path)
+    try:
+        assert store.case(case_id).ran_on is None and store.case(case_id).status == "ok"
+        assert SCHEMA_VERSION == 3
+        assert store.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "3"
+    finally:
+        store.close()

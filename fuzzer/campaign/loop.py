@@ -29,6 +29,7 @@ from typing import Callable
 
 from hypothesis import HealthCheck, Phase, given, seed, settings, target
 
+from fuzzer.campaign.sizing import SlotDevice, slot_devices
 from fuzzer.engine.buckets import bucket_key
 from records.config import CompileConfig
 from records.errors import DivfuzzError, InternalError
@@ -134,6 +135,16 @@ def environment_versions(device: str) -> dict:
     return versions
 
 
+def campaign_slot_devices(device: str, workers: int) -> list[SlotDevice]:
+    """Each slot's device: every visible GPU for 'cuda' (round-robin), one for 'cuda:N', else the CPU."""
+    gpu_count = 0
+    if device.startswith("cuda"):
+        import torch
+
+        gpu_count = torch.cuda.device_count()
+    return slot_devices(device, workers, gpu_count=gpu_count, visible=os.environ.get("CUDA_VISIBLE_DEVICES"))
+
+
 def slot_engines(strategy, campaign_seed: int, slot: int, body: Callable[[GraphSpec], None]):
     """Hypothesis engines for one slot, one per epoch of `EPOCH_CASES` cases, without end: `body`
     ends the slot by raising. Deterministic: same seed and slot, same engines."""
@@ -172,6 +183,7 @@ class Campaign:
         self.slot_workers: list[Worker] = []
         self.lock = threading.Lock()
         self.failure: tuple[BaseException, str] | None = None  # divfuzz's own first error, with its traceback
+        self.slot_devices = campaign_slot_devices(opts.device, opts.workers)  # before the store: a bad device writes nothing
         opts.out_dir.mkdir(parents=True, exist_ok=True)
         self.store_lock = CampaignLock(opts.out_dir / STORE_NAME)
         self.store_lock.acquire()
@@ -196,7 +208,8 @@ class Campaign:
         if opts.minimize:  # one bucket per root cause: minimize + attribute each new raw key
             from fuzzer.triage.analysis import BucketAnalyzer
 
-            self.analyzer = BucketAnalyzer(device=opts.device, config=opts.config, strict=opts.strict,
+            # The analysis runs in the slot's pinned worker, which sees its GPU as plain 'cuda'.
+            self.analyzer = BucketAnalyzer(device=self.slot_devices[0].worker_device, config=opts.config, strict=opts.strict,
                                            budget_s=opts.minimize_budget_s, timeout_s=opts.timeout_s,
                                            store=self.store)
 
@@ -295,7 +308,8 @@ class Campaign:
         quota = slot_quota(opts.max_cases, opts.workers, slot)
         if quota == 0:
             return
-        worker = Worker(opts.device, extra_env={"DIVFUZZ_WORKER_THREADS": str(self.threads_per_worker)})
+        where = self.slot_devices[slot]
+        worker = Worker(where.worker_device, extra_env={"DIVFUZZ_WORKER_THREADS": str(self.threads_per_worker), **where.env})
         with self.lock:
             self.slot_workers.append(worker)
         counter = itertools.count()
@@ -316,7 +330,7 @@ class Campaign:
                         self.progress.skipped += 1
                     target(stored[1])
                     return
-                self._run_case(slot, idx, spec, worker)
+                self._run_case(_CaseAt(slot, idx, where), spec, worker)
             except Exception as e:  # divfuzz's own: the store, the minimizer, a worker's internal error
                 self._fail(e)
                 raise _StopCampaign from None  # not a test failure: Hypothesis must not replay it
@@ -332,32 +346,61 @@ class Campaign:
         finally:
             worker.stop()
 
-    def _run_case(self, slot: int, idx: int, spec: GraphSpec, worker: Worker) -> None:
-        opts = self.opts
-        t0 = time.perf_counter()
-        startup_before = worker.startup_s
-        verdict = worker.run(CaseRequest(spec, opts.device, opts.config, profile=opts.profile), opts.timeout_s)
-        wall = time.perf_counter() - t0 - (worker.startup_s - startup_before)  # start-up is not the case's
+    # ---- one case, in named steps: execute, judge, analyse, store, write folders, report ------------
+    def _run_case(self, at: "_CaseAt", spec: GraphSpec, worker: Worker) -> None:
+        """Run one case to its stored row. Nothing is stored once the campaign is interrupted
+        (the case in flight, or its analysis, was cut short; a resumed run redoes it)."""
+        verdict, wall = self._execute(spec, worker, at)
         if self.interrupted.is_set():  # its worker was killed under it: not a finding, run it on resume
             return
         t_analysis = time.perf_counter()
-        finding = finding_of(verdict, strict=opts.strict)
-        key = bucket_key(finding, spec, opts.device) if finding else None
-        analysis = None
-        if key is not None and self.analyzer is not None:
-            budget = opts.minimize_budget_s
-            if self.deadline:  # only what is left of the campaign's budget, plus the grace
-                budget = max(1.0, min(budget, self.deadline + BUDGET_GRACE_S - time.time()))
-            key, analysis = self.analyzer.key_for(spec, key, worker, budget_s=budget)
+        finding, key = self._judge(verdict, spec)
+        key, analysis = self._analyse(spec, key, worker)
         if self.interrupted.is_set():  # the analysis was cut short: store nothing half-done
             return
-        reason = severity_of(verdict, culprit=key.signature) if key is not None else None
         score = target_score(verdict, finding)
         t_store = time.perf_counter()
-        case_id, bucket_id, is_new = self.store.add_case(
+        case_id, bucket_id, is_new = self._store_case(at, spec, verdict, finding, key, score, wall)
+        t_store = time.perf_counter() - t_store
+        if is_new:
+            self._write_bucket_files(bucket_id, case_id, key, spec, verdict, analysis)
+        target(score)
+        self._report_progress(verdict, finding, bucket_id, is_new, wall=wall, t_store=t_store,
+                              t_analysis=time.perf_counter() - t_analysis - t_store)
+
+    def _execute(self, spec: GraphSpec, worker: Worker, at: "_CaseAt"):
+        """The verdict of eager vs compiled vs fp64 in the slot's worker, and the case's wall time
+        (the worker's start-up is not the case's)."""
+        opts = self.opts
+        t0 = time.perf_counter()
+        startup_before = worker.startup_s
+        verdict = worker.run(CaseRequest(spec, at.where.worker_device, opts.config, profile=opts.profile), opts.timeout_s)
+        return verdict, time.perf_counter() - t0 - (worker.startup_s - startup_before)
+
+    def _judge(self, verdict, spec: GraphSpec):
+        """The finding (None when compiled agrees well enough) and its raw bucket key."""
+        finding = finding_of(verdict, strict=self.opts.strict)
+        return finding, (bucket_key(finding, spec, self.opts.device) if finding else None)
+
+    def _analyse(self, spec: GraphSpec, key, worker: Worker):
+        """With minimization on: the root-cause key of a raw key (minimized and attributed once per
+        raw key), within what is left of the budget plus the grace."""
+        opts = self.opts
+        if key is None or self.analyzer is None:
+            return key, None
+        budget = opts.minimize_budget_s
+        if self.deadline:  # only what is left of the campaign's budget, plus the grace
+            budget = max(1.0, min(budget, self.deadline + BUDGET_GRACE_S - time.time()))
+        return self.analyzer.key_for(spec, key, worker, budget_s=budget)
+
+    def _store_case(self, at: "_CaseAt", spec: GraphSpec, verdict, finding, key, score: float, wall: float):
+        """One committed row (and its bucket's update): (case id, bucket id, new bucket?)."""
+        opts = self.opts
+        reason = severity_of(verdict, culprit=key.signature) if key is not None else None
+        return self.store.add_case(
             run_id=self.run_id,
-            slot=slot,
-            idx=idx,
+            slot=at.slot,
+            idx=at.idx,
             spec_digest=spec.digest(),
             spec_json=spec.to_json(indent=None),
             device=opts.device,
@@ -369,9 +412,13 @@ class Campaign:
             key=key,
             triage=finding.triage if finding else "",
             severity=reason.to_dict() if reason else None,
+            ran_on=at.where.name,
         )
-        t_store = time.perf_counter() - t_store
-        if is_new and analysis is not None:
+
+    def _write_bucket_files(self, bucket_id: int, case_id: int, key, spec: GraphSpec, verdict, analysis) -> None:
+        """A new bucket's folder: the minimized repro and its attribution when analysed, else the case as drawn."""
+        opts = self.opts
+        if analysis is not None:
             from fuzzer.triage.analysis import write_bucket
 
             folder = write_bucket(opts.out_dir / "buckets", bucket_id=bucket_id, key=key, analysis=analysis,
@@ -379,20 +426,21 @@ class Campaign:
                                   timeout_s=int(opts.timeout_s), versions=environment_versions(opts.device))
             self.store.set_bucket_folder(bucket_id, str(folder))
             self.store.set_bucket_analysis(bucket_id, **analysis.to_dict())
-        elif is_new:
-            folder = write_bucket_folder(
-                opts.out_dir / "buckets",
-                bucket_id=bucket_id,
-                key=key,
-                spec=spec,
-                device=opts.device,
-                config=opts.config,
-                verdict=verdict,
-                case_id=case_id,
-                timeout_s=int(opts.timeout_s),
-            )
-            self.store.set_bucket_folder(bucket_id, str(folder))
-        target(score)
+            return
+        folder = write_bucket_folder(
+            opts.out_dir / "buckets",
+            bucket_id=bucket_id,
+            key=key,
+            spec=spec,
+            device=opts.device,
+            config=opts.config,
+            verdict=verdict,
+            case_id=case_id,
+            timeout_s=int(opts.timeout_s),
+        )
+        self.store.set_bucket_folder(bucket_id, str(folder))
+
+    def _report_progress(self, verdict, finding, bucket_id, is_new: bool, *, wall: float, t_store: float, t_analysis: float) -> None:
         with self.lock:
             p = self.progress
             p.cases += 1
@@ -403,13 +451,22 @@ class Campaign:
             # Worker round trip: pipe, (de)serialising, what the worker does outside its spans.
             p.timings["worker_ipc"] += max(0.0, wall - sum(s for _, s in verdict.timings))
             p.timings["store"] += t_store
-            p.timings["minimize_and_files"] += time.perf_counter() - t_analysis - t_store
+            p.timings["minimize_and_files"] += t_analysis
             if finding:
                 p.findings += 1
                 p.buckets.add(bucket_id)
             if is_new:
                 p.new_buckets += 1
         self.on_progress(self.progress)
+
+
+@dataclass(frozen=True)
+class _CaseAt:
+    """Where a case sits in the campaign: its slot, its index in the slot, the slot's device."""
+
+    slot: int
+    idx: int
+    where: SlotDevice
 
 
 def run_campaign(opts: CampaignOptions, on_progress: Callable[[Progress], None] | None = None) -> CampaignResult:

@@ -26,13 +26,34 @@ from fuzzer.cli.options import (
     resolve_device,
 )
 
+class _WorkersType(click.ParamType):
+    """`auto` or a whole number of at least 1."""
+
+    name = "auto|N"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int) or value == "auto":
+            return value
+        try:
+            count = int(value)
+        except (TypeError, ValueError):
+            self.fail(f"Expected auto or a whole number of at least 1 but got {value!r}", param, ctx)
+        if count < 1:
+            self.fail(f"Expected auto or a whole number of at least 1 but got {value!r}", param, ctx)
+        return count
+
+
+WORKERS = _WorkersType()
+
+
 @click.command(cls=DivfuzzCommand)
 @click.option("--device", default="auto", show_default=True, help="auto, cpu or cuda[:N].")
 @click.option("--budget", default=None, help="Wall-clock budget, e.g. 10m or 8h (default 10m unless --max-cases).")
 @click.option("--max-cases", type=click.IntRange(min=1), default=None, help="Stop after this many cases.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("divfuzz-out"), show_default=True)
-@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--workers", type=WORKERS, default="auto", show_default=True,
+              help="Worker processes: auto (sized from cores, GPUs and free memory: fuzzer.campaign.sizing) or a count.")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=300.0, show_default=True, help="Seconds per case.")
 @click.option("--max-ops", type=click.IntRange(1, 40), default=12, show_default=True)
 @click.option("--strict", is_flag=True, help="Bucket every fp32 bit difference, not only compiled-worse ones.")
@@ -52,6 +73,7 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
     dtype_names = names_option(dtypes, "--dtypes", known=("float32", "bfloat16", "float16"))
     device = resolve_device(device)
     config = compile_config(backend, inductor, dynamic, mode)
+    workers, workers_reason = _resolve_workers(workers, device)
     opts = CampaignOptions(
         device=device,
         out_dir=out_dir,
@@ -70,7 +92,7 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
     signal.signal(signal.SIGTERM, _interrupt_once)
     signal.signal(signal.SIGINT, _interrupt_once)
     console.print(
-        f"divfuzz fuzz: device {device}, backend {config.describe()}, seed {seed}, "
+        f"divfuzz fuzz: device {device}, {workers_reason}, backend {config.describe()}, seed {seed}, "
         f"{'budget ' + str(int(budget_s)) + ' s (+ ' + str(int(_grace())) + ' s grace for minimization)' if budget_s else ''}{' max ' + str(max_cases) + ' cases' if max_cases else ''}, "
         f"store {out_dir / 'divfuzz.sqlite'}",
         highlight=False,
@@ -102,6 +124,16 @@ def _write_report_html(store_path: Path, html_path: Path) -> None:
     finally:
         store.close()
     console.print(f"report: {html_path}", highlight=False)
+
+
+def _resolve_workers(workers: int | str, device: str) -> tuple[int, str]:
+    """An explicit count as given; 'auto' sized from this host (the rule: `size_workers`)."""
+    if workers != "auto":
+        return workers, f"{workers} worker{'s' if workers != 1 else ''}"
+    from fuzzer.campaign.sizing import probe_host, size_workers
+
+    sizing = size_workers(probe_host(device), cuda=device.startswith("cuda"))
+    return sizing.workers, f"--workers auto: {sizing.reason}"
 
 
 def _interrupt_once(signum, frame) -> None:

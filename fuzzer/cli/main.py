@@ -23,6 +23,7 @@ from fuzzer.cli.corpus import corpus
 from fuzzer.cli.diff import diff
 from fuzzer.cli.fuzz import fuzz
 from fuzzer.cli.gate import gate
+from fuzzer.cli.merge import merge
 from fuzzer.cli.minimize import minimize
 from fuzzer.cli.options import OS_REASONS, DivfuzzCommand, console
 from fuzzer.cli.replay import replay
@@ -81,5 +82,5 @@ def main() -> None:
     """divfuzz: find where torch.compile computes different numbers than eager."""
 
 
-for command in (fuzz, replay, report, diff, bench, gate, corpus, minimize):
+for command in (fuzz, replay, report, diff, merge, bench, gate, corpus, minimize):
     main.add_command(command)

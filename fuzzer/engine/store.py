@@ -29,7 +29,9 @@ from typing import Any
 from records.buckets import BucketKey
 from records.errors import StoreBusyError, StoreError
 
-SCHEMA_VERSION = 2  # 2: buckets carry a severity (oracles.severity) and its reason
+# 2: buckets carry a severity (oracles.severity) and its reason;
+# 3: cases record the device they ran on (`ran_on`: 'cpu', 'cuda:1', in the driver's numbering).
+SCHEMA_VERSION = 3
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -60,6 +62,7 @@ CREATE TABLE IF NOT EXISTS cases (
     verdict_json TEXT NOT NULL,
     wall_s REAL NOT NULL,
     created_at REAL NOT NULL,
+    ran_on TEXT,                       -- the device its worker was pinned to (NULL: stored before schema 3)
     UNIQUE (run_id, slot, idx)
 );
 CREATE TABLE IF NOT EXISTS buckets (
@@ -97,17 +100,27 @@ CREATE TABLE IF NOT EXISTS root_causes (   -- a finding's raw key -> its minimiz
 
 
 def _migrate(db: sqlite3.Connection) -> None:
-    """Bring a version-1 store to version 2: its buckets get a severity column, "suspect" until
-    `divfuzz report` or a new case re-judges them from their stored verdicts."""
+    """Bring an older store to the current version, in one transaction. 1 -> 2: its buckets get a
+    severity column, "suspect" until `divfuzz report` or a new case re-judges them from their
+    stored verdicts. 2 -> 3: its cases get `ran_on`, NULL (unknown) for the cases already stored."""
     row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
     if row is not None and int(row[0]) >= SCHEMA_VERSION:
         return
-    columns = {r[1] for r in db.execute("PRAGMA table_info(buckets)")}
-    if "severity" not in columns:
-        db.execute("ALTER TABLE buckets ADD COLUMN severity TEXT NOT NULL DEFAULT 'suspect'")
-    if "severity_json" not in columns:
-        db.execute("ALTER TABLE buckets ADD COLUMN severity_json TEXT")
-    db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        columns = {r[1] for r in db.execute("PRAGMA table_info(buckets)")}
+        if "severity" not in columns:
+            db.execute("ALTER TABLE buckets ADD COLUMN severity TEXT NOT NULL DEFAULT 'suspect'")
+        if "severity_json" not in columns:
+            db.execute("ALTER TABLE buckets ADD COLUMN severity_json TEXT")
+        if "ran_on" not in {r[1] for r in db.execute("PRAGMA table_info(cases)")}:
+            db.execute("ALTER TABLE cases ADD COLUMN ran_on TEXT")
+        db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
 
 
 @dataclass(frozen=True)
@@ -142,6 +155,7 @@ class CaseRow:
     score: float
     verdict: dict
     wall_s: float
+    ran_on: str | None = None  # the device its worker was pinned to; None before schema 3
 
 
 # The tables (and the columns of each) that make a file a divfuzz store; checked before any write.
@@ -164,6 +178,31 @@ def describe_sqlite_error(path: Path, e: sqlite3.Error) -> str:
     if code.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or "malformed" in text or "not a database" in text:
         return f"{path}: the store is corrupt ({text}); it was left as it is"
     return f"{path}: store error ({type(e).__name__}: {text})"
+
+
+def check_divfuzz_store(db: sqlite3.Connection, path: Path) -> int:
+    """Only reads: the schema version of a divfuzz store, or StoreError naming `path` when the file
+    is another application's SQLite file, lacks a table or column, or is from a newer divfuzz."""
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if "meta" not in tables:
+        raise StoreError(f"{path}: an SQLite file, but not a divfuzz store (no meta table); left as it is")
+    for table, columns in _REQUIRED_COLUMNS.items():
+        have = {r[1] for r in db.execute(f"PRAGMA table_info({table})")} if table in tables else set()
+        if not columns <= have:
+            raise StoreError(
+                f"{path}: an SQLite file with a meta table but not a divfuzz store (table {table!r} "
+                f"{'lacks ' + ', '.join(sorted(columns - have)) if have else 'is missing'}); refused and left as it is"
+            )
+    row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    if row is None:
+        raise StoreError(f"{path}: no schema_version in its meta table: not a divfuzz store; left as it is")
+    try:
+        version = int(row[0])
+    except (TypeError, ValueError):
+        raise StoreError(f"{path}: schema_version {row[0]!r} in its meta table is not an integer; left as it is") from None
+    if version > SCHEMA_VERSION:
+        raise StoreError(f"{path}: store schema version {version} is newer than this divfuzz")
+    return version
 
 
 def _named_sqlite_errors(method):
@@ -213,25 +252,7 @@ class Store:
 
     def _check_existing(self) -> None:
         """Only reads: a file that is not a divfuzz store is refused before anything is written."""
-        tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if "meta" not in tables:
-            raise StoreError(f"{self.path}: an SQLite file, but not a divfuzz store (no meta table); left as it is")
-        for table, columns in _REQUIRED_COLUMNS.items():
-            have = {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")} if table in tables else set()
-            if not columns <= have:
-                raise StoreError(
-                    f"{self.path}: an SQLite file with a meta table but not a divfuzz store (table {table!r} "
-                    f"{'lacks ' + ', '.join(sorted(columns - have)) if have else 'is missing'}); refused and left as it is"
-                )
-        row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        if row is None:
-            raise StoreError(f"{self.path}: no schema_version in its meta table: not a divfuzz store; left as it is")
-        try:
-            version = int(row[0])
-        except (TypeError, ValueError):
-            raise StoreError(f"{self.path}: schema_version {row[0]!r} in its meta table is not an integer; left as it is") from None
-        if version > SCHEMA_VERSION:
-            raise StoreError(f"{self.path}: store schema version {version} is newer than this divfuzz")
+        check_divfuzz_store(self.db, self.path)
 
     def close(self) -> None:
         with self._lock:
@@ -331,6 +352,7 @@ class Store:
         key: BucketKey | None,
         triage: str = "",
         severity: dict | None = None,
+        ran_on: str | None = None,
     ) -> tuple[int, int | None, bool]:
         """Store one case (and bump its bucket) atomically. Returns (case id, bucket id, new bucket?)."""
         now = time.time()
@@ -344,8 +366,8 @@ class Store:
                         self._raise_severity(bucket_id, severity)
                 cur = self.db.execute(
                     "INSERT INTO cases(run_id, slot, idx, spec_digest, spec_json, device, config_json, status,"
-                    " finding_kind, bucket_id, score, verdict_json, wall_s, created_at)"
-                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    " finding_kind, bucket_id, score, verdict_json, wall_s, created_at, ran_on)"
+                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (
                         run_id,
                         slot,
@@ -361,6 +383,7 @@ class Store:
                         json.dumps(verdict),
                         wall_s,
                         now,
+                        ran_on,
                     ),
                 )
                 case_id = cur.lastrowid
@@ -419,12 +442,12 @@ class Store:
         with self._lock:
             r = self.db.execute(
                 "SELECT id, run_id, slot, idx, spec_json, device, config_json, status, finding_kind, bucket_id,"
-                " score, verdict_json, wall_s FROM cases WHERE id=?",
+                " score, verdict_json, wall_s, ran_on FROM cases WHERE id=?",
                 (case_id,),
             ).fetchone()
         if r is None:
             raise StoreError(f"{self.path}: no case {case_id}")
-        return CaseRow(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]), r[7], r[8], r[9], r[10], json.loads(r[11]), r[12])
+        return CaseRow(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]), r[7], r[8], r[9], r[10], json.loads(r[11]), r[12], r[13])
 
     def run_stats(self, run_id: int) -> dict[str, Any]:
         with self._lock:

@@ -164,7 +164,12 @@ class Worker:
         if self.aborted:
             return Verdict(Status.CRASH, error_type="Aborted", error_message="divfuzz was interrupted")
         if not self._alive():
-            self.start()
+            try:
+                self.start()
+            except RuntimeError:
+                if self.aborted:  # killed while starting by an interrupt or the budget's end: no case ran
+                    return Verdict(Status.CRASH, error_type="Aborted", error_message="divfuzz was interrupted")
+                raise
         t0 = time.perf_counter()
         try:
             self.conn.send(request.to_message())
@@ -205,7 +210,12 @@ class Worker:
         if self.aborted:
             return CallOutcome(error="Aborted: divfuzz was interrupted")
         if not self._alive():
-            self.start()
+            try:
+                self.start()
+            except RuntimeError:
+                if self.aborted:
+                    return CallOutcome(error="Aborted: divfuzz was interrupted")
+                raise
         try:
             self.conn.send({"call": target, "kwargs": kwargs})
             if self.conn.poll(timeout_s):

@@ -1,0 +1,170 @@
+"""How many campaign slots a host runs, and which device each slot's worker is pinned to.
+
+`size_workers` is a pure function of what the host has (cores, host memory, each GPU's free
+memory), so the rule is tested without a GPU; `probe_host` measures those on the machine.
+`slot_devices` pins slot i of a CUDA campaign to GPU i mod G. Invariants:
+- `--workers N` is never changed: sizing only answers `--workers auto`;
+- at least one worker, whatever the host reports;
+- the same host gives the same count (it is part of a run's identity, so a resumed
+  `--workers auto` campaign finds its run again as long as the host has not changed);
+- a slot's device depends only on the slot number and the GPU count, never on timing, so the
+  same seed and worker count give the same cases on one GPU or many.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from records.errors import ConfigError
+
+GIB = 2**30
+
+# A CPU worker holds torch, Inductor and a case's tensors: about 1 GiB resident, measured on
+# this project's CPU campaigns; 1.5 GiB leaves room for the C++ compiler Inductor runs.
+HOST_BYTES_PER_WORKER = int(1.5 * GIB)
+# A CUDA worker's context, caching allocator and a case's tensors (the generator keeps a case's
+# tensors far below this; `execute._check_fits` refuses larger ones).
+GPU_BYTES_PER_WORKER = 2 * GIB
+# On a GPU host a case is ~93% compile (issue 11), and compiling is CPU work: the Python of
+# Dynamo/Inductor plus Triton's compiler. So the cores bound the workers, not the GPUs. A quarter
+# of the cores is left to the driver (Hypothesis engines, the store) and to the compilers'
+# subprocesses. 16 cores -> 12, the count measured at 4.9-5.6 cases/s on the H100; the knee is to
+# be re-measured with scripts/bench_workers.sh and this fraction set from it.
+GPU_HOST_CORE_FRACTION = 0.75
+
+
+@dataclass(frozen=True)
+class HostResources:
+    """What sizing reads from a host: usable cores, available host memory, free bytes per GPU
+    (in the order of the driver's visible devices; empty on a CPU-only campaign)."""
+
+    cores: int
+    host_available_bytes: int | None = None  # None: unknown, not a limit
+    gpu_free_bytes: tuple[int, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class WorkerSizing:
+    workers: int
+    reason: str  # one line: which limit decided, with the numbers
+
+
+def size_workers(host: HostResources, *, cuda: bool) -> WorkerSizing:
+    """The `--workers auto` rule.
+
+    CPU campaign: one worker per usable core (a CPU case is compile-bound and single-threaded for
+    most of its time: the campaign gives each worker cores // workers torch threads), capped by
+    host memory at `HOST_BYTES_PER_WORKER` each.
+
+    CUDA campaign over G GPUs: `GPU_HOST_CORE_FRACTION` of the cores (compiling is CPU work),
+    capped by host memory as above and by the GPUs: each GPU takes at most its free memory //
+    `GPU_BYTES_PER_WORKER`, and since slots are pinned round-robin, every GPU gets the same number
+    (the smallest GPU's cap), so the count is rounded down to a multiple of G when it is at least G.
+
+    Always at least 1.
+    """
+    if host.cores < 1:
+        raise ConfigError(f"Expected at least 1 core but got cores={host.cores!r}")
+    limits: list[tuple[int, str]] = []
+    if cuda:
+        if not host.gpu_free_bytes:
+            raise ConfigError("a CUDA campaign needs at least one GPU to size its workers (gpu_free_bytes is empty)")
+        limits.append((int(host.cores * GPU_HOST_CORE_FRACTION), f"{GPU_HOST_CORE_FRACTION:g} of {host.cores} cores"))
+        gpus = len(host.gpu_free_bytes)
+        per_gpu = min(b // GPU_BYTES_PER_WORKER for b in host.gpu_free_bytes)
+        smallest = min(host.gpu_free_bytes) / GIB
+        limits.append((per_gpu * gpus, f"{gpus} GPU(s), the emptiest with {smallest:.1f} GiB free, {GPU_BYTES_PER_WORKER // GIB} GiB per worker"))
+    else:
+        limits.append((host.cores, f"{host.cores} cores"))
+    if host.host_available_bytes is not None:
+        limits.append((host.host_available_bytes // HOST_BYTES_PER_WORKER,
+                       f"{host.host_available_bytes / GIB:.1f} GiB host memory available, {HOST_BYTES_PER_WORKER / GIB:g} GiB per worker"))
+    count, why = min(limits, key=lambda limit: limit[0])
+    if cuda and count >= len(host.gpu_free_bytes):
+        count -= count % len(host.gpu_free_bytes)  # the same number of slots on every GPU
+    count = max(1, count)
+    return WorkerSizing(count, f"{count} worker{'s' if count != 1 else ''}, limited by {why}")
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (taskset and cgroup cpusets count; `os.cpu_count` does not)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def host_available_bytes() -> int | None:
+    """MemAvailable from /proc/meminfo, or None where there is none (not Linux)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def gpu_free_bytes(indices: list[int]) -> list[int]:
+    """Free bytes of each listed GPU. Runs in a worker process (`Worker.call`): asking the CUDA
+    driver creates a context on every GPU asked, which the campaign's driver must not keep."""
+    import torch
+
+    return [int(torch.cuda.mem_get_info(i)[0]) for i in indices]
+
+
+def cuda_indices(device: str) -> list[int]:
+    """The driver's GPU indices a campaign on `device` uses: all visible ones for 'cuda', one for 'cuda:N'."""
+    import torch
+
+    if ":" in device:
+        return [int(device.split(":", 1)[1])]
+    return list(range(torch.cuda.device_count()))
+
+
+def probe_host(device: str) -> HostResources:
+    """Measure this host for a campaign on `device` ('cpu', 'cuda' or 'cuda:N')."""
+    gpus: tuple[int, ...] = ()
+    if device.startswith("cuda"):
+        from fuzzer.engine.worker import Worker
+
+        probe = Worker("cpu")  # a CPU worker: it initialises no CUDA until asked
+        try:
+            outcome = probe.call("fuzzer.campaign.sizing:gpu_free_bytes", {"indices": cuda_indices(device)}, 120.0)
+        finally:
+            probe.stop()
+        if outcome.error:
+            raise ConfigError(f"--workers auto: could not read the GPUs' free memory ({outcome.error})")
+        gpus = tuple(outcome.value)
+    return HostResources(cores=usable_cores(), host_available_bytes=host_available_bytes(), gpu_free_bytes=gpus)
+
+
+@dataclass(frozen=True)
+class SlotDevice:
+    """Where one slot's worker runs. `name` is the device in the driver's numbering (what the
+    store records); the worker sees only that GPU (`env`), as its `worker_device`."""
+
+    name: str
+    worker_device: str
+    env: dict = field(default_factory=dict)
+
+
+def slot_devices(device: str, workers: int, *, gpu_count: int, visible: str | None = None) -> list[SlotDevice]:
+    """Pin each slot: 'cpu' -> all on the CPU; 'cuda' -> slot i on GPU i mod `gpu_count`;
+    'cuda:N' -> all on GPU N. A pinned worker gets CUDA_VISIBLE_DEVICES naming only its GPU
+    (an entry of the driver's own `visible` list when it has one, so a narrowed host stays
+    narrowed) and runs on 'cuda', so nothing in it (Inductor, Triton) can touch another GPU."""
+    if device == "cpu":
+        return [SlotDevice("cpu", "cpu") for _ in range(workers)]
+    entries = [e.strip() for e in visible.split(",")] if visible else [str(i) for i in range(gpu_count)]
+    if ":" in device:
+        indices = [int(device.split(":", 1)[1])] * workers
+    else:
+        if gpu_count < 1:
+            raise ConfigError(f"--device {device}: no CUDA GPU is visible")
+        indices = [slot % gpu_count for slot in range(workers)]
+    if max(indices) >= len(entries):
+        raise ConfigError(f"--device {device}: GPU {max(indices)} is not in CUDA_VISIBLE_DEVICES={visible!r}")
+    return [SlotDevice(f"cuda:{i}", "cuda", {"CUDA_VISIBLE_DEVICES": entries[i]}) for i in indices]

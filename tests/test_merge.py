@@ -1,0 +1,195 @@
+"""`divfuzz merge OUT STORE...`: shard stores fold into the store one host would have held.
+
+Most tests build stores through the real Store API (no compile); one merges two real CPU
+campaigns with a planted backend and compares with one store that ran both.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
+from fuzzer.cli.main import main
+from fuzzer.engine.store import Store
+from records.buckets import BucketKey
+from records.config import CompileConfig
+
+_VERDICT = {"status": "diverged", "outputs": [], "timings": []}
+GELU = BucketKey("ulp", "bfloat16", "cpu", "gelu", "")
+NORM = BucketKey("ulp", "bfloat16", "cpu", "layer_norm", "")
+HANG = BucketKey("hang", "-", "cpu", "sigmoid", "Timeout")
+
+
+def _severity(level: str) -> dict:
+    return {"severity": level, "rule": "test", "output": "v1", "detail": level}
+
+
+def _add_run(store: Store, seed: int, cases: list[tuple[str, BucketKey | None, str]]) -> int:
+    """One finished run of `cases`: (spec digest, bucket key or None, severity), slot 0 in order."""
+    run_id, _ = store.start_run(seed=seed, device="cpu", config={}, options={"workers": 1}, versions={"torch": "x"})
+    for idx, (digest, key, level) in enumerate(cases):
+        store.add_case(run_id=run_id, slot=0, idx=idx, spec_digest=digest, spec_json=json.dumps({"d": digest}),
+                       device="cpu", config={}, verdict=_VERDICT, score=1.0, wall_s=0.1,
+                       finding_kind=key.kind if key else None, key=key, triage="compiled-worse" if key else "",
+                       severity=_severity(level) if key else None, ran_on="cpu")
+    store.finish_run(run_id)
+    return run_id
+
+
+SHARD_A = [("a0", GELU, "suspect"), ("a1", None, ""), ("a2", NORM, "noise"), ("a3", GELU, "suspect")]
+SHARD_B = [("b0", NORM, "bug"), ("b1", HANG, "bug"), ("a0", GELU, "suspect")]  # b's last case drew a's graph again
+
+
+def _store(folder: Path, *runs: tuple[int, list]) -> Path:
+    folder.mkdir(parents=True)
+    store = Store(folder / STORE_NAME)
+    try:
+        for seed, cases in runs:
+            _add_run(store, seed, cases)
+    finally:
+        store.close()
+    return folder
+
+
+def _buckets(folder: Path) -> dict[str, tuple]:
+    """Bucket by bucket, what must agree: count, severity, triage, the seed of its first run."""
+    with sqlite3.connect(folder / STORE_NAME) as db:
+        return {key: (count, severity, triage, seed) for key, count, severity, triage, seed in db.execute(
+            "SELECT b.key, b.count, b.severity, b.triage, r.seed FROM buckets b JOIN runs r ON r.id = b.first_run_id")}
+
+
+def _cases(folder: Path) -> list[tuple]:
+    with sqlite3.connect(folder / STORE_NAME) as db:
+        return sorted(db.execute(
+            "SELECT r.seed, c.slot, c.idx, c.spec_digest, c.status, b.key, c.ran_on FROM cases c JOIN runs r ON r.id = c.run_id"
+            " LEFT JOIN buckets b ON b.id = c.bucket_id"), key=repr)
+
+
+def _digest_tree(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _merge(*args) -> "Result":
+    return CliRunner().invoke(main, ["merge", *map(str, args)])
+
+
+def test_merge_of_two_shards_equals_one_store_of_the_same_cases_bucket_for_bucket(tmp_path):
+    a = _store(tmp_path / "a", (1, SHARD_A))
+    b = _store(tmp_path / "b", (2, SHARD_B))
+    single = _store(tmp_path / "single", (1, SHARD_A), (2, SHARD_B))
+    result = _merge(tmp_path / "merged", a, b)
+    assert result.exit_code == 0, result.output
+    merged = tmp_path / "merged"
+    assert _buckets(merged) == _buckets(single)
+    assert _buckets(merged)[str(GELU)][0] == 3  # the same graph in two runs is two cases, as in one store
+    assert _buckets(merged)[str(NORM)][1] == "bug"  # the most severe of its inputs
+    assert _cases(merged) == _cases(single)
+    with sqlite3.connect(merged / STORE_NAME) as db:
+        assert db.execute("SELECT seed, status FROM runs ORDER BY id").fetchall() == [(1, "finished"), (2, "finished")]
+        first_seen, last_seen = db.execute("SELECT first_seen, last_seen FROM buckets WHERE key=?", (str(NORM),)).fetchone()
+    with sqlite3.connect(a / STORE_NAME) as da, sqlite3.connect(b / STORE_NAME) as dbb:
+        fa, la = da.execute("SELECT first_seen, last_seen FROM buckets WHERE key=?", (str(NORM),)).fetchone()
+        fb, lb = dbb.execute("SELECT first_seen, last_seen FROM buckets WHERE key=?", (str(NORM),)).fetchone()
+    assert (first_seen, last_seen) == (min(fa, fb), max(la, lb))
+
+
+def test_merge_leaves_its_inputs_byte_identical_and_merging_again_adds_nothing(tmp_path):
+    a = _store(tmp_path / "a", (1, SHARD_A))
+    b = _store(tmp_path / "b", (2, SHARD_B))
+    before = {p: _digest_tree(p) for p in (a, b)}
+    assert _merge(tmp_path / "m", a, b).exit_code == 0
+    once = (_buckets(tmp_path / "m"), _cases(tmp_path / "m"))
+    again = _merge(tmp_path / "m", b / STORE_NAME, a)  # a file or a folder; the other order
+    assert again.exit_code == 0, again.output
+    assert "0 cases added (7 duplicates skipped)" in " ".join(again.output.split())
+    assert (_buckets(tmp_path / "m"), _cases(tmp_path / "m")) == once
+    assert {p: _digest_tree(p) for p in (a, b)} == before  # no -wal, -shm or lock file appeared either
+
+
+def test_a_bucket_folder_is_copied_under_its_new_number_and_a_stored_path_cannot_lead_elsewhere(tmp_path):
+    a = _store(tmp_path / "a", (1, SHARD_A))
+    (a / "buckets" / "0002-ulp-layer-norm").mkdir(parents=True)
+    (a / "buckets" / "0002-ulp-layer-norm" / "repro.py").write_text("print('repro')\n")
+    (a / "buckets" / "0002-ulp-layer-norm" / "leak").symlink_to(tmp_path / "secret")
+    (tmp_path / "secret").write_text("not to be copied")
+    with sqlite3.connect(a / STORE_NAME) as db:  # the store was moved: its paths name another host's folder
+        db.execute("UPDATE buckets SET folder='/elsewhere/buckets/0002-ulp-layer-norm' WHERE key=?", (str(NORM),))
+        db.execute("UPDATE buckets SET folder='/etc' WHERE key=?", (str(GELU),))
+    b = _store(tmp_path / "b", (2, SHARD_B))
+    result = _merge(tmp_path / "m", b, a)
+    assert result.exit_code == 0, result.output
+    with sqlite3.connect(tmp_path / "m" / STORE_NAME) as db:
+        norm_id, folder = db.execute("SELECT id, folder FROM buckets WHERE key=?", (str(NORM),)).fetchone()
+        assert db.execute("SELECT folder FROM buckets WHERE key=?", (str(GELU),)).fetchone()[0] is None
+    assert norm_id == 1 and Path(folder).name.startswith("0001-")  # b came first: its layer_norm bucket is 1
+    assert (Path(folder) / "repro.py").read_text() == "print('repro')\n" and not (Path(folder) / "leak").exists()
+    assert "no folder to copy" in result.output and not list((tmp_path / "m" / "buckets").glob("*etc*"))
+
+
+def test_bad_inputs_exit_2_naming_the_file_and_write_nothing(tmp_path):
+    a = _store(tmp_path / "a", (1, SHARD_A))
+    other = tmp_path / "other.sqlite"
+    sqlite3.connect(other).execute("CREATE TABLE t(x)").connection.commit()
+    damaged = _store(tmp_path / "damaged", (3, SHARD_B))
+    with sqlite3.connect(damaged / STORE_NAME) as db:
+        db.execute("UPDATE buckets SET key_json='{not json' WHERE key=?", (str(HANG),))
+    cases = [
+        ((a, tmp_path / "missing"), str(tmp_path / "missing")),
+        ((a, other), str(other)),
+        ((a, a / STORE_NAME), "named twice"),
+        ((a, damaged), str(damaged / STORE_NAME)),
+    ]
+    for inputs, named in cases:
+        out = tmp_path / f"out-{len(named)}"
+        before = {p: _digest_tree(p) for p in (a, damaged)}
+        result = _merge(out, *inputs)
+        assert result.exit_code == 2, result.output
+        assert named in " ".join(result.output.split()).replace("\n", "")
+        assert not (out / STORE_NAME).exists()  # all or nothing: a new output is not left half-merged
+        assert {p: _digest_tree(p) for p in (a, damaged)} == before
+    existing = _store(tmp_path / "existing", (9, SHARD_B))
+    kept = (_buckets(existing), _cases(existing))
+    result = _merge(existing, a, damaged)  # a's runs went in before damaged failed: all are rolled back
+    assert result.exit_code == 2 and (_buckets(existing), _cases(existing)) == kept
+    assert not (existing / "buckets").exists()
+    assert _merge(existing, existing).exit_code == 2
+
+
+def test_a_store_a_campaign_is_writing_is_refused(tmp_path):
+    from fuzzer.engine.store import CampaignLock
+
+    a = _store(tmp_path / "a", (1, SHARD_A))
+    lock = CampaignLock(a / STORE_NAME)
+    lock.acquire()
+    try:
+        result = _merge(tmp_path / "m", a)
+    finally:
+        lock.release()
+    assert result.exit_code == 2 and "campaign is running" in result.output and not (tmp_path / "m" / STORE_NAME).exists()
+
+
+@pytest.mark.slow  # four campaigns (768 s on this loaded 2-core box); the Store-API test above proves the same fast
+def test_merge_of_two_real_shard_campaigns_equals_one_store_that_ran_both(tmp_path):
+    def campaign(out: Path, seed: int) -> None:
+        run_campaign(CampaignOptions(device="cpu", out_dir=out, config=CompileConfig(backend="fuzzer.engine.planted:ulp_bump"),
+                                     dtypes=("bfloat16",), max_cases=3, seed=seed, workers=1))
+
+    campaign(tmp_path / "shard1", 11)
+    campaign(tmp_path / "shard2", 12)
+    campaign(tmp_path / "single", 11)
+    campaign(tmp_path / "single", 12)
+    result = _merge(tmp_path / "merged", tmp_path / "shard1", tmp_path / "shard2")
+    assert result.exit_code == 0, result.output
+    buckets = _buckets(tmp_path / "merged")
+    assert buckets and buckets == _buckets(tmp_path / "single")
+    assert sum(count for count, *_ in buckets.values()) >= 3  # the planted bump is found
+    assert _cases(tmp_path / "merged") == _cases(tmp_path / "single")
+    assert {c[-1] for c in _cases(tmp_path / "merged")} == {"cpu"}  # ran_on kept
+    folders = sorted((tmp_path / "merged" / "buckets").iterdir())
+    assert len(folders) == len(buckets) and all((f / "repro.py").is_file() for f in folders)

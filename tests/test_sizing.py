@@ -1,0 +1,124 @@
+"""`--workers auto` and GPU pinning: the sizing rule as a pure function (no GPU needed), the
+probe of this host, and the CLI's option. Fast: nothing here compiles."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from fuzzer.campaign.sizing import (
+    GIB,
+    GPU_HOST_CORE_FRACTION,
+    HostResources,
+    probe_host,
+    size_workers,
+    slot_devices,
+    usable_cores,
+)
+from records.errors import ConfigError
+
+
+def test_cpu_only_picks_one_worker_per_core_when_memory_allows():
+    assert size_workers(HostResources(cores=16, host_available_bytes=64 * GIB), cuda=False).workers == 16
+    assert size_workers(HostResources(cores=2, host_available_bytes=None), cuda=False).workers == 2
+
+
+def test_cpu_only_is_capped_by_host_memory_and_says_so():
+    sizing = size_workers(HostResources(cores=64, host_available_bytes=6 * GIB), cuda=False)
+    assert sizing.workers == 4 and "host memory" in sizing.reason
+
+
+def test_a_starved_host_still_gets_one_worker():
+    assert size_workers(HostResources(cores=1, host_available_bytes=100 * 2**20), cuda=False).workers == 1
+    assert size_workers(HostResources(cores=4, gpu_free_bytes=(GIB // 2,)), cuda=True).workers == 1
+
+
+def test_gpu_host_is_bounded_by_cores_because_compiling_is_cpu_work():
+    # The H100 host of issue 11: 16 cores, one GPU with ~78 GiB free -> 12 (the count measured there).
+    sizing = size_workers(HostResources(cores=16, host_available_bytes=120 * GIB, gpu_free_bytes=(78 * GIB,)), cuda=True)
+    assert sizing.workers == int(16 * GPU_HOST_CORE_FRACTION) == 12
+    assert "cores" in sizing.reason
+
+
+def test_a_nearly_full_gpu_caps_the_workers():
+    sizing = size_workers(HostResources(cores=64, gpu_free_bytes=(5 * GIB,)), cuda=True)
+    assert sizing.workers == 2 and "GiB free" in sizing.reason
+
+
+def test_several_gpus_get_the_same_number_of_slots_each():
+    # 32 cores -> 24 by cores; 2 GPUs, the emptier with 9 GiB -> 4 each -> 8 in all.
+    assert size_workers(HostResources(cores=32, gpu_free_bytes=(80 * GIB, 9 * GIB)), cuda=True).workers == 8
+    # 10 cores -> 7 by cores, rounded down to a multiple of 2 GPUs.
+    assert size_workers(HostResources(cores=10, gpu_free_bytes=(80 * GIB, 80 * GIB)), cuda=True).workers == 6
+
+
+def test_bad_host_figures_are_named():
+    with pytest.raises(ConfigError, match="cores=0"):
+        size_workers(HostResources(cores=0), cuda=False)
+    with pytest.raises(ConfigError, match="gpu_free_bytes"):
+        size_workers(HostResources(cores=8), cuda=True)
+
+
+def test_probe_of_this_cpu_host_reads_its_cores_and_memory():
+    host = probe_host("cpu")
+    assert host.cores == usable_cores() >= 1 and host.gpu_free_bytes == ()
+    assert host.host_available_bytes is None or host.host_available_bytes > 0
+    assert 1 <= size_workers(host, cuda=False).workers <= host.cores
+
+
+def test_cuda_slots_are_pinned_round_robin_and_each_worker_sees_one_gpu():
+    slots = slot_devices("cuda", 5, gpu_count=2)
+    assert [s.name for s in slots] == ["cuda:0", "cuda:1", "cuda:0", "cuda:1", "cuda:0"]
+    assert [s.env["CUDA_VISIBLE_DEVICES"] for s in slots] == ["0", "1", "0", "1", "0"]
+    assert {s.worker_device for s in slots} == {"cuda"}
+
+
+def test_a_narrowed_host_stays_narrowed():
+    # CUDA_VISIBLE_DEVICES=3,5 in the driver: its cuda:1 is physical GPU 5.
+    assert [s.env["CUDA_VISIBLE_DEVICES"] for s in slot_devices("cuda", 3, gpu_count=2, visible="3,5")] == ["3", "5", "3"]
+    one = slot_devices("cuda:1", 3, gpu_count=2, visible="3,5")
+    assert {s.name for s in one} == {"cuda:1"} and {s.env["CUDA_VISIBLE_DEVICES"] for s in one} == {"5"}
+
+
+def test_cpu_slots_are_not_pinned_and_a_missing_gpu_is_named():
+    assert {(s.name, s.worker_device, tuple(s.env)) for s in slot_devices("cpu", 3, gpu_count=0)} == {("cpu", "cpu", ())}
+    with pytest.raises(ConfigError, match="GPU 2"):
+        slot_devices("cuda:2", 1, gpu_count=2, visible="0,1")
+
+
+def test_fuzz_defaults_to_auto_and_prints_the_count_it_picked(tmp_path):
+    from fuzzer.cli.main import main
+
+    result = CliRunner().invoke(main, ["fuzz", "--device", "cpu", "--backend", "eager", "--no-minimize", "--no-live",
+                                       "--max-cases", "1", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    picked = size_workers(probe_host("cpu"), cuda=False)
+    assert f"--workers auto: {picked.workers} worker" in " ".join(result.output.split())  # the figures in the reason may move
+    assert "limited by" in result.output and 1 <= picked.workers <= usable_cores()
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "many", "2.5"])
+def test_a_bad_workers_value_exits_2_naming_it(tmp_path, value):
+    from fuzzer.cli.main import main
+
+    result = CliRunner().invoke(main, ["fuzz", "--device", "cpu", "--workers", value, "--out", str(tmp_path)])
+    assert result.exit_code == 2 and repr(value) in result.output and not any(tmp_path.iterdir())
+
+
+@pytest.mark.gpu
+def test_a_cuda_campaign_spreads_its_slots_over_every_visible_gpu_and_records_each(tmp_path):
+    import sqlite3
+
+    import torch
+
+    from fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
+    from records.config import CompileConfig
+
+    gpus = torch.cuda.device_count()
+    run_campaign(CampaignOptions(device="cuda", out_dir=tmp_path, config=CompileConfig(backend="eager"),
+                                 max_cases=2 * gpus, workers=2 * gpus, seed=4))
+    with sqlite3.connect(tmp_path / STORE_NAME) as db:
+        rows = db.execute("SELECT slot, ran_on, status FROM cases").fetchall()
+    assert {on for _, on, _ in rows} == {f"cuda:{i}" for i in range(gpus)}
+    assert all(on == f"cuda:{slot % gpus}" for slot, on, _ in rows)
+    assert {s for *_, s in rows} <= {"ok", "nondeterministic"}  # a badly pinned worker would fail on its device
