@@ -156,3 +156,13 @@ def test_gpu_layer_norm_linear_and_gate():
     assert len(a.spec.nodes) <= 2 and "aten.native_layer_norm" in a.culprit.summary
     b = _analyze(sigmoid_gate(4096, 128), "cuda")
     assert b.spec.op_names == ("gate",) and "emulate_precision_casts" in b.culprit.summary
+
+
+def test_a_user_modules_culprit_uses_the_same_summary_as_a_campaigns():
+    from fuzzer.triage.user_module import _culprit
+
+    assert _culprit("inductor", None).summary == "inductor (no single subsystem)"
+    named = _culprit("aot_eager_decomp_partition", _DECOMPOSITION)
+    campaign = Culprit(stage="aot_eager_decomp_partition", summary="").with_bisect(_DECOMPOSITION)
+    assert named == campaign and named.summary == "decomposition of aten.native_layer_norm"
+    assert named.subsystem == "decomposition" and named.detail == "aten.native_layer_norm"  # what peeling removes next
