@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from generators.spec import GraphSpec
 from oracles.severity import severity_of
+from records.culprit import bisect_text_of
 from reports.markdown import verdict_table
 from reports.repro import graph_code, inputs_code
 
@@ -105,8 +106,9 @@ def render_bug_report(
     other = {k: v for k, v in probes.items() if k != "emulate_precision_casts=True"}
     if other:
         lines.append("- other Inductor switches: " + ", ".join(f"`{k}` -> {v}" for k, v in other.items()))
-    if culprit.get("bisect"):
-        lines.append(f"- `torch._inductor.compiler_bisector`: `{culprit['bisect']}`")
+    bisect_text = bisect_text_of(culprit)
+    if bisect_text:
+        lines.append(f"- `torch._inductor.compiler_bisector`: `{bisect_text}`")
     if minimized and "ops_before" in minimized:
         lines.append(
             f"- minimized from {minimized['ops_before']} to {minimized['ops_after']} ops, "

@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from records.culprit import Culprit
-from fuzzer.triage.attribute import summarize
+from records.culprit import BisectResult, Culprit, bisect_text_of, summarize
+from records.errors import StoreError
 from fuzzer.triage.analysis import BucketAnalyzer
 from fuzzer.engine.buckets import bucket_key, graph_signature
 from records.config import CompileConfig
@@ -26,6 +26,56 @@ def test_summary_names_the_decomposition_and_the_switch():
     gate = Culprit(stage="inductor", summary="", subsystem="inductor_emulate_precision_casts", fixes=("emulate_precision_casts",))
     assert summarize(gate) == "inductor: emulate_precision_casts removes it"
     assert Culprit.from_dict(gate.to_dict()) == gate
+
+
+# What torch's compiler_bisector gives for a lowering (the FX node's repr: its name) and for a
+# decomposition (the OpOverload's repr), as debug_info.
+_LOWERING = BisectResult(backend="inductor", subsystem="lowerings", bisect_number=0, debug_info="eq")
+_DECOMPOSITION = BisectResult(backend="aot_eager_decomp_partition", subsystem="decomposition", bisect_number=3,
+                              debug_info="<OpOverload(op='aten.native_layer_norm', overload='default')>")
+
+
+def test_a_bisected_culprit_reads_from_its_fields_never_from_a_repr():
+    lowered = Culprit(stage="inductor", summary="").with_bisect(_LOWERING)
+    assert lowered.summary == "inductor lowering of eq" == summarize(lowered)
+    assert lowered.describe() == "inductor lowering of eq (bisect #0)"
+    assert lowered.bisect_text() == "inductor / lowerings, application #0 (eq)"
+    decomposed = Culprit(stage="inductor", summary="", fixes=("emulate_precision_casts",)).with_bisect(_DECOMPOSITION)
+    assert decomposed.stage == "aot_eager_decomp_partition" and decomposed.detail == "aten.native_layer_norm"
+    assert decomposed.describe() == "decomposition of aten.native_layer_norm (bisect #3)"
+    for c in (lowered, decomposed):
+        for text in (c.summary, c.describe(), c.bisect_text(), bisect_text_of(c.to_dict())):
+            assert "BisectionResult(" not in text and "BisectResult(" not in text
+        assert Culprit.from_dict(c.to_dict()) == c
+
+
+def test_an_older_stored_culprit_with_the_bisector_as_text_still_reads():
+    old = {"stage": "inductor", "summary": "inductor lowering of eq", "subsystem": "lowerings", "detail": "eq",
+           "fixes": [], "ladder": [["aot_eager", "ok"]], "probes": [],
+           "bisect": "BisectionResult(backend='inductor', subsystem='lowerings', bisect_number=0, debug_info='eq')"}
+    c = Culprit.from_dict(old)
+    assert c.bisect is None and c.bisect_note == old["bisect"] and c.summary == old["summary"]
+    assert c.bisect_text() == old["bisect"] == bisect_text_of(old)
+    assert Culprit.from_dict(c.to_dict()) == c
+    failed = Culprit.from_dict(dict(old, bisect="bisector failed: worker died"))
+    assert failed.bisect_text() == "bisector failed: worker died" and failed.describe() == old["summary"]
+
+
+@pytest.mark.parametrize("bad, field", [({"subsystem": "lowerings"}, "backend"), ({"backend": "inductor", "bisect_number": "0"}, "bisect_number"),
+                                        ({"backend": 3}, "backend"), ([1, 2], "expected an object")])
+def test_a_malformed_stored_bisect_result_is_refused_naming_the_field(bad, field):
+    with pytest.raises(StoreError, match=field):
+        Culprit.from_dict({"stage": "inductor", "summary": "s", "bisect": bad})
+
+
+def test_the_bisectors_own_result_is_copied_field_by_field():
+    from torch._inductor.compiler_bisector import BisectionResult
+
+    from fuzzer.triage.attribute import bisect_result_of
+
+    raw = BisectionResult(backend="inductor", subsystem="lowerings", bisect_number=0, debug_info="eq")
+    assert bisect_result_of(raw) == BisectResult("inductor", "lowerings", 0, "eq")
+    assert Culprit(stage="inductor", summary="").with_bisect(bisect_result_of(raw)).describe() == "inductor lowering of eq (bisect #0)"
 
 
 def _analyze(spec, device):
@@ -106,3 +156,13 @@ def test_gpu_layer_norm_linear_and_gate():
     assert len(a.spec.nodes) <= 2 and "aten.native_layer_norm" in a.culprit.summary
     b = _analyze(sigmoid_gate(4096, 128), "cuda")
     assert b.spec.op_names == ("gate",) and "emulate_precision_casts" in b.culprit.summary
+
+
+def test_a_user_modules_culprit_uses_the_same_summary_as_a_campaigns():
+    from fuzzer.triage.user_module import _culprit
+
+    assert _culprit("inductor", None).summary == "inductor (no single subsystem)"
+    named = _culprit("aot_eager_decomp_partition", _DECOMPOSITION)
+    campaign = Culprit(stage="aot_eager_decomp_partition", summary="").with_bisect(_DECOMPOSITION)
+    assert named == campaign and named.summary == "decomposition of aten.native_layer_norm"
+    assert named.subsystem == "decomposition" and named.detail == "aten.native_layer_norm"  # what peeling removes next

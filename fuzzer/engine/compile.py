@@ -2,8 +2,12 @@
 overrides checked and applied, decompositions removed, and `torch.compile` called.
 
 Every path compiles through here: the campaign's cases, every rung of the attribution ladder,
-the probes, and user modules. A `CompileConfig` (records.config) says what to compile with, as
-data; this module is the only one that turns that data into torch calls.
+the probes and the bisector (all through `fuzzer.engine.execute`), user modules' ladder, reducer
+and bisector (`fuzzer.triage.user_module`) and whole-model capture (`fuzzer.triage.capture`).
+A `CompileConfig` (records.config) says what to compile with, and the aten ops whose Inductor
+decomposition is removed are a tuple of names: both are data; `compiled` is the only function
+that turns them into torch calls, and the only `torch.compile` call in divfuzz (a test scans for
+others).
 """
 
 from __future__ import annotations
@@ -11,9 +15,9 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
-from typing import Any
+from typing import Any, Callable, Iterator
 
-from records.config import check_backend_syntax
+from records.config import CompileConfig, check_backend_syntax
 from records.errors import ConfigError
 
 
@@ -53,6 +57,42 @@ def check_stored_backend(stored: str, cli_backend: str | None, *, source: str) -
             )
         return
     resolve_backend(stored)
+
+
+@contextlib.contextmanager
+def compiled(
+    fn: Callable,
+    config: CompileConfig,
+    *,
+    decompositions: tuple[str, ...] | list[str] = (),
+    backend_fn: Callable | None = None,
+) -> Iterator[Callable]:
+    """Yield `fn` compiled under `config`, from a fresh Dynamo state, with `config`'s Inductor
+    overrides applied (`torch._inductor.config.patch`) and the `decompositions` (aten op names)
+    removed for the whole block.
+
+    The settings hold for the block, not only for the `torch.compile` call, because compiling is
+    lazy: the forward compiles at its first call and a training graph's backward at the first
+    backward, both of which the caller runs inside the block. `backend_fn` replaces
+    `config.backend` with one of divfuzz's own in-process backends (capture's recorder, its
+    one-graph chooser); everything else about the compile still comes from `config`.
+    Invariant: `torch._dynamo.reset()` runs first, so no earlier compile (nor its guards) is
+    reused; the bisector relies on that, as it swaps backends between calls.
+    """
+    import torch
+
+    backend = backend_fn if backend_fn is not None else resolve_backend(config.backend)
+    torch._dynamo.reset()
+    with _inductor_overrides(config), decompositions_removed(decompositions):
+        yield torch.compile(fn, backend=backend, dynamic=config.dynamic, mode=config.mode)
+
+
+def _inductor_overrides(config: CompileConfig):
+    if not config.inductor:
+        return contextlib.nullcontext()
+    import torch._inductor.config as inductor_config
+
+    return inductor_config.patch(dict(config.inductor))
 
 
 def validate_inductor_overrides(overrides: dict[str, Any], *, where: str = "--inductor") -> None:

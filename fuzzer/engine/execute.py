@@ -1,7 +1,8 @@
 """Running one case in the current process: eager twice, float64 reference, compiled; then oracles.
 
-`execute_case` is the only function that calls `torch.compile`. It never raises for a failure of
-the compiler under test: errors become a `Verdict` with an error status. What it raises is
+`execute_case` compiles through `fuzzer.engine.compile.compiled`, the one compile site, which
+holds the config's Inductor overrides over the compiled forward and backward alike. It never
+raises for a failure of the compiler under test: errors become a `Verdict` with an error status. What it raises is
 divfuzz's own failure (building inputs, the fp64 reference, judging), which the worker reports
 as internal, never as a finding. It runs inside a worker process (`fuzzer.engine.worker`), which turns
 crashes and hangs into verdicts too.
@@ -20,7 +21,7 @@ from typing import Any
 import torch
 
 from records.config import CompileConfig
-from fuzzer.engine.compile import resolve_backend
+from fuzzer.engine.compile import compiled as compiled_under
 from generators.build import (
     build_callable,
     build_reference,
@@ -103,18 +104,6 @@ def _is_compile_error(e: BaseException) -> bool:
     return mod.startswith(("torch._dynamo", "torch._inductor")) or getattr(e, "inner_exception", None) is not None
 
 
-def _compile(fn, config: CompileConfig):
-    return torch.compile(fn, backend=resolve_backend(config.backend), dynamic=config.dynamic, mode=config.mode)
-
-
-def _inductor_patch(config: CompileConfig):
-    if not config.inductor:
-        return contextlib.nullcontext()
-    import torch._inductor.config as inductor_config
-
-    return inductor_config.patch(dict(config.inductor))
-
-
 def execute_case(spec: GraphSpec, device: str, config: CompileConfig, *, profile: bool = False) -> Verdict:
     """Run one case and judge it. With `profile`, also time a second (warm) compiled run."""
     clock = _Clock(device)
@@ -143,15 +132,14 @@ def execute_case(spec: GraphSpec, device: str, config: CompileConfig, *, profile
         )
         bounds = boundary_distances(spec, env)
 
-    with clock.span("compile"):
-        torch._dynamo.reset()
     try:
-        with clock.span("compile"), _inductor_patch(config):
-            compiled_fn = _compile(build_callable(spec, device_type), config)
-            compiled, _ = run_forward_backward(spec, compiled_fn, inputs, cots)
-        if profile:
-            with clock.span("compiled_run"), _inductor_patch(config):
-                run_forward_backward(spec, compiled_fn, inputs, cots)
+        with contextlib.ExitStack() as session:
+            with clock.span("compile"):
+                compiled_fn = session.enter_context(compiled_under(build_callable(spec, device_type), config))
+                compiled, _ = run_forward_backward(spec, compiled_fn, inputs, cots)
+            if profile:
+                with clock.span("compiled_run"):
+                    run_forward_backward(spec, compiled_fn, inputs, cots)
     except Exception as e:
         status = Status.COMPILE_ERROR if _is_compile_error(e) else Status.RUNTIME_ERROR
         return Verdict(status, error_type=_error_type(e), error_message=str(e)[:2000], timings=tuple(clock.spans.items()))

@@ -45,12 +45,12 @@ class Analysis:
         return f"{self.spec.op_signature()} @ {self.culprit.summary}"
 
     def notes(self) -> tuple[str, ...]:
-        lines = [f"Culprit: {self.culprit.summary}"]
-        lines += [f"  stage ladder: " + ", ".join(f"{r}: {o}" for r, o in self.culprit.ladder)]
+        lines = [f"Culprit: {self.culprit.describe()}"]
+        lines += ["  stage ladder: " + ", ".join(f"{r}: {o}" for r, o in self.culprit.ladder)]
         if self.culprit.probes:
             lines += ["  inductor probes: " + ", ".join(f"{p}: {o}" for p, o in self.culprit.probes)]
-        if self.culprit.bisect:
-            lines += [f"  compiler_bisector: {self.culprit.bisect}"]
+        if self.culprit.bisect_text():
+            lines += [f"  compiler_bisector: {self.culprit.bisect_text()}"]
         if self.minimized is not None:
             lines += [self.minimized.describe()]
         if self.note:

@@ -7,21 +7,21 @@
    ones that remove the finding are recorded (`emulate_precision_casts` for fused bf16 math);
 3. `torch._inductor.compiler_bisector` (in-process only, so it runs through `Worker.call` and
    `bisect_in_worker`) to name the subsystem and the single decomposition / lowering / pass.
-The result is a frozen `Culprit` with a readable `summary`. A backend that is not Inductor (a
+The result is a frozen `Culprit` with a readable `summary` (`records.culprit.summarize`), the
+bisector's result kept as fields (`BisectResult`). A backend that is not Inductor (a
 user's or a planted one) is the culprit itself: the ladder still runs, the bisector does not.
-Invariant: deterministic for a deterministic compiler; nothing here calls torch.compile itself
-(the bisector's `fn` calls `execute_case`, which does).
+Invariant: deterministic for a deterministic compiler; every rung, probe and bisector step runs
+`execute_case`, which compiles through `fuzzer.engine.compile.compiled`, the one compile site.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from typing import Any
 
 from generators.spec import GraphSpec
 from records.config import CompileConfig
-from records.culprit import Culprit
+from records.culprit import BisectResult, Culprit, summarize
 from records.outcomes import ERROR_KINDS
 
 LADDER = ("aot_eager", "aot_eager_decomp_partition")
@@ -87,7 +87,8 @@ def attribute_case(
     bisect: bool = True,
     on_verdict=None,
 ) -> Culprit:
-    """The culprit of a case that shows a finding of `kind` under `config`."""
+    """The culprit of a case that shows a finding of `kind` under `config`: the stage ladder, then
+    (for Inductor) the probes, then (with `bisect`) the bisector's narrowing."""
     from fuzzer.engine.worker import CaseRequest
 
     def outcome(cfg: CompileConfig) -> str:
@@ -96,6 +97,22 @@ def attribute_case(
             on_verdict(spec, cfg, verdict)
         return _outcome(verdict, kind, strict)
 
+    ladder, stage = _climb_ladder(outcome, config, kind)
+    if config.backend != "inductor":
+        return Culprit(stage=config.backend, summary=f"backend {config.backend}", ladder=ladder)
+    probes: tuple[tuple[str, str], ...] = ()
+    fixes: tuple[str, ...] = ()
+    if ladder[-1][1] == kind:
+        probes, fixes = _probe_switches(outcome, config, kind, device=device, stage=stage)
+    culprit = Culprit(stage=stage, summary="", fixes=fixes, ladder=ladder, probes=probes)
+    if bisect:
+        return _narrow_by_bisector(culprit, worker, spec, device=device, config=config, kind=kind, strict=strict, timeout_s=timeout_s)
+    return replace(culprit, summary=summarize(culprit))
+
+
+def _climb_ladder(outcome, config: CompileConfig, kind: str) -> tuple[tuple[tuple[str, str], ...], str]:
+    """(ladder, stage): each rung of `LADDER` up to the first that shows `kind`, then the case's
+    own config (always run, last); the stage is that first rung, else the config's backend."""
     ladder: list[tuple[str, str]] = []
     stage = None
     for rung in LADDER:
@@ -104,79 +121,42 @@ def attribute_case(
         if got == kind:
             stage = rung
             break
-    final = outcome(config)
-    ladder.append((config.describe(), final))
+    ladder.append((config.describe(), outcome(config)))
     if stage is None:
         stage = "inductor" if config.backend == "inductor" else config.backend
-    if config.backend != "inductor":
-        return Culprit(stage=config.backend, summary=f"backend {config.backend}", ladder=tuple(ladder))
+    return tuple(ladder), stage
 
+
+def _probe_switches(outcome, config: CompileConfig, kind: str, *, device: str, stage: str) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+    """(probes, fixes): each Inductor switch set alone, and the ones that remove `kind`.
+    Past the AOT rungs only emulate_precision_casts is probed (for the report); when the stage is
+    Inductor itself every switch is."""
     probes: list[tuple[str, str]] = []
     fixes: list[str] = []
-    if final == kind:
-        # Past the AOT rungs only emulate_precision_casts is probed (for the report); when the
-        # stage is Inductor itself every switch is.
-        for key, value in available_probes(device):
-            if stage != "inductor" and key != "emulate_precision_casts":
-                continue
-            got = outcome(config.with_inductor(**{key: value}))
-            probes.append((f"{key}={value!r}", got))
-            if got != kind:
-                fixes.append(key)
-    culprit = Culprit(stage=stage, summary="", fixes=tuple(fixes), ladder=tuple(ladder), probes=tuple(probes))
-    if bisect:
-        res = worker.call(
-            "fuzzer.triage.attribute:bisect_in_worker",
-            {"spec_json": spec.to_json(indent=None), "device": device, "config": config.to_dict(), "kind": kind, "strict": strict},
-            timeout_s * 4,
-        )
-        if res.error is None and res.value:
-            culprit = replace(
-                culprit,
-                subsystem=res.value.get("subsystem"),
-                detail=_readable_detail(res.value.get("subsystem"), res.value.get("debug_info")),
-                bisect=res.value.get("repr"),
-                stage=res.value.get("backend") or stage,
-            )
-        elif res.error is not None:
-            culprit = replace(culprit, bisect=f"bisector failed: {res.error[:300]}")
+    for key, value in available_probes(device):
+        if stage != "inductor" and key != "emulate_precision_casts":
+            continue
+        got = outcome(config.with_inductor(**{key: value}))
+        probes.append((f"{key}={value!r}", got))
+        if got != kind:
+            fixes.append(key)
+    return tuple(probes), tuple(fixes)
+
+
+def _narrow_by_bisector(culprit: Culprit, worker, spec: GraphSpec, *, device: str, config: CompileConfig, kind: str,
+                        strict: bool, timeout_s: float) -> Culprit:
+    """`culprit` narrowed by `compiler_bisector` (run in the worker: it is in-process only), or
+    with a note saying why the bisector gave nothing; its summary rebuilt either way."""
+    res = worker.call(
+        "fuzzer.triage.attribute:bisect_in_worker",
+        {"spec_json": spec.to_json(indent=None), "device": device, "config": config.to_dict(), "kind": kind, "strict": strict},
+        timeout_s * 4,
+    )
+    if res.error is None and res.value:
+        return culprit.with_bisect(BisectResult.from_dict(res.value, where="the bisector's answer"))
+    if res.error is not None:
+        culprit = replace(culprit, bisect_note=f"bisector failed: {res.error[:300]}")
     return replace(culprit, summary=summarize(culprit))
-
-
-_OPOVERLOAD = re.compile(r"op='([^']+)'")
-
-
-def _readable_detail(subsystem: str | None, debug_info: str | None) -> str | None:
-    if not debug_info:
-        return None
-    m = _OPOVERLOAD.search(debug_info)
-    if m:  # "<OpOverload(op='aten.native_layer_norm', overload='default')>"
-        return m.group(1)
-    if subsystem == "lowerings":  # repr(node): keep its target
-        t = re.search(r"target=([^,)\s]+)", debug_info)
-        return t.group(1) if t else debug_info[:80]
-    return debug_info[:80]
-
-
-def summarize(c: Culprit) -> str:
-    """A short sentence naming the culprit, used in bucket keys, repro headers and reports."""
-    if c.subsystem == "decomposition" and c.detail:
-        return f"decomposition of {c.detail}"
-    if c.subsystem and c.subsystem.startswith("inductor_") and c.subsystem.removeprefix("inductor_") in c.fixes:
-        return f"inductor: {c.subsystem.removeprefix('inductor_')} removes it"
-    if c.stage == "inductor" and c.fixes and not c.subsystem:
-        return f"inductor: {c.fixes[0]} removes it"
-    if c.subsystem == "lowerings" and c.detail:
-        return f"inductor lowering of {c.detail}"
-    if c.subsystem in ("pre_grad_passes", "joint_graph_passes", "post_grad_passes") and c.detail:
-        return f"inductor {c.subsystem.replace('_', ' ')}: {c.detail}"
-    if c.subsystem and c.subsystem.startswith("inductor_"):
-        return f"inductor: {c.subsystem.removeprefix('inductor_')} removes it"
-    if c.subsystem:
-        return f"{c.stage}: {c.subsystem}" + (f" ({c.detail})" if c.detail else "")
-    if c.fixes:
-        return f"{c.stage}: {c.fixes[0]} removes it"
-    return f"{c.stage} (no single subsystem)"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -216,10 +196,14 @@ def bisect_in_worker(*, spec_json: str, device: str, config: dict, kind: str, st
         result = CompilerBisector.do_bisect(good)
     if result is None:
         return None
-    return {
-        "backend": result.backend,
-        "subsystem": result.subsystem,
-        "bisect_number": result.bisect_number,
-        "debug_info": result.debug_info,
-        "repr": repr(result)[:500],
-    }
+    return bisect_result_of(result).to_dict()
+
+
+def bisect_result_of(result) -> BisectResult:
+    """torch's `BisectionResult` as a torch-free record, copied field by field (never its repr)."""
+    return BisectResult(
+        backend=str(result.backend),
+        subsystem=result.subsystem,
+        bisect_number=result.bisect_number,
+        debug_info=None if result.debug_info is None else str(result.debug_info),
+    )

@@ -170,11 +170,17 @@ class _RunSpec:
 
         return forward
 
-    def run(self, backend=None, *, float64: bool = False) -> list[tuple[str, Any]]:
+    def run(self, backend: str | Callable | None = None, *, float64: bool = False) -> list[tuple[str, Any]]:
         """One step on a fresh copy of the model and inputs; returns (name, tensor) outputs, with
-        parameter and input gradients appended under `--train`. `backend` None runs eagerly."""
+        parameter and input gradients appended under `--train`. `backend` None runs eagerly; a
+        name compiles with that registered backend, a callable with that in-process backend
+        (the recorder, the one-graph chooser), always static (`dynamic=False`) and through
+        `fuzzer.engine.compile.compiled`, which holds for the backward too."""
         import torch
         import torch.utils._pytree as pytree
+
+        from fuzzer.engine.compile import compiled
+        from records.config import CompileConfig
 
         model = copy.deepcopy(self.model) if isinstance(self.model, torch.nn.Module) else self.model
 
@@ -190,9 +196,18 @@ class _RunSpec:
         if float64 and isinstance(model, torch.nn.Module):
             model = model.double()
         forward = self.forward_fn(model, autocast=not float64)
-        if backend is not None:
-            torch._dynamo.reset()
-            forward = torch.compile(forward, backend=backend, dynamic=False)
+        if backend is None:
+            return self._step(model, forward, args, kwargs)
+        named = backend if isinstance(backend, str) else "inductor"  # the name is unused with backend_fn
+        with compiled(forward, CompileConfig(backend=named, dynamic=False),
+                      backend_fn=None if isinstance(backend, str) else backend) as compiled_forward:
+            return self._step(model, compiled_forward, args, kwargs)
+
+    def _step(self, model, forward, args, kwargs) -> list[tuple[str, Any]]:
+        """Run `forward` once: outputs, and under `--train` the loss, a backward and the gradients."""
+        import torch
+        import torch.utils._pytree as pytree
+
         if not self.train:
             with torch.no_grad():
                 return [(n, t.detach()) for n, t in flatten_outputs(forward(*args, **kwargs))]

@@ -97,9 +97,31 @@ def rebuild_spec(
     nodes = spec.nodes if nodes is None else nodes
     outputs = spec.outputs if outputs is None else outputs
     autocast_dtype = spec.autocast if autocast is False else autocast
-    data_shapes = data_shapes or {}
     old_inputs = {t.name: t for t in tuple(spec.inputs) + tuple(extra_inputs)}
-    # Keep only what the outputs reach.
+    live = _reached_from(outputs, nodes)
+    nodes = tuple(n for n in nodes if n.name in live)
+    if not nodes:
+        return None
+    inputs, metas = _live_data_inputs(spec, nodes, old_inputs, live, data_shapes or {})
+    new_nodes = []
+    for n in nodes:
+        rebuilt = _reinfer_node(spec, n, old_inputs, inputs, metas, autocast_dtype)
+        if rebuilt is None:
+            return None
+        new_nodes.append(rebuilt)
+    if any(o not in metas for o in outputs) or len(set(outputs)) != len(outputs):
+        return None
+    candidate = replace(
+        spec, inputs=_in_original_order(inputs, old_inputs), nodes=tuple(new_nodes), outputs=tuple(outputs), autocast=autocast_dtype
+    )
+    try:
+        return validate_spec(candidate, source="minimizer candidate")
+    except SpecError:
+        return None
+
+
+def _reached_from(outputs: tuple[str, ...], nodes: tuple[Node, ...]) -> set[str]:
+    """Names of the nodes and inputs that the outputs reach: all that the rebuilt spec keeps."""
     by_name = {n.name: n for n in nodes}
     live: set[str] = set()
     stack = list(outputs)
@@ -110,9 +132,13 @@ def rebuild_spec(
         live.add(name)
         if name in by_name:
             stack.extend(by_name[name].inputs)
-    nodes = tuple(n for n in nodes if n.name in live)
-    if not nodes:
-        return None
+    return live
+
+
+def _live_data_inputs(spec: GraphSpec, nodes: tuple[Node, ...], old_inputs: dict[str, TensorSpec], live: set[str],
+                      data_shapes: dict[str, tuple[int, ...]]) -> tuple[dict[str, TensorSpec], dict[str, Meta]]:
+    """The reached data inputs (weights are re-derived per node), in `data_shapes`' shapes, and
+    their metas; `requires_grad` only where the spec still runs backward."""
     weight_names = set()
     for n in nodes:
         weight_names.update(n.inputs[get_op(n.op).arity :])
@@ -123,47 +149,45 @@ def rebuild_spec(
             shape = tuple(data_shapes.get(t.name, t.shape))
             inputs[t.name] = replace(t, shape=shape, requires_grad=t.requires_grad and spec.backward)
             metas[t.name] = Meta(shape, t.dtype)
-    new_nodes = []
-    for n in nodes:
-        op = get_op(n.op)
-        data_names = n.inputs[: op.arity]
-        if any(d not in metas for d in data_names):
-            return None
-        data = tuple(metas[d] for d in data_names)
-        if not op.accepts(data):
-            return None
-        try:
-            out = op.infer(data, n.kwargs)
-            weights = op.weights(data, n.kwargs)
-        except INFER_ERRORS:
-            return None
-        dtype = autocast_dtype if (autocast_dtype and op.family == "linear") else out.dtype
-        # Old weights by role suffix, so that a weight keeps its name, dtype and init.
-        old_weight_names = dict(zip((w.suffix for w in _old_weights(spec, n, old_inputs)), n.inputs[op.arity :]))
-        names = []
-        for w in weights:
-            name = old_weight_names.get(w.suffix) or f"{n.name}_{w.suffix}"
-            old = old_inputs.get(name)
-            wdtype = old.dtype if old is not None else ("float32" if autocast_dtype else data[0].dtype)
-            inputs[name] = TensorSpec(
-                name, tuple(w.shape), wdtype, requires_grad=spec.backward and w.trainable, init=w.init
-            )
-            metas[name] = Meta(tuple(w.shape), wdtype)
-            names.append(name)
-        new_nodes.append(replace(n, inputs=tuple(data_names) + tuple(names), shape=tuple(out.shape), dtype=dtype))
-        metas[n.name] = Meta(tuple(out.shape), dtype)
-    if any(o not in metas for o in outputs) or len(set(outputs)) != len(outputs):
+    return inputs, metas
+
+
+def _reinfer_node(spec: GraphSpec, n: Node, old_inputs: dict[str, TensorSpec], inputs: dict[str, TensorSpec],
+                  metas: dict[str, Meta], autocast_dtype: str | None) -> Node | None:
+    """Node `n` with shape and dtype re-inferred from its data inputs' metas and its weights
+    re-derived from `op.weights` (added to `inputs` and `metas`, as is the node's own meta);
+    None when the op no longer accepts its inputs or params."""
+    op = get_op(n.op)
+    data_names = n.inputs[: op.arity]
+    if any(d not in metas for d in data_names):
         return None
-    # Inputs in their original order, new ones after.
-    order = [t.name for t in old_inputs.values()]
-    ordered = tuple(sorted(inputs.values(), key=lambda t: order.index(t.name) if t.name in order else len(order)))
-    candidate = replace(
-        spec, inputs=ordered, nodes=tuple(new_nodes), outputs=tuple(outputs), autocast=autocast_dtype
-    )
+    data = tuple(metas[d] for d in data_names)
+    if not op.accepts(data):
+        return None
     try:
-        return validate_spec(candidate, source="minimizer candidate")
-    except SpecError:
+        out = op.infer(data, n.kwargs)
+        weights = op.weights(data, n.kwargs)
+    except INFER_ERRORS:
         return None
+    dtype = autocast_dtype if (autocast_dtype and op.family == "linear") else out.dtype
+    # Old weights by role suffix, so that a weight keeps its name, dtype and init.
+    old_weight_names = dict(zip((w.suffix for w in _old_weights(spec, n, old_inputs)), n.inputs[op.arity :]))
+    names = []
+    for w in weights:
+        name = old_weight_names.get(w.suffix) or f"{n.name}_{w.suffix}"
+        old = old_inputs.get(name)
+        wdtype = old.dtype if old is not None else ("float32" if autocast_dtype else data[0].dtype)
+        inputs[name] = TensorSpec(name, tuple(w.shape), wdtype, requires_grad=spec.backward and w.trainable, init=w.init)
+        metas[name] = Meta(tuple(w.shape), wdtype)
+        names.append(name)
+    metas[n.name] = Meta(tuple(out.shape), dtype)
+    return replace(n, inputs=tuple(data_names) + tuple(names), shape=tuple(out.shape), dtype=dtype)
+
+
+def _in_original_order(inputs: dict[str, TensorSpec], old_inputs: dict[str, TensorSpec]) -> tuple[TensorSpec, ...]:
+    """Inputs in their original order, new ones after."""
+    order = [t.name for t in old_inputs.values()]
+    return tuple(sorted(inputs.values(), key=lambda t: order.index(t.name) if t.name in order else len(order)))
 
 
 def _old_weights(spec: GraphSpec, node: Node, old_inputs: dict[str, TensorSpec]):
@@ -403,12 +427,23 @@ def _fresh_name(used: set[str], prefix: str) -> str:
 
 @dataclass
 class _Budget:
+    """The minimizer's deadline and its predicate's answers, cached by spec digest: a candidate
+    is never run twice, and `calls` counts the ones that were run."""
+
+    predicate: Predicate
     deadline: float
     calls: int = 0
     cache: dict = field(default_factory=dict)
 
     def left(self) -> bool:
         return time.monotonic() < self.deadline
+
+    def fails(self, cand: GraphSpec) -> bool:
+        key = cand.digest()
+        if key not in self.cache:
+            self.calls += 1
+            self.cache[key] = bool(self.predicate(cand))
+        return self.cache[key]
 
 
 def minimize_spec(
@@ -426,40 +461,12 @@ def minimize_spec(
     on the smaller spec, and the rounds repeat until one makes no progress or the budget ends.
     """
     t0 = time.monotonic()
-    log = log or (lambda s: None)
-    budget = _Budget(deadline=t0 + budget_s)
-
-    def check(cand: GraphSpec) -> bool:
-        key = cand.digest()
-        if key not in budget.cache:
-            budget.calls += 1
-            budget.cache[key] = bool(predicate(cand))
-        return budget.cache[key]
-
-    if not check(spec):
+    budget = _Budget(predicate, deadline=t0 + budget_s)
+    if not budget.fails(spec):
         raise MinimizeError(
             f"the input case does not fail the predicate ({len(spec.nodes)} ops, {spec.op_signature()}): nothing to minimize"
         )
-    current = spec
-    taken: dict[str, int] = {}
-    progress = True
-    while progress and budget.left():
-        progress = False
-        for name, make in passes:
-            restart = True
-            while restart and budget.left():
-                restart = False
-                for cand in make(current):
-                    if not budget.left():
-                        break
-                    if not _smaller(cand, current):
-                        continue
-                    if check(cand):
-                        log(f"{name}: {len(current.nodes)} -> {len(cand.nodes)} ops, {spec_elements(cand)} elements")
-                        current = cand
-                        taken[name] = taken.get(name, 0) + 1
-                        progress = restart = True
-                        break
+    current, taken = _run_rounds(spec, passes, budget, log or (lambda s: None))
     return MinimizeResult(
         spec=current,
         ops_before=len(spec.nodes),
@@ -471,6 +478,37 @@ def minimize_spec(
         wall_s=time.monotonic() - t0,
         budget_exhausted=not budget.left(),
     )
+
+
+def _run_rounds(spec: GraphSpec, passes, budget: _Budget, log: Callable[[str], None]) -> tuple[GraphSpec, dict[str, int]]:
+    """Rounds of every pass until one makes no progress or the budget ends: (the smallest
+    failing spec, accepted candidates per pass name, in the order first taken)."""
+    current = spec
+    taken: dict[str, int] = {}
+    progress = True
+    while progress and budget.left():
+        progress = False
+        for name, make in passes:
+            # A pass restarts on each smaller spec it finds, until it finds none.
+            while budget.left():
+                cand = _first_smaller_failing(make(current), current, budget)
+                if cand is None:
+                    break
+                log(f"{name}: {len(current.nodes)} -> {len(cand.nodes)} ops, {spec_elements(cand)} elements")
+                current = cand
+                taken[name] = taken.get(name, 0) + 1
+                progress = True
+    return current, taken
+
+
+def _first_smaller_failing(candidates: Iterator[GraphSpec], current: GraphSpec, budget: _Budget) -> GraphSpec | None:
+    """The first candidate smaller than `current` that still fails, or None (also when the budget ends)."""
+    for cand in candidates:
+        if not budget.left():
+            return None
+        if _smaller(cand, current) and budget.fails(cand):
+            return cand
+    return None
 
 
 def _complexity(spec: GraphSpec) -> tuple:

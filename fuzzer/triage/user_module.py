@@ -26,7 +26,9 @@ import io
 import json
 import sys
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from oracles.severity import verdict_lines_of, worth_reducing
 
@@ -59,14 +61,24 @@ def _flat(out):
     return [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
 
 
-def _run(gm, inputs, rung: str):
+def _rung_config(rung: str):
+    """A ladder rung as a compile config (`dynamic=None`: torch.compile's own default)."""
+    from records.config import CompileConfig
+
+    return CompileConfig(backend=rung, dynamic=None)
+
+
+def _run(gm, inputs, rung: str, decompositions: tuple[str, ...] = ()):
+    """`gm`'s flat outputs at `rung`, compiled afresh with `decompositions` removed."""
     import torch
+
+    from fuzzer.engine.compile import compiled
 
     with torch.no_grad():
         if rung == "eager":
             return _flat(gm(*inputs))
-        torch._dynamo.reset()
-        return _flat(torch.compile(gm, backend=rung)(*inputs))
+        with compiled(gm, _rung_config(rung), decompositions=decompositions) as fn:
+            return _flat(fn(*inputs))
 
 
 def _to_float64(value):
@@ -209,11 +221,15 @@ def _n_differ(a, b) -> int:
     return int(diff.sum())
 
 
-def _bisect(gm, inputs, rung: str, ref) -> dict | None:
+def _bisect(gm, inputs, rung: str, ref, decompositions: tuple[str, ...] = ()):
     """Bisect the cause that appears at `rung`: earlier backends count as good. `ref` is the output
-    of the rung before it (already computed by the caller); "bad" is what `oracles.severity.worth_reducing` says."""
+    of the rung before it (already computed by the caller); "bad" is what `oracles.severity.worth_reducing` says.
+    Returns the bisector's result as a `records.culprit.BisectResult`, or None."""
     import torch
     from torch._inductor.compiler_bisector import CompilerBisector
+
+    from fuzzer.engine.compile import compiled
+    from fuzzer.triage.attribute import bisect_result_of
 
     fp64, bounds = _reference_outputs(gm, inputs), _int_boundaries(gm, inputs)
 
@@ -221,10 +237,10 @@ def _bisect(gm, inputs, rung: str, ref) -> dict | None:
         backend = CompilerBisector.get_backend()
         if backend in RUNGS and RUNGS.index(backend) < RUNGS.index(rung):
             return True
-        torch._dynamo.reset()
         try:
-            with torch.no_grad():
-                return not worth_reducing(_verdict(gm, inputs, ref, _flat(torch.compile(gm)(*inputs)), fp64, bounds))
+            # The bisector picks the backend and the subsystems to disable inside torch.compile.
+            with torch.no_grad(), compiled(gm, _rung_config("inductor"), decompositions=decompositions) as fn:
+                return not worth_reducing(_verdict(gm, inputs, ref, _flat(fn(*inputs)), fp64, bounds))
         except Exception:  # this configuration does not compile: it must not take the blame
             return False
 
@@ -232,26 +248,16 @@ def _bisect(gm, inputs, rung: str, ref) -> dict | None:
         res = CompilerBisector.do_bisect(good)
     if res is None:
         return None
-    # The bisector's result as data (its fields), never its repr: summaries are built from fields.
-    return {"backend": res.backend, "subsystem": res.subsystem, "bisect_number": res.bisect_number,
-            "debug_info": None if res.debug_info is None else str(res.debug_info)}
+    return bisect_result_of(res)
 
 
-def _summary(rung: str, bisect: dict | None) -> str:
-    """A readable culprit, from the bisector's fields."""
-    from fuzzer.triage.attribute import _readable_detail
+def _culprit(rung: str, bisect):
+    """The culprit of the cause that appears at `rung`, named by the bisector's fields when it
+    gave a result; its summary comes from `records.culprit.summarize`, as a campaign's does."""
+    from records.culprit import Culprit, summarize
 
-    subsystem = (bisect or {}).get("subsystem")
-    detail = _readable_detail(subsystem, (bisect or {}).get("debug_info"))
-    if subsystem == "decomposition" and detail:
-        return f"decomposition of {detail}"
-    if subsystem and subsystem.startswith("inductor_"):
-        return f"inductor: {subsystem.removeprefix('inductor_')} removes it"
-    if subsystem == "lowerings":
-        return f"inductor lowering of {detail}" if detail else "inductor lowering"
-    if subsystem:
-        return f"{bisect.get('backend') or rung}: {subsystem.replace('_', ' ')}" + (f" ({detail})" if detail else "")
-    return f"{rung} (no single subsystem)"
+    bare = Culprit(stage=rung, summary="")
+    return bare.with_bisect(bisect) if bisect is not None else replace(bare, summary=summarize(bare))
 
 
 _REPRO = '''#!/usr/bin/env python3
@@ -328,37 +334,83 @@ def _save_inputs(tensors, folder: Path) -> None:
     (folder / "inputs.json").write_text(json.dumps(metas) + "\n")
 
 
-def _reduce_and_name(gm, inputs, before, rung, peeled, ref, device, verdict_lines, out: Path, number: int, max_granularity, budget_s: float):
-    """Shrink the graph to what still makes `rung` differ from `before`, name it, write its folder."""
-    import torch
-    from torch._functorch.fx_minifier import minifier
+@dataclass(frozen=True, eq=False)
+class RungDifference:
+    """One root cause to reduce: `rung`'s outputs differ from `before`'s on the aten graph `gm` with
+    `inputs`, while the `removed` decompositions (earlier causes, peeled) are away for every compile."""
 
-    from fuzzer.triage.attribute import _readable_detail
-    from fuzzer.triage.fx_bypass import bypass_reduce, count_ops
+    gm: Any
+    inputs: tuple
+    before: str
+    rung: str
+    removed: tuple[str, ...] = ()
 
+    def outputs(self, g, inps, rung: str) -> list:
+        return _run(g, inps, rung, self.removed)
+
+    def verdict(self, g, inps):
+        """`before` vs `rung` on graph `g`, each judged against `g`'s fp64 reference."""
+        return _verdict(g, inps, self.outputs(g, inps, self.before), self.outputs(g, inps, self.rung))
+
+
+@dataclass(frozen=True)
+class CauseFolders:
+    """What every cause folder of one `--module` run shares: `out/NN-rung/` holds `repro.py`, the
+    inputs as raw bytes and `culprit.json`; `ref` and `verdict_lines` head each repro's docstring."""
+
+    out: Path
+    ref: str
+    device: str
+    verdict_lines: tuple[str, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class _Reduced:
+    gm: Any
+    inputs: tuple
+    passes: tuple[str, ...]  # the reduction passes run, in order
+
+
+def _reduce_and_name(diff: RungDifference, folders: CauseFolders, *, number: int, max_granularity, budget_s: float) -> dict:
+    """Shrink the graph to what still makes `diff.rung` differ from `diff.before`, name the
+    culprit with the bisector, and write its folder; returns the cause as `culprit.json` holds it."""
+    reduced = _shrink(diff, _keeps_severity(diff), max_granularity=max_granularity, budget_s=budget_s)
+    return _write_cause(diff, folders, number, reduced)
+
+
+def _keeps_severity(diff: RungDifference):
+    """The reduction predicate: a candidate graph still differs at the input's severity and rule.
+    A bug must not shrink into noise, nor a gross float error into a different, fp32-only
+    rounding difference."""
     from oracles.severity import severity_of
 
-    # The predicate keeps the severity and its rule: a bug must not shrink into noise, nor a gross
-    # float error into a different, fp32-only rounding difference.
-    target = severity_of(_verdict(gm, inputs, _run(gm, inputs, before), _run(gm, inputs, rung)))
+    target = severity_of(diff.verdict(diff.gm, diff.inputs))
 
     def fails(g, inps) -> bool:
         try:
-            reason = severity_of(_verdict(g, inps, _run(g, inps, before), _run(g, inps, rung)))
+            reason = severity_of(diff.verdict(g, inps))
         except Exception:
             return False
         if reason is None or target is None:
             return False
         return reason.severity.at_least(target.severity) and reason.rule == target.rule
 
+    return fails
+
+
+def _shrink(diff: RungDifference, fails, *, max_granularity, budget_s: float) -> _Reduced:
+    """fx_minifier cuts nodes into inputs; bypassing removes nodes from the middle of a chain.
+    Alternate the two until neither shrinks the graph (or the budget is spent)."""
+    from torch._functorch.fx_minifier import minifier
+
+    from fuzzer.triage.fx_bypass import bypass_reduce, count_ops
+
     def minify(g, inps):
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             return minifier(g, list(inps), fails, dump_state=lambda g, i: None, max_granularity=max_granularity)
 
-    # fx_minifier cuts nodes into inputs; bypassing removes nodes from the middle of a chain.
-    # Alternate the two until neither shrinks the graph (or the budget is spent).
     deadline = time.monotonic() + budget_s
-    small, small_inputs = minify(gm, inputs)
+    small, small_inputs = minify(diff.gm, diff.inputs)
     passes = ["fx_minifier"]
     while time.monotonic() < deadline:
         size = count_ops(small)
@@ -368,31 +420,45 @@ def _reduce_and_name(gm, inputs, before, rung, peeled, ref, device, verdict_line
         passes.append("bypass")
         small, small_inputs = minify(small, small_inputs)
         passes.append("fx_minifier")
+    return _Reduced(small, tuple(small_inputs), tuple(passes))
+
+
+def _write_cause(diff: RungDifference, folders: CauseFolders, number: int, reduced: _Reduced) -> dict:
+    """Bisect the reduced graph, then write `NN-rung/` (repro.py, inputs, culprit.json)."""
+    import torch
+
+    from fuzzer.triage.fx_bypass import count_ops
+    from oracles.severity import severity_of
+
+    before, rung, small, small_inputs = diff.before, diff.rung, reduced.gm, reduced.inputs
     with torch.no_grad():
-        before_out = _run(small, small_inputs, before)
-        shown = list(zip(before_out, _run(small, small_inputs, rung)))
-    bisect = _bisect(small, list(small_inputs), rung, before_out)
-    summary = _summary(rung, bisect)
+        before_out = diff.outputs(small, small_inputs, before)
+        shown = list(zip(before_out, diff.outputs(small, small_inputs, rung)))
+    bisect = _bisect(small, list(small_inputs), rung, before_out, diff.removed)
+    culprit = _culprit(rung, bisect)
+    summary = culprit.summary
     reason = severity_of(_verdict(small, small_inputs, before_out, [b for _, b in shown]), culprit=summary)
-    decomposition = _readable_detail("decomposition", bisect.get("debug_info")) if bisect and bisect.get("subsystem") == "decomposition" else None
-    folder = out / f"{number:02d}-{rung}"
+    folder = folders.out / f"{number:02d}-{rung}"
     folder.mkdir(parents=True, exist_ok=True)
     _save_inputs([t.detach().cpu().contiguous() for t in small_inputs], folder)
-    removed = f"Decompositions removed first (earlier causes): {', '.join(peeled)}" if peeled else ""
-    notes = "\n".join([f"Culprit: {summary}", f"compiler_bisector: {bisect}", removed, *verdict_lines])
+    removed = f"Decompositions removed first (earlier causes): {', '.join(diff.removed)}" if diff.removed else ""
+    notes = "\n".join([f"Culprit: {culprit.describe()}", f"compiler_bisector: {culprit.bisect_text() or 'no single subsystem'}",
+                       removed, *folders.verdict_lines])
     (folder / "repro.py").write_text(
-        _REPRO.format(doc=_repro_doc(f"{ref}: {summary}", notes, before, rung), before=before, rung=rung, code=_repro_code(small), device=device)
+        _REPRO.format(doc=_repro_doc(f"{folders.ref}: {summary}", notes, before, rung), before=before, rung=rung,
+                      code=_repro_code(small), device=folders.device)
     )
     cause = {
         "rung": rung,
         "compared_to": before,
         "summary": summary,
-        "bisect": bisect,
-        "decomposition": decomposition,
-        "with_decompositions_removed": list(peeled),
+        "bisect": None if bisect is None else bisect.to_dict(),
+        "culprit": culprit.to_dict(),
+        "decomposition": culprit.detail if culprit.subsystem == "decomposition" else None,
+        "with_decompositions_removed": list(diff.removed),
         "ops": count_ops(small),
-        "ops_before": count_ops(gm),
-        "passes": passes,
+        "ops_before": count_ops(diff.gm),
+        "passes": list(reduced.passes),
         "outputs": [f"{str(a.dtype).removeprefix('torch.')}{list(a.shape)}" for a, _ in shown],
         "differing": [_n_differ(a, b) for a, b in shown],
         "folder": str(folder),
@@ -410,7 +476,6 @@ def minimize_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: 
     worth reducing, for the whole model and for every candidate graph: `oracles.severity`.
     `budget_s` bounds the reductions; the caller (`fuzzer.cli.minimize`) bounds the whole worker.
     """
-    from fuzzer.engine.compile import decompositions_removed
     from fuzzer.triage.capture import capture_user_case, write_capture
 
     cap = capture_user_case(load_user_module(ref), ref=ref, device=device, dtype=dtype, autocast=autocast, train=train,
@@ -429,24 +494,25 @@ def minimize_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: 
     causes: list[dict] = []
     peeled: list[str] = []  # decompositions already named as a cause, removed to see what else differs
     checks: list[dict] = []  # every ladder comparison made, for the record (ladder.json)
+    folders = CauseFolders(out, ref, device, tuple(verdict_lines))
     for before, rung in zip(RUNGS, RUNGS[1:]):
         while True:
-            with decompositions_removed(peeled):
-                try:
-                    differs = worth_reducing(_verdict(gm, inputs, _run(gm, inputs, before), _run(gm, inputs, rung)))
-                except Exception as e:
-                    if not peeled:
-                        raise
-                    # Some decompositions cannot go (e.g. batch norm's makes the graph functional):
-                    # keep it, and stop peeling at this rung.
-                    checks.append({"compared": [before, rung], "removed": list(peeled), "outcome": f"{type(e).__name__}: {str(e)[:300]}"})
-                    peeled.pop()
-                    break
-                checks.append({"compared": [before, rung], "removed": list(peeled), "outcome": "differs" if differs else "equal"})
-                if not differs:
-                    break
-                left = max(0.0, deadline - time.monotonic())
-                cause = _reduce_and_name(gm, inputs, before, rung, peeled, ref, device, verdict_lines, out, len(causes) + 1, max_granularity, left)
+            diff = RungDifference(gm, tuple(inputs), before, rung, tuple(peeled))
+            try:
+                differs = worth_reducing(diff.verdict(gm, inputs))
+            except Exception as e:
+                if not peeled:
+                    raise
+                # Some decompositions cannot go (e.g. batch norm's makes the graph functional):
+                # keep it, and stop peeling at this rung.
+                checks.append({"compared": [before, rung], "removed": list(peeled), "outcome": f"{type(e).__name__}: {str(e)[:300]}"})
+                peeled.pop()
+                break
+            checks.append({"compared": [before, rung], "removed": list(peeled), "outcome": "differs" if differs else "equal"})
+            if not differs:
+                break
+            left = max(0.0, deadline - time.monotonic())
+            cause = _reduce_and_name(diff, folders, number=len(causes) + 1, max_granularity=max_granularity, budget_s=left)
             causes.append(cause)
             op = cause.get("decomposition")
             if not op or op in peeled:
