@@ -75,7 +75,7 @@ def _digest_tree(folder: Path) -> dict[str, str]:
     return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def _merge(*args) -> "Result":
+def _merge(*args):
     return CliRunner().invoke(main, ["merge", *map(str, args)])
 
 
