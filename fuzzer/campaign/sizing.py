@@ -27,11 +27,11 @@ HOST_BYTES_PER_WORKER = int(1.5 * GIB)
 # tensors far below this; `execute._check_fits` refuses larger ones).
 GPU_BYTES_PER_WORKER = 2 * GIB
 # On a GPU host a case is ~93% compile (issue 11), and compiling is CPU work: the Python of
-# Dynamo/Inductor plus Triton's compiler. So the cores bound the workers, not the GPUs. A quarter
-# of the cores is left to the driver (Hypothesis engines, the store) and to the compilers'
-# subprocesses. 16 cores -> 12, the count measured at 4.9-5.6 cases/s on the H100; the knee is to
-# be re-measured with scripts/bench_workers.sh and this fraction set from it.
-GPU_HOST_CORE_FRACTION = 0.75
+# Dynamo/Inductor plus Triton's compiler. So the cores bound the workers, not the GPUs; the rest
+# of the cores go to the driver (Hypothesis engines, the store) and to the compilers' subprocesses.
+# Measured on the H100 host (16 cores, torch 2.11, cold caches, scripts/bench_workers.py, 25 s
+# per point): 1 worker 0.30 cases/s, 4: 1.25, 8: 2.35, 16: 1.09. The knee is 8, so 16 cores -> 8.
+GPU_HOST_CORE_FRACTION = 0.5
 
 
 @dataclass(frozen=True)
