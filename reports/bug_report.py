@@ -43,15 +43,8 @@ def render_bug_report(
     verdict: "Verdict | None",
     minimized: dict | None = None,
 ) -> str:
-    ladder = culprit.get("ladder") or []
-    probes = dict(tuple(p) for p in culprit.get("probes") or [])
-    epc = probes.get("emulate_precision_casts=True")
-    if epc is None:
-        epc_line = "not probed (the divergence is not in Inductor or the switch is already on)"
-    elif epc == "ok":
-        epc_line = "**removes the divergence**: Inductor skips a low-precision rounding that eager does"
-    else:
-        epc_line = f"does not remove it (still {epc})"
+    """The bucket's `report.md`: title and severity, versions, the minimal code, eager vs
+    compiled with the fp64 verdict, and where it comes from (ladder, probes, bisector, shrink)."""
     reason = severity_of(verdict, culprit=culprit.get("summary")) if verdict is not None else None
     lines = [
         f"# torch.compile differs from eager: {culprit.get('summary', '?')}",
@@ -66,6 +59,20 @@ def render_bug_report(
         f"- device: {device}",
         f"- compiled with: {config_desc}",
         "",
+        *_minimal_code_section(spec, device),
+        "## Eager vs compiled",
+        "",
+        verdict_table(verdict) if verdict is not None else "(no verdict of the minimal case recorded)",
+        "",
+        f"**fp64 verdict:** {_fp64_verdict(verdict)}",
+        "",
+        *_origin_section(culprit, minimized),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _minimal_code_section(spec: GraphSpec, device: str) -> list[str]:
+    return [
         "## Minimal code",
         "",
         "```python",
@@ -88,17 +95,26 @@ def render_bug_report(
         "",
         "The full script with the fp64 triage is the bucket's `repro.py` (exits 1 while it diverges).",
         "",
-        "## Eager vs compiled",
-        "",
-        verdict_table(verdict) if verdict is not None else "(no verdict of the minimal case recorded)",
-        "",
-        f"**fp64 verdict:** {_fp64_verdict(verdict)}",
-        "",
+    ]
+
+
+def _origin_section(culprit: dict, minimized: dict | None) -> list[str]:
+    """Where it comes from: the stage ladder, what `emulate_precision_casts` and the other probes
+    changed, the bisector's answer, and how far the case was shrunk."""
+    probes = dict(tuple(p) for p in culprit.get("probes") or [])
+    epc = probes.get("emulate_precision_casts=True")
+    if epc is None:
+        epc_line = "not probed (the divergence is not in Inductor or the switch is already on)"
+    elif epc == "ok":
+        epc_line = "**removes the divergence**: Inductor skips a low-precision rounding that eager does"
+    else:
+        epc_line = f"does not remove it (still {epc})"
+    lines = [
         "## Where it comes from",
         "",
         "| stage | result |",
         "| --- | --- |",
-        *[f"| {r} | {o} |" for r, o in ladder],
+        *[f"| {r} | {o} |" for r, o in culprit.get("ladder") or []],
         "",
         f"- culprit: **{culprit.get('summary')}**",
         f"- `emulate_precision_casts=True`: {epc_line}",
@@ -115,4 +131,4 @@ def render_bug_report(
             f"{minimized['elements_before']} to {minimized['elements_after']} input elements "
             f"({minimized['predicate_calls']} compiles, {minimized['wall_s']} s)"
         )
-    return "\n".join(lines) + "\n"
+    return lines
