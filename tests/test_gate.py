@@ -98,13 +98,13 @@ def test_shipped_corpus_covers_every_op_and_dtype():
     assert default_baseline_path(CORPUS, "cpu").exists()
 
 
-def test_three_runs_give_identical_json_with_one_or_two_workers(sub_corpus, tmp_path):
+def test_two_runs_give_identical_json_with_one_or_two_workers(sub_corpus, tmp_path):
     runs = []
-    for i, workers in enumerate(("1", "2", "1")):  # side-by-side replay gives the same verdicts
+    for i, workers in enumerate(("1", "2")):  # side-by-side replay gives the same verdicts
         result = gate("--corpus", str(sub_corpus), "--workers", workers, "--json", str(tmp_path / f"{i}.json"))
         assert result.exit_code == 0, result.output
         runs.append(without_timings(tmp_path / f"{i}.json"))
-    assert runs[0] == runs[1] == runs[2]
+    assert runs[0] == runs[1]
     # ... and, replayed apart from the rest of the corpus, the verdicts the shipped baseline holds
     # for these specs (recorded in one run of the whole corpus), where this machine is its machine.
     shipped = load_baseline(default_baseline_path(CORPUS, "cpu"))

@@ -46,10 +46,11 @@ def test_a_nearly_full_gpu_caps_the_workers():
 
 
 def test_several_gpus_get_the_same_number_of_slots_each():
-    # 32 cores -> 24 by cores; 2 GPUs, the emptier with 9 GiB -> 4 each -> 8 in all.
+    # 32 cores -> 16 by cores; 2 GPUs, the emptier with 9 GiB -> 4 each -> 8 in all.
     assert size_workers(HostResources(cores=32, gpu_free_bytes=(80 * GIB, 9 * GIB)), cuda=True).workers == 8
-    # 10 cores -> 7 by cores, rounded down to a multiple of 2 GPUs.
-    assert size_workers(HostResources(cores=10, gpu_free_bytes=(80 * GIB, 80 * GIB)), cuda=True).workers == 6
+    # 14 cores -> 7 by cores, rounded down to a multiple of 2 GPUs.
+    assert int(14 * GPU_HOST_CORE_FRACTION) == 7
+    assert size_workers(HostResources(cores=14, gpu_free_bytes=(80 * GIB, 80 * GIB)), cuda=True).workers == 6
 
 
 def test_bad_host_figures_are_named():

@@ -431,7 +431,6 @@ def capture_user_case(case, *, ref: str, device: str, dtype: str | None, autocas
     "a divergence worth a repro" (`oracles.severity.worth_reducing`)."""
     from oracles.severity import severity_of, verdict_lines_of
 
-
     model, args, kwargs = normalize_case(case, ref)
     model, args, kwargs = _prepare(model, args, kwargs, device, dtype)
     run = _RunSpec(model, args, kwargs, device=device, autocast=autocast, train=train)
@@ -468,18 +467,7 @@ def capture_user_case(case, *, ref: str, device: str, dtype: str | None, autocas
         cap.target_gm, cap.target_inputs = _make_fx_whole(run)
         cap.notes.append(cap.capture_method)
         return cap
-    for g in graphs if len(graphs) > 1 else []:
-        with contextlib.suppress(Exception):  # one graph that cannot compile alone is not the culprit
-            if worth_reducing(whole_model_verdict(eager, run.run(_CompileOne(g.index)), ref64)):
-                cap.culprits.append(g.index)
-    if len(graphs) == 1:
-        chosen = graphs[0]
-    elif cap.culprits:
-        chosen = graphs[cap.culprits[0]]
-    else:
-        # Only the graphs together differ: start from the largest, the likeliest to hold the cause.
-        chosen = max(graphs, key=lambda g: g.ops)
-        cap.notes.append("no single captured graph makes the model differ on its own; reducing the largest")
+    chosen = _graph_that_diverges(graphs, cap, run, eager, ref64, worth_reducing)
     cap.verdict_lines.append(
         f"graph {chosen.index + 1} of {len(graphs)} introduces the divergence"
         + (f" (graphs that differ alone: {', '.join(str(i + 1) for i in cap.culprits)})" if cap.culprits else "")
@@ -487,6 +475,22 @@ def capture_user_case(case, *, ref: str, device: str, dtype: str | None, autocas
     )
     cap.target_gm, cap.target_inputs = lower_to_aten(chosen, train=train)
     return cap
+
+
+def _graph_that_diverges(graphs: list, cap: CaseCapture, run: _RunSpec, eager, ref64, worth_reducing) -> Any:
+    """The captured graph to reduce: the one whose compiling alone (the others eager) makes the
+    model diverge (every such graph is noted in `cap.culprits`), else the largest."""
+    for g in graphs if len(graphs) > 1 else []:
+        with contextlib.suppress(Exception):  # one graph that cannot compile alone is not the culprit
+            if worth_reducing(whole_model_verdict(eager, run.run(_CompileOne(g.index)), ref64)):
+                cap.culprits.append(g.index)
+    if len(graphs) == 1:
+        return graphs[0]
+    if cap.culprits:
+        return graphs[cap.culprits[0]]
+    # Only the graphs together differ: start from the largest, the likeliest to hold the cause.
+    cap.notes.append("no single captured graph makes the model differ on its own; reducing the largest")
+    return max(graphs, key=lambda g: g.ops)
 
 
 def _make_fx_whole(run: _RunSpec):
