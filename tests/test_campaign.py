@@ -66,9 +66,10 @@ def test_a_hang_past_the_timeout_is_a_finding_and_the_campaign_goes_on(tmp_path)
     assert {b.key.kind for b in buckets} == {"hang"}
 
 
-def test_eager_in_disguise_yields_no_findings_over_100_cases(tmp_path):
-    result, buckets = _campaign(tmp_path, "fuzzer.engine.planted:eager_in_disguise", max_cases=100, seed=7)
-    assert result.progress.cases == 100
+@pytest.mark.parametrize("cases", [40, pytest.param(100, marks=pytest.mark.slow)])  # CI runs the sample
+def test_eager_in_disguise_yields_no_findings(tmp_path, cases):
+    result, buckets = _campaign(tmp_path, "fuzzer.engine.planted:eager_in_disguise", max_cases=cases, seed=7)
+    assert result.progress.cases == cases
     assert buckets == []
     assert result.progress.by_status.get("eager-error", 0) == 0
 
