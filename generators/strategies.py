@@ -59,11 +59,16 @@ def graph_specs(
     allow_autocast: bool = True,
     allow_backward: bool = True,
     recipes: st.SearchStrategy[InputRecipe] | None = None,
+    backward: bool | None = None,
+    shapes: st.SearchStrategy[tuple[int, ...]] | None = None,
+    first_ops: tuple[str, ...] | None = None,
 ) -> GraphSpec:
     """A valid graph of `min_ops` to `max_ops` registered ops, its input recipe, autocast and backward.
 
     The draws come in a fixed order (modes, shape, inputs, then one op at a time, then the recipe),
-    so a seed names one graph for as long as the registry is unchanged.
+    so a seed names one graph for as long as the registry is unchanged. `backward` forces the
+    training mode on or off (None: drawn, when `allow_backward`); `shapes` replaces the data
+    shapes; `first_ops` are the ops the first node is drawn from (by default, any of `ops`).
     """
     if not 1 <= min_ops <= max_ops:
         raise ValueError(f"Expected 1 <= min_ops <= max_ops but got min_ops={min_ops!r}, max_ops={max_ops!r}")
@@ -72,8 +77,9 @@ def graph_specs(
 
     autocast = "bfloat16" if allow_autocast and draw(st.integers(0, 9)) < 3 else None
     data_dtype = "float32" if autocast else draw(st.sampled_from(dtypes))
-    backward = allow_backward and draw(st.integers(0, 9)) < 2
-    shape = draw(data_shapes())
+    backward_drawn = allow_backward and draw(st.integers(0, 9)) < 2
+    backward = backward_drawn if backward is None else backward
+    shape = draw(shapes if shapes is not None else data_shapes())
     n_data = draw(st.integers(1, 2))
 
     inputs: list[TensorSpec] = [
@@ -86,7 +92,8 @@ def graph_specs(
     for step in range(n_ops):
         # Newest values first, so that shrinking the choice index towards 0 keeps chains.
         floats = [n for n in reversed(list(values)) if values[n].is_float]
-        applicable = [name for name in names if _candidates(registry[name], floats, values)]
+        pool = names if step or first_ops is None else _ops_in_draw_order(registry, first_ops)
+        applicable = [name for name in pool if _candidates(registry[name], floats, values)]
         if not applicable:
             break
         op = registry[draw(st.sampled_from(applicable))]
@@ -152,3 +159,35 @@ def _candidates(op, floats: list[str], values: dict[str, Meta]) -> bool:
     if op.arity == 1:
         return any(op.accepts((values[n],)) for n in floats)
     return any(op.accepts((values[a], values[b])) for a in floats for b in floats)
+
+
+# The perf oracle's graphs: training-like norm blocks (a norm first, then up to three of the ops
+# around it in a transformer block), in bf16, forward and backward, at the sizes where kernels
+# (not launch overhead) decide: hidden 512 to 8192, tokens 1k to 64k on a GPU, a CPU-sized range
+# on the CPU. tokens x hidden stays within `PERF_MAX_ROW_ELEMENTS` (halving tokens), which keeps a
+# block of four nodes inside the spec caps of `generators.validate`.
+PERF_NORMS = ("rms_norm", "rms_norm_manual", "layer_norm", "layer_norm_manual")
+PERF_OPS = PERF_NORMS + ("add", "mul", "gate", "silu", "gelu", "gelu_tanh", "relu", "sigmoid")
+PERF_HIDDEN = (512, 768, 1024, 2048, 4096, 8192)
+PERF_TOKENS = {"cuda": (1024, 2048, 4096, 8192, 16384, 32768, 65536), "cpu": (1024, 2048, 4096)}
+PERF_MAX_ROW_ELEMENTS = {"cuda": 1 << 23, "cpu": 1 << 21}
+
+
+@st.composite
+def perf_shapes(draw, device_type: str = "cuda") -> tuple[int, int]:
+    """(tokens, hidden) for a perf case on `device_type` ("cuda" or "cpu")."""
+    tokens = draw(st.sampled_from(PERF_TOKENS[device_type]))
+    hidden = draw(st.sampled_from(PERF_HIDDEN))
+    while tokens * hidden > PERF_MAX_ROW_ELEMENTS[device_type] and tokens > 1:
+        tokens //= 2
+    return (tokens, hidden)
+
+
+def perf_graph_specs(*, device_type: str = "cuda", dtypes: tuple[str, ...] = ("bfloat16",), max_ops: int = 4,
+                     ops: tuple[str, ...] | None = None) -> st.SearchStrategy[GraphSpec]:
+    """Training-like norm blocks for the perf oracle (`--oracle perf`): backward always on."""
+    return graph_specs(
+        min_ops=1, max_ops=max(1, min(max_ops, 4)), dtypes=dtypes, ops=ops or PERF_OPS, allow_autocast=False,
+        backward=True, shapes=perf_shapes(device_type),
+        first_ops=tuple(n for n in PERF_NORMS if ops is None or n in ops) or None,
+    )

@@ -7,7 +7,8 @@ from __future__ import annotations
 import math
 
 from records.outcomes import COMPILER_FAILURES, FINDING_KIND_ORDER, FindingKind, Status
-from records.verdict import Finding, FloatComparison, Verdict
+from records.verdict import Finding, FloatComparison, PerfComparison, Verdict
+from oracles.perf import is_slower
 
 _FLOAT_KIND = {"bfloat16": FindingKind.BF16_ULP, "float16": FindingKind.FP16_ULP, "float32": FindingKind.FP32_ULP}
 
@@ -19,6 +20,8 @@ def finding_of(verdict: Verdict, *, strict: bool = False) -> Finding | None:
     but those of undefined casts (NaN/Inf/out-of-range floats cast to an integer); any bf16/fp16
     mismatch; fp32 mismatches where compiled is further from fp64 than eager beyond the
     same()-like margin, or wrong element by element (every fp32 bit difference when `strict`).
+    A perf verdict (one with `perf` phases) opens `slower-fwd` when `oracles.perf.is_slower`
+    calls its forward slower, else `slower-bwd` when it calls forward+backward slower.
     How much a finding matters is `oracles.severity.severity_of`'s job, not this one's.
     """
     s = verdict.status
@@ -26,6 +29,8 @@ def finding_of(verdict: Verdict, *, strict: bool = False) -> Finding | None:
         return Finding(COMPILER_FAILURES[s], "-", verdict.error_type or "-", "-")
     if s != Status.DIVERGED:
         return None
+    if verdict.perf:
+        return _perf_finding(verdict.perf)
     found: list[Finding] = []
     for o in verdict.outputs:
         if o.int_cmp and o.int_cmp.flips > o.int_cmp.undefined_flips:  # undefined casts are not findings
@@ -50,6 +55,19 @@ def finding_of(verdict: Verdict, *, strict: bool = False) -> Finding | None:
     return min(found, key=lambda f: FINDING_KIND_ORDER.index(f.kind))
 
 
+_PERF_KIND = {"fwd": FindingKind.SLOWER_FWD, "fwd+bwd": FindingKind.SLOWER_BWD}
+
+
+def _perf_finding(phases: tuple[PerfComparison, ...]) -> Finding | None:
+    """The forward first: a slower forward makes the step slower too, so `slower-bwd` means the
+    forward is not slower and the step (forward + backward) is: the slowdown lives in the backward."""
+    slower = {p.phase: p for p in phases if is_slower(p)}
+    for phase in ("fwd", "fwd+bwd"):
+        if phase in slower:
+            return Finding(_PERF_KIND[phase], slower[phase].dtype, "slower", phase)
+    return None
+
+
 def _fp32_worth_a_bucket(fc: FloatComparison) -> bool:
     """fp32 differs all the time; it gets a bucket when compiled fails same()'s RMSE test or some
     elements are wrong one by one (grossly worse, an integer-valued result off, a new NaN/Inf)."""
@@ -70,6 +88,9 @@ def target_score(verdict: Verdict, finding: Finding | None) -> float:
     """
     if finding is None:
         return 0.0
+    if verdict.perf:  # a perf finding: eighth-octaves of its slowdown (each step about 9 % slower)
+        ratio = max(p.ratio for p in verdict.perf if p.phase == finding.output)
+        return min(TARGET_CAP, 1.0 + math.floor(8 * math.log2(max(ratio, 1.0))))
     size = 1.0
     for o in verdict.outputs:
         if o.name != finding.output:

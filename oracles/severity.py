@@ -18,10 +18,17 @@ reference; the numerical-accuracy notes; issues closed as expected):
   compiled misses fp64 more than eager does over the whole output, not as often); elements where compiled is grossly further
   from fp64 than eager (per element, not only as an RMSE);
 - everything else that diverges is `suspect`.
+
+Perf verdicts (`--oracle perf`, `oracles.perf`): compiled slower than eager with the whole
+confidence interval past the noise margin is a `bug` (PyTorch labels compiled-slower-than-eager a
+performance bug); slower with the interval reaching into the margin is `suspect`; a slowdown no
+larger than the compiled wrapper's measured fixed per-call cost (guards, autograd wrapper) on a
+graph too small to pay it back is `by-design` (`mode="reduce-overhead"` is the documented answer).
 """
 
 from __future__ import annotations
 
+from oracles.perf import is_slower
 from records.outcomes import COMPILER_FAILURES, Status
 from records.severity import ORDER, Severity, SeverityReason
 
@@ -118,6 +125,21 @@ def _int_reason(name: str, ic) -> SeverityReason | None:
     return SeverityReason(Severity.SUSPECT, "int-flip", name, f"{where}; pre-image unknown, fp64 verdict {ic.fp64_triage}")
 
 
+def perf_severity(cmp) -> SeverityReason | None:
+    """The severity of one timed phase (`PerfComparison`), or None when compiled is not slower."""
+    if not is_slower(cmp):
+        return None
+    what = (f"{cmp.phase}: compiled {cmp.compiled_median_s * 1e3:.3f} ms vs eager {cmp.eager_median_s * 1e3:.3f} ms, "
+            f"{cmp.ratio:.2f}x [{cmp.ratio_low:.2f}, {cmp.ratio_high:.2f}] at {cmp.confidence:.0%}, noise margin {cmp.margin:.0%}")
+    if cmp.excess_s <= cmp.overhead_s:
+        return SeverityReason(Severity.BY_DESIGN, "wrapper-overhead", cmp.phase,
+                              f"{what}; the {cmp.excess_s * 1e6:.0f} us excess is within the compiled wrapper's measured "
+                              f"{cmp.overhead_s * 1e6:.0f} us per call: a graph too small to pay it back")
+    if cmp.ratio_low > 1.0 + cmp.margin:
+        return SeverityReason(Severity.BUG, "slower-beyond-noise", cmp.phase, what)
+    return SeverityReason(Severity.SUSPECT, "slower-within-noise", cmp.phase, f"{what}; the interval reaches into the noise margin")
+
+
 def output_severity(output) -> SeverityReason | None:
     """The severity of one `OutputVerdict`, or None when it does not diverge."""
     reasons = []
@@ -145,6 +167,13 @@ def severity_of(verdict, *, culprit: str | None = None) -> SeverityReason | None
                               f"the compiler under test failed: {status} {verdict.error_type or ''}".strip())
     if status != Status.DIVERGED.value:
         return None
+    if getattr(verdict, "perf", ()):
+        # The phase `finding_of` names: the forward when it is slower, else forward+backward.
+        rated = [r for r in (perf_severity(p) for p in verdict.perf) if r is not None]
+        worst = min(rated, key=lambda r: r.output != "fwd") if rated else None
+        if worst is not None and culprit and "removes it" in culprit:
+            return SeverityReason(worst.severity, worst.rule, worst.output, f"{worst.detail}; {culprit}")
+        return worst
     reasons = [r for r in (output_severity(o) for o in verdict.outputs) if r is not None]
     if not reasons:
         return None
@@ -174,6 +203,8 @@ def verdict_lines_of(verdict) -> list[str]:
             ic = o.int_cmp
             lines.append(f"{o.name}: {ic.dtype} {ic.flips}/{ic.numel} flip, max step {ic.max_step}, fp64 {ic.fp64_triage}"
                          + (f", {ic.undefined_flips} undefined casts" if ic.undefined_flips else ""))
+    for p in getattr(verdict, "perf", ()):
+        lines.append(p.describe())
     if verdict.error_type:
         lines.append(f"{verdict.error_type}: {verdict.error_message or ''}".rstrip(": "))
     reason = severity_of(verdict)

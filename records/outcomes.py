@@ -1,6 +1,8 @@
 """The one table of outcomes: how a case ended (`Status`), what a bucket is for (`FindingKind`),
 and which of them are failures of the compiler under test. Torch-free; every layer imports it.
 
+The perf oracle's kinds (`PERF_KINDS`) come only from perf verdicts, the float and integer kinds
+only from numeric ones; compiler failures come from either.
 Invariant: `COMPILER_FAILURES` maps each status in which the compiler under test failed to its
 finding kind, and every other status that has no outputs is in `NO_OUTPUT_STATUSES`; nothing else
 in divfuzz lists these kinds again.
@@ -33,6 +35,8 @@ class FindingKind(str, enum.Enum):
     BF16_ULP = "bf16-ulp"
     FP16_ULP = "fp16-ulp"
     FP32_ULP = "fp32-ulp"
+    SLOWER_FWD = "slower-fwd"  # the perf oracle: compiled forward slower than eager's
+    SLOWER_BWD = "slower-bwd"  # the perf oracle: compiled forward+backward slower than eager's
 
 
 # Most severe first: a case lands in the bucket of its most severe finding.
@@ -48,5 +52,9 @@ COMPILER_FAILURES: dict[Status, FindingKind] = {
 ERROR_KINDS = frozenset(COMPILER_FAILURES.values())
 # Statuses that carry no output comparisons: the compiler's failures, and eager's own.
 NO_OUTPUT_STATUSES = frozenset(COMPILER_FAILURES) | {Status.EAGER_ERROR}
+# What the perf oracle finds (`--oracle perf`): right numbers, computed slower.
+PERF_KINDS = frozenset({FindingKind.SLOWER_FWD, FindingKind.SLOWER_BWD})
+# The oracles a case can be judged by: eager vs compiled vs fp64 numbers, or eager vs compiled time.
+ORACLES = ("numeric", "perf")
 # Finding kinds that are wrong answers whatever fp64 says: errors, NaN/Inf placement, integer flips.
 DISCRETE_KINDS = ERROR_KINDS | {FindingKind.NAN_INF, FindingKind.INT_GROSS, FindingKind.INT_BOUNDARY}

@@ -91,6 +91,48 @@ class IntComparison:
 
 
 @dataclass(frozen=True)
+class PerfComparison:
+    """One phase of a case timed eager and compiled (`oracles.perf`), as numbers.
+
+    `ratio` is the median of the paired compiled/eager time ratios (one pair per repeat, eager and
+    compiled interleaved), `ratio_low`/`ratio_high` its distribution-free confidence interval;
+    `margin` is the slowdown the noise allows (`ratio` must exceed 1 + margin to be a finding).
+    `overhead_s` is the measured per-call cost of a compiled trivial graph over its eager run on
+    the same worker (guards, wrappers): a slowdown no larger than that is the wrapper, not the code.
+    """
+
+    phase: str  # "fwd" | "fwd+bwd"
+    repeats: int
+    eager_median_s: float
+    compiled_median_s: float
+    ratio: float
+    ratio_low: float
+    ratio_high: float
+    confidence: float
+    margin: float
+    overhead_s: float = 0.0
+    dtype: str = "-"  # the graph's data dtype (what the bucket key shows)
+    timer: str = ""  # "cuda-events, L2 flushed" | "perf_counter, N threads"
+    clock: str = ""  # the GPU's SM clock before and after, when known
+
+    @property
+    def excess_s(self) -> float:
+        """Compiled's median time beyond eager's, per call (negative when faster)."""
+        return self.compiled_median_s - self.eager_median_s
+
+    def describe(self) -> str:
+        return (f"{self.phase}: eager {self.eager_median_s * 1e3:.3f} ms, compiled {self.compiled_median_s * 1e3:.3f} ms, "
+                f"ratio {self.ratio:.3f} [{self.ratio_low:.3f}, {self.ratio_high:.3f}] ({self.confidence:.0%} CI, {self.repeats} pairs)")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PerfComparison:
+        return cls(**d)
+
+
+@dataclass(frozen=True)
 class OutputVerdict:
     name: str  # the output's node name, or "grad:<input>" for a gradient
     float_cmp: FloatComparison | None = None
@@ -125,15 +167,19 @@ class Verdict:
     error_type: str | None = None  # e.g. "BackendCompilerFailed(PlantedCompileError)"
     error_message: str | None = None
     timings: tuple[tuple[str, float], ...] = field(default=(), compare=False)
+    perf: tuple[PerfComparison, ...] = ()  # the perf oracle's phases; empty for a numeric verdict
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d = {
             "status": self.status.value,
             "outputs": [o.to_dict() for o in self.outputs],
             "error_type": self.error_type,
             "error_message": self.error_message,
             "timings": dict(self.timings),
         }
+        if self.perf:  # numeric verdicts keep their stored form
+            d["perf"] = [p.to_dict() for p in self.perf]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Verdict:
@@ -143,6 +189,7 @@ class Verdict:
             error_type=d.get("error_type"),
             error_message=d.get("error_message"),
             timings=tuple(sorted((d.get("timings") or {}).items())),
+            perf=tuple(PerfComparison.from_dict(p) for p in d.get("perf", ())),
         )
 
 

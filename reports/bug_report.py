@@ -46,8 +46,10 @@ def render_bug_report(
     """The bucket's `report.md`: title and severity, versions, the minimal code, eager vs
     compiled with the fp64 verdict, and where it comes from (ladder, probes, bisector, shrink)."""
     reason = severity_of(verdict, culprit=culprit.get("summary")) if verdict is not None else None
+    perf = verdict is not None and bool(getattr(verdict, "perf", ()))
+    headline = "is slower than eager" if perf else "differs from eager"
     lines = [
-        f"# torch.compile differs from eager: {culprit.get('summary', '?')}",
+        f"# torch.compile {headline}: {culprit.get('summary', '?')}",
         "",
         f"Found by divfuzz: {title}",
         "",
@@ -64,8 +66,7 @@ def render_bug_report(
         "",
         verdict_table(verdict) if verdict is not None else "(no verdict of the minimal case recorded)",
         "",
-        f"**fp64 verdict:** {_fp64_verdict(verdict)}",
-        "",
+        *([] if perf else [f"**fp64 verdict:** {_fp64_verdict(verdict)}", ""]),
         *_origin_section(culprit, minimized),
     ]
     return "\n".join(lines) + "\n"

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 
 from records.errors import UnsafePathError
 from generators.spec import GraphSpec
+from reports.perf_repro import render_perf_repro
+from reports.perf_repro import render_perf_repro
 from reports.repro import render_repro
 
 if TYPE_CHECKING:
@@ -73,7 +75,11 @@ def write_bucket_folder(
     case_id: int | None = None,
     notes: tuple[str, ...] = (),
     timeout_s: int = 600,
+    knob: tuple | None = None,
 ) -> Path:
+    """A bucket's folder: spec.json, case.json, verdict.json and repro.py (the perf repro, with
+    `knob` the culprit switch flipped, for a perf verdict), written to a temporary folder and
+    moved into place whole."""
     root.mkdir(parents=True, exist_ok=True)
     final = child_path(root, bucket_folder_name(bucket_id, key), what="bucket folder")
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
@@ -85,7 +91,11 @@ def write_bucket_folder(
         + "\n"
     )
     (tmp / "verdict.json").write_text(json.dumps(verdict.to_dict(), indent=2) + "\n")
-    repro = render_repro(spec, device=device, config=config, title=str(key), notes=notes, timeout_s=timeout_s)
+    if getattr(verdict, "perf", ()):
+        repro = render_perf_repro(spec, device=device, config=config, title=str(key), notes=notes,
+                                  margin=verdict.perf[0].margin, knob=knob)
+    else:
+        repro = render_repro(spec, device=device, config=config, title=str(key), notes=notes, timeout_s=timeout_s)
     (tmp / "repro.py").write_text(repro)
     os.chmod(tmp / "repro.py", 0o755)
     if final.exists():

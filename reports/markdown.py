@@ -9,7 +9,20 @@ if TYPE_CHECKING:
     from records.verdict import Verdict
 
 
+def perf_table(verdict: "Verdict") -> str:
+    """A perf verdict's phases: eager and compiled medians, the ratio and its interval."""
+    rows = ["| phase | eager ms | compiled ms | ratio | interval | pairs | margin | timer | clock |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for p in verdict.perf:
+        rows.append(f"| {p.phase} | {p.eager_median_s * 1e3:.3f} | {p.compiled_median_s * 1e3:.3f} | {p.ratio:.3f} | "
+                    f"[{p.ratio_low:.3f}, {p.ratio_high:.3f}] at {p.confidence:.0%} | {p.repeats} | {p.margin:.0%} | "
+                    f"{p.timer} | {p.clock or '-'} |")
+    return "\n".join(rows)
+
+
 def verdict_table(verdict: "Verdict") -> str:
+    if getattr(verdict, "perf", ()):
+        return perf_table(verdict)
     rows = ["| output | dtype | differing | max ULP | fp64 triage | NaN/Inf | int flips | max step | boundary / gross |",
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for o in verdict.outputs:

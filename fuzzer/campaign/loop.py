@@ -36,7 +36,7 @@ from records.errors import DivfuzzError, InternalError
 from fuzzer.engine.store import CampaignLock, Store
 from fuzzer.engine.worker import CaseRequest, Worker
 from generators.spec import GraphSpec
-from generators.strategies import graph_specs
+from generators.strategies import graph_specs, perf_graph_specs
 from oracles.severity import severity_of
 from oracles.findings import finding_of, target_score
 from reports.files import write_bucket_folder
@@ -72,6 +72,8 @@ class CampaignOptions:
     minimize: bool = False
     profile: bool = False  # also time a warm compiled run per case (for `divfuzz bench`)
     minimize_budget_s: float = 120.0  # per new root cause (fuzzer.triage.analysis)
+    oracle: str = "numeric"  # records.outcomes.ORACLES: "perf" times eager vs compiled instead
+    perf_margin: float | None = None  # the perf oracle's noise margin (None: oracles.perf.DEFAULT_MARGIN)
 
     def identity(self) -> dict:
         """What makes two campaigns the same (so that one resumes the other)."""
@@ -82,9 +84,13 @@ class CampaignOptions:
             "max_ops": self.max_ops,
             "ops": list(self.ops) if self.ops else None,
             "dtypes": list(self.dtypes) if self.dtypes else None,
+            **({"oracle": self.oracle, "perf_margin": self.perf_margin} if self.oracle != "numeric" else {}),
         }
 
     def strategy(self):
+        if self.oracle == "perf":
+            return perf_graph_specs(device_type=self.device.split(":")[0], max_ops=self.max_ops, ops=self.ops,
+                                    **({"dtypes": self.dtypes} if self.dtypes else {}))
         kwargs = {"max_ops": self.max_ops, "ops": self.ops}
         if self.dtypes:
             kwargs["dtypes"] = self.dtypes
@@ -211,7 +217,7 @@ class Campaign:
             # The analysis runs in the slot's pinned worker, which sees its GPU as plain 'cuda'.
             self.analyzer = BucketAnalyzer(device=self.slot_devices[0].worker_device, config=opts.config, strict=opts.strict,
                                            budget_s=opts.minimize_budget_s, timeout_s=opts.timeout_s,
-                                           store=self.store)
+                                           store=self.store, oracle=opts.oracle, perf_margin=opts.perf_margin)
 
     def run(self) -> CampaignResult:
         # Each slot sets its own event when it ends. The main thread waits on those, not on
@@ -374,7 +380,9 @@ class Campaign:
         opts = self.opts
         t0 = time.perf_counter()
         startup_before = worker.startup_s
-        verdict = worker.run(CaseRequest(spec, at.where.worker_device, opts.config, profile=opts.profile), opts.timeout_s)
+        request = CaseRequest(spec, at.where.worker_device, opts.config, profile=opts.profile, oracle=opts.oracle,
+                              perf_margin=opts.perf_margin)
+        verdict = worker.run(request, opts.timeout_s)
         return verdict, time.perf_counter() - t0 - (worker.startup_s - startup_before)
 
     def _judge(self, verdict, spec: GraphSpec):

@@ -19,6 +19,7 @@ from fuzzer.cli.options import (
     compile_config,
     compile_options,
     console,
+    oracle_options,
     names_option,
     out,
     parse_budget,
@@ -62,8 +63,10 @@ WORKERS = _WorkersType()
 @click.option("--no-live", is_flag=True, help="No live view (plain progress lines).")
 @click.option("--no-minimize", is_flag=True, help="Do not minimize and attribute new buckets.")
 @click.option("--min-severity", type=SEVERITY_CHOICE, default="noise", show_default=True, help="Hide buckets below this severity in the summary.")
+@oracle_options
 @compile_options
-def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, strict, ops, dtypes, no_live, no_minimize, min_severity, backend, inductor, dynamic, mode):
+def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, strict, ops, dtypes, no_live, no_minimize, min_severity,
+         oracle, perf_margin, backend, inductor, dynamic, mode):
     """Run a campaign: draw graphs, compare eager and compiled, bucket what diverges."""
     from fuzzer.campaign.loop import CampaignOptions, run_campaign
 
@@ -88,11 +91,13 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
         minimize=not no_minimize,
         ops=op_names,
         dtypes=dtype_names,
+        oracle=oracle,
+        perf_margin=perf_margin,
     )
     signal.signal(signal.SIGTERM, _interrupt_once)
     signal.signal(signal.SIGINT, _interrupt_once)
     console.print(
-        f"divfuzz fuzz: device {device}, {workers_reason}, backend {config.describe()}, seed {seed}, "
+        f"divfuzz fuzz: device {device}, {workers_reason}, backend {config.describe()}, oracle {oracle}, seed {seed}, "
         f"{'budget ' + str(int(budget_s)) + ' s (+ ' + str(int(_grace())) + ' s grace for minimization)' if budget_s else ''}{' max ' + str(max_cases) + ' cases' if max_cases else ''}, "
         f"store {out_dir / 'divfuzz.sqlite'}",
         highlight=False,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from fuzzer.cli.options import DivfuzzCommand
+from fuzzer.cli.options import DivfuzzCommand, oracle_options
 
 # `minimize --module --budget B`: the reductions share B; capture, the stage ladder and writing
 # the folders get at most this much more, after which the worker is killed (a user module that
@@ -34,7 +34,8 @@ MODULE_GRACE_S = 300.0
 @click.option("--train", is_flag=True, help="For --module: judge a training step (forward, loss, backward; gradients are outputs).")
 @click.option("--backend", default="inductor", show_default=True)
 @click.option("--inductor", multiple=True, metavar="KEY=VALUE")
-def minimize(case, modules, store_dir, out_dir, device, budget, timeout_s, autocast, dtype, train, backend, inductor):
+@oracle_options
+def minimize(case, modules, store_dir, out_dir, device, budget, timeout_s, autocast, dtype, train, backend, inductor, oracle, perf_margin):
     """Shrink a diverging case (or your own module) to a minimal repro and name its culprit."""
     from fuzzer.cli.options import check_out_dir, compile_config, out, parse_budget, read_input, resolve_device
     from records.errors import ConfigError
@@ -48,6 +49,10 @@ def minimize(case, modules, store_dir, out_dir, device, budget, timeout_s, autoc
             for i, ref in enumerate(modules):
                 target = out_dir if len(modules) == 1 else out_dir / f"module-{i + 1}"
                 budget_s = parse_budget(budget)
+                if oracle == "perf":
+                    _perf_module(worker, ref, target, device=device, autocast=autocast, dtype=dtype, train=train,
+                                 margin=perf_margin, budget_s=budget_s, backend=backend, inductor=inductor)
+                    continue
                 res = worker.call(
                     "fuzzer.triage.user_module:minimize_module_in_worker",
                     {"ref": ref, "device": device, "out_dir": str(target), "autocast": autocast, "dtype": dtype, "budget_s": budget_s, "train": train},
@@ -78,7 +83,8 @@ def minimize(case, modules, store_dir, out_dir, device, budget, timeout_s, autoc
     spec, config = _load_case(case, store_dir, read_input, cli_backend=backend)
     if backend != "inductor" or inductor:
         config = compile_config(backend, inductor, config.dynamic, config.mode)
-    result = minimize_case(spec, device=device, config=config, budget_s=parse_budget(budget), timeout_s=timeout_s, out_dir=out_dir)
+    result = minimize_case(spec, device=device, config=config, budget_s=parse_budget(budget), timeout_s=timeout_s, out_dir=out_dir,
+                           oracle=oracle, perf_margin=perf_margin)
     if result is None:
         out.print(f"{case}: no finding on {device} under {config.describe()}: nothing to minimize", highlight=False)
         return
@@ -121,7 +127,30 @@ def _load_case(case: str, store_dir: Path, read, *, cli_backend: str | None = No
     return load_spec(read(Path(case)), source=case), CompileConfig()
 
 
-def minimize_case(spec, *, device: str, config, budget_s: float, timeout_s: float, out_dir: Path):
+def _perf_module(worker, ref: str, target: Path, *, device: str, autocast, dtype, train: bool, margin, budget_s: float,
+                 backend: str, inductor: tuple[str, ...]) -> None:
+    """`--module --oracle perf`: time the model and probe the scheduling switches in the worker."""
+    from fuzzer.cli.options import out
+    from fuzzer.engine.compile import resolve_backend
+    from records.config import parse_inductor_overrides
+    from records.errors import ConfigError
+
+    resolve_backend(backend)
+    res = worker.call(
+        "fuzzer.triage.module_perf:perf_module_in_worker",
+        {"ref": ref, "device": device, "out_dir": str(target), "autocast": autocast, "dtype": dtype, "train": train,
+         "margin": margin, "budget_s": budget_s, "backend": backend, "inductor": parse_inductor_overrides(inductor)},
+        budget_s + MODULE_GRACE_S,
+    )
+    if res.error:
+        raise ConfigError(f"--module {ref} --oracle perf: {res.error}")
+    for line in res.value["verdict"]:
+        out.print(line, highlight=False)
+    out.print(f"written: {target}/perf.json, report.md", highlight=False)
+
+
+def minimize_case(spec, *, device: str, config, budget_s: float, timeout_s: float, out_dir: Path, oracle: str = "numeric",
+                  perf_margin: float | None = None):
     """Run, minimize, attribute and write one case; None when it shows no finding."""
     from fuzzer.triage.analysis import write_bucket
     from fuzzer.engine.buckets import bucket_key
@@ -132,12 +161,12 @@ def minimize_case(spec, *, device: str, config, budget_s: float, timeout_s: floa
 
     worker = Worker(device)
     try:
-        verdict = worker.run(CaseRequest(spec, device, config), timeout_s)
+        verdict = worker.run(CaseRequest(spec, device, config, oracle=oracle, perf_margin=perf_margin), timeout_s)
         finding = finding_of(verdict)
         if finding is None:
             return None
         analysis = analyze_finding(spec, worker=worker, device=device, config=config, kind=finding.kind.value,
-                                   budget_s=budget_s, timeout_s=timeout_s)
+                                   budget_s=budget_s, timeout_s=timeout_s, oracle=oracle, perf_margin=perf_margin)
     finally:
         worker.stop()
     key = bucket_key(finding, analysis.spec, device, signature=analysis.signature())

@@ -131,6 +131,16 @@ def compile_options(f):
     return f
 
 
+def oracle_options(f):
+    """`--oracle numeric|perf` and `--perf-margin`: what a case is judged by."""
+    f = click.option("--perf-margin", type=click.FloatRange(min=0.0, max=10.0), default=None,
+                     help="Perf oracle: the slowdown noise allows, as a fraction (default: measured per device, "
+                          "oracles.perf.DEFAULT_MARGIN).")(f)
+    f = click.option("--oracle", type=click.Choice(["numeric", "perf"]), default="numeric", show_default=True,
+                     help="numeric: eager vs compiled vs fp64 numbers; perf: eager vs compiled time (slower-fwd, slower-bwd).")(f)
+    return f
+
+
 def registered_ops() -> tuple[str, ...]:
     from generators.registry import all_ops
 

@@ -8,7 +8,10 @@ differs) and plants exactly one defect:
 - `uint8_flip`: element 0 of the first uint8 output increased by one (mod 256);
 - `compile_error`: raises `PlantedCompileError` while compiling;
 - `kill_worker`: the process kills itself with SIGKILL while compiling;
-- `hang`: sleeps for an hour when the compiled graph first runs.
+- `hang`: sleeps for an hour when the compiled graph first runs;
+- `slow_forward` / `slow_backward`: right numbers, but the forward (or the backward) graph runs
+  `SLOW_REPEATS` more times per call, its results discarded: slow kernels planted for the perf
+  oracle (`--oracle perf` must find `slower-fwd` / `slower-bwd`).
 """
 
 from __future__ import annotations
@@ -81,3 +84,36 @@ def hang(gm: torch.fx.GraphModule, example_inputs):
         return gm.forward(*args)
 
     return run
+
+
+# How many times more the slow planted backends run their graph per call (results discarded):
+# the slowed side costs about 1 + SLOW_REPEATS times its own work, on any device and any size,
+# so a perf oracle that misses it is broken, not unlucky.
+SLOW_REPEATS = 2
+
+
+def _slowed(gm: torch.fx.GraphModule, example_inputs):
+    def run(*args):
+        out = gm(*args)
+        with torch.no_grad():
+            for _ in range(SLOW_REPEATS):
+                gm(*args)
+        return out
+
+    return run
+
+
+def _plain(gm: torch.fx.GraphModule, example_inputs):
+    return gm
+
+
+def slow_forward(gm: torch.fx.GraphModule, example_inputs):
+    from torch._dynamo.backends.common import aot_autograd
+
+    return aot_autograd(fw_compiler=_slowed, bw_compiler=_plain)(gm, example_inputs)
+
+
+def slow_backward(gm: torch.fx.GraphModule, example_inputs):
+    from torch._dynamo.backends.common import aot_autograd
+
+    return aot_autograd(fw_compiler=_plain, bw_compiler=_slowed)(gm, example_inputs)

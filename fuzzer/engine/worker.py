@@ -37,6 +37,8 @@ class CaseRequest:
     device: str
     config: CompileConfig
     profile: bool = False
+    oracle: str = "numeric"  # records.outcomes.ORACLES: "perf" times the case (fuzzer.engine.perf)
+    perf_margin: float | None = None  # the perf oracle's noise margin (None: the device's default)
 
     def to_message(self) -> dict:
         return {
@@ -44,6 +46,8 @@ class CaseRequest:
             "device": self.device,
             "config": self.config.to_dict(),
             "profile": self.profile,
+            "oracle": self.oracle,
+            "perf_margin": self.perf_margin,
         }
 
 
@@ -69,6 +73,7 @@ def _worker_main(conn, device: str, extra_env: dict) -> None:
     import torch
 
     from fuzzer.engine.execute import execute_case
+    from fuzzer.engine.perf import execute_perf_case
 
     threads = int(os.environ.get("DIVFUZZ_WORKER_THREADS", "0"))
     if threads > 0:  # a campaign splits the cores between its workers; otherwise keep torch's default
@@ -89,7 +94,10 @@ def _worker_main(conn, device: str, extra_env: dict) -> None:
         try:
             spec = GraphSpec.from_json(msg["spec"])
             config = CompileConfig.from_dict(msg["config"])
-            verdict = execute_case(spec, msg["device"], config, profile=msg.get("profile", False))
+            if msg.get("oracle") == "perf":
+                verdict = execute_perf_case(spec, msg["device"], config, margin=msg.get("perf_margin"))
+            else:
+                verdict = execute_case(spec, msg["device"], config, profile=msg.get("profile", False))
         except Exception as e:  # `execute_case` turns every compiler failure into a verdict: this is divfuzz's
             conn.send({"internal": {"error": " ".join(f"{type(e).__name__}: {e}".split())[:500], "traceback": traceback.format_exc()[-8000:]}})
             continue

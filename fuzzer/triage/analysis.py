@@ -20,7 +20,7 @@ from typing import Callable
 from pathlib import Path
 
 from records.buckets import BucketKey
-from fuzzer.triage.attribute import attribute_case, guard_configs
+from fuzzer.triage.attribute import PERF_PROBES, attribute_case, guard_configs
 from fuzzer.triage.shrink import MinimizeResult, case_predicate, minimize_spec
 from oracles.severity import severity_of
 from records.culprit import Culprit
@@ -84,6 +84,8 @@ def analyze_finding(
     timeout_s: float = 120.0,
     strict: bool = False,
     log: Callable[[str], None] | None = None,
+    oracle: str = "numeric",
+    perf_margin: float | None = None,
 ) -> Analysis:
     """Minimize a case that shows a finding of `kind`, keeping its culprit, and attribute the result.
 
@@ -98,7 +100,8 @@ def analyze_finding(
     def record(s, cfg, verdict):
         seen[(s.digest(), cfg)] = verdict
 
-    common = dict(worker=worker, device=device, strict=strict, timeout_s=timeout_s, on_verdict=record)
+    common = dict(worker=worker, device=device, strict=strict, timeout_s=timeout_s, on_verdict=record, oracle=oracle,
+                  perf_margin=perf_margin)
     minimized, note = None, ""
     current = spec
     if kind not in _NO_MINIMIZE:
@@ -107,6 +110,7 @@ def analyze_finding(
         predicate = case_predicate(
             worker, device=device, config=must_fail, kind=kind, timeout_s=timeout_s, strict=strict,
             must_pass_with=must_pass, on_verdict=record, severity=_severity_seen(seen.get((spec.digest(), must_fail))),
+            oracle=oracle, perf_margin=perf_margin,
         )
         try:
             minimized = minimize_spec(spec, predicate, budget_s=budget_s, log=log)
@@ -119,8 +123,15 @@ def analyze_finding(
     return Analysis(current, culprit, minimized, seen.get((current.digest(), config)), note)
 
 
+def perf_knob(culprit: Culprit) -> tuple | None:
+    """The scheduling switch that removes a perf finding, as (key, value), or None."""
+    values = {k: v for k, v, _ in PERF_PROBES}
+    return next(((k, values[k]) for k in culprit.fixes if k in values), None)
+
+
 class BucketAnalyzer:
-    def __init__(self, *, device: str, config, strict: bool, budget_s: float, timeout_s: float, log=None, store=None):
+    def __init__(self, *, device: str, config, strict: bool, budget_s: float, timeout_s: float, log=None, store=None,
+                 oracle: str = "numeric", perf_margin: float | None = None):
         self.device = device
         self.config = config
         self.strict = strict
@@ -128,6 +139,8 @@ class BucketAnalyzer:
         self.timeout_s = timeout_s
         self.log = log
         self.store = store  # remembers raw key -> root-cause key across runs (resume)
+        self.oracle = oracle
+        self.perf_margin = perf_margin
         self._cache: dict[str, tuple[BucketKey, Analysis]] = {}
         self._lock = threading.Lock()
         self.analyses = 0
@@ -154,6 +167,8 @@ class BucketAnalyzer:
             timeout_s=min(self.timeout_s, 300.0),
             strict=self.strict,
             log=self.log,
+            oracle=self.oracle,
+            perf_margin=self.perf_margin,
         )
         key = replace(raw_key, signature=analysis.signature())
         if worker.aborted:  # cut short by an interrupt: remember nothing
@@ -183,6 +198,7 @@ def write_bucket(
     verdict = analysis.verdict if analysis.verdict is not None else fallback_verdict
     folder = write_bucket_folder(
         root,
+        knob=perf_knob(analysis.culprit),
         bucket_id=bucket_id,
         key=key,
         spec=analysis.spec,

@@ -22,7 +22,7 @@ from typing import Any
 from generators.spec import GraphSpec
 from records.config import CompileConfig
 from records.culprit import BisectResult, Culprit, summarize
-from records.outcomes import ERROR_KINDS
+from records.outcomes import ERROR_KINDS, PERF_KINDS
 
 LADDER = ("aot_eager", "aot_eager_decomp_partition")
 
@@ -39,6 +39,34 @@ PROBES: tuple[tuple[str, Any, tuple[str, ...]], ...] = (
     ("split_reductions", False, ("cuda",)),
 )
 
+# Inductor switches that change scheduling, for the perf oracle's findings, each with the value
+# that makes Inductor do less of what it might overdo (fuse across reduction orders, split,
+# persist, fuse wide) or search more (autotuning). (key, value, devices it means something on)
+PERF_PROBES: tuple[tuple[str, Any, tuple[str, ...]], ...] = (
+    ("triton.mix_order_reduction", False, ("cuda",)),
+    ("split_reductions", False, ("cpu", "cuda")),
+    ("triton.persistent_reductions", False, ("cuda",)),
+    ("triton.multi_kernel", 1, ("cuda",)),
+    ("triton.cooperative_reductions", True, ("cuda",)),
+    ("coordinate_descent_tuning", True, ("cuda",)),
+    ("max_autotune_pointwise", True, ("cuda",)),
+    ("max_fusion_size", 8, ("cpu", "cuda")),
+    ("aggressive_fusion", True, ("cpu", "cuda")),
+    ("loop_ordering_after_fusion", False, ("cpu", "cuda")),
+    ("realize_opcount_threshold", 4, ("cpu", "cuda")),
+    ("cpp.enable_tiling_heuristics", False, ("cpu",)),
+)
+
+
+def probe_table(kind: str) -> tuple[tuple[str, Any, tuple[str, ...]], ...]:
+    """The switches that may explain a finding of `kind`: scheduling for perf, numerics otherwise."""
+    return PERF_PROBES if kind in {k.value for k in PERF_KINDS} else PROBES
+
+
+def _kind_of(outcome: str) -> str:
+    """An outcome label's kind: perf labels carry their ratio after a space ("slower-fwd 1.42x")."""
+    return outcome.split(" ", 1)[0]
+
 
 def guard_configs(culprit: Culprit, config: CompileConfig) -> tuple[CompileConfig, CompileConfig | None]:
     """(config that must still show the finding, config that must not) to keep this culprit.
@@ -50,29 +78,33 @@ def guard_configs(culprit: Culprit, config: CompileConfig) -> tuple[CompileConfi
         return replace(config, backend=culprit.stage, inductor=()), None
     if culprit.stage == "inductor" and culprit.fixes:
         key = culprit.fixes[0]
-        return config, config.with_inductor(**{key: dict((k, v) for k, v, _ in PROBES)[key]})
+        values = {k: v for k, v, _ in PROBES} | {k: v for k, v, _ in PERF_PROBES}
+        return config, config.with_inductor(**{key: values[key]})
     return config, None
 
 
-def available_probes(device: str) -> list[tuple[str, Any]]:
-    """The probes this torch's Inductor config has, for this device type."""
+def available_probes(device: str, table=PROBES) -> list[tuple[str, Any]]:
+    """The probes of `table` this torch's Inductor config has, for this device type."""
     import torch._inductor.config as ic
 
     device_type = device.split(":")[0]
     have = ic.get_config_copy()
-    return [(k, v) for k, v, devices in PROBES if device_type in devices and k in have and have[k] != v]
+    return [(k, v) for k, v, devices in table if device_type in devices and k in have and have[k] != v]
 
 
 def _outcome(verdict, kind: str, strict: bool) -> str:
+    """The finding kind a rung or probe shows ("ok" for none, else the error status); a perf
+    verdict's label adds the slowest phase's ratio, e.g. "slower-fwd 1.42x" or "ok 0.97x"."""
     from records.outcomes import Status
     from oracles.findings import finding_of
 
     finding = finding_of(verdict, strict=strict)
-    if finding is not None:
-        return finding.kind.value
-    if verdict.status in (Status.OK, Status.DIVERGED):
-        return "ok"
-    return verdict.status.value
+    label = finding.kind.value if finding is not None else ("ok" if verdict.status in (Status.OK, Status.DIVERGED) else verdict.status.value)
+    if getattr(verdict, "perf", ()):
+        phase = finding.output if finding is not None else max(verdict.perf, key=lambda p: p.ratio).phase
+        ratio = next(p.ratio for p in verdict.perf if p.phase == phase)
+        return f"{label} {ratio:.2f}x"
+    return label
 
 
 def attribute_case(
@@ -86,13 +118,17 @@ def attribute_case(
     timeout_s: float = 300.0,
     bisect: bool = True,
     on_verdict=None,
+    oracle: str = "numeric",
+    perf_margin: float | None = None,
 ) -> Culprit:
     """The culprit of a case that shows a finding of `kind` under `config`: the stage ladder, then
-    (for Inductor) the probes, then (with `bisect`) the bisector's narrowing."""
+    (for Inductor) the probes, then (with `bisect`) the bisector's narrowing. A perf finding
+    (`oracle="perf"`) is probed with the scheduling switches (`PERF_PROBES`) and never bisected:
+    the bisector's many steps would each need a noisy timing."""
     from fuzzer.engine.worker import CaseRequest
 
     def outcome(cfg: CompileConfig) -> str:
-        verdict = worker.run(CaseRequest(spec, device, cfg), timeout_s)
+        verdict = worker.run(CaseRequest(spec, device, cfg, oracle=oracle, perf_margin=perf_margin), timeout_s)
         if on_verdict is not None:
             on_verdict(spec, cfg, verdict)
         return _outcome(verdict, kind, strict)
@@ -102,10 +138,10 @@ def attribute_case(
         return Culprit(stage=config.backend, summary=f"backend {config.backend}", ladder=ladder)
     probes: tuple[tuple[str, str], ...] = ()
     fixes: tuple[str, ...] = ()
-    if ladder[-1][1] == kind:
+    if _kind_of(ladder[-1][1]) == kind:
         probes, fixes = _probe_switches(outcome, config, kind, device=device, stage=stage)
     culprit = Culprit(stage=stage, summary="", fixes=fixes, ladder=ladder, probes=probes)
-    if bisect:
+    if bisect and kind not in {k.value for k in PERF_KINDS}:
         return _narrow_by_bisector(culprit, worker, spec, device=device, config=config, kind=kind, strict=strict, timeout_s=timeout_s)
     return replace(culprit, summary=summarize(culprit))
 
@@ -118,7 +154,7 @@ def _climb_ladder(outcome, config: CompileConfig, kind: str) -> tuple[tuple[tupl
     for rung in LADDER:
         got = outcome(CompileConfig(backend=rung, dynamic=config.dynamic))
         ladder.append((rung, got))
-        if got == kind:
+        if _kind_of(got) == kind:
             stage = rung
             break
     ladder.append((config.describe(), outcome(config)))
@@ -133,13 +169,16 @@ def _probe_switches(outcome, config: CompileConfig, kind: str, *, device: str, s
     Inductor itself every switch is."""
     probes: list[tuple[str, str]] = []
     fixes: list[str] = []
-    for key, value in available_probes(device):
+    for key, value in available_probes(device, probe_table(kind)):
         if stage != "inductor" and key != "emulate_precision_casts":
             continue
         got = outcome(config.with_inductor(**{key: value}))
         probes.append((f"{key}={value!r}", got))
-        if got != kind:
+        if _kind_of(got) != kind:
             fixes.append(key)
+    if kind in {k.value for k in PERF_KINDS}:  # the switch that makes compiled fastest first
+        ratio = {p.split("=", 1)[0]: float(o.rsplit(" ", 1)[-1].rstrip("x")) for p, o in probes if o.endswith("x")}
+        fixes.sort(key=lambda k: ratio.get(k, float("inf")))
     return tuple(probes), tuple(fixes)
 
 

@@ -546,12 +546,17 @@ def case_predicate(
     must_pass_with=None,
     on_verdict: Callable | None = None,
     severity: str | None = None,
+    oracle: str = "numeric",
+    perf_margin: float | None = None,
 ) -> Predicate:
     """`spec -> bool`: running `spec` under `config` in `worker` gives a finding of `kind`
     (and, when `severity` is given, one at least that severe: a bug must not shrink into noise).
 
     `must_pass_with`, a CompileConfig, keeps the culprit: the candidate must also show no
     finding of `kind` under it (e.g. with the Inductor switch that removes the divergence).
+    With `oracle="perf"` each candidate is timed (`fuzzer.engine.perf`: a bounded number of
+    pairs) and must stay slower by the margin, at the same severity (a slowdown must not shrink
+    into the compiled wrapper's fixed cost).
     """
     from fuzzer.engine.worker import CaseRequest
     from oracles.findings import finding_of
@@ -560,7 +565,7 @@ def case_predicate(
     from oracles.severity import severity_of
 
     def same_kind(spec: GraphSpec, cfg, keep_severity: bool = False) -> bool:
-        verdict = worker.run(CaseRequest(spec, device, cfg), timeout_s)
+        verdict = worker.run(CaseRequest(spec, device, cfg, oracle=oracle, perf_margin=perf_margin), timeout_s)
         if on_verdict is not None:
             on_verdict(spec, cfg, verdict)
         finding = finding_of(verdict, strict=strict)

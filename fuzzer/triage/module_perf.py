@@ -1,0 +1,146 @@
+"""`divfuzz minimize --module file.py:NAME --oracle perf`: is a user's model slower compiled, and
+which Inductor scheduling switch makes it so?
+
+Runs inside a worker (`Worker.call` -> `perf_module_in_worker`), like `fuzzer.triage.user_module`,
+and shares its loading and step logic (`fuzzer.triage.capture`: `normalize_case`, `_prepare`,
+`_RunSpec`). Steps:
+1. time the model eager and compiled (`torch.compile` through `fuzzer.engine.compile.compiled`),
+   interleaved call by call (`oracles.timing`): the forward, and with `--train` the training step
+   (forward, loss, backward); judged by `oracles.perf` (paired ratios, their interval, the margin);
+2. when compiled is slower, compile again with each scheduling switch of
+   `fuzzer.triage.attribute.PERF_PROBES` set alone (within the budget) and time each against eager:
+   the switch whose flip makes compiled no longer slower, fastest first, is the culprit;
+3. write `perf.json` (every timing, probe and the culprit) and `report.md` into the out folder.
+The whole model is timed, not a reduced graph: cutting a model's graph changes what the scheduler
+fuses, which is the very thing under test; the probes name the switch instead.
+Invariant: eager and every compiled variant run on the same inputs and parameters, in one process.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from fuzzer.triage.attribute import PERF_PROBES, available_probes
+from oracles.perf import DEFAULT_MARGIN, MAX_PAIRS, MIN_PAIRS, compare_timings, is_slower, settled
+from oracles.severity import severity_of, verdict_lines_of
+from records.outcomes import Status
+from records.verdict import PerfComparison, Verdict
+
+PHASE_BUDGET_S = 20.0
+
+
+def _phases(run, model, forward, args, kwargs) -> dict:
+    import torch
+
+    if not run.train:
+        def fwd():
+            with torch.no_grad():
+                return forward(*args, **kwargs)
+        return {"fwd": fwd}
+    return {"fwd": lambda: forward(*args, **kwargs), "fwd+bwd": lambda: run._step(model, forward, args, kwargs)}
+
+
+def _time(timer, eager: dict, other: dict, *, margin: float, device: str, dtype: str) -> tuple[PerfComparison, ...]:
+    from oracles.timing import clock_state, timer_description
+    import torch
+
+    result = []
+    for phase in eager:
+        for _ in range(3):
+            eager[phase]()
+            other[phase]()
+        e_all, o_all, started = [], [], time.perf_counter()
+        while True:
+            e, o = timer.interleaved_samples([eager[phase], other[phase]], MIN_PAIRS)
+            e_all += e
+            o_all += o
+            cmp = compare_timings(phase, e_all, o_all, margin=margin, dtype=dtype)
+            if settled(cmp) or len(e_all) >= MAX_PAIRS or time.perf_counter() - started > PHASE_BUDGET_S:
+                break
+        result.append(compare_timings(phase, e_all, o_all, margin=margin, dtype=dtype, clock=clock_state(device),
+                                      timer=timer_description(device, torch.get_num_threads())))
+    return tuple(result)
+
+
+def perf_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: str | None = None, dtype: str | None = None,
+                          train: bool = False, margin: float | None = None, budget_s: float = 300.0,
+                          backend: str = "inductor", inductor: dict | None = None) -> dict:
+    """Time the user's model eager vs compiled, probe the scheduling switches when it is slower,
+    write perf.json and report.md; returns a JSON-able summary."""
+    import torch
+    import torch.utils._pytree as pytree
+
+    from fuzzer.engine.compile import compiled
+    from fuzzer.triage.capture import _prepare, _RunSpec, normalize_case
+    from fuzzer.triage.user_module import load_user_module
+    from oracles.timing import Timer
+    from records.config import CompileConfig
+
+    deadline = time.monotonic() + budget_s
+    margin = DEFAULT_MARGIN[device.split(":")[0]] if margin is None else margin
+    model, args, kwargs = normalize_case(load_user_module(ref), ref)
+    model, args, kwargs = _prepare(model, args, kwargs, device, dtype)
+    if train:
+        args, kwargs = pytree.tree_map(
+            lambda x: x.detach().requires_grad_(True) if isinstance(x, torch.Tensor) and x.is_floating_point() else x, (args, kwargs))
+    run = _RunSpec(model, args, kwargs, device=device, autocast=autocast, train=train)
+    leaves = [x for x in pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor) and x.is_floating_point()]
+    params = [p for p in model.parameters()] if isinstance(model, torch.nn.Module) else []
+    data_dtype = str((params or leaves or [torch.empty(0)])[0].dtype).removeprefix("torch.")
+    eager = _phases(run, model, run.forward_fn(model), args, kwargs)
+    timer = Timer(device)
+    config = CompileConfig(backend=backend).with_inductor(**(inductor or {}))
+
+    def timed(cfg: CompileConfig) -> tuple[PerfComparison, ...]:
+        with compiled(run.forward_fn(model), cfg) as fast:
+            return _time(timer, eager, _phases(run, model, fast, args, kwargs), margin=margin, device=device, dtype=data_dtype)
+
+    phases = timed(config)
+    verdict = Verdict(Status.DIVERGED if any(is_slower(p) for p in phases) else Status.OK, perf=phases)
+    probes: list[dict] = []
+    if verdict.status == Status.DIVERGED and backend == "inductor":
+        for key, value in available_probes(device, PERF_PROBES):
+            if time.monotonic() > deadline:
+                probes.append({"knob": key, "value": value, "skipped": "out of --budget"})
+                continue
+            try:
+                got = timed(config.with_inductor(**{key: value}))
+            except Exception as e:  # a switch this model cannot compile with says nothing about the slowdown
+                probes.append({"knob": key, "value": value, "error": f"{type(e).__name__}: {str(e)[:300]}"})
+                continue
+            probes.append({"knob": key, "value": value, "slower": any(is_slower(p) for p in got),
+                           "phases": [p.to_dict() for p in got]})
+    fixes = sorted((p for p in probes if p.get("slower") is False),
+                   key=lambda p: max(q["ratio"] for q in p["phases"]))
+    culprit = f"inductor: {fixes[0]['knob']} removes it" if fixes else ("inductor (no single switch removes it)" if probes else "")
+    reason = severity_of(verdict, culprit=culprit or None)
+    lines = verdict_lines_of(verdict)[:-1] + [f"severity: {reason}" if reason else "severity: none (compiled is not slower)"]
+    for p in probes:
+        if "phases" in p:
+            ratios = ", ".join(f"{q['phase']} {q['ratio']:.2f}x" for q in p["phases"])
+            lines.append(f"probe {p['knob']}={p['value']!r}: {'still slower' if p['slower'] else 'not slower'} ({ratios})")
+        else:
+            lines.append(f"probe {p['knob']}={p['value']!r}: {p.get('error') or p.get('skipped')}")
+    if culprit:
+        lines.append(f"culprit: {culprit}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    record = {"module": ref, "device": device, "train": train, "autocast": autocast, "dtype": dtype, "margin": margin,
+              "config": config.to_dict(), "verdict": verdict.to_dict(), "probes": probes, "culprit": culprit,
+              "severity": reason.to_dict() if reason else None}
+    (out / "perf.json").write_text(json.dumps(record, indent=2) + "\n")
+    (out / "report.md").write_text(_report(ref, device, lines))
+    return {"verdict": lines, "severity": record["severity"], "culprit": culprit, "probes": probes, "causes": []}
+
+
+def _report(ref: str, device: str, lines: list[str]) -> str:
+    import torch
+
+    body = "\n".join(f"- {line}" for line in lines)
+    gpu = f" ({torch.cuda.get_device_name()})" if device.startswith("cuda") else ""
+    return (f"# torch.compile vs eager timing: {ref}\n\n- torch {torch.__version__}, device {device}{gpu}\n\n{body}\n\n"
+            "Timings are medians of paired, interleaved calls; intervals are distribution-free 95% intervals of the "
+            "median compiled/eager ratio (divfuzz `oracles.perf`). Reproduce with `divfuzz minimize --module "
+            f"{ref} --oracle perf`.\n")
