@@ -76,7 +76,7 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
     dtype_names = names_option(dtypes, "--dtypes", known=("float32", "bfloat16", "float16"))
     device = resolve_device(device)
     config = compile_config(backend, inductor, dynamic, mode)
-    workers, workers_reason = _resolve_workers(workers, device)
+    workers, workers_reason = _resolve_workers(workers, device, oracle)
     opts = CampaignOptions(
         device=device,
         out_dir=out_dir,
@@ -131,8 +131,21 @@ def _write_report_html(store_path: Path, html_path: Path) -> None:
     console.print(f"report: {html_path}", highlight=False)
 
 
-def _resolve_workers(workers: int | str, device: str) -> tuple[int, str]:
-    """An explicit count as given; 'auto' sized from this host (the rule: `size_workers`)."""
+def _resolve_workers(workers: int | str, device: str, oracle: str = "numeric") -> tuple[int, str]:
+    """An explicit count as given; 'auto' sized from this host (the rule: `size_workers`).
+    The perf oracle times on a device nobody else uses: one worker per GPU, one on the CPU;
+    asking for more exits 2 (their timings would measure each other)."""
+    if oracle == "perf":
+        import torch
+
+        from records.errors import ConfigError
+
+        alone = torch.cuda.device_count() if device == "cuda" else 1
+        if workers != "auto" and workers > alone:
+            raise ConfigError(f"--workers {workers} with --oracle perf: timings need the device alone; at most {alone} "
+                              f"worker{'s' if alone != 1 else ''} on {device} (one per GPU, one on the CPU)")
+        count = alone if workers == "auto" else workers
+        return count, f"{count} worker{'s' if count != 1 else ''} (--oracle perf: one per device)"
     if workers != "auto":
         return workers, f"{workers} worker{'s' if workers != 1 else ''}"
     from fuzzer.campaign.sizing import probe_host, size_workers

@@ -7,9 +7,10 @@ and shares its loading and step logic (`fuzzer.triage.capture`: `normalize_case`
 1. time the model eager and compiled (`torch.compile` through `fuzzer.engine.compile.compiled`),
    interleaved call by call (`oracles.timing`): the forward, and with `--train` the training step
    (forward, loss, backward); judged by `oracles.perf` (paired ratios, their interval, the margin);
-2. when compiled is slower, compile again with each scheduling switch of
+2. compile again with each scheduling switch of
    `fuzzer.triage.attribute.PERF_PROBES` set alone (within the budget) and time each against eager:
-   the switch whose flip makes compiled no longer slower, fastest first, is the culprit;
+   each is reported against eager and against the default compile; when compiled is slower,
+   the switch whose flip makes it no longer slower, fastest first, is the culprit;
 3. write `perf.json` (every timing, probe and the culprit) and `report.md` into the out folder.
 The whole model is timed, not a reduced graph: cutting a model's graph changes what the scheduler
 fuses, which is the very thing under test; the probes name the switch instead.
@@ -100,7 +101,7 @@ def perf_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: str 
     phases = timed(config)
     verdict = Verdict(Status.DIVERGED if any(is_slower(p) for p in phases) else Status.OK, perf=phases)
     probes: list[dict] = []
-    if verdict.status == Status.DIVERGED and backend == "inductor":
+    if backend == "inductor":  # also when not slower: which switch would make it faster is worth knowing
         for key, value in available_probes(device, PERF_PROBES):
             if time.monotonic() > deadline:
                 probes.append({"knob": key, "value": value, "skipped": "out of --budget"})
@@ -114,12 +115,16 @@ def perf_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: str 
                            "phases": [p.to_dict() for p in got]})
     fixes = sorted((p for p in probes if p.get("slower") is False),
                    key=lambda p: max(q["ratio"] for q in p["phases"]))
-    culprit = f"inductor: {fixes[0]['knob']} removes it" if fixes else ("inductor (no single switch removes it)" if probes else "")
+    culprit = ""
+    if verdict.status == Status.DIVERGED:
+        culprit = f"inductor: {fixes[0]['knob']} removes it" if fixes else ("inductor (no single switch removes it)" if probes else "")
+    default_s = {p.phase: p.compiled_median_s for p in phases}
     reason = severity_of(verdict, culprit=culprit or None)
     lines = verdict_lines_of(verdict)[:-1] + [f"severity: {reason}" if reason else "severity: none (compiled is not slower)"]
     for p in probes:
         if "phases" in p:
-            ratios = ", ".join(f"{q['phase']} {q['ratio']:.2f}x" for q in p["phases"])
+            ratios = ", ".join(f"{q['phase']} {q['ratio']:.2f}x eager, {q['compiled_median_s'] / default_s[q['phase']]:.2f}x default compiled"
+                               for q in p["phases"])
             lines.append(f"probe {p['knob']}={p['value']!r}: {'still slower' if p['slower'] else 'not slower'} ({ratios})")
         else:
             lines.append(f"probe {p['knob']}={p['value']!r}: {p.get('error') or p.get('skipped')}")
