@@ -1,11 +1,12 @@
 """Timing callables side by side, for the perf oracle (`oracles.perf` judges the samples).
 
-`interleaved_samples(fns, device, rounds)` calls each function once per round, in turn, and
-returns each one's per-call seconds:
-- on a GPU with CUDA events around each call, after zeroing a buffer twice the size of the L2
-  cache (the method of `triton.testing.do_bench`), so that no call finds its inputs in L2 that
-  the previous call left there; one synchronisation per batch of rounds, not per call;
-- on the CPU with `time.perf_counter` around each call, on a pinned thread count (`pinned_threads`).
+`Timer.interleaved_samples(fns, rounds)` calls each function once per round, in turn (the order
+reversed every other round), and returns each one's per-call seconds:
+- on a GPU, device time: CUDA events around the call's kernels, which run back to back behind a
+  GPU sleep (`_GpuTimer`), after zeroing a buffer twice the size of the L2 cache (as
+  `triton.testing.do_bench` does), so that no call finds its inputs in L2;
+- on the CPU, wall time: `time.perf_counter` around each call, on a pinned thread count
+  (`pinned_threads`); there the wrapper's per-call cost is part of what is measured.
 Alternating call by call, not block by block, puts drift (clock changes, thermals, a neighbour
 process) on every function alike: the paired ratios stay honest when the machine is not idle.
 Invariant: every function runs exactly `rounds` times inside the measurement, after the
@@ -48,36 +49,74 @@ def pinned_threads(device: str, threads: int | None):
 
 def timer_description(device: str, threads: int | None) -> str:
     if device.startswith("cuda"):
-        return "cuda events, L2 flushed before each call"
+        return "cuda events, device time (launched ahead behind a GPU sleep), L2 flushed before each call"
     return f"perf_counter, {threads} thread{'s' if threads != 1 else ''}"
 
 
 class _GpuTimer:
+    """Device time per call: the call's kernels run back to back behind a GPU sleep.
+
+    Before each timed call the stream gets the L2 flush and then `torch.cuda._sleep` long enough
+    (twice the call's measured CPU time, calibrated once) for the CPU to enqueue every kernel of
+    the call before the GPU reaches the start event. The events then bracket kernels with no
+    launch gaps between them: the GPU's own time for the call, without the CPU-side cost of
+    launching it (Python, guards, the compiled wrapper), which `mode="reduce-overhead"` (CUDA
+    graphs) exists to remove and which would otherwise swamp every small graph.
+    """
+
     def __init__(self, device: str):
         self.device = torch.device(device)
         l2 = int(getattr(torch.cuda.get_device_properties(self.device), "L2_cache_size", 0) or 64 * 2**20)
         self.flush_buffer = torch.empty(2 * l2 // 4, dtype=torch.int32, device=self.device)
+        self.cycles_per_s = self._calibrate()
+
+    def _calibrate(self) -> float:
+        cycles = 10_000_000
+        torch.cuda._sleep(cycles)  # first call loads the kernel
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize(self.device)
+        start.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        end.synchronize()
+        return cycles / max(start.elapsed_time(end) / 1e3, 1e-6)
+
+    def _launch_s(self, fn: Callable[[], object]) -> float:
+        torch.cuda.synchronize(self.device)
+        t0 = time.perf_counter()
+        fn()
+        launch = time.perf_counter() - t0
+        torch.cuda.synchronize(self.device)
+        return launch
 
     def samples(self, fns: Sequence[Callable[[], object]], rounds: int) -> list[list[float]]:
+        sleep_cycles = [int(self.cycles_per_s * (2 * self._launch_s(fn) + 50e-6)) for fn in fns]
         events = [[(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(rounds)] for _ in fns]
         torch.cuda.synchronize(self.device)
         for r in range(rounds):
-            for i, fn in enumerate(fns):
+            for i in _order(len(fns), r):
                 self.flush_buffer.zero_()
+                torch.cuda._sleep(sleep_cycles[i])
                 start, end = events[i][r]
                 start.record()
-                fn()
+                fns[i]()
                 end.record()
-        torch.cuda.synchronize(self.device)
+            torch.cuda.synchronize(self.device)  # one round at a time: the sleeps stay short
         return [[s.elapsed_time(e) / 1e3 for s, e in per_fn] for per_fn in events]
+
+
+def _order(n: int, round_index: int) -> list[int]:
+    """The call order of round `round_index`: forwards on even rounds, backwards on odd ones, so
+    that being first (or last) in a round favours no function."""
+    return list(range(n)) if round_index % 2 == 0 else list(range(n - 1, -1, -1))
 
 
 def _cpu_samples(fns: Sequence[Callable[[], object]], rounds: int) -> list[list[float]]:
     out: list[list[float]] = [[] for _ in fns]
-    for _ in range(rounds):
-        for i, fn in enumerate(fns):
+    for r in range(rounds):
+        for i in _order(len(fns), r):
             t0 = time.perf_counter()
-            fn()
+            fns[i]()
             out[i].append(time.perf_counter() - t0)
     return out
 
