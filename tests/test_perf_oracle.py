@@ -129,6 +129,24 @@ def test_planted_slow_kernels_are_found_in_the_right_phase_and_eager_against_eag
     assert finding_of(control) is None, [p.describe() for p in control.perf]
 
 
+def test_the_training_phase_runs_the_backward():
+    """The fwd+bwd phase computes every trainable input's gradient (a phase that silently skipped
+    the backward would time the forward twice)."""
+    import torch
+
+    from fuzzer.engine.perf import phase_callables
+    from generators.build import build_callable, make_inputs
+
+    spec = norm_spec(64, 128)
+    inputs = make_inputs(spec, "cpu")
+    phases = phase_callables(spec, build_callable(spec, "cpu"), inputs)
+    named, _ = phases["fwd+bwd"]()
+    grads = dict(named)
+    assert "grad:x0" in grads and grads["grad:x0"].abs().sum() > 0
+    with torch.no_grad():
+        assert phases["fwd"]()[0].shape == (64, 128)
+
+
 def test_compile_errors_stay_compiler_findings_under_the_perf_oracle():
     v = _run_in_worker(norm_spec(256, 256, backward=False), "fuzzer.engine.planted:compile_error")
     assert v.status == Status.COMPILE_ERROR and finding_of(v).kind.value == "compile-error"

@@ -62,8 +62,9 @@ def phase_callables(spec: GraphSpec, fn: Callable, inputs: list[torch.Tensor]) -
             with torch.no_grad():
                 return fn(*inputs)
         return {"fwd": forward}
-    with torch.no_grad():
-        cots = cotangents(fn(*inputs), spec.recipe.seed)
+    cots = cotangents(fn(*inputs), spec.recipe.seed)  # with grad: outputs that need one get a cotangent
+    if not any(c is not None for c in cots):
+        raise ValueError(f"a training spec whose outputs need no gradient: nothing to time backward ({spec.outputs})")
     return {
         "fwd": lambda: fn(*inputs),
         "fwd+bwd": lambda: run_forward_backward(spec, fn, inputs, cots),
