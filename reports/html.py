@@ -101,9 +101,12 @@ def _header(data: ReportData) -> str:
         v = run["versions"] or {}
         secs = _run_seconds(run, data.cases)
         rate = f"{run['cases'] / secs:.2f}" if secs >= 1 else "-"  # under a second: no meaningful rate
-        hardware = v.get("gpu") or (f"CPU, capability {v['cpu_capability']}" if v.get("cpu_capability") else "CPU (capability not recorded)")
-        if str(run["device"]).startswith("cuda") and not v.get("gpu"):
-            hardware = "GPU (name not recorded)"
+        cpu = f"CPU capability {v['cpu_capability']}" if v.get("cpu_capability") else "CPU capability not recorded"
+        hardware = cpu
+        if v.get("gpu"):
+            hardware = f"{v['gpu']}; {cpu}"
+        elif str(run["device"]).startswith("cuda"):
+            hardware = f"GPU (name not recorded); {cpu}"
         config = run["config"] or {}
         compile_desc = " ".join(
             [str(config.get("backend", "?"))]

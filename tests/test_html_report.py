@@ -423,3 +423,22 @@ def test_a_real_campaign_s_page_in_headless_chromium(tmp_path):
         assert facts["errors"] and facts["scripts"] == 1 and "http://127.0.0.1:9/x.png" in facts["requests"]
     finally:
         browser.close()
+
+
+def test_header_names_the_cpu_capability_and_the_gpu(tmp_path):
+    """A campaign records `torch.backends.cpu.get_cpu_capability()`; the header shows it, and the
+    GPU's name beside it when the run had one."""
+    import torch
+
+    from fuzzer.campaign.loop import environment_versions
+
+    assert environment_versions("cpu")["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    store = Store(tmp_path / STORE_NAME)
+    store.start_run(seed=1, device="cuda", config={"backend": "inductor"}, options={},
+                    versions={"torch": "2.13", "gpu": "NVIDIA H100 80GB HBM3", "cpu_capability": "AVX512"})
+    store.start_run(seed=2, device="cpu", config={"backend": "inductor"}, options={}, versions={"torch": "2.13"})
+    page = render_html(collect(store), tmp_path / "report.html")
+    store.close()
+    header = page[page.index("<header>"):page.index("</header>")]
+    assert "NVIDIA H100 80GB HBM3; CPU capability AVX512" in header
+    assert "CPU capability not recorded" in header  # the older run, without the field

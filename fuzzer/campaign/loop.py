@@ -123,7 +123,8 @@ BUDGET_GRACE_S = 30.0
 def environment_versions(device: str) -> dict:
     import torch
 
-    versions = {"torch": torch.__version__, "python": platform.python_version(), "cuda": torch.version.cuda}
+    versions = {"torch": torch.__version__, "python": platform.python_version(), "cuda": torch.version.cuda,
+                "cpu_capability": torch.backends.cpu.get_cpu_capability()}
     try:
         import triton
 
