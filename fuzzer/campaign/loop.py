@@ -102,6 +102,17 @@ class Progress:
     buckets: set = field(default_factory=set)
     case_wall_s: float = 0.0
     timings: Counter = field(default_factory=Counter)
+    bucket_severity: dict = field(default_factory=dict)  # bucket id -> its most severe case's severity in this run
+
+    def note_severity(self, bucket_id: int, severity) -> None:
+        old = self.bucket_severity.get(bucket_id)
+        if old is None or severity.rank < old.rank:
+            self.bucket_severity[bucket_id] = severity
+
+    @property
+    def by_severity(self) -> Counter:
+        """This run's buckets by severity value (bug, suspect, by-design, noise)."""
+        return Counter(s.value for s in self.bucket_severity.values())
 
 
 @dataclass(frozen=True)
@@ -398,7 +409,7 @@ class Campaign:
         """One committed row (and its bucket's update): (case id, bucket id, new bucket?)."""
         opts = self.opts
         reason = severity_of(verdict, culprit=key.signature) if key is not None else None
-        return self.store.add_case(
+        stored = self.store.add_case(
             run_id=self.run_id,
             slot=at.slot,
             idx=at.idx,
@@ -415,6 +426,10 @@ class Campaign:
             severity=reason.to_dict() if reason else None,
             ran_on=at.where.name,
         )
+        if reason is not None:
+            with self.lock:
+                self.progress.note_severity(stored[1], reason.severity)
+        return stored
 
     def _write_bucket_files(self, bucket_id: int, case_id: int, key, spec: GraphSpec, verdict, analysis) -> None:
         """A new bucket's folder: the minimized repro and its attribution when analysed, else the case as drawn."""

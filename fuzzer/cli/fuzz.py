@@ -8,7 +8,9 @@ import time
 from pathlib import Path
 
 import click
+from rich.console import Group
 from rich.live import Live
+from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
@@ -163,6 +165,8 @@ class _LineView:
 
 
 class _LiveView(_LineView):
+    """On a terminal: a bar toward the case count or the budget, cases/s, buckets by severity."""
+
     def __enter__(self):
         self.live = Live(console=console, refresh_per_second=2, transient=True)
         self.live.__enter__()
@@ -172,7 +176,42 @@ class _LiveView(_LineView):
         return self.live.__exit__(*exc)
 
     def update(self, p) -> None:
-        self.live.update(_status_line(self.opts, p))
+        self.live.update(live_progress(self.opts, p))
+
+
+def progress_fraction(opts, p, now: float | None = None) -> float:
+    """How far the campaign is, 0..1: cases toward --max-cases, else time toward --budget
+    (with both, whichever is further); 0 when neither bounds it."""
+    elapsed = (now if now is not None else time.time()) - p.started
+    parts = []
+    if opts.max_cases:
+        parts.append((p.cases + p.skipped) / opts.max_cases)
+    if opts.budget_s:
+        parts.append(elapsed / opts.budget_s)
+    return min(1.0, max(parts, default=0.0))
+
+
+def live_progress(opts, p, now: float | None = None) -> Group:
+    """The live view's renderable: the bar with its percentage, cases and cases/s, then this
+    run's buckets by severity (a pure function of the options and a `Progress`)."""
+    from records.severity import ORDER
+
+    now = now if now is not None else time.time()
+    elapsed = now - p.started
+    fraction = progress_fraction(opts, p, now)
+    rate = p.cases / elapsed if elapsed > 0 else 0.0
+    toward = (f"/{opts.max_cases} cases" if opts.max_cases else " cases") + (
+        f", {max(0.0, opts.budget_s - elapsed):.0f} s of {opts.budget_s:.0f} s left" if opts.budget_s else "")
+    head = Text(f" {fraction:4.0%}  {p.cases + p.skipped}{toward}, {rate:.2f} cases/s", no_wrap=True)
+    counts = p.by_severity
+    sev = Text("buckets: ")
+    for i, s in enumerate(ORDER):
+        sev.append(f"{s.value} {counts.get(s.value, 0)}", style={"bug": "bold red", "suspect": "yellow"}.get(s.value, ""))
+        sev.append(" · " if i < len(ORDER) - 1 else "")
+    sev.append(f"  ({p.findings} findings, {p.new_buckets} new buckets" + (f", {p.skipped} resumed" if p.skipped else "") + ")")
+    bar = Table.grid(padding=(0, 1))
+    bar.add_row(ProgressBar(total=1000, completed=round(fraction * 1000), width=40), head)
+    return Group(bar, sev)
 
 
 def _grace() -> float:
