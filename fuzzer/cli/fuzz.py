@@ -64,10 +64,12 @@ WORKERS = _WorkersType()
 @click.option("--no-live", is_flag=True, help="No live view (plain progress lines).")
 @click.option("--no-minimize", is_flag=True, help="Do not minimize and attribute new buckets.")
 @click.option("--min-severity", type=SEVERITY_CHOICE, default="noise", show_default=True, help="Hide buckets below this severity in the summary.")
+@click.option("--replay-known", is_flag=True,
+              help="First re-run every known bucket's minimal spec in this run, so `divfuzz diff` can tell fixed from not reached.")
 @compile_options
-def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, strict, ops, dtypes, no_live, no_minimize, min_severity, backend, inductor, dynamic, mode):
+def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, strict, ops, dtypes, no_live, no_minimize, min_severity, replay_known, backend, inductor, dynamic, mode):
     """Run a campaign: draw graphs, compare eager and compiled, bucket what diverges."""
-    from fuzzer.campaign.loop import CampaignOptions, run_campaign
+    from fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
 
     check_out_dir(out_dir, "--out")  # first: before torch and Inductor are imported
     budget_s = parse_budget(budget) if budget else (None if max_cases else 600.0)
@@ -91,6 +93,8 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
         ops=op_names,
         dtypes=dtype_names,
     )
+    # Read and checked before the run starts: a stored spec that does not load exits 2, store untouched.
+    known = _known_specs(out_dir / STORE_NAME) if replay_known else None
     signal.signal(signal.SIGTERM, _interrupt_once)
     signal.signal(signal.SIGINT, _interrupt_once)
     console.print(
@@ -99,9 +103,11 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
         f"store {out_dir / 'divfuzz.sqlite'}",
         highlight=False,
     )
+    if known is not None:
+        console.print(f"--replay-known: {len(known)} known spec(s) of {out_dir / STORE_NAME} run first", highlight=False)
     live_view = _LiveView(opts) if not no_live and console.is_terminal else _LineView(opts)
     with live_view:
-        result = run_campaign(opts, on_progress=live_view.update)
+        result = run_campaign(opts, on_progress=live_view.update, before_slots=_replayer(known))
     _print_summary(result, min_severity)
     _write_report_html(result.store_path, out_dir / "report.html")
     if result.interrupted:
@@ -110,6 +116,21 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
             highlight=False,
         )
         sys.exit(2)
+
+
+def _known_specs(store_path: Path):
+    from fuzzer.campaign.replay_known import known_specs
+
+    return known_specs(store_path)
+
+
+def _replayer(known):
+    """What the campaign runs before its slots: the known specs (`fuzzer.campaign.replay_known`), or nothing."""
+    if known is None:
+        return None
+    from fuzzer.campaign.replay_known import replay_known
+
+    return lambda campaign: replay_known(campaign, known)
 
 
 def _write_report_html(store_path: Path, html_path: Path) -> None:
