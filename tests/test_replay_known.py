@@ -116,3 +116,31 @@ def test_a_stored_spec_that_does_not_load_exits_2_naming_the_store_and_bucket(tm
         assert str(out / STORE_NAME) in r.stderr and f"bucket {bad} " in r.stderr, (name, r.stderr)
         assert "Traceback" not in r.stderr
         assert hashlib.sha256((out / STORE_NAME).read_bytes()).hexdigest() == before, name  # no run started
+
+
+def test_work_before_the_slots_fails_or_is_interrupted_like_a_slot(tmp_path):
+    """`Campaign.run(before_slots)`: divfuzz's own error there fails the run (exit 2 upstream, no
+    slot started); an interrupt there ends the run as interrupted at once (no slot to wait for)."""
+    import time
+
+    import pytest
+
+    from records.errors import InternalError
+
+    def boom(campaign):
+        raise RuntimeError("planted before-slots failure")
+
+    def interrupt(campaign):
+        raise KeyboardInterrupt
+
+    opts = CampaignOptions(device="cpu", out_dir=tmp_path / "a", max_cases=1, workers=1, config=CompileConfig(backend="eager"))
+    with pytest.raises(InternalError, match="planted before-slots failure"):
+        run_campaign(opts, before_slots=boom)
+    opts = CampaignOptions(device="cpu", out_dir=tmp_path / "b", max_cases=1, workers=1, config=CompileConfig(backend="eager"))
+    t0 = time.time()
+    result = run_campaign(opts, before_slots=interrupt)
+    assert result.interrupted and time.time() - t0 < 20
+    for name, status in (("a", "failed"), ("b", "interrupted")):
+        with sqlite3.connect(tmp_path / name / STORE_NAME) as db:
+            assert db.execute("SELECT status FROM runs").fetchall() == [(status,)]
+            assert db.execute("SELECT count(*) FROM cases").fetchone() == (0,)  # no slot ran
