@@ -259,7 +259,7 @@ def diff_html(d: StoreDiff) -> str:
 
     def table(head: tuple[str, ...], rows: list[tuple[str, ...]], cls: str, row_ids: list[str]) -> str:
         return (
-            f'<table class="{cls}"><thead><tr>' + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>"
+            f'<table class="rows-{cls}"><thead><tr>' + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>"
             + "".join(f'<tr data-key="{_e(k)}">' + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for k, r in zip(row_ids, rows))
             + "</tbody></table>"
         )

@@ -316,7 +316,7 @@ def _bucket_plots(bucket, cases: list[dict]) -> list[str]:
         ))
         out.append(plots.scatter(
             f"element-errors-{bucket.id}-{dtype}",
-            f"{dtype}: per-element error vs fp64, ULP ({len(elements[dtype])} differing elements)",
+            f"{dtype}: element errors vs fp64, ULP ({len(elements[dtype])} shown)",
             elements[dtype], x_label="eager error (ULP)", y_label="compiled error (ULP)", diagonal=True,
             point_labels=element_labels[dtype], sides=("compiled worse", "eager worse"),
             empty_message="no per-element errors stored (verdicts written before the error sample)",

@@ -127,7 +127,7 @@ def test_each_float_bucket_card_draws_its_element_scatter(tmp_path):
     plot = re.search(r'<svg class="plot" data-plot="element-errors-%d-bfloat16".*?</svg>' % with_sample, card, re.S)
     assert plot, card[:2000]
     svg = plot.group(0)
-    assert 'class="diagonal"' in svg and "(4 differing elements)" in svg
+    assert 'class="diagonal"' in svg and "ULP (4 shown)" in svg
     assert len(re.findall(r'class="point above"', svg)) == 3 and len(re.findall(r'class="point below"', svg)) == 1
     assert "case 1 v2: 0.001, 2</title>" in svg  # the exact 0 is drawn at the floor, not dropped
     old_card = page[page.index(f'data-bucket="{old}"'):]

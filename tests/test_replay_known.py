@@ -144,3 +144,29 @@ def test_work_before_the_slots_fails_or_is_interrupted_like_a_slot(tmp_path):
         with sqlite3.connect(tmp_path / name / STORE_NAME) as db:
             assert db.execute("SELECT status FROM runs").fetchall() == [(status,)]
             assert db.execute("SELECT count(*) FROM cases").fetchone() == (0,)  # no slot ran
+
+
+def test_a_resumed_run_skips_what_it_replayed_and_numbers_the_rest_after_it(tmp_path):
+    """The known list may grow between an interrupted run and its resume (buckets it found): the
+    replays already stored are skipped, the others take the next free indices (never a taken one)."""
+    from fuzzer.campaign.loop import Campaign
+    from fuzzer.campaign.replay_known import KnownSpec, replay_known
+
+    specs = [sigmoid_gate(rows=4, dim=8), layer_norm_linear(rows=4, dim=8), layer_norm_linear(rows=2, dim=8)]
+    known = [KnownSpec(i + 1, f"k{i}", "first case's spec", s) for i, s in enumerate(specs)]
+    campaign = Campaign(CampaignOptions(device="cpu", out_dir=tmp_path, max_cases=1, workers=1, config=CompileConfig(backend="eager")))
+    ran = []
+
+    def run_case(spec, worker, *, slot, idx):  # stands in for compiling: stores the case where it is told
+        ran.append((spec.digest(), slot, idx))
+        campaign.store.add_case(run_id=campaign.run_id, slot=slot, idx=idx, spec_digest=spec.digest(),
+                                spec_json=spec.to_json(indent=None), device="cpu", config={}, verdict=Verdict(Status.OK).to_dict(),
+                                score=0.0, wall_s=0.1, finding_kind=None, key=None)
+
+    campaign.run_case = run_case
+    try:
+        assert replay_known(campaign, known[1:]) == 2
+        assert replay_known(campaign, known) == 3  # resumed, with one more known spec in front
+    finally:
+        campaign.close()
+    assert ran == [(specs[1].digest(), REPLAY_SLOT, 0), (specs[2].digest(), REPLAY_SLOT, 1), (specs[0].digest(), REPLAY_SLOT, 2)]

@@ -8,8 +8,8 @@ store before the run starts (`known_specs`), so a spec that does not load is bad
 naming the store and the bucket) and the store is left as it was.
 
 The replays are cases of the run like any other (judged, analysed, stored, counted in the
-progress), at slot `REPLAY_SLOT`, index i for the i-th known spec: a resumed run skips those
-already stored. They run one after another in one worker on slot 0's device, before the slots
+progress), at slot `REPLAY_SLOT`, indices 0, 1, ... in the order run: a resumed run skips the
+specs it already replayed and numbers the rest after them (its known list may have grown). They run one after another in one worker on slot 0's device, before the slots
 start, within the budget: past the deadline the rest are left (diff then says "not reached").
 """
 
@@ -80,12 +80,22 @@ def replay_known(campaign, known: list[KnownSpec]) -> int:
     worker = Worker(where.worker_device, extra_env={"DIVFUZZ_WORKER_THREADS": str(campaign.threads_per_worker), **where.env})
     with campaign.lock:
         campaign.slot_workers.append(worker)  # an interrupt aborts it like a slot's
+    replayed, idx = set(), 0
+    while (stored := campaign.store.stored_case(campaign.run_id, REPLAY_SLOT, idx)) is not None:  # a resumed run's
+        replayed.add(stored[0])
+        idx += 1
     done = 0
     try:
-        for i, k in enumerate(known):
+        for k in known:
+            if k.spec.digest() in replayed:
+                with campaign.lock:
+                    campaign.progress.skipped += 1
+                done += 1
+                continue
             if campaign.stop.is_set() or (campaign.deadline and time.time() > campaign.deadline):
                 break
-            campaign.run_case(k.spec, worker, slot=REPLAY_SLOT, idx=i)
+            campaign.run_case(k.spec, worker, slot=REPLAY_SLOT, idx=idx)
+            idx += 1
             done += 1
     finally:
         worker.stop()
