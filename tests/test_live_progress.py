@@ -56,3 +56,12 @@ def test_off_a_terminal_the_lines_stay_plain():
     opts = CampaignOptions(device="cpu", out_dir=Path("unused"), max_cases=40)
     line = _status_line(opts, _progress())
     assert isinstance(line, str) and "12/40 cases" in line and "━" not in line
+
+
+def test_replays_of_known_specs_do_not_fill_the_bar():
+    """`fuzz --replay-known` runs known specs first: they are cases, but not drawn toward --max-cases."""
+    opts = CampaignOptions(device="cpu", out_dir=Path("unused"), max_cases=40)
+    p = _progress()
+    p.cases, p.replays = 22, 10  # 12 drawn, 10 replayed
+    bar, _ = _render(live_progress(opts, p, now=1006.0))
+    assert bar.count("━") == 12 and "12/40 cases (+10 known replayed)" in bar

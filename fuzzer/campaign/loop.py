@@ -103,6 +103,7 @@ class Progress:
     case_wall_s: float = 0.0
     timings: Counter = field(default_factory=Counter)
     bucket_severity: dict = field(default_factory=dict)  # bucket id -> its most severe case's severity in this run
+    replays: int = 0  # of `cases` and `skipped`: known specs replayed (`fuzz --replay-known`), not drawn
 
     def note_severity(self, bucket_id: int, severity) -> None:
         old = self.bucket_severity.get(bucket_id)

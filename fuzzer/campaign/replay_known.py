@@ -90,11 +90,14 @@ def replay_known(campaign, known: list[KnownSpec]) -> int:
             if k.spec.digest() in replayed:
                 with campaign.lock:
                     campaign.progress.skipped += 1
+                    campaign.progress.replays += 1
                 done += 1
                 continue
             if campaign.stop.is_set() or (campaign.deadline and time.time() > campaign.deadline):
                 break
             campaign.run_case(k.spec, worker, slot=REPLAY_SLOT, idx=idx)
+            with campaign.lock:
+                campaign.progress.replays += 1
             idx += 1
             done += 1
     finally:

@@ -201,12 +201,12 @@ class _LiveView(_LineView):
 
 
 def progress_fraction(opts, p, now: float | None = None) -> float:
-    """How far the campaign is, 0..1: cases toward --max-cases, else time toward --budget
-    (with both, whichever is further); 0 when neither bounds it."""
+    """How far the campaign is, 0..1: drawn cases toward --max-cases (replays of known specs do
+    not count), else time toward --budget (with both, whichever is further); 0 when neither bounds it."""
     elapsed = (now if now is not None else time.time()) - p.started
     parts = []
     if opts.max_cases:
-        parts.append((p.cases + p.skipped) / opts.max_cases)
+        parts.append((p.cases + p.skipped - p.replays) / opts.max_cases)
     if opts.budget_s:
         parts.append(elapsed / opts.budget_s)
     return min(1.0, max(parts, default=0.0))
@@ -223,7 +223,8 @@ def live_progress(opts, p, now: float | None = None) -> Group:
     rate = p.cases / elapsed if elapsed > 0 else 0.0
     toward = (f"/{opts.max_cases} cases" if opts.max_cases else " cases") + (
         f", {max(0.0, opts.budget_s - elapsed):.0f} s of {opts.budget_s:.0f} s left" if opts.budget_s else "")
-    head = Text(f" {fraction:4.0%}  {p.cases + p.skipped}{toward}, {rate:.2f} cases/s", no_wrap=True)
+    replays = f" (+{p.replays} known replayed)" if p.replays else ""
+    head = Text(f" {fraction:4.0%}  {p.cases + p.skipped - p.replays}{toward}{replays}, {rate:.2f} cases/s", no_wrap=True)
     counts = p.by_severity
     sev = Text("buckets: ")
     for i, s in enumerate(ORDER):
@@ -247,7 +248,7 @@ def _status_line(opts, p) -> str:
     left = f", {max(0, opts.budget_s - elapsed):.0f} s left" if opts.budget_s else ""
     done = f"/{opts.max_cases}" if opts.max_cases else ""
     return (
-        f"{p.cases}{done} cases ({rate:.1f}/min), {p.findings} findings in {len(p.buckets)} buckets "
+        f"{p.cases - p.replays}{done} cases{f' (+{p.replays} known replayed)' if p.replays else ''} ({rate:.1f}/min), {p.findings} findings in {len(p.buckets)} buckets "
         f"({p.new_buckets} new){left}"
     )
 
