@@ -32,6 +32,12 @@ BOUNDARY_ULPS = 32.0
 GROSS_MIN_ULPS_BY_DTYPE = {"float32": 1024.0, "float64": 1024.0, "bfloat16": 16.0, "float16": 16.0}
 GROSS_MIN_ULPS = 16.0  # any other floating dtype
 GROSS_FACTOR = 4.0
+# A deterministic sample of the differing elements' errors vs fp64, (eager, compiled) in ULPs of the
+# output dtype (the unit of the gross measures), for the report's per-element scatter: the elements
+# where compiled exceeds eager most (ties to the lower index), then an even stride over the
+# differing elements; at most the sum of the two, each value kept to 3 significant digits.
+ERROR_SAMPLE_TOP = 32
+ERROR_SAMPLE_STRIDE = 32
 
 
 def _dtype_name(t: torch.Tensor) -> str:
@@ -45,7 +51,8 @@ def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.
     per element: how much further from fp64 compiled is than eager (in ULPs of the output dtype
     at the reference value), how many elements are grossly worse, whether an integer-valued
     output (floor, trunc, floor division) is wrong where eager matches fp64, and where compiled
-    alone produced NaN/Inf. Every measure is a 0-d tensor until one `tolist()` reads them all.
+    alone produced NaN/Inf, and a sample of (eager, compiled) per-element errors in ULPs
+    (`ERROR_SAMPLE_*`). Every measure is a tensor until one `tolist()` reads them all.
     """
     if compiled.dtype != eager.dtype:
         compiled = compiled.to(eager.dtype)
@@ -64,16 +71,18 @@ def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.
     err_e = torch.where(finite, (e64 - r64).abs(), torch.zeros_like(r64))
     err_c = torch.where(finite, (c64 - r64).abs(), torch.zeros_like(r64))
     diff_finite = differs & finite
+    err_e_ulps, err_c_ulps = _errors_in_ulps(r64, err_e, err_c, finite, dtype)
     measures = {
         "n_diff": differs.sum().to(torch.float64),
         "max_ulp": dist.max().to(torch.float64) if dist.numel() else torch.zeros((), dtype=torch.float64, device=dist.device),
         "n_naninf": naninf.sum().to(torch.float64),
         **_error_measures(e64, c64, err_e, err_c, finite, diff_finite),
-        **_gross_measures(r64, err_e, err_c, finite, diff_finite, dtype),
+        **_gross_measures(err_e_ulps, err_c_ulps, diff_finite, dtype),
         **_integral_measures(e64, c64, r64, diff_finite, dtype),
         **_histogram(dist),
     }
-    m = dict(zip(measures, torch.stack(list(measures.values())).tolist()))
+    values = torch.cat([torch.stack(list(measures.values())), _error_sample(err_e_ulps, err_c_ulps, diff_finite)]).tolist()
+    m = dict(zip(measures, values))
     return FloatComparison(
         dtype=dtype,
         numel=eager.numel(),
@@ -93,6 +102,7 @@ def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.
         integral=bool(m["integral"]),
         n_int_wrong=int(m["n_int_wrong"]) if m["integral"] else 0,
         n_nonfinite_new=int(m["n_nonfinite_new"]),
+        error_sample=_sample_pairs(values[len(measures):]),
     )
 
 
@@ -112,18 +122,21 @@ def _error_measures(e64, c64, err_e, err_c, finite, diff_finite) -> dict[str, to
     }
 
 
-def _gross_measures(r64, err_e, err_c, finite, diff_finite, dtype: str) -> dict[str, torch.Tensor]:
-    """Per element, in ULPs of the output dtype at the fp64 value: the elements where compiled is
-    grossly further from fp64 (`GROSS_*`), the largest excess over eager, eager's own worst error.
+def _errors_in_ulps(r64, err_e, err_c, finite, dtype: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each side's per-element error vs fp64 in ULPs of the output dtype at the fp64 value.
     Elements near zero relative to the tensor's scale (cancellation) are measured at a floor of
     2**-10 x its mean magnitude, so one of them cannot inflate eager's worst error and hide the rest."""
     n_finite = finite.sum().clamp(min=1).to(torch.float64)
-    zero = torch.zeros((), dtype=torch.float64, device=r64.device)
     mag = torch.where(finite, r64.abs(), torch.zeros_like(r64))
     floor = mag.sum() / n_finite * 2.0**-10
     unit = ulp_of(torch.maximum(mag, floor), dtype)
-    err_e_ulps = err_e / unit
-    err_c_ulps = err_c / unit
+    return err_e / unit, err_c / unit
+
+
+def _gross_measures(err_e_ulps, err_c_ulps, diff_finite, dtype: str) -> dict[str, torch.Tensor]:
+    """Per element, in ULPs (`_errors_in_ulps`): the elements where compiled is grossly further
+    from fp64 (`GROSS_*`), the largest excess over eager, eager's own worst error."""
+    zero = torch.zeros((), dtype=torch.float64, device=err_e_ulps.device)
     eager_max = err_e_ulps.max() if err_e_ulps.numel() else zero
     gross_min = GROSS_MIN_ULPS_BY_DTYPE.get(dtype, GROSS_MIN_ULPS)
     gross = diff_finite & (err_c_ulps > torch.clamp(GROSS_FACTOR * eager_max, min=gross_min))
@@ -133,6 +146,45 @@ def _gross_measures(r64, err_e, err_c, finite, diff_finite, dtype: str) -> dict[
         "max_excess": excess.max().clamp(min=0) if excess.numel() else zero,
         "eager_max": eager_max.to(torch.float64),
     }
+
+
+def _error_sample(err_e_ulps, err_c_ulps, diff_finite) -> torch.Tensor:
+    """Candidate rows (index, kept, eager ULPs, compiled ULPs), flattened: the `ERROR_SAMPLE_TOP`
+    largest excesses of compiled over eager (ties go to the lower index), then
+    `ERROR_SAMPLE_STRIDE` elements at an even stride over the differing ones. Rows with kept = 0
+    (not a differing element) are padding; `_sample_pairs` drops them and repeats on the host.
+    Linear passes only (no sort, no host read): the k-th largest excess is a threshold."""
+    n = diff_finite.numel()
+    k = min(ERROR_SAMPLE_TOP, n)
+    excess = torch.where(diff_finite, err_c_ulps - err_e_ulps, torch.full_like(err_c_ulps, -float("inf")))
+    kth = torch.topk(excess, k).values[-1]
+    at_kth = excess == kth
+    top_mask = (excess > kth) | (at_kth & (at_kth.cumsum(0) <= k - (excess > kth).sum()))
+    top = _nth_true(top_mask, torch.arange(k, device=excess.device))
+    n_diff = diff_finite.sum()
+    ranks = torch.arange(ERROR_SAMPLE_STRIDE, device=excess.device) * n_diff // ERROR_SAMPLE_STRIDE
+    stride = _nth_true(diff_finite, ranks)
+    picked = torch.cat([top, stride])
+    kept = diff_finite[picked] & torch.cat([torch.ones_like(top, dtype=torch.bool), ranks < n_diff])
+    rows = [picked.to(torch.float64), kept.to(torch.float64), err_e_ulps[picked].to(torch.float64), err_c_ulps[picked].to(torch.float64)]
+    return torch.stack(rows, dim=1).flatten()
+
+
+def _nth_true(mask, ranks):
+    """The index of the r-th (from 0) True element of a 1-d mask, for each r (clamped in range)."""
+    return torch.searchsorted(mask.cumsum(0), ranks + 1).clamp(max=mask.numel() - 1)
+
+
+def _sample_pairs(values: list) -> tuple:
+    """The (eager, compiled) error pairs of `_error_sample`'s rows: kept rows only, each element
+    once, in row order, 3 significant digits (a verdict stays small: at most 64 short pairs)."""
+    seen, pairs = set(), []
+    for i in range(0, len(values) - 3, 4):
+        index, kept, e, c = values[i : i + 4]
+        if kept and index not in seen and e == e and c == c and abs(e) != float("inf") and abs(c) != float("inf"):
+            seen.add(index)
+            pairs.append((float(f"{e:.3g}"), float(f"{c:.3g}")))
+    return tuple(pairs)
 
 
 def _integral_measures(e64, c64, r64, diff_finite, dtype: str) -> dict[str, torch.Tensor]:

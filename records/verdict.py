@@ -37,6 +37,9 @@ class FloatComparison:
     integral: bool = False  # eager and fp64 values are all integers (floor, trunc, floor division)
     n_int_wrong: int = 0  # integral output: elements where eager == fp64 and compiled differs from both
     n_nonfinite_new: int = 0  # compiled NaN/Inf where eager and fp64 are both finite
+    # Up to 64 (eager, compiled) errors vs fp64 of differing elements, in ULPs of the output dtype
+    # (oracles.compare.ERROR_SAMPLE_*: the largest excesses, then an even stride); for the report.
+    error_sample: tuple[tuple[float, float], ...] = ()
 
     @property
     def fp32_worse(self) -> bool:
@@ -46,12 +49,14 @@ class FloatComparison:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["ulp_histogram"] = [list(p) for p in self.ulp_histogram]
+        d["error_sample"] = [list(p) for p in self.error_sample]
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> FloatComparison:
         d = dict(d)
         d["ulp_histogram"] = tuple((str(k), int(v)) for k, v in d["ulp_histogram"])
+        d["error_sample"] = tuple((float(e), float(c)) for e, c in d.get("error_sample") or ())
         return cls(**d)
 
 

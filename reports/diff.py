@@ -1,5 +1,6 @@
 """What changed between two campaigns: new buckets, buckets gone (fixed or not reached), and
-buckets whose severity or bounds changed. `divfuzz diff OLD NEW` prints it.
+buckets whose severity or bounds changed. `divfuzz diff OLD NEW` prints it
+(terminal, `--json`, `--markdown`) and writes it as a page (`--html FILE`, `diff_html`).
 
 `side_from_store` reads one side (a store, or one run of it; any object with the `Store` read
 methods: this module never imports `fuzzer`); `diff_sides` is a pure function of two sides.
@@ -246,3 +247,61 @@ def diff_text(d: StoreDiff) -> str:
     for c in d.changed:
         lines.append(f"  changed  #{c.old.id}->#{c.new.id} {c.new.key}: {'; '.join(c.what)}")
     return "\n".join(lines) + "\n"
+
+
+def diff_html(d: StoreDiff) -> str:
+    """The diff as one self-contained page (the report's shell: no script, the CSP, inline style):
+    new buckets, gone ones (fixed, then not reached), changed ones. Every stored string escaped."""
+    from reports.html import _e, page_shell
+
+    def chip(sev: str) -> str:
+        return f'<span class="chip sev-{_e(sev)}">{_e(sev)}</span>'
+
+    def table(head: tuple[str, ...], rows: list[tuple[str, ...]], cls: str, row_ids: list[str]) -> str:
+        return (
+            f'<table class="rows-{cls}"><thead><tr>' + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>"
+            + "".join(f'<tr data-key="{_e(k)}">' + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for k, r in zip(row_ids, rows))
+            + "</tbody></table>"
+        )
+
+    def section(sid: str, title: str, count: int, body: str, empty: str, h: str = "h2") -> str:
+        return f'<section id="{sid}"><{h}>{title} ({count})</{h}>{body if count else f"<p>{empty}</p>"}</section>'
+
+    new_rows = [
+        (str(b.id), chip(b.severity), f"<code>{_e(b.key)}</code>", _e(b.culprit), _e(b.reason), str(b.cases), _e(_bounds(b)))
+        for b in d.new_buckets
+    ]
+    fixed = [g for g in d.gone if g.status == "fixed"]
+    unreached = [g for g in d.gone if g.status != "fixed"]
+
+    def gone_rows(gs):
+        return [(str(g.bucket.id), chip(g.bucket.severity), f"<code>{_e(g.bucket.key)}</code>", _e(g.bucket.culprit),
+                 _e(_bounds(g.bucket)), _e(g.evidence)) for g in gs]
+
+    changed_rows = [
+        (f"{c.old.id} → {c.new.id}", f"{chip(c.old.severity)} → {chip(c.new.severity)}", f"<code>{_e(c.new.key)}</code>",
+         _e(c.new.culprit), "<br>".join(_e(w) for w in c.what))
+        for c in d.changed
+    ]
+    gone_head = ("id", "severity", "key", "culprit", "bounds (OLD)", "why")
+    body = (
+        f"<header><h1>divfuzz diff</h1><p class=\"sides\">OLD <code>{_e(d.old)}</code> → NEW <code>{_e(d.new)}</code></p>"
+        f'<p class="summary">{len(d.new_buckets)} new, {len(d.gone)} gone ({len(fixed)} fixed, {len(unreached)} not reached), '
+        f"{len(d.changed)} changed, {d.unchanged} unchanged</p>"
+        + (f'<p class="setups">note: {_e(d.setups_differ)}</p>' if d.setups_differ else "")
+        + "</header>"
+        + section("new", "new", len(new_rows),
+                  table(("id", "severity", "key", "culprit", "why", "cases", "bounds"), new_rows, "new", [b.key for b in d.new_buckets]),
+                  "no new buckets")
+        + f'<section id="gone"><h2>gone ({len(d.gone)})</h2>'
+        + section("fixed", "fixed: NEW ran their spec and it no longer lands there", len(fixed),
+                  table(gone_head, gone_rows(fixed), "fixed", [g.bucket.key for g in fixed]), "none fixed", "h3")
+        + section("not-reached", "not reached: NEW never ran their spec (still there or not: unknown)", len(unreached),
+                  table(gone_head, gone_rows(unreached), "not-reached", [g.bucket.key for g in unreached]), "none unreached", "h3")
+        + "</section>"
+        + section("changed", "changed", len(changed_rows),
+                  table(("id (OLD → NEW)", "severity", "key", "culprit", "what changed"), changed_rows, "changed",
+                        [c.new.key for c in d.changed]),
+                  "no bucket changed severity or bounds")
+    )
+    return page_shell(f"divfuzz diff: {d.old} -> {d.new}", body)

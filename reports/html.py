@@ -14,7 +14,8 @@ Invariants:
 - sections follow `records.severity.ORDER`: `bug` first; `by-design` and `noise` are folded
   (`<details>`) with counts per culprit; every bucket gets one card (`<article class="card">`);
 - plots are drawn from the stored verdicts only (see `reports.plots` for why hand-written SVG):
-  what a verdict does not store (per-element errors) is said, not invented.
+  per-element errors are the verdicts' `error_sample` (up to 64 differing elements per output);
+  a verdict stored before it existed has none, and the plot says so rather than invent points.
 """
 
 from __future__ import annotations
@@ -35,6 +36,11 @@ from urllib.parse import quote
 from records.severity import ORDER, Severity
 from reports import plots
 from reports.markdown import culprit_of, fold_by_culprit
+
+# The per-element scatter: at most this many points per (bucket, dtype), taken case by case in
+# store order; errors under the floor (exact on one side) are drawn at it, on log axes.
+ELEMENT_POINTS_MAX = 256
+ELEMENT_ERROR_FLOOR = 1e-3
 
 # Verdict timing spans, in the order a case runs them (others follow, by name).
 TIMING_ORDER = ("build", "eager", "reference", "compile", "compiled_run", "oracles", "case")
@@ -101,9 +107,12 @@ def _header(data: ReportData) -> str:
         v = run["versions"] or {}
         secs = _run_seconds(run, data.cases)
         rate = f"{run['cases'] / secs:.2f}" if secs >= 1 else "-"  # under a second: no meaningful rate
-        hardware = v.get("gpu") or (f"CPU, capability {v['cpu_capability']}" if v.get("cpu_capability") else "CPU (capability not recorded)")
-        if str(run["device"]).startswith("cuda") and not v.get("gpu"):
-            hardware = "GPU (name not recorded)"
+        cpu = f"CPU capability {v['cpu_capability']}" if v.get("cpu_capability") else "CPU capability not recorded"
+        hardware = cpu
+        if v.get("gpu"):
+            hardware = f"{v['gpu']}; {cpu}"
+        elif str(run["device"]).startswith("cuda"):
+            hardware = f"GPU (name not recorded); {cpu}"
         config = run["config"] or {}
         compile_desc = " ".join(
             [str(config.get("backend", "?"))]
@@ -271,6 +280,8 @@ def _bucket_plots(bucket, cases: list[dict]) -> list[str]:
     hist_order: dict[str, list[str]] = {}
     errors: dict[str, list[tuple[float, float]]] = defaultdict(list)
     error_labels: dict[str, list[str]] = defaultdict(list)
+    elements: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    element_labels: dict[str, list[str]] = defaultdict(list)
     int_points: dict[str, list[tuple[float, float]]] = defaultdict(list)
     int_classes: dict[str, Counter] = defaultdict(Counter)
     for c in cases:
@@ -284,6 +295,9 @@ def _bucket_plots(bucket, cases: list[dict]) -> list[str]:
                         hist_order[f["dtype"]].append(str(label))
                 errors[f["dtype"]].append((float(f["rmse_eager"]), float(f["rmse_compiled"])))
                 error_labels[f["dtype"]].append(f"case {c['id']} {o['name']}")
+                for e, comp in (f.get("error_sample") or ())[: max(0, ELEMENT_POINTS_MAX - len(elements[f["dtype"]]))]:
+                    elements[f["dtype"]].append((max(float(e), ELEMENT_ERROR_FLOOR), max(float(comp), ELEMENT_ERROR_FLOOR)))
+                    element_labels[f["dtype"]].append(f"case {c['id']} {o['name']}")
             elif i:
                 if i.get("min_boundary_ulps") is not None:
                     int_points[i["dtype"]].append((float(i["min_boundary_ulps"]), float(i["flips"])))
@@ -298,7 +312,14 @@ def _bucket_plots(bucket, cases: list[dict]) -> list[str]:
         out.append(plots.scatter(
             f"error-scatter-{bucket.id}-{dtype}", f"{dtype}: RMSE vs fp64, one point per case",
             errors[dtype], x_label="eager error (RMSE vs fp64)", y_label="compiled error", diagonal=True,
-            point_labels=error_labels[dtype],
+            point_labels=error_labels[dtype], sides=("compiled worse", "eager worse"),
+        ))
+        out.append(plots.scatter(
+            f"element-errors-{bucket.id}-{dtype}",
+            f"{dtype}: element errors vs fp64, ULP ({len(elements[dtype])} shown)",
+            elements[dtype], x_label="eager error (ULP)", y_label="compiled error (ULP)", diagonal=True,
+            point_labels=element_labels[dtype], sides=("compiled worse", "eager worse"),
+            empty_message="no per-element errors stored (verdicts written before the error sample)",
         ))
     for dtype in int_classes:
         out.append(plots.scatter(
@@ -476,24 +497,42 @@ def render_html(data: ReportData, html_path: Path) -> str:
             f"{sum(b.count for b in by_sev[sev])} cases, {len(folds)} culprits</summary>{table}{cards}</details>"
         )
     campaign = "".join(f'<figure class="plot-box">{svg}</figure>' for svg in _campaign_plots(data))
-    style = _CSS + _pygments()[1].get_style_defs(".code")
-    return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        # No network: a page that tries to load anything (an injected tag included) is refused by the browser.
-        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">"
-        f"<title>divfuzz report: {_e(data.store_path)}</title><style>{style}</style></head><body>"
-        + _header(data)
+    return page_shell(
+        f"divfuzz report: {data.store_path}",
+        _header(data)
         + "".join(sections)
         + f'<section class="campaign" id="campaign"><h2>campaign</h2><div class="plots">{campaign}</div></section>'
         + f'<footer><p>written {_e(_when(time.time()))} by divfuzz from the stored verdicts; '
-        "per-element errors are not stored, so error plots show one point per case (RMSE against fp64).</p></footer>"
+        "per-element error plots show each verdict's sample of differing elements (the largest excesses of compiled "
+        f"over eager, then an even stride; at most {ELEMENT_POINTS_MAX} per bucket and dtype, errors under "
+        f"{ELEMENT_ERROR_FLOOR:g} ULP drawn at it).</p></footer>",
+        style=_CSS + _pygments()[1].get_style_defs(".code"),
+    )
+
+
+# No network: a page that tries to load anything (an injected tag included) is refused by the browser.
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+
+
+def page_shell(title: str, body: str, *, style: str = _CSS) -> str:
+    """A whole page around `body` (already escaped HTML): no script, the CSP, inline style only.
+    `title` is plain text (escaped here)."""
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<meta http-equiv=\"Content-Security-Policy\" content=\"{CSP}\">"
+        f"<title>{_e(title)}</title><style>{style}</style></head><body>"
+        + body
         + "</body></html>\n"
     )
 
 
 def write_html(data: ReportData, html_path: Path) -> Path:
     """Write the page whole: to a temporary file beside it, renamed into place."""
-    text = render_html(data, html_path)
+    return write_page(render_html(data, html_path), html_path)
+
+
+def write_page(text: str, html_path: Path) -> Path:
+    """Write a page whole: to a temporary file beside it, renamed into place."""
     html_path = Path(html_path)
     tmp = html_path.with_name(f".{html_path.name}.tmp-{os.getpid()}")
     try:

@@ -177,16 +177,20 @@ def scatter(
     log: bool = True,
     diagonal: bool = False,
     point_labels: Sequence[str] | None = None,
+    sides: tuple[str, str] | None = None,
+    empty_message: str = "no points to draw",
 ) -> str:
     """Points, on log axes by default (zeros and non-finite values are dropped there, and counted
-    in the title); `diagonal` draws y = x, the line a compiled error equal to eager's sits on."""
+    in the title); `diagonal` draws y = x, the line a compiled error equal to eager's sits on.
+    With `diagonal` and `sides` (what a point above the line means, what one below means) the
+    two halves are labelled and their points coloured apart (class `above` / `below` / `on`)."""
     finite = [(x, y) for x, y in points if math.isfinite(x) and math.isfinite(y)]
     labels = list(point_labels) if point_labels is not None else [""] * len(points)
     kept = [(p, lab) for p, lab in zip(points, labels) if p in finite and (not log or (p[0] > 0 and p[1] > 0))]
     dropped = len(points) - len(kept)
     svg = _Svg(name, title + (f" ({dropped} at 0 or not finite, not shown)" if dropped else ""))
     if not kept:
-        return _empty(svg, "no points to draw" if not points else "every point is 0 or not finite")
+        return _empty(svg, empty_message if not points else "every point is 0 or not finite")
     area = left, top, right, bottom = _frame(svg, x_label, y_label)
     xs, ys = [p[0] for p, _ in kept], [p[1] for p, _ in kept]
     if diagonal:  # one scale for both axes, so the diagonal is y = x
@@ -211,11 +215,20 @@ def scatter(
             f'L{_num(_scale(x_hi, x_lo, x_hi, left, right, log))} {_num(_scale(y_hi, y_lo, y_hi, bottom, top, log))}" '
             f'stroke="#999" stroke-dasharray="4 3" fill="none"/>'
         )
+    if diagonal and sides:
+        above, below = sides
+        n_above = sum(y > x for (x, y), _ in kept)
+        n_below = sum(y < x for (x, y), _ in kept)
+        svg.text(left + 6, top + 12, f"{above}: {n_above}", anchor="start", cls="legend")
+        svg.text(right - 6, bottom - 6, f"{below}: {n_below}", anchor="end", cls="legend")
     for (x, y), label in kept:
         cx, cy = _scale(x, x_lo, x_hi, left, right, log), _scale(y, y_lo, y_hi, bottom, top, log)
         tip = f"{label + ': ' if label else ''}{_tick(x)}, {_tick(y)}"
+        side, color = "point", PALETTE[1]
+        if diagonal and sides:
+            side, color = ("above", PALETTE[3]) if y > x else ("below", PALETTE[0]) if y < x else ("on", PALETTE[5])
         svg.add(
-            f'<circle class="point" cx="{_num(cx)}" cy="{_num(cy)}" r="3.5" fill="{PALETTE[1]}" fill-opacity="0.75">'
+            f'<circle class="point {side}" cx="{_num(cx)}" cy="{_num(cy)}" r="3.5" fill="{color}" fill-opacity="0.75">'
             f'<title>{escape(tip)}</title></circle>'
         )
     return svg.done()

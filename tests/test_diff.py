@@ -179,3 +179,71 @@ def test_bad_sides_exit_2_naming_them(stores, tmp_path):
         assert named in r.stderr, r.stderr
         assert "Traceback" not in r.stderr
     assert not_store.read_bytes() == before
+
+
+HOSTILE = '<script>alert("x")</script>'
+HOSTILE_IMG = "<img src=x onerror=alert(1)>"
+HOSTILE_NEW = BucketKey("bf16-ulp", "bfloat16", "cpu", f"relu @ {HOSTILE}")
+HOSTILE_GONE = BucketKey("bf16-ulp", "bfloat16", "cpu", f"gelu @ {HOSTILE}", HOSTILE_IMG)
+
+
+def _plant_hostile(old_dir: Path, new_dir: Path) -> None:
+    """One more bucket on each side whose key, culprit and severity reason are markup: gone (not
+    reached) from OLD, new in NEW."""
+    for folder, key, idx in ((old_dir, HOSTILE_GONE, 10), (new_dir, HOSTILE_NEW, 11)):  # other specs: not a replay
+        store = Store(folder / STORE_NAME, create=False)
+        store.add_case(
+            run_id=1, slot=0, idx=idx, spec_digest=_spec(20 + idx).digest(), spec_json=_spec(20 + idx).to_json(indent=None),
+            device="cpu", config={"backend": "inductor"}, verdict=_verdict(3), score=1.0, wall_s=0.5, finding_kind=key.kind,
+            key=key, triage="compiled-worse", severity={"severity": "bug", "rule": "t", "output": "v2", "detail": f"why {HOSTILE_IMG}"},
+        )
+        bucket = next(b for b in store.buckets() if b.key == key)
+        store.set_bucket_analysis(bucket.id, minimized=None, culprit={"stage": "inductor", "summary": HOSTILE_IMG})
+        store.close()
+
+
+def _section(page: str, sid: str) -> str:
+    start = page.index(f'<section id="{sid}">')
+    return page[start:page.index("</section>", start)]
+
+
+def test_html_holds_each_planted_change_in_its_section_and_escapes_every_stored_string(stores, tmp_path):
+    import re
+    import time
+    from html import unescape as html_unescape
+
+    from reports.diff import diff_html
+
+    old_dir, new_dir = stores
+    _plant_hostile(old_dir, new_dir)
+    html = tmp_path / "site" / "diff.html"
+    r = _cli(str(old_dir), str(new_dir), "--json", "--html", str(html))
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["unchanged"] == 1  # stdout is still the JSON alone
+    page = html.read_text()
+    assert page.startswith("<!DOCTYPE html>") and "Content-Security-Policy" in page and "default-src 'none'" in page
+    assert "<script" not in page.lower() and "<img" not in page.lower()
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in page and "&lt;img src=x onerror=alert(1)&gt;" in page
+    assert not re.search(r'(src|href)="', page)  # nothing to load, nothing to follow
+
+    def keys(sid):
+        return {html_unescape(k) for k in re.findall(r'<tr data-key="([^"]*)"', _section(page, sid))}
+
+    assert keys("new") == {str(NEW), str(HOSTILE_NEW)}
+    assert keys("fixed") == {str(FIXED)}
+    assert keys("not-reached") == {str(NOT_REACHED), str(HOSTILE_GONE)}
+    assert keys("changed") == {str(WORSE)}
+    assert "severity suspect -&gt; bug" in _section(page, "changed")
+    assert "2 new, 3 gone (1 fixed, 2 not reached), 1 changed, 1 unchanged" in page
+    # render time of the page alone (reported by the engineer; bounded loosely so a slow host passes)
+    d = diff_sides(_side(old_dir), _side(new_dir))
+    t0 = time.perf_counter()
+    diff_html(d)
+    assert time.perf_counter() - t0 < 2.0
+
+
+def test_html_to_an_unwritable_path_exits_2_before_reading_a_store(stores, tmp_path):
+    old_dir, new_dir = stores
+    (tmp_path / "afile").write_text("x")
+    r = _cli(str(tmp_path / "nowhere"), str(new_dir), "--html", str(tmp_path / "afile" / "d.html"))
+    assert r.returncode == 2 and "--html" in r.stderr and "afile" in r.stderr, r.stderr  # the path, not the missing OLD

@@ -45,6 +45,7 @@ def _float_verdict(*, max_ulp=3, rmse=(1e-3, 4e-3)) -> dict:
         dtype="bfloat16", numel=4096, n_diff=9, max_ulp=max_ulp,
         ulp_histogram=(("1", 5), ("2", 3), ("3-4", 1), ("5-16", 0)), nan_inf_mismatch=0, triage="compiled-worse",
         n_worse=9, n_closer=0, rmse_eager=rmse[0], rmse_compiled=rmse[1], max_abs_diff=0.02,
+        error_sample=((0.25, 3.0), (0.5, 1.5), (0.125, 0.5), (0.375, 0.25)),
     )
     return Verdict(Status.DIVERGED, outputs=(OutputVerdict("v2", float_cmp=f),), timings=(("compile", 0.8), ("eager", 0.1))).to_dict()
 
@@ -414,6 +415,21 @@ def test_a_real_campaign_s_page_in_headless_chromium(tmp_path):
             assert facts["plots"] == source.count('<svg class="plot"') >= 5
             assert facts["drawn_plots"] == facts["plots"]
             assert facts["ink"] > 0.01, f"screenshot {page.with_suffix('.png')} looks blank ({facts['ink']:.4f} ink)"
+        # `divfuzz diff --html` of the hostile store against the campaign's: the same shell, checked the same way
+        from reports.diff import diff_html, diff_sides, side_from_store
+
+        sides = []
+        for folder in (hostile, out):
+            s = Store(folder / STORE_NAME, create=False)
+            sides.append(side_from_store(s, label=str(folder)))
+            s.close()
+        diffed = diff_sides(*sides)
+        diff_page = tmp_path / "diff.html"
+        diff_page.write_text(diff_html(diffed))
+        facts = _open_and_check(browser, diff_page, diff_page.with_suffix(".png"))
+        assert facts["errors"] == [] and facts["requests"] == [facts["url"]] and facts["scripts"] == 0, facts
+        assert facts["ink"] > 0.01
+        assert diff_page.read_text().count("<tr data-key=") == len(diffed.new_buckets) + len(diffed.gone) + len(diffed.changed) > 0
         # The checks can fail: a page with a script and a remote image is caught (the page's own
         # Content-Security-Policy refuses both, and says so on the console).
         planted = hostile.parent / "planted.html"
@@ -423,3 +439,22 @@ def test_a_real_campaign_s_page_in_headless_chromium(tmp_path):
         assert facts["errors"] and facts["scripts"] == 1 and "http://127.0.0.1:9/x.png" in facts["requests"]
     finally:
         browser.close()
+
+
+def test_header_names_the_cpu_capability_and_the_gpu(tmp_path):
+    """A campaign records `torch.backends.cpu.get_cpu_capability()`; the header shows it, and the
+    GPU's name beside it when the run had one."""
+    import torch
+
+    from fuzzer.campaign.loop import environment_versions
+
+    assert environment_versions("cpu")["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    store = Store(tmp_path / STORE_NAME)
+    store.start_run(seed=1, device="cuda", config={"backend": "inductor"}, options={},
+                    versions={"torch": "2.13", "gpu": "NVIDIA H100 80GB HBM3", "cpu_capability": "AVX512"})
+    store.start_run(seed=2, device="cpu", config={"backend": "inductor"}, options={}, versions={"torch": "2.13"})
+    page = render_html(collect(store), tmp_path / "report.html")
+    store.close()
+    header = page[page.index("<header>"):page.index("</header>")]
+    assert "NVIDIA H100 80GB HBM3; CPU capability AVX512" in header
+    assert "CPU capability not recorded" in header  # the older run, without the field

@@ -108,6 +108,18 @@ class Progress:
     buckets: set = field(default_factory=set)
     case_wall_s: float = 0.0
     timings: Counter = field(default_factory=Counter)
+    bucket_severity: dict = field(default_factory=dict)  # bucket id -> its most severe case's severity in this run
+    replays: int = 0  # of `cases` and `skipped`: known specs replayed (`fuzz --replay-known`), not drawn
+
+    def note_severity(self, bucket_id: int, severity) -> None:
+        old = self.bucket_severity.get(bucket_id)
+        if old is None or severity.rank < old.rank:
+            self.bucket_severity[bucket_id] = severity
+
+    @property
+    def by_severity(self) -> Counter:
+        """This run's buckets by severity value (bug, suspect, by-design, noise)."""
+        return Counter(s.value for s in self.bucket_severity.values())
 
 
 @dataclass(frozen=True)
@@ -129,7 +141,8 @@ BUDGET_GRACE_S = 30.0
 def environment_versions(device: str) -> dict:
     import torch
 
-    versions = {"torch": torch.__version__, "python": platform.python_version(), "cuda": torch.version.cuda}
+    versions = {"torch": torch.__version__, "python": platform.python_version(), "cuda": torch.version.cuda,
+                "cpu_capability": torch.backends.cpu.get_cpu_capability()}
     try:
         import triton
 
@@ -219,7 +232,8 @@ class Campaign:
                                            budget_s=opts.minimize_budget_s, timeout_s=opts.timeout_s,
                                            store=self.store, oracle=opts.oracle, perf_margin=opts.perf_margin)
 
-    def run(self) -> CampaignResult:
+    def run(self, before_slots: Callable[["Campaign"], None] | None = None) -> CampaignResult:
+        """Run the slots to the end; `before_slots(self)` first, in this run (`fuzz --replay-known`)."""
         # Each slot sets its own event when it ends. The main thread waits on those, not on
         # `Thread.join`: in CPython before 3.13 a join interrupted by a signal can leave the
         # thread marked stopped while it still runs (so the store would be closed under it).
@@ -230,7 +244,9 @@ class Campaign:
         ]
         interrupted = False
         try:
-            for t in threads:
+            if before_slots is not None:
+                self._before_slots(before_slots, done)
+            for t in threads if self.failure is None else ():
                 t.start()
             while not all(e.is_set() for e in done) and self.failure is None:
                 for e in done:
@@ -248,6 +264,30 @@ class Campaign:
             self._record_failure()
         self.store.finish_run(self.run_id, "interrupted" if interrupted else "finished")
         return CampaignResult(self.run_id, self.resumed, self.progress, self.store.path, interrupted, self.cut_at_grace)
+
+    def _before_slots(self, fn: Callable[["Campaign"], None], done: list[threading.Event]) -> None:
+        """Work before any slot starts: its own errors stop the campaign as a slot's do, and an
+        interrupt or a failure finds no slot to wait for."""
+        try:
+            fn(self)
+        except KeyboardInterrupt:
+            for e in done:
+                e.set()
+            raise
+        except Exception as e:
+            self._fail(e)
+            for ev in done:
+                ev.set()
+
+    def run_case(self, spec: GraphSpec, worker: Worker, *, slot: int, idx: int) -> None:
+        """One case outside the Hypothesis slots (`fuzzer.campaign.replay_known`), judged, analysed
+        and stored in this run like any other; already stored at (slot, idx) with this spec: skipped."""
+        stored = self.store.stored_case(self.run_id, slot, idx)
+        if stored is not None and stored[0] == spec.digest():
+            with self.lock:
+                self.progress.skipped += 1
+            return
+        self._run_case(_CaseAt(slot, idx, self.slot_devices[0]), spec, worker, steer=False)
 
     def close(self) -> None:
         """Close the store and give up the store's lock (another campaign may then use it)."""
@@ -353,9 +393,10 @@ class Campaign:
             worker.stop()
 
     # ---- one case, in named steps: execute, judge, analyse, store, write folders, report ------------
-    def _run_case(self, at: "_CaseAt", spec: GraphSpec, worker: Worker) -> None:
+    def _run_case(self, at: "_CaseAt", spec: GraphSpec, worker: Worker, *, steer: bool = True) -> None:
         """Run one case to its stored row. Nothing is stored once the campaign is interrupted
-        (the case in flight, or its analysis, was cut short; a resumed run redoes it)."""
+        (the case in flight, or its analysis, was cut short; a resumed run redoes it). `steer`:
+        feed its score to Hypothesis (only inside a slot's engine)."""
         verdict, wall = self._execute(spec, worker, at)
         if self.interrupted.is_set():  # its worker was killed under it: not a finding, run it on resume
             return
@@ -370,7 +411,8 @@ class Campaign:
         t_store = time.perf_counter() - t_store
         if is_new:
             self._write_bucket_files(bucket_id, case_id, key, spec, verdict, analysis)
-        target(score)
+        if steer:
+            target(score)
         self._report_progress(verdict, finding, bucket_id, is_new, wall=wall, t_store=t_store,
                               t_analysis=time.perf_counter() - t_analysis - t_store)
 
@@ -405,7 +447,7 @@ class Campaign:
         """One committed row (and its bucket's update): (case id, bucket id, new bucket?)."""
         opts = self.opts
         reason = severity_of(verdict, culprit=key.signature) if key is not None else None
-        return self.store.add_case(
+        stored = self.store.add_case(
             run_id=self.run_id,
             slot=at.slot,
             idx=at.idx,
@@ -422,6 +464,10 @@ class Campaign:
             severity=reason.to_dict() if reason else None,
             ran_on=at.where.name,
         )
+        if reason is not None:
+            with self.lock:
+                self.progress.note_severity(stored[1], reason.severity)
+        return stored
 
     def _write_bucket_files(self, bucket_id: int, case_id: int, key, spec: GraphSpec, verdict, analysis) -> None:
         """A new bucket's folder: the minimized repro and its attribution when analysed, else the case as drawn."""
@@ -477,9 +523,10 @@ class _CaseAt:
     where: SlotDevice
 
 
-def run_campaign(opts: CampaignOptions, on_progress: Callable[[Progress], None] | None = None) -> CampaignResult:
+def run_campaign(opts: CampaignOptions, on_progress: Callable[[Progress], None] | None = None,
+                 before_slots: Callable[[Campaign], None] | None = None) -> CampaignResult:
     campaign = Campaign(opts, on_progress=on_progress)
     try:
-        return campaign.run()
+        return campaign.run(before_slots)
     finally:
         campaign.close()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from fuzzer.cli.options import DivfuzzCommand
+from fuzzer.cli.options import DivfuzzCommand, check_out_file, console
 
 _RUN_SUFFIX = re.compile(r"^(?P<store>.+):(?P<run>[0-9]+)$")
 
@@ -58,14 +58,26 @@ def _open_side(text: str, name: str):
 @click.option("--json", "as_json", is_flag=True, help="Print the diff as JSON.")
 @click.option("--markdown", "as_markdown", is_flag=True, help="Print the diff as markdown.")
 @click.option("--any-device", is_flag=True, help="Match buckets across device types (a CPU store against a GPU store).")
-def diff(old, new, as_json, as_markdown, any_device):
+@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the diff as one self-contained HTML page (no script, no network) to this file.")
+def diff(old, new, as_json, as_markdown, any_device, html_path):
     """What changed from OLD to NEW (each a store, or STORE:RUN_ID): new buckets, buckets gone
     (fixed when NEW replayed their spec, else not reached), and severity or bounds changes."""
     from records.errors import ConfigError
-    from reports.diff import diff_json, diff_markdown, diff_sides, diff_text
+    from reports.diff import diff_html, diff_json, diff_markdown, diff_sides, diff_text
 
     if as_json and as_markdown:
         raise ConfigError("--json and --markdown: choose one")
+    check_out_file(html_path, "--html")  # before reading either store
     result = diff_sides(_open_side(old, "OLD"), _open_side(new, "NEW"), match_device=not any_device)
     render = diff_json if as_json else diff_markdown if as_markdown else diff_text
     click.echo(render(result), nl=as_json)  # plain text: rich would re-wrap JSON and keys on a terminal
+    if html_path is not None:
+        from records.errors import OutputError
+        from reports.html import write_page
+
+        try:
+            written = write_page(diff_html(result), html_path)
+        except OSError as e:
+            raise OutputError(f"--html {html_path}: could not write the page ({e.strerror or e})") from e
+        console.print(f"wrote {written}", markup=False, highlight=False)  # stderr: stdout stays JSON or markdown

@@ -8,7 +8,9 @@ import time
 from pathlib import Path
 
 import click
+from rich.console import Group
 from rich.live import Live
+from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
@@ -63,12 +65,14 @@ WORKERS = _WorkersType()
 @click.option("--no-live", is_flag=True, help="No live view (plain progress lines).")
 @click.option("--no-minimize", is_flag=True, help="Do not minimize and attribute new buckets.")
 @click.option("--min-severity", type=SEVERITY_CHOICE, default="noise", show_default=True, help="Hide buckets below this severity in the summary.")
+@click.option("--replay-known", is_flag=True,
+              help="First re-run every known bucket's minimal spec in this run, so `divfuzz diff` can tell fixed from not reached.")
 @oracle_options
 @compile_options
 def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, strict, ops, dtypes, no_live, no_minimize, min_severity,
-         oracle, perf_margin, backend, inductor, dynamic, mode):
+         replay_known, oracle, perf_margin, backend, inductor, dynamic, mode):
     """Run a campaign: draw graphs, compare eager and compiled, bucket what diverges."""
-    from fuzzer.campaign.loop import CampaignOptions, run_campaign
+    from fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
 
     check_out_dir(out_dir, "--out")  # first: before torch and Inductor are imported
     budget_s = parse_budget(budget) if budget else (None if max_cases else 600.0)
@@ -94,6 +98,8 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
         oracle=oracle,
         perf_margin=perf_margin,
     )
+    # Read and checked before the run starts: a stored spec that does not load exits 2, store untouched.
+    known = _known_specs(out_dir / STORE_NAME) if replay_known else None
     signal.signal(signal.SIGTERM, _interrupt_once)
     signal.signal(signal.SIGINT, _interrupt_once)
     console.print(
@@ -102,9 +108,11 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
         f"store {out_dir / 'divfuzz.sqlite'}",
         highlight=False,
     )
+    if known is not None:
+        console.print(f"--replay-known: {len(known)} known spec(s) of {out_dir / STORE_NAME} run first", highlight=False)
     live_view = _LiveView(opts) if not no_live and console.is_terminal else _LineView(opts)
     with live_view:
-        result = run_campaign(opts, on_progress=live_view.update)
+        result = run_campaign(opts, on_progress=live_view.update, before_slots=_replayer(known))
     _print_summary(result, min_severity)
     _write_report_html(result.store_path, out_dir / "report.html")
     if result.interrupted:
@@ -113,6 +121,21 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
             highlight=False,
         )
         sys.exit(2)
+
+
+def _known_specs(store_path: Path):
+    from fuzzer.campaign.replay_known import known_specs
+
+    return known_specs(store_path)
+
+
+def _replayer(known):
+    """What the campaign runs before its slots: the known specs (`fuzzer.campaign.replay_known`), or nothing."""
+    if known is None:
+        return None
+    from fuzzer.campaign.replay_known import replay_known
+
+    return lambda campaign: replay_known(campaign, known)
 
 
 def _write_report_html(store_path: Path, html_path: Path) -> None:
@@ -181,6 +204,8 @@ class _LineView:
 
 
 class _LiveView(_LineView):
+    """On a terminal: a bar toward the case count or the budget, cases/s, buckets by severity."""
+
     def __enter__(self):
         self.live = Live(console=console, refresh_per_second=2, transient=True)
         self.live.__enter__()
@@ -190,7 +215,43 @@ class _LiveView(_LineView):
         return self.live.__exit__(*exc)
 
     def update(self, p) -> None:
-        self.live.update(_status_line(self.opts, p))
+        self.live.update(live_progress(self.opts, p))
+
+
+def progress_fraction(opts, p, now: float | None = None) -> float:
+    """How far the campaign is, 0..1: drawn cases toward --max-cases (replays of known specs do
+    not count), else time toward --budget (with both, whichever is further); 0 when neither bounds it."""
+    elapsed = (now if now is not None else time.time()) - p.started
+    parts = []
+    if opts.max_cases:
+        parts.append((p.cases + p.skipped - p.replays) / opts.max_cases)
+    if opts.budget_s:
+        parts.append(elapsed / opts.budget_s)
+    return min(1.0, max(parts, default=0.0))
+
+
+def live_progress(opts, p, now: float | None = None) -> Group:
+    """The live view's renderable: the bar with its percentage, cases and cases/s, then this
+    run's buckets by severity (a pure function of the options and a `Progress`)."""
+    from records.severity import ORDER
+
+    now = now if now is not None else time.time()
+    elapsed = now - p.started
+    fraction = progress_fraction(opts, p, now)
+    rate = p.cases / elapsed if elapsed > 0 else 0.0
+    toward = (f"/{opts.max_cases} cases" if opts.max_cases else " cases") + (
+        f", {max(0.0, opts.budget_s - elapsed):.0f} s of {opts.budget_s:.0f} s left" if opts.budget_s else "")
+    replays = f" (+{p.replays} known replayed)" if p.replays else ""
+    head = Text(f" {fraction:4.0%}  {p.cases + p.skipped - p.replays}{toward}{replays}, {rate:.2f} cases/s", no_wrap=True)
+    counts = p.by_severity
+    sev = Text("buckets: ")
+    for i, s in enumerate(ORDER):
+        sev.append(f"{s.value} {counts.get(s.value, 0)}", style={"bug": "bold red", "suspect": "yellow"}.get(s.value, ""))
+        sev.append(" · " if i < len(ORDER) - 1 else "")
+    sev.append(f"  ({p.findings} findings, {p.new_buckets} new buckets" + (f", {p.skipped} resumed" if p.skipped else "") + ")")
+    bar = Table.grid(padding=(0, 1))
+    bar.add_row(ProgressBar(total=1000, completed=round(fraction * 1000), width=40), head)
+    return Group(bar, sev)
 
 
 def _grace() -> float:
@@ -205,7 +266,7 @@ def _status_line(opts, p) -> str:
     left = f", {max(0, opts.budget_s - elapsed):.0f} s left" if opts.budget_s else ""
     done = f"/{opts.max_cases}" if opts.max_cases else ""
     return (
-        f"{p.cases}{done} cases ({rate:.1f}/min), {p.findings} findings in {len(p.buckets)} buckets "
+        f"{p.cases - p.replays}{done} cases{f' (+{p.replays} known replayed)' if p.replays else ''} ({rate:.1f}/min), {p.findings} findings in {len(p.buckets)} buckets "
         f"({p.new_buckets} new){left}"
     )
 
