@@ -171,6 +171,8 @@ def _verdict_table(verdict: dict) -> str:
             f'<p class="error">{_e(verdict.get("status", "?"))}: <code>{_e(verdict.get("error_type") or "-")}</code></p>'
             f"<pre class=\"error-message\">{_e(msg)}</pre>"
         )
+    if verdict.get("perf"):
+        return _perf_table(verdict["perf"])
     rows = []
     for o in verdict.get("outputs") or ():
         f, i = o.get("float"), o.get("int")
@@ -190,6 +192,24 @@ def _verdict_table(verdict: dict) -> str:
     head = ("output", "dtype", "differing", "max ULP / step", "fp64 triage", "RMSE vs fp64 eager / compiled", "NaN/Inf", "int flips")
     return (
         '<table class="verdict"><thead><tr>' + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>"
+        + "".join("<tr>" + "".join(f"<td>{_e(x)}</td>" for x in r) + "</tr>" for r in rows)
+        + "</tbody></table>"
+    )
+
+
+def _perf_table(phases: list[dict]) -> str:
+    """The perf oracle's phases: eager and compiled medians, the ratio and its interval."""
+    head = ("phase", "eager ms", "compiled ms", "compiled / eager", "95% interval", "pairs", "margin", "timer", "clock")
+    rows = []
+    for p in phases:
+        try:
+            rows.append((p["phase"], f"{p['eager_median_s'] * 1e3:.3f}", f"{p['compiled_median_s'] * 1e3:.3f}", f"{p['ratio']:.3f}",
+                         f"[{p['ratio_low']:.3f}, {p['ratio_high']:.3f}]", p["repeats"], f"{p['margin']:.0%}", p.get("timer", ""),
+                         p.get("clock") or "-"))
+        except (KeyError, TypeError, ValueError):
+            rows.append((str(p)[:200], "", "", "", "", "", "", "", ""))
+    return (
+        '<table class="verdict perf"><thead><tr>' + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>"
         + "".join("<tr>" + "".join(f"<td>{_e(x)}</td>" for x in r) + "</tr>" for r in rows)
         + "</tbody></table>"
     )
@@ -360,7 +380,8 @@ def _card(bucket, cases_of: dict[int, list[dict]], html_path: Path, scope_run: i
         f"last seen {_e(_when(bucket.last_seen))} · {links}</p>"
         f"{_code(bucket, first)}"
         f'<h4>ladder</h4>{_ladder(bucket.culprit)}'
-        f'<h4>fp64 verdict (first case)</h4>{_verdict_table(first["verdict"]) if first else "<p>no case stored</p>"}'
+        f'<h4>{"timings" if first and first["verdict"].get("perf") else "fp64 verdict"} (first case)</h4>'
+        f'{_verdict_table(first["verdict"]) if first else "<p>no case stored</p>"}'
         f'<div class="plots">{plot_html}</div>{note}</article>'
     )
 

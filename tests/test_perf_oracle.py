@@ -217,3 +217,14 @@ def test_perf_strategy_draws_training_norm_blocks_within_the_spec_caps():
 
     check()
     assert len(set(seen)) > 2
+
+
+def test_the_html_card_of_a_perf_bucket_shows_its_timings():
+    from reports.html import _verdict_table
+
+    v = _verdict(1.5, 1.2).to_dict()
+    table = _verdict_table(v)
+    assert 'class="verdict perf"' in table and "<td>fwd+bwd</td>" in table and "<td>1.500</td>" in table
+    # a hostile stored phase is escaped, never markup
+    v["perf"][0]["timer"] = "<script>x</script>"
+    assert "<script>" not in _verdict_table(v)
