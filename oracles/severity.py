@@ -20,8 +20,8 @@ reference; the numerical-accuracy notes; issues closed as expected):
 - everything else that diverges is `suspect`.
 
 Perf verdicts (`--oracle perf`, `oracles.perf`): compiled slower than eager with the whole
-confidence interval past the noise margin is a `bug` (PyTorch labels compiled-slower-than-eager a
-performance bug); slower with the interval reaching into the margin is `suspect`; a slowdown no
+confidence interval past twice the noise margin and at least 10 % is a `bug` (PyTorch labels
+compiled-slower-than-eager a performance bug); any other slowdown the rule finds is `suspect`; a slowdown no
 larger than the compiled wrapper's measured fixed per-call cost (guards, autograd wrapper) on a
 graph too small to pay it back is `by-design` (`mode="reduce-overhead"` is the documented answer).
 """
@@ -125,6 +125,11 @@ def _int_reason(name: str, ic) -> SeverityReason | None:
     return SeverityReason(Severity.SUSPECT, "int-flip", name, f"{where}; pre-image unknown, fp64 verdict {ic.fp64_triage}")
 
 
+# A slowdown a maintainer acts on: the whole interval past twice the noise margin and at least
+# this much (10 %, the size of regression PyTorch's benchmark dashboards flag).
+MATERIAL_SLOWDOWN = 0.10
+
+
 def perf_severity(cmp) -> SeverityReason | None:
     """The severity of one timed phase (`PerfComparison`), or None when compiled is not slower."""
     if not is_slower(cmp):
@@ -135,7 +140,7 @@ def perf_severity(cmp) -> SeverityReason | None:
         return SeverityReason(Severity.BY_DESIGN, "wrapper-overhead", cmp.phase,
                               f"{what}; the {cmp.excess_s * 1e6:.0f} us excess is within the compiled wrapper's measured "
                               f"{cmp.overhead_s * 1e6:.0f} us per call: a graph too small to pay it back")
-    if cmp.ratio_low > 1.0 + cmp.margin:
+    if cmp.ratio_low > 1.0 + max(2 * cmp.margin, MATERIAL_SLOWDOWN):
         return SeverityReason(Severity.BUG, "slower-beyond-noise", cmp.phase, what)
     return SeverityReason(Severity.SUSPECT, "slower-within-noise", cmp.phase, f"{what}; the interval reaches into the noise margin")
 

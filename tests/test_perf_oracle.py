@@ -89,11 +89,14 @@ def test_severity_bug_suspect_and_the_wrappers_fixed_cost():
     # 1 ms eager, 0.3 ms slower, but the compiled wrapper alone costs 0.5 ms per call: by-design
     wrapper = severity_of(_verdict(1.3, eager_s=1e-3, overhead_s=5e-4))
     assert wrapper.severity.value == "by-design" and wrapper.rule == "wrapper-overhead"
-    # slower, but the interval reaches into the noise margin: suspect
+    # slower, but the interval reaches into twice the noise margin: suspect
     eager = [1.0] * 10 + [1.0] * 10
-    compiled = [1.05] * 6 + [1.2] * 8 + [1.3] * 6
+    compiled = [1.15] * 6 + [1.2] * 8 + [1.3] * 6
     cmp = compare_timings("fwd", eager, compiled, margin=0.1)
-    assert is_slower(cmp) and cmp.ratio_low <= 1.1
+    assert is_slower(cmp) and cmp.ratio_low <= 1.2
+    # 7 % slower with the whole interval past a 5 % margin: real, but not yet material
+    small = compare_timings("fwd", eager, [1.07] * 20, margin=0.05)
+    assert severity_of(Verdict(Status.DIVERGED, perf=(small,))).severity.value == "suspect"
     assert severity_of(Verdict(Status.DIVERGED, perf=(cmp,))).severity.value == "suspect"
     # a culprit that removes it is named in the reason
     reason = severity_of(_verdict(1.5), culprit="rms_norm @ inductor: triton.mix_order_reduction removes it")
