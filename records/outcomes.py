@@ -20,6 +20,8 @@ class Status(str, enum.Enum):
     RUNTIME_ERROR = "runtime-error"  # the compiled callable raised while running
     CRASH = "crash"  # the worker process died (segfault, abort, CUDA fault, killed)
     HANG = "hang"  # the case exceeded its timeout
+    # the backend failed to compile a graph holding an op it declares unsupported (records.backends): not a finding
+    UNSUPPORTED = "unsupported"
 
 
 class FindingKind(str, enum.Enum):
@@ -47,6 +49,6 @@ COMPILER_FAILURES: dict[Status, FindingKind] = {
 }
 ERROR_KINDS = frozenset(COMPILER_FAILURES.values())
 # Statuses that carry no output comparisons: the compiler's failures, and eager's own.
-NO_OUTPUT_STATUSES = frozenset(COMPILER_FAILURES) | {Status.EAGER_ERROR}
+NO_OUTPUT_STATUSES = frozenset(COMPILER_FAILURES) | {Status.EAGER_ERROR, Status.UNSUPPORTED}
 # Finding kinds that are wrong answers whatever fp64 says: errors, NaN/Inf placement, integer flips.
 DISCRETE_KINDS = ERROR_KINDS | {FindingKind.NAN_INF, FindingKind.INT_GROSS, FindingKind.INT_BOUNDARY}

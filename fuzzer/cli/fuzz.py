@@ -15,6 +15,8 @@ from rich.text import Text
 from fuzzer.cli.options import (
     SEVERITY_CHOICE,
     DivfuzzCommand,
+    against_compile_config,
+    check_backend_capabilities,
     check_out_dir,
     compile_config,
     compile_options,
@@ -62,8 +64,9 @@ WORKERS = _WorkersType()
 @click.option("--no-live", is_flag=True, help="No live view (plain progress lines).")
 @click.option("--no-minimize", is_flag=True, help="Do not minimize and attribute new buckets.")
 @click.option("--min-severity", type=SEVERITY_CHOICE, default="noise", show_default=True, help="Hide buckets below this severity in the summary.")
+@click.option("--against", default=None, metavar="BACKEND", help="Judge --backend against this second compiler (and both against fp64).")
 @compile_options
-def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, strict, ops, dtypes, no_live, no_minimize, min_severity, backend, inductor, dynamic, mode):
+def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, strict, ops, dtypes, no_live, no_minimize, min_severity, against, backend, inductor, dynamic, mode):
     """Run a campaign: draw graphs, compare eager and compiled, bucket what diverges."""
     from fuzzer.campaign.loop import CampaignOptions, run_campaign
 
@@ -73,6 +76,10 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
     dtype_names = names_option(dtypes, "--dtypes", known=("float32", "bfloat16", "float16"))
     device = resolve_device(device)
     config = compile_config(backend, inductor, dynamic, mode)
+    against_config = against_compile_config(against, config)
+    check_backend_capabilities(config, against_config, op_names, dtype_names)
+    if against_config is not None:
+        no_minimize = True  # the minimizer judges eager vs compiled; A-vs-B buckets keep the case as drawn
     workers, workers_reason = _resolve_workers(workers, device)
     opts = CampaignOptions(
         device=device,
@@ -88,11 +95,12 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
         minimize=not no_minimize,
         ops=op_names,
         dtypes=dtype_names,
+        against=against_config,
     )
     signal.signal(signal.SIGTERM, _interrupt_once)
     signal.signal(signal.SIGINT, _interrupt_once)
     console.print(
-        f"divfuzz fuzz: device {device}, {workers_reason}, backend {config.describe()}, seed {seed}, "
+        f"divfuzz fuzz: device {device}, {workers_reason}, backend {config.describe()}{' against ' + against_config.describe() if against_config else ''}, seed {seed}, "
         f"{'budget ' + str(int(budget_s)) + ' s (+ ' + str(int(_grace())) + ' s grace for minimization)' if budget_s else ''}{' max ' + str(max_cases) + ' cases' if max_cases else ''}, "
         f"store {out_dir / 'divfuzz.sqlite'}",
         highlight=False,

@@ -37,6 +37,7 @@ class CaseRequest:
     device: str
     config: CompileConfig
     profile: bool = False
+    against: CompileConfig | None = None  # `--against`: a second compiler judged against `config`
 
     def to_message(self) -> dict:
         return {
@@ -44,7 +45,7 @@ class CaseRequest:
             "device": self.device,
             "config": self.config.to_dict(),
             "profile": self.profile,
-        }
+        } | ({"against": self.against.to_dict()} if self.against else {})
 
 
 def _detach_from_terminal_signals() -> None:
@@ -89,7 +90,12 @@ def _worker_main(conn, device: str, extra_env: dict) -> None:
         try:
             spec = GraphSpec.from_json(msg["spec"])
             config = CompileConfig.from_dict(msg["config"])
-            verdict = execute_case(spec, msg["device"], config, profile=msg.get("profile", False))
+            if msg.get("against"):
+                from fuzzer.engine.against import execute_against
+
+                verdict = execute_against(spec, msg["device"], config, CompileConfig.from_dict(msg["against"]))
+            else:
+                verdict = execute_case(spec, msg["device"], config, profile=msg.get("profile", False))
         except Exception as e:  # `execute_case` turns every compiler failure into a verdict: this is divfuzz's
             conn.send({"internal": {"error": " ".join(f"{type(e).__name__}: {e}".split())[:500], "traceback": traceback.format_exc()[-8000:]}})
             continue
