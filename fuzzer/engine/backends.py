@@ -41,15 +41,23 @@ class BackendCompileError(RuntimeError):
 
 def missing_requirement(name: str) -> str | None:
     """Why the backend `name` cannot load here (the exact import error), or None when it can."""
-    modules = {"onnxrt": ("onnxruntime", "onnxscript", "onnx"), "nvfuser": ("nvfuser", "thunder")}[name]
+    # Each entry: alternatives, any one of which will do (nvFuser's wheels ship `nvfuser_direct`,
+    # older ones `nvfuser`; Thunder takes either).
+    modules = {"onnxrt": (("onnxruntime",), ("onnxscript",), ("onnx",)),
+               "nvfuser": (("nvfuser_direct", "nvfuser"), ("thunder",))}[name]
     import importlib
 
-    for module in modules:
-        try:
-            importlib.import_module(module)
-        except Exception as e:  # ImportError, or an OSError/RuntimeError from a shared library (ABI)
-            extra = {"onnxrt": "pip install 'divfuzz[onnx]'", "nvfuser": "pip install 'divfuzz[nvfuser]'"}[name]
-            return f"cannot import {module!r}: {type(e).__name__}: {e} ({extra})"
+    extra = {"onnxrt": "pip install 'divfuzz[onnx]'", "nvfuser": "pip install 'divfuzz[nvfuser]'; see scripts/try_nvfuser.sh"}[name]
+    for alternatives in modules:
+        errors = []
+        for module in alternatives:
+            try:
+                importlib.import_module(module)
+                break
+            except Exception as e:  # ImportError, or an OSError/RuntimeError from a shared library (ABI)
+                errors.append(f"cannot import {module!r}: {type(e).__name__}: {e}")
+        else:
+            return "; ".join(errors) + f" ({extra})"
     return None
 
 
@@ -86,7 +94,10 @@ def _ort_graph(gm, example_inputs):
         outs = gm(*args)  # eager once: which outputs are tensors (a backward returns None for frozen inputs)
         single = not isinstance(outs, (tuple, list))
         outs = [outs] if single else list(outs)
-        keep = [i for i, o in enumerate(outs) if isinstance(o, torch.Tensor)]
+        # An output that is an input (a backward that passes its cotangent through) is not exported:
+        # ONNX Runtime refuses a model whose output is its input. It is handed back as is.
+        passthrough = {i: j for i, o in enumerate(outs) for j, a in enumerate(args) if isinstance(o, torch.Tensor) and o is a}
+        keep = [i for i, o in enumerate(outs) if isinstance(o, torch.Tensor) and i not in passthrough]
 
         class TensorOutputs(torch.nn.Module):
             def __init__(self):
@@ -101,21 +112,26 @@ def _ort_graph(gm, example_inputs):
         cpu_args = tuple(a.detach().cpu() if isinstance(a, torch.Tensor) else a for a in args)
         for name in ("torch.onnx", "onnxscript"):
             logging.getLogger(name).setLevel(logging.ERROR)
-        try:
-            program = _export_in_fresh_thread(lambda: _onnx_export(TensorOutputs(), cpu_args))
-            program.initialize_inference_session()
-        except Exception as e:
-            raise BackendCompileError(f"onnxrt: {type(e).__name__}: {_first_lines(e)}", e) from e
-        state.update(program=program, single=single, keep=keep, n=len(outs))
+        program = None
+        if keep:
+            try:
+                program = _export_in_fresh_thread(lambda: _onnx_export(TensorOutputs(), cpu_args))
+                program.initialize_inference_session()
+            except Exception as e:
+                raise BackendCompileError(f"onnxrt: {type(e).__name__}: {_first_lines(e)}", e) from e
+        state.update(program=program, single=single, keep=keep, passthrough=passthrough, n=len(outs))
 
     def run(*args):
-        if "program" not in state:
+        if "n" not in state:
             first_call(args)
         device = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device("cpu"))
-        results = state["program"](*[a.detach() if isinstance(a, torch.Tensor) else a for a in args])
         full: list = [None] * state["n"]
-        for i, r in zip(state["keep"], results):
-            full[i] = r.to(device)
+        if state["program"] is not None:
+            results = state["program"](*[a.detach() if isinstance(a, torch.Tensor) else a for a in args])
+            for i, r in zip(state["keep"], results):
+                full[i] = r.to(device)
+        for i, j in state["passthrough"].items():
+            full[i] = args[j]
         return full[0] if state["single"] else tuple(full)
 
     return run
