@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+
+from generators.strategies import graph_specs
 
 from fuzzer.cli.main import main
 from records.backends import ONNXRT, capabilities_of
@@ -75,15 +78,26 @@ def test_declared_capabilities_match_a_real_onnxrt_compile(op, dtype, backward):
         assert "onnxrt declares" in verdict.error_message
 
 
-def test_onnxrt_campaign_draws_within_its_capabilities(tmp_path):
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(graph_specs(max_ops=6, allowed=ONNXRT.allows, allow_autocast=False))
+def test_graphs_drawn_for_onnxrt_hold_no_unsupported_cell(spec):
+    from fuzzer.engine.execute import graph_cells
+
+    assert ONNXRT.unsupported_cell(graph_cells(spec)) is None, graph_cells(spec)
+
+
+@pytest.mark.parametrize("cases", [4, pytest.param(10, marks=pytest.mark.slow)])
+def test_onnxrt_campaign_draws_within_its_capabilities(tmp_path, cases):
+    """A real ONNX Runtime campaign: no compile error, and no case left unsupported (nothing drawn
+    outside the table). 4 cases take about 45 s on a loaded 2-core box, 10 about 100 s (slow tier)."""
     pytest.importorskip("onnxruntime")
     pytest.importorskip("onnxscript")
     out = tmp_path / "run"
-    r = CliRunner().invoke(main, ["fuzz", "--device", "cpu", "--backend", "onnxrt", "--max-cases", "10", "--max-ops", "2",
+    r = CliRunner().invoke(main, ["fuzz", "--device", "cpu", "--backend", "onnxrt", "--max-cases", str(cases), "--max-ops", "2",
                                   "--workers", "1", "--seed", "5", "--no-live", "--no-minimize", "--out", str(out)])
     assert r.exit_code == 0, r.output
     verdicts, keys = _stored(out)
-    assert len(verdicts) == 10
+    assert len(verdicts) == cases
     statuses = [v["status"] for v in verdicts]
     assert "unsupported" not in statuses and "compile-error" not in statuses, [(v["status"], v["error_message"]) for v in verdicts]
     assert not [k for k in keys if k.startswith("compile-error")], keys
