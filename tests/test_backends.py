@@ -143,24 +143,35 @@ def test_bad_against_or_unsupported_ops_exit_2(tmp_path, args, words):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_gpu_layer_norm_backward_inductor_against_onnxrt(dtype):
-    """LayerNorm backward on CUDA, Inductor (A) against ONNX Runtime (B), both against fp64."""
+def test_gpu_layer_norm_backward_inductor_against_a_second_compiler(dtype):
+    """LayerNorm backward (128 x 200) on CUDA: Inductor (A) against nvFuser when it loads, else
+    ONNX Runtime (B), both against fp64; prints each gradient's RMSE and the judgement.
+
+    Measured with a standalone copy of the onnxrt backend on the H100 (torch 2.11, onnxruntime
+    1.30 without its CUDA provider) on 2026-11-22: fp32 grad:x0 RMSE vs fp64 eager 7.6e-8, inductor
+    6.5e-8, onnxrt 7.7e-4 (onnxrt further); bf16: onnxrt cannot compile LayerNorm (declared)."""
     import torch
 
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    pytest.importorskip("onnxruntime")
-    pytest.importorskip("onnxscript")
+    from hypothesis import find
+
     from fuzzer.cli.options import against_summary
     from fuzzer.engine.against import execute_against
+    from fuzzer.engine.backends import missing_requirement
     from records.config import CompileConfig
 
-    spec = _one_op_spec("layer_norm", dtype, True)
-    v = execute_against(spec, "cuda", CompileConfig(backend="inductor"), CompileConfig(backend="onnxrt"))
-    print(dtype, v.status.value, against_summary(v.against))
-    if ONNXRT.allows("layer_norm", dtype, True):
+    second = "nvfuser" if missing_requirement("nvfuser") is None else "onnxrt"
+    if second == "onnxrt" and missing_requirement("onnxrt") is not None:
+        pytest.skip(f"neither nvfuser nor onnxrt loads: {missing_requirement('onnxrt')}")
+    spec = find(graph_specs(min_ops=1, max_ops=1, ops=("layer_norm",), dtypes=(dtype,), allow_autocast=False),
+                lambda s: s.backward and s.inputs[0].dtype == dtype and s.inputs[0].shape[0] >= 128 and s.inputs[0].shape[-1] >= 200,
+                settings=settings(database=None, max_examples=5000, suppress_health_check=list(HealthCheck)))
+    v = execute_against(spec, "cuda", CompileConfig(backend="inductor"), CompileConfig(backend=second))
+    print(dtype, second, v.status.value, against_summary(v.against))
+    if capabilities_of(second).allows("layer_norm", dtype, True):
         assert v.status in (Status.OK, Status.DIVERGED), (v.status, v.error_message)
-        assert {p.name for p in v.against.outputs} >= {"grad:x0"} or any(p.name.startswith("grad:") for p in v.against.outputs)
-        assert v.against.further_from_fp64 in ("inductor", "onnxrt", "same", "equal")
+        assert any(p.name.startswith("grad:") for p in v.against.outputs), v.against
+        assert v.against.further_from_fp64 in ("inductor", second, "same", "equal")
     else:
         assert v.status == Status.UNSUPPORTED and v.against.failed == "against", (v.status, v.error_message)
