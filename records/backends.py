@@ -62,7 +62,7 @@ def _intersect(a: BackendCaps, b: BackendCaps) -> BackendCaps:
     )
 
 
-# Measured with scripts/probe_backend_ops.py onnxrt on 2026-11-22, one one-op graph per cell, on
+# Measured with scripts/probe_backend_ops.py onnxrt on 2026-11-22 (docs/backends/onnxrt-probe-2026-11-22.json), one one-op graph per cell, on
 # two set-ups that agree on every cell measured on both: (a) the H100 host's CPU, torch 2.11.0+cu130,
 # onnxruntime 1.30.0 (CPU and Azure providers only: no CUDAExecutionProvider), onnxscript 0.7.2,
 # onnx 1.23.1, all 210 cells (145 compile); (b) this repo's CPU box, torch 2.13.0+cpu, onnxruntime
