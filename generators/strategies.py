@@ -11,7 +11,9 @@ shrinking the draws shrinks the graph (fewer ops, earlier inputs, smaller shapes
 
 from __future__ import annotations
 
-from hypothesis import strategies as st
+from typing import Callable
+
+from hypothesis import reject, strategies as st
 
 from generators.opdef import Meta
 from generators.registry import all_ops
@@ -62,6 +64,7 @@ def graph_specs(
     backward: bool | None = None,
     shapes: st.SearchStrategy[tuple[int, ...]] | None = None,
     first_ops: tuple[str, ...] | None = None,
+    allowed: Callable[[str, str, bool], bool] | None = None,
 ) -> GraphSpec:
     """A valid graph of `min_ops` to `max_ops` registered ops, its input recipe, autocast and backward.
 
@@ -69,6 +72,8 @@ def graph_specs(
     so a seed names one graph for as long as the registry is unchanged. `backward` forces the
     training mode on or off (None: drawn, when `allow_backward`); `shapes` replaces the data
     shapes; `first_ops` are the ops the first node is drawn from (by default, any of `ops`).
+    `allowed(op, input dtype, backward)` limits each step to what a backend compiles
+    (`records.backends.BackendCaps.allows`); None draws from everything (and the same graphs as before it existed).
     """
     if not 1 <= min_ops <= max_ops:
         raise ValueError(f"Expected 1 <= min_ops <= max_ops but got min_ops={min_ops!r}, max_ops={max_ops!r}")
@@ -93,16 +98,19 @@ def graph_specs(
         # Newest values first, so that shrinking the choice index towards 0 keeps chains.
         floats = [n for n in reversed(list(values)) if values[n].is_float]
         pool = names if step or first_ops is None else _ops_in_draw_order(registry, first_ops)
-        applicable = [name for name in pool if _candidates(registry[name], floats, values)]
+        usable = {name: floats if allowed is None else [n for n in floats if allowed(name, values[n].dtype, backward)] for name in pool}
+        applicable = [name for name in pool if _candidates(registry[name], usable[name], values)]
         if not applicable:
             break
         op = registry[draw(st.sampled_from(applicable))]
-        node, weights = _draw_node(draw, op, f"v{step + 1}", floats, values, autocast=autocast, backward=backward)
+        node, weights = _draw_node(draw, op, f"v{step + 1}", usable[op.name], values, autocast=autocast, backward=backward)
         inputs.extend(weights)
         nodes.append(node)
         consumed.update(node.inputs[: op.arity])
         values[node.name] = Meta(node.shape, node.dtype)
 
+    if not nodes and allowed is not None:  # the backend compiles no op on this dtype: draw another
+        reject()
     if not nodes:  # no op applies to the inputs (cannot happen with the default registry)
         raise ValueError("no registered op accepts the drawn inputs")
     # Every node not consumed by a later node is an output: no dead code, and integer values

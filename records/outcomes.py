@@ -22,6 +22,8 @@ class Status(str, enum.Enum):
     RUNTIME_ERROR = "runtime-error"  # the compiled callable raised while running
     CRASH = "crash"  # the worker process died (segfault, abort, CUDA fault, killed)
     HANG = "hang"  # the case exceeded its timeout
+    # the backend failed to compile a graph holding an op it declares unsupported (records.backends): not a finding
+    UNSUPPORTED = "unsupported"
 
 
 class FindingKind(str, enum.Enum):
@@ -51,7 +53,7 @@ COMPILER_FAILURES: dict[Status, FindingKind] = {
 }
 ERROR_KINDS = frozenset(COMPILER_FAILURES.values())
 # Statuses that carry no output comparisons: the compiler's failures, and eager's own.
-NO_OUTPUT_STATUSES = frozenset(COMPILER_FAILURES) | {Status.EAGER_ERROR}
+NO_OUTPUT_STATUSES = frozenset(COMPILER_FAILURES) | {Status.EAGER_ERROR, Status.UNSUPPORTED}
 # What the perf oracle finds (`--oracle perf`): right numbers, computed slower.
 PERF_KINDS = frozenset({FindingKind.SLOWER_FWD, FindingKind.SLOWER_BWD})
 # The oracles a case can be judged by: eager vs compiled vs fp64 numbers, or eager vs compiled time.

@@ -166,6 +166,43 @@ class OutputVerdict:
 
 
 @dataclass(frozen=True)
+class AgainstOutput:
+    """One float output under `--against`: each side's RMSE vs fp64, and which compiler is further."""
+
+    name: str
+    rmse_eager: float
+    rmse_backend: float  # A, the `--backend`
+    rmse_against: float  # B, the `--against`
+    further: str  # "backend" | "against" | "same" | "equal" (bitwise equal outputs)
+
+
+@dataclass(frozen=True)
+class Against:
+    """A compiler-against-compiler case (`--against`): the verdict's outputs compare A (`backend`,
+    in the "compiled" role) with B (`against`, in the "eager" role), so a triage of compiled-worse
+    means A is further from fp64 than B; eager stays a third point in `outputs`.
+    `further_from_fp64` is the judgement: the backend name further from fp64 over the outputs,
+    "same" when neither, "equal" when A and B agree bitwise; `failed` names the side that errored."""
+
+    backend: str
+    against: str
+    further_from_fp64: str
+    outputs: tuple[AgainstOutput, ...] = ()
+    failed: str | None = None  # "backend" | "against" | None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["outputs"] = [asdict(o) for o in self.outputs]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Against:
+        d = dict(d)
+        d["outputs"] = tuple(AgainstOutput(**o) for o in d.get("outputs", ()))
+        return cls(**d)
+
+
+@dataclass(frozen=True)
 class Verdict:
     status: Status
     outputs: tuple[OutputVerdict, ...] = ()
@@ -173,6 +210,7 @@ class Verdict:
     error_message: str | None = None
     timings: tuple[tuple[str, float], ...] = field(default=(), compare=False)
     perf: tuple[PerfComparison, ...] = ()  # the perf oracle's phases; empty for a numeric verdict
+    against: Against | None = None  # set only by `--against` cases; older verdicts read as None
 
     def to_dict(self) -> dict[str, Any]:
         d = {
@@ -181,7 +219,7 @@ class Verdict:
             "error_type": self.error_type,
             "error_message": self.error_message,
             "timings": dict(self.timings),
-        }
+        } | ({"against": self.against.to_dict()} if self.against else {})
         if self.perf:  # numeric verdicts keep their stored form
             d["perf"] = [p.to_dict() for p in self.perf]
         return d
@@ -195,6 +233,7 @@ class Verdict:
             error_message=d.get("error_message"),
             timings=tuple(sorted((d.get("timings") or {}).items())),
             perf=tuple(PerfComparison.from_dict(p) for p in d.get("perf", ())),
+            against=Against.from_dict(d["against"]) if d.get("against") else None,
         )
 
 

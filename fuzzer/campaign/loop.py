@@ -31,6 +31,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings, target
 
 from fuzzer.campaign.sizing import SlotDevice, slot_devices
 from fuzzer.engine.buckets import bucket_key
+from records.backends import ALL_DTYPES, capabilities_of
 from records.config import CompileConfig
 from records.errors import DivfuzzError, InternalError
 from fuzzer.engine.store import CampaignLock, Store
@@ -74,6 +75,7 @@ class CampaignOptions:
     minimize_budget_s: float = 120.0  # per new root cause (fuzzer.triage.analysis)
     oracle: str = "numeric"  # records.outcomes.ORACLES: "perf" times eager vs compiled instead
     perf_margin: float | None = None  # the perf oracle's noise margin (None: oracles.perf.DEFAULT_MARGIN)
+    against: CompileConfig | None = None  # `--against`: judge config's compiler against this one (fuzzer.engine.against)
 
     def identity(self) -> dict:
         """What makes two campaigns the same (so that one resumes the other)."""
@@ -85,7 +87,7 @@ class CampaignOptions:
             "ops": list(self.ops) if self.ops else None,
             "dtypes": list(self.dtypes) if self.dtypes else None,
             **({"oracle": self.oracle, "perf_margin": self.perf_margin} if self.oracle != "numeric" else {}),
-        }
+        } | ({"against": self.against.to_dict()} if self.against else {})
 
     def strategy(self):
         if self.oracle == "perf":
@@ -94,6 +96,10 @@ class CampaignOptions:
         kwargs = {"max_ops": self.max_ops, "ops": self.ops}
         if self.dtypes:
             kwargs["dtypes"] = self.dtypes
+        caps = capabilities_of(self.config.backend, self.against.backend if self.against else None)
+        if caps.unsupported or caps.dtypes != ALL_DTYPES or not caps.backward or not caps.autocast:  # draw within the backends' capabilities
+            kwargs.update(allowed=caps.allows, allow_backward=caps.backward, allow_autocast=caps.autocast,
+                          dtypes=tuple(d for d in kwargs.get("dtypes", caps.dtypes) if d in caps.dtypes))
         return graph_specs(**kwargs)
 
 
@@ -423,14 +429,14 @@ class Campaign:
         t0 = time.perf_counter()
         startup_before = worker.startup_s
         request = CaseRequest(spec, at.where.worker_device, opts.config, profile=opts.profile, oracle=opts.oracle,
-                              perf_margin=opts.perf_margin)
+                              perf_margin=opts.perf_margin, against=opts.against)
         verdict = worker.run(request, opts.timeout_s)
         return verdict, time.perf_counter() - t0 - (worker.startup_s - startup_before)
 
     def _judge(self, verdict, spec: GraphSpec):
         """The finding (None when compiled agrees well enough) and its raw bucket key."""
         finding = finding_of(verdict, strict=self.opts.strict)
-        return finding, (bucket_key(finding, spec, self.opts.device) if finding else None)
+        return finding, (bucket_key(finding, spec, self.opts.device, against=verdict.against) if finding else None)
 
     def _analyse(self, spec: GraphSpec, key, worker: Worker):
         """With minimization on: the root-cause key of a raw key (minimized and attributed once per

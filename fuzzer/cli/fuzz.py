@@ -17,6 +17,8 @@ from rich.text import Text
 from fuzzer.cli.options import (
     SEVERITY_CHOICE,
     DivfuzzCommand,
+    against_compile_config,
+    check_backend_capabilities,
     check_out_dir,
     compile_config,
     compile_options,
@@ -67,10 +69,11 @@ WORKERS = _WorkersType()
 @click.option("--min-severity", type=SEVERITY_CHOICE, default="noise", show_default=True, help="Hide buckets below this severity in the summary.")
 @click.option("--replay-known", is_flag=True,
               help="First re-run every known bucket's minimal spec in this run, so `divfuzz diff` can tell fixed from not reached.")
+@click.option("--against", default=None, metavar="BACKEND", help="Judge --backend against this second compiler (and both against fp64).")
 @oracle_options
 @compile_options
 def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, strict, ops, dtypes, no_live, no_minimize, min_severity,
-         replay_known, oracle, perf_margin, backend, inductor, dynamic, mode):
+         replay_known, against, oracle, perf_margin, backend, inductor, dynamic, mode):
     """Run a campaign: draw graphs, compare eager and compiled, bucket what diverges."""
     from fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
 
@@ -80,6 +83,14 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
     dtype_names = names_option(dtypes, "--dtypes", known=("float32", "bfloat16", "float16"))
     device = resolve_device(device)
     config = compile_config(backend, inductor, dynamic, mode)
+    against_config = against_compile_config(against, config)
+    check_backend_capabilities(config, against_config, op_names, dtype_names)
+    if against_config is not None:
+        if oracle == "perf":
+            from records.errors import ConfigError
+
+            raise ConfigError("--against with --oracle perf: compiler against compiler is judged on numbers only")
+        no_minimize = True  # the minimizer judges eager vs compiled; A-vs-B buckets keep the case as drawn
     workers, workers_reason = _resolve_workers(workers, device, oracle)
     opts = CampaignOptions(
         device=device,
@@ -97,13 +108,14 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
         dtypes=dtype_names,
         oracle=oracle,
         perf_margin=perf_margin,
+        against=against_config,
     )
     # Read and checked before the run starts: a stored spec that does not load exits 2, store untouched.
     known = _known_specs(out_dir / STORE_NAME) if replay_known else None
     signal.signal(signal.SIGTERM, _interrupt_once)
     signal.signal(signal.SIGINT, _interrupt_once)
     console.print(
-        f"divfuzz fuzz: device {device}, {workers_reason}, backend {config.describe()}, oracle {oracle}, seed {seed}, "
+        f"divfuzz fuzz: device {device}, {workers_reason}, backend {config.describe()}{' against ' + against_config.describe() if against_config else ''}, oracle {oracle}, seed {seed}, "
         f"{'budget ' + str(int(budget_s)) + ' s (+ ' + str(int(_grace())) + ' s grace for minimization)' if budget_s else ''}{' max ' + str(max_cases) + ' cases' if max_cases else ''}, "
         f"store {out_dir / 'divfuzz.sqlite'}",
         highlight=False,

@@ -68,6 +68,29 @@ def compile_config(backend: str, inductor: tuple[str, ...], dynamic: bool, mode:
     return CompileConfig(backend=backend, dynamic=dynamic or False, mode=mode).with_inductor(**overrides)
 
 
+def against_compile_config(against: str | None, config):
+    """`--against B`: `config` with B as its backend (the same Inductor overrides, dynamic and mode);
+    ConfigError (exit 2) for a name that does not resolve."""
+    from dataclasses import replace
+
+    from fuzzer.engine.compile import resolve_backend
+    from records.config import check_backend_syntax
+
+    if against is None:
+        return None
+    check_backend_syntax(against, where="--against")
+    resolve_backend(against)
+    return replace(config, backend=against)
+
+
+def check_backend_capabilities(config, against, ops, dtypes) -> None:
+    """ConfigError (exit 2) when `--ops` or `--dtypes` ask for what a backend declares it cannot compile."""
+    from records.backends import capabilities_of, check_requested
+
+    names = " and ".join(repr(b) for b in (config.backend, against.backend if against else None) if b)
+    check_requested(capabilities_of(config.backend, against.backend if against else None), ops, dtypes, backends=names)
+
+
 # OS errors that are the environment's, not divfuzz's: said plainly, with the path.
 OS_REASONS = {
     errno.ENOSPC: "the disk is full",
@@ -168,3 +191,12 @@ def read_input(path: Path) -> str:
         raise SpecError(f"{path}: cannot read ({e.strerror})") from None
     except UnicodeDecodeError:
         raise SpecError(f"{path}: not a text file") from None
+
+
+def against_summary(against) -> str:
+    """One line per `--against` verdict: who is further from fp64, with each output's RMSEs."""
+    if against.failed:
+        return f"against: {against.backend} vs {against.against}: the {against.failed} side failed"
+    rows = "; ".join(f"{p.name}: eager {p.rmse_eager:.3g}, {against.backend} {p.rmse_backend:.3g}, "
+                     f"{against.against} {p.rmse_against:.3g} (further: {p.further})" for p in against.outputs if p.further != "equal")
+    return f"against: {against.backend} vs {against.against}: further from fp64: {against.further_from_fp64}" + (f" — RMSE vs fp64: {rows}" if rows else "")

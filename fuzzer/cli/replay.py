@@ -6,14 +6,15 @@ from pathlib import Path
 
 import click
 
-from fuzzer.cli.options import DivfuzzCommand, compile_config, compile_options, out, read_input, resolve_device
+from fuzzer.cli.options import DivfuzzCommand, against_compile_config, against_summary, compile_config, compile_options, out, read_input, resolve_device
 
 @click.command(cls=DivfuzzCommand)
 @click.argument("spec_file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--device", default="auto", show_default=True)
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=300.0, show_default=True)
+@click.option("--against", default=None, metavar="BACKEND", help="Judge --backend against this second compiler.")
 @compile_options
-def replay(spec_file, device, timeout_s, backend, inductor, dynamic, mode):
+def replay(spec_file, device, timeout_s, against, backend, inductor, dynamic, mode):
     """Re-run one case from a spec.json (in a worker process) and print its verdict."""
     from fuzzer.engine.worker import CaseRequest, Worker
     from generators.validate import load_spec
@@ -23,15 +24,18 @@ def replay(spec_file, device, timeout_s, backend, inductor, dynamic, mode):
     spec = load_spec(read_input(spec_file), source=str(spec_file))
     device = resolve_device(device)
     config = compile_config(backend, inductor, dynamic, mode)
+    against_config = against_compile_config(against, config)
     worker = Worker(device)
     try:
-        verdict = worker.run(CaseRequest(spec, device, config), timeout_s)
+        verdict = worker.run(CaseRequest(spec, device, config, against=against_config), timeout_s)
     finally:
         worker.stop()
     finding = finding_of(verdict)
     out.print(f"{spec_file}: {verdict.status.value}" + (f" — {verdict.error_type}: {verdict.error_message}" if verdict.error_type else ""), highlight=False)
     out.print(verdict_table(verdict), highlight=False)
     out.print(f"finding: {finding.kind.value} ({finding.triage})" if finding else "finding: none", highlight=False)
+    if verdict.against is not None:
+        out.print(against_summary(verdict.against), highlight=False, emoji=False)
     from oracles.severity import severity_of
 
     reason = severity_of(verdict)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from generators.spec import GraphSpec
 from records.buckets import BucketKey
 from records.outcomes import ERROR_KINDS
-from records.verdict import Finding
+from records.verdict import Against, Finding
 
 
 def graph_signature(spec: GraphSpec) -> str:
@@ -20,8 +20,13 @@ def graph_signature(spec: GraphSpec) -> str:
     return f"{ops} ({', '.join(modes)})" if modes else ops
 
 
-def bucket_key(finding: Finding, spec: GraphSpec, device: str, *, signature: str | None = None) -> BucketKey:
+def bucket_key(finding: Finding, spec: GraphSpec, device: str, *, signature: str | None = None,
+               against: Against | None = None) -> BucketKey:
+    """`against` (an `--against` case) puts "A vs B" in front of the detail: an A-vs-B bucket never
+    shares a key with an eager-vs-compiled one."""
     detail = finding.triage if finding.kind in ERROR_KINDS else ""
+    if against is not None:
+        detail = f"{against.backend} vs {against.against}" + (f": {detail}" if detail else "")
     return BucketKey(
         kind=finding.kind.value,
         dtype=finding.dtype,

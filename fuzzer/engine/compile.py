@@ -39,9 +39,14 @@ def resolve_backend(name: str):
             return getattr(module, attr)
         except AttributeError:
             raise ConfigError(f"backend {name!r}: module {module_name!r} has no attribute {attr!r}") from None
+    from fuzzer.engine.backends import resolve_own_backend
+
+    own = resolve_own_backend(name)  # divfuzz's own second compilers (onnxrt, nvfuser), by plain name
+    if own is not None:
+        return own
     known = set(torch._dynamo.list_backends(exclude_tags=())) | {"eager", "aot_eager", "aot_eager_decomp_partition"}
     if name not in known:
-        raise ConfigError(f"unknown backend {name!r}; registered: {', '.join(sorted(known))}, or use module:function")
+        raise ConfigError(f"unknown backend {name!r}; registered: {', '.join(sorted(known | {'onnxrt', 'nvfuser'}))}, or use module:function")
     return name
 
 

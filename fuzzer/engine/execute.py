@@ -16,10 +16,12 @@ import contextlib
 import math
 import os
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from records.backends import capabilities_of
 from records.config import CompileConfig
 from fuzzer.engine.compile import compiled as compiled_under
 from generators.build import (
@@ -106,6 +108,35 @@ def _is_compile_error(e: BaseException) -> bool:
 
 def execute_case(spec: GraphSpec, device: str, config: CompileConfig, *, profile: bool = False) -> Verdict:
     """Run one case and judge it. With `profile`, also time a second (warm) compiled run."""
+    case = prepare_case(spec, device)
+    if isinstance(case, Verdict):
+        return case
+    compiled, failed = run_compiled(spec, case.device_type, config, case.inputs, case.cots, case.clock, profile=profile)
+    if failed is not None:
+        return failed
+
+    with case.clock.span("oracles"), _single_thread(case.device_type):
+        verdicts = judge_outputs(case.eager, compiled, case.reference, case.bounds)
+    status = Status.DIVERGED if any(v.differs for v in verdicts) else Status.OK
+    return Verdict(status, outputs=tuple(verdicts), timings=tuple(case.clock.spans.items()))
+
+
+@dataclass
+class PreparedCase:
+    """A case up to its compile: inputs, eager's outputs (run twice, bitwise equal), the output
+    gradients drawn, the fp64 reference and the integer outputs' boundary distances."""
+
+    device_type: str
+    clock: _Clock
+    inputs: list
+    eager: Named
+    cots: list
+    reference: Named
+    bounds: dict
+
+
+def prepare_case(spec: GraphSpec, device: str) -> PreparedCase | Verdict:
+    """Everything but the compile; a Verdict instead when eager fails or is nondeterministic."""
     clock = _Clock(device)
     device_type = torch.device(device).type
     _check_fits(spec, device)
@@ -131,23 +162,43 @@ def execute_case(spec: GraphSpec, device: str, config: CompileConfig, *, profile
             spec, build_reference(spec), ref_in, [c.double() if c is not None else None for c in cots]
         )
         bounds = boundary_distances(spec, env)
+    return PreparedCase(device_type, clock, inputs, eager, cots, reference, bounds)
 
+
+def run_compiled(spec: GraphSpec, device_type: str, config: CompileConfig, inputs, cots, clock: _Clock, *,
+                 profile: bool = False, span: str = "compile") -> tuple[Named | None, Verdict | None]:
+    """The graph compiled under `config` and run on `inputs`: (outputs, None), or (None, the error
+    verdict) when the compiler under test fails."""
     try:
         with contextlib.ExitStack() as session:
-            with clock.span("compile"):
+            with clock.span(span):
                 compiled_fn = session.enter_context(compiled_under(build_callable(spec, device_type), config))
                 compiled, _ = run_forward_backward(spec, compiled_fn, inputs, cots)
             if profile:
                 with clock.span("compiled_run"):
                     run_forward_backward(spec, compiled_fn, inputs, cots)
     except Exception as e:
-        status = Status.COMPILE_ERROR if _is_compile_error(e) else Status.RUNTIME_ERROR
-        return Verdict(status, error_type=_error_type(e), error_message=str(e)[:2000], timings=tuple(clock.spans.items()))
+        return None, failure_verdict(spec, config, e, clock)
+    return compiled, None
 
-    with clock.span("oracles"), _single_thread(device_type):
-        verdicts = judge_outputs(eager, compiled, reference, bounds)
-    status = Status.DIVERGED if any(v.differs for v in verdicts) else Status.OK
-    return Verdict(status, outputs=tuple(verdicts), timings=tuple(clock.spans.items()))
+
+def graph_cells(spec: GraphSpec) -> list[tuple[str, str, bool]]:
+    """Each node's (op, dtype of its first input, backward): what `records.backends` declares support for."""
+    dtypes = {t.name: t.dtype for t in spec.inputs} | {n.name: n.dtype for n in spec.nodes}
+    return [(n.op, dtypes.get(n.inputs[0], "?") if n.inputs else "?", spec.backward) for n in spec.nodes]
+
+
+def failure_verdict(spec: GraphSpec, config: CompileConfig, e: BaseException, clock: _Clock) -> Verdict:
+    """A compiler failure as a verdict. A compile error in a graph holding a cell the backend
+    declares unsupported (`records.backends`) is `UNSUPPORTED`, not a finding."""
+    status = Status.COMPILE_ERROR if _is_compile_error(e) else Status.RUNTIME_ERROR
+    message = str(e)[:2000]
+    cell = capabilities_of(config.backend).unsupported_cell(graph_cells(spec)) if status == Status.COMPILE_ERROR else None
+    if cell is not None:
+        op, dtype, backward = cell
+        status = Status.UNSUPPORTED
+        message = f"{config.backend} declares {op} on {dtype}{' with backward' if backward else ''} unsupported: {message}"[:2000]
+    return Verdict(status, error_type=_error_type(e), error_message=message, timings=tuple(clock.spans.items()))
 
 
 def _check_fits(spec: GraphSpec, device: str) -> None:

@@ -6,6 +6,7 @@ differs) and plants exactly one defect:
 - `eager_in_disguise`: none; a campaign with it must find nothing;
 - `ulp_bump`: one bfloat16 ULP added to element 0 of the first bfloat16 output;
 - `uint8_flip`: element 0 of the first uint8 output increased by one (mod 256);
+- `drift`: the first floating output scaled by 1 + 2^-5 (always further from fp64, for `--against`);
 - `compile_error`: raises `PlantedCompileError` while compiling;
 - `kill_worker`: the process kills itself with SIGKILL while compiling;
 - `hang`: sleeps for an hour when the compiled graph first runs;
@@ -65,6 +66,24 @@ def ulp_bump(gm: torch.fx.GraphModule, example_inputs):
 def uint8_flip(gm: torch.fx.GraphModule, example_inputs):
     def run(*args):
         return _bump_first(gm.forward(*args), torch.uint8, _flip_uint8)
+
+    return run
+
+
+def _first_float(outputs, bump):
+    """Apply `bump` to the first floating output, whatever its dtype."""
+    outs = outputs if isinstance(outputs, (tuple, list)) else [outputs]
+    dtype = next((o.dtype for o in outs if isinstance(o, torch.Tensor) and o.is_floating_point() and o.numel()), None)
+    return outputs if dtype is None else _bump_first(outputs, dtype, bump)
+
+
+def _scale_up(t: torch.Tensor) -> torch.Tensor:
+    return t.mul_(1 + 2**-5)
+
+
+def drift(gm: torch.fx.GraphModule, example_inputs):
+    def run(*args):
+        return _first_float(gm.forward(*args), _scale_up)
 
     return run
 

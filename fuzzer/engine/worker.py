@@ -39,6 +39,7 @@ class CaseRequest:
     profile: bool = False
     oracle: str = "numeric"  # records.outcomes.ORACLES: "perf" times the case (fuzzer.engine.perf)
     perf_margin: float | None = None  # the perf oracle's noise margin (None: the device's default)
+    against: CompileConfig | None = None  # `--against`: a second compiler judged against `config`
 
     def to_message(self) -> dict:
         return {
@@ -48,7 +49,7 @@ class CaseRequest:
             "profile": self.profile,
             "oracle": self.oracle,
             "perf_margin": self.perf_margin,
-        }
+        } | ({"against": self.against.to_dict()} if self.against else {})
 
 
 def _detach_from_terminal_signals() -> None:
@@ -94,7 +95,11 @@ def _worker_main(conn, device: str, extra_env: dict) -> None:
         try:
             spec = GraphSpec.from_json(msg["spec"])
             config = CompileConfig.from_dict(msg["config"])
-            if msg.get("oracle") == "perf":
+            if msg.get("against"):
+                from fuzzer.engine.against import execute_against
+
+                verdict = execute_against(spec, msg["device"], config, CompileConfig.from_dict(msg["against"]))
+            elif msg.get("oracle") == "perf":
                 verdict = execute_perf_case(spec, msg["device"], config, margin=msg.get("perf_margin"))
             else:
                 verdict = execute_case(spec, msg["device"], config, profile=msg.get("profile", False))

@@ -1,0 +1,193 @@
+"""divfuzz's own second compilers, as `torch.compile` backends: ONNX Runtime and nvFuser (Thunder).
+
+`onnxrt`: torch 2.9 and later no longer register a `torch.compile(backend="onnxrt")` (torch 2.13's
+`torch/_dynamo/backends/onnxrt.py` is a commented-out placeholder), so divfuzz builds it from the
+parts that remain: AOTAutograd splits the graph into aten forward and backward graphs, each is
+exported with `torch.onnx.export(..., dynamo=True)` (onnxscript's torchlib) and run by an ONNX
+Runtime `InferenceSession` (CUDAExecutionProvider when onnxruntime-gpu is installed, else the CPU).
+Where torch still registers `onnxrt` (torch <= 2.8) divfuzz still uses this one, so that a
+campaign compiles the same way on every torch.
+
+`nvfuser`: Lightning Thunder's `thunder.dynamo.ThunderCompiler` (nvFuser executor) when
+`thunder` and `nvfuser` import; otherwise ConfigError with the exact import error.
+
+`resolve_own_backend(name)` is how `fuzzer.engine.compile.resolve_backend` finds them by plain
+name: a stored config keeps the name `onnxrt`, never an import path. What each backend can
+compile (ops, dtypes, backward) is declared in `records.backends` and measured by
+`scripts/probe_backend_ops.py`.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import logging
+from typing import Callable
+
+from records.errors import ConfigError
+
+OWN_BACKENDS = ("onnxrt", "nvfuser")
+
+
+class BackendCompileError(RuntimeError):
+    """A second compiler failed to compile (export or session creation) a graph. `inner_exception`
+    carries the original, as Dynamo's BackendCompilerFailed does, so that execute counts it as a
+    compile error and names the inner type."""
+
+    def __init__(self, message: str, inner: BaseException):
+        super().__init__(message)
+        self.inner_exception = inner
+
+
+def missing_requirement(name: str) -> str | None:
+    """Why the backend `name` cannot load here (the exact import error), or None when it can."""
+    # Each entry: alternatives, any one of which will do (nvFuser's wheels ship `nvfuser_direct`,
+    # older ones `nvfuser`; Thunder takes either).
+    modules = {"onnxrt": (("onnxruntime",), ("onnxscript",), ("onnx",)),
+               "nvfuser": (("nvfuser_direct", "nvfuser"), ("thunder",))}[name]
+    import importlib
+
+    extra = {"onnxrt": "pip install 'divfuzz[onnx]'", "nvfuser": "pip install 'divfuzz[nvfuser]'; see scripts/try_nvfuser.sh"}[name]
+    for alternatives in modules:
+        errors = []
+        for module in alternatives:
+            try:
+                importlib.import_module(module)
+                break
+            except Exception as e:  # ImportError, or an OSError/RuntimeError from a shared library (ABI)
+                errors.append(f"cannot import {module!r}: {type(e).__name__}: {e}")
+        else:
+            return "; ".join(errors) + f" ({extra})"
+    return None
+
+
+def resolve_own_backend(name: str) -> Callable | None:
+    """The callable for one of divfuzz's own backend names, None for any other name; ConfigError
+    naming the import error when its optional extra is not installed."""
+    if name not in OWN_BACKENDS:
+        return None
+    reason = missing_requirement(name)
+    if reason is not None:
+        raise ConfigError(f"backend {name!r} needs its optional extra: {reason}")
+    return {"onnxrt": onnxrt_backend, "nvfuser": nvfuser_backend}[name]
+
+
+# ---- ONNX Runtime ---------------------------------------------------------------------------------
+
+
+def _export_in_fresh_thread(fn: Callable):
+    """Run `fn` on a new thread: the compiled forward first runs inside AOTAutograd's runtime
+    (an autograd.Function, functionalization), and `torch.export` refuses those thread-local modes
+    ("Attempting to use FunctionalTensor on its own"). A fresh thread starts without them."""
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="divfuzz-onnx-export") as pool:
+        return pool.submit(fn).result()
+
+
+def _ort_graph(gm, example_inputs):
+    """One aten graph (forward, backward or inference) compiled for ONNX Runtime at its first call,
+    with that call's real tensors (AOTAutograd's example inputs are fake)."""
+    import torch
+
+    state: dict = {}
+
+    def first_call(args):
+        outs = gm(*args)  # eager once: which outputs are tensors (a backward returns None for frozen inputs)
+        single = not isinstance(outs, (tuple, list))
+        outs = [outs] if single else list(outs)
+        # An output that is an input (a backward that passes its cotangent through) is not exported:
+        # ONNX Runtime refuses a model whose output is its input. It is handed back as is.
+        passthrough = {i: j for i, o in enumerate(outs) for j, a in enumerate(args) if isinstance(o, torch.Tensor) and o is a}
+        keep = [i for i, o in enumerate(outs) if isinstance(o, torch.Tensor) and i not in passthrough]
+
+        class TensorOutputs(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.gm = gm
+
+            def forward(self, *a):
+                o = self.gm(*a)
+                o = [o] if single else list(o)
+                return tuple(o[i] for i in keep)
+
+        cpu_args = tuple(a.detach().cpu() if isinstance(a, torch.Tensor) else a for a in args)
+        for name in ("torch.onnx", "onnxscript"):
+            logging.getLogger(name).setLevel(logging.ERROR)
+        program = None
+        if keep:
+            try:
+                program = _export_in_fresh_thread(lambda: _onnx_export(TensorOutputs(), cpu_args))
+                program.initialize_inference_session()
+            except Exception as e:
+                raise BackendCompileError(f"onnxrt: {type(e).__name__}: {_first_lines(e)}", e) from e
+        state.update(program=program, single=single, keep=keep, passthrough=passthrough, n=len(outs))
+
+    def run(*args):
+        if "n" not in state:
+            first_call(args)
+        device = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device("cpu"))
+        full: list = [None] * state["n"]
+        if state["program"] is not None:
+            # CPU copies held here for the whole call: `ONNXProgram.__call__` wraps each input with
+            # `OrtValue.ortvalue_from_numpy(t.numpy(force=True))`, which does not copy and keeps no
+            # reference, so for a CUDA tensor the temporary CPU copy can be freed and reused before
+            # ONNX Runtime reads it. Measured on the H100 (torch 2.11, onnxruntime 1.30): LayerNorm
+            # backward's grad:x RMSE vs fp64 was 7.7e-4 with CUDA inputs, 7.6e-8 with these copies.
+            host_args = [a.detach().cpu() if isinstance(a, torch.Tensor) else a for a in args]
+            results = state["program"](*host_args)
+            for i, r in zip(state["keep"], results):
+                full[i] = r.to(device)
+        for i, j in state["passthrough"].items():
+            full[i] = args[j]
+        return full[0] if state["single"] else tuple(full)
+
+    return run
+
+
+@functools.lru_cache(maxsize=1)
+def _torchlib_registry():
+    """torchlib's op table, built once per process: `torch.onnx.export` rebuilds it on every call
+    (about 7 of a small graph's 10 s of export on this CPU)."""
+    from torch.onnx._internal.exporter import _registration
+
+    return _registration.ONNXRegistry.from_torchlib()
+
+
+def _onnx_export(module, args):
+    """`torch.onnx.export(module, args, dynamo=True, optimize=False)`, with the torchlib registry
+    cached (through the exporter's `_core.export`, which takes it; the public call where absent)."""
+    import torch
+
+    try:
+        from torch.onnx._internal.exporter import _core
+
+        registry = _torchlib_registry()
+    except (ImportError, AttributeError):
+        return torch.onnx.export(module, args, dynamo=True, verbose=False, optimize=False, report=False)
+    return _core.export(module, args, registry=registry, verbose=False, optimize=False, report=False)
+
+
+def _first_lines(e: BaseException, limit: int = 600) -> str:
+    text = " ".join(str(e).split())
+    summary = text.find("Exception summary")
+    return (text[summary:] if summary >= 0 else text)[:limit]
+
+
+def onnxrt_backend(gm, example_inputs):
+    """`torch.compile(fn, backend=onnxrt_backend)`: forward and backward through ONNX Runtime."""
+    from torch._dynamo.backends.common import aot_autograd
+
+    return aot_autograd(fw_compiler=_ort_graph, bw_compiler=_ort_graph)(gm, example_inputs)
+
+
+# ---- nvFuser through Thunder ----------------------------------------------------------------------
+
+
+def nvfuser_backend(gm, example_inputs):
+    """`torch.compile(fn, backend=nvfuser_backend)`: Lightning Thunder's Dynamo backend with its
+    nvFuser executor (CUDA only). ConfigError with the exact import error when it cannot load."""
+    reason = missing_requirement("nvfuser")
+    if reason is not None:
+        raise ConfigError(f"backend 'nvfuser': {reason}")
+    from thunder.dynamo import ThunderCompiler
+
+    return ThunderCompiler()(gm, example_inputs)

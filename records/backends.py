@@ -1,0 +1,158 @@
+"""What each known second compiler can compile, as torch-free data: data dtypes, backward,
+autocast, and the (op, dtype, mode) cells it does not support.
+
+A campaign draws only within its backend's capabilities (`graph_specs(allowed=...)`), so a graph
+the backend cannot compile is never drawn; a compile error that a declared-unsupported cell
+explains anyway (a replayed spec, a cast into a dtype) is `Status.UNSUPPORTED`, not a finding.
+Backends not in the table (inductor, aot_eager, any `module:function`) support everything.
+
+The onnxrt table is measured, not guessed: `scripts/probe_backend_ops.py onnxrt` compiles a
+one-op graph per registered op, data dtype and mode on the CPU (see the note in `ONNXRT`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from records.errors import ConfigError
+
+ALL_DTYPES = ("float32", "bfloat16", "float16")
+ANY = "*"
+
+
+@dataclass(frozen=True)
+class BackendCaps:
+    name: str
+    extra: str | None = None  # the optional dependency group that installs it (pyproject.toml)
+    modules: tuple[str, ...] = ()  # what it imports
+    dtypes: tuple[str, ...] = ALL_DTYPES  # data dtypes it compiles
+    backward: bool = True
+    autocast: bool = True
+    # (op, data dtype or "*", "fwd" | "bwd" | "*"): cells it fails to compile
+    unsupported: tuple[tuple[str, str, str], ...] = ()
+    measured: str = ""  # where the table comes from
+
+    def allows(self, op: str, dtype: str, backward: bool) -> bool:
+        """Whether `op` on a `dtype` input compiles, in a forward-only or a backward graph."""
+        if dtype in ALL_DTYPES and dtype not in self.dtypes:
+            return False
+        if backward and not self.backward:
+            return False
+        mode = "bwd" if backward else "fwd"
+        return not any(o == op and d in (dtype, ANY) and m in (mode, ANY) for o, d, m in self.unsupported)
+
+    def usable(self, op: str, dtypes: Iterable[str] | None = None) -> bool:
+        """Whether `op` compiles in at least one of `dtypes` (default: the backend's), forward."""
+        return any(self.allows(op, d, False) for d in (dtypes or self.dtypes))
+
+    def unsupported_cell(self, cells: Iterable[tuple[str, str, bool]]) -> tuple[str, str, bool] | None:
+        """The first (op, input dtype, backward) cell of a graph this backend declares unsupported."""
+        return next((c for c in cells if not self.allows(*c)), None)
+
+
+def _intersect(a: BackendCaps, b: BackendCaps) -> BackendCaps:
+    return BackendCaps(
+        name=f"{a.name}+{b.name}",
+        dtypes=tuple(d for d in a.dtypes if d in b.dtypes),
+        backward=a.backward and b.backward,
+        autocast=a.autocast and b.autocast,
+        unsupported=a.unsupported + b.unsupported,
+        measured="; ".join(m for m in (a.measured, b.measured) if m),
+    )
+
+
+# Measured with scripts/probe_backend_ops.py onnxrt on 2026-11-22 (docs/backends/onnxrt-probe-2026-11-22.json), one one-op graph per cell, on
+# two set-ups that agree on every cell measured on both: (a) the H100 host's CPU, torch 2.11.0+cu130,
+# onnxruntime 1.30.0 (CPU and Azure providers only: no CUDAExecutionProvider), onnxscript 0.7.2,
+# onnx 1.23.1, all 210 cells (145 compile); (b) this repo's CPU box, torch 2.13.0+cpu, onnxruntime
+# 1.31.1, onnxscript 0.7.2, onnx 1.23.2, every forward cell. The cells below failed to compile;
+# every other (op, dtype, mode) compiled and ran. The reason is ONNX Runtime's, or the exporter's:
+# - NotImplemented: ONNX Runtime's CPU provider has no bfloat16 kernel for Add, Mul, Div, Exp, Log,
+#   Tanh, Sigmoid, Pow, MatMul, ReduceMean/Max, Where, Max, Expand (the first such node is named);
+# - Fail "Type Error ... does not match": torchlib emits native_layer_norm / batch norm statistics
+#   in the input dtype where ONNX Runtime expects float (bf16 and fp16);
+# - InvalidGraph: a bf16 input to an op whose ONNX schema excludes bf16 (elu, group_norm, quantize);
+# - ConversionError: no torchlib function for aten.silu_backward.
+# (add_eps's backward passes its gradient through: an identity graph, which divfuzz's backend hands
+# back without exporting; it failed in the probe before that, and compiles since.)
+# Op-level cells: a cell holds for the smallest graph of its op; other parameters of the same op may differ.
+ONNXRT = BackendCaps(
+    name="onnxrt",
+    extra="onnx",
+    modules=("onnxruntime", "onnxscript", "onnx"),
+    dtypes=ALL_DTYPES,
+    backward=True,
+    autocast=False,  # autocast makes linear's matmul bfloat16: NotImplemented
+    unsupported=(
+        ("add", "bfloat16", "*"),  # NotImplemented (Add)
+        ("add_eps", "bfloat16", "*"),  # NotImplemented (Add)
+        ("batch_norm_eval", "bfloat16", "*"),  # Fail (Type Error)
+        ("batch_norm_eval", "float16", "*"),  # Fail (Type Error)
+        ("div", "bfloat16", "*"),  # NotImplemented
+        ("e8m0_encode", "bfloat16", "*"),  # NotImplemented
+        ("elu", "bfloat16", "*"),  # InvalidGraph
+        ("exp", "bfloat16", "*"),  # NotImplemented
+        ("gate", "bfloat16", "*"),  # NotImplemented (Sigmoid)
+        ("gelu", "bfloat16", "*"),  # NotImplemented (Div)
+        ("gelu_manual", "bfloat16", "*"),  # NotImplemented (Mul)
+        ("gelu_tanh", "bfloat16", "*"),  # NotImplemented (Pow)
+        ("group_norm", "bfloat16", "*"),  # InvalidGraph
+        ("layer_norm", "bfloat16", "*"),  # Fail (Type Error)
+        ("layer_norm", "float16", "*"),  # Fail (Type Error)
+        ("layer_norm_manual", "bfloat16", "*"),  # NotImplemented (ReduceMean)
+        ("linear", "bfloat16", "*"),  # NotImplemented (MatMul)
+        ("log", "bfloat16", "*"),  # NotImplemented
+        ("log_softmax", "bfloat16", "*"),  # NotImplemented (ReduceMax)
+        ("matmul", "bfloat16", "*"),  # NotImplemented (MatMul)
+        ("mean", "bfloat16", "*"),  # NotImplemented (ReduceMean)
+        ("mul", "bfloat16", "*"),  # NotImplemented
+        ("quantize", "bfloat16", "*"),  # InvalidGraph
+        ("relu", "bfloat16", "*"),  # NotImplemented (Max)
+        ("rms_norm_manual", "bfloat16", "*"),  # NotImplemented (Pow)
+        ("sigmoid", "bfloat16", "*"),  # NotImplemented
+        ("sign", "bfloat16", "bwd"),  # NotImplemented (Expand, zeros_like)
+        ("silu", "float32", "bwd"),  # ConversionError (aten.silu_backward)
+        ("silu", "bfloat16", "*"),  # NotImplemented (Sigmoid)
+        ("silu", "float16", "bwd"),  # ConversionError (aten.silu_backward)
+        ("softmax", "bfloat16", "*"),  # NotImplemented (ReduceMax)
+        ("tanh", "bfloat16", "*"),  # NotImplemented
+        ("where_cmp", "bfloat16", "*"),  # NotImplemented
+    ),
+    measured="scripts/probe_backend_ops.py onnxrt, 2026-11-22: torch 2.11 + onnxruntime 1.30 and torch 2.13 + onnxruntime 1.31, CPU provider",
+)
+
+# Not measured (no GPU here): Thunder's nvFuser executor is CUDA only, forward and backward; the
+# ops it cannot fuse fall back to torch inside Thunder, so none is declared unsupported.
+NVFUSER = BackendCaps(
+    name="nvfuser",
+    extra="nvfuser",
+    modules=("nvfuser_direct", "thunder"),  # or the older `nvfuser` module
+    measured="declared, not measured: needs a CUDA GPU",
+)
+
+KNOWN: dict[str, BackendCaps] = {c.name: c for c in (ONNXRT, NVFUSER)}
+
+
+def capabilities_of(*backends: str | None) -> BackendCaps:
+    """What every one of `backends` supports (their intersection); unknown names support all."""
+    caps = [KNOWN.get(b, BackendCaps(name=b)) for b in backends if b]
+    if not caps:
+        return BackendCaps(name="inductor")
+    result = caps[0]
+    for c in caps[1:]:
+        result = _intersect(result, c)
+    return result
+
+
+def check_requested(caps: BackendCaps, ops: Iterable[str] | None, dtypes: Iterable[str] | None, *, backends: str) -> None:
+    """ConfigError naming the op (or dtype) and the backend when the user asked for what it cannot compile."""
+    wanted_dtypes = tuple(dtypes) if dtypes else caps.dtypes
+    bad_dtypes = [d for d in wanted_dtypes if d not in caps.dtypes]
+    if bad_dtypes:
+        raise ConfigError(f"--dtypes {','.join(bad_dtypes)}: backend {backends} does not support "
+                          f"{'this dtype' if len(bad_dtypes) == 1 else 'these dtypes'} (supported: {', '.join(caps.dtypes)})")
+    for op in ops or ():
+        if not caps.usable(op, wanted_dtypes):
+            raise ConfigError(f"--ops {op}: backend {backends} does not support the op {op!r} "
+                              f"in {', '.join(wanted_dtypes)} ({caps.measured or 'declared in records/backends.py'})")
