@@ -23,8 +23,20 @@ PY=${3:-python3}
 mkdir -p "$TARGET"
 echo "== torch on this host"
 "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'gpu', torch.cuda.is_available() and torch.cuda.get_device_name(0))" || exit 2
-echo "== pip install --no-deps --target $TARGET"
-"$PY" -m pip install --no-deps --no-index --target "$TARGET" "$WHEELS"/*.whl 2>&1 | tail -3
+if [ -f "$WHEELS/nvf.tar.xz" ]; then
+  # The carried form (the wheels are over the 64 MiB carry limit): the wheels unpacked without the
+  # bundled libnvrtc (the host's CUDA 13 NVRTC, which torch cu130 brings, stands in for it) and
+  # without headers, as one tar.xz.
+  echo "== unpack $WHEELS/nvf.tar.xz into $TARGET"
+  tar xJf "$WHEELS/nvf.tar.xz" -C "$TARGET" && TARGET="$TARGET/site"
+  want=$(readelf -d "$TARGET"/nvfuser_common/lib/libnvfuser_codegen.so 2>/dev/null | grep -o 'libnvrtc-[^]]*' | head -1)
+  host=$(find / -name 'libnvrtc.so.13*' -not -path '*/proc/*' 2>/dev/null | head -1)
+  echo "== NVRTC: the wheel wants ${want:-?}; the host has ${host:-none}"
+  [ -n "$want" ] && [ -n "$host" ] && ln -sf "$host" "$TARGET/nvfuser_cu130_torch210.libs/$want"
+else
+  echo "== pip install --no-deps --target $TARGET"
+  "$PY" -m pip install --no-deps --no-index --target "$TARGET" "$WHEELS"/*.whl 2>&1 | tail -3
+fi
 export PYTHONPATH="$TARGET${PYTHONPATH:+:$PYTHONPATH}"
 "$PY" - <<'PY'
 import sys, traceback
