@@ -67,7 +67,7 @@ def render_bug_report(
         verdict_table(verdict) if verdict is not None else "(no verdict of the minimal case recorded)",
         "",
         *([] if perf else [f"**fp64 verdict:** {_fp64_verdict(verdict)}", ""]),
-        *_origin_section(culprit, minimized),
+        *_origin_section(culprit, minimized, perf=perf),
     ]
     return "\n".join(lines) + "\n"
 
@@ -99,7 +99,7 @@ def _minimal_code_section(spec: GraphSpec, device: str) -> list[str]:
     ]
 
 
-def _origin_section(culprit: dict, minimized: dict | None) -> list[str]:
+def _origin_section(culprit: dict, minimized: dict | None, *, perf: bool = False) -> list[str]:
     """Where it comes from: the stage ladder, what `emulate_precision_casts` and the other probes
     changed, the bisector's answer, and how far the case was shrunk."""
     probes = dict(tuple(p) for p in culprit.get("probes") or [])
@@ -118,11 +118,11 @@ def _origin_section(culprit: dict, minimized: dict | None) -> list[str]:
         *[f"| {r} | {o} |" for r, o in culprit.get("ladder") or []],
         "",
         f"- culprit: **{culprit.get('summary')}**",
-        f"- `emulate_precision_casts=True`: {epc_line}",
+        *([] if perf else [f"- `emulate_precision_casts=True`: {epc_line}"]),
     ]
     other = {k: v for k, v in probes.items() if k != "emulate_precision_casts=True"}
     if other:
-        lines.append("- other Inductor switches: " + ", ".join(f"`{k}` -> {v}" for k, v in other.items()))
+        lines.append(f"- {'scheduling' if perf else 'other Inductor'} switches (each set alone): " + ", ".join(f"`{k}` -> {v}" for k, v in other.items()))
     bisect_text = bisect_text_of(culprit)
     if bisect_text:
         lines.append(f"- `torch._inductor.compiler_bisector`: `{bisect_text}`")

@@ -231,3 +231,21 @@ def test_the_html_card_of_a_perf_bucket_shows_its_timings():
     # a hostile stored phase is escaped, never markup
     v["perf"][0]["timer"] = "<script>x</script>"
     assert "<script>" not in _verdict_table(v)
+
+
+def test_perf_attribution_climbs_aot_eager_only_and_names_the_planted_backend():
+    """The ladder of a perf finding is aot_eager, then the case's own config (the decomposed graph
+    run eagerly is slow by nature and says nothing); a backend that is not Inductor is the culprit."""
+    from fuzzer.engine.worker import Worker
+    from fuzzer.triage.attribute import attribute_case
+
+    worker = Worker("cpu")
+    try:
+        culprit = attribute_case(norm_spec(), worker=worker, device="cpu", config=CompileConfig(backend="fuzzer.engine.planted:slow_forward"),
+                                 kind="slower-fwd", oracle="perf", perf_margin=0.25, timeout_s=300)
+    finally:
+        worker.stop()
+    rungs = [r for r, _ in culprit.ladder]
+    assert rungs == ["aot_eager", "fuzzer.engine.planted:slow_forward"], culprit.ladder
+    assert culprit.ladder[1][1].startswith("slower-fwd ")  # a perf rung's label carries its ratio
+    assert culprit.summary == "backend fuzzer.engine.planted:slow_forward"

@@ -133,7 +133,10 @@ def attribute_case(
             on_verdict(spec, cfg, verdict)
         return _outcome(verdict, kind, strict)
 
-    ladder, stage = _climb_ladder(outcome, config, kind)
+    # A perf finding climbs aot_eager only: the decomposed graph run eagerly is slow by nature
+    # (many small kernels), so it says nothing about where compiled code lost time.
+    rungs = LADDER[:1] if kind in {k.value for k in PERF_KINDS} else LADDER
+    ladder, stage = _climb_ladder(outcome, config, kind, rungs)
     if config.backend != "inductor":
         return Culprit(stage=config.backend, summary=f"backend {config.backend}", ladder=ladder)
     probes: tuple[tuple[str, str], ...] = ()
@@ -146,12 +149,12 @@ def attribute_case(
     return replace(culprit, summary=summarize(culprit))
 
 
-def _climb_ladder(outcome, config: CompileConfig, kind: str) -> tuple[tuple[tuple[str, str], ...], str]:
+def _climb_ladder(outcome, config: CompileConfig, kind: str, rungs: tuple[str, ...] = LADDER) -> tuple[tuple[tuple[str, str], ...], str]:
     """(ladder, stage): each rung of `LADDER` up to the first that shows `kind`, then the case's
     own config (always run, last); the stage is that first rung, else the config's backend."""
     ladder: list[tuple[str, str]] = []
     stage = None
-    for rung in LADDER:
+    for rung in rungs:
         got = outcome(CompileConfig(backend=rung, dynamic=config.dynamic))
         ladder.append((rung, got))
         if _kind_of(got) == kind:
