@@ -98,6 +98,7 @@ def test_shipped_corpus_covers_every_op_and_dtype():
     assert default_baseline_path(CORPUS, "cpu").exists()
 
 
+@pytest.mark.slow  # 2.5 min on CI's 2 cores; `.ci/run` itself runs the whole gate with 2 workers
 def test_two_runs_give_identical_json_with_one_or_two_workers(sub_corpus, tmp_path):
     runs = []
     for i, workers in enumerate(("1", "2")):  # side-by-side replay gives the same verdicts
