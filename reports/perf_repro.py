@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from generators.spec import GraphSpec
 from oracles import timing as timing_oracle
-from reports.repro import _carried_source, _int, docstring_literal, graph_code, inputs_code
+from reports.repro import _carried_source, _int, case_constants, docstring_literal, graph_code, inputs_code
 
 if TYPE_CHECKING:
     from records.config import CompileConfig
@@ -117,16 +117,8 @@ def render_perf_repro(
             raise ValueError(f"refusing to print Inductor knob {key!r} as code")
         if not (value is None or isinstance(value, (bool, int, float, str))):
             raise ValueError(f"refusing to print knob value {value!r} as code")
-    consts = textwrap.dedent(
+    consts = case_constants(spec, device, config) + "\n" + textwrap.dedent(
         f"""
-        DEVICE = {device!r}
-        DEVICE_TYPE = {device.split(':')[0]!r}
-        SEED = {_int(spec.recipe.seed)}
-        BACKWARD = {bool(spec.backward)!r}
-        BACKEND = {config.backend!r}
-        DYNAMIC = {config.dynamic!r}
-        MODE = {config.mode!r}
-        INDUCTOR_CONFIG = {dict(config.inductor)!r}
         KNOB = {tuple(knob) if knob is not None else None!r}
         MARGIN = {float(margin)!r}
         ROUNDS = {_int(rounds)}

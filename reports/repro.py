@@ -219,6 +219,23 @@ def inputs_code(spec: GraphSpec) -> str:
     return "\n\n".join(f.rstrip() for f in funcs) + "\n\n\n" + "\n".join(body)
 
 
+def case_constants(spec: GraphSpec, device: str, config: "CompileConfig") -> str:
+    """The constants every repro script starts with: where it runs, the seed, and what compiles it
+    (each a `repr` of a checked value)."""
+    return textwrap.dedent(
+        f"""
+        DEVICE = {device!r}
+        DEVICE_TYPE = {device.split(':')[0]!r}
+        SEED = {_int(spec.recipe.seed)}
+        BACKWARD = {bool(spec.backward)!r}
+        BACKEND = {config.backend!r}
+        DYNAMIC = {config.dynamic!r}
+        MODE = {config.mode!r}
+        INDUCTOR_CONFIG = {dict(config.inductor)!r}
+        """
+    ).strip()
+
+
 def render_repro(
     spec: GraphSpec,
     *,
@@ -237,16 +254,8 @@ def render_repro(
         f"Compiled with: {config.describe()}",
     ]
     doc = docstring_literal("\n".join(header))
-    consts = textwrap.dedent(
+    consts = case_constants(spec, device, config) + "\n" + textwrap.dedent(
         f"""
-        DEVICE = {device!r}
-        DEVICE_TYPE = {device.split(':')[0]!r}
-        SEED = {_int(spec.recipe.seed)}
-        BACKWARD = {bool(spec.backward)!r}
-        BACKEND = {config.backend!r}
-        DYNAMIC = {config.dynamic!r}
-        MODE = {config.mode!r}
-        INDUCTOR_CONFIG = {dict(config.inductor)!r}
         TIMEOUT_S = {int(timeout_s)}
         OUTPUTS = {list(spec.outputs)!r}
         INPUT_NAMES = {[t.name for t in spec.inputs]!r}
