@@ -13,6 +13,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from click.testing import CliRunner
 
 from fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
@@ -29,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 OPS = ("gelu", "layer_norm")
 
 
+@pytest.mark.slow  # two real campaigns: 2-3 min on 2 cores; the default tier keeps the load and resume checks
 def test_a_bucket_planted_away_is_fixed_after_replay_known(tmp_path):
     out = tmp_path / "store"
     # Last night: a compiler with a planted bf16 bug (one ULP on the first bf16 output).

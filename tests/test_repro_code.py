@@ -53,6 +53,7 @@ def test_repro_model_is_the_built_graph_bit_for_bit_for_every_op(op):
     check()
 
 
+@pytest.mark.slow  # 2 min on 2 cores; tests/test_repro_numbers.py runs every op's repro in the default tier
 def test_repro_script_runs_standalone_and_exits_1_on_divergence(tmp_path):
     spec = layer_norm_linear(rows=2048)
     path = tmp_path / "repro.py"
