@@ -249,3 +249,19 @@ def test_perf_attribution_climbs_aot_eager_only_and_names_the_planted_backend():
     assert rungs == ["aot_eager", "fuzzer.engine.planted:slow_forward"], culprit.ladder
     assert culprit.ladder[1][1].startswith("slower-fwd ")  # a perf rung's label carries its ratio
     assert culprit.summary == "backend fuzzer.engine.planted:slow_forward"
+
+
+@pytest.mark.slow
+def test_minimize_module_oracle_perf_times_the_training_step_and_records_probes(tmp_path):
+    """`minimize --module --oracle perf --train` on seed 001's block: both phases timed in the
+    worker, perf.json and report.md written, every probe recorded (timed or out of budget)."""
+    from fuzzer.cli.main import main as cli
+
+    out = tmp_path / "m"
+    result = CliRunner().invoke(cli, ["minimize", "--module", str(ROOT / "tests/modules/seed001_block.py") + ":block", "--oracle", "perf",
+                                      "--train", "--device", "cpu", "--budget", "20s", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    record = json.loads((out / "perf.json").read_text())
+    assert [p["phase"] for p in record["verdict"]["perf"]] == ["fwd", "fwd+bwd"]
+    assert record["probes"] and all("phases" in p or "skipped" in p or "error" in p for p in record["probes"])
+    assert "fwd+bwd:" in result.output and (out / "report.md").read_text().startswith("# torch.compile vs eager timing")

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from fuzzer.triage.attribute import PERF_PROBES, available_probes
-from oracles.perf import DEFAULT_MARGIN, MAX_PAIRS, MIN_PAIRS, compare_timings, is_slower, settled
+from oracles.perf import DEFAULT_MARGIN, is_slower
 from oracles.severity import severity_of, verdict_lines_of
 from records.outcomes import Status
 from records.verdict import PerfComparison, Verdict
@@ -44,24 +44,20 @@ def _phases(run, model, forward, args, kwargs) -> dict:
 
 
 def _time(timer, eager: dict, other: dict, *, margin: float, device: str, dtype: str) -> tuple[PerfComparison, ...]:
-    from oracles.timing import clock_state, timer_description
+    """Each phase warmed up, then timed like a case's (`fuzzer.engine.perf.time_phase`)."""
     import torch
+
+    from fuzzer.engine.perf import time_phase
+    from oracles.timing import timer_description
 
     result = []
     for phase in eager:
         for _ in range(3):
             eager[phase]()
             other[phase]()
-        e_all, o_all, started = [], [], time.perf_counter()
-        while True:
-            e, o = timer.interleaved_samples([eager[phase], other[phase]], MIN_PAIRS)
-            e_all += e
-            o_all += o
-            cmp = compare_timings(phase, e_all, o_all, margin=margin, dtype=dtype)
-            if settled(cmp) or len(e_all) >= MAX_PAIRS or time.perf_counter() - started > PHASE_BUDGET_S:
-                break
-        result.append(compare_timings(phase, e_all, o_all, margin=margin, dtype=dtype, clock=clock_state(device),
-                                      timer=timer_description(device, torch.get_num_threads())))
+        result.append(time_phase(timer, phase, eager[phase], other[phase], margin=margin, dtype=dtype, overhead_s=0.0,
+                                 timer_text=timer_description(device, torch.get_num_threads()), device=device,
+                                 budget_s=PHASE_BUDGET_S))
     return tuple(result)
 
 
