@@ -1,24 +1,18 @@
 #!/usr/bin/env bash
 # One GPU campaign for a closing note, from the repo root on a CUDA host, with its report and each
-# bucket's repro flattened into $OUT/NAME/ (the device tool brings back one folder level).
+# bucket's files in one archive, $OUT/NAME.tar.gz (the device tool brings back a few files).
 # Usage: scripts/gpu_campaign.sh NAME SECONDS [divfuzz fuzz options...]
 #   e.g. scripts/gpu_campaign.sh perf 530 --oracle perf --seed 11
 #        scripts/gpu_campaign.sh onnxrt 300 --backend onnxrt --seed 12
 export PYTHONUNBUFFERED=1
 cd "$(dirname "$0")/.."
 NAME=$1; SECS=$2; shift 2
-OUT=${OUT:-/tmp/dvc-out}; D=/tmp/dvc/$NAME; mkdir -p "$OUT/$NAME" "$D"
+OUT=${OUT:-/tmp/dvc-out}; D=/tmp/dvc/$NAME; mkdir -p "$OUT" "$D"
 nvidia-smi -L
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
 timeout $(( SECS + 120 )) python3 -m fuzzer fuzz --device cuda --budget "${SECS}s" --no-live --out "$D" "$@" 2>&1 | tail -40
 echo "rc=${PIPESTATUS[0]}"
-python3 -m fuzzer report --out "$D" > "$OUT/$NAME/report.md" 2>&1
-python3 -m fuzzer report --out "$D" --html "$OUT/$NAME/report.html" > /dev/null 2>&1
-for b in "$D"/buckets/*/; do
-  id=$(basename "$b")
-  for f in repro.py spec.json culprit.json perf.json verdict.json bug_report.md; do
-    [ -f "$b/$f" ] && cp "$b/$f" "$OUT/$NAME/$id--$f"
-  done
-done
-cp "$D/divfuzz.sqlite" "$OUT/$NAME/" 2>/dev/null
+python3 -m fuzzer report --out "$D" > "$D/report.md" 2>&1
+python3 -m fuzzer report --out "$D" --html "$D/report.html" > /dev/null 2>&1
+tar -czf "$OUT/$NAME.tar.gz" -C /tmp/dvc "$NAME"
 echo "end at $SECONDS s"
