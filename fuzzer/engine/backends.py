@@ -109,13 +109,17 @@ def _ort_graph(gm, example_inputs):
                 o = [o] if single else list(o)
                 return tuple(o[i] for i in keep)
 
-        cpu_args = tuple(a.detach().cpu() if isinstance(a, torch.Tensor) else a for a in args)
+        # Exported on the inputs' own device: an AOTAutograd graph keeps the device of the tensors it
+        # makes (`full`, `scalar_tensor`, ... on cuda), and tracing it on CPU copies of CUDA inputs
+        # fails in fake-tensor device propagation ("found two different devices cuda:0, cpu"): 28
+        # of 379 cases of a 5-minute H100 campaign were lost to that as compile errors.
+        export_args = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args)
         for name in ("torch.onnx", "onnxscript"):
             logging.getLogger(name).setLevel(logging.ERROR)
         program = None
         if keep:
             try:
-                program = _export_in_fresh_thread(lambda: _onnx_export(TensorOutputs(), cpu_args))
+                program = _export_in_fresh_thread(lambda: _onnx_export(TensorOutputs(), export_args))
                 program.initialize_inference_session()
             except Exception as e:
                 raise BackendCompileError(f"onnxrt: {type(e).__name__}: {_first_lines(e)}", e) from e
