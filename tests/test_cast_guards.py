@@ -135,3 +135,17 @@ def test_guard_changes_no_finite_in_range_value():
     inputs = make_inputs(spec_u)
     with torch.no_grad():
         assert torch.equal(build_callable(spec_u)(*inputs)[0], build_callable(spec_g)(*inputs)[0])
+
+
+def test_unguarded_casts_are_part_of_the_campaign_identity(tmp_path):
+    """A resumed campaign must draw what the first one drew: the flag is in its identity (the store
+    resumes only a run with equal options), and default runs keep the identity they had before it."""
+    from dataclasses import replace
+
+    from fuzzer.campaign.loop import CampaignOptions
+
+    opts = CampaignOptions(device="cpu", out_dir=tmp_path)
+    bare = replace(opts, unguarded_casts=True)
+    assert "unguarded_casts" not in opts.identity()
+    assert bare.identity() == opts.identity() | {"unguarded_casts": True}
+    assert _campaign_draws(bare.strategy(), 3, 30) != _campaign_draws(opts.strategy(), 3, 30)
