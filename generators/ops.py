@@ -535,6 +535,67 @@ register(
 )
 
 
+# A float cast to an integer is undefined where it is NaN, infinite or out of the integer's range
+# (the oracle files such flips as `undefined`, not findings). Real quantizers guard the cast, so
+# the strategies feed every encoding through `cast_guard` (unless asked for unguarded casts): NaN
+# becomes 0, and the value is clamped to what the encoding can represent, so its pre-image is
+# finite and in range. The guard is exact (no rounding): it adds no divergence of its own.
+_FLOAT_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "float32": 3.4028234663852886e38,
+              "float64": 1.7976931348623157e308}
+CAST_GUARD = "cast_guard"
+# The ops whose output is a float cast to an integer (a comparison count is not: it casts bools).
+GUARDED_ENCODINGS = ("e8m0_encode", "quantize")
+
+
+def _guard_bounds(dtype: str, p) -> tuple[float, float] | None:
+    """The clamp a quantize guard applies ([lo * scale, hi * scale] of the target's range), or None for
+    e8m0 (NaN to 0 and +-Inf to the dtype's largest value suffice: it clamps the exponent itself).
+    Raises ValueError (an invalid node) where a bound does not fit the input dtype."""
+    if p["encoding"] == "e8m0_encode":
+        return None
+    lo, hi = (v * p["scale"] for v in _INT_RANGE[p["to"]])
+    if max(abs(lo), abs(hi)) > _FLOAT_MAX[dtype]:
+        raise ValueError(f"cast_guard bound {hi!r} does not fit {dtype}")
+    return lo, hi
+
+
+def _code_cast_guard(a, p):
+    finite = f"torch.nan_to_num({a[0]}, nan=0.0)"
+    if p["encoding"] == "e8m0_encode":
+        return finite
+    lo, hi = (v * p["scale"] for v in _INT_RANGE[p["to"]])
+    return f"torch.clamp({finite}, {_num(lo)}, {_num(hi)})"
+
+
+def _infer_cast_guard(metas, p):
+    _guard_bounds(metas[0].dtype, p)
+    return metas[0]
+
+
+def cast_guard_params(encoding: str, params: dict) -> dict:
+    """The `cast_guard` params that guard an `encoding` node with `params` (both drawn ops' own)."""
+    if encoding not in GUARDED_ENCODINGS:
+        raise ValueError(f"Expected one of {GUARDED_ENCODINGS} but got encoding={encoding!r}")
+    return {"encoding": encoding, "to": params["to"], "scale": params["scale"] if encoding == "quantize" else 1.0}
+
+
+register(
+    OpDef(
+        name=CAST_GUARD,
+        family="cast",
+        arity=1,
+        accepts=_one_float,
+        infer=_infer_cast_guard,
+        code=_code_cast_guard,
+        params={"encoding": Choice(GUARDED_ENCODINGS), "to": Choice(tuple(_INT_RANGE)), "scale": FloatRange(1e-30, 1e30)},
+        draw_params=lambda draw, metas: cast_guard_params(
+            draw(st.sampled_from(GUARDED_ENCODINGS)),
+            {"to": draw(st.sampled_from(sorted(_INT_RANGE))), "scale": draw(st.sampled_from(SCALES))},
+        ),
+    )
+)
+
+
 def _count_boundary(a, p):
     # A row's count flips when any of its elements crosses the threshold.
     return JumpRule(a[0], threshold=p["threshold"], row_reduced=True)

@@ -50,6 +50,13 @@ def mixed_sign(shape, g):
     return sign * torch.exp(torch.randn(shape, generator=g) * 2)
 
 
+def decimal_grid(shape, g):
+    # Multiples of 0.1 (prices, timestamps, tenths): a floor or trunc division by a decimal
+    # constant then sits on its jumps, where eager's exact floor division and a compiler's
+    # floor(x * (1 / 0.1)) or floor(x / 0.1) disagree.
+    return torch.randint(-20000, 20001, shape, generator=g).float() * 0.1
+
+
 # Parameter initialisations.
 def fan_in(shape, g):
     return torch.randn(shape, generator=g) / shape[-1] ** 0.5
@@ -65,6 +72,6 @@ def near_zero(shape, g):
 
 RECIPES = {
     f.__name__: f
-    for f in (normal, large_mean, near_constant, near_pow2, near_bf16_midpoint, log_uniform, mixed_sign)
+    for f in (normal, large_mean, near_constant, near_pow2, near_bf16_midpoint, log_uniform, mixed_sign, decimal_grid)
 }
 INITS = {f.__name__: f for f in (fan_in, near_one, near_zero)}

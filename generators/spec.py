@@ -41,6 +41,7 @@ RECIPE_KINDS = (
     "near_bf16_midpoint",
     "log_uniform",
     "mixed_sign",
+    "decimal_grid",
 )
 
 

@@ -11,11 +11,13 @@ shrinking the draws shrinks the graph (fewer ops, earlier inputs, smaller shapes
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable
 
 from hypothesis import reject, strategies as st
 
 from generators.opdef import Meta
+from generators.ops import CAST_GUARD, GUARDED_ENCODINGS, cast_guard_params
 from generators.registry import all_ops
 from generators.spec import RECIPE_KINDS, GraphSpec, InputRecipe, Node, TensorSpec
 
@@ -65,6 +67,7 @@ def graph_specs(
     shapes: st.SearchStrategy[tuple[int, ...]] | None = None,
     first_ops: tuple[str, ...] | None = None,
     allowed: Callable[[str, str, bool], bool] | None = None,
+    guard_casts: bool = True,
 ) -> GraphSpec:
     """A valid graph of `min_ops` to `max_ops` registered ops, its input recipe, autocast and backward.
 
@@ -74,11 +77,18 @@ def graph_specs(
     shapes; `first_ops` are the ops the first node is drawn from (by default, any of `ops`).
     `allowed(op, input dtype, backward)` limits each step to what a backend compiles
     (`records.backends.BackendCaps.allows`); None draws from everything (and the same graphs as before it existed).
+
+    `guard_casts` (the default) feeds every float->integer encoding through a `cast_guard` node
+    (NaN to 0, clamped to the encoding's range, as real quantizers do), so no drawn graph casts an
+    undefined value; the guard takes no draw of its own, so `guard_casts=False` draws the same
+    graphs without the guards. A guarded encoding is two nodes: it is drawn only while two fit in
+    the drawn op count, or as the first op when nothing else applies. `cast_guard` itself is not
+    drawn unless `ops` names it.
     """
     if not 1 <= min_ops <= max_ops:
         raise ValueError(f"Expected 1 <= min_ops <= max_ops but got min_ops={min_ops!r}, max_ops={max_ops!r}")
     registry = all_ops()
-    names = _ops_in_draw_order(registry, ops)
+    names = _ops_in_draw_order(registry, ops if ops is not None else tuple(n for n in registry if n != CAST_GUARD))
 
     autocast = "bfloat16" if allow_autocast and draw(st.integers(0, 9)) < 3 else None
     data_dtype = "float32" if autocast else draw(st.sampled_from(dtypes))
@@ -95,16 +105,28 @@ def graph_specs(
     nodes: list[Node] = []
     n_ops = draw(st.integers(min_ops, max_ops))
     for step in range(n_ops):
+        if len(nodes) >= n_ops:  # cast guards count towards the op count
+            break
         # Newest values first, so that shrinking the choice index towards 0 keeps chains.
         floats = [n for n in reversed(list(values)) if values[n].is_float]
         pool = names if step or first_ops is None else _ops_in_draw_order(registry, first_ops)
-        usable = {name: floats if allowed is None else [n for n in floats if allowed(name, values[n].dtype, backward)] for name in pool}
+        usable = {name: _usable(name, floats, values, allowed, backward, guard_casts) for name in pool}
         applicable = [name for name in pool if _candidates(registry[name], usable[name], values)]
+        if guard_casts and n_ops - len(nodes) < 2 and nodes:  # no room left for a guard and its encoding
+            applicable = [name for name in applicable if name not in GUARDED_ENCODINGS]
         if not applicable:
             break
         op = registry[draw(st.sampled_from(applicable))]
         node, weights = _draw_node(draw, op, f"v{step + 1}", usable[op.name], values, autocast=autocast, backward=backward)
         inputs.extend(weights)
+        if guard_casts and op.name in GUARDED_ENCODINGS:
+            guarded = node.inputs[0]
+            guard = Node(name=f"g{step + 1}", op=CAST_GUARD, inputs=(guarded,),
+                         params=tuple(sorted(cast_guard_params(op.name, node.kwargs).items())),
+                         dtype=values[guarded].dtype, shape=values[guarded].shape)
+            nodes.append(guard)
+            consumed.add(guarded)
+            node = replace(node, inputs=(guard.name,) + node.inputs[1:])
         nodes.append(node)
         consumed.update(node.inputs[: op.arity])
         values[node.name] = Meta(node.shape, node.dtype)
@@ -161,6 +183,15 @@ def _draw_node(draw, op, name: str, floats: list[str], values: dict[str, Meta], 
     node = Node(name=name, op=op.name, inputs=tuple(args + [w.name for w in weights]),
                 params=tuple(sorted(params.items())), dtype=out.dtype, shape=out.shape)
     return node, weights
+
+
+def _usable(name: str, floats: list[str], values: dict[str, Meta], allowed, backward: bool, guard_casts: bool) -> list[str]:
+    """The float values `name` may take as input: all of them, or those the backend compiles it on
+    (and, for a guarded encoding, its guard too)."""
+    if allowed is None:
+        return floats
+    needs = (name, CAST_GUARD) if guard_casts and name in GUARDED_ENCODINGS else (name,)
+    return [n for n in floats if all(allowed(op, values[n].dtype, backward) for op in needs)]
 
 
 def _candidates(op, floats: list[str], values: dict[str, Meta]) -> bool:

@@ -92,7 +92,10 @@ def test_shipped_corpus_covers_every_op_and_dtype():
     from generators.registry import all_ops
 
     feats = corpus_features(read_specs(CORPUS / "specs"))
-    assert {op for op, _, _ in feats} == set(all_ops())
+    from generators.ops import CAST_GUARD
+
+    # The cast guard came after the corpus (the strategies insert it; committed specs stay as they were).
+    assert {op for op, _, _ in feats} == set(all_ops()) - {CAST_GUARD}
     assert {"float32", "bfloat16", "float16"} <= {d for _, d, _ in feats}
     assert {"forward", "backward"} == {k for _, _, k in feats}
     assert default_baseline_path(CORPUS, "cpu").exists()

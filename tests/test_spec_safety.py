@@ -81,8 +81,8 @@ def test_drawn_params_stay_inside_each_ops_schema(op):
     @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck), database=None)
     @given(graph_specs(ops=(op,), min_ops=1, max_ops=3))
     def check(spec):
-        for n in spec.nodes:
-            assert set(n.kwargs) == set(schema)
+        for n in spec.nodes:  # the op's own nodes, and the cast guards the strategy puts before encodings
+            assert set(n.kwargs) == set(schema if n.op == op else all_ops()[n.op].params)
             assert all_ops()[n.op].param_problems(n.kwargs) == []
         validate_spec(spec)
         assert load_spec(spec.to_json()) == spec

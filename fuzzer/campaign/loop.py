@@ -76,6 +76,7 @@ class CampaignOptions:
     oracle: str = "numeric"  # records.outcomes.ORACLES: "perf" times eager vs compiled instead
     perf_margin: float | None = None  # the perf oracle's noise margin (None: oracles.perf.DEFAULT_MARGIN)
     against: CompileConfig | None = None  # `--against`: judge config's compiler against this one (fuzzer.engine.against)
+    unguarded_casts: bool = False  # `--unguarded-casts`: draw float->int casts without their NaN/range guard
 
     def identity(self) -> dict:
         """What makes two campaigns the same (so that one resumes the other)."""
@@ -87,13 +88,13 @@ class CampaignOptions:
             "ops": list(self.ops) if self.ops else None,
             "dtypes": list(self.dtypes) if self.dtypes else None,
             **({"oracle": self.oracle, "perf_margin": self.perf_margin} if self.oracle != "numeric" else {}),
-        } | ({"against": self.against.to_dict()} if self.against else {})
+        } | ({"against": self.against.to_dict()} if self.against else {}) | ({"unguarded_casts": True} if self.unguarded_casts else {})
 
     def strategy(self):
         if self.oracle == "perf":
             return perf_graph_specs(device_type=self.device.split(":")[0], max_ops=self.max_ops, ops=self.ops,
                                     **({"dtypes": self.dtypes} if self.dtypes else {}))
-        kwargs = {"max_ops": self.max_ops, "ops": self.ops}
+        kwargs = {"max_ops": self.max_ops, "ops": self.ops, "guard_casts": not self.unguarded_casts}
         if self.dtypes:
             kwargs["dtypes"] = self.dtypes
         caps = capabilities_of(self.config.backend, self.against.backend if self.against else None)

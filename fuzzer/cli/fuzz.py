@@ -70,10 +70,12 @@ WORKERS = _WorkersType()
 @click.option("--replay-known", is_flag=True,
               help="First re-run every known bucket's minimal spec in this run, so `divfuzz diff` can tell fixed from not reached.")
 @click.option("--against", default=None, metavar="BACKEND", help="Judge --backend against this second compiler (and both against fp64).")
+@click.option("--unguarded-casts", is_flag=True,
+              help="Draw float->integer casts without their guard (NaN to 0, clamped to range): undefined casts, filed as such, not as findings.")
 @oracle_options
 @compile_options
 def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, strict, ops, dtypes, no_live, no_minimize, min_severity,
-         replay_known, against, oracle, perf_margin, backend, inductor, dynamic, mode):
+         replay_known, against, unguarded_casts, oracle, perf_margin, backend, inductor, dynamic, mode):
     """Run a campaign: draw graphs, compare eager and compiled, bucket what diverges."""
     from fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
 
@@ -109,6 +111,7 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
         oracle=oracle,
         perf_margin=perf_margin,
         against=against_config,
+        unguarded_casts=unguarded_casts,
     )
     # Read and checked before the run starts: a stored spec that does not load exits 2, store untouched.
     known = _known_specs(out_dir / STORE_NAME) if replay_known else None
