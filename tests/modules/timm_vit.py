@@ -10,5 +10,5 @@ def make_case():
     import timm
 
     torch.manual_seed(0)
-    model = timm.create_model("vit_tiny_patch16_224", pretrained=False, num_classes=100).to(torch.bfloat16)
+    model = timm.create_model("vit_tiny_patch16_224", pretrained=False, num_classes=100).to(torch.bfloat16).eval()
     return model, (torch.randn(2, 3, 224, 224, dtype=torch.bfloat16),)

@@ -11,7 +11,7 @@ def make_case():
     torch.manual_seed(0)
     config = BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
                         vocab_size=128, max_position_embeddings=64)
-    model = BertForMaskedLM(config).to(torch.bfloat16)
+    model = BertForMaskedLM(config).to(torch.bfloat16).eval()  # no dropout: steps repeat
     ids = torch.randint(0, 128, (2, 16))
     mask = torch.ones_like(ids)
     mask[1, 12:] = 0  # the second sequence is padded: the mask takes part in attention

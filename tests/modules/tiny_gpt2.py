@@ -11,6 +11,6 @@ def make_case():
     torch.manual_seed(0)
     config = GPT2Config(n_embd=64, n_layer=2, n_head=4, n_inner=128, vocab_size=128, n_positions=64, use_cache=False,
                         bos_token_id=0, eos_token_id=0)
-    model = GPT2LMHeadModel(config).to(torch.bfloat16)
+    model = GPT2LMHeadModel(config).to(torch.bfloat16).eval()  # no dropout: steps repeat
     ids = torch.randint(0, 128, (2, 16))
     return model, (), {"input_ids": ids, "attention_mask": torch.ones_like(ids)}

@@ -11,5 +11,5 @@ def make_case():
     from torchvision.models import resnet50
 
     torch.manual_seed(0)
-    model = resnet50(weights=None, num_classes=100).to(torch.bfloat16)
+    model = resnet50(weights=None, num_classes=100).to(torch.bfloat16).eval()
     return model, (torch.randn(2, 3, 224, 224, dtype=torch.bfloat16),)
