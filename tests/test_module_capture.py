@@ -7,6 +7,7 @@ those marked `slow` run the real Inductor end to end."""
 from __future__ import annotations
 
 import dataclasses
+import time
 import importlib.util
 import json
 import subprocess
@@ -194,8 +195,14 @@ def test_a_tiny_llama_in_bf16_is_captured_judged_and_reduced_or_agrees_with_a_re
     capture, causes, output = _minimize(tmp_path, f"{MODULES / 'tiny_llama.py'}:make_case", "--budget", "60s", *(["--train"] if train else []))
     assert capture["capture"] == "dynamo" and capture["graphs"]
     assert "output['logits']" in output
+    if train:
+        assert "loss" in output and "grad model.layers.0.mlp" in output, "the training step's gradients are judged"
+        assert capture["judged"] == "whole model"
     if capture["whole_model_differs"]:
         assert causes and all(c["ops"] <= c["ops_before"] for c in causes)
+        # The joint graph of a training step is large: fx_minifier must stop at the budget (one
+        # query, a compile of the candidate, may run past it).
+        assert all(c["reduce_s"] <= c["reduce_budget_s"] + 120 for c in causes), [(c["reduce_s"], c["reduce_budget_s"]) for c in causes]
         assert _repro_exit_code(causes[0]) == 1
     else:
         assert "agree" in " ".join(capture["notes"])
@@ -222,3 +229,84 @@ def test_a_tiny_llama_is_captured_through_dynamo_where_make_fx_of_the_whole_mode
         got = list(aten(*inputs))
     assert any(t.dtype == torch.bfloat16 and t.shape[-1] == 128 for t in want), "the logits come out of a captured graph"
     assert len(got) == len(want) and all(torch.equal(a, b) for a, b in zip(got, want))
+
+
+def _target(fn, *inputs, graph: int):
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from fuzzer.triage.capture import ReductionTarget
+
+    return ReductionTarget(graph, make_fx(fn)(*inputs), list(inputs), "judged by itself (no graph differs alone)")
+
+
+def test_when_no_graph_differs_alone_each_is_judged_by_itself_and_reduced_most_severe_first():
+    # Three graphs: an exact doubling (agrees: dropped), a bf16 sigmoid gate (Inductor fuses it in
+    # fp32: suspect at best) and an fp32 floor division Inductor gets wrong by one (a bug). The bug
+    # goes first although it was captured last; the agreeing graph is not reduced.
+    from fuzzer.triage.capture import CaseCapture
+    from fuzzer.triage.user_module import _judge_targets
+
+    floor_mod = importlib.util.spec_from_file_location("divfuzz_test_floordiv", MODULES / "floordiv_fp32.py")
+    floordiv = importlib.util.module_from_spec(floor_mod)
+    floor_mod.loader.exec_module(floordiv)
+    torch.manual_seed(0)
+    x = torch.randn(256, 64, dtype=torch.bfloat16)
+    w = torch.randn(64, 64, dtype=torch.bfloat16) / 8
+    targets = [
+        _target(lambda a: a * 2, x, graph=1),
+        _target(lambda a, b: (a @ b) * (a @ b.t()).sigmoid(), x, w, graph=2),
+        _target(floordiv.floor_tenths, *floordiv.make_case()[1], graph=3),
+    ]
+    cap = CaseCapture([], True, [], 2, [], [], targets=targets, rank_by_own_verdict=True)
+    lines: list[str] = []
+    kept = _judge_targets(cap, lines)
+    assert [t.graph for t in kept] == [3, 2], lines
+    assert cap.targets == kept
+    assert any(line.startswith("graphs to reduce, most severe first: 3 (bug), 2 (") for line in lines), lines
+    assert "graph 1, eager vs inductor:" in lines
+
+
+@pytest.mark.slow
+def test_every_graph_that_differs_alone_is_reduced_each_in_its_own_folder(tmp_path):
+    capture, causes, output = _minimize(tmp_path, f"{MODULES / 'graph_breaks.py'}:two_gates", "--budget", "40s")
+    assert len(capture["graphs"]) == 2 and capture["culprit_graphs"] == [1, 2], capture
+    assert capture["reduced_graphs"] == [1, 2]
+    assert sorted({c["graph"] for c in causes}) == [1, 2], [(c["graph"], c["folder"]) for c in causes]
+    assert all(c["graph_chosen_because"] == "makes the model differ when compiled alone" for c in causes)
+    for cause in causes:
+        assert cause["ops"] < cause["ops_before"], cause
+        assert _repro_exit_code(cause) == 1
+
+
+def _sin_graph():
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    x = torch.randn(8)
+    return make_fx(lambda a: ((a * 2 + 1).sin() * 3).exp())(x), [x]
+
+
+def _has_sin(g, inps) -> bool:
+    return any(n.op == "call_function" and "sin" in str(n.target) for n in g.graph.nodes)
+
+
+@pytest.mark.parametrize("budget_s, most_ops", [(3600.0, 1), (-1.0, 5)], ids=["time left", "deadline passed"])
+def test_the_minifier_is_bounded_by_the_budget_and_still_ends_on_a_failing_graph(budget_s, most_ops):
+    # fx_minifier has no time limit: past the deadline every new candidate reads as passing, so it
+    # stops shrinking (a transformer's joint graph would otherwise compile for many minutes), and
+    # its final re-check of the last failing graph still holds (no "Final graph is not failing").
+    from fuzzer.triage.fx_bypass import count_ops
+    from fuzzer.triage.user_module import _within
+    from torch._functorch.fx_minifier import minifier
+
+    gm, inputs = _sin_graph()
+    calls: list[int] = []
+
+    def fails(g, inps):
+        calls.append(1)
+        return _has_sin(g, inps)
+
+    small, _ = minifier(gm, inputs, _within(time.monotonic() + budget_s, fails), dump_state=lambda g, i: None)
+    assert _has_sin(small, None)
+    assert count_ops(small) <= most_ops, small.code
+    if budget_s < 0:
+        assert count_ops(small) == count_ops(gm) and len(calls) == 1  # only the honest sanity check

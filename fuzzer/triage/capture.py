@@ -7,12 +7,14 @@ lists, tuples and dicts (token ids included). This module
 - records every graph Dynamo hands to the compiler (after graph breaks and guards) with a copy of
   its example inputs, through `torch._dynamo.backends.debugging.ExplainWithBackend` wrapped around
   a recording backend, with where each graph came from (`nn_module_stack`, `stack_trace`);
-- finds the graph that introduces the divergence by compiling one captured graph at a time and
-  leaving the others eager (a backend that chooses per graph);
-- lowers that graph to aten with `make_fx` (a Dynamo graph has no data-dependent control flow
+- finds the graphs that introduce the divergence by compiling one captured graph at a time and
+  leaving the others eager (a backend that chooses per graph); every graph that makes the model
+  differ alone is a reduction target, and when none does alone, every graph is (the caller ranks
+  them by their own verdict's severity);
+- lowers each target to aten with `make_fx` (a Dynamo graph has no data-dependent control flow
   left), as a joint forward+backward graph for `--train`, so the rest of `module_minimize` ladders,
   reduces and attributes it as before. `make_fx` of the whole model stays as the fallback when
-  Dynamo hands the compiler no graph at all.
+  Dynamo hands the compiler no graph at all; that fallback lowers the forward only, and says so.
 
 Invariants: every captured graph's inputs are tensors (plain Python values are specialised by
 Dynamo into the graph, `dynamic=False`), so the repro carries them as raw bytes and needs only
@@ -52,6 +54,16 @@ class CapturedGraph:
 
 
 @dataclass
+class ReductionTarget:
+    """One aten graph to ladder and reduce, with where it came from and why it was chosen."""
+
+    graph: int | None  # 1-based number of the captured graph; None for the make_fx fallback
+    gm: Any
+    inputs: list
+    why: str
+
+
+@dataclass
 class CaseCapture:
     """What `capture_user_case` found: the whole-model verdict, the graphs, and the one to reduce."""
 
@@ -61,8 +73,9 @@ class CaseCapture:
     graph_breaks: int
     break_reasons: list[str]
     culprits: list[int]  # indices of the graphs that make the model differ on their own
-    target_gm: Any = None  # the aten graph to ladder/reduce (None: nothing differs)
-    target_inputs: list = field(default_factory=list)
+    targets: list[ReductionTarget] = field(default_factory=list)  # the aten graphs to reduce ([]: nothing differs)
+    rank_by_own_verdict: bool = False  # no graph differs alone: the caller orders `targets` by their own severity
+    judged: str = "whole model"  # what the reduced graphs hold ("forward only" when make_fx fell back under --train)
     capture_method: str = "dynamo"
     notes: list[str] = field(default_factory=list)
     severity: dict | None = None  # the whole model's severity and its reason (None: no divergence)
@@ -79,6 +92,9 @@ class CaseCapture:
             "whole_model_differs": self.whole_model_differs,
             "severity": self.severity,
             "culprit_graphs": [i + 1 for i in self.culprits],
+            "reduced_graphs": [t.graph for t in self.targets],
+            "rank_by_own_verdict": self.rank_by_own_verdict,
+            "judged": self.judged,
             "notes": self.notes,
         }
 
@@ -464,33 +480,48 @@ def capture_user_case(case, *, ref: str, device: str, dtype: str | None, autocas
         return cap
     if not graphs:
         cap.capture_method = "make_fx (fallback: Dynamo handed the compiler no graph)"
-        cap.target_gm, cap.target_inputs = _make_fx_whole(run)
+        gm, inputs = _make_fx_whole(run)
+        cap.targets.append(ReductionTarget(None, gm, inputs, cap.capture_method))
         cap.notes.append(cap.capture_method)
+        if train:
+            # make_fx of the whole step would need the parameters as inputs; the fallback lowers
+            # the forward alone. Say so wherever the result is read, rather than leave a silent gap.
+            cap.judged = "forward only"
+            gap = ("--train: the whole model's gradients were judged above, but the make_fx fallback lowers the forward only: "
+                   "the graph reduced below holds no backward, so a divergence only in the gradients is not reduced")
+            cap.notes.append(gap)
+            cap.verdict_lines.append(gap)
         return cap
-    chosen = _graph_that_diverges(graphs, cap, run, eager, ref64, worth_reducing)
-    cap.verdict_lines.append(
-        f"graph {chosen.index + 1} of {len(graphs)} introduces the divergence"
-        + (f" (graphs that differ alone: {', '.join(str(i + 1) for i in cap.culprits)})" if cap.culprits else "")
-        + f": {chosen.module or 'top level'} ({chosen.source})"
-    )
-    cap.target_gm, cap.target_inputs = lower_to_aten(chosen, train=train)
+    for graph in _graphs_to_reduce(graphs, cap, run, eager, ref64, worth_reducing):
+        gm, inputs = lower_to_aten(graph, train=train)
+        why = ("the only captured graph" if len(graphs) == 1 else "judged by itself (no graph differs alone)"
+               if cap.rank_by_own_verdict else "makes the model differ when compiled alone")
+        cap.targets.append(ReductionTarget(graph.index + 1, gm, inputs, why))
+        cap.verdict_lines.append(f"graph {graph.index + 1} of {len(graphs)} to reduce: {why}: {graph.module or 'top level'} ({graph.source})")
+    if len(cap.culprits) == 1:
+        cap.verdict_lines.append(f"graph {cap.culprits[0] + 1} of {len(graphs)} introduces the divergence")
     return cap
 
 
-def _graph_that_diverges(graphs: list, cap: CaseCapture, run: _RunSpec, eager, ref64, worth_reducing) -> Any:
-    """The captured graph to reduce: the one whose compiling alone (the others eager) makes the
-    model diverge (every such graph is noted in `cap.culprits`), else the largest."""
-    for g in graphs if len(graphs) > 1 else []:
+def _graphs_to_reduce(graphs: list, cap: CaseCapture, run: _RunSpec, eager, ref64, worth_reducing) -> list:
+    """Every captured graph whose compiling alone (the others eager) makes the model diverge, in
+    capture order (each noted in `cap.culprits`). When none does alone, every graph, and
+    `cap.rank_by_own_verdict` tells the caller to judge each graph by itself and reduce them in
+    order of that verdict's severity (the divergence needs several graphs compiled together)."""
+    if len(graphs) == 1:
+        return graphs
+    for g in graphs:
         with contextlib.suppress(Exception):  # one graph that cannot compile alone is not the culprit
             if worth_reducing(whole_model_verdict(eager, run.run(_CompileOne(g.index)), ref64)):
                 cap.culprits.append(g.index)
-    if len(graphs) == 1:
-        return graphs[0]
     if cap.culprits:
-        return graphs[cap.culprits[0]]
-    # Only the graphs together differ: start from the largest, the likeliest to hold the cause.
-    cap.notes.append("no single captured graph makes the model differ on its own; reducing the largest")
-    return max(graphs, key=lambda g: g.ops)
+        return [graphs[i] for i in cap.culprits]
+    cap.rank_by_own_verdict = True
+    note = ("no single captured graph makes the model differ on its own: each graph is judged by itself and "
+            "those that differ are reduced in order of their own severity")
+    cap.notes.append(note)
+    cap.verdict_lines.append(note)
+    return graphs
 
 
 def _make_fx_whole(run: _RunSpec):

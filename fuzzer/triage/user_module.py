@@ -6,8 +6,8 @@ worker process (`Worker.call` -> `minimize_module_in_worker`), so a compiler cra
 worker, not the CLI.
 
 Steps: `module_capture` judges the whole model (eager vs compiled vs fp64), captures the graphs
-Dynamo hands the compiler and lowers the one that introduces the divergence to aten with `make_fx`
-(autocast becomes explicit casts); then walk the stage
+Dynamo hands the compiler and lowers each one that introduces the divergence to aten with `make_fx`
+(autocast becomes explicit casts); then, for each, walk the stage
 ladder eager -> aot_eager -> aot_eager_decomp_partition -> inductor and, for every rung whose output
 differs from the rung before it (a separate root cause each), reduce the graph with torch's
 `fx_minifier` using "this rung still differs from the one before" as the predicate, alternated
@@ -369,13 +369,14 @@ class _Reduced:
     gm: Any
     inputs: tuple
     passes: tuple[str, ...]  # the reduction passes run, in order
+    seconds: float = 0.0  # wall time of the reduction (bounded by its budget, plus one last query)
 
 
 def _reduce_and_name(diff: RungDifference, folders: CauseFolders, *, number: int, max_granularity, budget_s: float) -> dict:
     """Shrink the graph to what still makes `diff.rung` differ from `diff.before`, name the
     culprit with the bisector, and write its folder; returns the cause as `culprit.json` holds it."""
     reduced = _shrink(diff, _keeps_severity(diff), max_granularity=max_granularity, budget_s=budget_s)
-    return _write_cause(diff, folders, number, reduced)
+    return _write_cause(diff, folders, number, reduced, budget_s)
 
 
 def _keeps_severity(diff: RungDifference):
@@ -409,7 +410,9 @@ def _shrink(diff: RungDifference, fails, *, max_granularity, budget_s: float) ->
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             return minifier(g, list(inps), fails, dump_state=lambda g, i: None, max_granularity=max_granularity)
 
-    deadline = time.monotonic() + budget_s
+    start = time.monotonic()
+    deadline = start + budget_s
+    fails = _within(deadline, fails)
     small, small_inputs = minify(diff.gm, diff.inputs)
     passes = ["fx_minifier"]
     while time.monotonic() < deadline:
@@ -420,10 +423,31 @@ def _shrink(diff: RungDifference, fails, *, max_granularity, budget_s: float) ->
         passes.append("bypass")
         small, small_inputs = minify(small, small_inputs)
         passes.append("fx_minifier")
-    return _Reduced(small, tuple(small_inputs), tuple(passes))
+    return _Reduced(small, tuple(small_inputs), tuple(passes), time.monotonic() - start)
 
 
-def _write_cause(diff: RungDifference, folders: CauseFolders, number: int, reduced: _Reduced) -> dict:
+def _within(deadline: float, fails):
+    """`fails`, bounded by `deadline`: fx_minifier has no time limit of its own, and on a large joint
+    graph (a transformer's training step) its delta debugging compiles for many minutes. Past the
+    deadline every new candidate reads as "does not fail", so the minifier stops shrinking, while
+    the last graph that failed still does (the minifier re-checks its final graph, and the same
+    code on the same inputs is the same answer). The first query, the minifier's sanity check of
+    its input, is always answered honestly."""
+    last_failing: list[str] = []
+
+    def bounded(g, inps) -> bool:
+        code = g.code
+        if last_failing and time.monotonic() > deadline:
+            return code == last_failing[0]
+        if fails(g, inps):
+            last_failing[:] = [code]
+            return True
+        return False
+
+    return bounded
+
+
+def _write_cause(diff: RungDifference, folders: CauseFolders, number: int, reduced: _Reduced, budget_s: float) -> dict:
     """Bisect the reduced graph, then write `NN-rung/` (repro.py, inputs, culprit.json)."""
     import torch
 
@@ -459,6 +483,8 @@ def _write_cause(diff: RungDifference, folders: CauseFolders, number: int, reduc
         "ops": count_ops(small),
         "ops_before": count_ops(diff.gm),
         "passes": list(reduced.passes),
+        "reduce_s": round(reduced.seconds, 1),
+        "reduce_budget_s": round(budget_s, 1),
         "outputs": [f"{str(a.dtype).removeprefix('torch.')}{list(a.shape)}" for a, _ in shown],
         "differing": [_n_differ(a, b) for a, b in shown],
         "folder": str(folder),
@@ -472,29 +498,68 @@ def minimize_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: 
     """The whole `--module` pipeline; returns a JSON-able summary (runs in a worker).
 
     Capture through Dynamo and judge the whole model (`fuzzer.triage.capture`); then ladder, reduce
-    and attribute the captured graph that introduces the divergence. One policy decides what is
+    and attribute every captured graph that makes the model diverge when compiled alone (when none
+    does alone: every graph that differs by itself, most severe first). One policy decides what is
     worth reducing, for the whole model and for every candidate graph: `oracles.severity`.
-    `budget_s` bounds the reductions; the caller (`fuzzer.cli.minimize`) bounds the whole worker.
+    `budget_s` bounds the reductions, shared out evenly among the graphs still to reduce; the
+    caller (`fuzzer.cli.minimize`) bounds the whole worker. Cause folders are numbered across
+    graphs (`01-inductor/`, `02-inductor/`, ...), and each `culprit.json` names its graph.
     """
     from fuzzer.triage.capture import capture_user_case, write_capture
 
     cap = capture_user_case(load_user_module(ref), ref=ref, device=device, dtype=dtype, autocast=autocast, train=train,
                             worth_reducing=worth_reducing)
-    verdict_lines, gm, inputs = list(cap.verdict_lines), cap.target_gm, cap.target_inputs
-    write_capture(cap, Path(out_dir))
+    verdict_lines = list(cap.verdict_lines)
     summary = {"verdict": verdict_lines, "severity": cap.severity, "causes": [], "checks": [], "capture": cap.summary()}
-    if gm is None:
+    if not cap.targets:
+        write_capture(cap, Path(out_dir))
         return summary
     deadline = time.monotonic() + budget_s
-    outs = {rung: _run(gm, inputs, rung) for rung in RUNGS}
-    graph_verdict = _verdict(gm, inputs, outs["eager"], outs["inductor"])
-    verdict_lines += ["the captured graph, eager vs inductor:"] + ["  " + line for line in verdict_lines_of(graph_verdict)]
+    targets = _judge_targets(cap, verdict_lines)
+    write_capture(cap, Path(out_dir))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     causes: list[dict] = []
-    peeled: list[str] = []  # decompositions already named as a cause, removed to see what else differs
     checks: list[dict] = []  # every ladder comparison made, for the record (ladder.json)
     folders = CauseFolders(out, ref, device, tuple(verdict_lines))
+    for k, target in enumerate(targets):
+        share = max(0.0, deadline - time.monotonic()) / (len(targets) - k)
+        _ladder_one(target, folders, causes, checks, max_granularity=max_granularity, budget_s=share)
+    (out / "ladder.json").write_text(json.dumps(checks, indent=2) + "\n")
+    return summary | {"verdict": verdict_lines, "causes": causes, "checks": checks, "capture": cap.summary()}
+
+
+def _judge_targets(cap, verdict_lines: list[str]) -> list:
+    """Each target graph judged by itself (eager vs inductor, against its own fp64 reference), its
+    lines appended to `verdict_lines`. When no graph differs alone in the whole model
+    (`cap.rank_by_own_verdict`), only graphs whose own verdict is worth reducing are kept, most
+    severe first (stable: capture order breaks ties); `cap.targets` and its notes are updated."""
+    from oracles.severity import severity_of
+
+    judged = []
+    for target in cap.targets:
+        verdict = _verdict(target.gm, target.inputs, _run(target.gm, target.inputs, "eager"), _run(target.gm, target.inputs, "inductor"))
+        name = "the captured graph" if target.graph is None else f"graph {target.graph}"
+        verdict_lines += [f"{name}, eager vs inductor:"] + ["  " + line for line in verdict_lines_of(verdict)]
+        judged.append((target, severity_of(verdict), worth_reducing(verdict)))
+    if not cap.rank_by_own_verdict:
+        return [t for t, _, _ in judged]
+    kept = sorted(((t, r) for t, r, worth in judged if worth), key=lambda tr: tr[1].severity.rank)
+    note = ("graphs to reduce, most severe first: " + ", ".join(f"{t.graph} ({r.severity.value})" for t, r in kept)
+            if kept else "no captured graph differs at suspect or worse by itself: nothing to reduce")
+    cap.notes.append(note)
+    verdict_lines.append(note)
+    cap.targets = [t for t, _ in kept]
+    return cap.targets
+
+
+def _ladder_one(target, folders: CauseFolders, causes: list[dict], checks: list[dict], *, max_granularity, budget_s: float) -> None:
+    """Walk the ladder on one target graph: for every rung that differs from the one before it
+    (peeling each decomposition named as a cause to see what else differs), reduce, attribute and
+    write a cause folder. Appends to `causes` and `checks`."""
+    deadline = time.monotonic() + budget_s
+    gm, inputs = target.gm, target.inputs
+    peeled: list[str] = []  # decompositions already named as a cause, removed to see what else differs
     for before, rung in zip(RUNGS, RUNGS[1:]):
         while True:
             diff = RungDifference(gm, tuple(inputs), before, rung, tuple(peeled))
@@ -505,18 +570,21 @@ def minimize_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: 
                     raise
                 # Some decompositions cannot go (e.g. batch norm's makes the graph functional):
                 # keep it, and stop peeling at this rung.
-                checks.append({"compared": [before, rung], "removed": list(peeled), "outcome": f"{type(e).__name__}: {str(e)[:300]}"})
+                checks.append({"graph": target.graph, "compared": [before, rung], "removed": list(peeled),
+                               "outcome": f"{type(e).__name__}: {str(e)[:300]}"})
                 peeled.pop()
                 break
-            checks.append({"compared": [before, rung], "removed": list(peeled), "outcome": "differs" if differs else "equal"})
+            checks.append({"graph": target.graph, "compared": [before, rung], "removed": list(peeled),
+                           "outcome": "differs" if differs else "equal"})
             if not differs:
                 break
             left = max(0.0, deadline - time.monotonic())
             cause = _reduce_and_name(diff, folders, number=len(causes) + 1, max_granularity=max_granularity, budget_s=left)
+            cause["graph"] = target.graph
+            cause["graph_chosen_because"] = target.why
+            Path(cause["folder"], "culprit.json").write_text(json.dumps(cause, indent=2) + "\n")
             causes.append(cause)
             op = cause.get("decomposition")
             if not op or op in peeled:
                 break
             peeled.append(op)
-    (out / "ladder.json").write_text(json.dumps(checks, indent=2) + "\n")
-    return summary | {"verdict": verdict_lines, "causes": causes, "checks": checks}

@@ -83,3 +83,21 @@ def token_ids_and_kwargs():
 
 def no_tensors():
     return _case(ItemScale)[0], (3, "text")
+
+
+class TwoGates(_Gate):
+    """Two fused gates on either side of a `print`: each captured graph diverges on its own."""
+
+    def __init__(self, dim: int = 64):
+        super().__init__(dim)
+        self.p2 = torch.nn.Linear(dim, dim)
+        self.g2 = torch.nn.Linear(dim, dim)
+
+    def forward(self, x):
+        y = self.gate(x)
+        print("divfuzz test: between the gates")  # graph break
+        return self.p2(y) * self.g2(y).sigmoid()
+
+
+def two_gates():
+    return _case(TwoGates)
