@@ -8,7 +8,7 @@
 #   scripts/gpu_models.sh qwen2-infer bert-train ...   # any subset, by RUN name
 #   scripts/gpu_models.sh table    # only print the table of what is under $D
 #
-# Runs go two at a time on the one GPU (Inductor's compile is CPU-bound; 16 cores): each gets
+# Runs go $PAR at a time (default two) on the one GPU (Inductor's compile is CPU-bound; 16 cores): each gets
 # --budget $BUDGET for its reductions and is stopped by `timeout` at $LIMIT s, so a set of six
 # ends within 3 x $LIMIT s. Wall times are therefore measured two-up, not alone. Each run's folder
 # $D/RUN/ holds what --module writes (capture.json, NN-rung/culprit.json, ...), its log, and
@@ -55,17 +55,21 @@ if [ -n "$RUNS" ]; then
   python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name())"
   python3 -c "import transformers, timm, torchvision; print('transformers', transformers.__version__, 'timm', timm.__version__, 'torchvision', torchvision.__version__)" 2>&1 | tail -1
   set -- $RUNS
-  while [ $# -gt 0 ]; do  # two at a time
-    one "$1" & shift
-    if [ $# -gt 0 ]; then one "$1" & shift; fi
+  while [ $# -gt 0 ]; do  # $PAR at a time (default 2)
+    for _ in $(seq "${PAR:-2}"); do
+      if [ $# -gt 0 ]; then one "$1" & shift; fi
+    done
     wait
   done
 fi
 python3 scripts/models_table.py "$D" | tee "${OUT:-$D}/models.md"
-for run in $RUNS; do  # each repro of this call, standalone: exits 1 while it still diverges
-  for f in "$D/$run"/[0-9][0-9]-*/repro.py; do [ -f "$f" ] && { timeout 30 python3 "$f" > /dev/null 2>&1; echo "$f exits $?"; }; done
+for run in $RUNS; do  # each repro of this call, standalone, side by side: exits 1 while it still diverges
+  for f in "$D/$run"/[0-9][0-9]-*/repro.py; do
+    [ -f "$f" ] && { timeout 30 python3 "$f" > /dev/null 2>&1; echo "$f exits $?"; } &
+  done
 done
-if [ -n "${OUT:-}" ]; then  # what the table was read from, small files only (no inputs.bin)
-  (cd "$D" && find . -name '*.json' -o -name '*.txt' -o -name repro.py | tar -cf - -T - | tar -xf - -C "$OUT")
+wait
+if [ -n "${OUT:-}" ]; then  # what the table was read from, small files only (no inputs.bin), as one archive
+  (cd "$D" && find . -name '*.json' -o -name '*.txt' -o -name repro.py | tar -czf "$OUT/models.tar.gz" -T -)
 fi
 true
