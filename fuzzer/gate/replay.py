@@ -33,12 +33,19 @@ from fuzzer.gate.baseline import (
     summarize_verdict,
 )
 from fuzzer.gate.corpus import CorpusSpec, load_corpus
-from fuzzer.gate.policy import DEFAULT_MARGIN, compare_with_baseline, describe_summary
+from fuzzer.gate.policy import (
+    DEFAULT_MARGIN,
+    compare_with_baseline,
+    describe_summary,
+    judged_by_severity,
+    moved_bounds,
+    problem_rule,
+)
 from generators.spec import GraphSpec
 from oracles.findings import finding_of
 from records.config import CompileConfig
-from records.errors import SpecError
-from records.outcomes import DISCRETE_KINDS
+from records.errors import BaselineError, SpecError
+from records.outcomes import DISCRETE_KINDS, Status
 from records.verdict import Verdict
 
 RESULT_SCHEMA_VERSION = 1
@@ -73,6 +80,8 @@ class SpecResult:
     bucket: str | None  # the bucket key this verdict would land in, if any
     wall_s: float = 0.0
     severity: dict | None = None  # oracles.severity.SeverityReason of the verdict, if it diverges
+    moved: list[str] = field(default_factory=list)  # bounds that grew at the baseline's severity (not failures)
+    judged_by: str = "severity"  # "severity" or "bounds" (a baseline entry without a severity)
 
     @property
     def passed(self) -> bool:
@@ -87,8 +96,11 @@ class SpecResult:
             "observed": self.observed,
             "expected": self.expected,
             "in_baseline": self.expected is not None,
+            "judged_by": self.judged_by,
             "problems": self.problems,
+            "failed_rules": sorted({problem_rule(p) for p in self.problems}),
             "improvements": self.improvements,
+            "moved_bounds": self.moved,
             "bucket": self.bucket,
             "severity": self.severity,
         }
@@ -226,6 +238,7 @@ def update_baseline(opts: GateOptions, *, log=print) -> Baseline:
         workers=opts.workers,
         on_case=lambda e, v, w: log(f"{e.name}: {describe_summary(summarize_verdict(v))} ({w:.1f} s)"),
     )
+    _refuse_unrecordable(verdicts, path)
     entries = {}
     for s in specs:
         entry = summarize_verdict(verdicts[s.name])
@@ -247,6 +260,26 @@ def update_baseline(opts: GateOptions, *, log=print) -> Baseline:
     )
     baseline.write()
     return baseline
+
+
+# What a baseline may not hold as a spec's expected state: the worker died or ran out of time
+# (a crash or a hang is never "expected", and a hang's timing depends on the machine's load), or
+# eager itself failed (a divfuzz generator bug, not the compiler's). divfuzz's own failures in a
+# worker raise InternalError before this point and stop the command.
+UNRECORDABLE = (Status.CRASH, Status.HANG, Status.EAGER_ERROR)
+
+
+def _refuse_unrecordable(verdicts: dict[str, Verdict | None], path: Path) -> None:
+    """BaselineError naming each spec whose verdict must not become the expected state; the
+    baseline file is then not written (left byte-identical)."""
+    bad = sorted((name, v.status.value, v.error_type) for name, v in verdicts.items()
+                 if v is not None and v.status in UNRECORDABLE)
+    if bad:
+        listed = "; ".join(f"{name}: {status}" + (f" ({err})" if err else "") for name, status, err in bad)
+        raise BaselineError(
+            f"{path}: not written: a baseline cannot record a crash, a hang or an eager error as the expected state "
+            f"({listed}). Fix or remove these specs, or raise --timeout, and run --update-baseline again"
+        )
 
 
 def run_gate(opts: GateOptions, *, log=lambda msg: None) -> GateResult:
@@ -324,10 +357,15 @@ def _judge_spec(s: CorpusSpec, verdict: Verdict | None, expected: dict | None, w
     if verdict is None:
         return SpecResult(s.name, digest, None, expected, [f"not run: the gate's budget of {opts.budget_s:g} s ran out"], [], None)
     observed = summarize_verdict(verdict)
-    problems, improvements = compare_with_baseline(observed, expected, margin=opts.margin)
+    severity = _severity_of(verdict)
+    problems, improvements = compare_with_baseline(observed, expected, margin=opts.margin,
+                                                   detail=severity["detail"] if severity else None)
     if expected is not None and expected.get("digest") not in (None, digest):
         problems.insert(0, f"the spec changed since the baseline was written (digest {digest}, baseline {expected['digest']}); re-run --update-baseline")
-    return SpecResult(s.name, digest, observed, expected, problems, improvements, _bucket_of(verdict, s.spec, opts.device), wall_s, _severity_of(verdict))
+    by_severity = judged_by_severity(expected)
+    return SpecResult(s.name, digest, observed, expected, problems, improvements, _bucket_of(verdict, s.spec, opts.device),
+                      wall_s, severity, moved_bounds(observed, expected) if by_severity else [],
+                      "severity" if by_severity else "bounds")
 
 
 def run_fuzz(opts: GateOptions, *, known: tuple[str, ...], corpus_buckets: set[str]) -> dict[str, Any]:
