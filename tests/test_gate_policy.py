@@ -86,3 +86,29 @@ def test_a_baseline_with_a_bad_severity_is_refused_naming_the_field(tmp_path, ba
                                 "config": {}, "specs": {"s": entry}}))
     with pytest.raises(BaselineError, match=r"specs\.s\.severity"):
         load_baseline(path)
+
+
+def test_update_baseline_refuses_to_record_a_crash_naming_the_spec(tmp_path):
+    """The planted `kill_worker` backend kills the worker as it compiles: a crash is never an
+    expected state, so --update-baseline exits 2 naming the spec and its status, and the
+    baseline already there stays byte-identical."""
+    from pathlib import Path
+    import shutil
+
+    from click.testing import CliRunner
+
+    from fuzzer.cli.main import main
+    from fuzzer.gate.baseline import default_baseline_path
+
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "specs").mkdir()
+    shutil.copy(root / "corpus" / "specs" / "seed-gelu-tanh-bf16.json", tmp_path / "specs")
+    baseline = default_baseline_path(tmp_path, "cpu")
+    baseline.write_text('{"kept": "byte for byte"}\n')
+    before = baseline.read_bytes()
+    result = CliRunner().invoke(main, ["gate", "--device", "cpu", "--corpus", str(tmp_path), "--update-baseline",
+                                       "--backend", "fuzzer.engine.planted:kill_worker"])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert "not written" in text and "seed-gelu-tanh-bf16: crash" in text
+    assert baseline.read_bytes() == before

@@ -36,7 +36,8 @@ SEVERITY_WORSE = "severity-worse"
 NEW_BUG_KIND = "new-bug-kind"
 NOW_DIFFERS = "now-differs"  # by bounds: an output the baseline expects equal to eager
 BOUND_EXCEEDED = "bound-exceeded"  # by bounds: a bound exceeded by more than the margin
-RULES = (NEW_ERROR, NAN_INF_PLACEMENT, INT_GROSS_NEW, SEVERITY_WORSE, NEW_BUG_KIND, NOW_DIFFERS, BOUND_EXCEEDED)
+PERF_SLOWER = "perf-slower"  # --oracle perf: compiled slower than eager, rated a bug
+RULES = (NEW_ERROR, NAN_INF_PLACEMENT, INT_GROSS_NEW, SEVERITY_WORSE, NEW_BUG_KIND, NOW_DIFFERS, BOUND_EXCEEDED, PERF_SLOWER)
 
 
 def _allowed(bound: float, margin: float, *, integer: bool) -> float:
