@@ -204,7 +204,7 @@ def test_margin_is_relative_slack():
     more_nan["outputs"]["v"]["nan_inf_mismatch"] = 1
     assert any("NaN/Inf placement" in p for p in compare_with_baseline(more_nan, observed, margin=1.0)[0])
     error = {"status": "compile-error", "error_type": "BackendCompilerFailed", "outputs": {}}
-    assert any("new error" in p for p in compare_with_baseline(error, observed, margin=1.0)[0])
+    assert any(p.startswith("new-error: compile-error") for p in compare_with_baseline(error, observed, margin=1.0)[0])
 
 
 def test_corrupt_corpus_file_exits_2_naming_it(sub_corpus, tmp_path):
