@@ -132,6 +132,7 @@ def test_planted_bug_fails_the_gate_and_junit_names_it(sub_corpus, tmp_path, bac
     assert set(failures) == failing
     for name, message in failures.items():
         assert "the baseline expects it equal to eager" in message and "verdict:" in message
+        assert "severity-worse: the verdict is now" in message and "the baseline's is clean" in message
         assert (repros / name / "repro.py").exists() and (repros / name / "spec.json").exists()
     if backend.endswith("ulp_bump"):
         assert "1/1048576 bfloat16 elements differ, max 1 ULP" in next(iter(failures.values()))
@@ -139,10 +140,13 @@ def test_planted_bug_fails_the_gate_and_junit_names_it(sub_corpus, tmp_path, bac
         assert "1/" in next(iter(failures.values())) and "flips, max step 1" in next(iter(failures.values()))
 
 
-def _known_divergence_run(sub_corpus, tmp_path, scale_bounds) -> tuple[int, dict]:
+def _known_divergence_run(sub_corpus, tmp_path, scale_bounds, *, with_severity=True) -> tuple[int, dict]:
     baseline = json.loads(default_baseline_path(sub_corpus, "cpu").read_text())
     entry = baseline["specs"]["seed-gate-bf16"]
     assert entry["outputs"], "p(x) * sigmoid(g(x)) in bf16 is a known divergence on CPU"
+    assert entry["severity"]["severity"] in ("noise", "suspect"), entry["severity"]
+    if not with_severity:  # a baseline written before severities were recorded: judged by its bounds
+        del entry["severity"]
     for o in entry["outputs"].values():
         o["max_ulp"] = scale_bounds(o["max_ulp"], True)
         o["diff_fraction"] = scale_bounds(o["diff_fraction"], False)
@@ -153,12 +157,36 @@ def _known_divergence_run(sub_corpus, tmp_path, scale_bounds) -> tuple[int, dict
     return result.exit_code, json.loads((tmp_path / "r.json").read_text())
 
 
-def test_tightened_bound_fails(sub_corpus, tmp_path):
-    code, data = _known_divergence_run(sub_corpus, tmp_path, lambda v, is_int: v - 1 if is_int else v / 2)
+def test_tightened_bound_fails_a_baseline_without_severities(sub_corpus, tmp_path):
+    code, data = _known_divergence_run(sub_corpus, tmp_path, lambda v, is_int: v - 1 if is_int else v / 2, with_severity=False)
     assert code == 1
-    problems = data["specs"][0]["problems"]
-    assert any("max ULP" in p and "exceeds" in p for p in problems)
-    assert any("differing fraction" in p and "exceeds" in p for p in problems)
+    spec = data["specs"][0]
+    assert spec["judged_by"] == "bounds" and spec["failed_rules"] == ["bound-exceeded"]
+    assert any("max ULP" in p and "exceeds" in p for p in spec["problems"])
+    assert any("differing fraction" in p and "exceeds" in p for p in spec["problems"])
+
+
+def test_bound_moved_at_the_same_severity_passes_and_is_reported(sub_corpus, tmp_path):
+    """The severity rules: the same verdict against bounds halved (what reduction order or
+    autotuning does run to run) passes, and the report lists the bounds that moved."""
+    code, data = _known_divergence_run(sub_corpus, tmp_path, lambda v, is_int: v - 1 if is_int else v / 2)
+    spec = data["specs"][0]
+    assert code == 0, spec
+    assert spec["judged_by"] == "severity" and spec["problems"] == [] and spec["failed_rules"] == []
+    assert any("max ULP" in m and "at the same severity" in m for m in spec["moved_bounds"])
+    assert any("differing fraction" in m for m in spec["moved_bounds"])
+
+
+def test_a_genuinely_worse_known_divergence_fails_by_severity(sub_corpus, tmp_path):
+    """The planted `drift` backend scales an output of a spec the baseline knows diverges (as
+    rounding): the verdict becomes a bug, and the gate fails it by the severity rule."""
+    result = gate("--corpus", str(sub_corpus), "--backend", "fuzzer.engine.planted:drift", "--spec", "seed-gate-bf16",
+                  "--json", str(tmp_path / "r.json"))
+    assert result.exit_code == 1, result.output
+    spec = json.loads((tmp_path / "r.json").read_text())["specs"][0]
+    assert "severity-worse" in spec["failed_rules"] and spec["severity"]["severity"] == "bug"
+    assert any(p.startswith("severity-worse: the verdict is now bug") for p in spec["problems"])
+    assert "severity-worse: the verdict is now bug" in flat(result.output)
 
 
 def test_loosened_bound_passes_and_reports_improvement(sub_corpus, tmp_path):
@@ -173,13 +201,13 @@ def test_margin_is_relative_slack():
         "nan_inf_mismatch": 0, "triage": "same"}}}
     expected = json.loads(json.dumps(observed))
     expected["outputs"]["v"].update(n_diff=10, diff_fraction=0.10)
-    assert compare_with_baseline(observed, expected, margin=0.0)[0]
+    assert compare_with_baseline(observed, expected, margin=0.0)[0]  # no severity recorded: judged by bounds
     assert not compare_with_baseline(observed, expected, margin=0.2)[0]
     more_nan = json.loads(json.dumps(observed))
     more_nan["outputs"]["v"]["nan_inf_mismatch"] = 1
     assert any("NaN/Inf placement" in p for p in compare_with_baseline(more_nan, observed, margin=1.0)[0])
     error = {"status": "compile-error", "error_type": "BackendCompilerFailed", "outputs": {}}
-    assert any("new error" in p for p in compare_with_baseline(error, observed, margin=1.0)[0])
+    assert any(p.startswith("new-error: compile-error") for p in compare_with_baseline(error, observed, margin=1.0)[0])
 
 
 def test_corrupt_corpus_file_exits_2_naming_it(sub_corpus, tmp_path):

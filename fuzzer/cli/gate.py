@@ -1,8 +1,10 @@
 """`divfuzz gate`: replay the corpus against its baseline (and optionally fuzz), for CI.
 
-Exit codes of `gate`: 0 pass (improvements are reported), 1 fail (a clean spec diverges, a known
-divergence exceeds its bounds, a new error, a new fuzz finding), 2 bad input (a corrupt corpus
-file or baseline, a missing baseline, an unknown backend, a missing device).
+Exit codes of `gate`: 0 pass (improvements are reported), 1 fail (a verdict more severe than the
+baseline's or a new kind of failure, `fuzzer.gate.policy`; under --oracle perf, compiled slower
+than eager as a bug; a new fuzz finding), 2 bad input (a corrupt corpus file or baseline, a
+missing baseline, an unknown backend, a missing device, a crash or hang --update-baseline would
+record, an option --oracle perf cannot take).
 """
 
 from __future__ import annotations
@@ -14,12 +16,15 @@ from pathlib import Path
 
 import click
 
+from records.errors import ConfigError
+
 from fuzzer.cli.options import (
     DivfuzzCommand,
     check_out_dir,
     check_out_file,
     compile_config,
     compile_options,
+    oracle_options,
     console,
     out,
     parse_budget,
@@ -35,7 +40,7 @@ from fuzzer.cli.options import (
 @click.option("--baseline-any", is_flag=True,
               help="Compare with a baseline written for another device, torch or CPU capability/GPU architecture (the mismatch is reported).")
 @click.option("--margin", type=click.FloatRange(min=0), default=0.1, show_default=True,
-              help="Relative slack on every baseline bound (0.1: 10% over a bound still passes).")
+              help="Baseline entries without a severity (older baselines): relative slack on every bound (0.1: 10% over a bound still passes).")
 @click.option("--budget", default=None, help="Wall-clock budget for the replay (e.g. 10m); specs left over fail.")
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
               help="Worker processes replaying the corpus side by side (the verdicts do not depend on it).")
@@ -51,10 +56,13 @@ from fuzzer.cli.options import (
 @click.option("--repro-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write spec.json + repro.py of each failing spec (and new fuzz buckets) here.")
 @click.option("--update-baseline", is_flag=True, help="Replay the corpus and write the baseline from what it gives.")
+@oracle_options
 @compile_options
 def gate(device, corpus_dir, baseline_path, margin, budget, workers, timeout_s, fuzz_budget, fuzz_cases, seed, only,
-         junit_path, markdown_path, json_path, repro_dir, update_baseline, backend, inductor, dynamic, mode, baseline_any):
-    """Replay the corpus and hold it to the baseline: the CI gate."""
+         junit_path, markdown_path, json_path, repro_dir, update_baseline, backend, inductor, dynamic, mode, baseline_any,
+         oracle, perf_margin):
+    """Replay the corpus and hold it to the baseline: the CI gate. With --oracle perf, time each
+    spec eager vs compiled instead: a spec fails when compiled is slower as a bug (no baseline)."""
     from fuzzer.gate.baseline import default_baseline_path
     from fuzzer.gate.replay import GateOptions, run_gate
 
@@ -64,6 +72,10 @@ def gate(device, corpus_dir, baseline_path, margin, budget, workers, timeout_s, 
         check_out_dir(repro_dir, "--repro-dir")
     device = resolve_device(device)
     config = compile_config(backend, inductor, dynamic, mode)
+    if oracle == "perf":
+        _check_perf_options(device, workers, update_baseline, fuzz_budget or fuzz_cases, baseline_path, baseline_any)
+    elif perf_margin is not None:
+        raise ConfigError("--perf-margin is for --oracle perf")
     opts = GateOptions(
         device=device,
         corpus_dir=corpus_dir,
@@ -79,13 +91,15 @@ def gate(device, corpus_dir, baseline_path, margin, budget, workers, timeout_s, 
         only=tuple(only),
         baseline_any=baseline_any,
         workers=workers,
+        oracle=oracle,
+        perf_margin=perf_margin,
     )
     log = lambda m: console.print(m, highlight=False, markup=False, emoji=False, soft_wrap=True)  # noqa: E731
     if update_baseline:
         _write_baseline(opts, log)
         return
-    path = baseline_path or default_baseline_path(corpus_dir, device)
-    console.print(f"divfuzz gate: {corpus_dir} against {path}, device {device}, backend {config.describe()}", highlight=False)
+    against = "the perf oracle (no baseline)" if oracle == "perf" else baseline_path or default_baseline_path(corpus_dir, device)
+    console.print(f"divfuzz gate: {corpus_dir} against {against}, device {device}, backend {config.describe()}", highlight=False)
     data = run_gate(opts, log=log).to_dict()
     for note in data["notes"]:
         console.print(f"[bold yellow]note:[/] {note}", highlight=False, soft_wrap=True)
@@ -94,9 +108,21 @@ def gate(device, corpus_dir, baseline_path, margin, budget, workers, timeout_s, 
     sys.exit(data["exit_code"])
 
 
+def _check_perf_options(device, workers, update_baseline, fuzzing, baseline_path, baseline_any) -> None:
+    """What --oracle perf cannot be combined with, refused before any work (exit 2). One worker per
+    device, as for `fuzz --oracle perf`: side-by-side workers would time each other."""
+    from fuzzer.cli.fuzz import _resolve_workers
+
+    for given, option in ((update_baseline, "--update-baseline"), (fuzzing, "--fuzz/--fuzz-cases"),
+                          (baseline_path, "--baseline"), (baseline_any, "--baseline-any")):
+        if given:
+            raise ConfigError(f"{option} with --oracle perf: the perf gate judges each spec by the perf oracle's severity "
+                              f"and reads no baseline")
+    _resolve_workers(workers, device, "perf")
+
+
 def _write_baseline(opts, log) -> None:
     from fuzzer.gate.replay import update_baseline
-    from records.errors import ConfigError
 
     if opts.only:
         raise ConfigError("--spec cannot be combined with --update-baseline: a baseline covers the whole corpus")

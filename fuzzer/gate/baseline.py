@@ -5,7 +5,9 @@ A baseline is keyed by device type, torch minor version, and CPU capability or G
 by architecture. It lists, per corpus spec, the expected verdict summary (`summarize_verdict`):
 clean (every output bitwise equal to eager), a known divergence with its bounds (max ULP,
 differing fraction, NaN/Inf mismatches, integer flips and their largest step), or a known error.
-A spec missing from the baseline is expected clean.
+A spec missing from the baseline is expected clean. Each entry also records the severity policy's
+judgement (`severity`: severity, rule, output; null when clean), which the gate judges by
+(`fuzzer.gate.policy`); an entry without one (an older baseline) is judged by its raw bounds.
 
 Invariants: `load_baseline` refuses a file that lacks any field the policy reads (BaselineError
 naming the file and field); a baseline written for another machine key is refused unless the
@@ -23,6 +25,7 @@ from typing import Any
 from records.config import CompileConfig
 from records.errors import BaselineError, DivfuzzError
 from records.outcomes import Status
+from records.severity import Severity
 from records.verdict import Verdict
 
 BASELINE_SCHEMA_VERSION = 2  # 2: keyed by CPU capability / GPU architecture (`arch`)
@@ -89,7 +92,18 @@ def summarize_verdict(verdict: Verdict) -> dict[str, Any]:
                 "max_step": i.max_step,
                 "gross_flips": i.gross_flips + i.unknown_flips,
             }
-    return {"status": verdict.status.value, "error_type": verdict.error_type, "outputs": outputs}
+    return {"status": verdict.status.value, "error_type": verdict.error_type, "outputs": outputs,
+            "severity": severity_summary(verdict)}
+
+
+def severity_summary(verdict: Verdict) -> dict[str, str] | None:
+    """The severity policy's judgement of a verdict (`oracles.severity.severity_of`) as baseline
+    data: severity, rule and output, or None when nothing diverges. The rule's sentence is left
+    out: its numbers move run to run, and the gate judges the severity, not the numbers."""
+    from oracles.severity import severity_of
+
+    reason = severity_of(verdict)
+    return None if reason is None else {"severity": reason.severity.value, "rule": reason.rule, "output": reason.output}
 
 
 @dataclass(frozen=True)
@@ -230,6 +244,12 @@ def _check_spec_entry(name: str, entry: Any, bad) -> None:
         raise bad(f"a string or null for specs.{name}.error_type", entry.get("error_type"))
     if not isinstance(entry.get("digest"), (str, type(None))):
         raise bad(f"a string for specs.{name}.digest", entry.get("digest"))
+    if "severity" in entry:
+        sev = entry["severity"]
+        valid = {s.value for s in Severity}
+        if sev is not None and not (isinstance(sev, dict) and sev.get("severity") in valid
+                                    and isinstance(sev.get("rule"), str) and isinstance(sev.get("output"), str)):
+            raise bad(f"null or an object with a severity in {sorted(valid)}, a rule and an output for specs.{name}.severity", sev)
     for out_name, o in entry["outputs"].items():
         where = f"specs.{name}.outputs.{out_name}"
         if not isinstance(o, dict) or o.get("kind") not in _OUTPUT_FIELDS:

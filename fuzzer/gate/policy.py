@@ -1,8 +1,21 @@
 """The gate's policy: one spec's observed verdict summary against its baseline entry.
 
-A clean spec must stay bitwise equal; a known divergence may not exceed its bounds (max ULP,
-differing fraction, NaN/Inf placement, integer flips and step) by more than a relative margin;
-a new error or a changed error fails. Bounds that tightened are reported as improvements.
+Two rule sets, picked by the baseline entry:
+
+- **By severity** (an entry that records the severity policy's judgement, `oracles.severity`;
+  every baseline `--update-baseline` writes now). A spec FAILs when its verdict is more severe
+  than the baseline's by the one severity order (clean < noise < by-design < suspect < bug), or
+  shows a new kind of failure: a new or different error status, more NaN/Inf mismatches, integer
+  flips far from a rounding boundary where there were none, a `bug` rule the baseline did not
+  have. A bound that moves (max ULP, differing fraction, flips) while the severity stays the same
+  passes and is reported as moved: reduction order and autotuning move bounds run to run (the
+  H100's `pointwise-reduction-float32-bwd`: max 16 -> 120 fp32 ULP under load, still rounding).
+- **By bounds** (an entry without a severity: a baseline written before severities were
+  recorded). A clean output must stay bitwise equal; a known divergence may not exceed its
+  bounds by more than a relative margin.
+
+Each problem starts with the id of the rule that failed it (`severity-worse: ...`), so that JSON,
+JUnit and markdown say which rule failed a spec. Bounds that tightened are improvements.
 """
 
 from __future__ import annotations
@@ -11,8 +24,20 @@ import math
 from typing import Any
 
 from records.outcomes import NO_OUTPUT_STATUSES, Status
+from records.severity import Severity
 
 DEFAULT_MARGIN = 0.1
+
+# Rule ids, as they lead each problem.
+NEW_ERROR = "new-error"
+NAN_INF_PLACEMENT = "nan-inf-placement"
+INT_GROSS_NEW = "int-gross-new"
+SEVERITY_WORSE = "severity-worse"
+NEW_BUG_KIND = "new-bug-kind"
+NOW_DIFFERS = "now-differs"  # by bounds: an output the baseline expects equal to eager
+BOUND_EXCEEDED = "bound-exceeded"  # by bounds: a bound exceeded by more than the margin
+PERF_SLOWER = "perf-slower"  # --oracle perf: compiled slower than eager, rated a bug
+RULES = (NEW_ERROR, NAN_INF_PLACEMENT, INT_GROSS_NEW, SEVERITY_WORSE, NEW_BUG_KIND, NOW_DIFFERS, BOUND_EXCEEDED, PERF_SLOWER)
 
 
 def _allowed(bound: float, margin: float, *, integer: bool) -> float:
@@ -37,48 +62,65 @@ def describe_summary(summary: dict[str, Any]) -> str:
     return "; ".join(f"{name}: {_describe(o)}" for name, o in summary["outputs"].items())
 
 
+def describe_severity(sev: dict[str, Any] | None) -> str:
+    """`suspect (closer-many-ulps on v11)`, or `clean` for no severity."""
+    if not sev:
+        return "clean"
+    return f"{sev['severity']} ({sev['rule']} on {sev['output']})"
+
+
+def _rank(sev: dict[str, Any] | None) -> int:
+    """0 for a bug ... 3 for noise, 4 for clean: the one severity order, with clean below noise."""
+    return Severity(sev["severity"]).rank if sev else len(Severity)
+
+
+def judged_by_severity(expected: dict[str, Any] | None) -> bool:
+    """Whether an entry is held to the severity rules: it records a severity (null when clean), or
+    there is no entry (a spec missing from the baseline is expected clean)."""
+    return expected is None or "severity" in expected
+
+
 def compare_with_baseline(
-    observed: dict[str, Any], expected: dict[str, Any] | None, *, margin: float
+    observed: dict[str, Any], expected: dict[str, Any] | None, *, margin: float, detail: str | None = None
 ) -> tuple[list[str], list[str]]:
     """(problems, improvements) of one spec's observed summary against its baseline entry.
 
-    A pure function. Problems fail the gate: a clean output that now differs, a bound exceeded
-    by more than `margin` (relative), more NaN/Inf mismatches, new gross integer flips, a new or
-    different error. Improvements are reported: a known divergence gone or smaller, an error gone.
+    A pure function. Problems fail the gate, each led by its rule id; improvements are reported
+    (a known divergence gone or smaller, an error gone, a severity lowered). By severity (see the
+    module doc) a moved bound is not a problem; `moved_bounds` lists those. `detail` is the
+    severity rule's sentence for the observed verdict, quoted when the severity rules fail it.
     """
     problems: list[str] = []
     improvements: list[str] = []
-    exp = expected if expected is not None else {"status": Status.OK.value, "error_type": None, "outputs": {}}
+    by_severity = judged_by_severity(expected)
+    exp = expected if expected is not None else {"status": Status.OK.value, "error_type": None, "outputs": {}, "severity": None}
     obs_status, exp_status = observed["status"], exp["status"]
     errors = {s.value for s in NO_OUTPUT_STATUSES} | {Status.NONDETERMINISTIC.value}
     if obs_status in errors:
         if (obs_status, observed.get("error_type")) != (exp_status, exp.get("error_type")):
-            problems.append(f"new error: {describe_summary(observed)} (baseline: {describe_summary(exp)})")
+            problems.append(f"{NEW_ERROR}: {describe_summary(observed)} (baseline: {describe_summary(exp)})")
         return problems, improvements
     if exp_status in errors:
         improvements.append(f"the baseline's {describe_summary(exp)} is gone")
+    if by_severity:
+        problems += _severity_problems(observed.get("severity"), exp.get("severity"), improvements, detail)
     for name, o in observed["outputs"].items():
         e = exp["outputs"].get(name)
         if e is None or e["kind"] != o["kind"]:
-            problems.append(f"{name}: {_describe(o)}; the baseline expects it equal to eager")
+            if not by_severity:
+                problems.append(f"{NOW_DIFFERS}: {name}: {_describe(o)}; the baseline expects it equal to eager")
+            elif not exp["outputs"]:
+                problems.append(f"{NOW_DIFFERS}: {name}: {_describe(o)}; the baseline expects it equal to eager")
+            _new_kind_problems(name, o, None, problems)
             continue
-        if o["kind"] == "float":
-            checks = (("max ULP", "max_ulp", True), ("differing fraction", "diff_fraction", False))
-            if o["nan_inf_mismatch"] > e["nan_inf_mismatch"]:
-                problems.append(
-                    f"{name}: NaN/Inf placement changed: {o['nan_inf_mismatch']} mismatches (baseline {e['nan_inf_mismatch']})"
-                )
-            elif o["nan_inf_mismatch"] < e["nan_inf_mismatch"]:
-                improvements.append(f"{name}: NaN/Inf mismatches {e['nan_inf_mismatch']} -> {o['nan_inf_mismatch']}")
-        else:
-            checks = (("integer flips", "flips", True), ("max step", "max_step", True))
-            if o["gross_flips"] > 0 and e.get("gross_flips", 0) == 0:
-                problems.append(f"{name}: {o['gross_flips']} flips far from a rounding boundary (baseline: none)")
-        for label, key, integer in checks:
+        _new_kind_problems(name, o, e, problems)
+        if o["kind"] == "float" and o["nan_inf_mismatch"] < e["nan_inf_mismatch"]:
+            improvements.append(f"{name}: NaN/Inf mismatches {e['nan_inf_mismatch']} -> {o['nan_inf_mismatch']}")
+        for label, key, integer in _BOUNDS[o["kind"]]:
             allowed = _allowed(e[key], margin, integer=integer)
-            if o[key] > allowed:
+            if o[key] > allowed and not by_severity:
                 problems.append(
-                    f"{name}: {label} {_fmt(o[key])} exceeds the baseline's {_fmt(e[key])} "
+                    f"{BOUND_EXCEEDED}: {name}: {label} {_fmt(o[key])} exceeds the baseline's {_fmt(e[key])} "
                     f"(allowed {_fmt(allowed)} with margin {margin:g})"
                 )
             elif o[key] < e[key]:
@@ -87,6 +129,59 @@ def compare_with_baseline(
         if name not in observed["outputs"]:
             improvements.append(f"{name}: now equal to eager (baseline: {_describe(e)})")
     return problems, improvements
+
+
+_BOUNDS = {
+    "float": (("max ULP", "max_ulp", True), ("differing fraction", "diff_fraction", False)),
+    "int": (("integer flips", "flips", True), ("max step", "max_step", True)),
+}
+
+
+def _new_kind_problems(name: str, o: dict[str, Any], e: dict[str, Any] | None, problems: list[str]) -> None:
+    """New kinds of failure on one output, whatever the rule set: NaN/Inf placement that moved
+    further, integer flips far from a rounding boundary where the baseline has none."""
+    if o["kind"] == "float":
+        before = e["nan_inf_mismatch"] if e else 0
+        if o["nan_inf_mismatch"] > before:
+            problems.append(f"{NAN_INF_PLACEMENT}: {name}: NaN/Inf placement changed: {o['nan_inf_mismatch']} mismatches (baseline {before})")
+    elif o["gross_flips"] > 0 and (e or {}).get("gross_flips", 0) == 0:
+        problems.append(f"{INT_GROSS_NEW}: {name}: {o['gross_flips']} flips far from a rounding boundary (baseline: none)")
+
+
+def _severity_problems(obs: dict[str, Any] | None, exp: dict[str, Any] | None, improvements: list[str],
+                       detail: str | None) -> list[str]:
+    tail = f": {detail}" if detail else ""
+    if _rank(obs) < _rank(exp):
+        return [f"{SEVERITY_WORSE}: the verdict is now {describe_severity(obs)}, the baseline's is {describe_severity(exp)}"
+                + tail]
+    if obs and exp and obs["severity"] == Severity.BUG.value == exp["severity"] and obs["rule"] != exp["rule"]:
+        return [f"{NEW_BUG_KIND}: a new kind of bug, {describe_severity(obs)}; the baseline's bug is {exp['rule']}"
+                + tail]
+    if _rank(obs) > _rank(exp):
+        improvements.append(f"severity {describe_severity(exp)} -> {describe_severity(obs)}")
+    return []
+
+
+def moved_bounds(observed: dict[str, Any], expected: dict[str, Any] | None) -> list[str]:
+    """Bounds that grew without failing (the severity rules held them): reported, not judged."""
+    if not expected or observed["status"] != Status.DIVERGED.value:
+        return []
+    moved = []
+    for name, o in observed["outputs"].items():
+        e = expected["outputs"].get(name)
+        if e is None or e["kind"] != o["kind"]:
+            moved.append(f"{name}: now differs ({_describe(o)}) at the baseline's severity")
+            continue
+        for label, key, _ in _BOUNDS[o["kind"]]:
+            if o[key] > e[key]:
+                moved.append(f"{name}: {label} {_fmt(e[key])} -> {_fmt(o[key])} at the same severity")
+    return moved
+
+
+def problem_rule(problem: str) -> str:
+    """The rule id a problem line starts with (`gate` for the gate's own: a budget, a changed spec)."""
+    head = problem.split(":", 1)[0]
+    return head if head in RULES else "gate"
 
 
 def _fmt(v: float) -> str:

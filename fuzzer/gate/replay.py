@@ -33,13 +33,22 @@ from fuzzer.gate.baseline import (
     summarize_verdict,
 )
 from fuzzer.gate.corpus import CorpusSpec, load_corpus
-from fuzzer.gate.policy import DEFAULT_MARGIN, compare_with_baseline, describe_summary
+from fuzzer.gate.policy import (
+    DEFAULT_MARGIN,
+    NEW_ERROR,
+    PERF_SLOWER,
+    compare_with_baseline,
+    describe_summary,
+    judged_by_severity,
+    moved_bounds,
+    problem_rule,
+)
 from generators.spec import GraphSpec
 from oracles.findings import finding_of
 from records.config import CompileConfig
-from records.errors import SpecError
-from records.outcomes import DISCRETE_KINDS
-from records.verdict import Verdict
+from records.errors import BaselineError, SpecError
+from records.outcomes import DISCRETE_KINDS, Status
+from records.verdict import PerfComparison, Verdict
 
 RESULT_SCHEMA_VERSION = 1
 
@@ -60,6 +69,8 @@ class GateOptions:
     only: tuple[str, ...] = ()  # spec names to replay (empty: all)
     baseline_any: bool = False  # compare with a baseline written for another machine key (noted)
     workers: int = 1  # isolated worker processes replaying the corpus side by side
+    oracle: str = "numeric"  # "perf": time eager vs compiled (`fuzzer.engine.perf`), no baseline
+    perf_margin: float | None = None  # the perf oracle's noise margin (None: the device's default)
 
 
 @dataclass
@@ -73,22 +84,36 @@ class SpecResult:
     bucket: str | None  # the bucket key this verdict would land in, if any
     wall_s: float = 0.0
     severity: dict | None = None  # oracles.severity.SeverityReason of the verdict, if it diverges
+    moved: list[str] = field(default_factory=list)  # bounds that grew at the baseline's severity (not failures)
+    judged_by: str = "severity"  # "severity", "bounds" (a baseline entry without a severity) or "perf"
+    perf: list[dict] = field(default_factory=list)  # the perf oracle's phases (ratio, interval, medians)
 
     @property
     def passed(self) -> bool:
         return not self.problems
+
+    def _verdict_text(self) -> str:
+        if self.observed is None:
+            return "not run"
+        if self.perf:  # each phase's medians, ratio and interval
+            return "; ".join(PerfComparison.from_dict(p).describe() for p in self.perf)
+        return describe_summary(self.observed)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "digest": self.digest,
             "result": "pass" if self.passed else "fail",
-            "verdict": describe_summary(self.observed) if self.observed else "not run",
+            "verdict": self._verdict_text(),
             "observed": self.observed,
             "expected": self.expected,
             "in_baseline": self.expected is not None,
+            "judged_by": self.judged_by,
             "problems": self.problems,
+            "failed_rules": sorted({problem_rule(p) for p in self.problems}),
             "improvements": self.improvements,
+            "moved_bounds": self.moved,
+            **({"perf": self.perf} if self.judged_by == "perf" else {}),
             "bucket": self.bucket,
             "severity": self.severity,
         }
@@ -163,6 +188,8 @@ def replay_corpus(
     timeout_s: float,
     budget_s: float | None,
     workers: int = 1,
+    oracle: str = "numeric",
+    perf_margin: float | None = None,
     on_case=lambda entry, verdict, wall_s: None,
 ) -> tuple[dict[str, Verdict | None], dict[str, float], float]:
     """Each spec's verdict (None when the budget ran out first), its wall time, and the slowest
@@ -196,7 +223,8 @@ def replay_corpus(
             worker.start()
             while (entry := next_spec()) is not None:
                 t0 = time.perf_counter()
-                verdict = worker.run(CaseRequest(entry.spec, device, config), timeout_s)
+                request = CaseRequest(entry.spec, device, config, oracle=oracle, perf_margin=perf_margin)
+                verdict = worker.run(request, timeout_s)
                 wall = round(time.perf_counter() - t0, 3)
                 with lock:
                     verdicts[entry.name], walls[entry.name] = verdict, wall
@@ -226,6 +254,7 @@ def update_baseline(opts: GateOptions, *, log=print) -> Baseline:
         workers=opts.workers,
         on_case=lambda e, v, w: log(f"{e.name}: {describe_summary(summarize_verdict(v))} ({w:.1f} s)"),
     )
+    _refuse_unrecordable(verdicts, path)
     entries = {}
     for s in specs:
         entry = summarize_verdict(verdicts[s.name])
@@ -249,15 +278,41 @@ def update_baseline(opts: GateOptions, *, log=print) -> Baseline:
     return baseline
 
 
+# What a baseline may not hold as a spec's expected state: the worker died or ran out of time
+# (a crash or a hang is never "expected", and a hang's timing depends on the machine's load), or
+# eager itself failed (a divfuzz generator bug, not the compiler's). divfuzz's own failures in a
+# worker raise InternalError before this point and stop the command.
+UNRECORDABLE = (Status.CRASH, Status.HANG, Status.EAGER_ERROR)
+
+
+def _refuse_unrecordable(verdicts: dict[str, Verdict | None], path: Path) -> None:
+    """BaselineError naming each spec whose verdict must not become the expected state; the
+    baseline file is then not written (left byte-identical)."""
+    bad = sorted((name, v.status.value, v.error_type) for name, v in verdicts.items()
+                 if v is not None and v.status in UNRECORDABLE)
+    if bad:
+        listed = "; ".join(f"{name}: {status}" + (f" ({err})" if err else "") for name, status, err in bad)
+        raise BaselineError(
+            f"{path}: not written: a baseline cannot record a crash, a hang or an eager error as the expected state "
+            f"({listed}). Fix or remove these specs, or raise --timeout, and run --update-baseline again"
+        )
+
+
 def run_gate(opts: GateOptions, *, log=lambda msg: None) -> GateResult:
     """Replay the corpus, hold each spec to the baseline, then (optionally) fuzz briefly."""
     import torch
 
     t0 = time.perf_counter()
     specs = _selected_specs(opts)
-    path = opts.baseline_path or default_baseline_path(opts.corpus_dir, opts.device)
-    baseline = load_baseline(path, device=opts.device)
-    notes = _baseline_notes(baseline, specs, opts)
+    perf = opts.oracle == "perf"
+    if perf:  # judged by the perf oracle's severity alone: no baseline is read
+        path, baseline = None, None
+        notes = [f"--oracle perf: each spec fails when compiled is slower than eager as a bug by the severity policy "
+                 f"(noise margin {opts.perf_margin if opts.perf_margin is not None else 'the device default'}); no baseline is read"]
+    else:
+        path = opts.baseline_path or default_baseline_path(opts.corpus_dir, opts.device)
+        baseline = load_baseline(path, device=opts.device)
+        notes = _baseline_notes(baseline, specs, opts)
     verdicts, walls, startup = replay_corpus(
         specs,
         device=opts.device,
@@ -265,9 +320,14 @@ def run_gate(opts: GateOptions, *, log=lambda msg: None) -> GateResult:
         timeout_s=opts.timeout_s,
         budget_s=opts.budget_s,
         workers=opts.workers,
-        on_case=lambda e, v, w: log(f"{e.name}: {describe_summary(summarize_verdict(v))} ({w:.1f} s)"),
+        oracle=opts.oracle,
+        perf_margin=opts.perf_margin,
+        on_case=lambda e, v, w: log(f"{e.name}: {_one_line(v)} ({w:.1f} s)"),
     )
-    results = [_judge_spec(s, verdicts[s.name], baseline.specs.get(s.name), walls.get(s.name, 0.0), opts) for s in specs]
+    if perf:
+        results = [_judge_perf_spec(s, verdicts[s.name], walls.get(s.name, 0.0), opts) for s in specs]
+    else:
+        results = [_judge_spec(s, verdicts[s.name], baseline.specs.get(s.name), walls.get(s.name, 0.0), opts) for s in specs]
     t_replay = time.perf_counter() - t0
 
     fuzz = None
@@ -293,6 +353,37 @@ def run_gate(opts: GateOptions, *, log=lambda msg: None) -> GateResult:
     if opts.repro_dir is not None:
         write_failure_repros(result, specs, opts)
     return result
+
+
+def _one_line(verdict: Verdict) -> str:
+    if verdict.perf:
+        return "; ".join(p.describe() for p in verdict.perf)
+    return describe_summary(summarize_verdict(verdict))
+
+
+def _judge_perf_spec(s: CorpusSpec, verdict: Verdict | None, wall_s: float, opts: GateOptions) -> SpecResult:
+    """One spec under the perf oracle: it FAILs when the severity policy rates the verdict a bug
+    (a phase slower beyond the noise, or the compiler failed); a slowdown rated suspect or
+    by-design (the compiled wrapper's fixed cost on a tiny graph) passes, its reason reported."""
+    from records.outcomes import COMPILER_FAILURES, NO_OUTPUT_STATUSES
+    from records.severity import Severity
+
+    digest = s.spec.digest()
+    if verdict is None:
+        return SpecResult(s.name, digest, None, None, [f"not run: the gate's budget of {opts.budget_s:g} s ran out"], [], None,
+                          judged_by="perf")
+    observed = {"status": verdict.status.value, "error_type": verdict.error_type, "outputs": {}}
+    severity = _severity_of(verdict)
+    phases = [p.to_dict() for p in verdict.perf]
+    problems: list[str] = []
+    if verdict.status in COMPILER_FAILURES:
+        problems.append(f"{NEW_ERROR}: {describe_summary(observed)}: the compiler under test failed")
+    elif verdict.status in NO_OUTPUT_STATUSES:
+        problems.append(f"{NEW_ERROR}: {describe_summary(observed)}: the spec was not timed")
+    elif severity is not None and severity["severity"] == Severity.BUG.value:
+        problems.append(f"{PERF_SLOWER}: {severity['detail']}")
+    return SpecResult(s.name, digest, observed, None, problems, [], _bucket_of(verdict, s.spec, opts.device), wall_s,
+                      severity, judged_by="perf", perf=phases)
 
 
 def _selected_specs(opts: GateOptions) -> list[CorpusSpec]:
@@ -324,10 +415,15 @@ def _judge_spec(s: CorpusSpec, verdict: Verdict | None, expected: dict | None, w
     if verdict is None:
         return SpecResult(s.name, digest, None, expected, [f"not run: the gate's budget of {opts.budget_s:g} s ran out"], [], None)
     observed = summarize_verdict(verdict)
-    problems, improvements = compare_with_baseline(observed, expected, margin=opts.margin)
+    severity = _severity_of(verdict)
+    problems, improvements = compare_with_baseline(observed, expected, margin=opts.margin,
+                                                   detail=severity["detail"] if severity else None)
     if expected is not None and expected.get("digest") not in (None, digest):
         problems.insert(0, f"the spec changed since the baseline was written (digest {digest}, baseline {expected['digest']}); re-run --update-baseline")
-    return SpecResult(s.name, digest, observed, expected, problems, improvements, _bucket_of(verdict, s.spec, opts.device), wall_s, _severity_of(verdict))
+    by_severity = judged_by_severity(expected)
+    return SpecResult(s.name, digest, observed, expected, problems, improvements, _bucket_of(verdict, s.spec, opts.device),
+                      wall_s, severity, moved_bounds(observed, expected) if by_severity else [],
+                      "severity" if by_severity else "bounds")
 
 
 def run_fuzz(opts: GateOptions, *, known: tuple[str, ...], corpus_buckets: set[str]) -> dict[str, Any]:
@@ -406,9 +502,16 @@ def write_failure_repros(result: GateResult, specs: list[CorpusSpec], opts: Gate
         (folder / "spec.json").write_text(spec.to_json() + "\n")
         (folder / "gate.json").write_text(json.dumps(r.to_dict(), indent=2) + "\n")
         notes = tuple(f"gate: {p}" for p in r.problems)
-        (folder / "repro.py").write_text(
-            render_repro(spec, device=opts.device, config=opts.config, title=f"divfuzz gate: {r.name}", notes=notes, timeout_s=int(opts.timeout_s))
-        )
+        title = f"divfuzz gate: {r.name}"
+        if opts.oracle == "perf":
+            from fuzzer.engine.perf import default_margin
+            from reports.perf_repro import render_perf_repro
+
+            margin = opts.perf_margin if opts.perf_margin is not None else default_margin(opts.device)
+            text = render_perf_repro(spec, device=opts.device, config=opts.config, title=title, margin=margin, notes=notes)
+        else:
+            text = render_repro(spec, device=opts.device, config=opts.config, title=title, notes=notes, timeout_s=int(opts.timeout_s))
+        (folder / "repro.py").write_text(text)
         (folder / "repro.py").chmod(0o755)
         written.append(folder)
     return written

@@ -1,0 +1,114 @@
+"""The gate's policy as a pure function (no compile): by severity, a bound that moves at the same
+severity passes and a more severe verdict or a new kind of failure fails, each problem led by
+the rule that failed it; a baseline entry without a severity is judged by its raw bounds."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from fuzzer.gate.baseline import load_baseline
+from fuzzer.gate.policy import compare_with_baseline, moved_bounds, problem_rule
+from records.errors import BaselineError
+
+# The H100's pointwise-reduction-float32-bwd: grad:x at max 16 fp32 ULP in the baseline ...
+BASE = {"status": "diverged", "error_type": None,
+        "severity": {"severity": "suspect", "rule": "closer-many-ulps", "output": "grad:x"},
+        "outputs": {"grad:x": {"kind": "float", "dtype": "float32", "numel": 768, "n_diff": 23, "diff_fraction": 23 / 768,
+                               "max_ulp": 16, "nan_inf_mismatch": 0, "triage": "compiled-closer"}}}
+
+
+def observed(max_ulp=120, n_diff=40, severity=("suspect", "closer-many-ulps"), nan_inf=0):
+    o = copy.deepcopy(BASE)
+    o["outputs"]["grad:x"].update(max_ulp=max_ulp, n_diff=n_diff, diff_fraction=n_diff / 768, nan_inf_mismatch=nan_inf)
+    o["severity"] = None if severity is None else {"severity": severity[0], "rule": severity[1], "output": "grad:x"}
+    return o
+
+
+def test_a_bound_that_moves_at_the_same_severity_passes():
+    # ... and 120 under load: still compiled-closer rounding, still suspect.
+    problems, _ = compare_with_baseline(observed(), BASE, margin=0.1)
+    assert problems == []
+    assert moved_bounds(observed(), BASE) == ["grad:x: max ULP 16 -> 120 at the same severity",
+                                              f"grad:x: differing fraction {23 / 768:.6g} -> {40 / 768:.6g} at the same severity"]
+
+
+def test_the_same_move_fails_a_baseline_without_severities():
+    legacy = {k: v for k, v in BASE.items() if k != "severity"}
+    problems, _ = compare_with_baseline(observed(), legacy, margin=0.1)
+    assert [problem_rule(p) for p in problems] == ["bound-exceeded", "bound-exceeded"]
+    assert "max ULP 120 exceeds the baseline's 16 (allowed 17 with margin 0.1)" in problems[0]
+
+
+def test_a_more_severe_verdict_fails_naming_both_severities():
+    problems, _ = compare_with_baseline(observed(severity=("bug", "float-gross-worse")), BASE, margin=10.0,
+                                        detail="40/768 float32 elements are grossly further from fp64")
+    assert problems == ["severity-worse: the verdict is now bug (float-gross-worse on grad:x), the baseline's is "
+                        "suspect (closer-many-ulps on grad:x): 40/768 float32 elements are grossly further from fp64"]
+
+
+def test_a_new_kind_of_bug_fails_at_the_same_severity():
+    base = copy.deepcopy(BASE)
+    base["severity"] = {"severity": "bug", "rule": "float-gross-worse", "output": "grad:x"}
+    problems, _ = compare_with_baseline(observed(severity=("bug", "nan-inf-new")), base, margin=0.1)
+    assert [problem_rule(p) for p in problems] == ["new-bug-kind"]
+    assert not compare_with_baseline(observed(severity=("bug", "float-gross-worse")), base, margin=0.1)[0]
+
+
+def test_nan_inf_placement_fails_whatever_the_severity():
+    problems, _ = compare_with_baseline(observed(nan_inf=2), BASE, margin=10.0)
+    assert [problem_rule(p) for p in problems] == ["nan-inf-placement"]
+
+
+def test_a_clean_spec_that_now_differs_fails_even_as_noise():
+    clean = {"status": "ok", "error_type": None, "outputs": {}, "severity": None}
+    problems, _ = compare_with_baseline(observed(max_ulp=1, n_diff=1, severity=("noise", "few-ulps")), clean, margin=1.0)
+    assert sorted(problem_rule(p) for p in problems) == ["now-differs", "severity-worse"]
+    assert any("the verdict is now noise (few-ulps on grad:x), the baseline's is clean" in p for p in problems)
+    # A spec missing from the baseline is expected clean, by the same rules.
+    assert compare_with_baseline(observed(max_ulp=1, n_diff=1, severity=("noise", "few-ulps")), None, margin=1.0)[0] == problems
+
+
+def test_a_lower_severity_is_an_improvement_and_errors_stay_failures():
+    problems, improvements = compare_with_baseline(observed(max_ulp=2, severity=("noise", "compiled-closer")), BASE, margin=0)
+    assert problems == [] and "severity suspect (closer-many-ulps on grad:x) -> noise (compiled-closer on grad:x)" in improvements
+    crash = {"status": "crash", "error_type": "SIGSEGV", "outputs": {}, "severity": {"severity": "bug", "rule": "crash", "output": "-"}}
+    assert [problem_rule(p) for p in compare_with_baseline(crash, BASE, margin=10)[0]] == ["new-error"]
+
+
+@pytest.mark.parametrize("bad", [{"severity": "fatal", "rule": "x", "output": "y"}, "bug", {"severity": "bug"}])
+def test_a_baseline_with_a_bad_severity_is_refused_naming_the_field(tmp_path, bad):
+    entry = dict(copy.deepcopy(BASE), severity=bad)
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps({"schema_version": 2, "device_type": "cpu", "torch": "2.13", "arch": "avx2",
+                                "config": {}, "specs": {"s": entry}}))
+    with pytest.raises(BaselineError, match=r"specs\.s\.severity"):
+        load_baseline(path)
+
+
+def test_update_baseline_refuses_to_record_a_crash_naming_the_spec(tmp_path):
+    """The planted `kill_worker` backend kills the worker as it compiles: a crash is never an
+    expected state, so --update-baseline exits 2 naming the spec and its status, and the
+    baseline already there stays byte-identical."""
+    from pathlib import Path
+    import shutil
+
+    from click.testing import CliRunner
+
+    from fuzzer.cli.main import main
+    from fuzzer.gate.baseline import default_baseline_path
+
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "specs").mkdir()
+    shutil.copy(root / "corpus" / "specs" / "seed-gelu-tanh-bf16.json", tmp_path / "specs")
+    baseline = default_baseline_path(tmp_path, "cpu")
+    baseline.write_text('{"kept": "byte for byte"}\n')
+    before = baseline.read_bytes()
+    result = CliRunner().invoke(main, ["gate", "--device", "cpu", "--corpus", str(tmp_path), "--update-baseline",
+                                       "--backend", "fuzzer.engine.planted:kill_worker"])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert "not written" in text and "seed-gelu-tanh-bf16: crash" in text
+    assert baseline.read_bytes() == before
