@@ -280,7 +280,7 @@ class Fleet:
             raise ClusterError(f"--cluster {address}: cannot reach the Dask scheduler ({type(e).__name__}: {e})") from None
         try:
             infos = client.run(node_info, cuda=device != "cpu")  # auto: each node says what GPUs it has
-            sched = client.scheduler_info(n_workers=-1)["workers"]
+            sched = scheduler_workers(client)
             daemonic = sorted(a for a, i in infos.items() if i["daemon"])
             if daemonic:
                 raise ClusterError(f"--cluster {address}: Dask workers {', '.join(daemonic)} are daemonic and cannot start "
@@ -331,7 +331,7 @@ class Fleet:
             if time.monotonic() - self._live_at < LIVENESS_REFRESH_S:
                 return set(self._live)
         try:
-            live = set(self.client.scheduler_info(n_workers=-1)["workers"])
+            live = set(scheduler_workers(self.client))
         except (OSError, TimeoutError) as e:
             raise ClusterError(f"lost the Dask scheduler ({type(e).__name__}: {e})") from None
         with self.lock:
@@ -365,6 +365,13 @@ class Fleet:
             with self.lock:
                 self.nodes[address] = NodeInfo(address, info["host"], 1, int(info["cores"]), tuple(info["gpus"]))
         return address, slot_device_on(self.nodes[address], self.device, load[address])
+
+
+def scheduler_workers(client) -> dict:
+    """The scheduler's workers now, by address, asked directly. Not `Client.scheduler_info()`: the
+    client's own periodic refresh (every 2 s, without workers) can overwrite the answer between its
+    fetch and its return, which would read as every node gone."""
+    return dict(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
 
 
 class _Lost(Exception):

@@ -102,6 +102,13 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
 
         fleet = Fleet.connect(cluster, device, None if workers == "auto" else workers)
         device, workers, workers_reason = fleet.device, len(fleet.plans), fleet.describe()
+        shared = [name for name in {p.where.name for p in fleet.plans} if sum(p.where.name == name for p in fleet.plans) > 1]
+        if oracle == "perf" and shared:  # as on one host: timings need their device alone
+            fleet.close()
+            from records.errors import ConfigError
+
+            raise ConfigError(f"--cluster with --oracle perf: timings need the device alone, but {sorted(shared)[0]} has "
+                              "several slots (start one Dask worker thread per GPU, or pass --workers)")
     else:
         workers, workers_reason = _resolve_workers(workers, device, oracle)
     opts = CampaignOptions(
