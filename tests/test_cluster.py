@@ -178,6 +178,7 @@ def _stored(store: Path):
         db.close()
 
 
+@pytest.mark.slow  # a LocalCluster, 2 worker processes each spawning divfuzz's, and two driver runs
 def test_a_killed_node_returns_its_case_to_the_queue_and_the_run_resumes(local_cluster, tmp_path):
     cluster, client = local_cluster
     out = tmp_path / "out"
