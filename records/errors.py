@@ -50,6 +50,12 @@ class InternalError(DivfuzzError):
         self.details = details
 
 
+class ClusterError(DivfuzzError):
+    """The Dask cluster of `fuzz --cluster` failed divfuzz: the scheduler cannot be reached or
+    was lost, its workers cannot start divfuzz's processes, or a case lost node after node.
+    Never a compiler finding: the campaign stops and exits 2."""
+
+
 class StoreBusyError(StoreError):
     """Another live campaign holds the store's lock."""
 

@@ -15,6 +15,7 @@ the campaign seed, the slot and the epoch) in a thread that feeds one worker pro
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import platform
@@ -200,8 +201,9 @@ def slot_quota(max_cases: int | None, workers: int, slot: int) -> int | None:
 
 
 class Campaign:
-    def __init__(self, opts: CampaignOptions, *, on_progress: Callable[[Progress], None] | None = None):
+    def __init__(self, opts: CampaignOptions, *, on_progress: Callable[[Progress], None] | None = None, fleet=None):
         self.opts = opts
+        self.fleet = fleet  # fuzzer.campaign.cluster.Fleet: the slots' workers live on a Dask cluster; None: here
         self.on_progress = on_progress or (lambda p: None)
         self.progress = Progress()
         self.stop = threading.Event()
@@ -209,7 +211,7 @@ class Campaign:
         self.slot_workers: list[Worker] = []
         self.lock = threading.Lock()
         self.failure: tuple[BaseException, str] | None = None  # divfuzz's own first error, with its traceback
-        self.slot_devices = campaign_slot_devices(opts.device, opts.workers)  # before the store: a bad device writes nothing
+        self.slot_devices = fleet.slot_devices if fleet else campaign_slot_devices(opts.device, opts.workers)  # before the store: a bad device writes nothing
         opts.out_dir.mkdir(parents=True, exist_ok=True)
         self.store_lock = CampaignLock(opts.out_dir / STORE_NAME)
         self.store_lock.acquire()
@@ -362,7 +364,8 @@ class Campaign:
         if quota == 0:
             return
         where = self.slot_devices[slot]
-        worker = Worker(where.worker_device, extra_env={"DIVFUZZ_WORKER_THREADS": str(self.threads_per_worker), **where.env})
+        new_worker = functools.partial(self.fleet.worker, slot) if self.fleet else Worker
+        worker = new_worker(where.worker_device, extra_env={"DIVFUZZ_WORKER_THREADS": str(self.threads_per_worker), **where.env})
         with self.lock:
             self.slot_workers.append(worker)
         counter = itertools.count()
@@ -531,8 +534,8 @@ class _CaseAt:
 
 
 def run_campaign(opts: CampaignOptions, on_progress: Callable[[Progress], None] | None = None,
-                 before_slots: Callable[[Campaign], None] | None = None) -> CampaignResult:
-    campaign = Campaign(opts, on_progress=on_progress)
+                 before_slots: Callable[[Campaign], None] | None = None, fleet=None) -> CampaignResult:
+    campaign = Campaign(opts, on_progress=on_progress, fleet=fleet)
     try:
         return campaign.run(before_slots)
     finally:

@@ -72,18 +72,23 @@ WORKERS = _WorkersType()
 @click.option("--against", default=None, metavar="BACKEND", help="Judge --backend against this second compiler (and both against fp64).")
 @click.option("--unguarded-casts", is_flag=True,
               help="Draw float->integer casts without their guard (NaN to 0, clamped to range): undefined casts, filed as such, not as findings.")
+@click.option("--cluster", "cluster_address", default=None, metavar="ADDRESS",
+              help="Run the slots' cases on a Dask cluster (tcp://host:8786); needs divfuzz[cluster].")
+@click.option("--cluster-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="The same, from a Dask scheduler file (scheduler.json).")
 @oracle_options
 @compile_options
 def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, strict, ops, dtypes, no_live, no_minimize, min_severity,
-         replay_known, against, unguarded_casts, oracle, perf_margin, backend, inductor, dynamic, mode):
+         replay_known, against, unguarded_casts, cluster_address, cluster_file, oracle, perf_margin, backend, inductor, dynamic, mode):
     """Run a campaign: draw graphs, compare eager and compiled, bucket what diverges."""
     from fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
 
     check_out_dir(out_dir, "--out")  # first: before torch and Inductor are imported
+    cluster = _cluster_address(cluster_address, cluster_file, replay_known)
     budget_s = parse_budget(budget) if budget else (None if max_cases else 600.0)
     op_names = names_option(ops, "--ops", known=registered_ops())
     dtype_names = names_option(dtypes, "--dtypes", known=("float32", "bfloat16", "float16"))
-    device = resolve_device(device)
+    device = resolve_device(device) if cluster is None else device  # on a fleet the nodes have the GPUs, not the driver
     config = compile_config(backend, inductor, dynamic, mode)
     against_config = against_compile_config(against, config)
     check_backend_capabilities(config, against_config, op_names, dtype_names)
@@ -93,7 +98,21 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
 
             raise ConfigError("--against with --oracle perf: compiler against compiler is judged on numbers only")
         no_minimize = True  # the minimizer judges eager vs compiled; A-vs-B buckets keep the case as drawn
-    workers, workers_reason = _resolve_workers(workers, device, oracle)
+    fleet = None
+    if cluster is not None:
+        from fuzzer.campaign.cluster import Fleet
+
+        fleet = Fleet.connect(cluster, device, None if workers == "auto" else workers)
+        device, workers, workers_reason = fleet.device, len(fleet.plans), fleet.describe()
+        shared = [name for name in {p.where.name for p in fleet.plans} if sum(p.where.name == name for p in fleet.plans) > 1]
+        if oracle == "perf" and shared:  # as on one host: timings need their device alone
+            fleet.close()
+            from records.errors import ConfigError
+
+            raise ConfigError(f"--cluster with --oracle perf: timings need the device alone, but {sorted(shared)[0]} has "
+                              "several slots (start one Dask worker thread per GPU, or pass --workers)")
+    else:
+        workers, workers_reason = _resolve_workers(workers, device, oracle)
     opts = CampaignOptions(
         device=device,
         out_dir=out_dir,
@@ -125,9 +144,16 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
     )
     if known is not None:
         console.print(f"--replay-known: {len(known)} known spec(s) of {out_dir / STORE_NAME} run first", highlight=False)
-    live_view = _LiveView(opts) if not no_live and console.is_terminal else _LineView(opts)
-    with live_view:
-        result = run_campaign(opts, on_progress=live_view.update, before_slots=_replayer(known))
+    live_view = _LiveView(opts, fleet) if not no_live and console.is_terminal else _LineView(opts, fleet)
+    try:
+        with live_view:
+            result = run_campaign(opts, on_progress=live_view.update, before_slots=_replayer(known), fleet=fleet)
+    finally:
+        if fleet is not None:
+            console.print(fleet.progress_line(), highlight=False)
+            for line in fleet.lost_report():
+                console.print(line, highlight=False)
+            fleet.close()
     _print_summary(result, min_severity)
     _write_report_html(result.store_path, out_dir / "report.html")
     if result.interrupted:
@@ -136,6 +162,22 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
             highlight=False,
         )
         sys.exit(2)
+
+
+def _cluster_address(address: str | None, scheduler_file: Path | None, replay_known: bool) -> str | None:
+    """The scheduler address of --cluster or --cluster-file, checked (exit 2 naming what is wrong),
+    and Dask importable (else exit 2 naming the extra); None without either."""
+    if address is None and scheduler_file is None:
+        return None
+    from fuzzer.campaign.cluster import check_address, import_distributed, read_scheduler_file
+    from records.errors import ConfigError
+
+    if address is not None and scheduler_file is not None:
+        raise ConfigError("--cluster and --cluster-file: give one of them")
+    if replay_known:
+        raise ConfigError("--replay-known with --cluster: known specs are replayed on one host (run it without --cluster)")
+    import_distributed()
+    return check_address(address) if address is not None else read_scheduler_file(scheduler_file)
 
 
 def _known_specs(store_path: Path):
@@ -204,8 +246,9 @@ def _interrupt_once(signum, frame) -> None:
 class _LineView:
     """Progress as plain lines (CI logs, pipes): one every 10 cases."""
 
-    def __init__(self, opts):
+    def __init__(self, opts, fleet=None):
         self.opts = opts
+        self.fleet = fleet  # a Dask fleet: its line of workers by node and GPU
 
     def __enter__(self):
         return self
@@ -215,7 +258,7 @@ class _LineView:
 
     def update(self, p) -> None:
         if p.cases % 10 == 0:
-            console.print(_status_line(self.opts, p), highlight=False)
+            console.print(_status_line(self.opts, p) + (f"; {self.fleet.progress_line()}" if self.fleet else ""), highlight=False)
 
 
 class _LiveView(_LineView):
@@ -230,7 +273,7 @@ class _LiveView(_LineView):
         return self.live.__exit__(*exc)
 
     def update(self, p) -> None:
-        self.live.update(live_progress(self.opts, p))
+        self.live.update(live_progress(self.opts, p, fleet_line=self.fleet.progress_line() if self.fleet else None))
 
 
 def progress_fraction(opts, p, now: float | None = None) -> float:
@@ -245,9 +288,10 @@ def progress_fraction(opts, p, now: float | None = None) -> float:
     return min(1.0, max(parts, default=0.0))
 
 
-def live_progress(opts, p, now: float | None = None) -> Group:
+def live_progress(opts, p, now: float | None = None, fleet_line: str | None = None) -> Group:
     """The live view's renderable: the bar with its percentage, cases and cases/s, then this
-    run's buckets by severity (a pure function of the options and a `Progress`)."""
+    run's buckets by severity, then on a fleet its workers by node and GPU (a pure function of
+    the options, a `Progress` and the fleet's line)."""
     from records.severity import ORDER
 
     now = now if now is not None else time.time()
@@ -266,7 +310,7 @@ def live_progress(opts, p, now: float | None = None) -> Group:
     sev.append(f"  ({p.findings} findings, {p.new_buckets} new buckets" + (f", {p.skipped} resumed" if p.skipped else "") + ")")
     bar = Table.grid(padding=(0, 1))
     bar.add_row(ProgressBar(total=1000, completed=round(fraction * 1000), width=40), head)
-    return Group(bar, sev)
+    return Group(bar, sev, Text(fleet_line, no_wrap=True)) if fleet_line else Group(bar, sev)
 
 
 def _grace() -> float:

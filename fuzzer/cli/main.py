@@ -17,6 +17,7 @@ import traceback
 from pathlib import Path
 
 import click
+from rich.markup import escape
 
 from fuzzer.cli.bench import bench
 from fuzzer.cli.corpus import corpus
@@ -56,7 +57,7 @@ class DivfuzzGroup(click.Group):
         try:
             return super().invoke(ctx)
         except DivfuzzError as e:
-            console.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
+            console.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False, soft_wrap=True)  # a message's [..] is text, not markup
             sys.exit(2)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise

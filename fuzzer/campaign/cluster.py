@@ -1,0 +1,490 @@
+"""A campaign's slots on a Dask cluster (`divfuzz fuzz --cluster ADDRESS`): a fleet of nodes.
+
+Only case execution travels. The driver keeps the one SQLite store, every slot's Hypothesis
+engine, bucketing and analysis decisions; a slot's `ClusterWorker` sends each `Worker.run` /
+`Worker.call` to one Dask worker, which keeps one long-lived divfuzz `Worker` per slot (created on
+its first case, kept in that process) and so still runs the case in divfuzz's own isolated
+spawned process: a compiler crash or hang ends one case (Status.CRASH / HANG, a finding), never
+a node.
+
+Why Dask distributed: pure Python (a small wheel the GPU hosts can carry, unlike Ray's 76 MiB),
+a `LocalCluster` of real processes runs in CI, and the same scheduler is deployed on Slurm/PBS/LSF
+(dask-jobqueue) or Kubernetes without divfuzz knowing. divfuzz uses only its task submission
+with worker restrictions, `Client.run` for out-of-band stop/abort, and the scheduler's list of
+live workers.
+
+A lost node is not a finding. Each case is submitted restricted to its slot's node
+(`allow_other_workers=False`, so Dask never silently reruns it elsewhere while we count). The
+driver watches the scheduler's worker list; when the node leaves or dies (its address is gone,
+or distributed raises KilledWorker / CommClosedError / the future is cancelled), the case goes
+back to the queue: the slot moves to a live node and the same request is submitted again, at most
+`LOST_NODE_RETRIES` times per case, after which the campaign stops loudly (`ClusterError`, the run
+is recorded failed). So a killed node's case is neither stored as a crash nor lost, and the
+slot's numbering (slot, idx) does not change, so resume and dedup see it as on one host.
+
+Invariants:
+- the slot count and each slot's case stream depend only on the seed and the slot count, never on
+  which node runs it (the engines are on the driver): same seed + slots -> same cases;
+- slots are planned from the scheduler's worker list in address order (`plan_slots`, pure);
+- a node must run Dask workers that may have children (`distributed.worker.daemon: False`),
+  otherwise the fleet refuses to start, naming the setting;
+- an exception of divfuzz's own code on a node is InternalError on the driver, never a verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import threading
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fuzzer.campaign.sizing import SlotDevice, usable_cores
+from fuzzer.engine.worker import STARTUP_TIMEOUT_S, CallOutcome, CaseRequest, Worker
+from generators.spec import GraphSpec
+from records.config import CompileConfig
+from records.errors import ClusterError, ConfigError, InternalError
+from records.outcomes import Status
+from records.verdict import Verdict
+
+EXTRA = "pip install 'divfuzz[cluster]'"
+# A case whose node is lost is resubmitted on another node at most this many times; a case that
+# loses this many nodes points at the fleet (or the case kills nodes), and a person must look.
+LOST_NODE_RETRIES = 3
+# How long the driver waits for any node to be alive before a slot gives up.
+NO_NODE_WAIT_S = 120.0
+# The scheduler's worker list is fetched at most this often (one round trip, shared by all slots).
+LIVENESS_REFRESH_S = 1.0
+POLL_S = 0.5
+CONNECT_TIMEOUT_S = 30.0
+DAEMON_SETTING = "DASK_DISTRIBUTED__WORKER__DAEMON=False (distributed.worker.daemon: False)"
+
+_ADDRESS = re.compile(r"^(tcp|tls|ws|wss|ucx)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.\-]*):\d{1,5}$")
+
+
+def import_distributed():
+    """The `distributed` module, or ConfigError naming the extra that installs it."""
+    try:
+        import distributed
+    except ImportError as e:
+        raise ConfigError(f"--cluster needs Dask distributed, which is not installed here ({e}): {EXTRA}") from None
+    return distributed
+
+
+def check_address(address: str, what: str = "--cluster") -> str:
+    """A scheduler address `proto://host:port` (tcp, tls, ws, wss, ucx); anything else is ConfigError."""
+    if not isinstance(address, str) or not _ADDRESS.match(address):
+        raise ConfigError(f"{what}: Expected a Dask scheduler address like tcp://host:8786 but got {address!r}")
+    return address
+
+
+def read_scheduler_file(path: Path) -> str:
+    """The scheduler address in a Dask scheduler file (JSON with an "address"), checked."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as e:
+        raise ConfigError(f"--cluster-file {path}: cannot read it ({e.strerror or e})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ConfigError(f"--cluster-file {path}: not a Dask scheduler file (not JSON: {e})") from None
+    if not isinstance(data, dict) or "address" not in data:
+        raise ConfigError(f"--cluster-file {path}: not a Dask scheduler file (no \"address\" field)")
+    return check_address(data["address"], f"--cluster-file {path}: field address")
+
+
+# ---- what runs on a node (inside a Dask worker process) ------------------------------------------
+_NODE_WORKERS: dict[str, Worker] = {}
+_NODE_LOCK = threading.Lock()
+
+
+def node_info(cuda: bool) -> dict:
+    """What the driver plans with: host name, usable cores, visible GPU entries (CUDA_VISIBLE_DEVICES
+    or the driver's indices), and whether this process may spawn divfuzz's worker."""
+    import multiprocessing
+
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    gpus: list[str] = []
+    if cuda:
+        if visible is not None:
+            gpus = [e.strip() for e in visible.split(",") if e.strip()]
+        else:
+            import torch
+
+            gpus = [str(i) for i in range(torch.cuda.device_count())]
+    return {"host": socket.gethostname(), "cores": usable_cores(), "gpus": gpus,
+            "daemon": bool(multiprocessing.current_process().daemon)}
+
+
+def _node_worker(key: str, device: str, extra_env: dict) -> Worker:
+    with _NODE_LOCK:
+        worker = _NODE_WORKERS.get(key)
+        if worker is None or worker.aborted:
+            worker = _NODE_WORKERS[key] = Worker(device, extra_env=extra_env)
+        return worker
+
+
+def node_run(key: str, device: str, extra_env: dict, message: dict, timeout_s: float) -> dict:
+    """One case in the slot's divfuzz worker on this node: the verdict as data (never pickled objects)."""
+    worker = _node_worker(key, device, extra_env)
+    before = worker.startup_s
+    try:
+        verdict = worker.run(request_from_message(message), timeout_s)
+    except InternalError as e:
+        return {"internal": str(e), "details": e.details}
+    return {"verdict": verdict.to_dict(), "startup_s": worker.startup_s - before}
+
+
+def node_call(key: str, device: str, extra_env: dict, target: str, kwargs: dict, timeout_s: float) -> dict:
+    worker = _node_worker(key, device, extra_env)
+    outcome = worker.call(target, kwargs, timeout_s)
+    return {"value": outcome.value, "error": outcome.error}
+
+
+def node_stop(key: str) -> None:
+    with _NODE_LOCK:
+        worker = _NODE_WORKERS.pop(key, None)
+    if worker is not None:
+        worker.stop()
+
+
+def node_abort(key: str) -> None:
+    """Out of band (`Client.run`): kill the slot's process, so the task running a case returns now."""
+    with _NODE_LOCK:
+        worker = _NODE_WORKERS.get(key)
+    if worker is not None:
+        worker.abort()
+
+
+def request_from_message(message: dict) -> CaseRequest:
+    """The inverse of `CaseRequest.to_message` (what crosses the network is JSON-able data)."""
+    return CaseRequest(
+        spec=GraphSpec.from_json(message["spec"]),
+        device=message["device"],
+        config=CompileConfig.from_dict(message["config"]),
+        profile=bool(message.get("profile", False)),
+        oracle=message.get("oracle", "numeric"),
+        perf_margin=message.get("perf_margin"),
+        against=CompileConfig.from_dict(message["against"]) if message.get("against") else None,
+    )
+
+
+# ---- planning (pure) ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class NodeInfo:
+    """One Dask worker as the scheduler and `node_info` describe it."""
+
+    address: str
+    host: str
+    nthreads: int
+    cores: int
+    gpus: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SlotPlan:
+    """Where a slot runs: its node's address, its device there, torch threads for its worker."""
+
+    slot: int
+    address: str
+    where: SlotDevice
+    threads: int
+
+
+def fleet_device(device: str, nodes: list[NodeInfo]) -> str:
+    """--device on a fleet: 'auto' is cuda when every node has a GPU, else cpu; 'cuda[:N]' needs
+    GPU N (or any) on every node; checked against the nodes, not the driver (which may have none)."""
+    if not nodes:
+        raise ClusterError("the cluster has no workers")
+    if device == "auto":
+        return "cuda" if all(n.gpus for n in nodes) else "cpu"
+    if device == "cpu":
+        return device
+    m = re.fullmatch(r"cuda(?::(\d+))?", device)
+    if not m:
+        raise ConfigError(f"Expected --device auto, cpu or cuda[:N] but got {device!r}")
+    need = int(m.group(1) or 0) + 1
+    for n in nodes:
+        if len(n.gpus) < need:
+            raise ConfigError(f"--device {device}: cluster worker {n.address} on {n.host} sees {len(n.gpus)} GPU(s)")
+    return device
+
+
+def plan_slots(nodes: list[NodeInfo], device: str, workers: int | None) -> list[SlotPlan]:
+    """Slots over the nodes: one per Dask worker thread (or `workers` of them), filled round-robin
+    over the workers in address order; on CUDA, the k-th slot of a node is pinned to its GPU k mod G
+    (`cuda:N`: GPU N). Each slot's worker gets the node's cores split between its slots."""
+    if not nodes:
+        raise ClusterError("the cluster has no workers")
+    ordered = sorted(nodes, key=lambda n: n.address)
+    capacity = [n for rounds in range(max(n.nthreads for n in ordered)) for n in ordered if n.nthreads > rounds]
+    count = workers if workers is not None else len(capacity)
+    homes = [capacity[i % len(capacity)] for i in range(count)]
+    per_node = Counter(n.address for n in homes)
+    seen: Counter = Counter()
+    plans = []
+    for slot, node in enumerate(homes):
+        k = seen[node.address]
+        seen[node.address] += 1
+        plans.append(SlotPlan(slot, node.address, slot_device_on(node, device, k), max(1, node.cores // per_node[node.address])))
+    return plans
+
+
+def slot_device_on(node: NodeInfo, device: str, k: int) -> SlotDevice:
+    """The k-th slot's device on `node`; the name the store records says node and GPU."""
+    if device == "cpu":
+        return SlotDevice(f"{node.host}/cpu", "cpu")
+    if not node.gpus:
+        raise ConfigError(f"--device {device}: cluster worker {node.address} on {node.host} sees no GPU")
+    index = int(device.split(":", 1)[1]) if ":" in device else k % len(node.gpus)
+    return SlotDevice(f"{node.host}/cuda:{node.gpus[index]}", "cuda", {"CUDA_VISIBLE_DEVICES": node.gpus[index]})
+
+
+# ---- the driver's side ----------------------------------------------------------------------------
+@dataclass
+class FleetStats:
+    """What the live view and the summary show: nodes lost, cases returned to the queue."""
+
+    lost_nodes: set = field(default_factory=set)
+    requeued: int = 0
+    why: list = field(default_factory=list)  # "address: reason", one per requeue
+
+
+class Fleet:
+    """A connected cluster and the campaign's slot plan; `worker(slot, ...)` is the Campaign's
+    worker factory (a `ClusterWorker` per slot)."""
+
+    def __init__(self, client, nodes: list[NodeInfo], device: str, plans: list[SlotPlan]):
+        self.client = client
+        self.nodes = {n.address: n for n in nodes}
+        self.device = device
+        self.plans = plans
+        self.slot_devices = [p.where for p in plans]
+        self.token = uuid.uuid4().hex[:12]  # two campaigns on one cluster never share a slot's worker
+        self.stats = FleetStats()
+        self.lock = threading.Lock()
+        self._live: set[str] = set(self.nodes)
+        self._live_at = time.monotonic()
+        self.workers: list[ClusterWorker] = []
+
+    @classmethod
+    def connect(cls, address: str, device: str, workers: int | None) -> "Fleet":
+        """Connect, read the nodes, resolve the device on them, plan the slots."""
+        distributed = import_distributed()
+        try:
+            client = distributed.Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
+        except (OSError, TimeoutError) as e:
+            raise ClusterError(f"--cluster {address}: cannot reach the Dask scheduler ({type(e).__name__}: {e})") from None
+        try:
+            infos = client.run(node_info, cuda=device != "cpu")  # auto: each node says what GPUs it has
+            sched = scheduler_workers(client)
+            daemonic = sorted(a for a, i in infos.items() if i["daemon"])
+            if daemonic:
+                raise ClusterError(f"--cluster {address}: Dask workers {', '.join(daemonic)} are daemonic and cannot start "
+                                   f"divfuzz's isolated worker processes; start them with {DAEMON_SETTING}")
+            nodes = [NodeInfo(a, i["host"], int(sched.get(a, {}).get("nthreads", 1)), int(i["cores"]), tuple(i["gpus"]))
+                     for a, i in infos.items()]
+            device = fleet_device(device, nodes)
+            return cls(client, nodes, device, plan_slots(nodes, device, workers))
+        except BaseException:
+            client.close()
+            raise
+
+    def describe(self) -> str:
+        """One line for the campaign's header: slots, nodes, devices."""
+        hosts = Counter(p.where.name for p in self.plans)
+        return (f"{len(self.plans)} slot{'s' if len(self.plans) != 1 else ''} on {len(self.nodes)} Dask worker(s): "
+                + ", ".join(f"{name} x{n}" for name, n in sorted(hosts.items())))
+
+    def progress_line(self) -> str:
+        """Workers by node and GPU, now, and what lost nodes cost (the live view's fleet line)."""
+        with self.lock:
+            where = Counter(w.where_name for w in self.workers) if self.workers else Counter(p.where.name for p in self.plans)
+            lost, requeued = len(self.stats.lost_nodes), self.stats.requeued
+        line = "fleet: " + " · ".join(f"{name} x{n}" for name, n in sorted(where.items()))
+        if lost or requeued:
+            line += f"  ({lost} node(s) lost, {requeued} case(s) returned to the queue)"
+        return line
+
+    def lost_report(self) -> list[str]:
+        """One line per case returned to the queue: which node, and how it was seen to go."""
+        with self.lock:
+            return [f"returned to the queue: {why}" for why in self.stats.why]
+
+    def worker(self, slot: int, device: str, *, extra_env: dict | None = None) -> "ClusterWorker":
+        """The Campaign's worker factory: `extra_env` is the driver's and is replaced by the node's
+        own (threads from the node's cores, the node's GPU)."""
+        w = ClusterWorker(self, self.plans[slot])
+        with self.lock:
+            self.workers.append(w)
+        return w
+
+    def close(self) -> None:
+        self.client.close()
+
+    # liveness, shared by the slots
+    def live(self) -> set[str]:
+        with self.lock:
+            if time.monotonic() - self._live_at < LIVENESS_REFRESH_S:
+                return set(self._live)
+        try:
+            live = set(scheduler_workers(self.client))
+        except (OSError, TimeoutError) as e:
+            raise ClusterError(f"lost the Dask scheduler ({type(e).__name__}: {e})") from None
+        with self.lock:
+            self._live, self._live_at = live, time.monotonic()
+        return live
+
+    def note_lost(self, address: str, why: str) -> None:
+        with self.lock:
+            self.stats.lost_nodes.add(address)
+            self.stats.requeued += 1
+            self.stats.why.append(f"{address}: {why}")
+
+    def replacement(self, slot: int, stop: threading.Event) -> tuple[str, SlotDevice]:
+        """A live node for a slot whose node left: the one with the fewest slots now, its GPU chosen
+        as `plan_slots` would. Waits up to NO_NODE_WAIT_S for one to join."""
+        deadline = time.monotonic() + NO_NODE_WAIT_S
+        while True:
+            live = self.live() - self.stats.lost_nodes
+            if live or stop.is_set():
+                break
+            if time.monotonic() > deadline:
+                raise ClusterError(f"slot {slot}: no Dask worker alive for {NO_NODE_WAIT_S:.0f} s")
+            time.sleep(POLL_S)
+        if not live:
+            raise ClusterError(f"slot {slot}: no Dask worker alive")
+        with self.lock:
+            load = Counter(w.address for w in self.workers)
+        address = min(sorted(live), key=lambda a: load[a])
+        if address not in self.nodes:  # a node that joined (or was restarted) since the plan
+            info = self.client.run(node_info, cuda=self.device.startswith("cuda"), workers=[address])[address]
+            with self.lock:
+                self.nodes[address] = NodeInfo(address, info["host"], 1, int(info["cores"]), tuple(info["gpus"]))
+        return address, slot_device_on(self.nodes[address], self.device, load[address])
+
+
+def scheduler_workers(client) -> dict:
+    """The scheduler's workers now, by address, asked directly. Not `Client.scheduler_info()`: the
+    client's own periodic refresh (every 2 s, without workers) can overwrite the answer between its
+    fetch and its return, which would read as every node gone."""
+    return dict(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
+
+
+class _Lost(Exception):
+    """The node running a request left; the request goes back to the queue."""
+
+
+class ClusterWorker:
+    """A `Worker` whose process lives on a Dask worker: same `run`, `call`, `stop`, `abort`, and
+    `startup_s`. `run` never returns a verdict for a lost node: it resubmits (see the module)."""
+
+    def __init__(self, fleet: Fleet, plan: SlotPlan):
+        self.fleet = fleet
+        self.slot = plan.slot
+        self.address = plan.address
+        self.where = plan.where
+        self.threads = plan.threads
+        self.device = plan.where.worker_device
+        self.key = f"divfuzz-{fleet.token}-slot{plan.slot}"
+        self.startup_s = 0.0
+        self.aborted = False
+        self._abort_event = threading.Event()
+        self._future = None
+
+    @property
+    def where_name(self) -> str:
+        return self.where.name
+
+    def _env(self) -> dict:
+        return {"DIVFUZZ_WORKER_THREADS": str(self.threads), **self.where.env}
+
+    def run(self, request: CaseRequest, timeout_s: float) -> Verdict:
+        message = request.to_message()
+        reply = self._remote(lambda: (node_run, self.key, self.device, self._env(), message, timeout_s), timeout_s)
+        if reply is None:
+            return Verdict(Status.CRASH, error_type="Aborted", error_message="divfuzz was interrupted")
+        if "internal" in reply:
+            raise InternalError(f"{reply['internal']} (on cluster worker {self.address})", details=reply["details"])
+        self.startup_s += reply["startup_s"]
+        return Verdict.from_dict(reply["verdict"])
+
+    def call(self, target: str, kwargs: dict, timeout_s: float) -> CallOutcome:
+        reply = self._remote(lambda: (node_call, self.key, self.device, self._env(), target, kwargs, timeout_s), timeout_s)
+        if reply is None:
+            return CallOutcome(error="Aborted: divfuzz was interrupted")
+        return CallOutcome(value=reply["value"], error=reply["error"])
+
+    def _remote(self, task, timeout_s: float):
+        """Submit to the slot's node and wait; on a lost node, move the slot and submit again.
+        None: aborted (the campaign was interrupted)."""
+        for _ in range(LOST_NODE_RETRIES + 1):
+            if self.aborted:
+                return None
+            fn, *args = task()  # the env is the slot's current node's
+            future = self.fleet.client.submit(fn, *args, workers=[self.address], allow_other_workers=False,
+                                              pure=False, key=f"{self.key}-{uuid.uuid4().hex[:8]}")
+            self._future = future
+            try:
+                return self._wait(future, timeout_s)
+            except _Lost as why:
+                future.cancel()
+                self.fleet.note_lost(self.address, str(why))
+                if self.aborted:
+                    return None
+                self.address, self.where = self.fleet.replacement(self.slot, self._abort_event)
+            finally:
+                self._future = None
+        raise ClusterError(f"slot {self.slot}: a case lost {LOST_NODE_RETRIES + 1} Dask workers in a row; "
+                           "stopping rather than retrying it forever (is a node killing cases?)")
+
+    def _wait(self, future, timeout_s: float):
+        distributed = import_distributed()
+        from concurrent.futures import CancelledError
+
+        from distributed.comm.core import CommClosedError
+
+        # The node enforces the case's timeout (a HANG verdict); past that and a worker's start-up,
+        # a node that says nothing is treated as lost.
+        deadline = time.monotonic() + timeout_s + STARTUP_TIMEOUT_S + 60.0
+        while True:
+            if self.aborted:
+                future.cancel()
+                return None
+            if future.done():  # polled, not `result(timeout=...)`: a timed-out wait must never read as a lost node
+                try:
+                    return future.result()
+                except (distributed.KilledWorker, CommClosedError, CancelledError) as e:
+                    raise _Lost(f"{type(e).__name__}: {e}") from None
+                except Exception as e:  # divfuzz's own code failed on the node: never a verdict
+                    raise InternalError(f"divfuzz's own code failed on cluster worker {self.address}: {type(e).__name__}: {e}") from e
+            if self.address not in self.fleet.live():
+                raise _Lost("gone from the scheduler's workers")
+            if time.monotonic() > deadline:
+                raise _Lost(f"no answer within {timeout_s + STARTUP_TIMEOUT_S + 60.0:.0f} s")
+            self._abort_event.wait(POLL_S)
+
+    def abort(self) -> None:
+        """From another thread: stop now; the case in flight is dropped, never a verdict."""
+        self.aborted = True
+        self._abort_event.set()
+        future = self._future
+        if future is not None:
+            future.cancel()
+        self._on_node(node_abort)
+
+    def stop(self) -> None:
+        self._on_node(node_stop)
+
+    def kill(self) -> None:
+        self.abort()
+
+    def _on_node(self, fn) -> None:
+        """Out of band on the slot's node (`Client.run` does not wait for the busy task thread)."""
+        try:
+            self.fleet.client.run(fn, self.key, workers=[self.address], on_error="ignore")
+        except Exception:  # the node or the scheduler is gone: nothing is left to stop there
+            pass
