@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 from records.errors import UnsafePathError
 from generators.spec import GraphSpec
 from reports.perf_repro import render_perf_repro
-from reports.perf_repro import render_perf_repro
 from reports.repro import render_repro
 
 if TYPE_CHECKING:
