@@ -22,6 +22,7 @@ the campaign seed, the slot and the epoch) in a thread that feeds one worker pro
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import platform
 import shutil
@@ -704,3 +705,88 @@ def run_campaign(opts: CampaignOptions, on_progress: Callable[[Progress], None] 
         return campaign.run(before_slots)
     finally:
         campaign.close()
+
+
+@dataclass(frozen=True)
+class PendingOutcome:
+    filed: tuple  # (raw key, root-cause key, bucket id) of each analysis filed
+    left: int  # still pending (the budget ran out)
+
+
+def finish_pending(out_dir: Path, *, budget_s: float, workers: int = 1, timeout_s: float = 300.0,
+                   minimize_budget_s: float = 120.0, log: Callable[[str], None] | None = None) -> PendingOutcome:
+    """`divfuzz minimize --pending`: finish the analyses a campaign left pending in `out_dir`'s
+    store, in a pool of `workers` analysis workers, within `budget_s` (each analysis gets at most
+    `minimize_budget_s`), filed as the campaign files them (`file_root_cause`). Takes the store's
+    campaign lock (no campaign may run on it meanwhile). The stored case's device and config are
+    data: checked like command-line input before any worker runs them."""
+    from fuzzer.engine.compile import check_stored_backend, validate_inductor_overrides
+    from fuzzer.triage.analysis import BucketAnalyzer
+    from generators.validate import load_spec
+
+    path = out_dir / STORE_NAME
+    if not path.exists():
+        raise ConfigError(f"{path}: no campaign store here (--pending finishes a campaign's analyses; use --store DIR)")
+    lock = CampaignLock(path)
+    lock.acquire()
+    store = Store(path, create=False)
+    try:
+        groups: dict[tuple, list[AnalysisJob]] = {}
+        for p in store.pending_analyses():
+            case = store.case(p.case_id)
+            where = f"case {p.case_id} in {path}"
+            config = CompileConfig.from_dict(case.config)
+            check_stored_backend(config.backend, None, source=where)
+            validate_inductor_overrides(dict(config.inductor), where=f"the stored config of {where}")
+            run = next(r for r in store.runs() if r["id"] == case.run_id)
+            options = run["options"]
+            oracle = options.get("oracle", "numeric")
+            if oracle not in ("numeric", "perf") or not isinstance(options.get("strict", False), bool):
+                raise ConfigError(f"{where}: run {case.run_id}'s options {options!r} are not a divfuzz campaign's")
+            if case.device != "cpu" and not (case.device == "cuda" or case.device.startswith("cuda:") and case.device[5:].isdigit()):
+                raise ConfigError(f"{where}: device {case.device!r} is not cpu, cuda or cuda:N")
+            group = (case.device, json.dumps(case.config, sort_keys=True), options.get("strict", False), oracle,
+                     options.get("perf_margin"))
+            groups.setdefault(group, []).append(AnalysisJob(p.raw_key, p.case_id, load_spec(case.spec_json, source=where)))
+        deadline = time.time() + budget_s
+        filed: list = []
+
+        def budget_for() -> float | None:
+            left = deadline - time.time()
+            return min(minimize_budget_s, left) if left >= MIN_ANALYSIS_S else None
+
+        errors: list[BaseException] = []
+        for (device, config_json, strict, oracle, perf_margin), jobs in groups.items():
+            config = CompileConfig.from_dict(json.loads(config_json))
+            places = campaign_slot_devices(device, max(1, min(workers, len(jobs))))
+            analyzer = BucketAnalyzer(device=places[0].worker_device, config=config, strict=strict, budget_s=minimize_budget_s,
+                                      timeout_s=timeout_s, oracle=oracle, perf_margin=perf_margin, log=None)
+
+            def on_done(job, key, analysis, device=device, config=config):
+                result = file_root_cause(store, out_dir, job, key, analysis, device=device, config=config, timeout_s=timeout_s)
+                filed.append((job.raw_key, key, result.bucket_id))
+                if log is not None:
+                    log(f"bucket {result.bucket_id}: {job.raw_key} -> {key}")
+
+            def on_error(e):  # divfuzz's own error: stop this group's pool (called from its threads, once it runs)
+                errors.append(e)
+                pool.abort()
+
+            pool = AnalysisPool(places, analyzer, budget_for=budget_for, on_done=on_done, on_error=on_error)
+            pool.start()
+            for job in jobs:
+                pool.submit(job)
+            pool.close()
+            try:
+                while not pool.done:
+                    pool.wait(0.5)
+            except KeyboardInterrupt:
+                pool.abort()
+                pool.wait(30)
+                raise
+            if errors:
+                raise InternalError(f"divfuzz's own error while finishing pending analyses: {errors[0]}") from errors[0]
+        return PendingOutcome(tuple(filed), store.pending_count())
+    finally:
+        store.close()
+        lock.release()
