@@ -82,7 +82,8 @@ def test_a_budget_that_ends_with_analyses_open_stores_every_case_and_leaves_them
 def test_minimize_pending_files_what_the_campaign_left_open(tmp_path, monkeypatch):
     result = _campaign_leaving_analyses_pending(tmp_path, monkeypatch)
     assert result.pending_analyses >= 1
-    done = subprocess.run([sys.executable, "-m", "fuzzer", "minimize", "--pending", "--store", str(tmp_path), "--budget", "20m"],
+    done = subprocess.run([sys.executable, "-m", "fuzzer", "minimize", "--pending", "--store", str(tmp_path), "--budget", "20m",
+                           "--backend", "fuzzer.engine.planted:ulp_bump"],  # a stored import path runs only when named
                           cwd=ROOT, capture_output=True, text=True, timeout=1500)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert f"{result.pending_analyses} pending analyses filed; 0 still pending" in " ".join(done.stdout.split()) or \

@@ -714,7 +714,8 @@ class PendingOutcome:
 
 
 def finish_pending(out_dir: Path, *, budget_s: float, workers: int = 1, timeout_s: float = 300.0,
-                   minimize_budget_s: float = 120.0, log: Callable[[str], None] | None = None) -> PendingOutcome:
+                   minimize_budget_s: float = 120.0, log: Callable[[str], None] | None = None,
+                   cli_backend: str | None = None) -> PendingOutcome:
     """`divfuzz minimize --pending`: finish the analyses a campaign left pending in `out_dir`'s
     store, in a pool of `workers` analysis workers, within `budget_s` (each analysis gets at most
     `minimize_budget_s`), filed as the campaign files them (`file_root_cause`). Takes the store's
@@ -736,7 +737,7 @@ def finish_pending(out_dir: Path, *, budget_s: float, workers: int = 1, timeout_
             case = store.case(p.case_id)
             where = f"case {p.case_id} in {path}"
             config = CompileConfig.from_dict(case.config)
-            check_stored_backend(config.backend, None, source=where)
+            check_stored_backend(config.backend, cli_backend, source=where)  # an import path only when named by --backend
             validate_inductor_overrides(dict(config.inductor), where=f"the stored config of {where}")
             run = next(r for r in store.runs() if r["id"] == case.run_id)
             options = run["options"]

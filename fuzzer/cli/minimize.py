@@ -51,7 +51,9 @@ def minimize(ctx, case, modules, store_dir, out_dir, device, budget, timeout_s, 
         if case or modules:
             raise ConfigError("--pending finishes a campaign's pending analyses: give no CASE-ID, spec or --module with it")
         explicit_out = ctx.get_parameter_source("out_dir") is not click.core.ParameterSource.DEFAULT
-        _finish_pending(out_dir if explicit_out else store_dir, budget_s=parse_budget(budget), workers=workers, timeout_s=timeout_s)
+        explicit_backend = ctx.get_parameter_source("backend") is not click.core.ParameterSource.DEFAULT
+        _finish_pending(out_dir if explicit_out else store_dir, budget_s=parse_budget(budget), workers=workers, timeout_s=timeout_s,
+                        cli_backend=backend if explicit_backend else None)
         return
     check_out_dir(out_dir, "--out")  # first: before torch is imported and minimizing starts
     device = resolve_device(device)
@@ -110,12 +112,12 @@ def minimize(ctx, case, modules, store_dir, out_dir, device, budget, timeout_s, 
     out.print(f"written: {folder}/repro.py, report.md, spec.json", highlight=False)
 
 
-def _finish_pending(campaign_dir: Path, *, budget_s: float, workers: int, timeout_s: float) -> None:
+def _finish_pending(campaign_dir: Path, *, budget_s: float, workers: int, timeout_s: float, cli_backend: str | None) -> None:
     """`--pending`: the campaign's open analyses, filed into its buckets (`fuzzer.campaign.loop.finish_pending`)."""
     from fuzzer.campaign.loop import finish_pending
     from fuzzer.cli.options import out
 
-    done = finish_pending(campaign_dir, budget_s=budget_s, workers=workers, timeout_s=timeout_s,
+    done = finish_pending(campaign_dir, budget_s=budget_s, workers=workers, timeout_s=timeout_s, cli_backend=cli_backend,
                           log=lambda line: out.print(line, highlight=False))
     out.print(f"{len(done.filed)} pending analys{'is' if len(done.filed) == 1 else 'es'} filed; {done.left} still pending"
               + (" (--budget ran out: run it again to go on)" if done.left else ""), highlight=False)
