@@ -85,7 +85,59 @@ def test_a_version_2_store_gains_ran_on_and_keeps_its_cases(tmp_path):
     store = Store(path)
     try:
         assert store.case(case_id).ran_on is None and store.case(case_id).status == "ok"
-        assert SCHEMA_VERSION == 3
-        assert store.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "3"
+        assert store.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
     finally:
         store.close()
+
+
+def _finding_case(store, run_id, idx, raw, *, severity="suspect"):
+    return store.add_case_for_analysis(
+        raw_key=raw, severity_for=lambda key: {"severity": severity, "rule": key.signature, "output": "out", "detail": ""},
+        run_id=run_id, slot=0, idx=idx, spec_digest=f"d{idx}", spec_json="{}", device="cpu", config={},
+        verdict={"status": "diverged"}, score=1.0, wall_s=0.1, finding_kind="bf16-ulp")
+
+
+def test_a_version_3_store_gains_an_empty_pending_table_and_readers_see_it(tmp_path):
+    import sqlite3
+
+    from fuzzer.engine.store import SCHEMA_VERSION
+
+    path = tmp_path / STORE_NAME
+    Store(path).close()
+    db = sqlite3.connect(path)  # as written by schema 3, before analyses could be left pending
+    db.execute("DROP TABLE pending_analyses")
+    db.execute("UPDATE meta SET value='3' WHERE key='schema_version'")
+    db.commit()
+    db.close()
+    store = Store(path, create=False)
+    try:
+        assert store.pending_count() == 0 and store.pending_analyses() == []
+        assert store.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION) == "4"
+    finally:
+        store.close()
+
+
+def test_a_raw_bucket_is_renamed_or_merged_into_its_root_cause_and_its_pending_row_closed(tmp_path):
+    store = Store(tmp_path / STORE_NAME)
+    run_id, _ = store.start_run(seed=0, device="cpu", config={}, options={}, versions={})
+    raw_a = BucketKey("bf16-ulp", "bfloat16", "cpu", "gelu+linear")
+    raw_b = BucketKey("bf16-ulp", "bfloat16", "cpu", "gelu+relu")
+    root = BucketKey("bf16-ulp", "bfloat16", "cpu", "gelu @ backend x")
+    first = _finding_case(store, run_id, 0, raw_a)
+    again = _finding_case(store, run_id, 1, raw_a)  # the same raw key while its analysis is open
+    other = _finding_case(store, run_id, 2, raw_b)
+    assert first.queued and not again.queued and other.queued and first.key == raw_a
+    assert [p.raw_key for p in store.pending_analyses()] == [raw_a, raw_b] and store.pending_count() == 2
+    judged = []
+    by_design = lambda verdict: judged.append(verdict) or {"severity": "by-design", "rule": "knob", "output": "out", "detail": ""}
+    filed = store.resolve_root_cause(raw_a, root, by_design)
+    assert filed.created and filed.bucket_id == first.bucket_id and filed.severity == "by-design" and len(judged) == 2
+    merged = store.resolve_root_cause(raw_b, root, by_design)
+    assert not merged.created and merged.bucket_id == first.bucket_id and merged.raw_bucket_id == other.bucket_id
+    later = _finding_case(store, run_id, 3, raw_b)  # a raw key already filed goes straight to its root cause
+    assert later.key == root and not later.queued and later.bucket_id == first.bucket_id
+    [bucket] = store.buckets()
+    assert bucket.key == root and bucket.count == 4 and bucket.severity == "suspect"  # the later case, judged suspect, outranks by-design
+    assert store.pending_count() == 0 and store.root_cause_of(raw_a) == root == store.root_cause_of(raw_b)
+    assert {store.case(i).bucket_id for i in (first.case_id, again.case_id, other.case_id, later.case_id)} == {bucket.id}
+    store.close()

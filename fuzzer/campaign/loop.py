@@ -7,6 +7,12 @@ the campaign seed, the slot and the epoch) in a thread that feeds one worker pro
 - a case is stored before the next one starts, and a resumed campaign skips stored cases
   (it re-draws them, checks the spec digest and feeds the stored score to `target`);
 - nothing the compiler under test does stops the campaign: it becomes a verdict;
+- with minimization on, a new raw key's analysis (minimize + attribute) runs in the analysis pool
+  (`fuzzer.campaign.analysis_pool`) beside the slots, never in them: the case is stored at once
+  under its raw key, and the pool re-keys the raw bucket to its root cause when done; analyses
+  still open at the budget's end (plus `BUDGET_GRACE_S`) stay pending in the store, and a
+  resumed campaign (or `divfuzz minimize --pending`) finishes them. `analysis_workers=0` analyses
+  inline in the slot instead; both end in the same buckets (`Store.resolve_root_cause`);
 - anything divfuzz's own code raises (a slot thread, the store, the minimizer, a worker's
   internal error) stops it: the run is recorded `failed`, the traceback goes to a log file in
   `out_dir`, and `run` raises InternalError; it never becomes a bucket;
@@ -17,8 +23,10 @@ from __future__ import annotations
 
 import functools
 import itertools
+import json
 import os
 import platform
+import shutil
 import tempfile
 import threading
 import time
@@ -30,18 +38,20 @@ from typing import Callable
 
 from hypothesis import HealthCheck, Phase, given, seed, settings, target
 
-from fuzzer.campaign.sizing import SlotDevice, slot_devices
+from fuzzer.campaign.analysis_pool import AnalysisJob, AnalysisPool
+from fuzzer.campaign.sizing import SlotDevice, size_analysis_workers, slot_devices
 from fuzzer.engine.buckets import bucket_key
 from records.backends import ALL_DTYPES, capabilities_of
 from records.config import CompileConfig
-from records.errors import DivfuzzError, InternalError
+from records.errors import ConfigError, DivfuzzError, InternalError
 from fuzzer.engine.store import CampaignLock, Store
 from fuzzer.engine.worker import CaseRequest, Worker
 from generators.spec import GraphSpec
 from generators.strategies import graph_specs, perf_graph_specs
 from oracles.severity import severity_of
 from oracles.findings import finding_of, target_score
-from reports.files import write_bucket_folder
+from records.verdict import Verdict
+from reports.files import bucket_folder_name, write_bucket_folder
 
 STORE_NAME = "divfuzz.sqlite"
 
@@ -78,6 +88,10 @@ class CampaignOptions:
     perf_margin: float | None = None  # the perf oracle's noise margin (None: oracles.perf.DEFAULT_MARGIN)
     against: CompileConfig | None = None  # `--against`: judge config's compiler against this one (fuzzer.engine.against)
     unguarded_casts: bool = False  # `--unguarded-casts`: draw float->int casts without their NaN/range guard
+    # With minimize: bucket analysis workers beside the slots (None: `size_analysis_workers`);
+    # 0 analyses inline, in the slot. Not part of `identity`: it changes when buckets are
+    # re-keyed, never which cases run or where they end up.
+    analysis_workers: int | None = None
 
     def identity(self) -> dict:
         """What makes two campaigns the same (so that one resumes the other)."""
@@ -118,6 +132,8 @@ class Progress:
     timings: Counter = field(default_factory=Counter)
     bucket_severity: dict = field(default_factory=dict)  # bucket id -> its most severe case's severity in this run
     replays: int = 0  # of `cases` and `skipped`: known specs replayed (`fuzz --replay-known`), not drawn
+    pending_analyses: int = 0  # bucket analyses queued or running in the analysis pool
+    analyses_filed: int = 0  # analyses the pool finished and filed in this run
 
     def note_severity(self, bucket_id: int, severity) -> None:
         old = self.bucket_severity.get(bucket_id)
@@ -138,12 +154,16 @@ class CampaignResult:
     store_path: Path
     interrupted: bool
     cut_at_grace: bool = False  # work still running at budget + BUDGET_GRACE_S was dropped
+    pending_analyses: int = 0  # analyses left open in the store at the end (`minimize --pending`)
 
 
 # `--budget` is a deadline: drawing stops at the budget; minimization of the buckets still open
 # gets what is left plus at most this grace, after which the cases and analyses in flight are
 # dropped (not stored; a resumed run redoes them), as for an interrupt.
 BUDGET_GRACE_S = 30.0
+# The analysis pool starts no job with less time than this left before budget + grace: a
+# minimization cut to a few seconds would file a barely-shrunk root cause; it stays pending.
+MIN_ANALYSIS_S = 5.0
 
 
 def environment_versions(device: str) -> dict:
@@ -233,13 +253,41 @@ class Campaign:
         self.cut_at_grace = False
         self.threads_per_worker = max(1, (os.cpu_count() or 1) // max(1, opts.workers))
         self.analyzer = None
+        self.pool: AnalysisPool | None = None
+        self.inline_analysis = False
         if opts.minimize:  # one bucket per root cause: minimize + attribute each new raw key
-            from fuzzer.triage.analysis import BucketAnalyzer
+            try:
+                self._make_analysis_pool()
+            except BaseException:
+                self.close()
+                raise
 
-            # The analysis runs in the slot's pinned worker, which sees its GPU as plain 'cuda'.
-            self.analyzer = BucketAnalyzer(device=self.slot_devices[0].worker_device, config=opts.config, strict=opts.strict,
-                                           budget_s=opts.minimize_budget_s, timeout_s=opts.timeout_s,
-                                           store=self.store, oracle=opts.oracle, perf_margin=opts.perf_margin)
+    def _make_analysis_pool(self) -> None:
+        """The analyzer, and the pool of analysis workers (pinned round-robin after the slots, so
+        GPUs share the load). An inline campaign still gets one pool worker for the analyses an
+        earlier run left pending."""
+        from fuzzer.triage.analysis import BucketAnalyzer
+
+        opts = self.opts
+        # Every worker is pinned and sees its GPU as plain 'cuda' (or runs on the CPU).
+        self.analyzer = BucketAnalyzer(device=self.slot_devices[0].worker_device, config=opts.config, strict=opts.strict,
+                                       budget_s=opts.minimize_budget_s, timeout_s=opts.timeout_s,
+                                       store=self.store, oracle=opts.oracle, perf_margin=opts.perf_margin)
+        count = opts.analysis_workers if opts.analysis_workers is not None else size_analysis_workers(opts.workers).workers
+        if count < 0:
+            raise ConfigError(f"Expected analysis_workers >= 0 but got analysis_workers={count!r}")
+        if self.fleet is not None:
+            # On a fleet the devices are the nodes': analyses run inline, in the slot's node worker
+            # (a pool here would put them on the driver). Pending ones wait for `minimize --pending`.
+            count = 0
+        self.inline_analysis = count == 0
+        self.pending_at_start = self.store.pending_analyses()
+        if count == 0 and self.pending_at_start and self.fleet is None:
+            count = 1
+        if count:
+            places = campaign_slot_devices(opts.device, opts.workers + count)[opts.workers:]
+            self.pool = AnalysisPool(places, self.analyzer, budget_for=self._analysis_budget, on_done=self._file_analysis,
+                                     on_error=self._fail, worker_env={"DIVFUZZ_WORKER_THREADS": str(self.threads_per_worker)})
 
     def run(self, before_slots: Callable[["Campaign"], None] | None = None) -> CampaignResult:
         """Run the slots to the end; `before_slots(self)` first, in this run (`fuzz --replay-known`)."""
@@ -253,6 +301,7 @@ class Campaign:
         ]
         interrupted = False
         try:
+            self._start_pool()
             if before_slots is not None:
                 self._before_slots(before_slots, done)
             for t in threads if self.failure is None else ():
@@ -265,14 +314,60 @@ class Campaign:
                 if self.deadline and time.time() > self.deadline + BUDGET_GRACE_S and not self.cut_at_grace:
                     self.cut_at_grace = True
                     self._interrupt(done)
+            self._drain_pool()
         except KeyboardInterrupt:
             interrupted = True
             self._interrupt(done)
+        if self.pool is not None:  # no pool thread may touch the store once the run is closed
+            self.pool.abort()
+            self.pool.wait(30)
         if self.failure is not None:
             self._interrupt(done)  # the other slots: their cases in flight are dropped, not stored
             self._record_failure()
         self.store.finish_run(self.run_id, "interrupted" if interrupted else "finished")
-        return CampaignResult(self.run_id, self.resumed, self.progress, self.store.path, interrupted, self.cut_at_grace)
+        pending = self.store.pending_count()
+        with self.lock:
+            self.progress.pending_analyses = pending
+        return CampaignResult(self.run_id, self.resumed, self.progress, self.store.path, interrupted, self.cut_at_grace,
+                              pending)
+
+    def _start_pool(self) -> None:
+        """Start the analysis workers, with the analyses an earlier run left pending first."""
+        if self.pool is None:
+            return
+        from generators.validate import load_spec
+
+        self.pool.start()
+        for p in self.pending_at_start:  # the store is untrusted data: its spec is loaded as data, checked
+            self.pool.submit(AnalysisJob(p.raw_key, p.case_id, load_spec(self.store.case(p.case_id).spec_json,
+                                                                         source=f"case {p.case_id} in {self.store.path}")))
+        with self.lock:
+            self.progress.pending_analyses = len(self.pending_at_start)
+
+    def _drain_pool(self) -> None:
+        """After the slots: let the pool finish its queue, until budget + grace; what is still
+        open then stays pending in the store."""
+        if self.pool is None or self.failure is not None or self.interrupted.is_set():
+            return
+        self.pool.close()
+        while not self.pool.done and self.failure is None:
+            if self.deadline and time.time() > self.deadline + BUDGET_GRACE_S:
+                self.pool.abort()
+                break
+            self.pool.wait(0.2)
+
+    def _analysis_budget(self) -> float | None:
+        """Seconds for an analysis starting now: the per-root-cause budget, capped by what is left
+        of the campaign's budget plus the grace; None when too little is left (it stays pending)."""
+        if self.interrupted.is_set():
+            return None
+        budget = self.opts.minimize_budget_s
+        if self.deadline:
+            left = self.deadline + BUDGET_GRACE_S - time.time()
+            if left < MIN_ANALYSIS_S:
+                return None
+            budget = min(budget, left)
+        return budget
 
     def _before_slots(self, fn: Callable[["Campaign"], None], done: list[threading.Event]) -> None:
         """Work before any slot starts: its own errors stop the campaign as a slot's do, and an
@@ -341,6 +436,8 @@ class Campaign:
             workers = list(self.slot_workers)
         for w in workers:
             w.abort()
+        if self.pool is not None:  # open analyses stay pending in the store
+            self.pool.abort()
         deadline = time.time() + 30
         while not all(e.is_set() for e in done) and time.time() < deadline:
             try:
@@ -412,15 +509,32 @@ class Campaign:
             return
         t_analysis = time.perf_counter()
         finding, key = self._judge(verdict, spec)
-        key, analysis = self._analyse(spec, key, worker)
-        if self.interrupted.is_set():  # the analysis was cut short: store nothing half-done
-            return
         score = target_score(verdict, finding)
-        t_store = time.perf_counter()
-        case_id, bucket_id, is_new = self._store_case(at, spec, verdict, finding, key, score, wall)
-        t_store = time.perf_counter() - t_store
-        if is_new:
-            self._write_bucket_files(bucket_id, case_id, key, spec, verdict, analysis)
+        if key is not None and self.analyzer is not None and not self.inline_analysis:
+            # Stored now under its raw key (or its known root cause); the pool analyses it.
+            t_store = time.perf_counter()
+            raw_key = key
+            intake = self._store_case_for_analysis(at, spec, verdict, finding, key, score, wall)
+            case_id, bucket_id, is_new, key = intake.case_id, intake.bucket_id, intake.is_new, intake.key
+            t_store = time.perf_counter() - t_store
+            if is_new:
+                self._write_bucket_files(bucket_id, case_id, key, spec, verdict, None)
+            if intake.queued:  # after its folder is written: the pool's re-keying replaces it
+                with self.lock:
+                    self.progress.pending_analyses += 1
+                self.pool.submit(AnalysisJob(raw_key, case_id, spec))
+        else:
+            raw_key = key
+            key, analysis = self._analyse(spec, key, worker)
+            if self.interrupted.is_set():  # the analysis was cut short: store nothing half-done
+                return
+            if analysis is not None:  # filed like a pool's answer: a raw bucket left pending joins it
+                self.store.resolve_root_cause(raw_key, key, lambda v: self._severity(Verdict.from_dict(v), key))
+            t_store = time.perf_counter()
+            case_id, bucket_id, is_new = self._store_case(at, spec, verdict, finding, key, score, wall)
+            t_store = time.perf_counter() - t_store
+            if is_new:
+                self._write_bucket_files(bucket_id, case_id, key, spec, verdict, analysis)
         if steer:
             target(score)
         self._report_progress(verdict, finding, bucket_id, is_new, wall=wall, t_store=t_store,
@@ -453,6 +567,47 @@ class Campaign:
             budget = max(1.0, min(budget, self.deadline + BUDGET_GRACE_S - time.time()))
         return self.analyzer.key_for(spec, key, worker, budget_s=budget)
 
+    @staticmethod
+    def _severity(verdict, key) -> dict | None:
+        """A case's severity reason under the bucket key it is stored under (its culprit counts)."""
+        reason = severity_of(verdict, culprit=key.signature)
+        return reason.to_dict() if reason is not None else None
+
+    def _store_case_for_analysis(self, at: "_CaseAt", spec: GraphSpec, verdict, finding, raw_key, score: float, wall: float):
+        """Store a finding before its analysis (`Store.add_case_for_analysis`): the intake."""
+        intake = self.store.add_case_for_analysis(
+            raw_key=raw_key, severity_for=lambda key: self._severity(verdict, key), triage=finding.triage,
+            run_id=self.run_id, slot=at.slot, idx=at.idx, spec_digest=spec.digest(), spec_json=spec.to_json(indent=None),
+            device=self.opts.device, config=self.opts.config.to_dict(), verdict=verdict.to_dict(), score=score,
+            wall_s=wall, finding_kind=finding.kind.value, ran_on=at.where.name,
+        )
+        reason = severity_of(verdict, culprit=intake.key.signature)
+        if reason is not None:
+            with self.lock:
+                self.progress.note_severity(intake.bucket_id, reason.severity)
+        return intake
+
+    def _file_analysis(self, job: AnalysisJob, key, analysis) -> None:
+        """A pool analysis is done: file it (`file_root_cause`) and update this run's progress."""
+        from records.severity import Severity
+
+        opts = self.opts
+        filed = file_root_cause(self.store, opts.out_dir, job, key, analysis, device=opts.device, config=opts.config,
+                                timeout_s=opts.timeout_s)
+        with self.lock:
+            p = self.progress
+            p.pending_analyses = max(0, p.pending_analyses - 1)
+            p.analyses_filed += 1
+            raw_id = filed.raw_bucket_id
+            if raw_id is not None and raw_id in p.buckets and raw_id != filed.bucket_id:
+                p.buckets.discard(raw_id)
+                p.buckets.add(filed.bucket_id)
+                p.new_buckets -= 1  # merged into a root-cause bucket that already existed
+            p.bucket_severity.pop(raw_id, None)
+            if filed.severity is not None and filed.bucket_id is not None:
+                p.bucket_severity[filed.bucket_id] = Severity(filed.severity)
+        self.on_progress(self.progress)
+
     def _store_case(self, at: "_CaseAt", spec: GraphSpec, verdict, finding, key, score: float, wall: float):
         """One committed row (and its bucket's update): (case id, bucket id, new bucket?)."""
         opts = self.opts
@@ -479,30 +634,11 @@ class Campaign:
                 self.progress.note_severity(stored[1], reason.severity)
         return stored
 
-    def _write_bucket_files(self, bucket_id: int, case_id: int, key, spec: GraphSpec, verdict, analysis) -> None:
-        """A new bucket's folder: the minimized repro and its attribution when analysed, else the case as drawn."""
+    def _write_bucket_files(self, bucket_id: int, case_id: int, key, spec: GraphSpec, verdict, analysis) -> Path:
         opts = self.opts
-        if analysis is not None:
-            from fuzzer.triage.analysis import write_bucket
-
-            folder = write_bucket(opts.out_dir / "buckets", bucket_id=bucket_id, key=key, analysis=analysis,
-                                  device=opts.device, config=opts.config, fallback_verdict=verdict, case_id=case_id,
-                                  timeout_s=int(opts.timeout_s), versions=environment_versions(opts.device))
-            self.store.set_bucket_folder(bucket_id, str(folder))
-            self.store.set_bucket_analysis(bucket_id, **analysis.to_dict())
-            return
-        folder = write_bucket_folder(
-            opts.out_dir / "buckets",
-            bucket_id=bucket_id,
-            key=key,
-            spec=spec,
-            device=opts.device,
-            config=opts.config,
-            verdict=verdict,
-            case_id=case_id,
-            timeout_s=int(opts.timeout_s),
-        )
-        self.store.set_bucket_folder(bucket_id, str(folder))
+        return write_bucket_files(self.store, opts.out_dir, bucket_id=bucket_id, case_id=case_id, key=key, spec=spec,
+                                  verdict=verdict, analysis=analysis, device=opts.device, config=opts.config,
+                                  timeout_s=opts.timeout_s)
 
     def _report_progress(self, verdict, finding, bucket_id, is_new: bool, *, wall: float, t_store: float, t_analysis: float) -> None:
         with self.lock:
@@ -524,6 +660,43 @@ class Campaign:
         self.on_progress(self.progress)
 
 
+def write_bucket_files(store: Store, out_dir: Path, *, bucket_id: int, case_id: int, key, spec: GraphSpec, verdict,
+                       analysis, device: str, config: CompileConfig, timeout_s: float) -> Path:
+    """A bucket's folder under `out_dir/buckets`: the minimized repro and its attribution when
+    analysed, else the case as drawn; the store records the folder (and the analysis)."""
+    if analysis is not None:
+        from fuzzer.triage.analysis import write_bucket
+
+        folder = write_bucket(out_dir / "buckets", bucket_id=bucket_id, key=key, analysis=analysis,
+                              device=device, config=config, fallback_verdict=verdict, case_id=case_id,
+                              timeout_s=int(timeout_s), versions=environment_versions(device))
+        store.set_bucket_folder(bucket_id, str(folder))
+        store.set_bucket_analysis(bucket_id, **analysis.to_dict())
+        return folder
+    folder = write_bucket_folder(out_dir / "buckets", bucket_id=bucket_id, key=key, spec=spec, device=device,
+                                 config=config, verdict=verdict, case_id=case_id, timeout_s=int(timeout_s))
+    store.set_bucket_folder(bucket_id, str(folder))
+    return folder
+
+
+def file_root_cause(store: Store, out_dir: Path, job: AnalysisJob, key, analysis, *, device: str, config: CompileConfig,
+                    timeout_s: float):
+    """File a finished analysis: re-key its raw bucket (`Store.resolve_root_cause`, the cases'
+    severities judged again under the root cause), give a bucket that became a root cause its
+    minimized folder, and remove the raw bucket's folder. The same for the pool and `minimize --pending`."""
+    filed = store.resolve_root_cause(job.raw_key, key, lambda v: Campaign._severity(Verdict.from_dict(v), key))
+    folder = None
+    if filed.created:
+        verdict = Verdict.from_dict(store.case(job.case_id).verdict)
+        folder = write_bucket_files(store, out_dir, bucket_id=filed.bucket_id, case_id=job.case_id, key=key, spec=job.spec,
+                                    verdict=verdict, analysis=analysis, device=device, config=config, timeout_s=timeout_s)
+    if filed.raw_bucket_id is not None:  # its path is built from ids and a sanitised slug, never read from the store
+        raw_folder = out_dir / "buckets" / bucket_folder_name(filed.raw_bucket_id, job.raw_key)
+        if raw_folder.is_dir() and raw_folder != folder:
+            shutil.rmtree(raw_folder)
+    return filed
+
+
 @dataclass(frozen=True)
 class _CaseAt:
     """Where a case sits in the campaign: its slot, its index in the slot, the slot's device."""
@@ -540,3 +713,89 @@ def run_campaign(opts: CampaignOptions, on_progress: Callable[[Progress], None] 
         return campaign.run(before_slots)
     finally:
         campaign.close()
+
+
+@dataclass(frozen=True)
+class PendingOutcome:
+    filed: tuple  # (raw key, root-cause key, bucket id) of each analysis filed
+    left: int  # still pending (the budget ran out)
+
+
+def finish_pending(out_dir: Path, *, budget_s: float, workers: int = 1, timeout_s: float = 300.0,
+                   minimize_budget_s: float = 120.0, log: Callable[[str], None] | None = None,
+                   cli_backend: str | None = None) -> PendingOutcome:
+    """`divfuzz minimize --pending`: finish the analyses a campaign left pending in `out_dir`'s
+    store, in a pool of `workers` analysis workers, within `budget_s` (each analysis gets at most
+    `minimize_budget_s`), filed as the campaign files them (`file_root_cause`). Takes the store's
+    campaign lock (no campaign may run on it meanwhile). The stored case's device and config are
+    data: checked like command-line input before any worker runs them."""
+    from fuzzer.engine.compile import check_stored_backend, validate_inductor_overrides
+    from fuzzer.triage.analysis import BucketAnalyzer
+    from generators.validate import load_spec
+
+    path = out_dir / STORE_NAME
+    if not path.exists():
+        raise ConfigError(f"{path}: no campaign store here (--pending finishes a campaign's analyses; use --store DIR)")
+    lock = CampaignLock(path)
+    lock.acquire()
+    store = Store(path, create=False)
+    try:
+        groups: dict[tuple, list[AnalysisJob]] = {}
+        for p in store.pending_analyses():
+            case = store.case(p.case_id)
+            where = f"case {p.case_id} in {path}"
+            config = CompileConfig.from_dict(case.config)
+            check_stored_backend(config.backend, cli_backend, source=where)  # an import path only when named by --backend
+            validate_inductor_overrides(dict(config.inductor), where=f"the stored config of {where}")
+            run = next(r for r in store.runs() if r["id"] == case.run_id)
+            options = run["options"]
+            oracle = options.get("oracle", "numeric")
+            if oracle not in ("numeric", "perf") or not isinstance(options.get("strict", False), bool):
+                raise ConfigError(f"{where}: run {case.run_id}'s options {options!r} are not a divfuzz campaign's")
+            if case.device != "cpu" and not (case.device == "cuda" or case.device.startswith("cuda:") and case.device[5:].isdigit()):
+                raise ConfigError(f"{where}: device {case.device!r} is not cpu, cuda or cuda:N")
+            group = (case.device, json.dumps(case.config, sort_keys=True), options.get("strict", False), oracle,
+                     options.get("perf_margin"))
+            groups.setdefault(group, []).append(AnalysisJob(p.raw_key, p.case_id, load_spec(case.spec_json, source=where)))
+        deadline = time.time() + budget_s
+        filed: list = []
+
+        def budget_for() -> float | None:
+            left = deadline - time.time()
+            return min(minimize_budget_s, left) if left >= MIN_ANALYSIS_S else None
+
+        errors: list[BaseException] = []
+        for (device, config_json, strict, oracle, perf_margin), jobs in groups.items():
+            config = CompileConfig.from_dict(json.loads(config_json))
+            places = campaign_slot_devices(device, max(1, min(workers, len(jobs))))
+            analyzer = BucketAnalyzer(device=places[0].worker_device, config=config, strict=strict, budget_s=minimize_budget_s,
+                                      timeout_s=timeout_s, oracle=oracle, perf_margin=perf_margin, log=None)
+
+            def on_done(job, key, analysis, device=device, config=config):
+                result = file_root_cause(store, out_dir, job, key, analysis, device=device, config=config, timeout_s=timeout_s)
+                filed.append((job.raw_key, key, result.bucket_id))
+                if log is not None:
+                    log(f"bucket {result.bucket_id}: {job.raw_key} -> {key}")
+
+            def on_error(e):  # divfuzz's own error: stop this group's pool (called from its threads, once it runs)
+                errors.append(e)
+                pool.abort()
+
+            pool = AnalysisPool(places, analyzer, budget_for=budget_for, on_done=on_done, on_error=on_error)
+            pool.start()
+            for job in jobs:
+                pool.submit(job)
+            pool.close()
+            try:
+                while not pool.done:
+                    pool.wait(0.5)
+            except KeyboardInterrupt:
+                pool.abort()
+                pool.wait(30)
+                raise
+            if errors:
+                raise InternalError(f"divfuzz's own error while finishing pending analyses: {errors[0]}") from errors[0]
+        return PendingOutcome(tuple(filed), store.pending_count())
+    finally:
+        store.close()
+        lock.release()

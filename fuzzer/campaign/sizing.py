@@ -168,3 +168,25 @@ def slot_devices(device: str, workers: int, *, gpu_count: int, visible: str | No
     if max(indices) >= len(entries):
         raise ConfigError(f"--device {device}: GPU {max(indices)} is not in CUDA_VISIBLE_DEVICES={visible!r}")
     return [SlotDevice(f"cuda:{i}", "cuda", {"CUDA_VISIBLE_DEVICES": entries[i]}) for i in indices]
+
+
+# Bucket analysis (minimize + attribute) runs in its own workers beside the fuzzing slots. An
+# analysis worker is as CPU-hungry as a slot (it compiles candidate after candidate), so on a host
+# the slots already fill, A analysis workers beside W slots leave the slots about W / (W + A) of
+# the CPU. Issue 11 asks fuzzing to keep at least 70% of its no-minimize rate: W / (W + A) >= 0.7,
+# so A <= W * 3/7. Analyses come in bursts (new raw keys are common early in a campaign, rare
+# later) and those still open at the budget's end are kept pending, so few workers suffice.
+ANALYSIS_MIN_FUZZING_SHARE = 0.7
+
+
+def size_analysis_workers(slots: int) -> WorkerSizing:
+    """The `--analysis-workers auto` rule: the most analysis workers that leave the `slots` fuzzing
+    workers `ANALYSIS_MIN_FUZZING_SHARE` of the worker processes, and at least 1. Pure: the same
+    slot count gives the same answer (the pool does not change which cases run, only when their
+    buckets are re-keyed)."""
+    if slots < 1:
+        raise ConfigError(f"Expected at least 1 fuzzing worker but got slots={slots!r}")
+    share = ANALYSIS_MIN_FUZZING_SHARE
+    count = max(1, int(slots * (1 - share) / share + 1e-9))
+    return WorkerSizing(count, f"{count} analysis worker{'s' if count != 1 else ''} beside {slots} fuzzing "
+                               f"(at most {1 - share:.0%} of the worker processes, at least 1)")

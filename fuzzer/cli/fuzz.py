@@ -32,9 +32,12 @@ from fuzzer.cli.options import (
 )
 
 class _WorkersType(click.ParamType):
-    """`auto` or a whole number of at least 1."""
+    """`auto` or a whole number of at least `minimum`."""
 
     name = "auto|N"
+
+    def __init__(self, minimum: int = 1):
+        self.minimum = minimum
 
     def convert(self, value, param, ctx):
         if isinstance(value, int) or value == "auto":
@@ -42,9 +45,9 @@ class _WorkersType(click.ParamType):
         try:
             count = int(value)
         except (TypeError, ValueError):
-            self.fail(f"Expected auto or a whole number of at least 1 but got {value!r}", param, ctx)
-        if count < 1:
-            self.fail(f"Expected auto or a whole number of at least 1 but got {value!r}", param, ctx)
+            self.fail(f"Expected auto or a whole number of at least {self.minimum} but got {value!r}", param, ctx)
+        if count < self.minimum:
+            self.fail(f"Expected auto or a whole number of at least {self.minimum} but got {value!r}", param, ctx)
         return count
 
 
@@ -66,6 +69,9 @@ WORKERS = _WorkersType()
 @click.option("--dtypes", default=None, help="Comma-separated data dtypes (float32,bfloat16,float16).")
 @click.option("--no-live", is_flag=True, help="No live view (plain progress lines).")
 @click.option("--no-minimize", is_flag=True, help="Do not minimize and attribute new buckets.")
+@click.option("--analysis-workers", type=_WorkersType(minimum=0), default="auto", show_default=True,
+              help="Workers that minimize and attribute new buckets beside the fuzzing ones: auto (fuzzing keeps >= 70% of "
+                   "the worker processes: fuzzer.campaign.sizing), a count, or 0 (analyse inline, in the fuzzing worker).")
 @click.option("--min-severity", type=SEVERITY_CHOICE, default="noise", show_default=True, help="Hide buckets below this severity in the summary.")
 @click.option("--replay-known", is_flag=True,
               help="First re-run every known bucket's minimal spec in this run, so `divfuzz diff` can tell fixed from not reached.")
@@ -78,8 +84,9 @@ WORKERS = _WorkersType()
               help="The same, from a Dask scheduler file (scheduler.json).")
 @oracle_options
 @compile_options
-def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, strict, ops, dtypes, no_live, no_minimize, min_severity,
-         replay_known, against, unguarded_casts, cluster_address, cluster_file, oracle, perf_margin, backend, inductor, dynamic, mode):
+def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, strict, ops, dtypes, no_live, no_minimize, analysis_workers,
+         min_severity, replay_known, against, unguarded_casts, cluster_address, cluster_file, oracle, perf_margin, backend, inductor,
+         dynamic, mode):
     """Run a campaign: draw graphs, compare eager and compiled, bucket what diverges."""
     from fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
 
@@ -125,6 +132,7 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
         timeout_s=timeout_s,
         max_ops=max_ops,
         minimize=not no_minimize,
+        analysis_workers=None if analysis_workers == "auto" else analysis_workers,
         ops=op_names,
         dtypes=dtype_names,
         oracle=oracle,
@@ -307,7 +315,8 @@ def live_progress(opts, p, now: float | None = None, fleet_line: str | None = No
     for i, s in enumerate(ORDER):
         sev.append(f"{s.value} {counts.get(s.value, 0)}", style={"bug": "bold red", "suspect": "yellow"}.get(s.value, ""))
         sev.append(" · " if i < len(ORDER) - 1 else "")
-    sev.append(f"  ({p.findings} findings, {p.new_buckets} new buckets" + (f", {p.skipped} resumed" if p.skipped else "") + ")")
+    sev.append(f"  ({p.findings} findings, {p.new_buckets} new buckets" + (f", {p.skipped} resumed" if p.skipped else "")
+               + (f", {p.pending_analyses} analyses pending" if p.pending_analyses else "") + ")")
     bar = Table.grid(padding=(0, 1))
     bar.add_row(ProgressBar(total=1000, completed=round(fraction * 1000), width=40), head)
     return Group(bar, sev, Text(fleet_line, no_wrap=True)) if fleet_line else Group(bar, sev)
@@ -326,7 +335,7 @@ def _status_line(opts, p) -> str:
     done = f"/{opts.max_cases}" if opts.max_cases else ""
     return (
         f"{p.cases - p.replays}{done} cases{f' (+{p.replays} known replayed)' if p.replays else ''} ({rate:.1f}/min), {p.findings} findings in {len(p.buckets)} buckets "
-        f"({p.new_buckets} new){left}"
+        f"({p.new_buckets} new){left}" + (f", {p.pending_analyses} analyses pending" if p.pending_analyses else "")
     )
 
 
@@ -353,6 +362,10 @@ def _print_summary(result, min_severity: str = "noise") -> None:
 
             out.print(f"budget reached: minimization got what was left plus {BUDGET_GRACE_S:g} s of grace; "
                       "work still in flight then was dropped (re-run to resume it)", highlight=False)
+        if result.pending_analyses:
+            out.print(f"{result.pending_analyses} bucket analys{'is' if result.pending_analyses == 1 else 'es'} pending "
+                      f"(stored under the raw key until analysed): run `divfuzz minimize --pending --store {result.store_path.parent}` "
+                      "or resume the campaign to finish them", highlight=False)
         floor = Severity(min_severity)
         buckets = store.buckets(run_id=result.run_id)
         out.print("buckets by severity: " + ", ".join(f"{sum(b.severity == s.value for b in buckets)} {s.value}" for s in ORDER), highlight=False)

@@ -1,4 +1,5 @@
-"""`divfuzz minimize CASE-ID|spec.json [--out DIR]` and `divfuzz minimize --module file.py:NAME`.
+"""`divfuzz minimize CASE-ID|spec.json [--out DIR]`, `divfuzz minimize --module file.py:NAME` and
+`divfuzz minimize --pending [--out DIR] [--budget]` (finish a campaign's pending bucket analyses).
 
 A case (from the store under --store) or a spec file is minimized and attributed in a worker
 process, and written as a bucket folder: spec.json, repro.py (culprit in its header),
@@ -34,13 +35,26 @@ MODULE_GRACE_S = 300.0
 @click.option("--train", is_flag=True, help="For --module: judge a training step (forward, loss, backward; gradients are outputs).")
 @click.option("--backend", default="inductor", show_default=True)
 @click.option("--inductor", multiple=True, metavar="KEY=VALUE")
+@click.option("--pending", is_flag=True,
+              help="Finish the bucket analyses a campaign left pending in its store (the campaign folder: --out when given, else --store).")
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="For --pending: analysis workers.")
 @oracle_options
-def minimize(case, modules, store_dir, out_dir, device, budget, timeout_s, autocast, dtype, train, backend, inductor, oracle, perf_margin):
+@click.pass_context
+def minimize(ctx, case, modules, store_dir, out_dir, device, budget, timeout_s, autocast, dtype, train, backend, inductor,
+             pending, workers, oracle, perf_margin):
     """Shrink a diverging case (or your own module) to a minimal repro and name its culprit."""
     from fuzzer.cli.options import check_out_dir, compile_config, out, parse_budget, read_input, resolve_device
     from records.errors import ConfigError
     from fuzzer.engine.worker import Worker
 
+    if pending:
+        if case or modules:
+            raise ConfigError("--pending finishes a campaign's pending analyses: give no CASE-ID, spec or --module with it")
+        explicit_out = ctx.get_parameter_source("out_dir") is not click.core.ParameterSource.DEFAULT
+        explicit_backend = ctx.get_parameter_source("backend") is not click.core.ParameterSource.DEFAULT
+        _finish_pending(out_dir if explicit_out else store_dir, budget_s=parse_budget(budget), workers=workers, timeout_s=timeout_s,
+                        cli_backend=backend if explicit_backend else None)
+        return
     check_out_dir(out_dir, "--out")  # first: before torch is imported and minimizing starts
     device = resolve_device(device)
     if modules:
@@ -96,6 +110,17 @@ def minimize(case, modules, store_dir, out_dir, device, budget, timeout_s, autoc
     reason = severity_of(analysis.verdict, culprit=analysis.culprit.summary) if analysis.verdict is not None else None
     out.print(f"severity: {reason}" if reason else "severity: not judged (no verdict of the minimal spec)", highlight=False)
     out.print(f"written: {folder}/repro.py, report.md, spec.json", highlight=False)
+
+
+def _finish_pending(campaign_dir: Path, *, budget_s: float, workers: int, timeout_s: float, cli_backend: str | None) -> None:
+    """`--pending`: the campaign's open analyses, filed into its buckets (`fuzzer.campaign.loop.finish_pending`)."""
+    from fuzzer.campaign.loop import finish_pending
+    from fuzzer.cli.options import out
+
+    done = finish_pending(campaign_dir, budget_s=budget_s, workers=workers, timeout_s=timeout_s, cli_backend=cli_backend,
+                          log=lambda line: out.print(line, highlight=False))
+    out.print(f"{len(done.filed)} pending analys{'is' if len(done.filed) == 1 else 'es'} filed; {done.left} still pending"
+              + (" (--budget ran out: run it again to go on)" if done.left else ""), highlight=False)
 
 
 def _load_case(case: str, store_dir: Path, read, *, cli_backend: str | None = None):

@@ -9,7 +9,11 @@ Invariants:
   `report`) never writes to the file at all;
 - every SQLite error of a method is a StoreError naming the file and saying what it is (corrupt,
   disk full, read-only), never a bare sqlite3 traceback;
-- one live campaign per store (`CampaignLock`); a killed campaign's lock is taken over.
+- one live campaign per store (`CampaignLock`); a killed campaign's lock is taken over;
+- a raw bucket key is either open (a `pending_analyses` row, its cases in the raw bucket) or filed
+  (a `root_causes` row, its cases in the root-cause bucket), never both: `add_case_for_analysis`
+  and `resolve_root_cause` each decide it in one transaction, so the buckets at the end are the
+  same whether an analysis ran inline, in the analysis pool or later (`minimize --pending`).
 """
 
 from __future__ import annotations
@@ -24,14 +28,15 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, NamedTuple
 
 from records.buckets import BucketKey
 from records.errors import StoreBusyError, StoreError
 
 # 2: buckets carry a severity (oracles.severity) and its reason;
-# 3: cases record the device they ran on (`ran_on`: 'cpu', 'cuda:1', in the driver's numbering).
-SCHEMA_VERSION = 3
+# 3: cases record the device they ran on (`ran_on`: 'cpu', 'cuda:1', in the driver's numbering);
+# 4: raw bucket keys whose analysis (minimize + attribute) is still open (`pending_analyses`).
+SCHEMA_VERSION = 4
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -98,11 +103,22 @@ CREATE TABLE IF NOT EXISTS root_causes (   -- a finding's raw key -> its minimiz
 );
 """
 
+_PENDING_TABLE = """
+CREATE TABLE IF NOT EXISTS pending_analyses (  -- a raw key stored before its root cause was known
+    raw_key TEXT PRIMARY KEY,                  -- never also in root_causes: resolving deletes the row
+    key_json TEXT NOT NULL,
+    case_id INTEGER NOT NULL REFERENCES cases(id),  -- the case whose spec the analysis minimizes
+    queued_at REAL NOT NULL
+)"""
+_SCHEMA += _PENDING_TABLE + ";\n"
+
 
 def _migrate(db: sqlite3.Connection) -> None:
     """Bring an older store to the current version, in one transaction. 1 -> 2: its buckets get a
     severity column, "suspect" until `divfuzz report` or a new case re-judges them from their
-    stored verdicts. 2 -> 3: its cases get `ran_on`, NULL (unknown) for the cases already stored."""
+    stored verdicts. 2 -> 3: its cases get `ran_on`, NULL (unknown) for the cases already stored.
+    3 -> 4: an empty `pending_analyses` table (every earlier store analysed inline, so no raw key
+    is left open)."""
     row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
     if row is not None and int(row[0]) >= SCHEMA_VERSION:
         return
@@ -115,6 +131,7 @@ def _migrate(db: sqlite3.Connection) -> None:
             db.execute("ALTER TABLE buckets ADD COLUMN severity_json TEXT")
         if "ran_on" not in {r[1] for r in db.execute("PRAGMA table_info(cases)")}:
             db.execute("ALTER TABLE cases ADD COLUMN ran_on TEXT")
+        db.execute(_PENDING_TABLE)
         db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
         db.execute("COMMIT")
     except BaseException:
@@ -156,6 +173,30 @@ class CaseRow:
     verdict: dict
     wall_s: float
     ran_on: str | None = None  # the device its worker was pinned to; None before schema 3
+
+
+class AnalysisIntake(NamedTuple):
+    """What `add_case_for_analysis` did: the case's row, its bucket, and whether it opened an analysis."""
+
+    case_id: int
+    bucket_id: int
+    is_new: bool  # a new bucket
+    key: BucketKey  # the key it was stored under: its root cause when known, else the raw key
+    queued: bool  # this case opened its raw key's pending analysis (the caller schedules it)
+
+
+class PendingAnalysis(NamedTuple):
+    raw_key: BucketKey
+    case_id: int
+
+
+class RootCauseFiled(NamedTuple):
+    """What `resolve_root_cause` did to the buckets."""
+
+    bucket_id: int | None  # the root-cause bucket (None: no case stored under either key yet)
+    created: bool  # the raw bucket became the root-cause bucket (renamed, same id)
+    raw_bucket_id: int | None  # the raw bucket it came from (deleted when merged), or None
+    severity: str | None = None  # the root-cause bucket's severity after filing
 
 
 # The tables (and the columns of each) that make a file a divfuzz store; checked before any write.
@@ -355,45 +396,78 @@ class Store:
         ran_on: str | None = None,
     ) -> tuple[int, int | None, bool]:
         """Store one case (and bump its bucket) atomically. Returns (case id, bucket id, new bucket?)."""
-        now = time.time()
+        case = dict(run_id=run_id, slot=slot, idx=idx, spec_digest=spec_digest, spec_json=spec_json, device=device,
+                    config=config, verdict=verdict, score=score, wall_s=wall_s, finding_kind=finding_kind, ran_on=ran_on)
         with self._lock:
             self.db.execute("BEGIN IMMEDIATE")
             try:
-                bucket_id, is_new = None, False
-                if key is not None:
-                    bucket_id, is_new = self._touch_bucket(key, triage, run_id, now)
-                    if severity is not None:
-                        self._raise_severity(bucket_id, severity)
-                cur = self.db.execute(
-                    "INSERT INTO cases(run_id, slot, idx, spec_digest, spec_json, device, config_json, status,"
-                    " finding_kind, bucket_id, score, verdict_json, wall_s, created_at, ran_on)"
-                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (
-                        run_id,
-                        slot,
-                        idx,
-                        spec_digest,
-                        spec_json,
-                        device,
-                        json.dumps(config, sort_keys=True),
-                        verdict["status"],
-                        finding_kind,
-                        bucket_id,
-                        score,
-                        json.dumps(verdict),
-                        wall_s,
-                        now,
-                        ran_on,
-                    ),
-                )
-                case_id = cur.lastrowid
-                if is_new:
-                    self.db.execute("UPDATE buckets SET first_case_id=? WHERE id=?", (case_id, bucket_id))
+                stored = self._insert_case(case, key, triage, severity)
                 self.db.execute("COMMIT")
             except BaseException:
                 if self.db.in_transaction:  # a full disk may already have rolled it back
                     self.db.execute("ROLLBACK")
                 raise
+        return stored
+
+    def add_case_for_analysis(self, *, raw_key: BucketKey, severity_for: Callable[[BucketKey], dict | None],
+                              triage: str = "", **case) -> "AnalysisIntake":
+        """Store a finding's case at once, before its analysis: under its root-cause key when one
+        is known (`root_causes`), else under `raw_key` with a `pending_analyses` row for it (one
+        per raw key: `queued` says this case opened it). Looking the key up, judging the severity
+        under that key (`severity_for`) and storing are one transaction, so a case never lands
+        under a raw key whose root cause is already filed (`resolve_root_cause`)."""
+        with self._lock:
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                known = self._root_cause_locked(raw_key)
+                key = known if known is not None else raw_key
+                case_id, bucket_id, is_new = self._insert_case(case, key, triage, severity_for(key))
+                queued = False
+                if known is None:
+                    queued = self.db.execute(
+                        "INSERT OR IGNORE INTO pending_analyses(raw_key, key_json, case_id, queued_at) VALUES (?,?,?,?)",
+                        (str(raw_key), json.dumps(raw_key.to_dict()), case_id, time.time()),
+                    ).rowcount == 1
+                self.db.execute("COMMIT")
+            except BaseException:
+                if self.db.in_transaction:
+                    self.db.execute("ROLLBACK")
+                raise
+        return AnalysisIntake(case_id, bucket_id, is_new, key, queued)
+
+    def _insert_case(self, case: dict, key: BucketKey | None, triage: str, severity: dict | None) -> tuple[int, int | None, bool]:
+        """Inside a transaction: the case row and its bucket's update."""
+        now = time.time()
+        bucket_id, is_new = None, False
+        if key is not None:
+            bucket_id, is_new = self._touch_bucket(key, triage, case["run_id"], now)
+            if severity is not None:
+                self._raise_severity(bucket_id, severity)
+        cur = self.db.execute(
+            "INSERT INTO cases(run_id, slot, idx, spec_digest, spec_json, device, config_json, status,"
+            " finding_kind, bucket_id, score, verdict_json, wall_s, created_at, ran_on)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                case["run_id"],
+                case["slot"],
+                case["idx"],
+                case["spec_digest"],
+                case["spec_json"],
+                case["device"],
+                json.dumps(case["config"], sort_keys=True),
+                case["verdict"]["status"],
+                case["finding_kind"],
+                bucket_id,
+                case["score"],
+                json.dumps(case["verdict"]),
+                case["wall_s"],
+                now,
+                case.get("ran_on"),
+            ),
+        )
+        case_id = cur.lastrowid
+        if is_new:
+            self.db.execute("UPDATE buckets SET first_case_id=? WHERE id=?", (case_id, bucket_id))
         return case_id, bucket_id, is_new
 
     def _touch_bucket(self, key: BucketKey, triage: str, run_id: int, now: float) -> tuple[int, bool]:
@@ -458,7 +532,10 @@ class Store:
     # ---- root causes (so a resumed campaign does not minimize again) ---------------------------
     def root_cause_of(self, raw_key: BucketKey) -> BucketKey | None:
         with self._lock:
-            r = self.db.execute("SELECT key_json FROM root_causes WHERE raw_key=?", (str(raw_key),)).fetchone()
+            return self._root_cause_locked(raw_key)
+
+    def _root_cause_locked(self, raw_key: BucketKey) -> BucketKey | None:
+        r = self.db.execute("SELECT key_json FROM root_causes WHERE raw_key=?", (str(raw_key),)).fetchone()
         return BucketKey.from_dict(json.loads(r[0])) if r else None
 
     def remember_root_cause(self, raw_key: BucketKey, key: BucketKey) -> None:
@@ -467,6 +544,65 @@ class Store:
                 "INSERT OR REPLACE INTO root_causes(raw_key, key_json) VALUES (?, ?)",
                 (str(raw_key), json.dumps(key.to_dict())),
             )
+
+    def resolve_root_cause(self, raw_key: BucketKey, key: BucketKey,
+                           severity_for: Callable[[dict], dict | None]) -> "RootCauseFiled":
+        """File an analysis: `raw_key`'s root cause is `key`. One transaction: remember it, close
+        the raw key's pending analysis, and move the cases stored under the raw key into the
+        root-cause bucket (the raw bucket is renamed when the root-cause bucket is new, else merged
+        into it: counts add, first/last seen widen). The moved cases' severities are judged again
+        under `key` (`severity_for(verdict dict)`), as if they had been stored under it.
+
+        The end state depends only on (raw key, root-cause key) and the cases stored: the same
+        whether the analysis ran inline, in the pool or later (`minimize --pending`)."""
+        with self._lock:
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                self.db.execute("INSERT OR REPLACE INTO root_causes(raw_key, key_json) VALUES (?, ?)",
+                                (str(raw_key), json.dumps(key.to_dict())))
+                self.db.execute("DELETE FROM pending_analyses WHERE raw_key=?", (str(raw_key),))
+                filed = self._move_bucket(raw_key, key, severity_for)
+                self.db.execute("COMMIT")
+            except BaseException:
+                if self.db.in_transaction:
+                    self.db.execute("ROLLBACK")
+                raise
+        return filed
+
+    def _move_bucket(self, raw_key: BucketKey, key: BucketKey, severity_for) -> "RootCauseFiled":
+        raw = self.db.execute("SELECT id, count, first_seen, last_seen FROM buckets WHERE key=?", (str(raw_key),)).fetchone()
+        root = self.db.execute("SELECT id FROM buckets WHERE key=?", (str(key),)).fetchone()
+        if raw is None or str(raw_key) == str(key):  # nothing stored under the raw key (inline analysis)
+            return RootCauseFiled(root[0] if root else None, created=False, raw_bucket_id=None)
+        moved = self.db.execute("SELECT verdict_json FROM cases WHERE bucket_id=?", (raw[0],)).fetchall()
+        if root is None:
+            self.db.execute("UPDATE buckets SET key=?, key_json=?, kind=?, dtype=?, device_type=?, signature=?, detail=?,"
+                            " severity='suspect', severity_json=NULL WHERE id=?",
+                            (str(key), json.dumps(key.to_dict()), key.kind, key.dtype, key.device_type, key.signature,
+                             key.detail, raw[0]))
+            bucket_id, created = raw[0], True
+        else:
+            bucket_id, created = root[0], False
+            self.db.execute("UPDATE cases SET bucket_id=? WHERE bucket_id=?", (bucket_id, raw[0]))
+            self.db.execute("UPDATE buckets SET count=count+?, first_seen=min(first_seen, ?), last_seen=max(last_seen, ?)"
+                            " WHERE id=?", (raw[1], raw[2], raw[3], bucket_id))
+            self.db.execute("DELETE FROM buckets WHERE id=?", (raw[0],))
+        for (verdict_json,) in moved:
+            reason = severity_for(json.loads(verdict_json))
+            if reason is not None:
+                self._raise_severity(bucket_id, reason)
+        severity = self.db.execute("SELECT severity FROM buckets WHERE id=?", (bucket_id,)).fetchone()[0]
+        return RootCauseFiled(bucket_id, created=created, raw_bucket_id=raw[0], severity=severity)
+
+    def pending_analyses(self) -> list["PendingAnalysis"]:
+        """The raw keys whose analysis is still open, oldest first, each with the case to minimize."""
+        with self._lock:
+            rows = self.db.execute("SELECT key_json, case_id FROM pending_analyses ORDER BY case_id").fetchall()
+        return [PendingAnalysis(BucketKey.from_dict(json.loads(r[0])), r[1]) for r in rows]
+
+    def pending_count(self) -> int:
+        with self._lock:
+            return self.db.execute("SELECT count(*) FROM pending_analyses").fetchone()[0]
 
     # ---- buckets -----------------------------------------------------------------------------
     def set_bucket_folder(self, bucket_id: int, folder: str) -> None:

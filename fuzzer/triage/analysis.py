@@ -6,7 +6,9 @@ runs the full attribution (bisector included) on the minimal spec: an `Analysis`
 `BucketAnalyzer.key_for` turns a finding's raw key (the graph's op set and modes) into the key of its root
 cause: the minimized op pattern plus the culprit. A raw key is analyzed once per campaign (the
 answer is cached), so graphs made of the same ops cost one minimization, and different graphs
-that shrink to the same op pattern and culprit land in one bucket. `write_bucket` writes the
+that shrink to the same op pattern and culprit land in one bucket. `BucketAnalyzer.analyze` is the
+same analysis without cache or store, for the campaign's analysis pool
+(`fuzzer.campaign.analysis_pool`), which files its answer with `Store.resolve_root_cause`. `write_bucket` writes the
 bucket folder with the minimal spec (repro header: culprit, ladder, minimization record), plus
 `report.md` and `analysis.json`.
 """
@@ -157,6 +159,19 @@ class BucketAnalyzer:
         known = self.store.root_cause_of(raw_key) if self.store is not None else None
         if known is not None:
             return known, None
+        key, analysis = self.analyze(spec, raw_key, worker, budget_s=budget_s)
+        if worker.aborted:  # cut short by an interrupt: remember nothing
+            return key, analysis
+        with self._lock:
+            self._cache[str(raw_key)] = (key, analysis)
+        if self.store is not None:
+            self.store.remember_root_cause(raw_key, key)
+        return key, analysis
+
+    def analyze(self, spec: GraphSpec, raw_key: BucketKey, worker, *, budget_s: float | None = None) -> tuple[BucketKey, Analysis]:
+        """Minimize and attribute `spec` (a case of `raw_key`) in `worker`: its root-cause key and
+        the analysis, with no cache and no store (the analysis pool files the answer itself,
+        `Store.resolve_root_cause`). Counted in `analyses` unless the worker was aborted under it."""
         analysis = analyze_finding(
             spec,
             worker=worker,
@@ -170,15 +185,10 @@ class BucketAnalyzer:
             oracle=self.oracle,
             perf_margin=self.perf_margin,
         )
-        key = replace(raw_key, signature=analysis.signature())
-        if worker.aborted:  # cut short by an interrupt: remember nothing
-            return key, analysis
-        with self._lock:
-            self._cache[str(raw_key)] = (key, analysis)
-            self.analyses += 1
-        if self.store is not None:
-            self.store.remember_root_cause(raw_key, key)
-        return key, analysis
+        if not worker.aborted:
+            with self._lock:
+                self.analyses += 1
+        return replace(raw_key, signature=analysis.signature()), analysis
 
 
 def write_bucket(

@@ -1,0 +1,133 @@
+"""Bucket analysis beside the fuzzing slots: a bounded pool of isolated workers.
+
+A finding whose raw key has no known root cause is stored at once under its raw key with a
+pending-analysis row (`Store.add_case_for_analysis`), and its analysis job comes here. Each pool
+thread feeds its own `Worker` (pinned to a device like a slot), minimizes and attributes the job's
+case (`BucketAnalyzer.analyze`) and hands the root-cause key to `on_done`, which files it
+(`Store.resolve_root_cause`: the raw bucket joins or becomes the root-cause bucket). Invariants:
+- the slots never wait for an analysis; the pool is bounded (its thread count) and its queue is
+  the store's pending rows, so nothing is lost when the pool stops early;
+- a job starts only while `budget_for()` gives it time; otherwise it stays pending in the store
+  (`divfuzz minimize --pending`, or a resumed campaign, finishes it);
+- an aborted worker's job is not filed (its store row stays pending); divfuzz's own error in a job
+  goes to `on_error` (the campaign stops), never into a bucket.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable
+
+from fuzzer.campaign.sizing import SlotDevice
+from fuzzer.engine.worker import Worker
+from generators.spec import GraphSpec
+from records.buckets import BucketKey
+
+
+@dataclass(frozen=True)
+class AnalysisJob:
+    """One open analysis: the raw key and the stored case whose spec is minimized."""
+
+    raw_key: BucketKey
+    case_id: int
+    spec: GraphSpec
+
+
+class AnalysisPool:
+    def __init__(self, places: list[SlotDevice], analyzer, *, budget_for: Callable[[], float | None],
+                 on_done: Callable[[AnalysisJob, BucketKey, object], None], on_error: Callable[[BaseException], None],
+                 worker_env: dict | None = None, worker_factory: Callable[..., Worker] = Worker):
+        self.places = places
+        self.analyzer = analyzer
+        self.budget_for = budget_for
+        self.on_done = on_done
+        self.on_error = on_error
+        self.worker_env = dict(worker_env or {})
+        self.worker_factory = worker_factory
+        self.workers: list[Worker] = []
+        self._queue: deque[AnalysisJob] = deque()
+        self._running = 0
+        self._closed = False  # no more jobs will come: threads end once the queue is empty
+        self._aborted = False
+        self._cond = threading.Condition()
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        for i, place in enumerate(self.places):
+            worker = self.worker_factory(place.worker_device, extra_env={**self.worker_env, **place.env})
+            self.workers.append(worker)
+            thread = threading.Thread(target=self._serve, args=(worker,), name=f"divfuzz-analysis-{i}", daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def submit(self, job: AnalysisJob) -> None:
+        with self._cond:
+            self._queue.append(job)
+            self._cond.notify()
+
+    @property
+    def open_jobs(self) -> int:
+        """Jobs queued or running (each is a pending row in the store until it is filed)."""
+        with self._cond:
+            return len(self._queue) + self._running
+
+    def close(self) -> None:
+        """No more jobs: each thread ends when the queue is empty (or when time is up)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def abort(self) -> None:
+        """Stop now (interrupt, failure, the budget's grace is over): kill the workers; the jobs
+        queued or running stay pending in the store."""
+        with self._cond:
+            self._aborted = True
+            self._closed = True
+            self._queue.clear()
+            self._cond.notify_all()
+        for w in self.workers:
+            w.abort()
+
+    def wait(self, timeout_s: float) -> bool:
+        """Wait up to `timeout_s` for every thread to end; True when all have."""
+        for t in self._threads:
+            t.join(timeout_s)
+        return not any(t.is_alive() for t in self._threads)
+
+    @property
+    def done(self) -> bool:
+        return not any(t.is_alive() for t in self._threads)
+
+    def _next_job(self) -> tuple[AnalysisJob, float] | None:
+        with self._cond:
+            while not self._queue and not self._closed:
+                self._cond.wait(0.5)
+            if self._aborted or not self._queue:
+                return None
+            budget = self.budget_for()
+            if budget is None:  # no time left: what is queued stays pending in the store
+                return None
+            self._running += 1
+            return self._queue.popleft(), budget
+
+    def _serve(self, worker: Worker) -> None:
+        try:
+            while True:
+                nxt = self._next_job()
+                if nxt is None:
+                    return
+                job, budget = nxt
+                try:
+                    key, analysis = self.analyzer.analyze(job.spec, job.raw_key, worker, budget_s=budget)
+                    if not worker.aborted:  # an aborted analysis is not an answer: its row stays pending
+                        self.on_done(job, key, analysis)
+                finally:
+                    with self._cond:
+                        self._running -= 1
+                        self._cond.notify_all()
+        except Exception as e:  # divfuzz's own (the store, the minimizer, a worker's internal error)
+            self.on_error(e)
+        finally:
+            worker.stop()

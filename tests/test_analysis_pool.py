@@ -1,0 +1,104 @@
+"""Bucket analysis in its own pool beside the fuzzing slots (issue 11: minimization never stalls fuzzing).
+
+Real campaigns with a planted backend (`ulp_bump`: every bf16 case is a finding), real workers,
+the real SQLite store and the real `divfuzz minimize --pending` command.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import fuzzer.campaign.loop as loop
+from fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
+from fuzzer.campaign.sizing import ANALYSIS_MIN_FUZZING_SHARE, size_analysis_workers
+from fuzzer.engine.store import Store
+from records.config import CompileConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_analysis_workers_auto_leaves_fuzzing_at_least_70_percent_of_the_workers():
+    for slots in range(1, 65):
+        pool = size_analysis_workers(slots).workers
+        assert pool >= 1
+        if slots >= 3:  # below 3 slots the floor of one analysis worker decides
+            assert slots / (slots + pool) >= ANALYSIS_MIN_FUZZING_SHARE, (slots, pool)
+            assert slots / (slots + pool + 1) < ANALYSIS_MIN_FUZZING_SHARE, (slots, pool)  # and not fewer than the rule allows
+    assert [size_analysis_workers(w).workers for w in (1, 8, 12, 16)] == [1, 3, 5, 6]
+
+
+def _opts(out: Path, **kw) -> CampaignOptions:
+    return CampaignOptions(device="cpu", out_dir=out, seed=3, dtypes=("bfloat16",), minimize=True, minimize_budget_s=60,
+                           config=CompileConfig(backend="fuzzer.engine.planted:ulp_bump"), **kw)
+
+
+def _buckets(out: Path):
+    store = Store(out / STORE_NAME, create=False)
+    try:
+        return store.buckets(), store.pending_count(), store.run_stats(store.latest_run_id())["cases"]
+    finally:
+        store.close()
+
+
+@pytest.mark.slow
+def test_a_pool_campaign_stores_every_case_and_ends_in_the_inline_buckets(tmp_path):
+    inline = run_campaign(_opts(tmp_path / "inline", max_cases=4, analysis_workers=0))
+    pooled = run_campaign(_opts(tmp_path / "pool", max_cases=4, analysis_workers=1))
+    assert pooled.progress.cases == inline.progress.cases == 4
+    assert pooled.progress.analyses_filed >= 1 and pooled.pending_analyses == 0
+    a, a_pending, a_cases = _buckets(tmp_path / "inline")
+    b, b_pending, b_cases = _buckets(tmp_path / "pool")
+    assert a_cases == b_cases == 4 and a_pending == b_pending == 0
+    assert all("@" in x.key.signature for x in a + b)  # every bucket is a root cause, no raw key left
+    assert {(str(x.key), x.count, x.severity) for x in a} == {(str(x.key), x.count, x.severity) for x in b}
+    assert all(x.minimized is not None and (Path(x.folder) / "repro.py").exists() for x in b)
+    # The raw buckets' folders were replaced by the minimized ones: one folder per bucket.
+    assert sorted(p.name for p in (tmp_path / "pool" / "buckets").iterdir()) == sorted(Path(x.folder).name for x in b)
+
+
+def _campaign_leaving_analyses_pending(out: Path, monkeypatch) -> loop.CampaignResult:
+    # No analysis fits in what is left of the budget plus the grace (an analysis needs more than
+    # the whole budget here): every one stays pending, however slow the host.
+    monkeypatch.setattr(loop, "MIN_ANALYSIS_S", 10_000.0)
+    result = run_campaign(_opts(out, budget_s=600.0, max_cases=2, analysis_workers=1))
+    monkeypatch.undo()
+    return result
+
+
+def test_a_budget_that_ends_with_analyses_open_stores_every_case_and_leaves_them_pending(tmp_path, monkeypatch):
+    result = _campaign_leaving_analyses_pending(tmp_path, monkeypatch)
+    buckets, pending, cases = _buckets(tmp_path)
+    assert not result.interrupted and cases == result.progress.cases == 2
+    assert pending == result.pending_analyses == len(buckets) >= 1  # one open analysis per raw key
+    assert all("@" not in b.key.signature and b.minimized is None for b in buckets)  # stored under raw keys
+    assert sum(b.count for b in buckets) == result.progress.findings >= 1  # every finding is in a bucket, none lost
+
+
+@pytest.mark.slow
+def test_minimize_pending_files_what_the_campaign_left_open(tmp_path, monkeypatch):
+    result = _campaign_leaving_analyses_pending(tmp_path, monkeypatch)
+    assert result.pending_analyses >= 1
+    done = subprocess.run([sys.executable, "-m", "fuzzer", "minimize", "--pending", "--store", str(tmp_path), "--budget", "20m",
+                           "--backend", "fuzzer.engine.planted:ulp_bump"],  # a stored import path runs only when named
+                          cwd=ROOT, capture_output=True, text=True, timeout=1500)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert f"{result.pending_analyses} pending analyses filed; 0 still pending" in " ".join(done.stdout.split()) or \
+        "1 pending analysis filed; 0 still pending" in " ".join(done.stdout.split()), done.stdout
+    buckets, pending, cases = _buckets(tmp_path)
+    assert pending == 0 and sum(b.count for b in buckets) == result.progress.findings and cases == result.progress.cases
+    assert all("@" in b.key.signature and b.minimized is not None for b in buckets)
+    assert all((Path(b.folder) / "repro.py").exists() and (Path(b.folder) / "analysis.json").exists() for b in buckets)
+
+
+@pytest.mark.slow
+def test_a_later_campaign_on_the_store_finishes_the_pending_analyses(tmp_path, monkeypatch):
+    first = _campaign_leaving_analyses_pending(tmp_path, monkeypatch)
+    assert first.pending_analyses >= 1
+    second = run_campaign(_opts(tmp_path, max_cases=1, analysis_workers=1))
+    assert second.pending_analyses == 0 and second.progress.analyses_filed >= first.pending_analyses
+    buckets, pending, _ = _buckets(tmp_path)
+    assert pending == 0 and all("@" in b.key.signature for b in buckets)
