@@ -177,3 +177,29 @@ def test_gpu_layer_norm_backward_inductor_against_a_second_compiler(dtype):
         assert v.against.further_from_fp64 in ("inductor", second, "same", "equal")
     else:
         assert v.status == Status.UNSUPPORTED and v.against.failed == "against", (v.status, v.error_message)
+
+
+def test_an_op_the_exporter_has_no_function_for_reads_unsupported_not_a_finding():
+    """The H100 case: torch 2.11 lowers RMSNorm on CUDA to `aten._fused_rms_norm`, which torch.onnx
+    cannot export; that is a capability onnxrt lacks, not a divergence. Here the same path on the CPU,
+    with `aten.silu_backward` (no ONNX function either), called directly and outside the table."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxscript")
+    import torch
+
+    from fuzzer.engine.backends import unsupported_op_of
+    from fuzzer.engine.compile import compiled
+    from fuzzer.engine.execute import _Clock, failure_verdict
+    from records.config import CompileConfig
+
+    config = CompileConfig(backend="onnxrt")
+    g, x = torch.randn(4, 8), torch.randn(4, 8)
+    with pytest.raises(Exception) as caught:
+        with compiled(lambda g, x: torch.ops.aten.silu_backward(g, x) * 2, config) as fn:
+            fn(g, x)
+    assert unsupported_op_of(caught.value) == "aten.silu_backward"
+    verdict = failure_verdict(_one_op_spec("sigmoid", "float32", False), config, caught.value, _Clock("cpu"))
+    assert verdict.status == Status.UNSUPPORTED
+    assert "no implementation of aten.silu_backward" in verdict.error_message
+    # any other compile failure stays a finding
+    assert unsupported_op_of(RuntimeError("boom")) is None

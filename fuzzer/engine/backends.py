@@ -22,6 +22,7 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import logging
+import re
 from typing import Callable
 
 from records.errors import ConfigError
@@ -37,6 +38,43 @@ class BackendCompileError(RuntimeError):
     def __init__(self, message: str, inner: BaseException):
         super().__init__(message)
         self.inner_exception = inner
+
+
+class BackendUnsupportedOp(BackendCompileError):
+    """The second compiler itself says it has no implementation of an aten op (torch.onnx's
+    "No ONNX function found for <OpOverload(...)>"). That is a capability the backend lacks, as a
+    declared-unsupported cell in `records.backends` is, not a divergence: the case reads
+    `unsupported`. Seen on the H100: torch 2.11 lowers RMSNorm on CUDA to `aten._fused_rms_norm`,
+    which torchlib has no function for, while on the CPU (where the table was measured) it
+    decomposes and exports."""
+
+    def __init__(self, message: str, inner: BaseException, op: str):
+        super().__init__(message, inner)
+        self.op = op
+
+
+_NO_FUNCTION = re.compile(r"No ONNX function found for <OpOverload\(op='([A-Za-z0-9_.]+)'")
+
+
+def backend_compile_error(message: str, e: BaseException) -> BackendCompileError:
+    """`e` from exporting or loading a graph, as the error execute files: BackendUnsupportedOp when
+    the exporter names an op it has no function for, else BackendCompileError."""
+    found = _NO_FUNCTION.search(" ".join(str(e).split()))
+    if found:
+        return BackendUnsupportedOp(message, e, found.group(1))
+    return BackendCompileError(message, e)
+
+
+def unsupported_op_of(e: BaseException) -> str | None:
+    """The aten op a second compiler declared it cannot compile, anywhere in `e`'s chain of
+    inner exceptions and causes (Dynamo wraps a backend's error), else None."""
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, BackendUnsupportedOp):
+            return e.op
+        e = getattr(e, "inner_exception", None) or e.__cause__
+    return None
 
 
 def missing_requirement(name: str) -> str | None:
@@ -122,7 +160,7 @@ def _ort_graph(gm, example_inputs):
                 program = _export_in_fresh_thread(lambda: _onnx_export(TensorOutputs(), export_args))
                 program.initialize_inference_session()
             except Exception as e:
-                raise BackendCompileError(f"onnxrt: {type(e).__name__}: {_first_lines(e)}", e) from e
+                raise backend_compile_error(f"onnxrt: {type(e).__name__}: {_first_lines(e)}", e) from e
         state.update(program=program, single=single, keep=keep, passthrough=passthrough, n=len(outs))
 
     def run(*args):

@@ -198,6 +198,13 @@ def failure_verdict(spec: GraphSpec, config: CompileConfig, e: BaseException, cl
         op, dtype, backward = cell
         status = Status.UNSUPPORTED
         message = f"{config.backend} declares {op} on {dtype}{' with backward' if backward else ''} unsupported: {message}"[:2000]
+    elif status == Status.COMPILE_ERROR:
+        from fuzzer.engine.backends import unsupported_op_of
+
+        op = unsupported_op_of(e)
+        if op is not None:  # the second compiler says so itself, at compile time
+            status = Status.UNSUPPORTED
+            message = f"{config.backend} has no implementation of {op}: {message}"[:2000]
     return Verdict(status, error_type=_error_type(e), error_message=message, timings=tuple(clock.spans.items()))
 
 
