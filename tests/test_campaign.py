@@ -39,9 +39,9 @@ def test_planted_ulp_bump_is_caught_in_a_bf16_bucket(tmp_path):
 
 
 def test_planted_uint8_flip_is_caught_as_an_integer_finding(tmp_path):
-    result, buckets = _campaign(
-        tmp_path, "fuzzer.engine.planted:uint8_flip", ops=("e8m0_encode", "gelu", "layer_norm"), max_cases=5, seed=1
-    )
+    # Every case draws an encoding (with its cast guard): which other ops share a seed's draws
+    # changes whenever the generator does, and this test is about the integer oracle.
+    result, buckets = _campaign(tmp_path, "fuzzer.engine.planted:uint8_flip", ops=("e8m0_encode",), max_cases=5, seed=1)
     kinds = {b.key.kind for b in buckets if b.key.dtype == "uint8"}
     assert kinds & {"int-gross", "int-boundary"}, [str(b.key) for b in buckets]
 

@@ -7,6 +7,7 @@ differs) and plants exactly one defect:
 - `ulp_bump`: one bfloat16 ULP added to element 0 of the first bfloat16 output;
 - `uint8_flip`: element 0 of the first uint8 output increased by one (mod 256);
 - `drift`: the first floating output scaled by 1 + 2^-5 (always further from fp64, for `--against`);
+- `nan_first`: element 0 of the first floating output becomes NaN (a `bug` wherever eager is finite);
 - `compile_error`: raises `PlantedCompileError` while compiling;
 - `kill_worker`: the process kills itself with SIGKILL while compiling;
 - `hang`: sleeps for an hour when the compiled graph first runs;
@@ -84,6 +85,18 @@ def _scale_up(t: torch.Tensor) -> torch.Tensor:
 def drift(gm: torch.fx.GraphModule, example_inputs):
     def run(*args):
         return _first_float(gm.forward(*args), _scale_up)
+
+    return run
+
+
+def _nan_first(t: torch.Tensor) -> torch.Tensor:
+    t.view(-1)[0] = float("nan")
+    return t
+
+
+def nan_first(gm: torch.fx.GraphModule, example_inputs):
+    def run(*args):
+        return _first_float(gm.forward(*args), _nan_first)
 
     return run
 
