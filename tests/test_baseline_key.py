@@ -49,15 +49,9 @@ def test_the_cpu_key_follows_the_capability_aten_dispatches_to():
     assert lowered["path"] == f"baseline-cpu-{torch_minor()}-avx2.json"
 
 
-# Not yet written. The cause of the first attempt's segfaults and NaNs is found and fixed (the
-# compile caches served AVX512 code into the avx2 run: `test_workers_key_the_compile_caches_by_the_cpu_isa`),
-# but on the shared 2-core machine (load 20) the avx2 replay's cases ran past their 300 s timeout
-# and --update-baseline refused to record those hangs. Strict: adding the file turns this red
-# until the mark is removed.
-_AVX2_PENDING = pytest.mark.xfail(strict=True, reason="baseline-cpu-2.13-avx2.json not written yet (issue 9)")
 
 
-@pytest.mark.parametrize("arch", [pytest.param("avx2", marks=_AVX2_PENDING), "avx512"])
+@pytest.mark.parametrize("arch", ["avx2", "avx512"])
 def test_a_cpu_baseline_is_committed_for_each_x86_capability(arch):
     path = CORPUS / f"baseline-cpu-{torch_minor()}-{arch}.json"
     baseline = load_baseline(path)
