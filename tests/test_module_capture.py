@@ -18,6 +18,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
+from capture_checks import assert_captured_and_lowered_bit_for_bit
 from fuzzer.cli.main import main
 from records.errors import ConfigError
 from fuzzer.triage.capture import _RunSpec, capture_graphs, flatten_outputs, lower_to_aten, normalize_case
@@ -220,15 +221,7 @@ def test_a_tiny_llama_is_captured_through_dynamo_where_make_fx_of_the_whole_mode
     # The failure: the attention-mask code reads a tensor's value while make_fx traces.
     with pytest.raises(RuntimeError, match="data-dependent|_local_scalar_dense"), torch.no_grad():
         make_fx(lambda ids, mask: model(input_ids=ids, attention_mask=mask).logits)(kwargs["input_ids"], kwargs["attention_mask"])
-    graphs, _, _ = capture_graphs(_RunSpec(model, args, kwargs, device="cpu", autocast=None, train=False))
-    assert graphs and all("modeling_llama.py" in g.source for g in graphs), [g.describe() for g in graphs]
-    biggest = max(graphs, key=lambda g: g.ops)
-    aten, inputs = lower_to_aten(biggest, train=False)
-    with torch.no_grad():
-        want = [t for _, t in flatten_outputs(biggest.gm(*biggest.inputs))]
-        got = list(aten(*inputs))
-    assert any(t.dtype == torch.bfloat16 and t.shape[-1] == 128 for t in want), "the logits come out of a captured graph"
-    assert len(got) == len(want) and all(torch.equal(a, b) for a, b in zip(got, want))
+    assert_captured_and_lowered_bit_for_bit(model, args, kwargs, "modeling_llama.py")
 
 
 def _target(fn, *inputs, graph: int):

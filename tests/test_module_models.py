@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from capture_checks import assert_captured_and_lowered_bit_for_bit
 
 MODULES = Path(__file__).parent / "modules"
 ROOT = Path(__file__).parent.parent
@@ -80,16 +81,8 @@ def test_the_table_refuses_a_missing_folder_with_exit_2(tmp_path):
 @pytest.mark.parametrize("name", ["tiny_qwen2", "tiny_gpt2", "tiny_bert"])
 def test_a_transformers_model_is_captured_through_dynamo_and_lowered_bit_for_bit(name):
     pytest.importorskip("transformers")
-    from fuzzer.triage.capture import _RunSpec, capture_graphs, flatten_outputs, lower_to_aten, normalize_case
+    from fuzzer.triage.capture import normalize_case
 
     model, args, kwargs = normalize_case(_load(name).make_case(), name)
     assert next(model.parameters()).dtype == torch.bfloat16
-    graphs, _, _ = capture_graphs(_RunSpec(model, args, kwargs, device="cpu", autocast=None, train=False))
-    assert graphs and all("modeling_" in g.source for g in graphs), [g.describe() for g in graphs]
-    biggest = max(graphs, key=lambda g: g.ops)
-    aten, inputs = lower_to_aten(biggest, train=False)
-    with torch.no_grad():
-        want = [t for _, t in flatten_outputs(biggest.gm(*biggest.inputs))]
-        got = list(aten(*inputs))
-    assert any(t.dtype == torch.bfloat16 and t.shape[-1] == 128 for t in want), "the logits come out of a captured graph"
-    assert len(got) == len(want) and all(torch.equal(a, b) for a, b in zip(got, want))
+    assert_captured_and_lowered_bit_for_bit(model, args, kwargs, "modeling_")
