@@ -158,21 +158,26 @@ def local_cluster():
     """2 Dask worker processes, 1 thread each, allowed to spawn divfuzz's workers (daemon off)."""
     dask = pytest.importorskip("dask")
     distributed = pytest.importorskip("distributed")
+    # Held for the fixture's life, not only at start: the nanny restarts a killed worker with the
+    # config in force then, and a daemonic worker cannot start divfuzz's processes.
     with dask.config.set({"distributed.worker.daemon": False}):
         cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
-    client = distributed.Client(cluster, set_as_default=False)
-    try:
-        yield cluster, client
-    finally:
-        client.close()
-        cluster.close()
+        client = distributed.Client(cluster, set_as_default=False)
+        try:
+            yield cluster, client
+        finally:
+            client.close()
+            cluster.close()
 
 
 def _stored(store: Path):
-    db = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    try:
+        db = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    except sqlite3.OperationalError:  # the store file is not created yet
+        return []
     try:
         return db.execute("SELECT slot, idx, status, verdict_json FROM cases WHERE run_id = 1").fetchall()
-    except sqlite3.OperationalError:  # not created yet
+    except sqlite3.OperationalError:  # its tables are not created yet
         return []
     finally:
         db.close()
