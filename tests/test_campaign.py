@@ -183,9 +183,10 @@ def test_a_signal_to_the_whole_process_group_is_no_crash_finding(tmp_path):
         assert db.execute("SELECT count(*) FROM cases").fetchone()[0] == 0
         assert db.execute("SELECT count(*) FROM buckets").fetchone()[0] == 0
         assert db.execute("SELECT status FROM runs").fetchall() == [("interrupted",)]
-    time.sleep(2)
+    # No process left in the group, not even a zombie: divfuzz reaps its workers and the
+    # multiprocessing resource tracker itself, because a CI container's PID 1 may reap none.
     with pytest.raises(ProcessLookupError):
-        os.killpg(proc.pid, 0)  # no worker left behind in the group
+        os.killpg(proc.pid, 0)
 
 
 def test_a_worker_aborted_while_it_starts_is_no_error_and_no_finding():

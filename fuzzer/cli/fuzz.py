@@ -174,7 +174,8 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
 
 def _cluster_address(address: str | None, scheduler_file: Path | None, replay_known: bool) -> str | None:
     """The scheduler address of --cluster or --cluster-file, checked (exit 2 naming what is wrong),
-    and Dask importable (else exit 2 naming the extra); None without either."""
+    and Dask importable (else exit 2 naming the extra); None without either. The options are
+    checked before Dask is imported, so a wrong one is named on a host without the extra too."""
     if address is None and scheduler_file is None:
         return None
     from fuzzer.campaign.cluster import check_address, import_distributed, read_scheduler_file
@@ -184,8 +185,9 @@ def _cluster_address(address: str | None, scheduler_file: Path | None, replay_kn
         raise ConfigError("--cluster and --cluster-file: give one of them")
     if replay_known:
         raise ConfigError("--replay-known with --cluster: known specs are replayed on one host (run it without --cluster)")
+    checked = check_address(address) if address is not None else read_scheduler_file(scheduler_file)
     import_distributed()
-    return check_address(address) if address is not None else read_scheduler_file(scheduler_file)
+    return checked
 
 
 def _known_specs(store_path: Path):

@@ -13,6 +13,7 @@ Invariants:
 
 from __future__ import annotations
 
+import atexit
 import multiprocessing as mp
 import os
 import signal
@@ -29,6 +30,45 @@ from records.verdict import Verdict
 
 _CTX = mp.get_context("spawn")
 STARTUP_TIMEOUT_S = 300.0
+_REAPER_REGISTERED = False
+
+
+def _reap_children_at_exit() -> None:
+    """At divfuzz's exit: kill and reap every worker still alive, then stop multiprocessing's
+    resource tracker (started by the first spawn) and reap it too.
+
+    Without this the tracker outlives divfuzz by a moment, and where the container's PID 1 reaps
+    no orphans (CI runners) it stays a zombie in the caller's process group for good. Bounded:
+    a tracker still held open by a grandchild after 5 s is killed, never waited on forever."""
+    for child in mp.active_children():
+        child.kill()
+    for child in mp.active_children():
+        child.join(5)
+    from multiprocessing import resource_tracker
+
+    tracker = resource_tracker._resource_tracker
+    fd, pid = getattr(tracker, "_fd", None), getattr(tracker, "_pid", None)
+    if fd is None or pid is None:
+        return
+    os.close(fd)  # the tracker exits at EOF, once no process holds the pipe
+    tracker._fd = tracker._pid = None
+    deadline = time.monotonic() + 5
+    try:
+        while os.waitpid(pid, os.WNOHANG) == (0, 0):
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                return
+            time.sleep(0.01)
+    except ChildProcessError:
+        pass
+
+
+def _register_reaper() -> None:
+    global _REAPER_REGISTERED
+    if not _REAPER_REGISTERED:
+        _REAPER_REGISTERED = True
+        atexit.register(_reap_children_at_exit)
 
 
 @dataclass(frozen=True)
@@ -165,6 +205,7 @@ class Worker:
 
     def start(self) -> None:
         t0 = time.perf_counter()
+        _register_reaper()
         parent, child = _CTX.Pipe()
         self.process = _CTX.Process(target=_worker_main, args=(child, self.device, self.extra_env), daemon=True)
         self.process.start()
