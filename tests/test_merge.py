@@ -193,3 +193,55 @@ def test_merge_of_two_real_shard_campaigns_equals_one_store_that_ran_both(tmp_pa
     assert {c[-1] for c in _cases(tmp_path / "merged")} == {"cpu"}  # ran_on kept
     folders = sorted((tmp_path / "merged" / "buckets").iterdir())
     assert len(folders) == len(buckets) and all((f / "repro.py").is_file() for f in folders)
+
+
+RAW = BucketKey("ulp", "bfloat16", "cpu", "gelu+mul", "")
+ROOT = BucketKey("ulp", "bfloat16", "cpu", "gelu@inductor", "")
+
+
+def _shard_with_analysis(folder: Path, seed: int, digests: list[str], *, filed: bool) -> Path:
+    """A shard whose findings share the raw key RAW, stored before analysis (as the pool does);
+    `filed`: its analysis then filed ROOT as the root cause, else it stayed pending."""
+    folder.mkdir(parents=True)
+    store = Store(folder / STORE_NAME)
+    try:
+        run_id, _ = store.start_run(seed=seed, device="cpu", config={}, options={"workers": 1}, versions={"torch": "x"})
+        for idx, digest in enumerate(digests):
+            store.add_case_for_analysis(raw_key=RAW, severity_for=lambda key: _severity("suspect"), triage="compiled-worse",
+                                        run_id=run_id, slot=0, idx=idx, spec_digest=digest, spec_json=json.dumps({"d": digest}),
+                                        device="cpu", config={}, verdict=_VERDICT, score=1.0, wall_s=0.1,
+                                        finding_kind="ulp", ran_on="cpu")
+        if filed:
+            store.resolve_root_cause(RAW, ROOT, lambda verdict: _severity("suspect"))
+        store.finish_run(run_id)
+    finally:
+        store.close()
+    return folder
+
+
+def _pending(folder: Path) -> list[tuple]:
+    with sqlite3.connect(folder / STORE_NAME) as db:
+        return db.execute("SELECT p.raw_key, c.spec_digest FROM pending_analyses p JOIN cases c ON c.id = p.case_id").fetchall()
+
+
+def test_an_analysis_left_pending_in_a_shard_stays_pending_in_the_merge_pointing_at_its_case(tmp_path):
+    a = _shard_with_analysis(tmp_path / "a", 1, ["a0", "a1"], filed=False)
+    other = _store(tmp_path / "other", (5, SHARD_B))  # shifts case ids: the pending row must follow its case
+    result = _merge(tmp_path / "merged", other, a)
+    assert result.exit_code == 0, result.output
+    assert _pending(tmp_path / "merged") == [(str(RAW), "a0")]
+    assert "1 still pending" in " ".join(result.output.split())
+    assert _buckets(tmp_path / "merged")[str(RAW)][0] == 2
+
+
+@pytest.mark.parametrize("order", ["pending-first", "filed-first"])
+def test_a_raw_key_one_shard_left_open_and_another_filed_ends_filed_whatever_the_order(tmp_path, order):
+    a = _shard_with_analysis(tmp_path / "a", 1, ["a0", "a1"], filed=False)
+    b = _shard_with_analysis(tmp_path / "b", 2, ["b0"], filed=True)
+    result = _merge(tmp_path / "merged", *((a, b) if order == "pending-first" else (b, a)))
+    assert result.exit_code == 0, result.output
+    merged = tmp_path / "merged"
+    assert _pending(merged) == []  # open or filed, never both
+    buckets = _buckets(merged)
+    assert str(RAW) not in buckets and buckets[str(ROOT)][0] == 3  # every case under the root cause
+    assert "1 closed" in " ".join(result.output.split())

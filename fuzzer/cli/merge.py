@@ -27,5 +27,8 @@ def merge(out_dir, stores):
         f" {s.buckets_new} new buckets, {s.buckets_merged} merged into known ones, {s.folders_copied} bucket folders copied",
         highlight=False,
     )
+    if s.pending_open or s.pending_filed:
+        out.print(f"analyses: {s.pending_open} still pending (divfuzz minimize --pending {out_dir}), {s.pending_filed} closed "
+                  "because another store had filed their root cause", highlight=False)
     for missing in s.folders_missing:
         out.print(f"no folder to copy for {missing}", highlight=False)

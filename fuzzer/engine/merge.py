@@ -9,6 +9,9 @@ the result is the store one host would hold had it run the same campaigns one af
 - buckets are merged by root-cause key: a bucket's count is the number of its cases in the output,
   first/last seen are the earliest/latest of its inputs, its severity the most severe of theirs,
   its first run the run that saw it first; raw-key -> root-cause memories are merged too;
+- analyses a shard left pending stay pending in the output (pointing at the copied case), unless
+  another shard filed that raw key's root cause: then its cases move into the root-cause bucket,
+  as `Store.resolve_root_cause` would, so a raw key is open or filed, never both;
 - a bucket new to the output gets its input's folder copied into `out_dir/buckets/` under its
   new number (regular files only: a symlink in an input never leads outside it). The folder is
   looked up by its name under the input's own `buckets/`, never by the stored path, so a shard
@@ -48,6 +51,8 @@ class MergeSummary:
     buckets_merged: int = 0
     folders_copied: int = 0
     folders_missing: list[str] = field(default_factory=list)  # buckets whose input folder was not there
+    pending_open: int = 0  # analyses still open in the output (`divfuzz minimize --pending` finishes them)
+    pending_filed: int = 0  # open in one shard, filed by another: closed by the merge
 
 
 def store_file(path: Path) -> Path:
@@ -138,7 +143,8 @@ def merge_stores(out_dir: Path, inputs: list[Path]) -> MergeSummary:
             db.execute("BEGIN IMMEDIATE")
             try:
                 for path, source in sources:
-                    _merge_one(db, path, source, out_dir, summary, copied)
+                    _merge_one(store, path, source, out_dir, summary, copied)
+                summary.pending_open = db.execute("SELECT count(*) FROM pending_analyses").fetchone()[0]
                 db.execute("COMMIT")
             except BaseException:
                 if db.in_transaction:
@@ -163,14 +169,17 @@ def merge_stores(out_dir: Path, inputs: list[Path]) -> MergeSummary:
         lock.release()
 
 
-def _merge_one(db: sqlite3.Connection, path: Path, source: sqlite3.Connection, out_dir: Path,
+def _merge_one(store: Store, path: Path, source: sqlite3.Connection, out_dir: Path,
                summary: MergeSummary, copied: list[Path]) -> None:
+    db = store.db
     try:
         run_ids = _merge_runs(db, source, summary)
         bucket_ids = _merge_buckets(db, source, run_ids, summary)
-        _merge_cases(db, path, source, run_ids, bucket_ids, summary)
+        case_ids = _merge_cases(db, path, source, run_ids, bucket_ids, summary)
         _merge_root_causes(db, source)
+        _merge_pending(db, source, case_ids)
         _finish_buckets(db, path, source, bucket_ids, out_dir, summary, copied)
+        summary.pending_filed += store.close_pending_already_filed(_severity_under)
     except sqlite3.Error as e:
         if "no such table" in str(e) or "no such column" in str(e) or "malformed" in str(e) or "not a database" in str(e):
             raise StoreError(describe_sqlite_error(path, e)) from None
@@ -251,32 +260,39 @@ def _merge_buckets(db, source, run_ids: dict[int, int], summary: MergeSummary) -
     return mapping
 
 
-def _merge_cases(db, path: Path, source, run_ids: dict[int, int], bucket_ids: dict[int, int], summary: MergeSummary) -> None:
+def _merge_cases(db, path: Path, source, run_ids: dict[int, int], bucket_ids: dict[int, int],
+                 summary: MergeSummary) -> dict[int, int]:
+    """Copy the cases; input case id -> output case id (a duplicate maps to the case already there)."""
     cols = _columns(source, "cases")
-    query = ("SELECT run_id, slot, idx, spec_digest, spec_json, device, config_json, status, finding_kind, bucket_id,"
+    query = ("SELECT id, run_id, slot, idx, spec_digest, spec_json, device, config_json, status, finding_kind, bucket_id,"
              f" score, verdict_json, wall_s, created_at, {_or_null(cols, 'ran_on')} FROM cases ORDER BY id")
+    mapping: dict[int, int] = {}
     for row in source.execute(query):
-        run_id, slot, idx, digest, spec_json, device, cfg, status, finding_kind, bucket_id, score, verdict, wall, created, ran_on = row
+        (case_id, run_id, slot, idx, digest, spec_json, device, cfg, status, finding_kind, bucket_id, score, verdict, wall,
+         created, ran_on) = row
         if run_id not in run_ids:
             raise ValueError(f"a case names run {run_id!r}, which this store does not hold")
         if bucket_id is not None and bucket_id not in bucket_ids:
             raise ValueError(f"a case names bucket {bucket_id!r}, which this store does not hold")
         out_run = run_ids[run_id]
-        there = db.execute("SELECT spec_digest, config_json FROM cases WHERE run_id=? AND slot=? AND idx=?",
+        there = db.execute("SELECT spec_digest, config_json, id FROM cases WHERE run_id=? AND slot=? AND idx=?",
                            (out_run, slot, idx)).fetchone()
         if there is not None:
-            if there != (digest, cfg):
+            mapping[case_id] = there[2]
+            if there[:2] != (digest, cfg):
                 raise StoreError(f"{path}: run {run_id} slot {slot} case {idx} differs from the one already merged "
                                  f"(spec digest {digest!r} against {there[0]!r}): not the same run; nothing was merged")
             summary.cases_duplicate += 1
             continue
-        db.execute(
+        cur = db.execute(
             "INSERT INTO cases(run_id, slot, idx, spec_digest, spec_json, device, config_json, status, finding_kind,"
             " bucket_id, score, verdict_json, wall_s, created_at, ran_on) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (out_run, slot, idx, digest, spec_json, device, cfg, status, finding_kind,
              bucket_ids.get(bucket_id) if bucket_id is not None else None, score, verdict, wall, created, ran_on),
         )
+        mapping[case_id] = cur.lastrowid
         summary.cases_added += 1
+    return mapping
 
 
 def _merge_root_causes(db, source) -> None:
@@ -285,6 +301,31 @@ def _merge_root_causes(db, source) -> None:
     for raw_key, key_json in source.execute("SELECT raw_key, key_json FROM root_causes"):
         BucketKey.from_dict(json.loads(key_json))  # a damaged memory is refused, not copied
         db.execute("INSERT OR IGNORE INTO root_causes(raw_key, key_json) VALUES (?, ?)", (raw_key, key_json))
+
+
+def _merge_pending(db, source, case_ids: dict[int, int]) -> None:
+    """The input's open analyses, pointing at the copied cases; one per raw key (the first kept).
+    A raw key the output already files is closed afterwards (`Store.close_pending_already_filed`)."""
+    if "pending_analyses" not in {t[0] for t in source.execute("SELECT name FROM sqlite_master WHERE type='table'")}:
+        return
+    for raw_key, key_json, case_id, queued_at in source.execute(
+            "SELECT raw_key, key_json, case_id, queued_at FROM pending_analyses ORDER BY case_id"):
+        key = BucketKey.from_dict(json.loads(key_json))  # a damaged row is refused, not copied
+        if str(key) != raw_key:
+            raise ValueError(f"pending analysis {raw_key!r} does not match its key_json")
+        if case_id not in case_ids:
+            raise ValueError(f"pending analysis {raw_key!r} names case {case_id!r}, which this store does not hold")
+        db.execute("INSERT OR IGNORE INTO pending_analyses(raw_key, key_json, case_id, queued_at) VALUES (?,?,?,?)",
+                   (raw_key, key_json, case_ids[case_id], queued_at))
+
+
+def _severity_under(verdict: dict, key: BucketKey) -> dict | None:
+    """A moved case's severity reason under its new bucket key (as a campaign judges it)."""
+    from oracles.severity import severity_of
+    from records.verdict import Verdict
+
+    reason = severity_of(Verdict.from_dict(verdict), culprit=key.signature)
+    return reason.to_dict() if reason is not None else None
 
 
 def _finish_buckets(db, path: Path, source, bucket_ids: dict[int, int], out_dir: Path,

@@ -594,6 +594,20 @@ class Store:
         severity = self.db.execute("SELECT severity FROM buckets WHERE id=?", (bucket_id,)).fetchone()[0]
         return RootCauseFiled(bucket_id, created=created, raw_bucket_id=raw[0], severity=severity)
 
+    def close_pending_already_filed(self, severity_for: Callable[[dict, BucketKey], dict | None]) -> int:
+        """Inside a transaction the caller holds (`divfuzz merge`): every pending raw key that
+        `root_causes` now files (another shard analysed it) is resolved as `resolve_root_cause`
+        would: its pending row goes, its cases move into the root-cause bucket, judged again under
+        it (`severity_for(verdict dict, root-cause key)`). Restores the invariant that a raw key is
+        open or filed, never both. Returns how many were closed."""
+        rows = self.db.execute("SELECT p.raw_key, p.key_json, r.key_json FROM pending_analyses p"
+                               " JOIN root_causes r ON r.raw_key = p.raw_key ORDER BY p.case_id").fetchall()
+        for raw_text, raw_json, root_json in rows:
+            raw_key, key = BucketKey.from_dict(json.loads(raw_json)), BucketKey.from_dict(json.loads(root_json))
+            self.db.execute("DELETE FROM pending_analyses WHERE raw_key=?", (raw_text,))
+            self._move_bucket(raw_key, key, lambda v, key=key: severity_for(v, key))
+        return len(rows)
+
     def pending_analyses(self) -> list["PendingAnalysis"]:
         """The raw keys whose analysis is still open, oldest first, each with the case to minimize."""
         with self._lock:
