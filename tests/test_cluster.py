@@ -229,3 +229,35 @@ def test_a_killed_node_returns_its_case_to_the_queue_and_the_run_resumes(local_c
     for _, _, status, verdict in rows:  # nothing the kill or the interrupt did became a verdict
         assert status not in ("crash", "hang"), verdict
         assert "WorkerDied" not in verdict and "Aborted" not in verdict
+
+
+def test_a_case_records_the_node_its_slot_moved_to(tmp_path):
+    # A fleet slot whose node is lost moves (ClusterWorker.where changes); its later cases must
+    # record the node they ran on, not the plan's. A real campaign and a real local worker stand
+    # in for the fleet: slot 0's worker says it moved after its first case.
+    from fuzzer.campaign.loop import CampaignOptions, run_campaign
+    from fuzzer.campaign.sizing import SlotDevice
+    from fuzzer.engine.worker import Worker
+
+    class MovingWorker(Worker):
+        def __init__(self, device, extra_env=None):
+            super().__init__(device, extra_env=extra_env)
+            self.where, self.cases = SlotDevice("node-a/cpu", "cpu"), 0
+
+        def run(self, request, timeout_s):
+            if self.cases == 1:
+                self.where = SlotDevice("node-b/cpu", "cpu")
+            self.cases += 1
+            return super().run(request, timeout_s)
+
+    class StandInFleet:
+        slot_devices = [SlotDevice("node-a/cpu", "cpu")]
+
+        def worker(self, slot, device, *, extra_env=None):
+            return MovingWorker(device, extra_env=extra_env)
+
+    opts = CampaignOptions(device="cpu", out_dir=tmp_path, config=CompileConfig(backend="eager"), max_cases=3, workers=1,
+                           minimize=False, seed=1)
+    run_campaign(opts, fleet=StandInFleet())
+    with sqlite3.connect(tmp_path / "divfuzz.sqlite") as db:
+        assert [r[0] for r in db.execute("SELECT ran_on FROM cases ORDER BY idx")] == ["node-a/cpu", "node-b/cpu", "node-b/cpu"]

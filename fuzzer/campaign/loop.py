@@ -32,7 +32,7 @@ import threading
 import time
 import traceback
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -507,6 +507,9 @@ class Campaign:
         verdict, wall = self._execute(spec, worker, at)
         if self.interrupted.is_set():  # its worker was killed under it: not a finding, run it on resume
             return
+        moved = getattr(worker, "where", None)  # a fleet slot moves when its node is lost: record where it ran
+        if isinstance(moved, SlotDevice) and moved != at.where:
+            at = replace(at, where=moved)
         t_analysis = time.perf_counter()
         finding, key = self._judge(verdict, spec)
         score = target_score(verdict, finding)
