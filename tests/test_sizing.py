@@ -123,3 +123,36 @@ def test_a_cuda_campaign_spreads_its_slots_over_every_visible_gpu_and_records_ea
     assert {on for _, on, _ in rows} == {f"cuda:{i}" for i in range(gpus)}
     assert all(on == f"cuda:{slot % gpus}" for slot, on, _ in rows)
     assert {s for *_, s in rows} <= {"ok", "nondeterministic"}  # a badly pinned worker would fail on its device
+
+
+def test_auto_workers_resume_an_unfinished_run_with_its_own_count_not_a_new_run(tmp_path):
+    # `--workers auto` (or a fleet's slot count) can change between a run and its resume: another
+    # host, a node lost. The same seed and slot count give the same cases, so the resume takes the
+    # interrupted run's count; an explicit --workers that differs starts a new run, as before.
+    import sqlite3
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from fuzzer.campaign.loop import STORE_NAME, CampaignOptions
+    from fuzzer.engine.store import Store
+    from records.config import CompileConfig
+
+    earlier = CampaignOptions(device="cpu", out_dir=tmp_path, config=CompileConfig(backend="eager"), seed=5, max_cases=3, workers=3)
+    store = Store(tmp_path / STORE_NAME)
+    try:
+        run_id, _ = store.start_run(seed=5, device="cpu", config=earlier.config.to_dict(), options=earlier.identity(),
+                                    versions={})
+        store.finish_run(run_id, "interrupted")
+    finally:
+        store.close()
+    cmd = [sys.executable, "-m", "fuzzer", "fuzz", "--device", "cpu", "--backend", "eager", "--max-cases", "3", "--seed", "5",
+           "--no-minimize", "--no-live", "--out", str(tmp_path)]
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=root, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = " ".join((done.stdout + done.stderr).split())
+    assert "3 workers (resuming run 1, which ran with 3)" in said and "run 1 (resumed)" in said, said
+    with sqlite3.connect(tmp_path / STORE_NAME) as db:
+        assert db.execute("SELECT id, status FROM runs").fetchall() == [(1, "finished")]
+        assert sorted(r[0] for r in db.execute("SELECT slot FROM cases")) == [0, 1, 2]  # one case per slot of 3

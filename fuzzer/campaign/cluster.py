@@ -293,6 +293,11 @@ class Fleet:
             client.close()
             raise
 
+    def replan(self, workers: int) -> None:
+        """Plan `workers` slots over the same nodes (a resumed run keeps its slot count)."""
+        self.plans = plan_slots(list(self.nodes.values()), self.device, workers)
+        self.slot_devices = [p.where for p in self.plans]
+
     def describe(self) -> str:
         """One line for the campaign's header: slots, nodes, devices."""
         hosts = Counter(p.where.name for p in self.plans)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -106,6 +108,8 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
             raise ConfigError("--against with --oracle perf: compiler against compiler is judged on numbers only")
         no_minimize = True  # the minimizer judges eager vs compiled; A-vs-B buckets keep the case as drawn
     fleet = None
+    # Sized from this host or fleet: a resume keeps the run's own count (perf: one per device, always).
+    workers_chosen_here = workers == "auto" and oracle != "perf"
     if cluster is not None:
         from fuzzer.campaign.cluster import Fleet
 
@@ -140,6 +144,14 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
         against=against_config,
         unguarded_casts=unguarded_casts,
     )
+    if workers_chosen_here:
+        resumed = _resumable_workers(out_dir / STORE_NAME, opts)
+        if resumed is not None and resumed[1] != opts.workers:
+            run_id, count = resumed
+            opts = replace(opts, workers=count)
+            if fleet is not None:
+                fleet.replan(count)
+            workers, workers_reason = count, f"{count} worker{'s' if count != 1 else ''} (resuming run {run_id}, which ran with {count})"
     # Read and checked before the run starts: a stored spec that does not load exits 2, store untouched.
     known = _known_specs(out_dir / STORE_NAME) if replay_known else None
     signal.signal(signal.SIGTERM, _interrupt_once)
@@ -203,6 +215,29 @@ def _replayer(known):
     from fuzzer.campaign.replay_known import replay_known
 
     return lambda campaign: replay_known(campaign, known)
+
+
+def _resumable_workers(store_path: Path, opts) -> tuple[int, int] | None:
+    """(run id, worker count) of the newest unfinished run in the store that differs from `opts`
+    only in its worker count, or None. With `--workers auto` (or a fleet's own slot count) the
+    count can change between a run and its resume (another host, a node lost); the same seed and
+    slot count give the same cases, so the resume takes the run's count instead of starting anew."""
+    if not store_path.is_file():
+        return None
+    from fuzzer.engine.store import Store
+
+    identity = {k: v for k, v in opts.identity().items() if k != "workers"}
+    store = Store(store_path, create=False)
+    try:
+        runs = store.unfinished_runs(seed=opts.seed, device=opts.device, config=opts.config.to_dict())
+    finally:
+        store.close()
+    for run_id, options in runs:
+        count = options.get("workers")
+        if isinstance(count, int) and count >= 1 and {k: v for k, v in options.items() if k != "workers"} == json.loads(
+                json.dumps(identity, sort_keys=True)):
+            return run_id, count
+    return None
 
 
 def _write_report_html(store_path: Path, html_path: Path) -> None:

@@ -319,6 +319,15 @@ class Store:
             )
             return cur.lastrowid, False
 
+    def unfinished_runs(self, *, seed: int, device: str, config: dict) -> list[tuple[int, dict]]:
+        """(id, options) of the runs not finished with this seed, device and config, newest first:
+        what a campaign whose worker count was not given may resume (`start_run` matches options too)."""
+        cfg = json.dumps(config, sort_keys=True)
+        with self._lock:
+            rows = self.db.execute("SELECT id, options_json FROM runs WHERE status != 'finished' AND seed=? AND device=?"
+                                   " AND config_json=? ORDER BY id DESC", (seed, device, cfg)).fetchall()
+        return [(run_id, json.loads(options)) for run_id, options in rows]
+
     def finish_run(self, run_id: int, status: str = "finished") -> None:
         with self._lock:
             self.db.execute("UPDATE runs SET status=?, finished_at=? WHERE id=?", (status, time.time(), run_id))
