@@ -284,12 +284,11 @@ def _has_sin(g, inps) -> bool:
 
 @pytest.mark.parametrize("budget_s, most_ops", [(3600.0, 1), (-1.0, 5)], ids=["time left", "deadline passed"])
 def test_the_minifier_is_bounded_by_the_budget_and_still_ends_on_a_failing_graph(budget_s, most_ops):
-    # fx_minifier has no time limit: past the deadline every new candidate reads as passing, so it
-    # stops shrinking (a transformer's joint graph would otherwise compile for many minutes), and
-    # its final re-check of the last failing graph still holds (no "Final graph is not failing").
+    # fx_minifier has no time limit: past the deadline the predicate ends it at once (a
+    # transformer's joint graph would otherwise compile for many minutes), and the result is the
+    # last graph that failed, never a graph that does not reproduce.
     from fuzzer.triage.fx_bypass import count_ops
-    from fuzzer.triage.user_module import _within
-    from torch._functorch.fx_minifier import minifier
+    from fuzzer.triage.user_module import bounded_minify
 
     gm, inputs = _sin_graph()
     calls: list[int] = []
@@ -298,8 +297,31 @@ def test_the_minifier_is_bounded_by_the_budget_and_still_ends_on_a_failing_graph
         calls.append(1)
         return _has_sin(g, inps)
 
-    small, _ = minifier(gm, inputs, _within(time.monotonic() + budget_s, fails), dump_state=lambda g, i: None)
+    small, _, cut = bounded_minify(gm, inputs, fails, time.monotonic() + budget_s)
     assert _has_sin(small, None)
     assert count_ops(small) <= most_ops, small.code
+    assert cut == (budget_s < 0)
     if budget_s < 0:
         assert count_ops(small) == count_ops(gm) and len(calls) == 1  # only the honest sanity check
+
+
+def test_the_minifier_stopped_midway_returns_the_last_graph_that_failed():
+    # The budget runs out during the third query: the minifier is ended before a fourth, and what
+    # comes back is exactly the last candidate that still failed (here smaller than the input).
+    from fuzzer.triage.fx_bypass import count_ops
+    from fuzzer.triage.user_module import bounded_minify
+
+    gm, inputs = _sin_graph()
+    deadline = time.monotonic() + 2.0
+    queried: list[tuple[str, bool]] = []
+
+    def fails(g, inps):
+        if len(queried) == 2:
+            time.sleep(max(0.0, deadline - time.monotonic()) + 0.05)
+        queried.append((g.code, _has_sin(g, inps)))
+        return queried[-1][1]
+
+    small, _, cut = bounded_minify(gm, inputs, fails, deadline)
+    assert cut and len(queried) == 3, len(queried)
+    assert small.code == [code for code, failed in queried if failed][-1]
+    assert _has_sin(small, None) and count_ops(small) < count_ops(gm), small.code
