@@ -521,22 +521,24 @@ def _write_cause(diff: RungDifference, folders: CauseFolders, number: int, reduc
     stops between steps) and the culprit says "culprit not attributed" with why."""
     import torch
 
+    from records.culprit import NOT_ATTRIBUTED
+
     clock = folders.clock
     small, small_inputs = reduced.gm, reduced.inputs
     with clock.phase("repro"), torch.no_grad():
         before_out = diff.outputs(small, small_inputs, diff.before)
         after_out = diff.outputs(small, small_inputs, diff.rung)
-    note = "culprit not attributed: the compiler bisector is still running (or was killed at the deadline plus grace)"
+    note = f"{NOT_ATTRIBUTED}: the compiler bisector is still running (or was killed at the deadline plus grace)"
     cause = _write_folder(diff, folders, number, reduced, before_out, after_out, None, note)
     bisect, note, t0 = None, None, time.monotonic()
     if time.monotonic() >= deadline:
-        note = "culprit not attributed: budget spent after reduction"
+        note = f"{NOT_ATTRIBUTED}: budget spent after reduction"
     else:
         with clock.phase("bisect"):
             try:
                 bisect = _bisect(small, list(small_inputs), diff.rung, before_out, diff.removed, deadline=deadline)
             except _BudgetSpent:
-                note = "culprit not attributed: budget spent while the compiler bisector ran"
+                note = f"{NOT_ATTRIBUTED}: budget spent while the compiler bisector ran"
     if note:
         clock.note_cut(f"{cause['folder']}: {note}")
     cause = _write_folder(diff, folders, number, reduced, before_out, after_out, bisect, note)
@@ -551,11 +553,13 @@ def _write_folder(diff: RungDifference, folders: CauseFolders, number: int, redu
     `bisect`, or `note` saying why not). Returns the cause as `culprit.json` holds it."""
     from fuzzer.triage.fx_bypass import count_ops
     from oracles.severity import severity_of
+    from records.culprit import summarize
 
     before, rung, small, small_inputs = diff.before, diff.rung, reduced.gm, reduced.inputs
     culprit = _culprit(rung, bisect)
     if bisect is None and note:
         culprit = replace(culprit, bisect_note=note)
+        culprit = replace(culprit, summary=summarize(culprit))
     summary = culprit.summary
     reason = severity_of(_verdict(small, small_inputs, before_out, after_out), culprit=summary)
     folder = folders.out / f"{number:02d}-{rung}"
