@@ -97,6 +97,19 @@ def test_a_cause_reached_after_the_deadline_is_written_unattributed_with_its_rep
     assert any("budget spent after reduction" in line for line in folders.clock.cut)
 
 
+def test_the_bisector_is_not_started_when_the_time_left_covers_too_few_of_its_steps(tmp_path, monkeypatch):
+    # Time is left, but (with the bar raised) not enough for the bisector's steps at what one
+    # compile of this graph just cost: it is not started, and the note says why with the figures.
+    import fuzzer.triage.user_module as um
+
+    monkeypatch.setattr(um, "BISECT_MIN_STEPS", 10**7)
+    diff, folders, reduced = _tiny_diff(tmp_path)
+    cause = um._write_cause(diff, folders, 1, reduced, time.monotonic() + 3600)
+    note = cause["culprit"]["bisect_note"]
+    assert note.startswith("culprit not attributed: budget spent after reduction (") and "s left; one bisector step compiles this 3-op graph" in note, note
+    assert not cause["attributed"] and "bisect" not in folders.clock.seconds
+
+
 def test_the_bisector_is_stopped_at_its_deadline_and_leaves_torch_as_it_was(tmp_path):
     from torch._inductor.compiler_bisector import CompilerBisector
 

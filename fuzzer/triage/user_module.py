@@ -422,6 +422,9 @@ class _Reduced:
 # Of a graph's share of the budget, the reduction may use this fraction; the rest is kept for the
 # compiler bisector and writing the folder (the bisector's steps compile the reduced graph, small).
 REDUCE_SHARE = 0.75
+# The bisector is not started unless the time left covers this many of its steps (each compiles
+# the reduced graph; it takes a few backend steps plus a binary search over a subsystem's uses).
+BISECT_MIN_STEPS = 5
 
 
 def _reduce_and_name(diff: RungDifference, folders: CauseFolders, *, number: int, max_granularity, deadline: float,
@@ -517,22 +520,33 @@ def bounded_minify(gm, inputs, fails, deadline: float, max_granularity=None) -> 
 
 def _write_cause(diff: RungDifference, folders: CauseFolders, number: int, reduced: _Reduced, deadline: float) -> dict:
     """Write `NN-rung/` (repro.py, inputs, culprit.json) for the reduced graph, then bisect it until
-    `deadline` and write the culprit into it. Past the deadline the bisector does not start (or
-    stops between steps) and the culprit says "culprit not attributed" with why."""
+    `deadline` and write the culprit into it. The bisector does not start past the deadline, nor
+    when what is left covers fewer than `BISECT_MIN_STEPS` of its steps (each costs about what
+    running the reduced graph at both rungs just took), and it stops between steps at the
+    deadline; then the culprit says "culprit not attributed" with why."""
     import torch
 
+    from fuzzer.triage.fx_bypass import count_ops
     from records.culprit import NOT_ATTRIBUTED
 
     clock = folders.clock
     small, small_inputs = reduced.gm, reduced.inputs
+    t0 = time.monotonic()
     with clock.phase("repro"), torch.no_grad():
         before_out = diff.outputs(small, small_inputs, diff.before)
         after_out = diff.outputs(small, small_inputs, diff.rung)
+    step_s = time.monotonic() - t0  # about what one bisector step costs: it compiles this graph too
     note = f"{NOT_ATTRIBUTED}: the compiler bisector is still running (or was killed at the deadline plus grace)"
     cause = _write_folder(diff, folders, number, reduced, before_out, after_out, None, note)
     bisect, note, t0 = None, None, time.monotonic()
-    if time.monotonic() >= deadline:
+    left = deadline - time.monotonic()
+    if left <= 0:
         note = f"{NOT_ATTRIBUTED}: budget spent after reduction"
+    elif left < BISECT_MIN_STEPS * step_s:
+        # A graph the reduction could not shrink in time is still big: the bisector would be cut
+        # after a step or two, having named nothing. Its time is better left unspent.
+        note = (f"{NOT_ATTRIBUTED}: budget spent after reduction ({left:.0f} s left; one bisector step "
+                f"compiles this {count_ops(small)}-op graph in about {step_s:.0f} s)")
     else:
         with clock.phase("bisect"):
             try:
