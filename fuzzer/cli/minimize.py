@@ -21,6 +21,9 @@ from fuzzer.cli.options import DivfuzzCommand, oracle_options
 # itself, which always runs) gets at most this much more, after which the worker is killed (a user
 # module that never returns included) and the command exits 2 saying which phase it was in.
 MODULE_GRACE_S = 90.0
+# `--module --oracle perf` bounds only its probes by the budget (`fuzzer.triage.module_perf`): its
+# worker keeps the wider grace it has always had.
+PERF_MODULE_GRACE_S = 300.0
 
 
 @click.command("minimize", cls=DivfuzzCommand)
@@ -192,7 +195,7 @@ def _perf_module(worker, ref: str, target: Path, *, device: str, autocast, dtype
         "fuzzer.triage.module_perf:perf_module_in_worker",
         {"ref": ref, "device": device, "out_dir": str(target), "autocast": autocast, "dtype": dtype, "train": train,
          "margin": margin, "budget_s": budget_s, "backend": backend, "inductor": parse_inductor_overrides(inductor)},
-        budget_s + MODULE_GRACE_S,
+        budget_s + PERF_MODULE_GRACE_S,
     )
     if res.error:
         raise ConfigError(f"--module {ref} --oracle perf: {res.error}")
