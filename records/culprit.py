@@ -176,6 +176,11 @@ def bisect_text_of(culprit: dict) -> str | None:
     return culprit.get("bisect_note")
 
 
+# How a `bisect_note` starts when the budget ended before the bisector could name a subsystem
+# (`minimize --module --budget`): the summary then says so instead of "no single subsystem".
+NOT_ATTRIBUTED = "culprit not attributed"
+
+
 def summarize(c: Culprit) -> str:
     """A short sentence naming the culprit, from its fields: used in bucket keys, repro headers
     and reports, for campaign cases and user modules alike."""
@@ -195,4 +200,6 @@ def summarize(c: Culprit) -> str:
         return f"{c.stage}: {c.subsystem}" + (f" ({c.detail})" if c.detail else "")
     if c.fixes:
         return f"{c.stage}: {c.fixes[0]} removes it"
+    if c.bisect_note and c.bisect_note.startswith(NOT_ATTRIBUTED):  # the bisector never finished: no claim
+        return f"{c.stage} ({c.bisect_note})"
     return f"{c.stage} (no single subsystem)"

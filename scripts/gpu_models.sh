@@ -9,15 +9,16 @@
 #   scripts/gpu_models.sh table    # only print the table of what is under $D
 #
 # Runs go $PAR at a time (default two) on the one GPU (Inductor's compile is CPU-bound; 16 cores): each gets
-# --budget $BUDGET for its reductions and is stopped by `timeout` at $LIMIT s, so a set of six
-# ends within 3 x $LIMIT s. Wall times are therefore measured two-up, not alone. Each run's folder
+# --budget $BUDGET as a deadline for the whole command (its worker is killed 90 s of grace later,
+# naming the phase it was in) and is stopped by `timeout` at $LIMIT s (past budget + grace + the
+# worker's start), so a set of six ends within 3 x $LIMIT s. Wall times are therefore measured two-up, not alone. Each run's folder
 # $D/RUN/ holds what --module writes (capture.json, NN-rung/culprit.json, ...), its log, and
 # wall.txt + rc.txt; scripts/models_table.py reads them into one markdown table ($OUT/models.md).
 export PYTHONUNBUFFERED=1
 cd "$(dirname "$0")/.."
 D=${DIVFUZZ_GPU_DIR:-/tmp/dv-models}
 BUDGET=${BUDGET:-45s}
-LIMIT=${LIMIT:-140}
+LIMIT=${LIMIT:-160}
 mkdir -p "$D"
 SET1="qwen2-infer qwen2-train gpt2-infer gpt2-train bert-infer bert-train"
 SET2="convnext-infer convnext-train vit-infer vit-train resnet50-infer resnet50-train"

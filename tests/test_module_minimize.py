@@ -95,6 +95,8 @@ def test_budget_bounds_a_module_that_never_returns(tmp_path, monkeypatch):
     )
     assert result.exit_code == 2, result.output
     assert "not done within --budget 1 s plus 5 s of grace; the worker was killed" in result.output
+    # It names the phase in flight (from phases.json): NAME() itself never returned.
+    assert "killed during load (does NAME() or the model return?)" in " ".join(result.output.split())
     # The call is bounded at 6 s; the rest is the worker's start (importing torch: over a minute on
     # a loaded 2-core CI box). Without the bound this test would never end.
     assert time.monotonic() - t0 < 300

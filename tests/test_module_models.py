@@ -57,18 +57,21 @@ def test_the_table_reads_capture_culprits_wall_time_and_a_timeout_from_the_run_f
         {"ops_before": 7, "ops": 2, "rung": "inductor", "summary": "inductor: lowering"}))
     (run / "wall.txt").write_text("61\n")
     (run / "rc.txt").write_text("0\n")
+    (run / "phases.json").write_text(json.dumps({"phases_s": {"judge_model": 20.5, "reduce": 30.0}, "in_flight": None,
+                                                 "cut_by_budget": ["02-inductor: culprit not attributed: budget spent after reduction"]}))
     killed = tmp_path / "vit-infer"
     killed.mkdir()
     (killed / "rc.txt").write_text("124\n")
+    (killed / "phases.json").write_text(json.dumps({"phases_s": {"load": 3.0}, "in_flight": "judge_model", "cut_by_budget": []}))
     header, _, *rows = _table(tmp_path)
-    assert "graph breaks" in header and "culprit" in header and "wall" in header
+    assert "graph breaks" in header and "culprit" in header and "wall" in header and "seconds per phase" in header
     assert len(rows) == 2
     qwen = next(r for r in rows if r.startswith("| qwen2 | train"))
     for cell in ("2 (7+90)", "| 1 |", "bug (float-worse)", "90 -> 4 (inductor); 7 -> 2 (inductor)",
-                 "emulate_precision_casts removes it", "61 s |"):
+                 "emulate_precision_casts removes it", "61 s |", "| judge_model 20.5, reduce 30; 1 cut by --budget |"):
         assert cell in qwen, (cell, qwen)
     vit = next(r for r in rows if r.startswith("| vit | infer"))
-    assert "no capture.json" in vit and "(timeout)" in vit
+    assert "no capture.json" in vit and "(timeout)" in vit and "load 3; stopped in judge_model" in vit
 
 
 def test_the_table_refuses_a_missing_folder_with_exit_2(tmp_path):

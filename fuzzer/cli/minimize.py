@@ -16,10 +16,14 @@ import click
 
 from fuzzer.cli.options import DivfuzzCommand, oracle_options
 
-# `minimize --module --budget B`: the reductions share B; capture, the stage ladder and writing
-# the folders get at most this much more, after which the worker is killed (a user module that
-# never returns included) and the command exits 2 saying so.
-MODULE_GRACE_S = 300.0
+# `minimize --module --budget B`: B is a deadline for the whole command (the worker's phases check
+# it before each step); the step in flight at B (one compile of a captured graph, or the capture
+# itself, which always runs) gets at most this much more, after which the worker is killed (a user
+# module that never returns included) and the command exits 2 saying which phase it was in.
+MODULE_GRACE_S = 90.0
+# `--module --oracle perf` bounds only its probes by the budget (`fuzzer.triage.module_perf`): its
+# worker keeps the wider grace it has always had.
+PERF_MODULE_GRACE_S = 300.0
 
 
 @click.command("minimize", cls=DivfuzzCommand)
@@ -73,15 +77,17 @@ def minimize(ctx, case, modules, store_dir, out_dir, device, budget, timeout_s, 
                     budget_s + MODULE_GRACE_S,
                 )
                 if res.error and res.error.startswith("Timeout"):
-                    raise ConfigError(
-                        f"--module {ref}: not done within --budget {budget_s:g} s plus {MODULE_GRACE_S:g} s of grace; "
-                        "the worker was killed (does NAME() or the model return?)"
-                    )
+                    raise ConfigError(_killed_at_deadline(ref, target, budget_s))
                 if res.error:
                     raise ConfigError(f"--module {ref}: {res.error}")
                 for line in res.value["verdict"]:
                     out.print(line, highlight=False)
-                if not res.value["causes"]:
+                out.print(_phases_line(res.value.get("phases") or {}), highlight=False)
+                cut = (res.value.get("phases") or {}).get("cut_by_budget") or []
+                if not res.value["causes"] and cut:
+                    out.print(f"{ref}: nothing minimized: --budget {budget_s:g} s was spent first ({cut[0]}); "
+                              "a larger --budget goes further", highlight=False)
+                elif not res.value["causes"]:
                     severity = (res.value.get("severity") or {}).get("severity")
                     notes = "; ".join(res.value.get("capture", {}).get("notes", []))
                     why = "eager and compiled agree" if severity is None else f"the divergence is {severity}, not suspect or worse"
@@ -110,6 +116,30 @@ def minimize(ctx, case, modules, store_dir, out_dir, device, budget, timeout_s, 
     reason = severity_of(analysis.verdict, culprit=analysis.culprit.summary) if analysis.verdict is not None else None
     out.print(f"severity: {reason}" if reason else "severity: not judged (no verdict of the minimal spec)", highlight=False)
     out.print(f"written: {folder}/repro.py, report.md, spec.json", highlight=False)
+
+
+def _phases_line(timing: dict) -> str:
+    """One line: the command's total against its budget, then the seconds of each phase."""
+    phases = ", ".join(f"{k} {v:g} s" for k, v in (timing.get("phases_s") or {}).items())
+    return f"time: {timing.get('total_s', 0):g} s of --budget {timing.get('budget_s', 0):g} s ({phases})"
+
+
+def _killed_at_deadline(ref: str, target: Path, budget_s: float) -> str:
+    """The error of a worker killed at the budget plus the grace: the phase it was in (from the
+    `phases.json` it kept up to date), the time each phase took and the cause folders already
+    written (each holds a repro of the graph reduced so far)."""
+    from fuzzer.triage.phase_clock import read_progress
+
+    msg = f"--module {ref}: not done within --budget {budget_s:g} s plus {MODULE_GRACE_S:g} s of grace; the worker was killed"
+    progress = read_progress(target / "phases.json")
+    if progress is None:
+        return msg + " before the user module's case was loaded (does NAME() or the model return?)"
+    done = ", ".join(f"{k} {v:g} s" for k, v in (progress.get("phases_s") or {}).items()) or "none"
+    msg += f" during {progress.get('in_flight') or 'no phase'} (does NAME() or the model return?); phases done before: {done}"
+    folders = sorted(str(p.parent) for p in target.glob("*/repro.py"))
+    if folders:
+        msg += "; repros written so far (culprit not attributed unless culprit.json says so): " + ", ".join(folders)
+    return msg
 
 
 def _finish_pending(campaign_dir: Path, *, budget_s: float, workers: int, timeout_s: float, cli_backend: str | None) -> None:
@@ -165,7 +195,7 @@ def _perf_module(worker, ref: str, target: Path, *, device: str, autocast, dtype
         "fuzzer.triage.module_perf:perf_module_in_worker",
         {"ref": ref, "device": device, "out_dir": str(target), "autocast": autocast, "dtype": dtype, "train": train,
          "margin": margin, "budget_s": budget_s, "backend": backend, "inductor": parse_inductor_overrides(inductor)},
-        budget_s + MODULE_GRACE_S,
+        budget_s + PERF_MODULE_GRACE_S,
     )
     if res.error:
         raise ConfigError(f"--module {ref} --oracle perf: {res.error}")

@@ -441,32 +441,41 @@ def _lift_constants(gm, inputs: list):
 
 
 def capture_user_case(case, *, ref: str, device: str, dtype: str | None, autocast: str | None, train: bool,
-                      worth_reducing: Callable[[Any], bool]) -> CaseCapture:
+                      worth_reducing: Callable[[Any], bool], clock=None) -> CaseCapture:
     """Judge the whole model, capture its graphs through Dynamo, find the graph that introduces
     the divergence and lower it to aten. `worth_reducing(verdict)` is the caller's policy for
-    "a divergence worth a repro" (`oracles.severity.worth_reducing`)."""
+    "a divergence worth a repro" (`oracles.severity.worth_reducing`).
+
+    `clock` (a `fuzzer.triage.phase_clock.PhaseClock`) times the phases `judge_model` (eager,
+    compiled and fp64 runs), `capture` (Dynamo), `locate` (one graph compiled at a time) and
+    `lower` (make_fx); the first two always run, `locate` stops at the clock's deadline (the
+    graphs found so far are kept; with none found nothing is lowered, and `cap.notes` says so)."""
+    from fuzzer.triage.phase_clock import PhaseClock
     from oracles.severity import severity_of, verdict_lines_of
 
+    clock = clock if clock is not None else PhaseClock(float("inf"))
     model, args, kwargs = normalize_case(case, ref)
     model, args, kwargs = _prepare(model, args, kwargs, device, dtype)
     run = _RunSpec(model, args, kwargs, device=device, autocast=autocast, train=train)
-    eager = run.run()
-    compiled = run.run("inductor")
-    try:
-        ref64 = run.run(float64=True)
-    except Exception:  # a model that does not run in float64 is judged without a reference
-        ref64 = None
-    verdict = whole_model_verdict(eager, compiled, ref64)
+    with clock.phase("judge_model"):
+        eager = run.run()
+        compiled = run.run("inductor")
+        try:
+            ref64 = run.run(float64=True)
+        except Exception:  # a model that does not run in float64 is judged without a reference
+            ref64 = None
+        verdict = whole_model_verdict(eager, compiled, ref64)
     lines = verdict_lines_of(verdict)
     whole = worth_reducing(verdict)
     reason = severity_of(verdict)
 
-    try:
-        graphs, breaks, reasons = capture_graphs(run)
-        method = "dynamo"
-    except Exception as e:  # Dynamo itself failed on this model: make_fx below may still trace it
-        graphs, breaks, reasons = [], 0, [f"Dynamo capture failed: {type(e).__name__}: {str(e)[:200]}"]
-        method = "dynamo (failed)"
+    with clock.phase("capture"):
+        try:
+            graphs, breaks, reasons = capture_graphs(run)
+            method = "dynamo"
+        except Exception as e:  # Dynamo itself failed on this model: make_fx below may still trace it
+            graphs, breaks, reasons = [], 0, [f"Dynamo capture failed: {type(e).__name__}: {str(e)[:200]}"]
+            method = "dynamo (failed)"
     cap = CaseCapture(lines, whole, graphs, breaks, reasons, [], capture_method=method,
                       severity=reason.to_dict() if reason else None)
     cap.verdict_lines.append(
@@ -480,7 +489,8 @@ def capture_user_case(case, *, ref: str, device: str, dtype: str | None, autocas
         return cap
     if not graphs:
         cap.capture_method = "make_fx (fallback: Dynamo handed the compiler no graph)"
-        gm, inputs = _make_fx_whole(run)
+        with clock.phase("lower"):
+            gm, inputs = _make_fx_whole(run)
         cap.targets.append(ReductionTarget(None, gm, inputs, cap.capture_method))
         cap.notes.append(cap.capture_method)
         if train:
@@ -492,8 +502,11 @@ def capture_user_case(case, *, ref: str, device: str, dtype: str | None, autocas
             cap.notes.append(gap)
             cap.verdict_lines.append(gap)
         return cap
-    for graph in _graphs_to_reduce(graphs, cap, run, eager, ref64, worth_reducing):
-        gm, inputs = lower_to_aten(graph, train=train)
+    with clock.phase("locate"):
+        chosen = _graphs_to_reduce(graphs, cap, run, eager, ref64, worth_reducing, clock)
+    for graph in chosen:
+        with clock.phase("lower"):
+            gm, inputs = lower_to_aten(graph, train=train)
         why = ("the only captured graph" if len(graphs) == 1 else "judged by itself (no graph differs alone)"
                if cap.rank_by_own_verdict else "makes the model differ when compiled alone")
         cap.targets.append(ReductionTarget(graph.index + 1, gm, inputs, why))
@@ -503,14 +516,22 @@ def capture_user_case(case, *, ref: str, device: str, dtype: str | None, autocas
     return cap
 
 
-def _graphs_to_reduce(graphs: list, cap: CaseCapture, run: _RunSpec, eager, ref64, worth_reducing) -> list:
+def _graphs_to_reduce(graphs: list, cap: CaseCapture, run: _RunSpec, eager, ref64, worth_reducing, clock) -> list:
     """Every captured graph whose compiling alone (the others eager) makes the model diverge, in
     capture order (each noted in `cap.culprits`). When none does alone, every graph, and
     `cap.rank_by_own_verdict` tells the caller to judge each graph by itself and reduce them in
-    order of that verdict's severity (the divergence needs several graphs compiled together)."""
+    order of that verdict's severity (the divergence needs several graphs compiled together).
+    Each try is a whole-model run: past `clock`'s deadline no more are made; the culprits found so
+    far are kept, and with none found no graph is chosen (a note says the budget was spent)."""
     if len(graphs) == 1:
         return graphs
     for g in graphs:
+        if clock.spent():
+            line = (f"budget spent while locating the graph that introduces the divergence: {g.index} of {len(graphs)} "
+                    "graphs tried" + ("" if cap.culprits else "; none found, so nothing is reduced"))
+            clock.note_cut(line)  # shown with the run's other cuts, as "budget: ..."
+            cap.notes.append(line)
+            return [graphs[i] for i in cap.culprits]
         with contextlib.suppress(Exception):  # one graph that cannot compile alone is not the culprit
             if worth_reducing(whole_model_verdict(eager, run.run(_CompileOne(g.index)), ref64)):
                 cap.culprits.append(g.index)
@@ -547,6 +568,7 @@ def _make_fx_whole(run: _RunSpec):
     return _lift_constants(gm, inputs)
 
 
-def write_capture(cap: CaseCapture, out: Path) -> None:
+def write_capture(cap: CaseCapture, out: Path, extra: dict | None = None) -> None:
+    """`capture.json`: `cap.summary()`, plus `extra` keys (the run's phase timings, once known)."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / "capture.json").write_text(json.dumps(cap.summary(), indent=2) + "\n")
+    (out / "capture.json").write_text(json.dumps(cap.summary() | (extra or {}), indent=2) + "\n")

@@ -14,7 +14,8 @@ differs from the rung before it (a separate root cause each), reduce the graph w
 with `fx_bypass` (which removes nodes from the middle of a chain) under the time budget, and name the
 culprit with `compiler_bisector`. Each root cause gets a folder with `repro.py`, the inputs as raw
 bytes (`inputs.bin`) described by `inputs.json` (dtype and shape: no pickle, nothing to execute),
-and `culprit.json`.
+and `culprit.json`. `--budget` is a deadline for all of it (`fuzzer.triage.phase_clock`): each
+phase checks it before a step, and what it cuts is said, never silently dropped.
 """
 
 from __future__ import annotations
@@ -221,10 +222,17 @@ def _n_differ(a, b) -> int:
     return int(diff.sum())
 
 
-def _bisect(gm, inputs, rung: str, ref, decompositions: tuple[str, ...] = ()):
+class _BudgetSpent(Exception):
+    """Raised inside a torch tool's callback (the bisector's `good`, fx_minifier's predicate) to stop
+    it at the deadline: neither tool has a time limit of its own. Never leaves this module."""
+
+
+def _bisect(gm, inputs, rung: str, ref, decompositions: tuple[str, ...] = (), deadline: float = float("inf")):
     """Bisect the cause that appears at `rung`: earlier backends count as good. `ref` is the output
     of the rung before it (already computed by the caller); "bad" is what `oracles.severity.worth_reducing` says.
-    Returns the bisector's result as a `records.culprit.BisectResult`, or None."""
+    Returns the bisector's result as a `records.culprit.BisectResult`, or None. Each step compiles
+    the (reduced) graph once; past `deadline` no step starts and `_BudgetSpent` is raised (the
+    bisector's own cleanup runs as the exception leaves `do_bisect`)."""
     import torch
     from torch._inductor.compiler_bisector import CompilerBisector
 
@@ -234,6 +242,8 @@ def _bisect(gm, inputs, rung: str, ref, decompositions: tuple[str, ...] = ()):
     fp64, bounds = _reference_outputs(gm, inputs), _int_boundaries(gm, inputs)
 
     def good() -> bool:
+        if time.monotonic() >= deadline:
+            raise _BudgetSpent
         backend = CompilerBisector.get_backend()
         if backend in RUNGS and RUNGS.index(backend) < RUNGS.index(rung):
             return True
@@ -334,6 +344,36 @@ def _save_inputs(tensors, folder: Path) -> None:
     (folder / "inputs.json").write_text(json.dumps(metas) + "\n")
 
 
+class OutputMemo:
+    """Each rung's outputs on a pinned graph, computed once per `--module` run.
+
+    Judging a target graph, checking its ladder rungs, the reduction's target severity and
+    fx_minifier's sanity check all run the same (big) graph at the same rungs; on a transformer's
+    joint training graph each of those is a long Inductor compile. A graph is known by its code and
+    the identity of its input tensors; the memo keeps pinned inputs alive, so no id is reused while
+    it lives. Only pinned graphs are remembered: reduction candidates cost no memory."""
+
+    def __init__(self):
+        self._pinned: dict = {}
+        self._outputs: dict = {}
+
+    @staticmethod
+    def _key(g, inps) -> tuple:
+        return g.code, tuple(id(x) for x in inps)
+
+    def pin(self, gm, inputs) -> None:
+        self._pinned[self._key(gm, inputs)] = tuple(inputs)
+
+    def run(self, g, inps, rung: str, removed: tuple[str, ...] = ()) -> list:
+        key = self._key(g, inps)
+        if key not in self._pinned:
+            return _run(g, inps, rung, removed)
+        full = (key, rung, () if rung == "eager" else tuple(removed))  # eager compiles nothing to remove
+        if full not in self._outputs:
+            self._outputs[full] = _run(g, inps, rung, removed)
+        return self._outputs[full]
+
+
 @dataclass(frozen=True, eq=False)
 class RungDifference:
     """One root cause to reduce: `rung`'s outputs differ from `before`'s on the aten graph `gm` with
@@ -344,8 +384,11 @@ class RungDifference:
     before: str
     rung: str
     removed: tuple[str, ...] = ()
+    memo: OutputMemo | None = None
 
     def outputs(self, g, inps, rung: str) -> list:
+        if self.memo is not None:
+            return self.memo.run(g, inps, rung, self.removed)
         return _run(g, inps, rung, self.removed)
 
     def verdict(self, g, inps):
@@ -356,12 +399,14 @@ class RungDifference:
 @dataclass(frozen=True)
 class CauseFolders:
     """What every cause folder of one `--module` run shares: `out/NN-rung/` holds `repro.py`, the
-    inputs as raw bytes and `culprit.json`; `ref` and `verdict_lines` head each repro's docstring."""
+    inputs as raw bytes and `culprit.json`; `ref` and `verdict_lines` head each repro's docstring;
+    `clock` is the whole command's deadline and phase timer (`fuzzer.triage.phase_clock`)."""
 
     out: Path
     ref: str
     device: str
     verdict_lines: tuple[str, ...]
+    clock: Any = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -369,23 +414,41 @@ class _Reduced:
     gm: Any
     inputs: tuple
     passes: tuple[str, ...]  # the reduction passes run, in order
-    seconds: float = 0.0  # wall time of the reduction (bounded by its budget, plus one last query)
+    seconds: float = 0.0  # wall time of the reduction (bounded by its deadline, plus one query in flight)
+    budget_s: float = 0.0  # the time it was given
+    cut: str | None = None  # why the deadline stopped it before it converged (None: it converged)
 
 
-def _reduce_and_name(diff: RungDifference, folders: CauseFolders, *, number: int, max_granularity, budget_s: float) -> dict:
-    """Shrink the graph to what still makes `diff.rung` differ from `diff.before`, name the
-    culprit with the bisector, and write its folder; returns the cause as `culprit.json` holds it."""
-    reduced = _shrink(diff, _keeps_severity(diff), max_granularity=max_granularity, budget_s=budget_s)
-    return _write_cause(diff, folders, number, reduced, budget_s)
+# Of a graph's share of the budget, the reduction may use this fraction; the rest is kept for the
+# compiler bisector and writing the folder (the bisector's steps compile the reduced graph, small).
+REDUCE_SHARE = 0.75
+# The bisector is not started unless the time left covers this many of its steps (each compiles
+# the reduced graph; it takes a few backend steps plus a binary search over a subsystem's uses).
+BISECT_MIN_STEPS = 5
 
 
-def _keeps_severity(diff: RungDifference):
+def _reduce_and_name(diff: RungDifference, folders: CauseFolders, *, number: int, max_granularity, deadline: float,
+                     verdict=None) -> dict:
+    """Shrink the graph to what still makes `diff.rung` differ from `diff.before`, write its folder,
+    then name the culprit with the bisector (on the reduced graph) and write it again; returns the
+    cause as `culprit.json` holds it. The reduction gets `REDUCE_SHARE` of the time to `deadline`,
+    the bisector what is left; a run killed while bisecting still leaves the folder and repro."""
+    clock = folders.clock
+    reduce_by = time.monotonic() + REDUCE_SHARE * max(0.0, deadline - time.monotonic())
+    with clock.phase("reduce"):
+        reduced = _shrink(diff, _keeps_severity(diff, verdict), max_granularity=max_granularity, deadline=reduce_by)
+    if reduced.cut:
+        clock.note_cut(reduced.cut)
+    return _write_cause(diff, folders, number, reduced, deadline)
+
+
+def _keeps_severity(diff: RungDifference, verdict=None):
     """The reduction predicate: a candidate graph still differs at the input's severity and rule.
     A bug must not shrink into noise, nor a gross float error into a different, fp32-only
-    rounding difference."""
+    rounding difference. `verdict` is the input graph's own, when the caller has it."""
     from oracles.severity import severity_of
 
-    target = severity_of(diff.verdict(diff.gm, diff.inputs))
+    target = severity_of(verdict if verdict is not None else diff.verdict(diff.gm, diff.inputs))
 
     def fails(g, inps) -> bool:
         try:
@@ -399,83 +462,136 @@ def _keeps_severity(diff: RungDifference):
     return fails
 
 
-def _shrink(diff: RungDifference, fails, *, max_granularity, budget_s: float) -> _Reduced:
+def _shrink(diff: RungDifference, fails, *, max_granularity, deadline: float) -> _Reduced:
     """fx_minifier cuts nodes into inputs; bypassing removes nodes from the middle of a chain.
-    Alternate the two until neither shrinks the graph (or the budget is spent)."""
-    from torch._functorch.fx_minifier import minifier
-
+    Alternate the two until neither shrinks the graph, or until `deadline`: past it the graph that
+    failed last (the smallest so far) is the result and `cut` says so. With no time at all the
+    graph is not reduced."""
     from fuzzer.triage.fx_bypass import bypass_reduce, count_ops
 
-    def minify(g, inps):
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            return minifier(g, list(inps), fails, dump_state=lambda g, i: None, max_granularity=max_granularity)
-
     start = time.monotonic()
-    deadline = start + budget_s
-    fails = _within(deadline, fails)
-    small, small_inputs = minify(diff.gm, diff.inputs)
+    if start >= deadline:
+        return _Reduced(diff.gm, diff.inputs, (), 0.0, 0.0,
+                        cut=f"not reduced: budget spent before the reduction ({diff.before} vs {diff.rung}); the repro holds the whole graph")
+    small, small_inputs, cut = bounded_minify(diff.gm, diff.inputs, fails, deadline, max_granularity)
     passes = ["fx_minifier"]
-    while time.monotonic() < deadline:
+    while not cut and time.monotonic() < deadline:
         size = count_ops(small)
         small, small_inputs, _ = bypass_reduce(small, small_inputs, fails, deadline)
         if count_ops(small) == size:
             break
         passes.append("bypass")
-        small, small_inputs = minify(small, small_inputs)
+        small, small_inputs, cut = bounded_minify(small, small_inputs, fails, deadline, max_granularity)
         passes.append("fx_minifier")
-    return _Reduced(small, tuple(small_inputs), tuple(passes), time.monotonic() - start)
+    why = None
+    if cut or time.monotonic() >= deadline:
+        why = (f"reduction cut by the budget ({diff.before} vs {diff.rung}): {count_ops(diff.gm)} -> {count_ops(small)} ops, "
+               "the smallest graph that still differed")
+    return _Reduced(small, tuple(small_inputs), tuple(passes), time.monotonic() - start, deadline - start, cut=why)
 
 
-def _within(deadline: float, fails):
-    """`fails`, bounded by `deadline`: fx_minifier has no time limit of its own, and on a large joint
-    graph (a transformer's training step) its delta debugging compiles for many minutes. Past the
-    deadline every new candidate reads as "does not fail", so the minifier stops shrinking, while
-    the last graph that failed still does (the minifier re-checks its final graph, and the same
-    code on the same inputs is the same answer). The first query, the minifier's sanity check of
-    its input, is always answered honestly."""
-    last_failing: list[str] = []
+def bounded_minify(gm, inputs, fails, deadline: float, max_granularity=None) -> tuple[Any, list, bool]:
+    """torch's fx_minifier, stopped at `deadline`: it has no time limit of its own, and on a large
+    joint graph its delta debugging compiles for many minutes. Past the deadline the predicate
+    raises `_BudgetSpent`, which ends the minifier at once, and the graph that failed last (the
+    minifier's best so far) is the result. The first query, the minifier's sanity check of its
+    input, is always answered, so there is always a failing graph. Returns (graph, inputs, cut)."""
+    from torch._functorch.fx_minifier import minifier
+
+    last: list = [gm, list(inputs)]
+    asked = [0]
 
     def bounded(g, inps) -> bool:
-        code = g.code
-        if last_failing and time.monotonic() > deadline:
-            return code == last_failing[0]
+        if asked[0] and time.monotonic() >= deadline:
+            raise _BudgetSpent
+        asked[0] += 1
         if fails(g, inps):
-            last_failing[:] = [code]
+            last[:] = [g, list(inps)]
             return True
         return False
 
-    return bounded
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            small, small_inputs = minifier(gm, list(inputs), bounded, dump_state=lambda g, i: None, max_granularity=max_granularity)
+    except _BudgetSpent:
+        return last[0], last[1], True
+    return small, list(small_inputs), False
 
 
-def _write_cause(diff: RungDifference, folders: CauseFolders, number: int, reduced: _Reduced, budget_s: float) -> dict:
-    """Bisect the reduced graph, then write `NN-rung/` (repro.py, inputs, culprit.json)."""
+def _write_cause(diff: RungDifference, folders: CauseFolders, number: int, reduced: _Reduced, deadline: float) -> dict:
+    """Write `NN-rung/` (repro.py, inputs, culprit.json) for the reduced graph, then bisect it until
+    `deadline` and write the culprit into it. The bisector does not start past the deadline, nor
+    when what is left covers fewer than `BISECT_MIN_STEPS` of its steps (each costs about what
+    running the reduced graph at both rungs just took), and it stops between steps at the
+    deadline; then the culprit says "culprit not attributed" with why."""
     import torch
 
     from fuzzer.triage.fx_bypass import count_ops
+    from records.culprit import NOT_ATTRIBUTED
+
+    clock = folders.clock
+    small, small_inputs = reduced.gm, reduced.inputs
+    t0 = time.monotonic()
+    with clock.phase("repro"), torch.no_grad():
+        before_out = diff.outputs(small, small_inputs, diff.before)
+        after_out = diff.outputs(small, small_inputs, diff.rung)
+    step_s = time.monotonic() - t0  # about what one bisector step costs: it compiles this graph too
+    note = f"{NOT_ATTRIBUTED}: the compiler bisector is still running (or was killed at the deadline plus grace)"
+    cause = _write_folder(diff, folders, number, reduced, before_out, after_out, None, note)
+    bisect, note, t0 = None, None, time.monotonic()
+    left = deadline - time.monotonic()
+    if left <= 0:
+        note = f"{NOT_ATTRIBUTED}: budget spent after reduction"
+    elif left < BISECT_MIN_STEPS * step_s:
+        # A graph the reduction could not shrink in time is still big: the bisector would be cut
+        # after a step or two, having named nothing. Its time is better left unspent.
+        note = (f"{NOT_ATTRIBUTED}: budget spent after reduction ({left:.0f} s left; one bisector step "
+                f"compiles this {count_ops(small)}-op graph in about {step_s:.0f} s)")
+    else:
+        with clock.phase("bisect"):
+            try:
+                bisect = _bisect(small, list(small_inputs), diff.rung, before_out, diff.removed, deadline=deadline)
+            except _BudgetSpent:
+                note = f"{NOT_ATTRIBUTED}: budget spent while the compiler bisector ran"
+    if note:
+        clock.note_cut(f"{cause['folder']}: {note}")
+    cause = _write_folder(diff, folders, number, reduced, before_out, after_out, bisect, note)
+    cause["bisect_s"] = round(time.monotonic() - t0, 1)
+    (Path(cause["folder"]) / "culprit.json").write_text(json.dumps(cause, indent=2) + "\n")
+    return cause
+
+
+def _write_folder(diff: RungDifference, folders: CauseFolders, number: int, reduced: _Reduced, before_out, after_out,
+                  bisect, note: str | None) -> dict:
+    """`NN-rung/`: the inputs as raw bytes, `repro.py` and `culprit.json` (the culprit named by
+    `bisect`, or `note` saying why not). Returns the cause as `culprit.json` holds it."""
+    from fuzzer.triage.fx_bypass import count_ops
     from oracles.severity import severity_of
+    from records.culprit import summarize
 
     before, rung, small, small_inputs = diff.before, diff.rung, reduced.gm, reduced.inputs
-    with torch.no_grad():
-        before_out = diff.outputs(small, small_inputs, before)
-        shown = list(zip(before_out, diff.outputs(small, small_inputs, rung)))
-    bisect = _bisect(small, list(small_inputs), rung, before_out, diff.removed)
     culprit = _culprit(rung, bisect)
+    if bisect is None and note:
+        culprit = replace(culprit, bisect_note=note)
+        culprit = replace(culprit, summary=summarize(culprit))
     summary = culprit.summary
-    reason = severity_of(_verdict(small, small_inputs, before_out, [b for _, b in shown]), culprit=summary)
+    reason = severity_of(_verdict(small, small_inputs, before_out, after_out), culprit=summary)
     folder = folders.out / f"{number:02d}-{rung}"
     folder.mkdir(parents=True, exist_ok=True)
     _save_inputs([t.detach().cpu().contiguous() for t in small_inputs], folder)
     removed = f"Decompositions removed first (earlier causes): {', '.join(diff.removed)}" if diff.removed else ""
     notes = "\n".join([f"Culprit: {culprit.describe()}", f"compiler_bisector: {culprit.bisect_text() or 'no single subsystem'}",
-                       removed, *folders.verdict_lines])
+                       removed, *([reduced.cut] if reduced.cut else []), *folders.verdict_lines])
     (folder / "repro.py").write_text(
         _REPRO.format(doc=_repro_doc(f"{folders.ref}: {summary}", notes, before, rung), before=before, rung=rung,
                       code=_repro_code(small), device=folders.device)
     )
+    shown = list(zip(before_out, after_out))
     cause = {
         "rung": rung,
         "compared_to": before,
         "summary": summary,
+        "attributed": bisect is not None or note is None,
         "bisect": None if bisect is None else bisect.to_dict(),
         "culprit": culprit.to_dict(),
         "decomposition": culprit.detail if culprit.subsystem == "decomposition" else None,
@@ -484,7 +600,8 @@ def _write_cause(diff: RungDifference, folders: CauseFolders, number: int, reduc
         "ops_before": count_ops(diff.gm),
         "passes": list(reduced.passes),
         "reduce_s": round(reduced.seconds, 1),
-        "reduce_budget_s": round(budget_s, 1),
+        "reduce_budget_s": round(reduced.budget_s, 1),
+        "reduction_cut": reduced.cut,
         "outputs": [f"{str(a.dtype).removeprefix('torch.')}{list(a.shape)}" for a, _ in shown],
         "differing": [_n_differ(a, b) for a, b in shown],
         "folder": str(folder),
@@ -501,49 +618,72 @@ def minimize_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: 
     and attribute every captured graph that makes the model diverge when compiled alone (when none
     does alone: every graph that differs by itself, most severe first). One policy decides what is
     worth reducing, for the whole model and for every candidate graph: `oracles.severity`.
-    `budget_s` bounds the reductions, shared out evenly among the graphs still to reduce; the
-    caller (`fuzzer.cli.minimize`) bounds the whole worker. Cause folders are numbered across
-    graphs (`01-inductor/`, `02-inductor/`, ...), and each `culprit.json` names its graph.
+
+    `budget_s` is a deadline for all of it, from the call (`fuzzer.triage.phase_clock.PhaseClock`):
+    the whole-model judgement and the Dynamo capture always run; every later phase gets what is
+    left (each graph an even share of it), skips or cuts what it cannot finish and says so in
+    `cut_by_budget`. The seconds of each phase go to `phases.json` as they pass (so a run killed
+    at the deadline plus the caller's grace still tells where it was) and into `capture.json`.
+    Cause folders are numbered across graphs (`01-inductor/`, `02-inductor/`, ...), and each
+    `culprit.json` names its graph.
     """
     from fuzzer.triage.capture import capture_user_case, write_capture
+    from fuzzer.triage.phase_clock import PhaseClock
 
-    cap = capture_user_case(load_user_module(ref), ref=ref, device=device, dtype=dtype, autocast=autocast, train=train,
-                            worth_reducing=worth_reducing)
-    verdict_lines = list(cap.verdict_lines)
-    summary = {"verdict": verdict_lines, "severity": cap.severity, "causes": [], "checks": [], "capture": cap.summary()}
-    if not cap.targets:
-        write_capture(cap, Path(out_dir))
-        return summary
-    deadline = time.monotonic() + budget_s
-    targets = _judge_targets(cap, verdict_lines)
-    write_capture(cap, Path(out_dir))
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    clock = PhaseClock(budget_s, progress=out / "phases.json")
+    with clock.phase("load"):
+        case = load_user_module(ref)
+    cap = capture_user_case(case, ref=ref, device=device, dtype=dtype, autocast=autocast, train=train,
+                            worth_reducing=worth_reducing, clock=clock)
+    verdict_lines = list(cap.verdict_lines)
     causes: list[dict] = []
     checks: list[dict] = []  # every ladder comparison made, for the record (ladder.json)
-    folders = CauseFolders(out, ref, device, tuple(verdict_lines))
-    for k, target in enumerate(targets):
-        share = max(0.0, deadline - time.monotonic()) / (len(targets) - k)
-        _ladder_one(target, folders, causes, checks, max_granularity=max_granularity, budget_s=share)
-    (out / "ladder.json").write_text(json.dumps(checks, indent=2) + "\n")
-    return summary | {"verdict": verdict_lines, "causes": causes, "checks": checks, "capture": cap.summary()}
+    if cap.targets:
+        memo = OutputMemo()
+        for target in cap.targets:
+            memo.pin(target.gm, target.inputs)
+        with clock.phase("judge_graphs"):
+            targets = _judge_targets(cap, verdict_lines, memo=memo, clock=clock)
+        write_capture(cap, out)
+        folders = CauseFolders(out, ref, device, tuple(verdict_lines), clock)
+        for k, target in enumerate(targets):
+            share = clock.left() / (len(targets) - k)
+            _ladder_one(target, folders, causes, checks, max_granularity=max_granularity,
+                        deadline=time.monotonic() + share, memo=memo)
+        (out / "ladder.json").write_text(json.dumps(checks, indent=2) + "\n")
+    verdict_lines += [f"budget: {line}" for line in clock.cut]
+    timing = clock.to_dict()
+    write_capture(cap, out, extra={"phases": timing})
+    (out / "phases.json").write_text(json.dumps(timing, indent=2) + "\n")
+    return {"verdict": verdict_lines, "severity": cap.severity, "causes": causes, "checks": checks,
+            "capture": cap.summary(), "phases": timing}
 
 
-def _judge_targets(cap, verdict_lines: list[str]) -> list:
+def _judge_targets(cap, verdict_lines: list[str], *, memo: OutputMemo | None = None, clock=None) -> list:
     """Each target graph judged by itself (eager vs inductor, against its own fp64 reference), its
     lines appended to `verdict_lines`. When no graph differs alone in the whole model
     (`cap.rank_by_own_verdict`), only graphs whose own verdict is worth reducing are kept, most
-    severe first (stable: capture order breaks ties); `cap.targets` and its notes are updated."""
+    severe first (stable: capture order breaks ties); `cap.targets` and its notes are updated.
+    Past `clock`'s deadline no more graphs are judged: the ones already judged are kept (ranked),
+    the others dropped with a note; when every target is kept anyway (not ranking) their
+    judgement is only shown, and is skipped."""
     from oracles.severity import severity_of
 
+    run = memo.run if memo is not None else _run
     judged = []
-    for target in cap.targets:
-        verdict = _verdict(target.gm, target.inputs, _run(target.gm, target.inputs, "eager"), _run(target.gm, target.inputs, "inductor"))
+    for i, target in enumerate(cap.targets):
+        if clock is not None and clock.spent():
+            line = f"budget spent before judging graph {target.graph if target.graph is not None else 1} by itself"
+            line += "" if not cap.rank_by_own_verdict else f": {len(cap.targets) - i} graph(s) not judged, not reduced"
+            clock.note_cut(line)  # shown once, with the run's other cuts, as "budget: ..."
+            break
+        verdict = _verdict(target.gm, target.inputs, run(target.gm, target.inputs, "eager"), run(target.gm, target.inputs, "inductor"))
         name = "the captured graph" if target.graph is None else f"graph {target.graph}"
         verdict_lines += [f"{name}, eager vs inductor:"] + ["  " + line for line in verdict_lines_of(verdict)]
         judged.append((target, severity_of(verdict), worth_reducing(verdict)))
     if not cap.rank_by_own_verdict:
-        return [t for t, _, _ in judged]
+        return list(cap.targets)
     kept = sorted(((t, r) for t, r, worth in judged if worth), key=lambda tr: tr[1].severity.rank)
     note = ("graphs to reduce, most severe first: " + ", ".join(f"{t.graph} ({r.severity.value})" for t, r in kept)
             if kept else "no captured graph differs at suspect or worse by itself: nothing to reduce")
@@ -553,18 +693,28 @@ def _judge_targets(cap, verdict_lines: list[str]) -> list:
     return cap.targets
 
 
-def _ladder_one(target, folders: CauseFolders, causes: list[dict], checks: list[dict], *, max_granularity, budget_s: float) -> None:
-    """Walk the ladder on one target graph: for every rung that differs from the one before it
-    (peeling each decomposition named as a cause to see what else differs), reduce, attribute and
-    write a cause folder. Appends to `causes` and `checks`."""
-    deadline = time.monotonic() + budget_s
+def _ladder_one(target, folders: CauseFolders, causes: list[dict], checks: list[dict], *, max_granularity, deadline: float,
+                memo: OutputMemo | None = None) -> None:
+    """Walk the ladder on one target graph until `deadline`: for every rung that differs from the
+    one before it (peeling each decomposition named as a cause to see what else differs), reduce,
+    attribute and write a cause folder. Appends to `causes` and `checks`. Each rung check compiles
+    the whole target graph; past the deadline none starts, and the rung reached is noted."""
+    clock = folders.clock
     gm, inputs = target.gm, target.inputs
     peeled: list[str] = []  # decompositions already named as a cause, removed to see what else differs
     for before, rung in zip(RUNGS, RUNGS[1:]):
         while True:
-            diff = RungDifference(gm, tuple(inputs), before, rung, tuple(peeled))
+            if time.monotonic() >= deadline:
+                line = (f"graph {target.graph if target.graph is not None else 1}: ladder stopped before {before} vs {rung}"
+                        + (f" (with {', '.join(peeled)} removed)" if peeled else "") + ": budget spent")
+                clock.note_cut(line)
+                checks.append({"graph": target.graph, "compared": [before, rung], "removed": list(peeled), "outcome": "not run: budget spent"})
+                return
+            diff = RungDifference(gm, tuple(inputs), before, rung, tuple(peeled), memo)
             try:
-                differs = worth_reducing(diff.verdict(gm, inputs))
+                with clock.phase("ladder"):
+                    verdict = diff.verdict(gm, inputs)
+                differs = worth_reducing(verdict)
             except Exception as e:
                 if not peeled:
                     raise
@@ -578,8 +728,8 @@ def _ladder_one(target, folders: CauseFolders, causes: list[dict], checks: list[
                            "outcome": "differs" if differs else "equal"})
             if not differs:
                 break
-            left = max(0.0, deadline - time.monotonic())
-            cause = _reduce_and_name(diff, folders, number=len(causes) + 1, max_granularity=max_granularity, budget_s=left)
+            cause = _reduce_and_name(diff, folders, number=len(causes) + 1, max_granularity=max_granularity,
+                                     deadline=deadline, verdict=verdict)
             cause["graph"] = target.graph
             cause["graph_chosen_because"] = target.why
             Path(cause["folder"], "culprit.json").write_text(json.dumps(cause, indent=2) + "\n")
