@@ -156,3 +156,22 @@ def test_auto_workers_resume_an_unfinished_run_with_its_own_count_not_a_new_run(
     with sqlite3.connect(tmp_path / STORE_NAME) as db:
         assert db.execute("SELECT id, status FROM runs").fetchall() == [(1, "finished")]
         assert sorted(r[0] for r in db.execute("SELECT slot FROM cases")) == [0, 1, 2]  # one case per slot of 3
+
+
+def test_a_campaign_worker_gets_its_share_of_the_compile_threads_and_a_user_setting_is_kept():
+    # Inductor sizes its compile pool from the host's cores in every process: W workers would start
+    # W pools of that size. A worker given its share of the cores gets as many compile threads.
+    from fuzzer.engine.worker import Worker
+
+    facts = {}
+    for name, env in (("share", {"DIVFUZZ_WORKER_THREADS": "1"}),
+                      ("user", {"DIVFUZZ_WORKER_THREADS": "1", "TORCHINDUCTOR_COMPILE_THREADS": "3"})):
+        worker = Worker("cpu", extra_env=env)
+        try:
+            outcome = worker.call("fuzzer.engine.worker:worker_facts", {}, 120)
+        finally:
+            worker.stop()
+        assert outcome.error is None, outcome.error
+        facts[name] = outcome.value
+    assert facts["share"] == {"torch_threads": 1, "compile_threads": 1}
+    assert facts["user"]["compile_threads"] == 3

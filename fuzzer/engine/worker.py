@@ -64,6 +64,14 @@ def _reap_children_at_exit() -> None:
         pass
 
 
+def worker_facts() -> dict:
+    """What a worker runs with (a `Worker.call` target): torch's threads, Inductor's compile threads."""
+    import torch
+    import torch._inductor.config as inductor_config
+
+    return {"torch_threads": torch.get_num_threads(), "compile_threads": inductor_config.compile_threads}
+
+
 def _register_reaper() -> None:
     global _REAPER_REGISTERED
     if not _REAPER_REGISTERED:
@@ -128,6 +136,13 @@ def _worker_main(conn, device: str, extra_env: dict) -> None:
     """The worker's loop: import torch once, then execute cases until told to stop."""
     _detach_from_terminal_signals()
     os.environ.update(extra_env)
+    split = int(os.environ.get("DIVFUZZ_WORKER_THREADS", "0"))
+    if split > 0:
+        # Inductor sizes its compile-subprocess pool from the host's cores, per process: W workers
+        # would start W pools of that size (W x cores processes, each importing torch). A worker
+        # gets its share of the cores, as for torch's threads. Read at import, so set before it;
+        # a value the user set is kept.
+        os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(split))
     import torch
 
     from fuzzer.engine.execute import execute_case
