@@ -40,7 +40,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings, target
 
 from fuzzer.campaign.analysis_pool import AnalysisJob, AnalysisPool
 from fuzzer.campaign.sizing import SlotDevice, size_analysis_workers, slot_devices
-from fuzzer.engine.buckets import bucket_key
+from fuzzer.engine.buckets import bucket_key, severity_under
 from records.backends import ALL_DTYPES, capabilities_of
 from records.config import CompileConfig
 from records.errors import ConfigError, DivfuzzError, InternalError
@@ -572,9 +572,8 @@ class Campaign:
 
     @staticmethod
     def _severity(verdict, key) -> dict | None:
-        """A case's severity reason under the bucket key it is stored under (its culprit counts)."""
-        reason = severity_of(verdict, culprit=key.signature)
-        return reason.to_dict() if reason is not None else None
+        """A case's severity reason under the bucket key it is stored under (`severity_under`)."""
+        return severity_under(verdict, key)
 
     def _store_case_for_analysis(self, at: "_CaseAt", spec: GraphSpec, verdict, finding, raw_key, score: float, wall: float):
         """Store a finding before its analysis (`Store.add_case_for_analysis`): the intake."""

@@ -226,7 +226,8 @@ def _resumable_workers(store_path: Path, opts) -> tuple[int, int] | None:
         return None
     from fuzzer.engine.store import Store
 
-    identity = {k: v for k, v in opts.identity().items() if k != "workers"}
+    # As stored (JSON: tuples read back as lists), without the count.
+    identity = json.loads(json.dumps({k: v for k, v in opts.identity().items() if k != "workers"}))
     store = Store(store_path, create=False)
     try:
         runs = store.unfinished_runs(seed=opts.seed, device=opts.device, config=opts.config.to_dict())
@@ -234,8 +235,7 @@ def _resumable_workers(store_path: Path, opts) -> tuple[int, int] | None:
         store.close()
     for run_id, options in runs:
         count = options.get("workers")
-        if isinstance(count, int) and count >= 1 and {k: v for k, v in options.items() if k != "workers"} == json.loads(
-                json.dumps(identity, sort_keys=True)):
+        if isinstance(count, int) and count >= 1 and {k: v for k, v in options.items() if k != "workers"} == identity:
             return run_id, count
     return None
 

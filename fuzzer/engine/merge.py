@@ -321,11 +321,10 @@ def _merge_pending(db, source, case_ids: dict[int, int]) -> None:
 
 def _severity_under(verdict: dict, key: BucketKey) -> dict | None:
     """A moved case's severity reason under its new bucket key (as a campaign judges it)."""
-    from oracles.severity import severity_of
+    from fuzzer.engine.buckets import severity_under
     from records.verdict import Verdict
 
-    reason = severity_of(Verdict.from_dict(verdict), culprit=key.signature)
-    return reason.to_dict() if reason is not None else None
+    return severity_under(Verdict.from_dict(verdict), key)
 
 
 def _finish_buckets(db, path: Path, source, bucket_ids: dict[int, int], out_dir: Path,

@@ -34,7 +34,8 @@ _REAPER_REGISTERED = False
 
 
 def _reap_children_at_exit() -> None:
-    """At divfuzz's exit: kill and reap every worker still alive, then stop multiprocessing's
+    """At divfuzz's exit: kill and reap every multiprocessing child still alive (divfuzz's workers;
+    nothing else in divfuzz starts one), then stop multiprocessing's
     resource tracker (started by the first spawn) and reap it too.
 
     Without this the tracker outlives divfuzz by a moment, and where the container's PID 1 reaps
