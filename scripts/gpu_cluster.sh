@@ -7,14 +7,20 @@
 # Usage (from the repository root): scripts/gpu_cluster.sh [1|N|both]   (default both)
 #   BUDGET=240   seconds per leg (each leg fits one 10-minute call: run "1" and "2" apart if needed)
 #   NGPUS=2      GPUs of the multi-GPU leg
-#   SLOTS=8      slots (Dask worker threads) per GPU; issue 11's knee on 16 cores was 8 per host
+#   SLOTS=12     slots (Dask worker threads) per GPU: the knee of the H100 workers curve (16 cores)
+#   Each GPU's Dask worker is pinned (taskset) to its own 1/NGPUS of the host's cores, so a node is one
+#   GPU and its share of the cores, as on a fleet of one-GPU hosts; both legs use the same share.
+#   DEVICE=cuda  (cpu for a smoke test on a host without a GPU)
 #   SEED=1  OUT=cluster-out  PYTHON=python3
 #   WHEELS=DIR   install dask + distributed from this folder first (no index: the host has no internet)
 set -euo pipefail
 MODE="${1:-both}"
 BUDGET="${BUDGET:-240}"
 NGPUS="${NGPUS:-2}"
-SLOTS="${SLOTS:-8}"
+SLOTS="${SLOTS:-12}"
+DEVICE="${DEVICE:-cuda}"
+CORES=$(nproc)
+SHARE=$(( CORES / NGPUS > 0 ? CORES / NGPUS : 1 ))
 SEED="${SEED:-1}"
 OUT="${OUT:-cluster-out}"
 PYTHON="${PYTHON:-python3}"
@@ -26,7 +32,8 @@ mkdir -p "$OUT"
 if [ -n "${WHEELS:-}" ]; then
   "$PYTHON" -m pip install --quiet --no-index --find-links "$WHEELS" dask distributed
 fi
-"$PYTHON" -c 'import torch, distributed; print("torch", torch.__version__, "dask", distributed.__version__, "GPUs", torch.cuda.device_count(), torch.cuda.get_device_name(0))'
+"$PYTHON" -c 'import torch, distributed; print("torch", torch.__version__, "dask", distributed.__version__, "GPUs", torch.cuda.device_count(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else "-")'
+echo "host: $CORES cores; each GPU's node gets $SHARE of them and $SLOTS slots"
 
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
@@ -40,7 +47,7 @@ leg() {  # leg GPUS: a fresh scheduler and GPUS workers, one campaign, its rate 
   local sched=$!; PIDS+=("$sched")
   for ((i = 0; i < gpus; i++)); do
     CUDA_VISIBLE_DEVICES=$i TORCHINDUCTOR_CACHE_DIR="$dir/inductor-cache-$i" \
-      "$PYTHON" -m distributed.cli.dask_worker --scheduler-file "$dir/scheduler.json" --nworkers 1 \
+      taskset -c "$((i * SHARE))-$((i * SHARE + SHARE - 1))" "$PYTHON" -m distributed.cli.dask_worker --scheduler-file "$dir/scheduler.json" --nworkers 1 \
         --nthreads "$SLOTS" --memory-limit 0 --name "gpu$i" >"$dir/worker$i.log" 2>&1 &
     PIDS+=("$!")
   done
@@ -61,7 +68,7 @@ client.close()
 PY
   local start end
   start=$(date +%s.%N)
-  "$PYTHON" -m fuzzer fuzz --cluster-file "$dir/scheduler.json" --device cuda --budget "${BUDGET}s" --no-minimize \
+  "$PYTHON" -m fuzzer fuzz --cluster-file "$dir/scheduler.json" --device "$DEVICE" --budget "${BUDGET}s" --no-minimize \
       --no-live --seed "$SEED" --out "$dir/out" 2>&1 | tee "$dir/fuzz.log"
   end=$(date +%s.%N)
   "$PYTHON" - "$dir" "$gpus" "$start" "$end" <<'PY'
