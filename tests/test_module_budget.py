@@ -156,3 +156,35 @@ def test_a_tiny_llama_training_step_ends_within_its_budget_plus_grace(tmp_path):
         for cause in causes:
             assert (Path(cause["folder"]) / "repro.py").is_file()
             assert cause["attributed"] or cause["culprit"]["bisect_note"].startswith("culprit not attributed")
+
+
+def test_the_reduction_rejects_a_candidate_without_the_findings_output_kind_before_compiling_it():
+    # A flip of an integer output is judged by integer rules only: a candidate that lost every
+    # integer output (fx_minifier truncating the encoding off) cannot keep the rule, and is
+    # answered without running the rung under test. One with an integer output is compiled.
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from fuzzer.triage.user_module import OutputMemo, RungDifference, _keeps_severity
+    from records.verdict import IntComparison, OutputVerdict, Verdict
+    from records.outcomes import Status
+
+    asked: list[str] = []
+
+    class CountingMemo(OutputMemo):
+        def run(self, g, inps, rung, removed=()):
+            asked.append(rung)
+            return super().run(g, inps, rung, removed)
+
+    x = torch.linspace(-3, 3, 64)
+    encode = make_fx(lambda a: torch.ceil(torch.log2(a.abs() + 1)).to(torch.uint8))(x)
+    floats_only = make_fx(lambda a: torch.log2(a.abs() + 1))(x)
+    flip = IntComparison("uint8", 64, flips=3, max_step=1, boundary_flips=0, gross_flips=3, unknown_flips=0, min_boundary_ulps=None)
+    target = Verdict(Status.DIVERGED, outputs=(OutputVerdict("output 0", int_cmp=flip),))
+    diff = RungDifference(encode, (x,), "eager", "aot_eager", memo=CountingMemo())
+    fails = _keeps_severity(diff, target)
+
+    assert fails(floats_only, [x]) is False
+    assert asked == ["eager"]  # the rung under test was never run
+    asked.clear()
+    assert fails(encode, [x]) is False  # eager and aot_eager agree here: no flip, but it was judged
+    assert asked == ["eager", "aot_eager"]
