@@ -10,6 +10,8 @@
 #   SLOTS=12     slots (Dask worker threads) per GPU: the knee of the H100 workers curve (16 cores)
 #   Each GPU's Dask worker is pinned (taskset) to its own 1/NGPUS of the host's cores, so a node is one
 #   GPU and its share of the cores, as on a fleet of one-GPU hosts; both legs use the same share.
+#   DRIVER_CORES=0  cores kept for the driver (taskset), as on a fleet where it has a host of its own;
+#                0: the driver shares the host's cores with the nodes
 #   DEVICE=cuda  (cpu for a smoke test on a host without a GPU)
 #   SEED=1  OUT=cluster-out  PYTHON=python3
 #   WHEELS=DIR   install dask + distributed from this folder first (no index: the host has no internet)
@@ -20,7 +22,10 @@ NGPUS="${NGPUS:-2}"
 SLOTS="${SLOTS:-12}"
 DEVICE="${DEVICE:-cuda}"
 CORES=$(nproc)
-SHARE=$(( CORES / NGPUS > 0 ? CORES / NGPUS : 1 ))
+DRIVER_CORES="${DRIVER_CORES:-0}"
+SHARE=$(( (CORES - DRIVER_CORES) / NGPUS > 0 ? (CORES - DRIVER_CORES) / NGPUS : 1 ))
+DRIVER=()
+if [ "$DRIVER_CORES" -gt 0 ]; then DRIVER=(taskset -c "0-$((DRIVER_CORES - 1))"); fi
 SEED="${SEED:-1}"
 OUT="${OUT:-cluster-out}"
 PYTHON="${PYTHON:-python3}"
@@ -33,7 +38,7 @@ if [ -n "${WHEELS:-}" ]; then
   "$PYTHON" -m pip install --quiet --no-index --find-links "$WHEELS" dask distributed
 fi
 "$PYTHON" -c 'import torch, distributed; print("torch", torch.__version__, "dask", distributed.__version__, "GPUs", torch.cuda.device_count(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else "-")'
-echo "host: $CORES cores; each GPU's node gets $SHARE of them and $SLOTS slots"
+echo "host: $CORES cores; the driver gets ${DRIVER_CORES} of its own (0: shares), each GPU's node $SHARE and $SLOTS slots"
 
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
@@ -47,7 +52,7 @@ leg() {  # leg GPUS: a fresh scheduler and GPUS workers, one campaign, its rate 
   local sched=$!; PIDS+=("$sched")
   for ((i = 0; i < gpus; i++)); do
     CUDA_VISIBLE_DEVICES=$i TORCHINDUCTOR_CACHE_DIR="$dir/inductor-cache-$i" \
-      taskset -c "$((i * SHARE))-$((i * SHARE + SHARE - 1))" "$PYTHON" -m distributed.cli.dask_worker --scheduler-file "$dir/scheduler.json" --nworkers 1 \
+      taskset -c "$((DRIVER_CORES + i * SHARE))-$((DRIVER_CORES + i * SHARE + SHARE - 1))" "$PYTHON" -m distributed.cli.dask_worker --scheduler-file "$dir/scheduler.json" --nworkers 1 \
         --nthreads "$SLOTS" --memory-limit 0 --name "gpu$i" >"$dir/worker$i.log" 2>&1 &
     PIDS+=("$!")
   done
@@ -68,7 +73,7 @@ client.close()
 PY
   local start end
   start=$(date +%s.%N)
-  "$PYTHON" -m fuzzer fuzz --cluster-file "$dir/scheduler.json" --device "$DEVICE" --budget "${BUDGET}s" --no-minimize \
+  "${DRIVER[@]}" "$PYTHON" -m fuzzer fuzz --cluster-file "$dir/scheduler.json" --device "$DEVICE" --budget "${BUDGET}s" --no-minimize \
       --no-live --seed "$SEED" --out "$dir/out" 2>&1 | tee "$dir/fuzz.log"
   end=$(date +%s.%N)
   "$PYTHON" - "$dir" "$gpus" "$start" "$end" <<'PY'
