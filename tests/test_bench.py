@@ -1,0 +1,51 @@
+"""`divfuzz bench --before-after`: the same cases under torch's compile defaults, divfuzz's, and
+divfuzz's on a warm cache. How fast each is on a host is measured by the command, not asserted."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from fuzzer.campaign.bench import (
+    _environment,
+    before_after_table,
+    compile_cost_legs,
+    run_before_after,
+    torch_default_compile_threads,
+)
+
+
+def test_the_before_leg_uses_what_torch_picks_in_a_process_where_nothing_sets_compile_threads(monkeypatch):
+    monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "3")  # the user's value must not leak into "torch's defaults"
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_COMPILE_THREADS"}
+    fresh = subprocess.run([sys.executable, "-c", "import torch._inductor.config as c; print(c.compile_threads)"],
+                           env=env, capture_output=True, text=True, check=True)
+    assert torch_default_compile_threads() == int(fresh.stdout.split()[-1])
+    before, after, warm = compile_cost_legs()
+    assert before.env == {"TORCHINDUCTOR_COMPILE_THREADS": fresh.stdout.split()[-1]}
+    assert after.env == warm.env == {"TORCHINDUCTOR_COMPILE_THREADS": None}  # the worker splits the cores
+    assert warm.cache == after.cache != before.cache
+    assert os.environ["TORCHINDUCTOR_COMPILE_THREADS"] == "3"
+
+
+def test_a_legs_environment_is_undone_and_a_users_value_comes_back(monkeypatch):
+    monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "3")
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    with _environment({"TORCHINDUCTOR_COMPILE_THREADS": None, "TORCHINDUCTOR_CACHE_DIR": "/tmp/x"}):
+        assert "TORCHINDUCTOR_COMPILE_THREADS" not in os.environ
+        assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == "/tmp/x"
+    assert os.environ["TORCHINDUCTOR_COMPILE_THREADS"] == "3"
+    assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ
+
+
+def test_each_leg_runs_the_same_real_case_with_its_own_inductor_cache(tmp_path):
+    results = run_before_after("cpu", 1, seed=4, workers=1, caches=tmp_path)
+    assert [r.cases for r in results] == [1, 1, 1]
+    assert all(r.timings.get("compile", 0.0) > 0 for r in results)
+    # The workers compiled into the cache their leg named: torch's leg and divfuzz's apart.
+    assert {p.name for p in tmp_path.iterdir()} == {"torch", "divfuzz"}
+    assert all(any(p.rglob("*")) for p in tmp_path.iterdir())
+    table = before_after_table(results)
+    assert table.count("\n| ") == 5 and "torch's defaults" in table and "warm cache" in table and "| 1.00x |" in table
