@@ -95,23 +95,24 @@ def compile_cost_legs() -> list[BenchLeg]:
     ]
 
 
+def _apply(env: dict) -> None:
+    """Set each variable of `env` in this process's environment; None removes it."""
+    for k, v in env.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
 @contextlib.contextmanager
 def _environment(env: dict):
     """`env` applied to this process's environment (which spawned workers inherit), then undone."""
     saved = {k: os.environ.get(k) for k in env}
     try:
-        for k, v in env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        _apply(env)
         yield
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        _apply(saved)
 
 
 def run_before_after(device: str, cases: int, *, seed: int = 0, workers: int = 1,
