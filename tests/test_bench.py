@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from fuzzer.campaign.bench import (
     _environment,
     before_after_table,
@@ -39,6 +41,7 @@ def test_a_legs_environment_is_undone_and_a_users_value_comes_back(monkeypatch):
     assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ
 
 
+@pytest.mark.slow  # three real campaigns (276 s on the shared 2-core CPU): the two tests above are CI's sample
 def test_each_leg_runs_the_same_real_case_with_its_own_inductor_cache(tmp_path):
     results = run_before_after("cpu", 1, seed=4, workers=1, caches=tmp_path)
     assert [r.cases for r in results] == [1, 1, 1]
