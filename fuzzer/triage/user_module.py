@@ -391,9 +391,12 @@ class RungDifference:
             return self.memo.run(g, inps, rung, self.removed)
         return _run(g, inps, rung, self.removed)
 
-    def verdict(self, g, inps):
-        """`before` vs `rung` on graph `g`, each judged against `g`'s fp64 reference."""
-        return _verdict(g, inps, self.outputs(g, inps, self.before), self.outputs(g, inps, self.rung))
+    def verdict(self, g, inps, before_outputs=None):
+        """`before` vs `rung` on graph `g`, each judged against `g`'s fp64 reference
+        (`before_outputs`: the `before` rung's outputs on `g`, when the caller already ran it)."""
+        if before_outputs is None:
+            before_outputs = self.outputs(g, inps, self.before)
+        return _verdict(g, inps, before_outputs, self.outputs(g, inps, self.rung))
 
 
 @dataclass(frozen=True)
@@ -464,7 +467,7 @@ def _keeps_severity(diff: RungDifference, verdict=None):
             before = diff.outputs(g, inps, diff.before)  # cheap beside compiling the rung
             if wants_int is not None and not any(t.is_floating_point() != wants_int for t in before):
                 return False
-            reason = severity_of(_verdict(g, inps, before, diff.outputs(g, inps, diff.rung)))
+            reason = severity_of(diff.verdict(g, inps, before))
         except Exception:
             return False
         if reason is None or target is None:
