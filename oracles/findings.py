@@ -16,7 +16,8 @@ _FLOAT_KIND = {"bfloat16": FindingKind.BF16_ULP, "float16": FindingKind.FP16_ULP
 def finding_of(verdict: Verdict, *, strict: bool = False) -> Finding | None:
     """The most severe finding in a verdict, or None when it is only statistics.
 
-    Buckets open for: errors, crashes and hangs; any NaN/Inf placement change; any integer flip
+    Buckets open for: errors, crashes and hangs; a compiled output of another dtype or shape;
+    any NaN/Inf placement change; any integer flip
     but those of undefined casts (NaN/Inf/out-of-range floats cast to an integer); any bf16/fp16
     mismatch; fp32 mismatches where compiled is further from fp64 than eager beyond the
     same()-like margin, or wrong element by element (every fp32 bit difference when `strict`).
@@ -33,6 +34,9 @@ def finding_of(verdict: Verdict, *, strict: bool = False) -> Finding | None:
         return _perf_finding(verdict.perf)
     found: list[Finding] = []
     for o in verdict.outputs:
+        if o.mismatch:
+            found.append(Finding(FindingKind.TYPE_MISMATCH, "-", "mismatch", o.name))
+            continue
         if o.int_cmp and o.int_cmp.flips > o.int_cmp.undefined_flips:  # undefined casts are not findings
             ic = o.int_cmp
             gross = ic.gross_flips > 0 or ic.unknown_flips > 0
@@ -70,8 +74,10 @@ def _perf_finding(phases: tuple[PerfComparison, ...]) -> Finding | None:
 
 def _fp32_worth_a_bucket(fc: FloatComparison) -> bool:
     """fp32 differs all the time; it gets a bucket when compiled fails same()'s RMSE test or some
-    elements are wrong one by one (grossly worse, an integer-valued result off, a new NaN/Inf)."""
-    return fc.fp32_worse or fc.n_gross_worse > 0 or fc.n_int_wrong > 0 or fc.n_nonfinite_new > 0
+    elements are wrong one by one (grossly worse, an integer-valued result off, a new NaN/Inf), or
+    when eager is grossly worse (the finding about eager, reported apart)."""
+    return (fc.fp32_worse or fc.n_gross_worse > 0 or fc.n_int_wrong > 0 or fc.n_nonfinite_new > 0
+            or fc.n_eager_gross_worse > 0)
 
 
 TARGET_CAP = 24.0

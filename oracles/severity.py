@@ -1,4 +1,5 @@
-"""How much a finding is worth a maintainer's time: `bug`, `suspect`, `by-design` or `noise`.
+"""How much a finding is worth a maintainer's time: `bug`, `suspect`, `by-design`, `noise` (or
+`eager-worse`, about eager).
 
 One policy, used by every path (campaign, replay, gate, `minimize SPEC`, `minimize --module`). It is
 a pure function of a verdict's measures (and, once attribution has run, of the culprit), and it
@@ -6,18 +7,22 @@ returns its reason as data (`SeverityReason`): a stable rule id, the output it i
 sentence with the numbers. This module imports no torch: verdicts are read by their attributes.
 
 The rules follow what PyTorch's maintainers apply (`torch._dynamo.utils.same` with an fp64
-reference; the numerical-accuracy notes; issues closed as expected):
-- compiled may differ from eager as long as it is not further from fp64; `same()` accepts an
-  RMSE up to 2x eager's (3x for bf16/fp16) — so differences of a few ULPs on a handful of
-  elements (at most 1%) that are compiled-closer or within that margin are `noise`;
-- fused kernels that skip eager's intermediate bf16/fp16 roundings are documented behaviour, and
-  `emulate_precision_casts` exists to undo them: what that knob removes is `by-design`;
+reference; the numerical-accuracy notes; issues closed as expected), in this order:
+- a compiled output of another dtype or shape than eager's is a `bug` before any value is judged;
 - wrong answers are `bug`s: errors, crashes, hangs; NaN/Inf where eager and fp64 are finite; integer
   results (or integer-valued floats: floor, trunc, floor division) where compiled disagrees with
-  both eager and fp64 away from a rounding boundary (for floats, whose pre-image is unknown: when
-  compiled misses fp64 more than eager does over the whole output, not as often); elements where compiled is grossly further
-  from fp64 than eager (per element, not only as an RMSE);
-- everything else that diverges is `suspect`.
+  both eager and fp64 away from a rounding boundary; elements where compiled is grossly further
+  from fp64 than eager, in their own ULPs *and* at the output's scale (`oracles.compare`);
+- but a bug rule an ill-conditioned input can fake (`CONDITIONED_RULES`) is `suspect` when every
+  element it names moves as far in fp64 when the inputs move by one ULP (`oracles.conditioning`);
+- compiled closer to fp64 than eager over the output, with no grossly worse element, is `noise`:
+  `same()` accepts it, and so do maintainers. Eager grossly further from fp64 than compiled is
+  `eager-worse`, a finding about eager that is never counted with the compiler's;
+- fused kernels that skip eager's intermediate bf16/fp16 roundings are documented behaviour, and
+  `emulate_precision_casts` exists to undo them: what that knob removes is `by-design`;
+- a difference `same()` accepts (RMSE up to 2x eager's, 3x for bf16/fp16) is `noise` when it is a
+  few ULPs on a handful of elements (at most 1%), or when its dtype has no precision knob
+  (fp32/fp64: reduction order, decompositions); anything else that diverges is `suspect`.
 
 Perf verdicts (`--oracle perf`, `oracles.perf`): compiled slower than eager with the whole
 confidence interval past twice the noise margin and at least 10 % is a `bug` (PyTorch labels
@@ -46,6 +51,13 @@ SAME_MULTIPLIER = {"float32": 2.0, "float64": 2.0, "bfloat16": 3.0, "float16": 3
 ILL_CONDITIONED_RELATIVE = 2.0**-6
 _MANTISSA_BITS = {"float32": 23, "float64": 52, "bfloat16": 7, "float16": 10}
 
+# Output dtypes with no documented precision knob behind a systematic difference (nothing like
+# emulate_precision_casts for bf16/fp16 roundings): a difference there that same() accepts and that
+# has no grossly-worse element is reduction order or a decomposition, `noise`, not worth a repro.
+NO_PRECISION_KNOB = frozenset({"float32", "float64"})
+# Bug rules an ill-conditioned input can fake: checked against perturbed inputs (`oracles.judge`).
+CONDITIONED_RULES = frozenset({"float-gross-worse", "int-valued-wrong", "int-gross"})
+
 # Culprit texts naming a documented precision knob that removes the divergence.
 PRECISION_KNOBS = ("emulate_precision_casts",)
 
@@ -59,11 +71,20 @@ def parse_severity(text: str) -> Severity:
         raise ValueError(f"Expected a severity in {[s.value for s in ORDER]} but got {text!r}") from None
 
 
+def _ill_conditioned(measured: int, ill: int, total: int) -> bool:
+    """Every one of `total` elements was checked (`measured` draws > 0) and found ill-conditioned."""
+    return measured > 0 and total > 0 and ill >= total
+
+
 def _float_reason(name: str, fc) -> SeverityReason | None:
     if fc.n_nonfinite_new:
         return SeverityReason(Severity.BUG, "nan-inf-new", name,
                               f"{fc.n_nonfinite_new}/{fc.numel} {fc.dtype} elements are NaN/Inf in compiled where eager and fp64 are finite")
     if fc.integral and fc.n_int_wrong and fc.triage == "compiled-worse":
+        if _ill_conditioned(fc.conditioning_draws, fc.n_int_wrong_ill_conditioned, fc.n_int_wrong):
+            return SeverityReason(Severity.SUSPECT, "int-valued-ill-conditioned", name,
+                                  f"{fc.n_int_wrong}/{fc.numel} integer-valued {fc.dtype} elements differ from eager and fp64, but the fp64 "
+                                  f"value itself moves as far when the inputs move by one ULP: an ill-conditioned input")
         return SeverityReason(Severity.BUG, "int-valued-wrong", name,
                               f"{fc.n_int_wrong}/{fc.numel} integer-valued {fc.dtype} elements differ from both eager and fp64 (eager matches fp64), max diff {fc.max_abs_diff:g}")
     if fc.integral and fc.n_int_wrong:
@@ -78,10 +99,16 @@ def _float_reason(name: str, fc) -> SeverityReason | None:
                               f"{fc.n_gross_worse}/{fc.numel} {fc.dtype} elements are much further from fp64 in compiled "
                               f"(up to {fc.max_excess_ulps:.3g} ULPs more), but eager itself is off by {fc.eager_max_err_ulps:.3g} ULPs "
                               f"({eager_relative:.2g} relative): an ill-conditioned input")
+    if fc.n_gross_worse and _ill_conditioned(fc.conditioning_draws, fc.n_gross_ill_conditioned, fc.n_gross_worse):
+        return SeverityReason(Severity.SUSPECT, "gross-worse-ill-conditioned", name,
+                              f"{fc.n_gross_worse}/{fc.numel} {fc.dtype} elements are much further from fp64 in compiled "
+                              f"(up to {fc.max_excess_ulps:.3g} ULPs more), but the fp64 value itself moves as far (up to "
+                              f"{fc.max_reference_shift:.3g}) when the inputs move by one ULP: an ill-conditioned input")
     if fc.n_gross_worse:
         return SeverityReason(Severity.BUG, "float-gross-worse", name,
                               f"{fc.n_gross_worse}/{fc.numel} {fc.dtype} elements are grossly further from fp64 in compiled "
-                              f"(up to {fc.max_excess_ulps:.3g} ULPs more than eager, whose worst is {fc.eager_max_err_ulps:.3g})")
+                              f"(up to {fc.max_excess_ulps:.3g} ULPs more than eager, whose worst is {fc.eager_max_err_ulps:.3g}; "
+                              f"{fc.max_excess_scale_ulps:.3g} ULPs more at the output's scale)")
     if fc.nan_inf_mismatch:
         return SeverityReason(Severity.SUSPECT, "nan-inf-moved", name,
                               f"{fc.nan_inf_mismatch}/{fc.numel} {fc.dtype} elements change NaN/Inf placement (eager or fp64 not finite there)")
@@ -89,18 +116,28 @@ def _float_reason(name: str, fc) -> SeverityReason | None:
         return None
     multiplier = SAME_MULTIPLIER.get(fc.dtype, 2.0)
     spread = f"{fc.n_diff}/{fc.numel} {fc.dtype} elements differ, max {fc.max_ulp} ULP"
+    if fc.n_eager_gross_worse:
+        return SeverityReason(Severity.EAGER_WORSE, "eager-gross-worse", name,
+                              f"{spread}; eager is grossly further from fp64 than compiled on {fc.n_eager_gross_worse} elements "
+                              f"(eager's worst {fc.eager_max_err_ulps:.3g} ULPs): a finding about eager, not the compiler")
+    few = fc.max_ulp <= FEW_ULPS and fc.n_diff <= NOISE_FRACTION * fc.numel
+    if fc.triage == "unknown":
+        if few:
+            return SeverityReason(Severity.NOISE, "few-ulps-unreferenced", name, f"{spread}; no fp64 reference")
+        return SeverityReason(Severity.SUSPECT, "unreferenced", name, f"{spread}; no fp64 reference to say which side is right")
+    if fc.triage == "compiled-closer":
+        return SeverityReason(Severity.NOISE, "compiled-closer", name,
+                              f"{spread}; compiled is closer to fp64 over the output, and no element is grossly further")
     if fc.triage == "compiled-worse" and fc.rmse_compiled > multiplier * fc.rmse_eager:
         return SeverityReason(Severity.SUSPECT, "rmse-worse", name,
                               f"{spread}; compiled RMSE vs fp64 {fc.rmse_compiled:.3g} > {multiplier:g}x eager's {fc.rmse_eager:.3g}")
-    few = fc.max_ulp <= FEW_ULPS and fc.n_diff <= NOISE_FRACTION * fc.numel
-    if fc.triage == "compiled-closer":
-        if few:
-            return SeverityReason(Severity.NOISE, "compiled-closer", name, f"{spread}; compiled is closer to fp64")
-        return SeverityReason(Severity.SUSPECT, "closer-many-ulps", name,
-                              f"{spread}; compiled is closer to fp64, but on more than a handful of elements or by more than {FEW_ULPS} ULPs")
     if few:
         return SeverityReason(Severity.NOISE, "few-ulps", name,
                               f"{spread}; compiled {fc.triage} and within same()'s {multiplier:g}x RMSE margin")
+    if fc.dtype in NO_PRECISION_KNOB:
+        return SeverityReason(Severity.NOISE, "within-same", name,
+                              f"{spread}; compiled {fc.triage}, within same()'s {multiplier:g}x RMSE margin and no element grossly "
+                              f"further ({fc.max_excess_scale_ulps:.3g} ULPs more at most, at the output's scale)")
     return SeverityReason(Severity.SUSPECT, "many-ulps", name, f"{spread}; fp64 triage {fc.triage}")
 
 
@@ -115,6 +152,10 @@ def _int_reason(name: str, ic) -> SeverityReason | None:
     if ic.fp64_known and ic.compiled_correct == defined:
         return SeverityReason(Severity.NOISE, "compiled-fp64-correct", name, f"{where}; compiled matches the integer computed in fp64 every time")
     wrong = ic.eager_correct + ic.neither_correct if ic.fp64_known else defined
+    if ic.gross_flips and (not ic.fp64_known or wrong) and _ill_conditioned(ic.conditioning_draws, ic.gross_ill_conditioned, ic.gross_flips):
+        return SeverityReason(Severity.SUSPECT, "int-ill-conditioned", name,
+                              f"{where}; {ic.gross_flips} pre-images far from a rounding boundary, but the integer computed in fp64 "
+                              f"flips too when the inputs move by one ULP: an ill-conditioned input")
     if ic.gross_flips and (not ic.fp64_known or wrong):
         return SeverityReason(Severity.BUG, "int-gross", name,
                               f"{where}; {ic.gross_flips} pre-images far from any rounding boundary, compiled disagrees with "
@@ -146,14 +187,23 @@ def perf_severity(cmp) -> SeverityReason | None:
 
 
 def output_severity(output) -> SeverityReason | None:
-    """The severity of one `OutputVerdict`, or None when it does not diverge."""
+    """The severity of one `OutputVerdict`, or None when it does not diverge. A dtype or shape
+    mismatch is a bug before any value is compared."""
+    if getattr(output, "mismatch", None):
+        return SeverityReason(Severity.BUG, "output-type-mismatch", output.name,
+                              f"compiled returns another type: {output.mismatch}")
     reasons = []
     if output.int_cmp is not None:
         reasons.append(_int_reason(output.name, output.int_cmp))
     if output.float_cmp is not None:
         reasons.append(_float_reason(output.name, output.float_cmp))
     reasons = [r for r in reasons if r is not None]
-    return min(reasons, key=lambda r: r.severity.rank) if reasons else None
+    return min(reasons, key=_worst_first) if reasons else None
+
+
+def _worst_first(reason: SeverityReason) -> int:
+    """The severity order, except that a finding about eager outranks plain noise: it says more."""
+    return len(ORDER) if reason.severity is Severity.NOISE else reason.severity.rank
 
 
 _COMPILER_FAILURE_RULES = {status.value: kind.value for status, kind in COMPILER_FAILURES.items()}
@@ -182,9 +232,9 @@ def severity_of(verdict, *, culprit: str | None = None) -> SeverityReason | None
     reasons = [r for r in (output_severity(o) for o in verdict.outputs) if r is not None]
     if not reasons:
         return None
-    worst = min(reasons, key=lambda r: r.severity.rank)
+    worst = min(reasons, key=_worst_first)
     knob = next((k for k in PRECISION_KNOBS if culprit and k in culprit), None)
-    if knob and worst.severity in (Severity.SUSPECT, Severity.NOISE) and worst.rule != "undefined-cast":
+    if knob and worst.severity in (Severity.SUSPECT, Severity.NOISE) and worst.rule not in ("undefined-cast", "compiled-closer", "within-same"):
         return SeverityReason(Severity.BY_DESIGN, "precision-knob", worst.output, f"{knob} removes it; {worst.detail}")
     if knob and worst.severity is Severity.BUG:
         return SeverityReason(worst.severity, worst.rule, worst.output, f"{worst.detail} ({knob} removes it)")
@@ -201,7 +251,9 @@ def verdict_lines_of(verdict) -> list[str]:
     """One line per output (each side against fp64), then the severity line: what `--module` prints."""
     lines = []
     for o in verdict.outputs:
-        if o.float_cmp is not None:
+        if o.mismatch:
+            lines.append(f"{o.name}: {o.mismatch}")
+        elif o.float_cmp is not None:
             fc = o.float_cmp
             lines.append(f"{o.name}: {fc.dtype} {fc.n_diff}/{fc.numel} differ, max {fc.max_ulp} ULP, fp64 triage {fc.triage}")
         elif o.int_cmp is not None:

@@ -31,6 +31,7 @@ class FindingKind(str, enum.Enum):
     HANG = "hang"
     COMPILE_ERROR = "compile-error"
     RUNTIME_ERROR = "runtime-error"
+    TYPE_MISMATCH = "type-mismatch"  # a compiled output of another dtype or shape than eager's, or missing
     NAN_INF = "nan-inf"
     INT_GROSS = "int-gross"
     INT_BOUNDARY = "int-boundary"
@@ -59,4 +60,4 @@ PERF_KINDS = frozenset({FindingKind.SLOWER_FWD, FindingKind.SLOWER_BWD})
 # The oracles a case can be judged by: eager vs compiled vs fp64 numbers, or eager vs compiled time.
 ORACLES = ("numeric", "perf")
 # Finding kinds that are wrong answers whatever fp64 says: errors, NaN/Inf placement, integer flips.
-DISCRETE_KINDS = ERROR_KINDS | {FindingKind.NAN_INF, FindingKind.INT_GROSS, FindingKind.INT_BOUNDARY}
+DISCRETE_KINDS = ERROR_KINDS | {FindingKind.TYPE_MISMATCH, FindingKind.NAN_INF, FindingKind.INT_GROSS, FindingKind.INT_BOUNDARY}

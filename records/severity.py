@@ -1,4 +1,5 @@
-"""Severities as data: `bug`, `suspect`, `by-design` or `noise`, and the reason a finding got one.
+"""Severities as data: `bug`, `suspect`, `by-design` or `noise` (and `eager-worse`, a finding
+about eager), and the reason a finding got one.
 
 The policy that assigns them is `oracles.severity`; this module is only the vocabulary, so that
 the store, the reports and the gate read severities without importing any policy or torch.
@@ -16,6 +17,10 @@ class Severity(str, enum.Enum):
     SUSPECT = "suspect"  # diverges beyond expected rounding, but not provably wrong
     BY_DESIGN = "by-design"  # a documented precision knob (emulate_precision_casts) removes it
     NOISE = "noise"  # expected rounding: compiled closer to fp64, or as close and a few ULPs
+    # eager is grossly further from fp64 than compiled: a finding about eager, not the compiler.
+    # Reported apart and never counted with the compiler's findings; below noise in the order, so
+    # no gate or --min-severity floor of the compiler's severities ever rises because of it.
+    EAGER_WORSE = "eager-worse"
 
     @property
     def rank(self) -> int:
@@ -26,7 +31,9 @@ class Severity(str, enum.Enum):
         return self.rank <= other.rank
 
 
-ORDER = (Severity.BUG, Severity.SUSPECT, Severity.BY_DESIGN, Severity.NOISE)
+ORDER = (Severity.BUG, Severity.SUSPECT, Severity.BY_DESIGN, Severity.NOISE, Severity.EAGER_WORSE)
+# The compiler's own findings, most severe first (what counts and what a gate judges).
+COMPILER_SEVERITIES = ORDER[:4]
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ class FloatComparison:
     max_ulp: int
     ulp_histogram: tuple[tuple[str, int], ...]
     nan_inf_mismatch: int
-    triage: str  # "equal" | "compiled-worse" | "compiled-closer" | "same"
+    triage: str  # "equal" | "compiled-worse" | "compiled-closer" | "same" | "unknown" (no fp64 reference)
     n_worse: int  # differing elements where compiled is further from fp64 than eager
     n_closer: int
     rmse_eager: float  # RMSE vs fp64; 0 (not computed) when eager and compiled are bitwise equal
@@ -40,6 +40,17 @@ class FloatComparison:
     # Up to 64 (eager, compiled) errors vs fp64 of differing elements, in ULPs of the output dtype
     # (oracles.compare.ERROR_SAMPLE_*: the largest excesses, then an even stride); for the report.
     error_sample: tuple[tuple[float, float], ...] = ()
+    # At the output's scale (ULPs at max(|fp64|, the output's RMS)): compiled's largest excess over
+    # eager; elements where eager is grossly further from fp64 than compiled on both scales.
+    max_excess_scale_ulps: float = 0.0
+    n_eager_gross_worse: int = 0
+    # Conditioning (`oracles.conditioning`): fp64 references on inputs moved by about one ULP, run
+    # only for bug candidates; 0 draws = not measured. Gross / integer-valued-wrong elements whose
+    # reference moves at least as far as compiled differs from eager are ill-conditioned.
+    conditioning_draws: int = 0
+    n_gross_ill_conditioned: int = 0
+    n_int_wrong_ill_conditioned: int = 0
+    max_reference_shift: float = 0.0  # the largest such move of the reference, anywhere
 
     @property
     def fp32_worse(self) -> bool:
@@ -76,6 +87,10 @@ class IntComparison:
     compiled_correct: int = 0
     eager_correct: int = 0
     neither_correct: int = 0
+    # Conditioning (`oracles.conditioning`), 0 draws = not measured: flips far from a boundary whose
+    # fp64 integer itself changes on inputs moved by about one ULP.
+    conditioning_draws: int = 0
+    gross_ill_conditioned: int = 0
 
     @property
     def fp64_triage(self) -> str:
@@ -142,9 +157,14 @@ class OutputVerdict:
     name: str  # the output's node name, or "grad:<input>" for a gradient
     float_cmp: FloatComparison | None = None
     int_cmp: IntComparison | None = None
+    # Set when compiled's output is missing or has another dtype or shape than eager's (then no
+    # values are compared): "dtype float16 eager, float32 compiled", "shape [4] eager, [2, 2] compiled".
+    mismatch: str | None = None
 
     @property
     def differs(self) -> bool:
+        if self.mismatch:
+            return True
         if self.float_cmp is not None:
             return self.float_cmp.n_diff > 0 or self.float_cmp.nan_inf_mismatch > 0
         return self.int_cmp is not None and self.int_cmp.flips > 0
@@ -154,7 +174,7 @@ class OutputVerdict:
             "name": self.name,
             "float": self.float_cmp.to_dict() if self.float_cmp else None,
             "int": self.int_cmp.to_dict() if self.int_cmp else None,
-        }
+        } | ({"mismatch": self.mismatch} if self.mismatch else {})
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> OutputVerdict:
@@ -162,6 +182,7 @@ class OutputVerdict:
             name=d["name"],
             float_cmp=FloatComparison.from_dict(d["float"]) if d.get("float") else None,
             int_cmp=IntComparison.from_dict(d["int"]) if d.get("int") else None,
+            mismatch=str(d["mismatch"]) if d.get("mismatch") else None,
         )
 
 

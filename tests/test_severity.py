@@ -224,7 +224,7 @@ def test_int_flip_far_from_boundary_wrong_in_compiled_is_a_bug():
 
 
 def test_severity_order_and_parsing():
-    assert [s.value for s in sorted(Severity, key=lambda s: s.rank)] == ["bug", "suspect", "by-design", "noise"]
+    assert [s.value for s in sorted(Severity, key=lambda s: s.rank)] == ["bug", "suspect", "by-design", "noise", "eager-worse"]
     assert Severity.BUG.at_least(Severity.SUSPECT) and not Severity.NOISE.at_least(Severity.SUSPECT)
     assert parse_severity("by-design") is Severity.BY_DESIGN
     try:

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from fuzzer.engine.execute import _single_thread, judge_outputs, prepare_case, run_compiled
+from fuzzer.engine.execute import _single_thread, prepare_case, run_compiled
 from generators.spec import GraphSpec
 from oracles.compare import compare_float
+from oracles.judge import judge_outputs
 from records.config import CompileConfig
 from records.outcomes import Status
 from records.verdict import Against, AgainstOutput, Verdict

@@ -33,10 +33,11 @@ from generators.build import (
     rounding_boundaries,
 )
 from generators.spec import GraphSpec
-from oracles.compare import compare_float, compare_int
-from oracles.ulp import bitwise_equal
 from oracles.boundary import distance_ulps
-from records.verdict import OutputVerdict, Verdict
+from oracles.conditioning import perturb_inputs
+from oracles.judge import judge_outputs, verdict_of
+from oracles.ulp import bitwise_equal
+from records.verdict import Verdict
 from records.outcomes import Status
 
 Named = list[tuple[str, torch.Tensor]]
@@ -116,9 +117,20 @@ def execute_case(spec: GraphSpec, device: str, config: CompileConfig, *, profile
         return failed
 
     with case.clock.span("oracles"), _single_thread(case.device_type):
-        verdicts = judge_outputs(case.eager, compiled, case.reference, case.bounds)
-    status = Status.DIVERGED if any(v.differs for v in verdicts) else Status.OK
-    return Verdict(status, outputs=tuple(verdicts), timings=tuple(case.clock.spans.items()))
+        verdicts = judge_outputs(case.eager, compiled, case.reference, case.bounds,
+                                 perturbed_reference=lambda draw: perturbed_reference(spec, case, draw))
+    return verdict_of(verdicts, timings=tuple(case.clock.spans.items()))
+
+
+def perturbed_reference(spec: GraphSpec, case: PreparedCase, draw: int) -> Named:
+    """The fp64 reference on the case's inputs moved by one ULP (`oracles.conditioning`), with the
+    same output gradients: what the judge's conditioning check compares against."""
+    with case.clock.span("conditioning"):
+        moved = reference_inputs(perturb_inputs(case.inputs, draw))
+        reference, _ = run_forward_backward(
+            spec, build_reference(spec), moved, [c.double() if c is not None else None for c in case.cots]
+        )
+    return reference
 
 
 @dataclass
@@ -237,20 +249,3 @@ def _single_thread(device_type: str):
         yield
     finally:
         torch.set_num_threads(before)
-
-
-def judge_outputs(eager: Named, compiled: Named, reference: Named, bounds: dict) -> list[OutputVerdict]:
-    """One OutputVerdict per eager output, matched to compiled and reference by name."""
-    comp = dict(compiled)
-    ref = dict(reference)
-    result = []
-    for name, e in eager:
-        c = comp.get(name)
-        if c is None or c.shape != e.shape:
-            # A missing or misshapen compiled output is itself a divergence: count all elements.
-            c = torch.full_like(e, float("nan")) if e.is_floating_point() else e + 1
-        if e.is_floating_point():
-            result.append(OutputVerdict(name, float_cmp=compare_float(e, c, ref[name])))
-        else:
-            result.append(OutputVerdict(name, int_cmp=compare_int(e, c, bounds.get(name), reference=ref.get(name))))
-    return result

@@ -249,30 +249,18 @@ class _RunSpec:
 
 
 def whole_model_verdict(eager: list, compiled: list, ref: list | None):
-    """The model's own named outputs, eager vs compiled, each against fp64: a `Verdict` that
-    `oracles.severity` judges like a campaign's. Integer outputs have no pre-image here (unknown
-    boundary distance); their fp64 verdict comes from the float64 run when it has one."""
-    from oracles.compare import compare_float, compare_int
-    from records.verdict import OutputVerdict, Verdict
-    from records.outcomes import Status
+    """The model's own named outputs, eager vs compiled, each against fp64, by the one output judge
+    (`oracles.judge`): a `Verdict` that `oracles.severity` judges like a campaign's. Integer outputs
+    have no pre-image here (unknown boundary distance); their fp64 verdict comes from the float64
+    run when it has one. Outputs are matched by position (their names are the model's own)."""
+    from oracles.judge import judge_outputs, verdict_of
 
-    if len(eager) != len(compiled):
-        return Verdict(Status.RUNTIME_ERROR, error_type="OutputCountMismatch",
-                       error_message=f"eager gives {len(eager)} outputs, compiled {len(compiled)}")
-    refs = ref if ref is not None and len(ref) == len(eager) else [None] * len(eager)
-    outputs = []
-    for (name, e), (_, c), r in zip(eager, compiled, refs):
-        if e.shape != c.shape:
-            return Verdict(Status.RUNTIME_ERROR, error_type="OutputShapeMismatch",
-                           error_message=f"{name}: shape {list(e.shape)} eager vs {list(c.shape)} compiled")
-        rt = r[1] if r is not None and r[1].shape == e.shape else None
-        if e.is_floating_point():
-            rt = rt if rt is not None and rt.is_floating_point() else e.double()
-            outputs.append(OutputVerdict(name, float_cmp=compare_float(e, c, rt.to(e.device))))
-        else:
-            outputs.append(OutputVerdict(name, int_cmp=compare_int(e, c, None, reference=rt.to(e.device) if rt is not None else None)))
-    status = Status.DIVERGED if any(o.differs for o in outputs) else Status.OK
-    return Verdict(status, outputs=tuple(outputs))
+    names = [f"{i}:{name}" for i, (name, _) in enumerate(eager)]
+    rename = lambda side: [(f"{i}:{name}", t) for i, (name, t) in enumerate(side)]  # noqa: E731
+    refs = rename(ref) if ref is not None and len(ref) == len(eager) else None
+    outputs = judge_outputs(rename(eager), rename(compiled), refs)
+    shown = {n: n.split(":", 1)[1] for n in names}
+    return verdict_of([dataclasses.replace(o, name=shown.get(o.name, o.name)) for o in outputs])
 
 
 # ---------------------------------------------------------------- capturing through Dynamo

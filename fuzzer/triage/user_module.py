@@ -121,7 +121,7 @@ def _reference_outputs(gm, inputs):
     try:
         with torch.no_grad():
             return _flat(reference_graph(gm)(*[_to_float64(x) for x in inputs]))
-    except Exception:  # an op without a float64 kernel: judged with eager as the reference
+    except Exception:  # an op without a float64 kernel: judged with no reference (oracles.judge)
         return None
 
 
@@ -194,24 +194,24 @@ def _int_boundaries(gm, inputs) -> dict:
 
 def _verdict(gm, inputs, a, b, ref=None, bounds=None):
     """Outputs `a` (the rung before) vs `b` (the rung under test), each against the fp64 reference
-    of the same graph: a `Verdict` that `oracles.severity.severity_of` judges like any other."""
-    from oracles.compare import compare_float, compare_int
-    from records.verdict import OutputVerdict, Verdict
-    from records.outcomes import Status
+    of the same graph, judged by the one output judge (`oracles.judge`, conditioning included): a
+    `Verdict` that `oracles.severity.severity_of` judges like any other. Without an fp64 run of the
+    graph (an op with no float64 kernel), outputs are judged with no reference, never against eager."""
+    from oracles.conditioning import perturb_inputs
+    from oracles.judge import judge_outputs, verdict_of
 
-    if len(a) != len(b):
-        return Verdict(Status.RUNTIME_ERROR, error_type="OutputCountMismatch", error_message=f"{len(a)} vs {len(b)} outputs")
     ref = _reference_outputs(gm, inputs) if ref is None else ref
     bounds = _int_boundaries(gm, inputs) if bounds is None else bounds
-    outputs = []
-    for i, (x, y) in enumerate(zip(a, b)):
-        r = ref[i] if ref is not None and i < len(ref) and ref[i].shape == x.shape else None
-        if x.is_floating_point():
-            outputs.append(OutputVerdict(f"output {i}", float_cmp=compare_float(x, y, r if r is not None else x.double())))
-        else:
-            outputs.append(OutputVerdict(f"output {i}", int_cmp=compare_int(x, y, bounds.get(i), reference=r)))
-    status = Status.DIVERGED if any(o.differs for o in outputs) else Status.OK
-    return Verdict(status, outputs=tuple(outputs))
+
+    def named(values):
+        return [(f"output {i}", t) for i, t in enumerate(values)] if values is not None else None
+
+    def perturbed(draw: int):
+        return named(_reference_outputs(gm, perturb_inputs(list(inputs), draw))) or []
+
+    outputs = judge_outputs(named(a), named(b), named(ref), {f"output {i}": d for i, d in bounds.items()},
+                            perturbed_reference=perturbed if ref is not None else None)
+    return verdict_of(outputs)
 
 
 def _n_differ(a, b) -> int:

@@ -1,0 +1,89 @@
+"""The one output judge: eager vs compiled, each against the fp64 reference, output by output.
+
+Every path judges outputs here: a campaign's case (`fuzzer.engine.execute`), the gate's and
+`replay`'s, `minimize --module`'s whole model (`fuzzer.triage.capture`) and each rung of its
+ladder (`fuzzer.triage.user_module`). One rule for each irregular output:
+
+- a compiled output that is missing, or whose dtype or shape differs from eager's, is a
+  `mismatch` judged before any value (the user's next line sees another type): no values compared;
+- an output with no fp64 reference of its shape is compared eager vs compiled alone (triage
+  "unknown"); eager is never promoted to the reference;
+- an extra compiled output (more outputs than eager) is a mismatch under the name "output N".
+
+Conditioning (`oracles.conditioning`) runs only where a first judgement rates an output a bug
+by a rule that an ill-conditioned input can fake (`CONDITIONED_RULES`): the caller passes
+`perturbed_reference(draw)`, the fp64 reference outputs on perturbed inputs, and it is called
+`CONDITIONING_DRAWS` times at most, once per case.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+
+from oracles.compare import compare_float, compare_int
+from oracles.conditioning import CONDITIONING_DRAWS
+from oracles.severity import CONDITIONED_RULES, output_severity
+from records.outcomes import Status
+from records.severity import Severity
+from records.verdict import OutputVerdict, Verdict
+
+Named = Sequence[tuple[str, torch.Tensor]]
+
+
+def _type_of(t: torch.Tensor) -> str:
+    return f"{str(t.dtype).removeprefix('torch.')} {list(t.shape)}"
+
+
+def _mismatch(e: torch.Tensor, c: torch.Tensor | None) -> str | None:
+    if c is None:
+        return f"{_type_of(e)} eager, missing in compiled"
+    if c.dtype != e.dtype or c.shape != e.shape:
+        return f"{_type_of(e)} eager, {_type_of(c)} compiled"
+    return None
+
+
+def judge_output(name: str, e: torch.Tensor, c: torch.Tensor | None, r: torch.Tensor | None,
+                 bound: torch.Tensor | None = None, perturbed: list | None = None) -> OutputVerdict:
+    """One output's verdict (the module's rules for a mismatch and a missing reference)."""
+    mismatch = _mismatch(e, c)
+    if mismatch:
+        return OutputVerdict(name, mismatch=mismatch)
+    r = r if r is not None and r.shape == e.shape else None
+    if e.is_floating_point():
+        if r is not None and not r.is_floating_point():
+            r = None
+        return OutputVerdict(name, float_cmp=compare_float(e, c, r, perturbed=perturbed if r is not None else None))
+    return OutputVerdict(name, int_cmp=compare_int(e, c, bound, reference=r, perturbed=perturbed))
+
+
+def judge_outputs(eager: Named, compiled: Named, reference: Named | None, bounds: dict | None = None, *,
+                  perturbed_reference: Callable[[int], Named] | None = None) -> tuple[OutputVerdict, ...]:
+    """One `OutputVerdict` per eager output, matched to compiled and reference by name, then one per
+    compiled output eager lacks. See the module docstring for mismatches and conditioning."""
+    comp = dict(compiled)
+    ref = dict(reference or ())
+    bounds = bounds or {}
+    verdicts = [judge_output(name, e, comp.get(name), ref.get(name), bounds.get(name)) for name, e in eager]
+    known = {name for name, _ in eager}
+    verdicts += [OutputVerdict(name, mismatch=f"missing in eager, {_type_of(c)} compiled") for name, c in compiled if name not in known]
+    suspects = [i for i, v in enumerate(verdicts) if _needs_conditioning(v)]
+    if suspects and perturbed_reference is not None:
+        draws = [dict(perturbed_reference(d)) for d in range(CONDITIONING_DRAWS)]
+        for i in suspects:
+            name, e = eager[i]
+            verdicts[i] = judge_output(name, e, comp.get(name), ref.get(name), bounds.get(name),
+                                       perturbed=[d[name] for d in draws if name in d])
+    return tuple(verdicts)
+
+
+def _needs_conditioning(v: OutputVerdict) -> bool:
+    reason = output_severity(v)
+    return reason is not None and reason.severity is Severity.BUG and reason.rule in CONDITIONED_RULES
+
+
+def verdict_of(outputs: Sequence[OutputVerdict], **extra) -> Verdict:
+    """The case's verdict over judged outputs: diverged when any output differs."""
+    status = Status.DIVERGED if any(o.differs for o in outputs) else Status.OK
+    return Verdict(status, outputs=tuple(outputs), **extra)

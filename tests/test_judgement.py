@@ -1,0 +1,186 @@
+"""The judgement rules of issue 20 on tensors shaped like each class of divergence (no compile):
+compiled-closer is noise, errors at the output's scale, the mirror finding about eager,
+conditioning, types first, a missing reference. Rules over classes: nothing here names an op.
+"""
+
+import torch
+
+from oracles.conditioning import CONDITIONING_DRAWS, perturb_inputs
+from oracles.findings import finding_of
+from oracles.judge import judge_outputs, verdict_of
+from oracles.severity import severity_of
+from records.outcomes import FindingKind
+from records.severity import Severity
+
+
+def _one(eager, compiled, ref, **kw):
+    return verdict_of(judge_outputs([("y", eager)], [("y", compiled)], [("y", ref)] if ref is not None else None, **kw))
+
+
+def _randn(n, seed):
+    return torch.randn(n, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+def test_compiled_closer_on_many_elements_and_many_ulps_is_noise():
+    """A fused kernel that keeps fp32 where eager rounds to bf16 in between: compiled is closer to
+    fp64 on a third of the elements, by up to tens of ULPs. same() accepts it; so does the policy."""
+    ref = _randn(4096, 1)
+    compiled = ref.to(torch.bfloat16)
+    drift = (_randn(4096, 2) * 0.01).clamp(-0.025, 0.025)  # up to ~6 bf16 ULPs
+    eager = (ref * (1 + drift * (torch.arange(4096) % 3 == 0))).to(torch.bfloat16)
+    v = _one(eager, compiled, ref)
+    fc = v.outputs[0].float_cmp
+    assert fc.n_diff > 1000 and fc.max_ulp > 4 and fc.triage == "compiled-closer"
+    r = severity_of(v)
+    assert r.severity is Severity.NOISE and r.rule == "compiled-closer"
+
+
+def test_fp32_difference_within_same_is_noise_but_bf16_stays_suspect():
+    """Reassociated reductions in fp32 move many elements by tens of ULPs, compiled a little worse
+    than eager but within same()'s RMSE margin: noise. The same shape of difference in bf16 stays
+    suspect (a precision knob may explain it: attribution decides)."""
+    ref = _randn(4096, 3)
+    for dtype, rule, sev in ((torch.float32, "within-same", Severity.NOISE), (torch.bfloat16, "many-ulps", Severity.SUSPECT)):
+        ints = torch.int32 if dtype == torch.float32 else torch.int16
+        base = ref.to(dtype).view(ints)
+
+        def jitter(seed):  # a different reduction order: up to 5 ULPs either way on 1/4 of the elements
+            g = torch.Generator().manual_seed(seed)
+            step = torch.randint(-5, 6, (4096,), generator=g) * (torch.randint(0, 4, (4096,), generator=g) == 0)
+            return (base.to(torch.int64) + step).to(ints).view(dtype)
+
+        eager, compiled = jitter(10), jitter(11)
+        v = _one(eager, compiled, ref)
+        fc = v.outputs[0].float_cmp
+        assert fc.n_gross_worse == 0 and fc.n_diff > 400 and fc.max_ulp > 4
+        assert fc.rmse_compiled <= 2.0 * fc.rmse_eager
+        r = severity_of(v)
+        if fc.triage == "compiled-closer":
+            rule, sev = "compiled-closer", Severity.NOISE
+        assert (r.severity, r.rule) == (sev, rule), (dtype, r)
+
+
+def test_error_near_zero_after_cancellation_is_not_gross_at_the_outputs_scale():
+    """One element near zero in an O(1) output: thousands of its own ULPs off, a fraction of a ULP
+    at the tensor's scale. Not gross. The same absolute error on an O(1) element is gross."""
+    ref = _randn(32768, 4)
+    ref[100] = 3e-9  # cancellation left a tiny value here
+    eager = ref.to(torch.bfloat16)
+    compiled = eager.clone()
+    compiled[100] = torch.tensor(3e-9 + 1e-2, dtype=torch.float64).to(torch.bfloat16)
+    near_zero = _one(eager, compiled, ref)
+    fc = near_zero.outputs[0].float_cmp
+    assert fc.max_excess_ulps > 1000  # in its own ULPs, enormous
+    assert fc.n_gross_worse == 0 and fc.max_excess_scale_ulps < 2
+    assert severity_of(near_zero).severity is not Severity.BUG
+
+    compiled2 = eager.clone()
+    compiled2[200] = (ref[200] + 0.5).to(torch.bfloat16)  # wrong by half the output's scale
+    gross = _one(eager, compiled2, ref)
+    assert gross.outputs[0].float_cmp.n_gross_worse == 1
+    assert severity_of(gross).rule == "float-gross-worse"
+
+
+def test_eager_grossly_worse_is_a_finding_about_eager_never_the_compilers():
+    ref = _randn(2048, 5)
+    compiled = ref.to(torch.float32)
+    eager = compiled.clone()
+    eager[7] = eager[7] + 1.0  # eager badly wrong at one element, compiled right
+    v = _one(eager, compiled, ref)
+    assert v.outputs[0].float_cmp.n_eager_gross_worse == 1
+    r = severity_of(v)
+    assert r.severity is Severity.EAGER_WORSE and r.rule == "eager-gross-worse"
+    assert not r.severity.at_least(Severity.NOISE)  # below every compiler severity
+    assert finding_of(v) is not None  # it still gets a bucket (reported apart)
+
+
+def test_conditioning_downgrades_a_gross_element_only_when_fp64_itself_moves_as_far():
+    ref = _randn(1024, 6)
+    eager = ref.to(torch.float32)
+    compiled = eager.clone()
+    compiled[3] += 2.0
+    calls = []
+
+    def moves(by):
+        def perturbed(draw):
+            calls.append(draw)
+            moved = ref.clone()
+            moved[3] += by
+            return [("y", moved)]
+        return perturbed
+
+    ill = _one(eager, compiled, ref, perturbed_reference=moves(3.0))
+    fc = ill.outputs[0].float_cmp
+    assert fc.conditioning_draws == CONDITIONING_DRAWS and fc.n_gross_ill_conditioned == 1
+    assert severity_of(ill).rule == "gross-worse-ill-conditioned" and severity_of(ill).severity is Severity.SUSPECT
+    assert calls == list(range(CONDITIONING_DRAWS))
+
+    well = _one(eager, compiled, ref, perturbed_reference=moves(1e-7))
+    assert well.outputs[0].float_cmp.n_gross_ill_conditioned == 0
+    assert severity_of(well).rule == "float-gross-worse"
+
+
+def test_conditioning_is_not_run_without_a_bug_candidate():
+    ref = _randn(256, 7)
+    eager = ref.to(torch.bfloat16)
+    compiled = ref.to(torch.float32).to(torch.bfloat16)
+
+    def never(draw):
+        raise AssertionError("no bug candidate: no fp64 rerun")
+
+    assert _one(eager, compiled, ref, perturbed_reference=never).status.value == "ok"
+
+
+def test_integer_flip_far_from_a_boundary_is_suspect_when_its_fp64_integer_flips_too():
+    eager = torch.tensor([3, 4, 5, 6], dtype=torch.int32)
+    compiled = torch.tensor([3, 9, 5, 6], dtype=torch.int32)
+    far = torch.full((4,), 1000.0, dtype=torch.float64)
+    ref = eager.clone()
+    flipped = ref.clone()
+    flipped[1] = 8
+    ill = verdict_of(judge_outputs([("q", eager)], [("q", compiled)], [("q", ref)], {"q": far},
+                                   perturbed_reference=lambda d: [("q", flipped)]))
+    assert severity_of(ill).rule == "int-ill-conditioned"
+    steady = verdict_of(judge_outputs([("q", eager)], [("q", compiled)], [("q", ref)], {"q": far},
+                                      perturbed_reference=lambda d: [("q", ref)]))
+    assert severity_of(steady).rule == "int-gross" and severity_of(steady).severity is Severity.BUG
+
+
+def test_an_output_of_another_dtype_or_shape_is_a_bug_before_any_value():
+    e = torch.ones(4, 4, dtype=torch.float16)
+    for c, words in ((e.float(), "float16 [4, 4] eager, float32 [4, 4] compiled"),
+                     (e.reshape(16), "float16 [4, 4] eager, float16 [16] compiled")):
+        v = verdict_of(judge_outputs([("y", e)], [("y", c)], [("y", e.double())]))
+        assert v.outputs[0].mismatch == words and v.outputs[0].float_cmp is None
+        r = severity_of(v)
+        assert (r.severity, r.rule) == (Severity.BUG, "output-type-mismatch")
+        assert finding_of(v).kind is FindingKind.TYPE_MISMATCH
+    missing = verdict_of(judge_outputs([("y", e), ("z", e)], [("y", e)], None))
+    assert missing.outputs[1].mismatch.endswith("missing in compiled")
+    extra = verdict_of(judge_outputs([("y", e)], [("y", e), ("w", e)], None))
+    assert extra.outputs[1].name == "w" and "missing in eager" in extra.outputs[1].mismatch
+
+
+def test_a_missing_reference_never_makes_eager_the_reference():
+    ref = _randn(512, 8)
+    eager = ref.to(torch.bfloat16)
+    compiled = ref.float().mul(1 + 2**-9).to(torch.bfloat16)
+    v = verdict_of(judge_outputs([("y", eager)], [("y", compiled)], None))
+    fc = v.outputs[0].float_cmp
+    assert fc.triage == "unknown" and fc.n_gross_worse == 0 and fc.n_diff > 0
+    assert severity_of(v).rule in ("unreferenced", "few-ulps-unreferenced")
+    assert severity_of(v).severity is not Severity.BUG
+
+
+def test_perturbation_moves_each_value_one_ulp_keeps_ties_and_is_replayable():
+    x = torch.tensor([1.0, 1.0, 2.0, -0.5, 2.0, 7.0], dtype=torch.bfloat16).requires_grad_()
+    idx = torch.tensor([0, 2, 1])
+    a = perturb_inputs([x, idx], 0)
+    b = perturb_inputs([x, idx], 0)
+    assert torch.equal(a[0], b[0]) and a[1] is idx and a[0].requires_grad
+    moved = a[0].detach()
+    assert moved[0] == moved[1] and moved[2] == moved[4]  # ties stay ties
+    steps = (moved.view(torch.int16).int() - x.detach().view(torch.int16).int()).abs()
+    assert torch.all(steps == 1)  # exactly one ULP each (same sign, no zero crossing here)
+    directions = {tuple((perturb_inputs([x], d)[0].detach() > x.detach()).tolist()) for d in range(CONDITIONING_DRAWS)}
+    assert len(directions) > 1  # the draws differ
