@@ -94,7 +94,7 @@ def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.
         "n_diff": differs.sum().to(torch.float64),
         "max_ulp": dist.max().to(torch.float64) if dist.numel() else torch.zeros((), dtype=torch.float64, device=dist.device),
         "n_naninf": naninf.sum().to(torch.float64),
-        **_error_measures(e64, c64, err_e, err_c, finite, diff_finite),
+        **_error_measures(e64, c64, r64, err_e, err_c, finite, diff_finite),
         **gross_measures,
         **integral_measures,
         **_conditioning_measures(c64, e64, r64, perturbed, gross, int_wrong),
@@ -128,12 +128,14 @@ def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.
         n_gross_ill_conditioned=int(m["n_gross_ill"]),
         n_int_wrong_ill_conditioned=int(m["n_int_wrong_ill"]) if m["integral"] else 0,
         max_reference_shift=float(m["max_ref_shift"]),
+        reference_rms=float(m["rms_ref"]),
     )
 
 
-def _error_measures(e64, c64, err_e, err_c, finite, diff_finite) -> dict[str, torch.Tensor]:
+def _error_measures(e64, c64, r64, err_e, err_c, finite, diff_finite) -> dict[str, torch.Tensor]:
     """Each side's error vs fp64 (errors count only where all three are finite): how many
-    differing elements each side wins, the summed errors over them, RMSEs, the largest gap."""
+    differing elements each side wins, the summed errors over them, RMSEs, the largest gap, and
+    the fp64 output's own RMS (its scale)."""
     n_finite = finite.sum().clamp(min=1).to(torch.float64)
     zero = torch.zeros((), dtype=torch.float64, device=e64.device)
     return {
@@ -143,6 +145,7 @@ def _error_measures(e64, c64, err_e, err_c, finite, diff_finite) -> dict[str, to
         "sum_c": torch.where(diff_finite, err_c, torch.zeros_like(err_c)).sum(),
         "rmse_e": (err_e.pow(2).sum() / n_finite).sqrt(),
         "rmse_c": (err_c.pow(2).sum() / n_finite).sqrt(),
+        "rms_ref": (torch.where(finite, r64, torch.zeros_like(r64)).pow(2).sum() / n_finite).sqrt(),
         "max_abs": torch.where(diff_finite, (e64 - c64).abs(), torch.zeros_like(e64)).max() if e64.numel() else zero,
     }
 

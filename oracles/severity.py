@@ -45,6 +45,12 @@ FEW_ULPS = 4
 NOISE_FRACTION = 0.01
 # same()'s RMSE multipliers: compiled's RMSE vs fp64 may be this multiple of eager's.
 SAME_MULTIPLIER = {"float32": 2.0, "float64": 2.0, "bfloat16": 3.0, "float16": 3.0}
+# ... 3x for any tensor of fewer elements than this (same(): noise dominates small tensors) ...
+SAME_SMALL_TENSOR = 1000
+# ... plus same()'s absolute slack, tol / 10 with its default tol of 1e-4, here relative to the fp64
+# output's RMS (same() assumes O(1) outputs). Applied to fp32/fp64 only (`NO_PRECISION_KNOB`): a
+# bf16/fp16 difference is far above it and belongs to attribution.
+SAME_SLACK_RELATIVE = 1e-5
 # When eager itself is this far from fp64 (relative to the output's scale) somewhere in the output,
 # the input is ill-conditioned for this graph in this precision (a norm over a near-constant row):
 # compiled being further still is `suspect`, not proof of a wrong answer.
@@ -57,6 +63,12 @@ _MANTISSA_BITS = {"float32": 23, "float64": 52, "bfloat16": 7, "float16": 10}
 NO_PRECISION_KNOB = frozenset({"float32", "float64"})
 # Bug rules an ill-conditioned input can fake: checked against perturbed inputs (`oracles.judge`).
 CONDITIONED_RULES = frozenset({"float-gross-worse", "int-valued-wrong", "int-gross"})
+# An output is ill-conditioned when at least this share of the elements a bug rule names move in
+# fp64 as far as compiled differs (a few random draws miss some ill-conditioned elements) ...
+ILL_MAJORITY = 0.5
+# ... unless eager, in the same precision, gets at least this share of the differing discrete
+# answers exactly right: then the precision suffices, and compiled's miss is the compiler's.
+EAGER_EXACT_FRACTION = 0.9
 
 # Culprit texts naming a documented precision knob that removes the divergence.
 PRECISION_KNOBS = ("emulate_precision_casts",)
@@ -71,9 +83,31 @@ def parse_severity(text: str) -> Severity:
         raise ValueError(f"Expected a severity in {[s.value for s in ORDER]} but got {text!r}") from None
 
 
-def _ill_conditioned(measured: int, ill: int, total: int) -> bool:
-    """Every one of `total` elements was checked (`measured` draws > 0) and found ill-conditioned."""
-    return measured > 0 and total > 0 and ill >= total
+def _same_multiplier(fc) -> float:
+    """same()'s multiplier: 3 for tensors under 1,000 elements (noise dominates them), else per dtype."""
+    return 3.0 if fc.numel < SAME_SMALL_TENSOR else SAME_MULTIPLIER.get(fc.dtype, 2.0)
+
+
+def _same_slack(fc) -> float:
+    """same()'s absolute slack (tol / 10), taken at the output's scale for dtypes without a precision knob."""
+    return SAME_SLACK_RELATIVE * fc.reference_rms if fc.dtype in NO_PRECISION_KNOB else 0.0
+
+
+def same_rejects(fc) -> bool:
+    """What `torch._dynamo.utils.same` with an fp64 reference would refuse: compiled's RMSE vs fp64
+    beyond the multiplier times eager's plus the slack (`SAME_*`), at the output's scale."""
+    return fc.rmse_compiled > _same_multiplier(fc) * fc.rmse_eager + _same_slack(fc)
+
+
+def _ill_conditioned(measured: int, ill: int, total: int, eager_exact: int = 0, judged: int = 0) -> bool:
+    """Conditioning was measured (`measured` draws > 0) and at least `ILL_MAJORITY` of the `total`
+    elements a bug rule names are ill-conditioned, and, for discrete answers, eager does not get the
+    exact answer on `EAGER_EXACT_FRACTION` of the `judged` ones: where eager, in the same precision,
+    computes a sensitive answer exactly (a floor division on its grid), the precision suffices and
+    compiled's miss is still the compiler's."""
+    if measured <= 0 or total <= 0 or ill < ILL_MAJORITY * total:
+        return False
+    return not (judged and eager_exact >= EAGER_EXACT_FRACTION * judged)
 
 
 def _float_reason(name: str, fc) -> SeverityReason | None:
@@ -81,7 +115,7 @@ def _float_reason(name: str, fc) -> SeverityReason | None:
         return SeverityReason(Severity.BUG, "nan-inf-new", name,
                               f"{fc.n_nonfinite_new}/{fc.numel} {fc.dtype} elements are NaN/Inf in compiled where eager and fp64 are finite")
     if fc.integral and fc.n_int_wrong and fc.triage == "compiled-worse":
-        if _ill_conditioned(fc.conditioning_draws, fc.n_int_wrong_ill_conditioned, fc.n_int_wrong):
+        if _ill_conditioned(fc.conditioning_draws, fc.n_int_wrong_ill_conditioned, fc.n_int_wrong, fc.n_int_wrong, fc.n_diff):
             return SeverityReason(Severity.SUSPECT, "int-valued-ill-conditioned", name,
                                   f"{fc.n_int_wrong}/{fc.numel} integer-valued {fc.dtype} elements differ from eager and fp64, but the fp64 "
                                   f"value itself moves as far when the inputs move by one ULP: an ill-conditioned input")
@@ -114,7 +148,7 @@ def _float_reason(name: str, fc) -> SeverityReason | None:
                               f"{fc.nan_inf_mismatch}/{fc.numel} {fc.dtype} elements change NaN/Inf placement (eager or fp64 not finite there)")
     if not fc.n_diff:
         return None
-    multiplier = SAME_MULTIPLIER.get(fc.dtype, 2.0)
+    multiplier = _same_multiplier(fc)
     spread = f"{fc.n_diff}/{fc.numel} {fc.dtype} elements differ, max {fc.max_ulp} ULP"
     if fc.n_eager_gross_worse:
         return SeverityReason(Severity.EAGER_WORSE, "eager-gross-worse", name,
@@ -128,9 +162,10 @@ def _float_reason(name: str, fc) -> SeverityReason | None:
     if fc.triage == "compiled-closer":
         return SeverityReason(Severity.NOISE, "compiled-closer", name,
                               f"{spread}; compiled is closer to fp64 over the output, and no element is grossly further")
-    if fc.triage == "compiled-worse" and fc.rmse_compiled > multiplier * fc.rmse_eager:
+    if fc.triage == "compiled-worse" and same_rejects(fc):
         return SeverityReason(Severity.SUSPECT, "rmse-worse", name,
-                              f"{spread}; compiled RMSE vs fp64 {fc.rmse_compiled:.3g} > {multiplier:g}x eager's {fc.rmse_eager:.3g}")
+                              f"{spread}; compiled RMSE vs fp64 {fc.rmse_compiled:.3g} > {_same_multiplier(fc):g}x eager's {fc.rmse_eager:.3g}"
+                              f" + {_same_slack(fc):.3g}")
     if few:
         return SeverityReason(Severity.NOISE, "few-ulps", name,
                               f"{spread}; compiled {fc.triage} and within same()'s {multiplier:g}x RMSE margin")
@@ -152,7 +187,8 @@ def _int_reason(name: str, ic) -> SeverityReason | None:
     if ic.fp64_known and ic.compiled_correct == defined:
         return SeverityReason(Severity.NOISE, "compiled-fp64-correct", name, f"{where}; compiled matches the integer computed in fp64 every time")
     wrong = ic.eager_correct + ic.neither_correct if ic.fp64_known else defined
-    if ic.gross_flips and (not ic.fp64_known or wrong) and _ill_conditioned(ic.conditioning_draws, ic.gross_ill_conditioned, ic.gross_flips):
+    if ic.gross_flips and (not ic.fp64_known or wrong) and _ill_conditioned(ic.conditioning_draws, ic.gross_ill_conditioned, ic.gross_flips,
+                                                                          ic.eager_correct, defined if ic.fp64_known else 0):
         return SeverityReason(Severity.SUSPECT, "int-ill-conditioned", name,
                               f"{where}; {ic.gross_flips} pre-images far from a rounding boundary, but the integer computed in fp64 "
                               f"flips too when the inputs move by one ULP: an ill-conditioned input")

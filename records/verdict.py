@@ -51,6 +51,7 @@ class FloatComparison:
     n_gross_ill_conditioned: int = 0
     n_int_wrong_ill_conditioned: int = 0
     max_reference_shift: float = 0.0  # the largest such move of the reference, anywhere
+    reference_rms: float = 0.0  # the fp64 output's RMS over its finite elements (its scale)
 
     @property
     def fp32_worse(self) -> bool:
