@@ -189,3 +189,19 @@ def test_perturbation_moves_each_value_one_ulp_keeps_ties_and_is_replayable():
     assert torch.all(steps == 1)  # exactly one ULP each (same sign, no zero crossing here)
     directions = {tuple((perturb_inputs([x], d)[0].detach() > x.detach()).tolist()) for d in range(CONDITIONING_DRAWS)}
     assert len(directions) > 1  # the draws differ
+
+
+def test_a_compiler_returning_another_dtype_is_a_type_mismatch_bug_end_to_end():
+    """The planted `wrong_dtype` backend returns the right values in another dtype (the class of a
+    rewrite pass that drops a cumsum's explicit dtype): the real engine files it as a bug."""
+    from fuzzer.engine.execute import execute_case
+    from records.config import CompileConfig
+    from seed_specs import unary_bf16
+
+    v = execute_case(unary_bf16("gelu", rows=8, dim=16), "cpu", CompileConfig(backend="fuzzer.engine.planted:wrong_dtype"))
+    assert v.outputs[0].mismatch == "bfloat16 [8, 16] eager, float32 [8, 16] compiled"
+    r = severity_of(v)
+    assert (r.severity, r.rule) == (Severity.BUG, "output-type-mismatch")
+    assert finding_of(v).kind is FindingKind.TYPE_MISMATCH
+    clean = execute_case(unary_bf16("gelu", rows=8, dim=16), "cpu", CompileConfig(backend="fuzzer.engine.planted:eager_in_disguise"))
+    assert clean.status.value == "ok"

@@ -101,7 +101,10 @@ def minimize(ctx, case, modules, store_dir, out_dir, device, budget, timeout_s, 
                     out.print(f"{ref}: nothing to minimize: {why}" + (f" ({notes})" if notes else ""), highlight=False)
                 for c in res.value["causes"]:
                     sev = (c.get("severity") or {}).get("severity", "-")
+                    if c.get("reproduced") is False:
+                        sev = f"not reproduced ({c.get('not_reproduced_why')}), judged {sev}"
                     out.print(f"{c['folder']}: {sev}: {c['ops_before']} -> {c['ops']} ops; {c['compared_to']} vs {c['rung']}: {c['summary']}", highlight=False)
+                out.print(module_headline(res.value), highlight=False)
         finally:
             worker.stop()
         return
@@ -123,6 +126,32 @@ def minimize(ctx, case, modules, store_dir, out_dir, device, budget, timeout_s, 
     reason = severity_of(analysis.verdict, culprit=analysis.culprit.summary) if analysis.verdict is not None else None
     out.print(f"severity: {reason}" if reason else "severity: not judged (no verdict of the minimal spec)", highlight=False)
     out.print(f"written: {folder}/repro.py, report.md, spec.json", highlight=False)
+
+
+def module_headline(value: dict) -> str:
+    """One answer per model: the severity the evidence supports, and why when the whole model's
+    judgement and its reduced causes disagree. A reduced, reproduced cause is the stronger evidence
+    (it isolates the difference and was tried against the precision knobs); a cause that did not
+    reproduce is no evidence; a whole model that differs with no graph to show for it says so."""
+    whole = value.get("severity") or {}
+    whole_sev = whole.get("severity")
+    causes = [c for c in value.get("causes") or [] if c.get("reproduced") is not False and c.get("severity")]
+    if not causes:
+        if whole_sev in ("bug", "suspect"):
+            lost = len(value.get("causes") or [])
+            why = (f"{lost} cause folder(s) did not reproduce" if lost else
+                   "no captured graph reproduces it by itself (the difference lies outside the graphs Dynamo hands the "
+                   "compiler: gradients taken inside the forward, the code between graph breaks)")
+            return f"headline: {whole_sev} (the whole model only): {why}"
+        return f"headline: {whole_sev or 'none'}"
+    order = ("bug", "suspect", "by-design", "noise", "eager-worse")
+    worst = min(causes, key=lambda c: order.index(c["severity"]["severity"]))
+    sev = worst["severity"]["severity"]
+    if sev == whole_sev:
+        return f"headline: {sev}"
+    return (f"headline: {sev}: the whole model reads {whole_sev or 'none'} ({whole.get('rule', '-')}), its reduced cause "
+            f"{worst['folder']} reads {sev} ({worst['severity']['rule']}: {worst['summary']}); the reduced, reproduced graph "
+            f"is the stronger evidence")
 
 
 def _phases_line(timing: dict) -> str:

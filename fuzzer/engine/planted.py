@@ -8,6 +8,8 @@ differs) and plants exactly one defect:
 - `uint8_flip`: element 0 of the first uint8 output increased by one (mod 256);
 - `drift`: the first floating output scaled by 1 + 2^-5 (always further from fp64, for `--against`);
 - `nan_first`: element 0 of the first floating output becomes NaN (a `bug` wherever eager is finite);
+- `wrong_dtype`: the first floating output comes back in another floating dtype (float32, or float64
+  for a float32 output), its values unchanged: a type mismatch, judged before any value;
 - `compile_error`: raises `PlantedCompileError` while compiling;
 - `kill_worker`: the process kills itself with SIGKILL while compiling;
 - `hang`: sleeps for an hour when the compiled graph first runs;
@@ -97,6 +99,22 @@ def _nan_first(t: torch.Tensor) -> torch.Tensor:
 def nan_first(gm: torch.fx.GraphModule, example_inputs):
     def run(*args):
         return _first_float(gm.forward(*args), _nan_first)
+
+    return run
+
+
+def _widened(t: torch.Tensor) -> torch.Tensor:
+    return t.to(torch.float64 if t.dtype == torch.float32 else torch.float32)
+
+
+def wrong_dtype(gm: torch.fx.GraphModule, example_inputs):
+    def run(*args):
+        out = gm.forward(*args)
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        i = next((i for i, o in enumerate(outs) if isinstance(o, torch.Tensor) and o.is_floating_point()), None)
+        if i is not None:
+            outs[i] = _widened(outs[i])
+        return type(out)(outs) if isinstance(out, (tuple, list)) else outs[0]
 
     return run
 

@@ -290,7 +290,9 @@ def load_inputs(device):
         dtype = getattr(torch, meta["dtype"])
         n = meta["nbytes"]
         flat = torch.frombuffer(bytearray(blob[offset:offset + n]), dtype=torch.uint8)
-        tensors.append(flat.view(dtype).reshape(meta["shape"]).to(device))
+        t = flat.view(dtype).reshape(meta["shape"])
+        stride = [int(s) for s in meta.get("stride", t.stride())]  # the captured layout (channels-last, ...)
+        tensors.append(torch.empty_strided(t.shape, stride, dtype=dtype, device=device).copy_(t))
         offset += n
     return tensors
 
@@ -331,14 +333,23 @@ def _repro_code(gm) -> str:
     return "class Repro(torch.nn.Module):\n" + "\n".join("    " + line for line in body.splitlines())
 
 
+def _dense_layout(t) -> bool:
+    """A layout `empty_strided` rebuilds from (shape, stride) alone: a permutation of dense strides."""
+    import torch
+
+    return t.numel() == 0 or torch.empty_strided(t.shape, t.stride()).untyped_storage().nbytes() == t.numel() * 4
+
+
 def _save_inputs(tensors, folder: Path) -> None:
-    """Inputs as raw bytes plus a JSON description (the format `repro.py`'s `load_inputs` reads)."""
+    """Inputs as raw bytes (in logical order) plus a JSON description with each input's strides, so
+    `repro.py`'s `load_inputs` rebuilds the captured layout (a channels-last input stays one)."""
     import torch
 
     metas, blobs = [], []
     for t in tensors:
         raw = t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
-        metas.append({"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape), "nbytes": len(raw)})
+        metas.append({"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape), "nbytes": len(raw),
+                      "stride": list(t.stride()) if _dense_layout(t) else list(t.contiguous().stride())})
         blobs.append(raw)
     (folder / "inputs.bin").write_bytes(b"".join(blobs))
     (folder / "inputs.json").write_text(json.dumps(metas) + "\n")
@@ -572,8 +583,42 @@ def _write_cause(diff: RungDifference, folders: CauseFolders, number: int, reduc
         clock.note_cut(f"{cause['folder']}: {note}")
     cause = _write_folder(diff, folders, number, reduced, before_out, after_out, bisect, note)
     cause["bisect_s"] = round(time.monotonic() - t0, 1)
+    with clock.phase("check_repro"):
+        cause["reproduced"], cause["not_reproduced_why"] = _check_reproduces(Path(cause["folder"]), diff, deadline)
+    if not cause["reproduced"]:
+        clock.note_cut(f"{cause['folder']}: not reproduced: {cause['not_reproduced_why']}")
     (Path(cause["folder"]) / "culprit.json").write_text(json.dumps(cause, indent=2) + "\n")
     return cause
+
+
+# The reproduction check runs the written repro.py; it may take this long past the --module deadline
+# (a fresh interpreter and two compiles of the reduced graph), inside the CLI's grace.
+REPRO_CHECK_MIN_S = 60.0
+
+
+def _check_reproduces(folder: Path, diff: RungDifference, deadline: float) -> tuple[bool, str | None]:
+    """Run the cause's `repro.py` in a fresh interpreter: a cause is filed only if it exits 1 (it
+    still differs there). Otherwise says why it did not: a cut budget, a crash, or an exit 0 with
+    the likely reason (decompositions the ladder removed, which the script does not remove;
+    outputs that differ run to run)."""
+    import subprocess
+
+    timeout = max(REPRO_CHECK_MIN_S, deadline - time.monotonic())
+    try:
+        proc = subprocess.run([sys.executable, "repro.py"], cwd=folder, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return False, f"repro.py did not finish in {timeout:.0f} s (a cut budget)"
+    crashed = "Traceback (most recent call last)" in proc.stderr  # Python exits 1 on an uncaught exception too
+    if proc.returncode == 1 and not crashed:
+        return True, None
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["no message"])[-1][:300]
+        return False, f"repro.py exited {proc.returncode}: {tail}"
+    if diff.removed:
+        return False, (f"repro.py exits 0: the ladder found it with {', '.join(diff.removed)} removed from the "
+                       "decompositions, which the standalone script keeps")
+    return False, ("repro.py exits 0: the two rungs agree in a fresh process (outputs that depend on the run: "
+                   "ties broken by kernel order, nondeterminism, or state the captured graph did not carry)")
 
 
 def _write_folder(diff: RungDifference, folders: CauseFolders, number: int, reduced: _Reduced, before_out, after_out,
@@ -593,7 +638,7 @@ def _write_folder(diff: RungDifference, folders: CauseFolders, number: int, redu
     reason = severity_of(_verdict(small, small_inputs, before_out, after_out), culprit=summary)
     folder = folders.out / f"{number:02d}-{rung}"
     folder.mkdir(parents=True, exist_ok=True)
-    _save_inputs([t.detach().cpu().contiguous() for t in small_inputs], folder)
+    _save_inputs([t.detach().cpu() for t in small_inputs], folder)
     removed = f"Decompositions removed first (earlier causes): {', '.join(diff.removed)}" if diff.removed else ""
     notes = "\n".join([f"Culprit: {culprit.describe()}", f"compiler_bisector: {culprit.bisect_text() or 'no single subsystem'}",
                        removed, *([reduced.cut] if reduced.cut else []), *folders.verdict_lines])

@@ -1,0 +1,50 @@
+"""A cause folder is filed only if its repro.py exits 1 in a fresh interpreter (issue 20, item 8);
+otherwise it says "not reproduced" and why. Real subprocesses, no compile."""
+
+import time
+from types import SimpleNamespace
+
+from fuzzer.triage.user_module import _check_reproduces
+
+
+def _folder(tmp_path, body: str):
+    (tmp_path / "repro.py").write_text("import sys\n" + body + "\n")
+    return tmp_path
+
+
+def test_exit_1_reproduces(tmp_path):
+    assert _check_reproduces(_folder(tmp_path, "sys.exit(1)"), SimpleNamespace(removed=()), time.monotonic() + 30) == (True, None)
+
+
+def test_exit_0_is_not_reproduced_with_the_likely_reason(tmp_path):
+    ok, why = _check_reproduces(_folder(tmp_path, "sys.exit(0)"), SimpleNamespace(removed=()), time.monotonic() + 30)
+    assert not ok and "exits 0" in why and "fresh process" in why
+    ok, why = _check_reproduces(_folder(tmp_path, "sys.exit(0)"), SimpleNamespace(removed=("aten.mean",)), time.monotonic() + 30)
+    assert not ok and "aten.mean removed" in why
+
+
+def test_a_crashing_repro_is_not_reproduced_and_names_its_error(tmp_path):
+    ok, why = _check_reproduces(_folder(tmp_path, "raise ValueError('inputs.bin is missing')"), SimpleNamespace(removed=()),
+                                time.monotonic() + 30)
+    assert not ok and why.startswith("repro.py exited 1: ValueError: inputs.bin is missing")  # not a reproduction
+
+
+def _cause(sev, rule="float-gross-worse", reproduced=True, folder="out/01-inductor"):
+    return {"severity": {"severity": sev, "rule": rule}, "reproduced": reproduced, "folder": folder,
+            "summary": "inductor lowering of amax"}
+
+
+def test_one_answer_per_model_says_why_the_whole_model_and_its_cause_disagree():
+    from fuzzer.cli.minimize import module_headline
+
+    whole = {"severity": "bug", "rule": "float-gross-worse"}
+    line = module_headline({"severity": whole, "causes": [_cause("by-design", "precision-knob")]})
+    assert line.startswith("headline: by-design: the whole model reads bug (float-gross-worse)") and "01-inductor" in line
+    assert module_headline({"severity": whole, "causes": [_cause("bug")]}) == "headline: bug"
+    # a cause that did not reproduce is no evidence
+    line = module_headline({"severity": whole, "causes": [_cause("by-design", reproduced=False)]})
+    assert line.startswith("headline: bug (the whole model only): 1 cause folder(s) did not reproduce")
+    # the whole model differs and no captured graph explains it
+    line = module_headline({"severity": {"severity": "suspect", "rule": "many-ulps"}, "causes": []})
+    assert "no captured graph reproduces it by itself" in line
+    assert module_headline({"severity": None, "causes": []}) == "headline: none"
