@@ -1,0 +1,290 @@
+"""Known upstream bugs (`records.known_bugs`, `corpus/known-bugs.json`): every entry matches a root
+cause built from its own pattern, near misses (another dtype, a missing op, forward vs backward,
+another rule) do not, a malformed file is refused with the entry and field named, and the curated
+file holds at least 40 distinct issues. Torch-free: no compile runs here."""
+
+from __future__ import annotations
+
+import ast
+import copy
+import inspect
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from records.buckets import BucketKey
+from records.known_bugs import (
+    DTYPES,
+    NUMERIC_RULES,
+    RULES,
+    KnownBug,
+    KnownBugsError,
+    RootCausePattern,
+    default_known_bugs,
+    describe,
+    load_known_bugs,
+    match_one,
+    parse_known_bugs,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+BUGS = default_known_bugs()
+ENTRIES = BUGS.entries
+IDS = [f"pytorch#{b.issue}" for b in ENTRIES]
+
+
+def self_pattern(bug: KnownBug, **change) -> RootCausePattern:
+    """The root cause an entry describes: one name of each op item, one of its dtypes and rules,
+    its culprit name as the culprit text and its device."""
+    fields = dict(
+        ops=tuple(sorted(item)[0] for item in bug.ops),
+        dtypes=frozenset({sorted(bug.dtypes)[0]}),
+        backward=bug.backward,
+        rule=sorted(bug.rules)[0],
+        culprit=None if bug.culprit is None or bug.culprit.name is None else f"inductor lowering of {bug.culprit.name}",
+        device_type=None if bug.device == "any" else bug.device,
+    )
+    return RootCausePattern(**{**fields, **change})
+
+
+def matched_issues(pattern: RootCausePattern) -> list[int]:
+    return [m.bug.issue for m in BUGS.matches(pattern)]
+
+
+# ---- the curated file ---------------------------------------------------------------------------
+
+
+def test_the_file_holds_at_least_40_distinct_issues_including_the_seeds_and_the_amax_ones():
+    numbers = [b.issue for b in ENTRIES]
+    assert len(numbers) >= 40
+    assert len(set(numbers)) == len(numbers)
+    assert {195214, 186799, 168126, 178045} <= set(numbers)
+
+
+def test_every_rule_id_is_one_the_severity_policy_emits():
+    # records may not import oracles: the rule vocabulary is checked against the policy's source here.
+    import oracles.severity
+
+    literals = {n.value for n in ast.walk(ast.parse(inspect.getsource(oracles.severity)))
+                if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    assert set(NUMERIC_RULES) <= literals, sorted(set(NUMERIC_RULES) - literals)
+    assert {r for b in ENTRIES for r in b.rules} <= RULES
+
+
+# ---- every entry matches itself -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bug", ENTRIES, ids=IDS)
+def test_an_entry_matches_a_root_cause_built_from_its_own_pattern(bug):
+    pattern = self_pattern(bug)
+    found = BUGS.matches(pattern)
+    assert bug.issue in [m.bug.issue for m in found]
+    mine = next(m for m in found if m.bug.issue == bug.issue)
+    # It ranks first, or ties with an entry of the same pattern (duplicate upstream reports).
+    assert found[0]._rank()[:4] == mine._rank()[:4]
+    assert mine.device_agrees in (None, True)
+    assert mine.confidence == ("high" if pattern.culprit else "medium")
+    assert BUGS.match(pattern) is not None and describe(BUGS.match(pattern)).startswith("known: pytorch#")
+
+
+@pytest.mark.parametrize("bug", ENTRIES, ids=IDS)
+def test_an_entry_matches_whichever_alternative_dtype_and_rule_is_seen_and_extra_ops(bug):
+    base = self_pattern(bug)
+    for i, item in enumerate(bug.ops):
+        for name in item:
+            ops = base.ops[:i] + (name,) + base.ops[i + 1:]
+            assert match_one(bug, self_pattern(bug, ops=ops)) is not None, name
+    for dtype in bug.dtypes:
+        assert match_one(bug, self_pattern(bug, dtypes=frozenset({dtype, "float64"}))) is not None, dtype
+    for rule in bug.rules:
+        assert match_one(bug, self_pattern(bug, rule=rule)) is not None, rule
+    # Order does not matter, and unrelated ops around the pattern do not hide it.
+    assert match_one(bug, self_pattern(bug, ops=("cast",) + tuple(reversed(base.ops)) + ("add", "sum"))) is not None
+
+
+# ---- near misses --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bug", ENTRIES, ids=IDS)
+def test_another_dtype_is_a_near_miss(bug):
+    other = sorted(DTYPES - bug.dtypes)[0]
+    assert bug.issue not in matched_issues(self_pattern(bug, dtypes=frozenset({other})))
+
+
+@pytest.mark.parametrize("bug", ENTRIES, ids=IDS)
+def test_a_missing_op_is_a_near_miss(bug):
+    for item in bug.ops:
+        ops = tuple(op for op in self_pattern(bug).ops if op not in item)
+        assert bug.issue not in matched_issues(self_pattern(bug, ops=ops)), sorted(item)
+
+
+@pytest.mark.parametrize("bug", ENTRIES, ids=IDS)
+def test_forward_against_backward_is_a_near_miss(bug):
+    assert bug.issue not in matched_issues(self_pattern(bug, backward=not bug.backward))
+
+
+@pytest.mark.parametrize("bug", ENTRIES, ids=IDS)
+def test_another_rule_is_a_near_miss(bug):
+    for rule in sorted(RULES - bug.rules):
+        assert match_one(bug, self_pattern(bug, rule=rule)) is None, rule
+
+
+def test_device_and_culprit_rank_a_match_but_do_not_refuse_it():
+    bug = BUGS.by_issue(168126)  # decomposition of aten.native_layer_norm, bf16, forward
+    seen = self_pattern(bug, culprit="decomposition of aten.native_layer_norm", device_type="cpu")
+    agreeing = match_one(bug, seen)
+    assert agreeing is not None and agreeing.confidence == "high"
+    other = match_one(bug, self_pattern(bug, culprit="inductor: emulate_precision_casts removes it"))
+    assert other is not None and other.confidence == "low" and other.culprit_agrees is False
+    cuda_only = BUGS.by_issue(185610)
+    moved = match_one(cuda_only, self_pattern(cuda_only, device_type="cpu"))
+    assert moved is not None and moved.device_agrees is False
+
+
+def test_the_best_match_prefers_an_agreeing_culprit_then_the_more_specific_pattern():
+    # div + amax backward in bf16 with an Inf gradient: pytorch#195214 (its culprit is the precision knob).
+    pattern = RootCausePattern(ops=("div", "amax"), dtypes=frozenset({"bfloat16"}), backward=True, rule="float-gross-worse",
+                               culprit="inductor: emulate_precision_casts removes it", device_type="cuda")
+    assert matched_issues(pattern) == [195214, 186799]
+    assert describe(BUGS.match(pattern)) == "known: pytorch#195214 (closed)"
+    # The same graph without that culprit: the two-op entry still outranks the one-op one.
+    assert matched_issues(RootCausePattern(("mul", "amax"), frozenset({"bfloat16"}), True, "float-gross-worse"))[0] == 195214
+
+
+def test_describe_names_the_issue_and_its_state_or_says_new():
+    assert describe(None) == "new"
+    fixed = BUGS.by_issue(173987)
+    assert fixed.describe() == "known: pytorch#173987 (fixed in PR 175807)"
+    assert BUGS.by_issue(197895).describe() == "known: pytorch#197895 (open, live in 2.14.0)"
+    assert BUGS.by_issue(185596).describe() == "known: pytorch#185596 (not a bug)"
+    for bug in ENTRIES:
+        assert re.fullmatch(r"known: pytorch#\d+ \((open|fixed|closed|not a bug)[^()]*\)", bug.describe()), bug.describe()
+    unknown = RootCausePattern(("gelu",), frozenset({"float32"}), False, "float-gross-worse")
+    assert BUGS.match(unknown) is None
+
+
+# ---- the root cause's forms ---------------------------------------------------------------------
+
+
+def test_a_minimized_bucket_key_gives_its_ops_and_culprit_and_needs_backward_said():
+    key = BucketKey("bf16-ulp", "bfloat16", "cuda", "layer_norm+linear @ decomposition of aten.native_layer_norm")
+    with pytest.raises(ValueError, match="backward"):
+        RootCausePattern.from_bucket(key, rule="many-ulps")
+    pattern = RootCausePattern.from_bucket(key, rule="many-ulps", backward=False)
+    assert pattern.ops == ("layer_norm", "linear") and pattern.culprit == "decomposition of aten.native_layer_norm"
+    match = BUGS.match(pattern)
+    assert match is not None and match.bug.issue == 168126 and match.confidence == "high"
+
+
+def test_a_raw_bucket_key_gives_backward_and_the_autocast_dtype_from_its_modes():
+    key = BucketKey("nan-inf", "float32", "cpu", "amax+div (autocast bfloat16, backward)")
+    pattern = RootCausePattern.from_bucket(key, rule="nan-inf-new")
+    assert pattern.backward and pattern.dtypes == {"float32", "bfloat16"} and pattern.culprit is None
+    assert BUGS.match(pattern).bug.issue == 195214
+    forward = RootCausePattern.from_bucket(BucketKey("nan-inf", "float32", "cpu", "amax+div (autocast bfloat16)"), rule="nan-inf-new")
+    assert not forward.backward and BUGS.match(forward) is None
+
+
+def test_a_stored_spec_gives_its_ops_in_graph_order_its_dtypes_and_its_mode():
+    spec = json.loads((ROOT / "corpus" / "specs" / "activation-bfloat16-bwd.json").read_text())
+    pattern = RootCausePattern.from_spec_dict(spec, rule="many-ulps", output_dtype="bfloat16")
+    assert pattern.ops == tuple(n["op"] for n in spec["nodes"])
+    assert pattern.backward is True and "bfloat16" in pattern.dtypes
+    with pytest.raises(ValueError, match="spec dict"):
+        RootCausePattern.from_spec_dict({"nodes": "x"}, rule="many-ulps")
+
+
+# ---- malformed files are refused, naming the entry and the field ---------------------------------
+
+GOOD = json.loads((ROOT / "corpus" / "known-bugs.json").read_text())
+
+
+def write(tmp_path: Path, doc) -> Path:
+    path = tmp_path / "known-bugs.json"
+    path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+    return path
+
+
+def with_entry(change) -> dict:
+    doc = copy.deepcopy(GOOD)
+    doc["entries"] = doc["entries"][:2]
+    change(doc["entries"][1])
+    return doc
+
+
+def test_the_committed_file_loads_from_a_copy(tmp_path):
+    assert len(load_known_bugs(write(tmp_path, GOOD)).entries) == len(ENTRIES)
+
+
+BAD_ENTRIES = {
+    "issue as text": (lambda e: e.update(issue="186799"), "'issue'"),
+    "issue as bool": (lambda e: e.update(issue=True), "'issue'"),
+    "negative issue": (lambda e: e.update(issue=-5), "'issue'"),
+    "missing field": (lambda e: e.pop("rules"), "'rules' is missing"),
+    "unknown field": (lambda e: e.update(severity="bug"), "'severity'"),
+    "unknown dtype": (lambda e: e.update(dtypes=["bfloat16", "float8"]), "'dtypes'"),
+    "repeated dtype": (lambda e: e.update(dtypes=["float32", "float32"]), "'dtypes'"),
+    "unknown rule": (lambda e: e.update(rules=["looks-wrong"]), "'rules'"),
+    "empty rules": (lambda e: e.update(rules=[]), "'rules'"),
+    "empty ops": (lambda e: e.update(ops=[]), "'ops'"),
+    "op name with code": (lambda e: e.update(ops=["amax; import os"]), "'ops'"),
+    "empty alternatives": (lambda e: e.update(ops=[[]]), "'ops'"),
+    "op as number": (lambda e: e.update(ops=[3]), "'ops'"),
+    "unknown device": (lambda e: e.update(device="tpu"), "'device'"),
+    "backward as text": (lambda e: e.update(backward="yes"), "'backward'"),
+    "unknown state": (lambda e: e.update(state="wontfix"), "'state'"),
+    "culprit kind": (lambda e: e.update(culprit={"kind": "gremlins", "name": None}), "'culprit.kind'"),
+    "culprit extra key": (lambda e: e.update(culprit={"kind": "lowering", "name": None, "pr": 1}), "'culprit'"),
+    "culprit name": (lambda e: e.update(culprit={"kind": "lowering", "name": "aten div()"}), "'culprit.name'"),
+    "reported date": (lambda e: e.update(reported="June 2026"), "'reported'"),
+    "live_in not a list": (lambda e: e.update(live_in="2.13"), "'live_in'"),
+    "fixed_in while open": (lambda e: e.update(state="open", fixed_in="PR 1"), "'fixed_in'"),
+    "title on two lines": (lambda e: e.update(title="a\nb"), "'title'"),
+    "unknown op class": (lambda e: e.update(op_class="misc"), "'op_class'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_ENTRIES))
+def test_a_malformed_entry_is_refused_naming_the_entry_and_field(tmp_path, case):
+    change, field = BAD_ENTRIES[case]
+    doc = with_entry(change)
+    with pytest.raises(KnownBugsError) as e:
+        load_known_bugs(write(tmp_path, doc))
+    message = str(e.value)
+    assert "entry 1" in message and field in message, message
+    assert str(tmp_path / "known-bugs.json") in message
+
+
+def test_a_repeated_issue_number_is_refused_naming_both_entries():
+    doc = with_entry(lambda e: e.update(issue=GOOD["entries"][0]["issue"]))
+    with pytest.raises(KnownBugsError, match=r"entry 1 \(pytorch#\d+\): field 'issue': already used by entry 0"):
+        parse_known_bugs(doc)
+
+
+@pytest.mark.parametrize("doc, expected", [
+    ("{not json", "not valid JSON"),
+    ([], "expected a JSON object"),
+    ({**GOOD, "schema": "other"}, "field 'schema'"),
+    ({**GOOD, "schema_version": 2}, "newer than this divfuzz reads"),
+    ({**GOOD, "schema_version": "1"}, "field 'schema_version'"),
+    ({**GOOD, "extra": 1}, "unknown top-level field 'extra'"),
+    ({**GOOD, "entries": {}}, "field 'entries'"),
+    ({**GOOD, "entries": ["x"]}, "entry 0: expected an object"),
+])
+def test_a_malformed_file_is_refused(tmp_path, doc, expected):
+    with pytest.raises(KnownBugsError, match=re.escape(expected)):
+        load_known_bugs(write(tmp_path, doc))
+
+
+def test_only_a_plain_file_is_read(tmp_path):
+    real = write(tmp_path, GOOD)
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    for path in (link, tmp_path, tmp_path / "missing.json"):
+        with pytest.raises(KnownBugsError, match="not a regular file"):
+            load_known_bugs(path)
+    (tmp_path / "latin1.json").write_bytes(b'{"schema": "\xe9"}')
+    with pytest.raises(KnownBugsError, match="not UTF-8"):
+        load_known_bugs(tmp_path / "latin1.json")
