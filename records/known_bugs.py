@@ -48,6 +48,7 @@ from typing import Any
 from records.buckets import BucketKey
 from records.errors import DivfuzzError
 from records.outcomes import COMPILER_FAILURES
+from records.severity import NUMERIC_RULES
 
 SCHEMA = "divfuzz-known-bugs"
 SCHEMA_VERSION = 1
@@ -56,11 +57,6 @@ DEFAULT_PATH = Path(__file__).resolve().parents[1] / "corpus" / "known-bugs.json
 # The numeric rule ids `oracles.severity` emits (records may not import it: tests check each id
 # against its source), plus the compiler-failure rules, which are the finding kinds of
 # `records.outcomes.COMPILER_FAILURES`.
-NUMERIC_RULES = (
-    "nan-inf-new", "int-valued-wrong", "int-valued-boundary", "gross-worse-ill-conditioned", "float-gross-worse",
-    "nan-inf-moved", "rmse-worse", "compiled-closer", "closer-many-ulps", "few-ulps", "many-ulps",
-    "undefined-cast", "compiled-fp64-correct", "int-gross", "int-boundary", "int-flip", "precision-knob",
-)
 RULES = frozenset(NUMERIC_RULES) | {kind.value for kind in COMPILER_FAILURES.values()}
 DTYPES = frozenset({"bfloat16", "float16", "float32", "float64", "uint8", "int8", "int16", "int32", "int64", "bool"})
 DEVICES = ("cpu", "cuda", "any")

@@ -69,7 +69,12 @@ def test_every_rule_id_is_one_the_severity_policy_emits():
 
     literals = {n.value for n in ast.walk(ast.parse(inspect.getsource(oracles.severity)))
                 if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    emitted = {n.args[1].value for n in ast.walk(ast.parse(inspect.getsource(oracles.severity)))
+               if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "SeverityReason" and len(n.args) > 1
+               and isinstance(n.args[1], ast.Constant)}
+    perf = {"slower-beyond-noise", "slower-within-noise", "wrapper-overhead"}
     assert set(NUMERIC_RULES) <= literals, sorted(set(NUMERIC_RULES) - literals)
+    assert emitted - perf == set(NUMERIC_RULES), sorted(emitted.symmetric_difference(NUMERIC_RULES))
     assert {r for b in ENTRIES for r in b.rules} <= RULES
 
 
