@@ -236,8 +236,8 @@ def _target(fn, *inputs, graph: int):
 
 def test_when_no_graph_differs_alone_each_is_judged_by_itself_and_reduced_most_severe_first():
     # Three graphs: an exact doubling (agrees: dropped), a bf16 sigmoid gate (Inductor fuses it in
-    # fp32: suspect at best) and an fp32 floor division Inductor gets wrong by one (a bug). The bug
-    # goes first although it was captured last; the agreeing graph is not reduced.
+    # fp32, so compiled is closer to fp64: noise since issue 20, not reduced) and an fp32 floor
+    # division Inductor gets wrong by one (a bug). Only the bug is reduced.
     from fuzzer.triage.capture import CaseCapture
     from fuzzer.triage.user_module import _judge_targets
 
@@ -255,9 +255,11 @@ def test_when_no_graph_differs_alone_each_is_judged_by_itself_and_reduced_most_s
     cap = CaseCapture([], True, [], 2, [], [], targets=targets, rank_by_own_verdict=True)
     lines: list[str] = []
     kept = _judge_targets(cap, lines)
-    assert [t.graph for t in kept] == [3, 2], lines
+    assert [t.graph for t in kept] == [3], lines
     assert cap.targets == kept
-    assert any(line.startswith("graphs to reduce, most severe first: 3 (bug), 2 (") for line in lines), lines
+    assert "graphs to reduce, most severe first: 3 (bug)" in lines, lines
+    gate_lines = lines[lines.index("graph 2, eager vs inductor:"):lines.index("graph 3, eager vs inductor:")]
+    assert any("severity: noise:" in line and "closer to fp64" in line for line in gate_lines), gate_lines
     assert "graph 1, eager vs inductor:" in lines
 
 
