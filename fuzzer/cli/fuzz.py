@@ -170,9 +170,26 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
     if known is not None:
         console.print(f"--replay-known: {len(known)} known spec(s) of {out_dir / STORE_NAME} run first", highlight=False)
     live_view = _LiveView(opts, fleet) if not no_live and console.is_terminal else _LineView(opts, fleet)
+    made = [p for p in reversed([out_dir, *out_dir.parents]) if not p.exists()]
+    lock_path, store_path = out_dir / "divfuzz.lock", out_dir / STORE_NAME
+    lock_existed, store_existed = lock_path.exists(), store_path.exists()
+    if store_existed:  # checked, and nothing written, before the campaign takes the lock or records a run
+        from fuzzer.engine.store import Store
+
+        Store(store_path, create=False).close()
     try:
         with live_view:
             result = run_campaign(opts, on_progress=live_view.update, before_slots=_replayer(known), fleet=fleet)
+    except BaseException:
+        if not store_existed and not store_path.exists():  # refused before a store was made: leave no trace
+            if not lock_existed:
+                lock_path.unlink(missing_ok=True)
+            for folder in reversed(made):
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break
+        raise
     finally:
         if fleet is not None:
             console.print(fleet.progress_line(), highlight=False)
@@ -202,6 +219,11 @@ def _cluster_address(address: str | None, scheduler_file: Path | None, replay_kn
         raise ConfigError("--cluster and --cluster-file: give one of them")
     if replay_known:
         raise ConfigError("--replay-known with --cluster: known specs are replayed on one host (run it without --cluster)")
+    if scheduler_file is not None:  # a FIFO or a device is refused, never waited on
+        from reports.safe_paths import check_plain
+
+        if not check_plain(scheduler_file.resolve() if scheduler_file.exists() else scheduler_file, what="--cluster-file"):
+            raise ConfigError(f"--cluster-file {scheduler_file}: no such file")
     checked = check_address(address) if address is not None else read_scheduler_file(scheduler_file)
     import_distributed()
     return checked
