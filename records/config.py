@@ -236,5 +236,5 @@ def parse_inductor_overrides(items: tuple[str, ...]) -> dict[str, Any]:
             out[key] = json.loads(raw, parse_constant=lambda name: name) if len(raw) <= 400 else raw
         except (json.JSONDecodeError, RecursionError, ValueError):
             out[key] = raw
-        check_inductor_override(key, out[key], f"--inductor {item!r}")
+        check_inductor_override(key, out[key], f"--inductor {_short(item)}")
     return out

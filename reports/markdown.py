@@ -56,7 +56,10 @@ def md_code(value) -> str:
 
 
 def _when(ts: float) -> str:
-    return _dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
+    try:  # a number from the store: a huge or NaN one prints as unknown, never stops the report
+        return _dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
+    except (OverflowError, OSError, ValueError, TypeError):
+        return "?"
 
 
 def _minimized(folder: str | None) -> str:

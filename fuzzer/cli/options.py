@@ -155,7 +155,7 @@ def check_out_dir(path: Path, option: str) -> Path:
 
     for parent in [path, *path.parents]:
         if parent.exists() and not parent.is_dir():
-            raise OutputError(f"{option} {path}: {parent} is a regular file, not a folder")
+            raise OutputError(f"{option} {path}: {parent} is {'a regular file' if parent.is_file() else 'not a folder'}, not a folder")
     existing = next(p for p in [path, *path.parents] if p.exists())
     try:
         fd, probe = tempfile.mkstemp(prefix=".divfuzz-probe-", dir=existing)
