@@ -18,11 +18,11 @@ looks ops up by name.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from generators.spec import short_repr
+from records.numbers import number_problem
 
 Shape = tuple[int, ...]
 
@@ -99,13 +99,7 @@ class FloatRange:
     nonzero: bool = False
 
     def check(self, value: Any) -> str | None:
-        ok = (
-            isinstance(value, (int, float))
-            and not isinstance(value, bool)
-            and math.isfinite(value)
-            and self.lo <= value <= self.hi
-            and not (self.nonzero and value == 0)
-        )
+        ok = number_problem(value, low=self.lo, high=self.hi) is None and not (self.nonzero and value == 0)  # a 401-digit int too
         return None if ok else f"a finite number from {self.lo!r} to {self.hi!r}{' other than 0' if self.nonzero else ''}"
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from records.errors import SpecError
+from records.numbers import number_problem
 
 SCHEMA_VERSION = 1
 
@@ -204,7 +205,7 @@ class GraphSpec:
 
 
 def _check_schema_version(version: Any, r: _Reader) -> None:
-    r.expect(isinstance(version, int), "schema_version", "an integer", version)
+    r.expect(number_problem(version, integer=True) is None, "schema_version", "an integer", version)  # not `true`
     if version > SCHEMA_VERSION:
         raise SpecError(
             f"{r.source}: schema_version {version} is newer than this divfuzz understands "

@@ -22,6 +22,7 @@ import math
 import re
 
 from records.errors import InvalidGraphError
+from records.numbers import checked_number
 from generators.recipes import INITS, RECIPES
 from generators.opdef import INFER_ERRORS, Meta
 from generators.registry import get_op
@@ -75,6 +76,8 @@ def _check_size(where: str, shape: tuple[int, ...]) -> int:
     n = math.prod(shape)
     if n > MAX_TENSOR_ELEMENTS:
         raise InvalidGraphError(f"{where}: shape {short_repr(shape)} has {n} elements, over the cap of {MAX_TENSOR_ELEMENTS}")
+    for d in shape:  # [2**70, 0] has 0 elements but no dim torch can allocate
+        checked_number(d, f"{where}: a dim of shape {short_repr(shape)}", low=0, high=MAX_TENSOR_ELEMENTS, integer=True, error=InvalidGraphError)
     return n
 
 

@@ -7,26 +7,33 @@ path `module:function` to a user's backend. `inductor` holds Inductor config ove
 Invariant: every CompileConfig, whether built from the command line or read back from a store,
 a bucket's case.json or a baseline, holds a backend that is a plain name or a `module:function`
 of dotted identifiers, `dynamic` of True/False/None, a plain mode word, and Inductor overrides
-keyed by dotted identifiers with JSON scalar values (`__post_init__` checks; ConfigError names
-the field). Whether a stored `module:function` may be imported is the command's decision
-(`check_stored_backend`): a store never picks code to import on its own.
+drawn from `INDUCTOR_SWITCHES` only, each value of its switch's type and range (`__post_init__`
+checks; ConfigError names the field, the key and the value). Whether a stored `module:function`
+may be imported is the command's decision (`check_stored_backend`): a store never picks code to
+import on its own.
+
+`INDUCTOR_SWITCHES` is the one list of Inductor keys anyone may set, from `--inductor`, a store,
+a spec, a corpus or a baseline. It holds only switches whose values are booleans or bounded whole
+numbers, so no value can name a program, a path, a module or a callable (`cpp.cxx`, the `*_pass`
+hooks, cache and debug folders are never in it), and every key is public (no `_` part).
+tests/test_safety_round2.py checks each entry against the installed torch's own type for it.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from records.errors import ConfigError
+from records.numbers import number_problem
 
 
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 BACKEND_NAME = re.compile(_IDENT)
 BACKEND_IMPORT_PATH = re.compile(rf"{_IDENT}(\.{_IDENT})*:{_IDENT}")
-INDUCTOR_KEY = re.compile(rf"{_IDENT}(\.{_IDENT})*")
+INDUCTOR_KEY = re.compile(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*")  # public: no `_x`, no dunder
 MODE_WORD = re.compile(r"[a-z][a-z0-9-]{0,39}")
 
 
@@ -42,10 +49,126 @@ def check_backend_syntax(name: Any, *, where: str = "backend") -> str:
     return name
 
 
-def _check_override_value(key: str, value: Any, where: str) -> None:
-    ok = value is None or isinstance(value, (bool, int, str)) or (isinstance(value, float) and math.isfinite(value))
-    if not ok or (isinstance(value, str) and len(value) > 200):
-        raise ConfigError(f"{where}: Inductor override {key!r} must be a JSON scalar (finite number, string, bool or null) but got {_short(value)}")
+@dataclass(frozen=True)
+class Switch:
+    """The values one Inductor key takes: `bool`, or a whole number in [low, high] (or null when
+    `nullable`, Inductor's "decide yourself")."""
+
+    kind: type
+    low: int | None = None
+    high: int | None = None
+    nullable: bool = False
+
+    def problem(self, value: Any) -> str | None:
+        """What the value should have been, or None when it fits."""
+        if value is None and self.nullable:
+            return None
+        if self.kind is bool:
+            return None if isinstance(value, bool) else "true or false"
+        wanted = number_problem(value, low=self.low, high=self.high, integer=True)
+        return None if wanted is None else wanted + (" or null" if self.nullable else "")
+
+
+_BOOL = Switch(bool)
+
+# The Inductor switches divfuzz lets anyone set: numerics and scheduling knobs, documented in
+# torch/_inductor/config.py. Add one here (a bool or a bounded whole number) to allow it.
+INDUCTOR_SWITCHES: dict[str, Switch] = {
+    # numerics (fuzzer.triage.attribute.PROBES)
+    "emulate_precision_casts": _BOOL,
+    "fallback_random": _BOOL,
+    "keep_addmm_fused_for_half_dtypes": _BOOL,
+    "pattern_matcher": _BOOL,
+    "cpp.simdlen": Switch(int, 0, 2048, nullable=True),
+    "eager_numerics.division_rounding": _BOOL,
+    "triton.codegen_upcast_to_fp32": _BOOL,
+    "split_reductions": _BOOL,
+    "online_softmax": _BOOL,
+    "cpp.enable_unsafe_math_opt_flag": _BOOL,
+    "cpp.fallback_scatter_reduce_sum": _BOOL,
+    "force_fuse_int_mm_with_mul": _BOOL,
+    "use_mixed_mm": _BOOL,
+    "implicit_fallbacks": _BOOL,
+    "size_asserts": _BOOL,
+    "nan_asserts": _BOOL,
+    "freezing": _BOOL,
+    "joint_graph_constant_folding": _BOOL,
+    "fallback_embedding_bag_byte_unpack": _BOOL,
+    "conv_1x1_as_mm": _BOOL,
+    # scheduling and fusion (fuzzer.triage.attribute.PERF_PROBES)
+    "triton.mix_order_reduction": _BOOL,
+    "triton.persistent_reductions": _BOOL,
+    "triton.multi_kernel": Switch(int, 0, 3),
+    "triton.cooperative_reductions": _BOOL,
+    "coordinate_descent_tuning": _BOOL,
+    "max_autotune": _BOOL,
+    "max_autotune_pointwise": _BOOL,
+    "max_autotune_gemm": _BOOL,
+    "max_fusion_size": Switch(int, 1, 4096),
+    "aggressive_fusion": _BOOL,
+    "loop_ordering_after_fusion": _BOOL,
+    "realize_opcount_threshold": Switch(int, 0, 4096, nullable=True),
+    "realize_reads_threshold": Switch(int, 0, 4096),
+    "realize_acc_reads_threshold": Switch(int, 0, 4096, nullable=True),
+    "unroll_reductions_threshold": Switch(int, 0, 4096),
+    "max_pointwise_cat_inputs": Switch(int, 0, 4096),
+    "score_fusion_memory_threshold": Switch(int, 0, 2**20),
+    "cpp.enable_tiling_heuristics": _BOOL,
+    "cpp.max_horizontal_fusion_size": Switch(int, 0, 4096),
+    "cpp.threads": Switch(int, -1, 1024),
+    "cpp.dynamic_threads": _BOOL,
+    "cpp.min_chunk_size": Switch(int, 1, 2**20),
+    "cpp.gemm_max_k_slices": Switch(int, 0, 1024),
+    "combo_kernels": _BOOL,
+    "epilogue_fusion": _BOOL,
+    "prologue_fusion": _BOOL,
+    "batch_fusion": _BOOL,
+    "permute_fusion": _BOOL,
+    "reorder_for_locality": _BOOL,
+    "reorder_for_peak_memory": _BOOL,
+    "benchmark_fusion": _BOOL,
+    "layout_optimization": _BOOL,
+    "force_layout_optimization": _BOOL,
+    "keep_output_stride": _BOOL,
+    "shape_padding": _BOOL,
+    "comprehensive_padding": _BOOL,
+    "pad_outputs": _BOOL,
+    "dce": _BOOL,
+    "triton.cudagraphs": _BOOL,
+    "triton.cudagraph_trees": _BOOL,
+    "triton.dense_indexing": _BOOL,
+    "triton.divisible_by_16": _BOOL,
+    "triton.autotune_pointwise": _BOOL,
+    "triton.prefer_nd_tiling": _BOOL,
+    "triton.use_block_ptr": _BOOL,
+    "triton.max_tiles": Switch(int, 1, 3, nullable=True),
+    "triton.tiling_prevents_pointwise_fusion": _BOOL,
+    "triton.tiling_prevents_reduction_fusion": _BOOL,
+    "triton.spill_threshold": Switch(int, 0, 4096),
+    # how Inductor compiles, not what: a worker's own share of the cores, the local caches on or off
+    "compile_threads": Switch(int, 1, 1024),
+    "fx_graph_cache": _BOOL,
+    "autotune_local_cache": _BOOL,
+}
+
+# Words in a key that name a program, a path, a module or a callable: said so when refused.
+_NAMES_CODE = re.compile(r"cxx|cc\b|compiler|_pass\b|pass$|hook|dir\b|_dir|path|file|cache_dir|module|callable|fn\b|_fn|command|cmd|remote|url")
+
+
+def check_inductor_override(key: Any, value: Any, where: str = "--inductor") -> None:
+    """ConfigError naming `where`, the key and the value unless `key` is one of
+    `INDUCTOR_SWITCHES` and `value` fits its type and range."""
+    if not isinstance(key, str) or len(key) > 100 or not INDUCTOR_KEY.fullmatch(key):
+        raise ConfigError(f"{where}: Inductor key {_short(key)} is not a public config key (lower-case dotted names, "
+                          "no '_' or dunder parts)")
+    switch = INDUCTOR_SWITCHES.get(key)
+    if switch is None:
+        why = ("it names a program, a path, a module or a callable, which never come from a config"
+               if _NAMES_CODE.search(key) else "it is not one of the switches divfuzz lets a config set")
+        raise ConfigError(f"{where}: unknown Inductor config key {key!r} refused: {why} (records.config.INDUCTOR_SWITCHES)")
+    wanted = switch.problem(value)
+    if wanted is not None:
+        raise ConfigError(f"{where}: Inductor switch {key!r} takes {wanted} but got {_short(value)}")
 
 
 @dataclass(frozen=True)
@@ -64,9 +187,9 @@ class CompileConfig:
         if not isinstance(self.inductor, tuple):
             raise ConfigError(f"inductor: expected key/value pairs but got {_short(self.inductor)}")
         for pair in self.inductor:
-            if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str) and INDUCTOR_KEY.fullmatch(pair[0])):
-                raise ConfigError(f"inductor: expected a dotted config key but got {_short(pair)}")
-            _check_override_value(pair[0], pair[1], "inductor")
+            if not (isinstance(pair, tuple) and len(pair) == 2):
+                raise ConfigError(f"inductor: expected key/value pairs but got {_short(pair)}")
+            check_inductor_override(pair[0], pair[1], "inductor")
 
     def with_inductor(self, **overrides: Any) -> CompileConfig:
         merged = dict(self.inductor) | overrides
@@ -76,19 +199,25 @@ class CompileConfig:
         return {"backend": self.backend, "dynamic": self.dynamic, "mode": self.mode, "inductor": dict(self.inductor)}
 
     @classmethod
-    def from_dict(cls, d: Any) -> CompileConfig:
-        """A config read back from JSON (a store, case.json, a baseline): checked like CLI input."""
-        if not isinstance(d, dict):
-            raise ConfigError(f"compile config: expected an object but got {_short(d)}")
-        inductor = d.get("inductor") or {}
-        if not isinstance(inductor, dict):
-            raise ConfigError(f"inductor: expected an object of overrides but got {_short(inductor)}")
-        return cls(
-            backend=d.get("backend", "inductor"),
-            dynamic=d.get("dynamic", False),
-            mode=d.get("mode"),
-            inductor=tuple(sorted(inductor.items())),
-        )
+    def from_dict(cls, d: Any, *, where: str | None = None) -> CompileConfig:
+        """A config read back from JSON (a store, case.json, a baseline, a worker's message):
+        checked like CLI input; a refusal names `where` it came from."""
+        try:
+            if not isinstance(d, dict):
+                raise ConfigError(f"compile config: expected an object but got {_short(d)}")
+            inductor = d.get("inductor") or {}
+            if not isinstance(inductor, dict):
+                raise ConfigError(f"inductor: expected an object of overrides but got {_short(inductor)}")
+            return cls(
+                backend=d.get("backend", "inductor"),
+                dynamic=d.get("dynamic", False),
+                mode=d.get("mode"),
+                inductor=tuple(sorted(inductor.items())),
+            )
+        except ConfigError as e:
+            if where is None:
+                raise
+            raise ConfigError(f"{where}: {e}") from None
 
     def describe(self) -> str:
         extra = "".join(f" {k}={v!r}" for k, v in self.inductor)
@@ -103,11 +232,9 @@ def parse_inductor_overrides(items: tuple[str, ...]) -> dict[str, Any]:
             raise ConfigError(f"Expected KEY=VALUE for --inductor but got {item!r}")
         key, raw = item.split("=", 1)
         key = key.strip()
-        if not INDUCTOR_KEY.fullmatch(key):
-            raise ConfigError(f"--inductor {item!r}: {key!r} is not a config key (dotted identifiers)")
         try:
-            out[key] = json.loads(raw)
+            out[key] = json.loads(raw, parse_constant=lambda name: name) if len(raw) <= 400 else raw
         except (json.JSONDecodeError, RecursionError, ValueError):
             out[key] = raw
-        _check_override_value(key, out[key], f"--inductor {item!r}")
+        check_inductor_override(key, out[key], f"--inductor {_short(item)}")
     return out

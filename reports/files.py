@@ -1,7 +1,8 @@
 """A bucket's folder: `spec.json`, `case.json`, `verdict.json` and `repro.py`.
 
 Invariants: the folder is written whole or not at all (files go to a temporary folder that is
-renamed into place), so a killed campaign never leaves half a bucket. Every file or folder name
+renamed into place), so a killed campaign never leaves half a bucket. The folder it is written
+into is a real folder, not a symlink (`reports.safe_paths.plain_folder`). Every file or folder name
 that comes from data goes through `slugify` or `is_slug` and `child_path`: it is a plain slug
 and resolves (symlinks followed) to a direct child of its target folder, or it is refused.
 """
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from records.errors import UnsafePathError
+from reports.safe_paths import plain_folder
 from generators.spec import GraphSpec
 from reports.perf_repro import render_perf_repro
 from reports.repro import render_repro
@@ -79,7 +81,8 @@ def write_bucket_folder(
     """A bucket's folder: spec.json, case.json, verdict.json and repro.py (the perf repro, with
     `knob` the culprit switch flipped, for a perf verdict), written to a temporary folder and
     moved into place whole."""
-    root.mkdir(parents=True, exist_ok=True)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    plain_folder(root, create=True, what="buckets folder")  # a symlinked buckets/ is refused, never followed
     final = child_path(root, bucket_folder_name(bucket_id, key), what="bucket folder")
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
     (tmp / "spec.json").write_text(spec.to_json() + "\n")

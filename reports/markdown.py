@@ -37,8 +37,29 @@ def verdict_table(verdict: "Verdict") -> str:
     return "\n".join(rows)
 
 
+def md_text(value) -> str:
+    """A string from the store as inert markdown text: HTML tags and entities are shown, never
+    rendered (`<`, `>`, `&` as entities), a `|` cannot end a table cell, a newline cannot start a block."""
+    import html
+
+    return " ".join(html.escape(str(value), quote=False).replace("|", "\\|").split())
+
+
+def md_code(value) -> str:
+    """A string from the store as an inline code span that it cannot close early (a fence longer
+    than its longest run of backticks); `|` escaped so a table cell holds it whole."""
+    import re
+
+    text = " ".join(str(value).split()).replace("|", "\\|")
+    fence = "`" * (max((len(m) for m in re.findall(r"`+", text)), default=0) + 1)
+    return f"{fence} {text} {fence}" if len(fence) > 1 else f"`{text}`"
+
+
 def _when(ts: float) -> str:
-    return _dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
+    try:  # a number from the store: a huge or NaN one prints as unknown, never stops the report
+        return _dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
+    except (OverflowError, OSError, ValueError, TypeError):
+        return "?"
 
 
 def _minimized(folder: str | None) -> str:
@@ -46,14 +67,17 @@ def _minimized(folder: str | None) -> str:
     import json
     from pathlib import Path
 
+    from records.errors import UnsafePathError
+    from reports.safe_paths import read_text
+
     path = Path(folder) / "analysis.json" if folder else None
-    try:
-        m = json.loads(path.read_text())["minimized"] if path else None
-    except (OSError, ValueError, KeyError):
+    try:  # the folder is a path read from the store: a FIFO or symlink there is not followed
+        m = json.loads(read_text(path, what="analysis"))["minimized"] if path else None
+        if not m:
+            return ""
+        return md_text(f"{int(m['ops_before'])} → {int(m['ops_after'])} ops, {float(m['wall_s']):.0f} s")
+    except (OSError, ValueError, KeyError, TypeError, RecursionError, OverflowError, UnsafePathError):
         return ""
-    if not m:
-        return ""
-    return f"{m['ops_before']} → {m['ops_after']} ops, {m['wall_s']:.0f} s"
 
 
 def culprit_of(bucket) -> str:
@@ -100,15 +124,15 @@ def buckets_markdown(store, *, run_id: int | None = None, min_severity: str = "n
                   "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for b in sorted(by_sev[sev], key=lambda b: (-b.count, b.id)):
             k = b.key
-            lines.append(
-                f"| {b.id} | {k.kind}{' ' + k.detail if k.detail else ''} | {k.dtype} | {k.device_type} | `{k.signature}` | "
-                f"{culprit_of(b)} | {_reason(b)} | {_minimized(b.folder)} | {b.count} | {_when(b.first_seen)} | "
-                f"{(b.folder + '/repro.py') if b.folder else ''} |"
+            lines.append(  # every string here comes from the store: escaped, never rendered as HTML or markdown
+                f"| {b.id} | {md_text(k.kind + (' ' + k.detail if k.detail else ''))} | {md_text(k.dtype)} | {md_text(k.device_type)} | "
+                f"{md_code(k.signature)} | {md_text(culprit_of(b))} | {md_text(_reason(b))} | {_minimized(b.folder)} | {b.count} | "
+                f"{_when(b.first_seen)} | {md_text(b.folder + '/repro.py') if b.folder else ''} |"
             )
     folded = [b for s in (Severity.BY_DESIGN, Severity.NOISE) if s.at_least(floor) for b in by_sev[s]]
     if folded:
         lines += ["", "## by-design and noise, folded by culprit", ""]
         for sev, culprit, n, cases, ids in fold_by_culprit(folded):
             shown = ", ".join(str(i) for i in ids[:12]) + (", ..." if len(ids) > 12 else "")
-            lines.append(f"- {sev}: {culprit}: {n} buckets, {cases} cases (buckets {shown})")
+            lines.append(f"- {md_text(sev)}: {md_text(culprit)}: {n} buckets, {cases} cases (buckets {shown})")
     return "\n".join(lines) + "\n"

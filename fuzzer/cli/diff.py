@@ -25,7 +25,10 @@ def parse_side(text: str, name: str) -> tuple[Path, int | None]:
     path, run_id = Path(text), None
     m = _RUN_SUFFIX.match(text)
     if m and not path.exists():  # a folder really named "x:3" stays a folder
-        path, run_id = Path(m["store"]), int(m["run"])
+        from records.numbers import parse_number
+
+        path = Path(m["store"])
+        run_id = parse_number(m["run"], f"{name} {text[:60]!r}: run id", low=1, high=2**63 - 1, integer=True, error=StoreError)
     if path.is_dir():
         path = path / STORE_NAME
     if not path.is_file():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
 import sys
 import time
 from dataclasses import replace
@@ -16,8 +15,13 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from fuzzer.cli.interrupts import stop_on_signals
 from fuzzer.cli.options import (
     SEVERITY_CHOICE,
+    CASE_COUNT,
+    MAX_WORKERS,
+    SEED,
+    TIMEOUT,
     DivfuzzCommand,
     against_compile_config,
     check_backend_capabilities,
@@ -45,9 +49,11 @@ class _WorkersType(click.ParamType):
         if isinstance(value, int) or value == "auto":
             return value
         try:
-            count = int(value)
+            count = int(value) if len(str(value)) <= 20 else None
+            if count is None or count > MAX_WORKERS:
+                raise ValueError(value)
         except (TypeError, ValueError):
-            self.fail(f"Expected auto or a whole number of at least {self.minimum} but got {value!r}", param, ctx)
+            self.fail(f"Expected auto or a whole number from {self.minimum} to {MAX_WORKERS} but got {str(value)[:40]!r}", param, ctx)
         if count < self.minimum:
             self.fail(f"Expected auto or a whole number of at least {self.minimum} but got {value!r}", param, ctx)
         return count
@@ -59,12 +65,12 @@ WORKERS = _WorkersType()
 @click.command(cls=DivfuzzCommand)
 @click.option("--device", default="auto", show_default=True, help="auto, cpu or cuda[:N].")
 @click.option("--budget", default=None, help="Wall-clock budget, e.g. 10m or 8h (default 10m unless --max-cases).")
-@click.option("--max-cases", type=click.IntRange(min=1), default=None, help="Stop after this many cases.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--max-cases", type=CASE_COUNT, default=None, help="Stop after this many cases.")
+@click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("divfuzz-out"), show_default=True)
 @click.option("--workers", type=WORKERS, default="auto", show_default=True,
               help="Worker processes: auto (sized from cores, GPUs and free memory: fuzzer.campaign.sizing) or a count.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=300.0, show_default=True, help="Seconds per case.")
+@click.option("--timeout", "timeout_s", type=TIMEOUT, default=300.0, show_default=True, help="Seconds per case.")
 @click.option("--max-ops", type=click.IntRange(1, 40), default=12, show_default=True)
 @click.option("--strict", is_flag=True, help="Bucket every fp32 bit difference, not only compiled-worse ones.")
 @click.option("--ops", default=None, help="Comma-separated op names to draw from (default: all).")
@@ -154,8 +160,7 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
             workers, workers_reason = count, f"{count} worker{'s' if count != 1 else ''} (resuming run {run_id}, which ran with {count})"
     # Read and checked before the run starts: a stored spec that does not load exits 2, store untouched.
     known = _known_specs(out_dir / STORE_NAME) if replay_known else None
-    signal.signal(signal.SIGTERM, _interrupt_once)
-    signal.signal(signal.SIGINT, _interrupt_once)
+    stop_on_signals()  # again: the campaign turns the KeyboardInterrupt into a saved, resumable stop
     console.print(
         f"divfuzz fuzz: device {device}, {workers_reason}, backend {config.describe()}{' against ' + against_config.describe() if against_config else ''}, oracle {oracle}, seed {seed}, "
         f"{'budget ' + str(int(budget_s)) + ' s (+ ' + str(int(_grace())) + ' s grace for minimization)' if budget_s else ''}{' max ' + str(max_cases) + ' cases' if max_cases else ''}, "
@@ -165,9 +170,26 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
     if known is not None:
         console.print(f"--replay-known: {len(known)} known spec(s) of {out_dir / STORE_NAME} run first", highlight=False)
     live_view = _LiveView(opts, fleet) if not no_live and console.is_terminal else _LineView(opts, fleet)
+    made = [p for p in reversed([out_dir, *out_dir.parents]) if not p.exists()]
+    lock_path, store_path = out_dir / "divfuzz.lock", out_dir / STORE_NAME
+    lock_existed, store_existed = lock_path.exists(), store_path.exists()
+    if store_existed:  # checked, and nothing written, before the campaign takes the lock or records a run
+        from fuzzer.engine.store import Store
+
+        Store(store_path, create=False).close()
     try:
         with live_view:
             result = run_campaign(opts, on_progress=live_view.update, before_slots=_replayer(known), fleet=fleet)
+    except BaseException:
+        if not store_existed and not store_path.exists():  # refused before a store was made: leave no trace
+            if not lock_existed:
+                lock_path.unlink(missing_ok=True)
+            for folder in reversed(made):
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break
+        raise
     finally:
         if fleet is not None:
             console.print(fleet.progress_line(), highlight=False)
@@ -179,7 +201,7 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
     if result.interrupted:
         console.print(
             f"[bold yellow]interrupted:[/] {result.progress.cases} cases stored; run the same command again to resume",
-            highlight=False,
+            markup=True,
         )
         sys.exit(2)
 
@@ -197,6 +219,11 @@ def _cluster_address(address: str | None, scheduler_file: Path | None, replay_kn
         raise ConfigError("--cluster and --cluster-file: give one of them")
     if replay_known:
         raise ConfigError("--replay-known with --cluster: known specs are replayed on one host (run it without --cluster)")
+    if scheduler_file is not None:  # a FIFO or a device is refused, never waited on
+        from reports.safe_paths import check_plain
+
+        if not check_plain(scheduler_file.resolve() if scheduler_file.exists() else scheduler_file, what="--cluster-file"):
+            raise ConfigError(f"--cluster-file {scheduler_file}: no such file")
     checked = check_address(address) if address is not None else read_scheduler_file(scheduler_file)
     import_distributed()
     return checked
@@ -277,15 +304,6 @@ def _resolve_workers(workers: int | str, device: str, oracle: str = "numeric") -
 
     sizing = size_workers(probe_host(device), cuda=device.startswith("cuda"))
     return sizing.workers, f"--workers auto: {sizing.reason}"
-
-
-def _interrupt_once(signum, frame) -> None:
-    """SIGINT/SIGTERM: stop the campaign (KeyboardInterrupt) once, and ignore the signals that
-    follow while it saves and reports: `timeout` and CI runners send several, and a second one
-    must not cut the shutdown short (the campaign gives its slots at most 30 s)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    raise KeyboardInterrupt
 
 
 class _LineView:

@@ -15,11 +15,17 @@ import sys
 from pathlib import Path
 
 import click
+from rich.markup import escape
 
 from records.errors import ConfigError
 
 from fuzzer.cli.options import (
+    CASE_COUNT,
+    SEED,
+    TIMEOUT,
+    WORKER_COUNT,
     DivfuzzCommand,
+    Number,
     check_out_dir,
     check_out_file,
     compile_config,
@@ -39,15 +45,15 @@ from fuzzer.cli.options import (
               help="Baseline file (default: CORPUS/baseline-<device type>-<torch major.minor>-<CPU capability or sm_XY>.json).")
 @click.option("--baseline-any", is_flag=True,
               help="Compare with a baseline written for another device, torch or CPU capability/GPU architecture (the mismatch is reported).")
-@click.option("--margin", type=click.FloatRange(min=0), default=0.1, show_default=True,
+@click.option("--margin", type=Number(low=0, high=1000), default=0.1, show_default=True,
               help="Baseline entries without a severity (older baselines): relative slack on every bound (0.1: 10% over a bound still passes).")
 @click.option("--budget", default=None, help="Wall-clock budget for the replay (e.g. 10m); specs left over fail.")
-@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--workers", type=WORKER_COUNT, default=1, show_default=True,
               help="Worker processes replaying the corpus side by side (the verdicts do not depend on it).")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=300.0, show_default=True, help="Seconds per spec.")
+@click.option("--timeout", "timeout_s", type=TIMEOUT, default=300.0, show_default=True, help="Seconds per spec.")
 @click.option("--fuzz", "fuzz_budget", default=None, help="After the replay, fuzz for this long (e.g. 5m).")
-@click.option("--fuzz-cases", type=click.IntRange(min=1), default=None, help="After the replay, fuzz this many cases (deterministic).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the --fuzz campaign.")
+@click.option("--fuzz-cases", type=CASE_COUNT, default=None, help="After the replay, fuzz this many cases (deterministic).")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the --fuzz campaign.")
 @click.option("--spec", "only", multiple=True, help="Replay only this corpus spec (repeatable).")
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False, path_type=Path), default=None)
 @click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False, path_type=Path), default=None)
@@ -84,7 +90,7 @@ def gate(device, corpus_dir, baseline_path, margin, budget, workers, timeout_s, 
         margin=margin,
         timeout_s=timeout_s,
         budget_s=parse_budget(budget) if budget else None,
-        fuzz_budget_s=parse_budget(fuzz_budget) if fuzz_budget else None,
+        fuzz_budget_s=parse_budget(fuzz_budget, "--fuzz") if fuzz_budget else None,
         fuzz_cases=fuzz_cases,
         seed=seed,
         repro_dir=repro_dir,
@@ -102,7 +108,7 @@ def gate(device, corpus_dir, baseline_path, margin, budget, workers, timeout_s, 
     console.print(f"divfuzz gate: {corpus_dir} against {against}, device {device}, backend {config.describe()}", highlight=False)
     data = run_gate(opts, log=log).to_dict()
     for note in data["notes"]:
-        console.print(f"[bold yellow]note:[/] {note}", highlight=False, soft_wrap=True)
+        console.print(f"[bold yellow]note:[/] {escape(note)}", markup=True, highlight=False, soft_wrap=True)
     _write_reports(data, json_path=json_path, junit_path=junit_path, markdown_path=markdown_path)
     _print_outcome(data)
     sys.exit(data["exit_code"])

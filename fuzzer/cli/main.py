@@ -24,6 +24,7 @@ from fuzzer.cli.corpus import corpus
 from fuzzer.cli.diff import diff
 from fuzzer.cli.fuzz import fuzz
 from fuzzer.cli.gate import gate
+from fuzzer.cli.interrupts import INTERRUPTED_EXIT, stop_on_signals
 from fuzzer.cli.merge import merge
 from fuzzer.cli.minimize import minimize
 from fuzzer.cli.options import OS_REASONS, DivfuzzCommand, console
@@ -54,26 +55,29 @@ class DivfuzzGroup(click.Group):
     command_class = DivfuzzCommand
 
     def invoke(self, ctx):
+        stop_on_signals()  # every command: SIGINT/SIGTERM stop it with exit 2 (fuzzer.cli.interrupts)
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt:
+            console.print(f"[bold yellow]interrupted:[/] divfuzz {escape(ctx.invoked_subcommand or '')} stopped by a signal; "
+                          "its workers are stopped and no output was half-written", markup=True, soft_wrap=True)
+            sys.exit(INTERRUPTED_EXIT)
         except DivfuzzError as e:
-            console.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False, soft_wrap=True)  # a message's [..] is text, not markup
+            console.print(f"[bold red]error:[/] {escape(str(e))}", markup=True, soft_wrap=True)  # a message's [..] is text, not markup
             sys.exit(2)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
         except OSError as e:
             where = f" {e.filename}" if e.filename else ""
             reason = OS_REASONS.get(e.errno, e.strerror or str(e))
-            console.print(f"[bold red]error:[/]{where}: {reason} ({type(e).__name__})", highlight=False, soft_wrap=True)
+            console.print(f"[bold red]error:[/]{escape(where)}: {escape(str(reason))} ({type(e).__name__})", markup=True, soft_wrap=True)
             sys.exit(2)
         except Exception as e:
             log = _internal_failure_log(ctx)
             what = " ".join(f"{type(e).__name__}: {e}".split())[:300]
-            console.print(
-                f"[bold red]internal error:[/] divfuzz {ctx.invoked_subcommand or ''} failed on its own error, "
-                f"not a compiler finding: {what}; traceback in {log}",
-                highlight=False, soft_wrap=True,
-            )
+            text = (f"divfuzz {ctx.invoked_subcommand or ''} failed on its own error, not a compiler finding: {what}; "
+                    f"traceback in {log}")
+            console.print(f"[bold red]internal error:[/] {escape(text)}", markup=True, soft_wrap=True)
             sys.exit(2)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from fuzzer.cli.options import DivfuzzCommand, oracle_options
+from fuzzer.cli.options import TIMEOUT, WORKER_COUNT, DivfuzzCommand, oracle_options
 
 # `minimize --module --budget B`: B is a deadline for the whole command (the worker's phases check
 # it before each step); the step in flight at B (one compile of a captured graph, or the capture
@@ -40,7 +40,7 @@ PERF_MODULE_GRACE_S = 300.0
 @click.option("--budget", default=None,
               help="Minimizer time budget: 120s for a spec or --pending; with --module 300s, a deadline for the whole "
                    "command (load, judgement and capture included), plus a stated grace.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=300.0, show_default=True)
+@click.option("--timeout", "timeout_s", type=TIMEOUT, default=300.0, show_default=True)
 @click.option("--autocast", type=click.Choice(["bfloat16", "float16"]), default=None, help="For --module: run NAME's model under autocast.")
 @click.option("--dtype", type=click.Choice(["float32", "bfloat16", "float16"]), default=None, help="For --module: cast the model and float inputs to this dtype.")
 @click.option("--train", is_flag=True, help="For --module: judge a training step (forward, loss, backward; gradients are outputs).")
@@ -48,7 +48,7 @@ PERF_MODULE_GRACE_S = 300.0
 @click.option("--inductor", multiple=True, metavar="KEY=VALUE")
 @click.option("--pending", is_flag=True,
               help="Finish the bucket analyses a campaign left pending in its store (the campaign folder: --out when given, else --store).")
-@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="For --pending: analysis workers.")
+@click.option("--workers", type=WORKER_COUNT, default=1, show_default=True, help="For --pending: analysis workers.")
 @oracle_options
 @click.pass_context
 def minimize(ctx, case, modules, store_dir, out_dir, device, budget, timeout_s, autocast, dtype, train, backend, inductor,
@@ -105,6 +105,9 @@ def minimize(ctx, case, modules, store_dir, out_dir, device, budget, timeout_s, 
                         sev = f"not reproduced ({c.get('not_reproduced_why')}), judged {sev}"
                     out.print(f"{c['folder']}: {sev}: {c['ops_before']} -> {c['ops']} ops; {c['compared_to']} vs {c['rung']}: {c['summary']}", highlight=False)
                 out.print(module_headline(res.value), highlight=False)
+        except BaseException:
+            worker.abort()
+            raise
         finally:
             worker.stop()
         return
@@ -206,12 +209,17 @@ def _load_case(case: str, store_dir: Path, read, *, cli_backend: str | None = No
         path = store_dir / STORE_NAME
         if not path.exists():
             raise StoreError(f"{path}: no store here for case {case} (use --store DIR)")
+        from records.numbers import parse_number
+
+        case_id = parse_number(case, "CASE-ID", low=1, high=2**63 - 1, integer=True)
         store = Store(path, create=False)
         try:
-            row = store.case(int(case))
+            row = store.case(case_id)
         finally:
             store.close()
-        config = CompileConfig.from_dict(row.config)
+        # A store travels (merge takes shards from many hosts): its config is untrusted, checked
+        # against the Inductor switches anyone may set before it reaches a worker or a repro.py.
+        config = CompileConfig.from_dict(row.config, where=f"the stored config of case {case} in {path}")
         check_stored_backend(config.backend, cli_backend, source=f"case {case} in {path}")
         validate_inductor_overrides(dict(config.inductor), where=f"the stored config of case {case} in {path}")
         return load_spec(row.spec_json, source=f"case {case}"), config
@@ -258,6 +266,9 @@ def minimize_case(spec, *, device: str, config, budget_s: float, timeout_s: floa
             return None
         analysis = analyze_finding(spec, worker=worker, device=device, config=config, kind=finding.kind.value,
                                    budget_s=budget_s, timeout_s=timeout_s, oracle=oracle, perf_margin=perf_margin)
+    except BaseException:  # a signal (fuzzer.cli.interrupts) or an error: the case in flight is not waited for
+        worker.abort()
+        raise
     finally:
         worker.stop()
     key = bucket_key(finding, analysis.spec, device, signature=analysis.signature())

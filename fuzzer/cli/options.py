@@ -17,25 +17,69 @@ from rich.console import Console
 
 SEVERITY_CHOICE = click.Choice(["bug", "suspect", "by-design", "noise"])
 
-console = Console(stderr=True)
+# Text from users and files (paths, names, messages) is printed as it is: no rich markup, no
+# emoji codes, no highlighting unless a call asks for markup (`markup=True`) for its own fixed
+# words and escapes (`rich.markup.escape`) whatever it interpolates.
+_PLAIN = {"markup": False, "emoji": False, "highlight": False}
+console = Console(stderr=True, **_PLAIN)
 # Wide when piped (CI logs), so tables are not squeezed to 80 columns.
-out = Console() if sys.stdout.isatty() else Console(width=200, soft_wrap=True)  # piped: lines stay whole
+out = Console(**_PLAIN) if sys.stdout.isatty() else Console(width=200, soft_wrap=True, **_PLAIN)  # piped: lines stay whole
 
 _BUDGET = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+MAX_DURATION_S = 366 * 24 * 3600  # a year: longer is a typo, and past it timers overflow
+MAX_WORKERS = 1024
 
 
-def parse_budget(text: str) -> float:
-    """'90s', '10m', '8h', '1h30m' -> seconds; a bare number is seconds."""
+def parse_budget(text: str, option: str = "--budget") -> float:
+    """'90s', '10m', '8h', '1h30m' -> seconds; a bare number is seconds. More than 0 and at most
+    a year (0 is not "no limit": leave the option out for that); errors name `option`."""
     from records.errors import ConfigError
+    from records.numbers import checked_number
 
-    t = text.strip().lower()
+    t = str(text).strip().lower()
+    if len(t) > 40:
+        raise ConfigError(f"Expected a duration like 90s, 10m, 8h or 1h30m for {option} but got {t[:40]!r}...")
     if re.fullmatch(r"\d+(\.\d+)?", t):
-        return float(t)
-    m = _BUDGET.match(t)
-    if not t or not m or not any(m.groups()):
-        raise ConfigError(f"Expected a duration like 90s, 10m, 8h or 1h30m for --budget but got {text!r}")
-    h, mi, s = (int(g) if g else 0 for g in m.groups())
-    return float(h * 3600 + mi * 60 + s)
+        seconds = float(t)
+    else:
+        m = _BUDGET.match(t)
+        if not t or not m or not any(m.groups()):
+            raise ConfigError(f"Expected a duration like 90s, 10m, 8h or 1h30m for {option} but got {text!r}")
+        h, mi, s = (int(g) if g else 0 for g in m.groups())
+        seconds = float(h * 3600 + mi * 60 + s)
+    if seconds <= 0:
+        raise ConfigError(f"{option} {text!r}: expected a duration of more than 0 s (leave {option} out for none)")
+    return checked_number(seconds, f"{option} {text!r} in seconds", low=1e-3, high=MAX_DURATION_S)
+
+
+class Number(click.ParamType):
+    """A click type for a number: finite and in range, through `records.numbers` (the one rule
+    for numbers from any option or file). `nan`, `inf`, a 30-digit seed and a bool are refused
+    naming the option, before any work."""
+
+    def __init__(self, *, low=None, high=None, integer: bool = False):
+        from records.numbers import describe_range
+
+        self.low, self.high, self.integer = low, high, integer
+        self.name = describe_range(low=low, high=high, integer=integer)
+
+    def convert(self, value, param, ctx):
+        from records.errors import ConfigError
+        from records.numbers import checked_number, parse_number
+
+        try:
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                return checked_number(value, "value", low=self.low, high=self.high, integer=self.integer)
+            return parse_number(value, "value", low=self.low, high=self.high, integer=self.integer)
+        except ConfigError as e:
+            self.fail(str(e).removeprefix("value: "), param, ctx)
+
+
+SEED = Number(low=0, high=2**63 - 1, integer=True)  # SQLite's integer holds it
+TIMEOUT = Number(low=1, high=7 * 24 * 3600)
+WORKER_COUNT = Number(low=1, high=MAX_WORKERS, integer=True)
+CASE_COUNT = Number(low=1, high=2**63 - 1, integer=True)
+RUN_ID = Number(low=1, high=2**63 - 1, integer=True)
 
 
 def resolve_device(device: str) -> str:
@@ -111,7 +155,7 @@ def check_out_dir(path: Path, option: str) -> Path:
 
     for parent in [path, *path.parents]:
         if parent.exists() and not parent.is_dir():
-            raise OutputError(f"{option} {path}: {parent} is a regular file, not a folder")
+            raise OutputError(f"{option} {path}: {parent} is {'a regular file' if parent.is_file() else 'not a folder'}, not a folder")
     existing = next(p for p in [path, *path.parents] if p.exists())
     try:
         fd, probe = tempfile.mkstemp(prefix=".divfuzz-probe-", dir=existing)
@@ -156,7 +200,7 @@ def compile_options(f):
 
 def oracle_options(f):
     """`--oracle numeric|perf` and `--perf-margin`: what a case is judged by."""
-    f = click.option("--perf-margin", type=click.FloatRange(min=0.0, max=10.0), default=None,
+    f = click.option("--perf-margin", type=Number(low=0.0, high=10.0), default=None,
                      help="Perf oracle: the slowdown noise allows, as a fraction (default: measured per device, "
                           "oracles.perf.DEFAULT_MARGIN).")(f)
     f = click.option("--oracle", type=click.Choice(["numeric", "perf"]), default="numeric", show_default=True,
@@ -183,10 +227,12 @@ def names_option(text: str | None, option: str, *, known: tuple[str, ...]) -> tu
 
 
 def read_input(path: Path) -> str:
+    """A file the user named (a spec): symlinks followed, but a FIFO or a device is refused, never waited on."""
     from records.errors import SpecError
+    from reports.safe_paths import read_user_file
 
     try:
-        return path.read_text()
+        return read_user_file(path, what="input")
     except OSError as e:
         raise SpecError(f"{path}: cannot read ({e.strerror})") from None
     except UnicodeDecodeError:

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import click
 
-from fuzzer.cli.options import DivfuzzCommand, against_compile_config, against_summary, compile_config, compile_options, out, read_input, resolve_device
+from fuzzer.cli.options import TIMEOUT, DivfuzzCommand, against_compile_config, against_summary, compile_config, compile_options, out, read_input, resolve_device
 
 @click.command(cls=DivfuzzCommand)
 @click.argument("spec_file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--device", default="auto", show_default=True)
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=300.0, show_default=True)
+@click.option("--timeout", "timeout_s", type=TIMEOUT, default=300.0, show_default=True)
 @click.option("--against", default=None, metavar="BACKEND", help="Judge --backend against this second compiler.")
 @compile_options
 def replay(spec_file, device, timeout_s, against, backend, inductor, dynamic, mode):
@@ -28,6 +28,9 @@ def replay(spec_file, device, timeout_s, against, backend, inductor, dynamic, mo
     worker = Worker(device)
     try:
         verdict = worker.run(CaseRequest(spec, device, config, against=against_config), timeout_s)
+    except BaseException:  # a signal (fuzzer.cli.interrupts): the case in flight is not waited for
+        worker.abort()
+        raise
     finally:
         worker.stop()
     finding = finding_of(verdict)

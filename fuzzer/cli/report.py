@@ -7,12 +7,12 @@ from pathlib import Path
 
 import click
 
-from fuzzer.cli.options import SEVERITY_CHOICE, DivfuzzCommand, check_out_file, out
+from fuzzer.cli.options import RUN_ID, SEVERITY_CHOICE, DivfuzzCommand, check_out_file, out
 
 
 @click.command(cls=DivfuzzCommand)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("divfuzz-out"), show_default=True)
-@click.option("--run", "run_id", type=int, default=None, help="Only buckets seen in this run.")
+@click.option("--run", "run_id", type=RUN_ID, default=None, help="Only buckets seen in this run.")
 @click.option("--min-severity", type=SEVERITY_CHOICE, default="noise", show_default=True, help="Hide buckets below this severity.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write one self-contained HTML page (plots, cards, no network) to this file instead of markdown.")

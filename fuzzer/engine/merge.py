@@ -36,6 +36,7 @@ from pathlib import Path
 
 from records.buckets import BucketKey
 from records.errors import StoreError, UnsafePathError
+from reports.safe_paths import open_plain, plain_folder
 from fuzzer.engine.store import CampaignLock, Store, check_divfuzz_store, describe_sqlite_error
 
 STORE_NAME = "divfuzz.sqlite"
@@ -70,7 +71,7 @@ def _refuse_if_live(path: Path) -> None:
     lock = path.with_suffix(".lock")
     if not lock.is_file():
         return
-    fd = os.open(lock, os.O_RDONLY)
+    fd = open_plain(lock, what="campaign lock")
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         fcntl.flock(fd, fcntl.LOCK_UN)
@@ -128,11 +129,18 @@ def merge_stores(out_dir: Path, inputs: list[Path]) -> MergeSummary:
             raise StoreError(f"{given}: named twice (also as {seen[real]})")
         seen[real] = Path(given)
     out_existed = out_path.exists()
+    made = [p for p in reversed([out_dir, *out_dir.parents]) if not p.exists()]  # removed again if the merge is refused
     out_dir.mkdir(parents=True, exist_ok=True)
     lock = CampaignLock(out_path)
-    lock.acquire()
+    lock_existed = lock.path.exists()
+    try:
+        lock.acquire()
+    except BaseException:
+        _remove_made(made, lock.path if not lock_existed else None)
+        raise
     copied: list[Path] = []
     store = None
+    failed = True
     try:
         store = Store(out_path)
         summary = MergeSummary()
@@ -150,6 +158,7 @@ def merge_stores(out_dir: Path, inputs: list[Path]) -> MergeSummary:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
                 raise
+        failed = False
         return summary
     except BaseException as e:
         for folder in copied:
@@ -167,6 +176,19 @@ def merge_stores(out_dir: Path, inputs: list[Path]) -> MergeSummary:
         if store is not None:
             store.close()
         lock.release()
+        if failed and not out_existed:
+            _remove_made(made, lock.path if not lock_existed else None)
+
+
+def _remove_made(made: list[Path], lock: Path | None) -> None:
+    """A refused merge leaves no trace: the lock it created, and the folders it made if still empty."""
+    if lock is not None:
+        lock.unlink(missing_ok=True)
+    for folder in reversed(made):
+        try:
+            folder.rmdir()
+        except OSError:
+            break
 
 
 def _merge_one(store: Store, path: Path, source: sqlite3.Connection, out_dir: Path,
@@ -352,7 +374,7 @@ def _finish_buckets(db, path: Path, source, bucket_ids: dict[int, int], out_dir:
         dest = out_dir / "buckets" / bucket_folder_name(out_id, key)
         if dest.exists():
             raise StoreError(f"{dest}: already exists, and the output store names no bucket folder there; move it away")
-        (out_dir / "buckets").mkdir(exist_ok=True)
+        plain_folder(out_dir / "buckets", root=out_dir, create=True, what="merge OUT's buckets folder")
         copied.append(dest)
         shutil.copytree(origin, dest, ignore=lambda d, names: [n for n in names if (Path(d) / n).is_symlink()])
         db.execute("UPDATE buckets SET folder=? WHERE id=?", (str(dest.resolve()), out_id))

@@ -3,6 +3,12 @@
 Invariants:
 - every case is committed in its own transaction with its bucket update, so a killed campaign
   loses at most the case in flight, and resuming skips what is stored;
+- a new bucket's folder is written after its row is committed; a case that opened a bucket
+  whose folder was never recorded (a full disk, a kill in between) is not "stored" for a resume
+  (`stored_case`), and storing it again replaces it and its folder-less bucket, so the resume
+  writes both: a bucket never stays without its folder;
+- a new store file is made whole or not at all: its schema and `meta` are written to a temporary
+  file beside it that is renamed into place (a full disk leaves no half-made store);
 - a bucket's key is unique across runs: a key seen in an earlier run is not new;
 - opening a file that is not a divfuzz store (empty, another application's SQLite file, a
   non-integer schema version) raises StoreError and writes nothing; `create=False` (readers such as
@@ -18,6 +24,7 @@ Invariants:
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import functools
 import json
@@ -32,6 +39,7 @@ from typing import Any, Callable, NamedTuple
 
 from records.buckets import BucketKey
 from records.errors import StoreBusyError, StoreError
+from reports.safe_paths import check_plain, open_plain
 
 # 2: buckets carry a severity (oracles.severity) and its reason;
 # 3: cases record the device they ran on (`ran_on`: 'cpu', 'cuda:1', in the driver's numbering);
@@ -265,12 +273,17 @@ class Store:
         divfuzz store, and nothing is written to it: no schema, no journal-mode change."""
         self.path = Path(path)
         self._lock = threading.RLock()
+        for part in (self.path, *(self.path.with_name(self.path.name + s) for s in ("-wal", "-shm", "-journal"))):
+            check_plain(part, what="store file")  # SQLite would follow a symlink, and block on a FIFO
         if self.path.exists() and self.path.is_file() and self.path.stat().st_size == 0:
             raise StoreError(f"{self.path}: an empty file, not a divfuzz store; refused and left as it is")
         existed = self.path.exists()
         if not existed and not create:
             raise StoreError(f"{self.path}: no store here")
         self.db = None
+        if not existed:
+            _create_store_file(self.path)
+            existed = True
         try:
             self.db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30, isolation_level=None)
             if existed:
@@ -379,11 +392,26 @@ class Store:
 
     # ---- cases -------------------------------------------------------------------------------
     def stored_case(self, run_id: int, slot: int, idx: int) -> tuple[str, float] | None:
+        """(digest, score) of a stored case, or None when it must run (again): not stored, or it
+        opened a bucket whose folder was never recorded."""
         with self._lock:
             r = self.db.execute(
-                "SELECT spec_digest, score FROM cases WHERE run_id=? AND slot=? AND idx=?", (run_id, slot, idx)
+                "SELECT c.spec_digest, c.score, b.first_case_id = c.id AND b.folder IS NULL FROM cases c"
+                " LEFT JOIN buckets b ON b.id = c.bucket_id WHERE c.run_id=? AND c.slot=? AND c.idx=?", (run_id, slot, idx)
             ).fetchone()
-        return (r[0], r[1]) if r else None
+        return (r[0], r[1]) if r and not r[2] else None
+
+    def _drop_unfinished_case(self, run_id: int, slot: int, idx: int) -> None:
+        """Inside a transaction: the earlier copy of a case run again (`stored_case`), its pending
+        analysis, and its bucket when no other case is in it and it has no folder."""
+        row = self.db.execute("SELECT id, bucket_id FROM cases WHERE run_id=? AND slot=? AND idx=?", (run_id, slot, idx)).fetchone()
+        if row is None:
+            return
+        self.db.execute("DELETE FROM pending_analyses WHERE case_id=?", (row[0],))
+        self.db.execute("DELETE FROM cases WHERE id=?", (row[0],))
+        if row[1] is not None:
+            self.db.execute("UPDATE buckets SET count=count-1 WHERE id=?", (row[1],))
+            self.db.execute("DELETE FROM buckets WHERE id=? AND count<=0 AND folder IS NULL", (row[1],))
 
     def add_case(
         self,
@@ -446,6 +474,7 @@ class Store:
 
     def _insert_case(self, case: dict, key: BucketKey | None, triage: str, severity: dict | None) -> tuple[int, int | None, bool]:
         """Inside a transaction: the case row and its bucket's update."""
+        self._drop_unfinished_case(case["run_id"], case["slot"], case["idx"])
         now = time.time()
         bucket_id, is_new = None, False
         if key is not None:
@@ -715,6 +744,38 @@ for _name, _method in list(vars(Store).items()):
         setattr(Store, _name, _named_sqlite_errors(_method))
 
 
+def _create_store_file(path: Path) -> None:
+    """A new, empty divfuzz store at `path`, whole or not at all: built in a temporary file in the
+    same folder (schema and `meta` in one transaction) and renamed into place. On any failure
+    (a full disk) the temporary files are removed and StoreError says why; `path` is not created."""
+    import tempfile
+
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".new", dir=path.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    db = None
+    try:
+        db = sqlite3.connect(str(tmp), isolation_level=None)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.executescript("BEGIN;" + _SCHEMA + f"INSERT INTO meta(key, value) VALUES ('schema_version', '{SCHEMA_VERSION}');COMMIT;")
+        db.close()
+        db = None
+        os.link(tmp, path)  # never over a store another process made meanwhile
+    except (sqlite3.Error, OSError) as e:
+        if db is not None:
+            db.close()
+        if isinstance(e, FileExistsError):
+            return  # made by another process meanwhile: opened and checked as an existing store
+        full = getattr(e, "sqlite_errorname", "").startswith("SQLITE_FULL") or getattr(e, "errno", None) == errno.ENOSPC
+        raise StoreError(f"{path}: cannot create the store ({'the disk is full' if full else e}); nothing was created") from None
+    finally:
+        for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm"), Path(f"{tmp}-journal")):
+            try:
+                leftover.unlink()
+            except OSError:
+                pass
+
+
 class CampaignLock:
     """One live campaign per store: an exclusive `flock` on `<store>.lock` next to it.
 
@@ -730,7 +791,7 @@ class CampaignLock:
         self.taken_over: dict | None = None  # the holder a killed run left in the file, if any
 
     def acquire(self) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_plain(self.path, os.O_RDWR | os.O_CREAT, 0o644, what="campaign lock")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -196,6 +196,8 @@ def _run_call(msg: dict) -> dict:
     module_name, _, attr = msg["call"].partition(":")
     try:
         return {"result": getattr(importlib.import_module(module_name), attr)(**msg["kwargs"])}
+    except KeyboardInterrupt:  # raised by the user's own code (this process ignores SIGINT): an error, not a dead worker
+        return {"error": "KeyboardInterrupt: raised by the code called in the worker (not a signal)"}
     except Exception as e:
         return {"error": f"{type(e).__name__}: {e}"[:2000], "traceback": traceback.format_exc()[-4000:]}
 

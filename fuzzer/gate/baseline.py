@@ -27,6 +27,7 @@ from records.errors import BaselineError, DivfuzzError
 from records.outcomes import Status
 from records.severity import Severity
 from records.verdict import Verdict
+from reports.safe_paths import read_user_file
 
 BASELINE_SCHEMA_VERSION = 2  # 2: keyed by CPU capability / GPU architecture (`arch`)
 
@@ -213,7 +214,7 @@ def _read_baseline_json(path: Path, device: str | None) -> Any:
             + (f" (this corpus has {', '.join(others)})" if others else "")
         )
     try:
-        return json.loads(path.read_text(), parse_constant=_refuse_constant)
+        return json.loads(read_user_file(path, what="baseline"), parse_constant=_refuse_constant)
     except (OSError, UnicodeDecodeError) as e:
         raise BaselineError(f"{path}: cannot read baseline ({e})") from None
     except json.JSONDecodeError as e:

@@ -14,6 +14,7 @@ specs folder: the gate uses that name for folders under `--repro-dir`.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from generators.registry import get_op
 from generators.spec import GraphSpec
 from generators.validate import load_spec
 from reports.files import child_path, is_slug, slugify
+from reports.safe_paths import check_plain, plain_folder, read_text, write_atomic
 from fuzzer.gate.baseline import load_baseline
 
 Feature = tuple[str, str, str]
@@ -90,16 +92,19 @@ def known_divergences(corpus_dir: Path) -> frozenset[str]:
     """Spec names that any baseline in the corpus folder lists as not clean."""
     names = set()
     for path in sorted(corpus_dir.glob("baseline-*.json")):
+        check_plain(path, what="baseline")  # never a symlink or a FIFO in a corpus
         for name, entry in load_baseline(path).specs.items():
             if entry["status"] != "ok" or entry["outputs"]:
                 names.add(name)
     return frozenset(names)
 
 
-def read_spec_text(path: Path) -> str:
-    """A spec file's text as UTF-8; SpecError naming the file when it cannot be read or decoded."""
+def read_spec_text(path: Path, *, named_by_user: bool = False) -> str:
+    """A spec file's text as UTF-8; SpecError naming the file when it cannot be read or decoded.
+    A corpus file must be a regular file, not a symlink (`reports.safe_paths`); a file the user
+    named (`corpus add SOURCE`) may be a symlink, never a FIFO or a device."""
     try:
-        return path.read_text(encoding="utf-8")
+        return read_text(path, what="spec file", follow=named_by_user)
     except UnicodeDecodeError as e:
         raise SpecError(f"{path}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start}); a spec is JSON text") from None
     except OSError as e:
@@ -123,6 +128,8 @@ def add_to_corpus(source: Path, corpus_specs: Path, *, name: str | None = None) 
     path = source / "spec.json" if source.is_dir() else source
     if not path.is_file():
         raise SpecError(f"{source}: expected a spec .json file or a bucket folder holding spec.json")
+    if source.is_dir():
+        check_plain(path, root=source, what="bucket folder's spec")  # inside a folder: never a symlink
     if name is not None and not is_slug(name):
         from records.errors import UnsafePathError
 
@@ -130,10 +137,11 @@ def add_to_corpus(source: Path, corpus_specs: Path, *, name: str | None = None) 
             f"--name {name!r} is not a safe corpus name: use letters, digits, '_' and '-' "
             "(starting with a letter or digit, at most 100 characters)"
         )
-    spec = load_spec(read_spec_text(path), source=str(path))
+    spec = load_spec(read_spec_text(path, named_by_user=True), source=str(path))
     if corpus_specs.exists() and not corpus_specs.is_dir():
         raise SpecError(f"{corpus_specs}: not a folder")
-    existing_files = sorted(corpus_specs.glob("*.json")) if corpus_specs.is_dir() else []
+    exists = check_plain(corpus_specs, what="corpus specs folder", folder=True)  # a symlinked specs/ is refused
+    existing_files = sorted(corpus_specs.glob("*.json")) if exists else []
     for existing in existing_files:
         text = read_spec_text(existing)  # an unreadable corpus file stops the add: the gate would refuse it too
         try:
@@ -143,11 +151,12 @@ def add_to_corpus(source: Path, corpus_specs: Path, *, name: str | None = None) 
         if other.digest() == spec.digest():
             return existing, False
     stem = name or slugify(source.name if source.is_dir() else path.stem) or f"spec-{spec.digest()}"
-    corpus_specs.mkdir(parents=True, exist_ok=True)
+    corpus_specs.parent.mkdir(parents=True, exist_ok=True)  # the --corpus folder the user named
+    plain_folder(corpus_specs, create=True, what="corpus specs folder")
     dest = child_path(corpus_specs, f"{stem}.json", what="corpus spec name")
-    if dest.exists():
+    if os.path.lexists(dest):
         dest = child_path(corpus_specs, f"{stem}-{spec.digest()[:8]}.json", what="corpus spec name")
-    dest.write_text(spec.to_json() + "\n", encoding="utf-8")
+    write_atomic(dest, spec.to_json() + "\n", what="corpus spec")
     return dest, True
 
 
@@ -168,8 +177,10 @@ class CorpusSpec:
 
 
 def specs_folder(corpus_dir: Path) -> Path:
-    """Where a corpus keeps its specs: `DIR/specs/` when it exists, else `DIR` itself."""
-    return corpus_dir / "specs" if (corpus_dir / "specs").is_dir() else corpus_dir
+    """Where a corpus keeps its specs: `DIR/specs/` when it exists, else `DIR` itself. A `specs`
+    that is a symlink, or not a folder, is refused (UnsafePathError)."""
+    specs = corpus_dir / "specs"
+    return specs if os.path.lexists(specs) and check_plain(specs, what="corpus specs folder", folder=True) else corpus_dir
 
 
 def load_corpus(corpus_dir: Path) -> list[CorpusSpec]:

@@ -206,10 +206,12 @@ def replay_corpus(
     startups: list[float] = []
     lock = threading.Lock()
     t_start = time.perf_counter()
+    stopping = threading.Event()  # an interrupt, or another slot's own failure: no spec more, no result more
+    slot_workers: list[Worker] = []
 
     def next_spec() -> CorpusSpec | None:
         with lock:
-            while queue:
+            while queue and not stopping.is_set():
                 entry = queue.pop()
                 if budget_s is not None and time.perf_counter() - t_start > budget_s:
                     verdicts[entry.name] = None
@@ -219,6 +221,8 @@ def replay_corpus(
 
     def slot() -> None:
         worker = Worker(device)
+        with lock:
+            slot_workers.append(worker)
         try:
             worker.start()
             while (entry := next_spec()) is not None:
@@ -227,6 +231,8 @@ def replay_corpus(
                 verdict = worker.run(request, timeout_s)
                 wall = round(time.perf_counter() - t0, 3)
                 with lock:
+                    if stopping.is_set():  # the verdict of a killed worker is no result
+                        return
                     verdicts[entry.name], walls[entry.name] = verdict, wall
                     on_case(entry, verdict, wall)
         finally:
@@ -236,8 +242,16 @@ def replay_corpus(
 
     n = max(1, min(workers, len(specs)))
     with ThreadPoolExecutor(max_workers=n, thread_name_prefix="divfuzz-gate") as pool:
-        for future in [pool.submit(slot) for _ in range(n)]:
-            future.result()  # a slot's own failure (not a compiler's) stops the gate loudly
+        futures = [pool.submit(slot) for _ in range(n)]
+        try:
+            for future in futures:
+                future.result()  # a slot's own failure (not a compiler's) stops the gate loudly
+        except BaseException:  # that, or SIGINT/SIGTERM (fuzzer.cli.interrupts): every slot stops now
+            stopping.set()
+            with lock:
+                for worker in slot_workers:
+                    worker.abort()
+            raise
     return verdicts, walls, round(max(startups, default=0.0), 3)
 
 
@@ -449,6 +463,8 @@ def run_fuzz(opts: GateOptions, *, known: tuple[str, ...], corpus_buckets: set[s
             timeout_s=opts.timeout_s,
         )
         outcome = run_campaign(copts)
+        if outcome.interrupted:  # the campaign saved and stopped on a signal: so does the gate (exit 2)
+            raise KeyboardInterrupt
         store = Store(outcome.store_path)
         try:
             findings = []

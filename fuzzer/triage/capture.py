@@ -447,6 +447,10 @@ def capture_user_case(case, *, ref: str, device: str, dtype: str | None, autocas
     run = _RunSpec(model, args, kwargs, device=device, autocast=autocast, train=train)
     with clock.phase("judge_model"):
         eager = run.run()
+        if not eager:  # None, a string, a number: bad input, never "eager and compiled agree"
+            from records.errors import ConfigError
+
+            raise ConfigError(f"the model returned no tensor (in {ref}): nothing to compare")
         compiled = run.run("inductor")
         try:
             ref64 = run.run(float64=True)

@@ -1,0 +1,143 @@
+"""The one way divfuzz opens a file or folder inside a folder it reads or writes: `--out`, a store's
+folder (`divfuzz.lock`, `divfuzz.sqlite`, `buckets/`), a corpus (`corpus/specs`).
+
+Invariants:
+- a symlink is never followed there: the last part is opened with `O_NOFOLLOW`, and every part
+  between the trusted folder (`root`, which the user named) and it is checked with `lstat`;
+- only a regular file or a folder is accepted: a FIFO, a socket or a device (a FIFO named
+  `x.json` would block `open` for ever) is refused without blocking (`O_NONBLOCK`, then `fstat`);
+- a refusal is `UnsafePathError` (exit 2) naming the path and what it is.
+Paths a user names directly on the command line (`replay SPEC`, `--cluster-file`) may be
+symlinks (the user chose them); they still must be regular files (`read_user_file`).
+Torch-free and import-light: the store, the corpus, the CLI and the report writers share it.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+from records.errors import UnsafePathError
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISLNK, "a symlink"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a folder"),
+                       (stat.S_ISREG, "a regular file")):
+        if test(mode):
+            return name
+    return "not a regular file or folder"
+
+
+def _parts_below(root: Path | None, path: Path) -> list[Path]:
+    """The folders from just below `root` down to `path`'s parent (all of them when no root)."""
+    if root is None:
+        return []
+    try:
+        rel = Path(os.path.normpath(path)).relative_to(os.path.normpath(root))
+    except ValueError:
+        raise UnsafePathError(f"{path}: outside {root}") from None
+    if ".." in rel.parts:
+        raise UnsafePathError(f"{path}: '..' leads outside {root}")
+    return [Path(root).joinpath(*rel.parts[: i + 1]) for i in range(len(rel.parts) - 1)]
+
+
+def _check_folder_parts(root: Path | None, path: Path, what: str) -> None:
+    for part in _parts_below(root, path):
+        try:
+            mode = os.lstat(part).st_mode
+        except FileNotFoundError:
+            return  # the rest does not exist yet: nothing to follow
+        if not stat.S_ISDIR(mode):
+            raise UnsafePathError(f"{what} {path}: {part} is {_kind(mode)}, not a folder; refused and left as it is")
+
+
+def check_plain(path: Path, *, root: Path | None = None, what: str = "file", folder: bool = False) -> bool:
+    """True when `path` exists as a regular file (a folder with `folder`), False when absent;
+    UnsafePathError for a symlink or anything else, at `path` or any part below `root`."""
+    _check_folder_parts(root, path, what)
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return False
+    ok = stat.S_ISDIR(mode) if folder else stat.S_ISREG(mode)
+    if not ok:
+        wanted = "a folder" if folder else "a regular file"
+        raise UnsafePathError(f"{what} {path}: is {_kind(mode)}, not {wanted}; refused and left as it is")
+    return True
+
+
+def plain_folder(path: Path, *, root: Path | None = None, create: bool = False, what: str = "folder") -> Path:
+    """`path` as a real folder (not a symlink to one), made when `create` and absent (its parents
+    below `root` too, each checked)."""
+    for part in [*_parts_below(root, path), Path(path)]:
+        if not check_plain(part, what=what, folder=True):
+            if not create:
+                raise UnsafePathError(f"{what} {path}: {part} does not exist")
+            try:
+                os.mkdir(part)
+            except FileExistsError:  # made by another process meanwhile: check what it is
+                check_plain(part, what=what, folder=True)
+    return Path(path)
+
+
+def open_plain(path: Path, flags: int = os.O_RDONLY, mode: int = 0o644, *, root: Path | None = None, what: str = "file",
+               follow: bool = False) -> int:
+    """A file descriptor on the regular file `path` (created with `os.O_CREAT` in `flags`), never
+    through a symlink (unless `follow`, for a path the user named) and never blocking on a FIFO."""
+    _check_folder_parts(root, path, what)
+    extra = os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | (0 if follow else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags | extra, mode)
+    except OSError as e:
+        if e.errno == getattr(os, "ELOOP", 40) and not follow:
+            raise UnsafePathError(f"{what} {path}: is a symlink; refused and left as it is") from None
+        if e.errno == getattr(os, "ENXIO", 6):  # a FIFO opened for writing with no reader
+            raise UnsafePathError(f"{what} {path}: is a FIFO, not a regular file; refused and left as it is") from None
+        raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise UnsafePathError(f"{what} {path}: is {_kind(st.st_mode)}, not a regular file; refused and left as it is")
+    os.set_blocking(fd, True)
+    return fd
+
+
+def read_bytes(path: Path, *, root: Path | None = None, what: str = "file", follow: bool = False) -> bytes:
+    fd = open_plain(path, root=root, what=what, follow=follow)
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
+
+
+def read_text(path: Path, *, root: Path | None = None, what: str = "file", follow: bool = False) -> str:
+    """The text of a regular file (UTF-8); UnsafePathError for a symlink, a FIFO or a device."""
+    return read_bytes(path, root=root, what=what, follow=follow).decode("utf-8")
+
+
+def read_user_file(path: Path, *, what: str = "file") -> str:
+    """A file the user named on the command line: symlinks followed, anything but a regular file refused."""
+    return read_text(path, what=what, follow=True)
+
+
+def write_atomic(path: Path, data: str | bytes, *, root: Path | None = None, what: str = "file", mode: int = 0o644) -> Path:
+    """Write `path` whole or not at all: a temporary file beside it, fsynced, renamed over it. An
+    existing symlink or non-regular file there is refused, not replaced or followed."""
+    check_plain(path, root=root, what=what)
+    folder = Path(path).parent
+    fd, tmp = tempfile.mkstemp(prefix=f".{Path(path).name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return Path(path)
