@@ -15,7 +15,9 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-SEVERITY_CHOICE = click.Choice(["bug", "suspect", "by-design", "noise"])
+from records.severity import ORDER
+
+SEVERITY_CHOICE = click.Choice([s.value for s in ORDER])
 
 # Text from users and files (paths, names, messages) is printed as it is: no rich markup, no
 # emoji codes, no highlighting unless a call asks for markup (`markup=True`) for its own fixed
