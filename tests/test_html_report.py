@@ -124,7 +124,12 @@ def _page(out_dir: Path, html_path: Path) -> str:
         store.close()
 
 
-def test_sections_lead_with_bug_and_every_bucket_has_a_card_with_its_plots(tmp_path):
+def _card_of(page: str, bucket_id: int) -> str:
+    start = page.index(f'data-bucket="{bucket_id}"')
+    return page[start:page.index("</article>", start)]
+
+
+def test_sections_lead_with_bug_and_every_bucket_has_a_card_only_bug_cards_with_plots(tmp_path):
     ids = build_store(tmp_path)
     page = _page(tmp_path, tmp_path / "report.html")
     order = [page.index(f'id="{s}"') for s in ("sev-bug", "sev-suspect", "sev-by-design", "sev-noise", "campaign")]
@@ -132,11 +137,16 @@ def test_sections_lead_with_bug_and_every_bucket_has_a_card_with_its_plots(tmp_p
     assert len(re.findall(r'<article class="card', page)) == len(set(ids.values())) == 5  # bug and bug2 share a key
     assert re.search(r'<details class="severity" id="sev-by-design">.*?data-bucket="%d"' % ids["by-design"], page, re.S)
     assert re.search(r'<details class="severity" id="sev-noise">.*?data-bucket="%d"' % ids["noise"], page, re.S)
-    # the float bug's plots: its ULP histogram is the stored bins summed over its one case
+    # the float bug's plots: its ULP histogram is the stored bins summed over its two cases
     assert f'data-plot="ulp-histogram-{ids["bug"]}-bfloat16"' in page
     assert f'data-plot="error-scatter-{ids["bug"]}-bfloat16"' in page
-    assert "<title>1: 5</title>" in page and "<title>2: 3</title>" in page
-    assert f'data-plot="int-flips-{ids["suspect"]}-uint8"' in page and "<title>boundary: 3</title>" in page
+    assert "<title>1: 10</title>" in page and "<title>2: 6</title>" in page
+    # every other card is compact: no inline plot, and the command that draws its plots
+    for name in ("suspect", "by-design", "noise", "hostile"):
+        card = _card_of(page, ids[name])
+        assert "<svg" not in card and "data-plot" not in card, name
+        assert f"--bucket {ids[name]} --html bucket-{ids[name]}.html" in card, name
+    assert f'data-plot="int-flips-{ids["suspect"]}-uint8"' not in page
     for name in ("throughput", "new-buckets", "op-coverage", "dtype-coverage", "time-per-stage"):
         assert f'data-plot="{name}"' in page
     assert "<title>layer_norm, cases drawing it: 8</title>" in page  # 6 findings' specs but the hostile one, + 3 ok

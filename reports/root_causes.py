@@ -1,0 +1,246 @@
+"""Root causes: what a reader sees. Raw buckets are bookkeeping; buckets whose minimized graph
+pattern and culprit agree are one root cause (`root_cause_groups`).
+
+The rule, in one place (`report`, `report --html`, `diff`, `fuzz`'s summary and the gate call it):
+- a bucket joins a root cause only when it was minimized (its stored analysis holds a
+  `MinimizeResult` record and a minimized spec that `GraphSpec` loads) and attributed (a culprit
+  summary); every other bucket (pending, not minimizable such as a hang, a spec that does not
+  load) is a root cause of its own;
+- the pattern is the minimized graph's ops and their wiring: each node's op, which inputs or
+  earlier nodes it reads (renamed by position), its categorical parameters (strings and flags:
+  a rounding mode, a comparison, `affine`, a cast's target), the outputs, and whether autocast
+  and backward are on. Tensor sizes, dtypes of inputs and nodes, numeric parameters (eps, a
+  divisor, a feature count), the input recipe and its seed are left out: they are the case, not
+  the cause;
+- two minimized buckets are one root cause when their pattern, culprit summary, device type and
+  finding kind agree, where the three ULP kinds (bf16/fp16/fp32) count as one kind (they only
+  name the case's dtype) and an error kind keeps its exception type;
+- a finding about eager (severity "eager-worse": eager grossly further from fp64 than compiled)
+  never shares a root cause with the compiler's findings.
+A root cause's severity is its most severe bucket's. Torch-free: it reads stored rows only.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+from records.errors import DivfuzzError
+from records.severity import ORDER, Severity
+
+# The lead's `records.severity.Severity.EAGER_WORSE` (rule "eager-gross-worse"). Read by value
+# so that this module works before and after that member exists.
+EAGER_WORSE = "eager-worse"
+# The compiler's severities, most severe first: eager-worse is not one of them.
+COMPILER_ORDER: tuple[str, ...] = tuple(s.value for s in ORDER if s.value != EAGER_WORSE)
+_DEVICE = 2  # where the device type sits in `RootCause.parts`
+_ULP_KINDS = frozenset({"bf16-ulp", "fp16-ulp", "fp32-ulp"})
+
+
+def known_severity(value: str) -> Severity | None:
+    """The `Severity` member of a stored value, or None when this tree's enum has no such value
+    (a store written by a newer divfuzz, or "eager-worse" before it lands)."""
+    try:
+        return Severity(value)
+    except ValueError:
+        return None
+
+
+def about_eager(severity: str) -> bool:
+    """A finding about eager rather than the compiler: reported apart, never counted with them."""
+    return severity == EAGER_WORSE
+
+
+def severity_rank(severity: str) -> int:
+    """0 for bug; the compiler's severities in order, then eager-worse, then unknown values."""
+    if severity in COMPILER_ORDER:
+        return COMPILER_ORDER.index(severity)
+    return len(COMPILER_ORDER) + (0 if about_eager(severity) else 1)
+
+
+def culprit_of(bucket) -> str:
+    """A bucket's culprit: attribution's summary, else what its key names after '@', else '-'."""
+    summary = (bucket.culprit or {}).get("summary")
+    if isinstance(summary, str) and summary:
+        return summary
+    sig = bucket.key.signature
+    return sig.split(" @ ", 1)[1] if " @ " in sig else "-"
+
+
+def ops_of(bucket) -> str:
+    """The op part of a bucket key's signature (what precedes ' @ culprit')."""
+    return bucket.key.signature.split(" @ ", 1)[0]
+
+
+def graph_pattern(spec_dict: Any) -> str | None:
+    """The canonical pattern of a stored spec (see the module docstring), as readable text such as
+    `v1 = div(x0; mode=floor) -> v1`, or None when the spec does not load."""
+    from generators.spec import GraphSpec
+
+    try:
+        spec = GraphSpec.from_dict(spec_dict, source="minimized spec")
+    except (DivfuzzError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    names: dict[str, str] = {}
+    for i, t in enumerate(spec.inputs):
+        names[t.name] = f"x{i}"
+    lines = []
+    for j, n in enumerate(spec.nodes, start=1):
+        names[n.name] = f"v{j}"
+        args = ", ".join(names.get(a, "?") for a in n.inputs)
+        params = ", ".join(f"{k}={v}" for k, v in sorted(n.params) if isinstance(v, (str, bool)))
+        lines.append(f"v{j} = {n.op}({args}{'; ' + params if params else ''})")
+    roles = [f"x{i}:{t.init}{'+grad' if t.requires_grad else ''}" for i, t in enumerate(spec.inputs)
+             if t.init != "data" or t.requires_grad]
+    modes = ["autocast"] * bool(spec.autocast) + ["backward"] * spec.backward
+    tail = " -> " + ", ".join(names.get(o, "?") for o in spec.outputs)
+    extra = (f" [{', '.join(roles + modes)}]" if roles or modes else "")
+    return "; ".join(lines) + tail + extra
+
+
+def _minimized_pattern(bucket) -> str | None:
+    """The pattern of a bucket that was minimized and attributed, else None (it stays alone)."""
+    m = bucket.minimized
+    if not isinstance(m, dict) or "ops_before" not in m or not (bucket.culprit or {}).get("summary"):
+        return None
+    return graph_pattern(m.get("spec"))
+
+
+def _kind_family(key) -> str:
+    if key.kind in _ULP_KINDS:
+        return "float-ulp"
+    return f"{key.kind} {key.detail}" if key.detail else key.kind
+
+
+@dataclass(frozen=True)
+class RootCause:
+    """Raw buckets that are one cause: their pattern, culprit, and the buckets most severe first."""
+
+    parts: tuple[str, ...]  # what makes it one cause; the device type is parts[DEVICE]
+    severity: str  # the most severe of its buckets' severities
+    culprit: str
+    pattern: str | None  # the minimized graph's pattern; None: not minimized (one bucket)
+    buckets: tuple  # most severe first, then most cases, then oldest
+
+    @property
+    def lead(self):
+        """The bucket shown for the root cause: the most severe, with the most cases."""
+        return self.buckets[0]
+
+    @property
+    def cases(self) -> int:
+        return sum(b.count for b in self.buckets)
+
+    @property
+    def minimized(self) -> bool:
+        return self.pattern is not None
+
+    @property
+    def about_eager(self) -> bool:
+        return about_eager(self.severity)
+
+    @property
+    def title(self) -> str:
+        """One line: the lead's ops and the culprit (`div+floor @ inductor lowering of aten.div`)."""
+        return f"{ops_of(self.lead)} @ {self.culprit}"
+
+    def severity_counts(self) -> list[tuple[str, int]]:
+        """(severity, buckets) of its raw buckets, most severe first."""
+        counts = Counter(b.severity for b in self.buckets)
+        return sorted(counts.items(), key=lambda kv: severity_rank(kv[0]))
+
+    def counted(self) -> str:
+        """Its raw buckets counted: `5 buckets (4 bug, 1 suspect), 1,250 cases`."""
+        n = len(self.buckets)
+        sev = ", ".join(f"{c} {s}" for s, c in self.severity_counts())
+        return f"{n} bucket{'s' if n != 1 else ''} ({sev}), {self.cases:,} case{'s' if self.cases != 1 else ''}"
+
+    def identity(self, *, match_device: bool = True) -> str:
+        """Equal for the same root cause in any store (`diff` matches on it); without
+        `match_device` the device type is left out (`diff --any-device`)."""
+        parts = self.parts if match_device else (*self.parts[:_DEVICE], "any device", *self.parts[_DEVICE + 1:])
+        return " \u00b7 ".join(parts)
+
+
+def root_cause_groups(buckets: Iterable) -> list[RootCause]:
+    """Fold raw buckets (`Store.buckets()` rows, or anything with their fields) into root causes,
+    by the rule of the module docstring. Ordered as a reader reads them: the compiler's root
+    causes by severity (bug first), then eager-worse ones, each by cases (most first), then by
+    the lead bucket's id."""
+    groups: dict[tuple[str, ...], list] = {}
+    patterns: dict[tuple[str, ...], str | None] = {}
+    for b in buckets:
+        pattern = _minimized_pattern(b)
+        realm = "eager" if about_eager(b.severity) else "compiler"
+        k = b.key
+        if pattern is None:  # alone: its whole key
+            parts = ("raw", realm, k.device_type, k.kind, k.detail, k.dtype, k.signature)
+        else:
+            parts = ("minimized", realm, k.device_type, _kind_family(k), pattern, culprit_of(b))
+        groups.setdefault(parts, []).append(b)
+        patterns[parts] = pattern
+    causes = []
+    for parts, members in groups.items():
+        members.sort(key=lambda b: (severity_rank(b.severity), -b.count, b.id))
+        lead = members[0]
+        causes.append(RootCause(parts=parts, severity=lead.severity, culprit=culprit_of(lead),
+                                pattern=patterns[parts], buckets=tuple(members)))
+    causes.sort(key=lambda rc: (rc.about_eager, severity_rank(rc.severity), -rc.cases, rc.lead.id))
+    return causes
+
+
+def by_severity(causes: Sequence[RootCause]) -> dict[str, list[RootCause]]:
+    """Root causes by their severity value, in `root_cause_groups`' order within each."""
+    out: dict[str, list[RootCause]] = {}
+    for rc in causes:
+        out.setdefault(rc.severity, []).append(rc)
+    return out
+
+
+def fold_by_culprit(causes: Sequence[RootCause]) -> list[tuple[str, str, int, int, int, list[int]]]:
+    """(severity, culprit, root causes, buckets, cases, bucket ids) per (severity, culprit): how
+    by-design and noise read. by-design first, then by buckets (most first), then culprit."""
+    groups: dict[tuple[str, str], list[RootCause]] = {}
+    for rc in causes:
+        groups.setdefault((rc.severity, rc.culprit), []).append(rc)
+    rows = []
+    for (sev, culprit), rcs in groups.items():
+        ids = sorted(b.id for rc in rcs for b in rc.buckets)
+        rows.append((sev, culprit, len(rcs), len(ids), sum(rc.cases for rc in rcs), ids))
+    return sorted(rows, key=lambda r: (r[0] != "by-design", -r[3], r[1]))
+
+
+def severity_line(buckets: Sequence, causes: Sequence[RootCause]) -> str:
+    """`root causes: 1 bug, 3 suspect, 2 by-design, 0 noise (from 5 bug, ... buckets)`, plus the
+    eager-worse count apart when there is one."""
+    rc_count = Counter(rc.severity for rc in causes)
+    b_count = Counter(b.severity for b in buckets)
+    text = ("root causes: " + ", ".join(f"{rc_count.get(s, 0)} {s}" for s in COMPILER_ORDER)
+            + " (buckets: " + ", ".join(f"{b_count.get(s, 0)} {s}" for s in COMPILER_ORDER) + ")")
+    if b_count.get(EAGER_WORSE):
+        text += (f"; about eager, not counted above: {rc_count.get(EAGER_WORSE, 0)} eager-worse root causes "
+                 f"({b_count[EAGER_WORSE]} buckets)")
+    return text
+
+
+def summary_lines(causes: Sequence[RootCause], *, width: int = 80, max_lines: int = 15,
+                  severity: str = "bug") -> list[str]:
+    """One line per root cause of `severity`, at most `width` columns (cut with '…'), at most
+    `max_lines` of them and then `... and N more`: the terminal summary's and the gate's list.
+    A line reads `#6 x5 1,250 cases  div+floor @ inductor lowering of aten.div` (lead bucket,
+    buckets, cases, title)."""
+    chosen = [rc for rc in causes if rc.severity == severity]
+    lines = []
+    for rc in chosen[:max_lines]:
+        count = f" x{len(rc.buckets)}" if len(rc.buckets) > 1 else ""
+        lines.append(clip(f"  #{rc.lead.id}{count} {rc.cases:,} case{'s' if rc.cases != 1 else ''}  {rc.title}", width))
+    if len(chosen) > max_lines:
+        lines.append(clip(f"  ... and {len(chosen) - max_lines} more {severity} root causes", width))
+    return lines
+
+
+def clip(text: str, width: int) -> str:
+    """`text` on one line of at most `width` columns: cut with '…' when longer."""
+    text = text.replace("\n", " ")
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
