@@ -7,8 +7,8 @@ The rule, in one place (`report`, `report --html`, `diff`, `fuzz`'s summary and 
   summary); every other bucket (pending, not minimizable such as a hang, a spec that does not
   load) is a root cause of its own;
 - the pattern is the minimized graph's ops and their wiring: each node's op, which inputs or
-  earlier nodes it reads (renamed by position), its categorical parameters (strings and flags:
-  a rounding mode, a comparison, `affine`, a cast's target), the outputs, and whether autocast
+  earlier nodes it reads (renamed by position), its categorical parameters (strings, flags and
+  None: a rounding mode, a comparison, `affine`, a cast's target), the outputs, and whether autocast
   and backward are on. Tensor sizes, dtypes of inputs and nodes, numeric parameters (eps, a
   divisor, a feature count), the input recipe and its seed are left out: they are the case, not
   the cause;
@@ -89,7 +89,7 @@ def graph_pattern(spec_dict: Any) -> str | None:
     for j, n in enumerate(spec.nodes, start=1):
         names[n.name] = f"v{j}"
         args = ", ".join(names.get(a, "?") for a in n.inputs)
-        params = ", ".join(f"{k}={v}" for k, v in sorted(n.params) if isinstance(v, (str, bool)))
+        params = ", ".join(f"{k}={v}" for k, v in sorted(n.params) if v is None or isinstance(v, (str, bool)))
         lines.append(f"v{j} = {n.op}({args}{'; ' + params if params else ''})")
     roles = [f"x{i}:{t.init}{'+grad' if t.requires_grad else ''}" for i, t in enumerate(spec.inputs)
              if t.init != "data" or t.requires_grad]
@@ -225,19 +225,53 @@ def severity_line(buckets: Sequence, causes: Sequence[RootCause]) -> str:
 
 
 def summary_lines(causes: Sequence[RootCause], *, width: int = 80, max_lines: int = 15,
-                  severity: str = "bug") -> list[str]:
+                  severity: str = "bug", new_in_run: int | None = None) -> list[str]:
     """One line per root cause of `severity`, at most `width` columns (cut with '…'), at most
-    `max_lines` of them and then `... and N more`: the terminal summary's and the gate's list.
-    A line reads `#6 x5 1,250 cases  div+floor @ inductor lowering of aten.div` (lead bucket,
-    buckets, cases, title)."""
+    `max_lines` lines in all, the last of them `... and N more` when they do not all fit: the
+    terminal summary's list, and the gate's. A line reads
+    `#6 x5 new 1,250 cases  div+floor @ inductor lowering of aten.div` (lead bucket, buckets when
+    more than one, `new` when one of them was first seen in run `new_in_run`, cases, title)."""
     chosen = [rc for rc in causes if rc.severity == severity]
+    shown = chosen if len(chosen) <= max_lines else chosen[: max(0, max_lines - 1)]
     lines = []
-    for rc in chosen[:max_lines]:
+    for rc in shown:
         count = f" x{len(rc.buckets)}" if len(rc.buckets) > 1 else ""
-        lines.append(clip(f"  #{rc.lead.id}{count} {rc.cases:,} case{'s' if rc.cases != 1 else ''}  {rc.title}", width))
-    if len(chosen) > max_lines:
-        lines.append(clip(f"  ... and {len(chosen) - max_lines} more {severity} root causes", width))
+        new = " new" if new_in_run is not None and any(b.first_run_id == new_in_run for b in rc.buckets) else ""
+        lines.append(clip(f"  #{rc.lead.id}{count}{new} {rc.cases:,} case{'s' if rc.cases != 1 else ''}  {rc.title}", width))
+    if len(shown) < len(chosen):
+        lines.append(clip(f"  ... and {len(chosen) - len(shown)} more {severity} root causes", width))
     return lines
+
+
+# The end of `divfuzz fuzz` fits one terminal screen of this size.
+SCREEN_WIDTH, SCREEN_HEIGHT = 80, 24
+MAX_BUG_LINES = 15
+
+
+def screen_summary(buckets: Sequence, *, head: Sequence[str], store_dir: str, run_id: int | None = None,
+                   reserve: int = 1, width: int = SCREEN_WIDTH, height: int = SCREEN_HEIGHT) -> list[str]:
+    """The end of a campaign as at most `height - reserve` lines of at most `width` columns (the
+    caller prints `reserve` more: the path of report.html): `head` (the run's own lines), the
+    bucket and root-cause counts by severity, the eager-worse count apart, one line per bug root
+    cause (at most MAX_BUG_LINES, then `... and N more`), and where the rest is."""
+    causes = root_cause_groups(buckets)
+    b_count = Counter(b.severity for b in buckets)
+    rc_count = Counter(rc.severity for rc in causes)
+    lines = [clip(line, width) for line in head]
+    lines.append(clip("buckets:     " + ", ".join(f"{b_count.get(s, 0)} {s}" for s in COMPILER_ORDER), width))
+    lines.append(clip("root causes: " + ", ".join(f"{rc_count.get(s, 0)} {s}" for s in COMPILER_ORDER), width))
+    if b_count.get(EAGER_WORSE):
+        lines.append(clip(f"about eager, not counted above: {rc_count[EAGER_WORSE]} eager-worse root causes "
+                          f"({b_count[EAGER_WORSE]} buckets)", width))
+    bug = rc_count.get("bug", 0)
+    tail = [clip(f"the rest, by root cause: divfuzz report --out {store_dir}", width)]
+    if bug:
+        lines.append(clip("bug root causes (lead bucket, buckets, cases, ops @ culprit):", width))
+        room = height - reserve - len(lines) - len(tail)
+        lines += summary_lines(causes, width=width, max_lines=max(1, min(MAX_BUG_LINES, room)), new_in_run=run_id)
+    else:
+        lines.append("no bug root cause")
+    return lines + tail
 
 
 def clip(text: str, width: int) -> str:

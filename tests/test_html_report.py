@@ -205,34 +205,6 @@ def test_fuzz_not_writing_report_html_is_divfuzz_s_own_error(tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".report.html.tmp")]  # no debris
 
 
-def test_terminal_summary_fits_120_columns_and_wraps_only_the_bucket_column(tmp_path):
-    """`divfuzz fuzz`'s summary table (issue 12's terminal item), over the same store's buckets
-    plus one with a 300-character signature."""
-    import io
-
-    from rich.console import Console
-
-    from fuzzer.cli.fuzz import summary_table
-
-    build_store(tmp_path)
-    long_sig = "+".join(f"op_number_{i}" for i in range(25)) + " @ inductor: " + "x" * 40
-    store = Store(tmp_path / STORE_NAME)
-    run = store.latest_run_id()
-    store.add_case(run_id=run, slot=1, idx=0, spec_digest="long", spec_json="{}", device="cpu", config={},
-                   verdict=_float_verdict(), score=1.0, wall_s=1.0, finding_kind="bf16-ulp",
-                   key=BucketKey("bf16-ulp", "bfloat16", "cpu", long_sig), triage="x", severity=_reason("bug"))
-    buckets = [b for b in store.buckets() if b.severity in ("bug", "suspect")]
-    store.close()
-    sink = io.StringIO()
-    Console(file=sink, width=200, color_system=None).print(summary_table(buckets, run))
-    lines = sink.getvalue().splitlines()
-    assert max(len(line) for line in lines) <= 120
-    for b in buckets:  # id, severity and case count sit whole on the first line of their row
-        assert any(re.match(rf"^│\s*{b.id} │ {b.severity}\s*│\s*{b.count} │", line) for line in lines), b.id
-    bucket_column = "".join(line.rsplit("│", 2)[-2].strip() for line in lines if line.count("│") == 6)
-    assert long_sig.split(" @ ")[0] in bucket_column  # wrapped inside its column, nothing cut
-
-
 # ---- the browser test ---------------------------------------------------------------------------
 
 
