@@ -89,6 +89,8 @@ def root_causes_markdown(buckets, *, run_id: int | None = None, min_severity: st
              + (f"; {n_eager} eager-worse, about eager (not counted with the compiler's)" if n_eager else "") + ".",
              "", severity_line(buckets, causes) + "."]
     sections = [s for s in ("bug", "suspect") if Severity(s).at_least(floor)] + [EAGER_WORSE]
+    # a severity this divfuzz does not know (a newer store): listed, never dropped
+    sections += sorted({rc.severity for rc in causes} - {*COMPILER_ORDER, EAGER_WORSE})
     for sev in sections:
         rcs = grouped.get(sev, [])
         if not rcs:
