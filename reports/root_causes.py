@@ -27,24 +27,14 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from records.errors import DivfuzzError
-from records.severity import ORDER, Severity
+from records.severity import COMPILER_SEVERITIES, ORDER, Severity
 
-# The lead's `records.severity.Severity.EAGER_WORSE` (rule "eager-gross-worse"). Read by value
-# so that this module works before and after that member exists.
-EAGER_WORSE = "eager-worse"
-# The compiler's severities, most severe first: eager-worse is not one of them.
-COMPILER_ORDER: tuple[str, ...] = tuple(s.value for s in ORDER if s.value != EAGER_WORSE)
+# A finding about eager (rule "eager-gross-worse"), not the compiler: reported apart, never counted.
+EAGER_WORSE = Severity.EAGER_WORSE.value
+# The compiler's severities, most severe first.
+COMPILER_ORDER: tuple[str, ...] = tuple(s.value for s in COMPILER_SEVERITIES)
 _DEVICE = 2  # where the device type sits in `RootCause.parts`
 _ULP_KINDS = frozenset({"bf16-ulp", "fp16-ulp", "fp32-ulp"})
-
-
-def known_severity(value: str) -> Severity | None:
-    """The `Severity` member of a stored value, or None when this tree's enum has no such value
-    (a store written by a newer divfuzz, or "eager-worse" before it lands)."""
-    try:
-        return Severity(value)
-    except ValueError:
-        return None
 
 
 def about_eager(severity: str) -> bool:
@@ -53,10 +43,10 @@ def about_eager(severity: str) -> bool:
 
 
 def severity_rank(severity: str) -> int:
-    """0 for bug; the compiler's severities in order, then eager-worse, then unknown values."""
-    if severity in COMPILER_ORDER:
-        return COMPILER_ORDER.index(severity)
-    return len(COMPILER_ORDER) + (0 if about_eager(severity) else 1)
+    """`Severity.rank` (0 for bug; eager-worse after the compiler's), and a value this divfuzz does
+    not know (a newer store's) after all of them."""
+    known = {s.value: s.rank for s in ORDER}
+    return known.get(severity, len(ORDER))
 
 
 def culprit_of(bucket) -> str:

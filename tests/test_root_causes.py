@@ -181,8 +181,8 @@ def test_only_the_same_minimized_pattern_and_culprit_fold(tmp_path, other, culpr
 def test_a_finding_about_eager_never_shares_a_root_cause_with_the_compiler_s(tmp_path):
     c = Campaign(tmp_path)
     bug = c.file(c.find(floor_div(before=("relu",))), floor_div(), LOWERING)
-    eager = c.file(c.find(floor_div("bfloat16", before=("abs",))), floor_div("bfloat16"), LOWERING)
-    c.store.set_bucket_severity(eager, _reason(EAGER_WORSE, "eager is 900 ULPs off fp64, compiled 2"))
+    eager = c.file(c.find(floor_div("bfloat16", before=("abs",)), severity=EAGER_WORSE), floor_div("bfloat16"), LOWERING,
+                   severity=EAGER_WORSE)
     causes = root_cause_groups(c.store.buckets())
     assert [([b.id for b in rc.buckets], rc.severity) for rc in causes] == [([bug], "bug"), ([eager], EAGER_WORSE)]
     c.close()
@@ -217,9 +217,8 @@ def mixed_store(folder: Path) -> dict[str, int]:
     # other culprits: the store's key (ops @ culprit, per dtype) would otherwise merge them with the floor division
     ids["suspect"] = c.file(c.find(floor_div(before=("sigmoid",), mode="trunc"), severity="suspect"),
                             floor_div(mode="trunc"), "inductor (no single subsystem)", severity="suspect")
-    ids["eager"] = c.file(c.find(floor_div("float16", before=("log",), mode=None)), floor_div("float16", mode=None),
-                          "decomposition of aten.div")
-    c.store.set_bucket_severity(ids["eager"], _reason(EAGER_WORSE, "eager grossly further from fp64"))
+    ids["eager"] = c.file(c.find(floor_div("float16", before=("log",), mode=None), severity=EAGER_WORSE),
+                          floor_div("float16", mode=None), "decomposition of aten.div", severity=EAGER_WORSE)
     ids["by-design"] = c.file(c.find(floor_div("bfloat16", before=("tanh",), mode=None), severity="by-design"),
                               floor_div("bfloat16", mode=None), "inductor: emulate_precision_casts removes it", severity="by-design")
     c.find(floor_div("bfloat16", before=("sin", "cos")))  # stays pending: a raw bug bucket
@@ -324,8 +323,8 @@ def test_fuzz_s_summary_fits_one_80x24_screen(tmp_path, monkeypatch):
     for i in range(60):
         c.file(c.find(floor_div("float16", before=(chain[i % 10], chain[(i + 3) % 10], chain[(i // 10) % 10]), mode="trunc"),
                       severity="suspect"), floor_div("float16", mode="trunc"), f"suspect culprit {i}", severity="suspect")
-    eager = c.file(c.find(floor_div("bfloat16", before=("sign", "cos", "sin"))), floor_div("bfloat16", before=("sign",)), LOWERING)
-    c.store.set_bucket_severity(eager, _reason(EAGER_WORSE))
+    c.file(c.find(floor_div("bfloat16", before=("sign", "cos", "sin")), severity=EAGER_WORSE),
+           floor_div("bfloat16", before=("sign",)), LOWERING, severity=EAGER_WORSE)
     suspects = sum(b.severity == "suspect" for b in c.store.buckets())  # some drawn op sets repeat: fewer than 60
     c.close()
     result = CampaignResult(run_id=c.run, resumed=False, progress=Progress(started=time.time() - 95, cases=300),
