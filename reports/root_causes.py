@@ -132,7 +132,10 @@ class RootCause:
 
     @property
     def title(self) -> str:
-        """One line: the lead's ops and the culprit (`div+floor @ inductor lowering of aten.div`)."""
+        """One line: the lead's ops and the culprit (`div @ inductor lowering of aten.div`), or
+        `... (not attributed yet)` for a raw bucket whose analysis is pending."""
+        if self.culprit == "-":
+            return f"{ops_of(self.lead)} (not attributed yet)"
         return f"{ops_of(self.lead)} @ {self.culprit}"
 
     def severity_counts(self) -> list[tuple[str, int]]:

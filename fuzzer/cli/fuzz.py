@@ -391,9 +391,9 @@ def _print_summary(result, min_severity: str = "noise") -> None:
     finally:
         store.close()
     elapsed = time.time() - p.started
+    statuses = ", ".join(f"{k} {v}" for k, v in sorted(p.by_status.items()))
     head = [f"run {result.run_id}{' (resumed)' if result.resumed else ''}: {p.cases} cases in {elapsed:.0f} s "
-            f"({p.cases / elapsed * 60 if elapsed else 0:.1f}/min); "
-            + ", ".join(f"{k} {v}" for k, v in sorted(p.by_status.items()))
+            f"({p.cases / elapsed * 60 if elapsed else 0:.1f}/min)" + (f"; {statuses}" if statuses else "")
             + (f"; {p.skipped} skipped (stored)" if p.skipped else "")]
     if result.cut_at_grace:
         from fuzzer.campaign.loop import BUDGET_GRACE_S
