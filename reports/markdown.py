@@ -85,9 +85,9 @@ def root_causes_markdown(buckets, *, run_id: int | None = None, min_severity: st
     causes = root_cause_groups(buckets)
     grouped = by_severity(causes)
     n_eager = sum(b.severity == EAGER_WORSE for b in buckets)
-    lines = [title, "", "Severity: " + ", ".join(f"{sum(b.severity == s for b in buckets)} {s}" for s in COMPILER_ORDER)
+    lines = [title, "", "Severity (buckets): " + ", ".join(f"{sum(b.severity == s for b in buckets)} {s}" for s in COMPILER_ORDER)
              + (f"; {n_eager} eager-worse, about eager (not counted with the compiler's)" if n_eager else "") + ".",
-             "", severity_line(buckets, causes) + "."]
+             severity_line(causes) + "."]
     sections = [s for s in ("bug", "suspect") if Severity(s).at_least(floor)] + [EAGER_WORSE]
     # a severity this divfuzz does not know (a newer store): listed, never dropped
     sections += sorted({rc.severity for rc in causes} - {*COMPILER_ORDER, EAGER_WORSE})

@@ -204,16 +204,12 @@ def fold_by_culprit(causes: Sequence[RootCause]) -> list[tuple[str, str, int, in
     return sorted(rows, key=lambda r: (r[0] != "by-design", -r[3], r[1]))
 
 
-def severity_line(buckets: Sequence, causes: Sequence[RootCause]) -> str:
-    """`root causes: 1 bug, 3 suspect, 2 by-design, 0 noise (from 5 bug, ... buckets)`, plus the
-    eager-worse count apart when there is one."""
-    rc_count = Counter(rc.severity for rc in causes)
-    b_count = Counter(b.severity for b in buckets)
-    text = ("root causes: " + ", ".join(f"{rc_count.get(s, 0)} {s}" for s in COMPILER_ORDER)
-            + " (buckets: " + ", ".join(f"{b_count.get(s, 0)} {s}" for s in COMPILER_ORDER) + ")")
-    if b_count.get(EAGER_WORSE):
-        text += (f"; about eager, not counted above: {rc_count.get(EAGER_WORSE, 0)} eager-worse root causes "
-                 f"({b_count[EAGER_WORSE]} buckets)")
+def severity_line(causes: Sequence[RootCause]) -> str:
+    """`Root causes: 1 bug, 3 suspect, 2 by-design, 0 noise`, plus the eager-worse ones apart."""
+    count = Counter(rc.severity for rc in causes)
+    text = "Root causes: " + ", ".join(f"{count.get(s, 0)} {s}" for s in COMPILER_ORDER)
+    if count.get(EAGER_WORSE):
+        text += f"; {count[EAGER_WORSE]} eager-worse, about eager"
     return text
 
 

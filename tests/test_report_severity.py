@@ -41,7 +41,8 @@ def test_report_lists_bug_first_then_suspect_and_folds_the_rest_by_culprit(tmp_p
     text = buckets_markdown(store)
     assert {b.key.signature.split(" @ ")[0]: b.severity for b in store.buckets()}["div"] == "bug"
     store.close()
-    assert "Severity: 1 bug, 1 suspect, 2 by-design, 1 noise." in text
+    assert "Severity (buckets): 1 bug, 1 suspect, 2 by-design, 1 noise." in text
+    assert "Root causes: 1 bug, 1 suspect, 2 by-design, 1 noise." in text  # none minimized: one per bucket
     assert text.index("## bug") < text.index("## suspect") < text.index("folded by culprit")
     assert text.index("int-valued-wrong detail 4") < text.index("many-ulps detail 3")
     folded = [line for line in text.splitlines() if line.startswith("- ")]
@@ -77,7 +78,7 @@ def test_a_version_1_store_is_migrated_and_its_buckets_judged_from_stored_verdic
     db.close()
     result = CliRunner().invoke(main, ["report", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    assert "Severity: 1 bug" in result.output and "the compiler under test failed: hang Timeout" in result.output
+    assert "Severity (buckets): 1 bug" in result.output and "the compiler under test failed: hang Timeout" in result.output
     db = sqlite3.connect(path)
     assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
     assert db.execute("SELECT severity FROM buckets").fetchall() == [("bug",)]

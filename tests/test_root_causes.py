@@ -232,7 +232,8 @@ def test_markdown_lists_root_causes_with_their_buckets_counted_and_eager_apart(t
     r = CliRunner().invoke(main, ["report", "--out", str(tmp_path)], catch_exceptions=False)
     assert r.exit_code == 0, r.output
     text = r.output
-    assert "Severity: 4 bug, 1 suspect, 1 by-design, 0 noise; 1 eager-worse, about eager" in text
+    assert "Severity (buckets): 4 bug, 1 suspect, 1 by-design, 0 noise; 1 eager-worse, about eager" in text
+    assert "Root causes: 2 bug, 1 suspect, 1 by-design, 0 noise; 1 eager-worse, about eager." in text
     assert "## bug: 2 root causes, 4 buckets, 16 cases" in text  # the floor division (15 cases) and the pending one
     assert "1. **`div @ inductor lowering of aten.div`** (bf16-ulp, fp16-ulp, fp32-ulp · cpu)" in text
     assert "   - 3 buckets (3 bug), 15 cases: #" in text
