@@ -105,30 +105,39 @@ def root_causes_markdown(buckets, *, run_id: int | None = None, min_severity: st
         lines += ["", "## by-design and noise, folded by culprit", ""]
         for sev, culprit, n_rc, n, cases, ids in fold_by_culprit(folded):
             shown = ", ".join(str(i) for i in ids[:BUCKETS_NAMED]) + (", ..." if len(ids) > BUCKETS_NAMED else "")
-            lines.append(f"- {sev}: {_plain(culprit)}: {n_rc} root causes, {n} buckets, {cases} cases (buckets {shown})")
+            lines.append(f"- {sev}: {_plain(culprit)}: {n} buckets, {cases} cases, {n_rc} root causes (buckets {shown})")
     return "\n".join(lines) + "\n"
 
 
 def _root_cause_item(n: int, rc) -> list[str]:
-    """One root cause as a numbered item: title, why, pattern, repro, then its raw buckets counted."""
+    """One root cause: a heading with its title, why, its pattern and repro (`* ` items: `- `
+    starts the folded by-design and noise lines), then its raw buckets counted and tabled beneath
+    (at most BUCKETS_NAMED rows, then how many more)."""
     lead = rc.lead
-    k = lead.key
-    kinds = sorted({b.key.kind + (" " + b.key.detail if b.key.detail else "") for b in rc.buckets})
-    lines = [f"{n}. **`{_plain(rc.title)}`** ({', '.join(_plain(x) for x in kinds)} · {_plain(k.device_type)})",
-             f"   - why {_plain(lead.severity)}: {_plain(_reason(lead))}"]
+    lines = [f"### {n}. `{_plain(rc.title)}` ({_plain(rc.severity)} · {_plain(lead.key.device_type)})", "",
+             f"* why {_plain(lead.severity)}: {_plain(_reason(lead))}"]
     if rc.pattern is not None:
-        lines.append(f"   - minimized pattern: `{_plain(rc.pattern)}`")
+        lines.append(f"* minimized pattern: `{_plain(rc.pattern)}`")
     else:
-        lines.append("   - not minimized yet: a raw bucket (`divfuzz minimize --pending` analyses it)")
+        lines.append("* not minimized yet: a raw bucket (`divfuzz minimize --pending` analyses it)")
     if lead.folder:
-        shrink = _minimized_of(lead)
-        lines.append(f"   - repro: `{_plain(lead.folder)}/repro.py`" + (f" (minimized {shrink})" if shrink else ""))
-    named = "; ".join(
-        f"#{b.id} {_plain(b.severity)} {_plain(b.key.kind)} {_plain(b.key.dtype)} ({b.count} case{'s' if b.count != 1 else ''})"
-        for b in rc.buckets[:BUCKETS_NAMED]
-    ) + (f"; and {len(rc.buckets) - BUCKETS_NAMED} more" if len(rc.buckets) > BUCKETS_NAMED else "")
-    lines.append(f"   - {rc.counted()}: {named}")
-    return lines
+        lines.append(f"* repro: `{_plain(lead.folder)}/repro.py`")
+    lines += [f"* {rc.counted()}:", "",
+              "| bucket | severity | kind | dtype | key | minimized | cases | first seen |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for b in rc.buckets[:BUCKETS_NAMED]:
+        k = b.key
+        lines.append(f"| {b.id} | {_plain(b.severity)} | {_plain(k.kind)}{' ' + _plain(k.detail) if k.detail else ''} | "
+                     f"{_plain(k.dtype)} | `{_plain(k.signature)}` | {_minimized_of(b)} | {b.count} | {_when(b.first_seen)} |")
+    if len(rc.buckets) > BUCKETS_NAMED:
+        lines.append(f"| ... | and {len(rc.buckets) - BUCKETS_NAMED} more buckets | | | | | | |")
+    return lines + [""]
+
+
+def _when(ts: float) -> str:
+    import datetime
+
+    return datetime.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
 
 
 def _minimized_of(bucket) -> str:

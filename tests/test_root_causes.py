@@ -235,13 +235,15 @@ def test_markdown_lists_root_causes_with_their_buckets_counted_and_eager_apart(t
     assert "Severity (buckets): 4 bug, 1 suspect, 1 by-design, 0 noise; 1 eager-worse, about eager" in text
     assert "Root causes: 2 bug, 1 suspect, 1 by-design, 0 noise; 1 eager-worse, about eager." in text
     assert "## bug: 2 root causes, 4 buckets, 16 cases" in text  # the floor division (15 cases) and the pending one
-    assert "1. **`div @ inductor lowering of aten.div`** (bf16-ulp, fp16-ulp, fp32-ulp · cpu)" in text
-    assert "   - 3 buckets (3 bug), 15 cases: #" in text
-    assert "not minimized yet" in text[text.index("2. **"):]
+    floor = text[text.index("### 1. `div @ inductor lowering of aten.div` (bug · cpu)"):text.index("### 2. ")]
+    assert "* 3 buckets (3 bug), 15 cases:" in floor
+    rows = [line for line in floor.splitlines() if re.match(r"^\| \d+ \| bug \|", line)]  # its raw buckets, beneath
+    assert [r.split(" | ")[2] for r in rows] == ["bf16-ulp", "fp32-ulp", "fp16-ulp"] and all("6 → 1 ops" in r for r in rows)
+    assert "not minimized yet" in text[text.index("### 2. "):]
     heads = [text.index(h) for h in ("## bug", "## suspect", "## eager-worse", "## by-design and noise")]
     assert heads == sorted(heads)
     eager = text[heads[2]:heads[3]]
-    assert f"#{ids['eager']} eager-worse" in eager and "bug" not in eager.split("\n", 1)[0]
+    assert f"| {ids['eager']} | eager-worse |" in eager and "bug" not in eager.split("\n", 1)[0]
 
 
 def test_html_leads_with_root_causes_and_only_bug_cards_carry_plots(tmp_path):
