@@ -149,6 +149,13 @@ class RootCause:
         sev = ", ".join(f"{c} {s}" for s, c in self.severity_counts())
         return f"{n} bucket{'s' if n != 1 else ''} ({sev}), {self.cases:,} case{'s' if self.cases != 1 else ''}"
 
+    def to_dict(self) -> dict[str, Any]:
+        """As JSON for machines (the gate's `--json`): its title, severity, culprit, pattern,
+        cases, and its raw buckets most severe first."""
+        return {"root_cause": self.title, "severity": self.severity, "culprit": self.culprit, "pattern": self.pattern,
+                "cases": self.cases, "buckets": [{"id": b.id, "key": str(b.key), "severity": b.severity, "cases": b.count}
+                                                 for b in self.buckets]}
+
     def identity(self, *, match_device: bool = True) -> str:
         """Equal for the same root cause in any store (`diff` matches on it); without
         `match_device` the device type is left out (`diff --any-device`)."""

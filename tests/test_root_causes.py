@@ -157,6 +157,7 @@ def test_the_floor_division_s_five_buckets_are_one_root_cause_once_minimized(tmp
     assert rc.pattern == "v1 = div(x0; mode=floor) -> v1"  # no size, dtype or divisor in it
     assert (rc.lead.key.dtype, rc.lead.count) == ("bfloat16", 7)  # most cases lead: bf16 2 + 5, fp32 1 + 3, fp16 4
     assert rc.counted() == "3 buckets (3 bug), 15 cases"
+    assert [b["cases"] for b in rc.to_dict()["buckets"]] == [7, 4, 4] and rc.to_dict()["pattern"] == rc.pattern
     c.close()
 
 
