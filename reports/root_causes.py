@@ -8,7 +8,8 @@ The rule, in one place (`report`, `report --html`, `diff`, `fuzz`'s summary and 
   load) is a root cause of its own;
 - the pattern is the minimized graph's ops and their wiring: each node's op, which inputs or
   earlier nodes it reads (renamed by position), its categorical parameters (strings, flags and
-  None: a rounding mode, a comparison, `affine`, a cast's target), the outputs, and whether autocast
+  None: a rounding mode, a comparison, `affine`, a cast's target), the outputs, each input's role
+  (data, or a parameter's initialisation, and whether it takes a gradient), and whether autocast
   and backward are on. Tensor sizes, dtypes of inputs and nodes, numeric parameters (eps, a
   divisor, a feature count), the input recipe and its seed are left out: they are the case, not
   the cause;
