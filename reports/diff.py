@@ -1,5 +1,6 @@
 """What changed between two campaigns: new buckets, buckets gone (fixed or not reached), and
-buckets whose severity or bounds changed. `divfuzz diff OLD NEW` prints it
+buckets whose severity or bounds changed, each section led by its root causes
+(`reports.root_causes`) with their raw buckets counted beneath. `divfuzz diff OLD NEW` prints it
 (terminal, `--json`, `--markdown`) and writes it as a page (`--html FILE`, `diff_html`).
 
 `side_from_store` reads one side (a store, or one run of it; any object with the `Store` read
@@ -12,7 +13,10 @@ Invariants:
   the bucket, or its minimized spec: what `fuzz --replay-known` replays) and that spec no longer
   landed in it; otherwise it is "not reached": nothing says whether it still diverges;
 - bounds are measured over each side's own cases of the bucket: the largest ULP distance for
-  float outputs, the largest step and the flip count for integer outputs.
+  float outputs, the largest step and the flip count for integer outputs;
+- a bucket's root cause is its side's (`root_cause_groups` over that side's buckets); a new
+  bucket whose root cause OLD already had is a new raw bucket of a known root cause, and a gone
+  bucket whose root cause NEW still has is a raw bucket gone from a root cause that stays.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from records.buckets import BucketKey
+from reports.root_causes import root_cause_groups, severity_rank
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,12 @@ class BucketState:
     max_flips: int | None
     folder: str | None
     spec_digests: frozenset[str] = field(default=frozenset(), compare=False)
+    root_cause: str = field(default="", compare=False)  # RootCause.identity() on its side
+    root_cause_any_device: str = field(default="", compare=False)  # the same, device type left out
+    root_cause_title: str = field(default="", compare=False)
+
+    def root_cause_id(self, match_device: bool) -> str:
+        return self.root_cause if match_device else self.root_cause_any_device
 
     def bounds(self) -> dict[str, int | None]:
         return {"max_ulp": self.max_ulp, "max_step": self.max_step, "max_flips": self.max_flips}
@@ -52,7 +63,7 @@ class BucketState:
         return {
             "id": self.id, "key": self.key, "kind": self.kind, "dtype": self.dtype, "device_type": self.device_type,
             "signature": self.signature, "detail": self.detail, "severity": self.severity, "reason": self.reason, "culprit": self.culprit, "cases": self.cases,
-            **self.bounds(), "folder": self.folder,
+            **self.bounds(), "folder": self.folder, "root_cause": self.root_cause_title,
         }
 
 
@@ -87,6 +98,30 @@ class StoreDiff:
     changed: tuple[Changed, ...]
     unchanged: int
     setups_differ: str = ""  # non-empty when the sides ran on other devices or configs: "fixed" then means less
+    old_root_causes: frozenset[str] = frozenset()  # identities (as matched) of OLD's root causes
+    new_root_causes: frozenset[str] = frozenset()
+    match_device: bool = True
+
+    def root_causes(self, section: str) -> list["RootCauseChange"]:
+        """The root causes of a section ("new", "gone" or "changed"), each with its raw buckets
+        of that section beneath; most severe first, then most buckets."""
+        items = {"new": self.new_buckets, "gone": tuple(g.bucket for g in self.gone),
+                 "changed": tuple(c.new for c in self.changed)}[section]
+        groups: dict[str, list[BucketState]] = {}
+        for b in items:
+            groups.setdefault(b.root_cause_id(self.match_device) or b.key, []).append(b)
+        rows = []
+        for identity, members in groups.items():
+            members.sort(key=lambda b: (severity_rank(b.severity), -b.cases, b.id))
+            if section == "new":
+                status = "known root cause, new buckets" if identity in self.old_root_causes else "new root cause"
+            elif section == "gone":
+                status = "root cause still in NEW" if identity in self.new_root_causes else "root cause gone"
+            else:
+                status = "changed"
+            rows.append(RootCauseChange(identity, members[0].root_cause_title or members[0].signature, members[0].severity,
+                                        status, tuple(members)))
+        return sorted(rows, key=lambda r: (severity_rank(r.severity), -len(r.buckets), r.buckets[0].id))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -97,7 +132,29 @@ class StoreDiff:
             "changed": [{"old": c.old.to_dict(), "new": c.new.to_dict(), "what": list(c.what)} for c in self.changed],
             "unchanged": self.unchanged,
             "setups_differ": self.setups_differ,
+            "root_causes": {
+                section: [r.to_dict() for r in self.root_causes(section)] for section in ("new", "gone", "changed")
+            },
         }
+
+
+@dataclass(frozen=True)
+class RootCauseChange:
+    """A root cause in one section of a diff, with that section's raw buckets of it."""
+
+    identity: str
+    title: str
+    severity: str  # its most severe bucket's, in this section
+    status: str  # new: "new root cause" | "known root cause, new buckets"; gone: "root cause gone" | "root cause still in NEW"
+    buckets: tuple[BucketState, ...]
+
+    def counted(self) -> str:
+        n = len(self.buckets)
+        return f"{n} bucket{'s' if n != 1 else ''}: " + ", ".join(f"#{b.id} {b.severity}" for b in self.buckets)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"root_cause": self.title, "severity": self.severity, "status": self.status,
+                "buckets": [b.id for b in self.buckets]}
 
 
 def _max(values) -> int | None:
@@ -122,10 +179,11 @@ def _minimized_digest(bucket) -> str | None:
 def side_from_store(store, *, run_id: int | None = None, label: str) -> Side:
     """One side: the buckets a store (or a run of it) has, with bounds from its own cases, and
     every spec it ran. Severity is the bucket's as stored (the most severe of its cases)."""
-    from reports.markdown import culprit_of
+    from reports.root_causes import culprit_of
 
     cases = store.case_summaries(run_id=run_id)
     rows = store.buckets(run_id=run_id)
+    root_cause_of = {b.id: rc for rc in root_cause_groups(rows) for b in rc.buckets}
     setups = frozenset(
         f"{r['device']}, {json.dumps(r['config'], sort_keys=True)}" for r in store.runs() if run_id is None or r["id"] == run_id
     )
@@ -151,6 +209,8 @@ def side_from_store(store, *, run_id: int | None = None, label: str) -> Side:
             signature=b.key.signature, detail=b.key.detail, severity=b.severity, reason=(b.severity_reason or {}).get("detail", ""), culprit=culprit_of(b),
             cases=len(own), max_ulp=_max(f["max_ulp"] for f in floats), max_step=_max(i["max_step"] for i in ints),
             max_flips=_max(i["flips"] for i in ints), folder=b.folder, spec_digests=frozenset(digests),
+            root_cause=root_cause_of[b.id].identity(), root_cause_any_device=root_cause_of[b.id].identity(match_device=False),
+            root_cause_title=root_cause_of[b.id].title,
         )
     return Side(label=label, buckets=buckets, ran={d: frozenset(k) for d, k in ran.items()}, setups=setups)
 
@@ -194,7 +254,10 @@ def diff_sides(old: Side, new: Side, *, match_device: bool = True) -> StoreDiff:
     setups = ""
     if old.setups != new.setups:
         setups = f"the sides ran under other setups: OLD {sorted(old.setups)}, NEW {sorted(new.setups)}"
-    return StoreDiff(old.label, new.label, new_buckets, tuple(gone), tuple(changed), unchanged, setups)
+    return StoreDiff(old.label, new.label, new_buckets, tuple(gone), tuple(changed), unchanged, setups,
+                     old_root_causes=frozenset(b.root_cause_id(match_device) for b in old.buckets.values()),
+                     new_root_causes=frozenset(b.root_cause_id(match_device) for b in new.buckets.values()),
+                     match_device=match_device)
 
 
 # ---- renderings ---------------------------------------------------------------------------------
@@ -214,19 +277,41 @@ def diff_markdown(d: StoreDiff) -> str:
         f"# divfuzz diff: `{_md(d.old)}` → `{_md(d.new)}`", "",
         f"{len(d.new_buckets)} new, {len(d.gone)} gone ({sum(g.status == 'fixed' for g in d.gone)} fixed, "
         f"{sum(g.status == 'not reached' for g in d.gone)} not reached), {len(d.changed)} changed, {d.unchanged} unchanged.",
+        "", _root_cause_counts(d) + ".",
     ]
     if d.setups_differ:
         lines += ["", f"> Note: {_md(d.setups_differ)}."]
     if d.new_buckets:
-        lines += ["", "## new", "", "| id | severity | key | culprit | cases | bounds |", "| --- | --- | --- | --- | --- | --- |"]
+        lines += ["", "## new", ""] + _root_cause_list(d, "new")
+        lines += ["", "| id | severity | key | culprit | cases | bounds |", "| --- | --- | --- | --- | --- | --- |"]
         lines += [f"| {b.id} | {b.severity} | `{_md(b.key)}` | {_md(b.culprit)} | {b.cases} | {_bounds(b)} |" for b in d.new_buckets]
     if d.gone:
-        lines += ["", "## gone", "", "| id | status | severity | key | why |", "| --- | --- | --- | --- | --- |"]
+        lines += ["", "## gone", ""] + _root_cause_list(d, "gone")
+        lines += ["", "| id | status | severity | key | why |", "| --- | --- | --- | --- | --- |"]
         lines += [f"| {g.bucket.id} | {g.status} | {g.bucket.severity} | `{_md(g.bucket.key)}` | {_md(g.evidence)} |" for g in d.gone]
     if d.changed:
-        lines += ["", "## changed", "", "| id (old → new) | key | what changed |", "| --- | --- | --- |"]
+        lines += ["", "## changed", ""] + _root_cause_list(d, "changed")
+        lines += ["", "| id (old → new) | key | what changed |", "| --- | --- | --- |"]
         lines += [f"| {c.old.id} → {c.new.id} | `{_md(c.new.key)}` | {_md('; '.join(c.what))} |" for c in d.changed]
     return "\n".join(lines) + "\n"
+
+
+def _root_cause_counts(d: StoreDiff) -> str:
+    """`root causes: 1 new, 2 known with new buckets, 1 gone, 1 still in NEW`."""
+    new, gone = d.root_causes("new"), d.root_causes("gone")
+    return (f"root causes: {sum(r.status == 'new root cause' for r in new)} new, "
+            f"{sum(r.status != 'new root cause' for r in new)} known with new buckets, "
+            f"{sum(r.status == 'root cause gone' for r in gone)} gone, "
+            f"{sum(r.status != 'root cause gone' for r in gone)} still in NEW with buckets gone")
+
+
+def _root_cause_list(d: StoreDiff, section: str) -> list[str]:
+    """Markdown: a section's root causes, each with its raw buckets counted beneath."""
+    out = []
+    for r in d.root_causes(section):
+        status = "" if section == "changed" else f" ({r.status})"
+        out += [f"- **`{_md(r.title)}`** [{_md(r.severity)}]{status}", f"  - {_md(r.counted())}"]
+    return out
 
 
 def _bounds(b: BucketState) -> str:
@@ -236,10 +321,18 @@ def _bounds(b: BucketState) -> str:
 def diff_text(d: StoreDiff) -> str:
     """Plain lines for a terminal or a log."""
     lines = [
-        f"diff {d.old} -> {d.new}: {len(d.new_buckets)} new, {len(d.gone)} gone, {len(d.changed)} changed, {d.unchanged} unchanged"
+        f"diff {d.old} -> {d.new}: {len(d.new_buckets)} new, {len(d.gone)} gone, {len(d.changed)} changed, {d.unchanged} unchanged",
+        f"  {_root_cause_counts(d)}",
     ]
     if d.setups_differ:
         lines.append(f"  note: {d.setups_differ}")
+    for section in ("new", "gone", "changed"):
+        for r in d.root_causes(section):
+            status = "" if section == "changed" else f" ({r.status})"
+            lines.append(f"  {section} root cause [{r.severity}] {r.title}{status}")
+            lines.append(f"      {r.counted()}")
+    if d.new_buckets or d.gone or d.changed:
+        lines.append("  raw buckets:")
     for b in d.new_buckets:
         lines.append(f"  new      #{b.id} [{b.severity}] {b.key} ({b.cases} cases; {_bounds(b)})")
     for g in d.gone:
@@ -267,6 +360,22 @@ def diff_html(d: StoreDiff) -> str:
     def section(sid: str, title: str, count: int, body: str, empty: str, h: str = "h2") -> str:
         return f'<section id="{sid}"><{h}>{title} ({count})</{h}>{body if count else f"<p>{empty}</p>"}</section>'
 
+    def root_causes(name: str) -> str:
+        """The section's root causes first, each with its raw buckets counted."""
+        rows = d.root_causes(name)
+        if not rows:
+            return ""
+        return (
+            f'<table class="root-causes rc-{name}"><thead><tr><th>root cause</th><th>severity</th>'
+            + ("" if name == "changed" else "<th>status</th>") + "<th>raw buckets</th></tr></thead><tbody>"
+            + "".join(
+                f'<tr data-root-cause="{_e(r.title)}"><td><code>{_e(r.title)}</code></td><td>{chip(r.severity)}</td>'
+                + ("" if name == "changed" else f"<td>{_e(r.status)}</td>") + f"<td>{_e(r.counted())}</td></tr>"
+                for r in rows
+            )
+            + "</tbody></table>"
+        )
+
     new_rows = [
         (str(b.id), chip(b.severity), f"<code>{_e(b.key)}</code>", _e(b.culprit), _e(b.reason), str(b.cases), _e(_bounds(b)))
         for b in d.new_buckets
@@ -287,20 +396,20 @@ def diff_html(d: StoreDiff) -> str:
     body = (
         f"<header><h1>divfuzz diff</h1><p class=\"sides\">OLD <code>{_e(d.old)}</code> → NEW <code>{_e(d.new)}</code></p>"
         f'<p class="summary">{len(d.new_buckets)} new, {len(d.gone)} gone ({len(fixed)} fixed, {len(unreached)} not reached), '
-        f"{len(d.changed)} changed, {d.unchanged} unchanged</p>"
+        f"{len(d.changed)} changed, {d.unchanged} unchanged; {_e(_root_cause_counts(d))}</p>"
         + (f'<p class="setups">note: {_e(d.setups_differ)}</p>' if d.setups_differ else "")
         + "</header>"
         + section("new", "new", len(new_rows),
-                  table(("id", "severity", "key", "culprit", "why", "cases", "bounds"), new_rows, "new", [b.key for b in d.new_buckets]),
+                  root_causes("new") + table(("id", "severity", "key", "culprit", "why", "cases", "bounds"), new_rows, "new", [b.key for b in d.new_buckets]),
                   "no new buckets")
-        + f'<section id="gone"><h2>gone ({len(d.gone)})</h2>'
+        + f'<section id="gone"><h2>gone ({len(d.gone)})</h2>{root_causes("gone")}'
         + section("fixed", "fixed: NEW ran their spec and it no longer lands there", len(fixed),
                   table(gone_head, gone_rows(fixed), "fixed", [g.bucket.key for g in fixed]), "none fixed", "h3")
         + section("not-reached", "not reached: NEW never ran their spec (still there or not: unknown)", len(unreached),
                   table(gone_head, gone_rows(unreached), "not-reached", [g.bucket.key for g in unreached]), "none unreached", "h3")
         + "</section>"
         + section("changed", "changed", len(changed_rows),
-                  table(("id (OLD → NEW)", "severity", "key", "culprit", "what changed"), changed_rows, "changed",
+                  root_causes("changed") + table(("id (OLD → NEW)", "severity", "key", "culprit", "what changed"), changed_rows, "changed",
                         [c.new.key for c in d.changed]),
                   "no bucket changed severity or bounds")
     )

@@ -11,8 +11,14 @@ Invariants:
 - everything that came from a store (op and spec names, keys, culprits, error messages, folder
   paths, version strings) is HTML-escaped; code is printed only from a spec that `GraphSpec`
   validated, through `reports.repro.graph_code`;
-- sections follow `records.severity.ORDER`: `bug` first; `by-design` and `noise` are folded
-  (`<details>`) with counts per culprit; every bucket gets one card (`<article class="card">`);
+- the page lists root causes (`reports.root_causes`: buckets whose minimized pattern and culprit
+  agree), each with its raw buckets counted beneath: `bug`, then `suspect`, then the findings
+  about eager (`eager-worse`) in a section of their own, never counted with the compiler's;
+  `by-design` and `noise` are folded (`<details>`) with counts per culprit; every bucket gets one
+  card (`<article class="card">`, anchored `#bucket-N`);
+- only a bug root cause's lead card inlines plots (over every case of the root cause); every
+  other card is compact: no plot, its code, ladder and verdict folded, and the command that
+  draws its plots (`divfuzz report --bucket N`), which keeps a nightly page small;
 - plots are drawn from the stored verdicts only (see `reports.plots` for why hand-written SVG):
   per-element errors are the verdicts' `error_sample` (up to 64 differing elements per output);
   a verdict stored before it existed has none, and the plot says so rather than invent points.
@@ -33,9 +39,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from records.severity import ORDER, Severity
 from reports import plots
-from reports.markdown import culprit_of, fold_by_culprit
+from reports.root_causes import (
+    COMPILER_ORDER, EAGER_WORSE, RootCause, by_severity, culprit_of, fold_by_culprit, root_cause_groups, severity_rank,
+)
 
 # The per-element scatter: at most this many points per (bucket, dtype), taken case by case in
 # store order; errors under the floor (exact on one side) are drawn at it, on log axes.
@@ -99,9 +106,10 @@ def _run_seconds(run: dict, cases: list[dict]) -> float:
 
 def _header(data: ReportData) -> str:
     counts = Counter(b.severity for b in data.buckets)
-    chips = "".join(
-        f'<span class="chip sev-{_e(s.value)}">{counts.get(s.value, 0)} {_e(s.value)}</span>' for s in ORDER
-    )
+    shown = COMPILER_ORDER + ((EAGER_WORSE,) if counts.get(EAGER_WORSE) else ())
+    chips = "".join(f'<span class="chip sev-{_e(s)}">{counts.get(s, 0)} {_e(s)}</span>' for s in shown)
+    rc_counts = Counter(rc.severity for rc in root_cause_groups(data.buckets))
+    rc_chips = "".join(f'<span class="chip sev-{_e(s)}">{rc_counts.get(s, 0)} {_e(s)}</span>' for s in shown)
     rows = []
     for run in data.runs:
         v = run["versions"] or {}
@@ -149,7 +157,10 @@ def _header(data: ReportData) -> str:
         f"<header><h1>divfuzz report</h1>"
         f'<p class="store">store <code>{_e(data.store_path)}</code>, {_e(scope)}, '
         f"{len(data.cases)} cases, {len(data.buckets)} buckets</p>"
-        f'<p class="severities">buckets by severity: {chips}</p>{runs_table}</header>'
+        f'<p class="severities">root causes by severity: {rc_chips}</p>'
+        f'<p class="severities">buckets by severity: {chips}'
+        + (" (eager-worse: findings about eager, never counted with the compiler's)" if counts.get(EAGER_WORSE) else "")
+        + f"</p>{runs_table}</header>"
     )
 
 
@@ -248,7 +259,7 @@ def _ladder(culprit: dict | None) -> str:
     return "".join(parts)
 
 
-def _code(bucket, first_case: dict | None) -> str:
+def _code(bucket, first_case: dict | None, *, highlight: bool = True) -> str:
     """The minimized graph (else the first case's) as highlighted Python, printed from a spec that
     GraphSpec validated; a spec that does not load is named, not printed."""
     from generators.spec import GraphSpec
@@ -272,7 +283,8 @@ def _code(bucket, first_case: dict | None) -> str:
     shrink = ""
     if "ops_before" in minimized:
         shrink = f" ({_e(minimized['ops_before'])} → {_e(minimized['ops_after'])} ops)"
-    return f'<p class="code-title">{_e(where)}{shrink}</p>' + _highlight(code)
+    shown = _highlight(code) if highlight else f'<div class="code"><pre>{_e(code)}</pre></div>'
+    return f'<p class="code-title">{_e(where)}{shrink}</p>' + shown
 
 
 @functools.lru_cache(maxsize=None)
@@ -354,7 +366,12 @@ def _bucket_plots(bucket, cases: list[dict]) -> list[str]:
     return out
 
 
-def _card(bucket, cases_of: dict[int, list[dict]], html_path: Path, scope_run: int | None) -> str:
+def _card(bucket, cases_of: dict[int, list[dict]], html_path: Path, scope_run: int | None, *, plots_of: list[dict] | None,
+          store_dir: str) -> str:
+    """One bucket's card. With `plots_of` (the cases to plot: a bug root cause's lead bucket, or
+    every card of a `--bucket` page) it is whole: highlighted code, ladder, verdict and inline
+    plots. Without, it is compact: the code, ladder and verdict fold into a `<details>` (plain
+    code, no highlighting) and no plot is inlined: a command renders them."""
     k = bucket.key
     cases = cases_of.get(bucket.id, [])
     first = next((c for c in cases if c["id"] == bucket.first_case_id), cases[0] if cases else None)
@@ -364,12 +381,26 @@ def _card(bucket, cases_of: dict[int, list[dict]], html_path: Path, scope_run: i
     if bucket.folder:
         folder = Path(bucket.folder)
         links = " · ".join(_link(folder / name, html_path, name) for name in ("repro.py", "report.md"))
-    plot_html = "".join(f'<figure class="plot-box">{svg}</figure>' for svg in _bucket_plots(bucket, cases))
-    note = "" if plot_html or not cases else (
-        '<p class="no-plot">no plot: the verdicts of this bucket carry no compared outputs (an error finding)</p>'
+    perf = bool(first and first["verdict"].get("perf"))
+    details = (
+        f"{_code(bucket, first, highlight=plots_of is not None)}"
+        f'<h4>ladder</h4>{_ladder(bucket.culprit)}'
+        f'<h4>{"timings" if perf else "fp64 verdict"} (first case)</h4>'
+        f'{_verdict_table(first["verdict"]) if first else "<p>no case stored</p>"}'
     )
+    if plots_of is not None:
+        plot_html = "".join(f'<figure class="plot-box">{svg}</figure>' for svg in _bucket_plots(bucket, plots_of))
+        note = "" if plot_html or not plots_of else (
+            '<p class="no-plot">no plot: the verdicts of this bucket carry no compared outputs (an error finding)</p>'
+        )
+        body = f'{details}<div class="plots">{plot_html}</div>{note}'
+    else:
+        command = f"divfuzz report --out {store_dir} --bucket {bucket.id} --html bucket-{bucket.id}.html"
+        body = (f'<details class="more"><summary>code, ladder, fp64 verdict</summary>{details}</details>'
+                f'<p class="plots-hint">plots: <code>{_e(command)}</code></p>')
     return (
-        f'<article class="card sev-{_e(bucket.severity)}" id="bucket-{bucket.id}" data-bucket="{bucket.id}">'
+        f'<article class="card sev-{_e(bucket.severity)}{"" if plots_of is not None else " compact"}" id="bucket-{bucket.id}" '
+        f'data-bucket="{bucket.id}">'
         f'<h3><span class="chip sev-{_e(bucket.severity)}">{_e(bucket.severity)}</span> #{bucket.id} '
         f"{_e(k.kind)}{' ' + _e(k.detail) if k.detail else ''} · {_e(k.dtype)} · {_e(k.device_type)}"
         f"{' <span class=new>new</span>' if new else ''}</h3>"
@@ -378,11 +409,43 @@ def _card(bucket, cases_of: dict[int, list[dict]], html_path: Path, scope_run: i
         f'<p class="reason">why {_e(bucket.severity)}: {_e(reason)}</p>'
         f'<p class="counts">{bucket.count} cases, first seen {_e(_when(bucket.first_seen))} (run {bucket.first_run_id}), '
         f"last seen {_e(_when(bucket.last_seen))} · {links}</p>"
-        f"{_code(bucket, first)}"
-        f'<h4>ladder</h4>{_ladder(bucket.culprit)}'
-        f'<h4>{"timings" if first and first["verdict"].get("perf") else "fp64 verdict"} (first case)</h4>'
-        f'{_verdict_table(first["verdict"]) if first else "<p>no case stored</p>"}'
-        f'<div class="plots">{plot_html}</div>{note}</article>'
+        f"{body}</article>"
+    )
+
+
+def _root_cause(rc: RootCause, cases_of: dict[int, list[dict]], html_path: Path, data: "ReportData", *, plots: bool) -> str:
+    """A root cause: its title, its raw buckets counted (and tabled when several), the lead
+    bucket's card (whole, its plots over every case of the root cause, when `plots`) and the
+    others' compact cards, folded."""
+    store_dir = str(Path(data.store_path).parent)
+    lead = rc.lead
+    plot_cases = [c for b in rc.buckets for c in cases_of.get(b.id, [])] if plots else None
+    pattern = (f'minimized pattern <code>{_e(rc.pattern)}</code>' if rc.pattern is not None
+               else "not minimized yet: a raw bucket (<code>divfuzz minimize --pending</code> analyses it)")
+    table = ""
+    if len(rc.buckets) > 1:
+        table = (
+            '<table class="rc-buckets"><thead><tr><th>bucket</th><th>severity</th><th>kind</th><th>dtype</th><th>device</th>'
+            "<th>cases</th><th>first seen</th></tr></thead><tbody>"
+            + "".join(
+                f'<tr><td><a href="#bucket-{b.id}">#{b.id}</a></td><td>{_e(b.severity)}</td>'
+                f"<td>{_e(b.key.kind)}{' ' + _e(b.key.detail) if b.key.detail else ''}</td><td>{_e(b.key.dtype)}</td>"
+                f"<td>{_e(b.key.device_type)}</td><td>{b.count}</td><td>{_e(_when(b.first_seen))}</td></tr>"
+                for b in rc.buckets
+            )
+            + "</tbody></table>"
+        )
+    others = "".join(_card(b, cases_of, html_path, data.run_id, plots_of=None, store_dir=store_dir) for b in rc.buckets[1:])
+    if others:
+        others = f'<details class="rc-others"><summary>its {len(rc.buckets) - 1} other buckets</summary>{others}</details>'
+    return (
+        f'<section class="root-cause sev-{_e(rc.severity)}" id="rc-{lead.id}" data-root-cause="{lead.id}" '
+        f'data-buckets="{len(rc.buckets)}">'
+        f'<h3><span class="chip sev-{_e(rc.severity)}">{_e(rc.severity)}</span> root cause <code>{_e(rc.title)}</code></h3>'
+        f'<p class="rc-counts">{_e(rc.counted())} · {pattern}</p>{table}'
+        + _card(lead, cases_of, html_path, data.run_id, plots_of=plot_cases, store_dir=store_dir)
+        + others
+        + "</section>"
     )
 
 
@@ -483,40 +546,67 @@ svg .tick,svg .value,svg .legend{font-size:10px;fill:#333}svg .axis-label{font-s
 pre.error-message{white-space:pre-wrap;background:#fbeeee;padding:6px;max-height:16em;overflow:auto}
 tr.differs td{background:#fdf2e9}details{margin:1em 0}summary{cursor:pointer;font-weight:600;font-size:16px}
 .code pre{background:#f8f8f8;padding:6px 8px;overflow:auto}
+section.root-cause{border-top:1px solid #eee;margin:14px 0 22px}section.root-cause>h3{margin:.5em 0 .2em}
+.plots-hint{color:#555;font-size:12.5px}details.more summary,details.rc-others summary{font-size:13px}
 """
 
 
-def render_html(data: ReportData, html_path: Path) -> str:
-    """The whole page as text (see the module docstring for what it holds and guarantees)."""
+def render_html(data: ReportData, html_path: Path, *, plots: str = "bug") -> str:
+    """The whole page as text (see the module docstring for what it holds and guarantees).
+    `plots`: "bug" inlines plots only in bug root causes' cards (the nightly page); "all" in
+    every card (a page of one bucket, `divfuzz report --bucket N`)."""
+    if plots not in ("bug", "all"):
+        raise ValueError(f"plots must be 'bug' or 'all' but got plots={plots!r}")
     cases_of: dict[int, list[dict]] = defaultdict(list)
     for c in data.cases:
         if c["bucket_id"] is not None:
             cases_of[c["bucket_id"]].append(c)
-    by_sev = {s: sorted((b for b in data.buckets if b.severity == s.value), key=lambda b: (-b.count, b.id)) for s in ORDER}
+    causes = root_cause_groups(data.buckets)
+    grouped = by_severity(causes)
+
+    def block(rc: RootCause) -> str:
+        return _root_cause(rc, cases_of, html_path, data, plots=plots == "all" or rc.severity == "bug")
+
+    def counted(rcs: list[RootCause]) -> str:
+        return (f"{len(rcs)} root cause{'s' if len(rcs) != 1 else ''}, {sum(len(rc.buckets) for rc in rcs)} buckets, "
+                f"{sum(rc.cases for rc in rcs):,} cases")
+
     sections = []
-    for sev in (Severity.BUG, Severity.SUSPECT):
-        cards = "".join(_card(b, cases_of, html_path, data.run_id) for b in by_sev[sev])
+    for sev in ("bug", "suspect"):
+        rcs = grouped.get(sev, [])
         sections.append(
-            f'<section class="severity" id="sev-{sev.value}"><h2>{sev.value} ({len(by_sev[sev])})</h2>'
-            + (cards or f"<p>no {sev.value} buckets</p>")
+            f'<section class="severity" id="sev-{sev}"><h2>{sev}: {counted(rcs)}</h2>'
+            + ("".join(block(rc) for rc in rcs) or f"<p>no {sev} buckets</p>")
             + "</section>"
         )
-    for sev in (Severity.BY_DESIGN, Severity.NOISE):
-        folds = fold_by_culprit(by_sev[sev])
+    eager = grouped.get(EAGER_WORSE, [])
+    if eager:
+        sections.append(
+            f'<section class="severity" id="sev-{EAGER_WORSE}"><h2>eager-worse: findings about eager, not the compiler: '
+            f"{counted(eager)}</h2><p>eager is grossly further from fp64 than compiled here; never counted with the "
+            "compiler's findings above.</p>" + "".join(block(rc) for rc in eager) + "</section>"
+        )
+    for sev in ("by-design", "noise"):
+        rcs = grouped.get(sev, [])
+        folds = fold_by_culprit(rcs)
         table = "" if not folds else (
-            '<table class="fold"><thead><tr><th>culprit</th><th>buckets</th><th>cases</th><th>bucket ids</th></tr></thead><tbody>'
+            '<table class="fold"><thead><tr><th>culprit</th><th>root causes</th><th>buckets</th><th>cases</th><th>bucket ids</th>'
+            "</tr></thead><tbody>"
             + "".join(
-                f"<tr><td>{_e(culprit)}</td><td>{n}</td><td>{cases}</td><td>"
+                f"<tr><td>{_e(culprit)}</td><td>{n_rc}</td><td>{n}</td><td>{cases}</td><td>"
                 + ", ".join(f'<a href="#bucket-{i}">{i}</a>' for i in ids) + "</td></tr>"
-                for _, culprit, n, cases, ids in folds
+                for _, culprit, n_rc, n, cases, ids in folds
             )
             + "</tbody></table>"
         )
-        cards = "".join(_card(b, cases_of, html_path, data.run_id) for b in by_sev[sev])
         sections.append(
-            f'<details class="severity" id="sev-{sev.value}"><summary>{sev.value}: {len(by_sev[sev])} buckets, '
-            f"{sum(b.count for b in by_sev[sev])} cases, {len(folds)} culprits</summary>{table}{cards}</details>"
+            f'<details class="severity" id="sev-{sev}"><summary>{sev}: {counted(rcs)}, {len(folds)} culprits</summary>'
+            f"{table}{''.join(block(rc) for rc in rcs)}</details>"
         )
+    rest = [rc for rc in causes if rc.severity not in ("bug", "suspect", "by-design", "noise", EAGER_WORSE)]
+    if rest:  # a severity this divfuzz does not know (a newer store): shown, never dropped
+        sections.append('<section class="severity" id="sev-other"><h2>other severities</h2>'
+                        + "".join(block(rc) for rc in sorted(rest, key=lambda rc: severity_rank(rc.severity))) + "</section>")
     campaign = "".join(f'<figure class="plot-box">{svg}</figure>' for svg in _campaign_plots(data))
     return page_shell(
         f"divfuzz report: {data.store_path}",
@@ -524,7 +614,9 @@ def render_html(data: ReportData, html_path: Path) -> str:
         + "".join(sections)
         + f'<section class="campaign" id="campaign"><h2>campaign</h2><div class="plots">{campaign}</div></section>'
         + f'<footer><p>written {_e(_when(time.time()))} by divfuzz from the stored verdicts; '
-        "per-element error plots show each verdict's sample of differing elements (the largest excesses of compiled "
+        "buckets whose minimized pattern and culprit agree are one root cause; only bug root causes carry inline "
+        "plots (each other card names the command that draws its own). "
+        "Per-element error plots show each verdict's sample of differing elements (the largest excesses of compiled "
         f"over eager, then an even stride; at most {ELEMENT_POINTS_MAX} per bucket and dtype, errors under "
         f"{ELEMENT_ERROR_FLOOR:g} ULP drawn at it).</p></footer>",
         style=_CSS + _pygments()[1].get_style_defs(".code"),
@@ -547,9 +639,9 @@ def page_shell(title: str, body: str, *, style: str = _CSS) -> str:
     )
 
 
-def write_html(data: ReportData, html_path: Path) -> Path:
+def write_html(data: ReportData, html_path: Path, *, plots: str = "bug") -> Path:
     """Write the page whole: to a temporary file beside it, renamed into place."""
-    return write_page(render_html(data, html_path), html_path)
+    return write_page(render_html(data, html_path, plots=plots), html_path)
 
 
 def write_page(text: str, html_path: Path) -> Path:

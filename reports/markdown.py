@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as _dt
 from typing import TYPE_CHECKING
 
+from reports.root_causes import culprit_of  # noqa: F401  (reports.markdown.culprit_of: the CLI and diff read it here)
+
 if TYPE_CHECKING:
     from records.verdict import Verdict
 
@@ -80,59 +82,93 @@ def _minimized(folder: str | None) -> str:
         return ""
 
 
-def culprit_of(bucket) -> str:
-    """A bucket's culprit: attribution's summary, else what its key names after '@', else '-'."""
-    summary = (bucket.culprit or {}).get("summary")
-    if summary:
-        return summary
-    sig = bucket.key.signature
-    return sig.split(" @ ", 1)[1] if " @ " in sig else "-"
-
-
 def _reason(bucket) -> str:
     return (bucket.severity_reason or {}).get("detail", "not judged yet")
 
 
-def fold_by_culprit(buckets) -> list[tuple[str, str, int, int, list[int]]]:
-    """(severity, culprit, buckets, cases, bucket ids) per culprit: how by-design and noise read."""
-    groups: dict[tuple[str, str], list] = {}
-    for b in buckets:
-        groups.setdefault((b.severity, culprit_of(b)), []).append(b)
-    return [
-        (sev, culprit, len(bs), sum(b.count for b in bs), [b.id for b in bs])
-        for (sev, culprit), bs in sorted(groups.items(), key=lambda kv: (kv[0][0] != "by-design", -len(kv[1]), kv[0][1]))
-    ]
+def _plain(text) -> str:
+    """Stored text on one markdown line, inert (every store string in the root-cause report goes through here)."""
+    return md_text(text)
+
+
+# How many raw buckets a root cause names beneath it before "and N more".
+BUCKETS_NAMED = 12
 
 
 def buckets_markdown(store, *, run_id: int | None = None, min_severity: str = "noise") -> str:
-    """A store's buckets (or those a run touched), led by severity: `bug`, then `suspect`, each
-    with its reason; `by-design` and `noise` folded into one line per culprit with counts."""
-    from records.severity import ORDER, Severity
+    """A store's root causes (or those of the buckets a run touched): `bug`, then `suspect`, each
+    with its reason, pattern, repro and its raw buckets counted beneath; then the findings about
+    eager (eager-worse) apart; `by-design` and `noise` folded into one line per culprit."""
+    return root_causes_markdown(store.buckets(run_id=run_id), run_id=run_id, min_severity=min_severity)
+
+
+def root_causes_markdown(buckets, *, run_id: int | None = None, min_severity: str = "noise") -> str:
+    """`buckets_markdown` of bucket rows (`reports.root_causes` folds them)."""
+    from records.severity import Severity
+    from reports.root_causes import COMPILER_ORDER, EAGER_WORSE, by_severity, fold_by_culprit, root_cause_groups, severity_line
 
     floor = Severity(min_severity)
-    buckets = store.buckets(run_id=run_id)
-    title = f"# divfuzz buckets{f' of run {run_id}' if run_id else ''}"
+    title = f"# divfuzz root causes{f' of run {run_id}' if run_id else ''}"
     if not buckets:
         return title + "\n\nNo buckets: every case matched eager (or differed only as expected in fp32).\n"
-    by_sev = {s: [b for b in buckets if b.severity == s.value] for s in ORDER}
-    lines = [title, "", "Severity: " + ", ".join(f"{len(by_sev[s])} {s.value}" for s in ORDER) + "."]
-    for sev in (Severity.BUG, Severity.SUSPECT):
-        if not sev.at_least(floor) or not by_sev[sev]:
+    causes = root_cause_groups(buckets)
+    grouped = by_severity(causes)
+    n_eager = sum(b.severity == EAGER_WORSE for b in buckets)
+    lines = [title, "", "Severity (buckets): " + ", ".join(f"{sum(b.severity == s for b in buckets)} {s}" for s in COMPILER_ORDER)
+             + (f"; {n_eager} eager-worse, about eager (not counted with the compiler's)" if n_eager else "") + ".",
+             severity_line(causes) + "."]
+    sections = [s for s in ("bug", "suspect") if Severity(s).at_least(floor)] + [EAGER_WORSE]
+    # a severity this divfuzz does not know (a newer store): listed, never dropped
+    sections += sorted({rc.severity for rc in causes} - {*COMPILER_ORDER, EAGER_WORSE})
+    for sev in sections:
+        rcs = grouped.get(sev, [])
+        if not rcs:
             continue
-        lines += ["", f"## {sev.value} ({len(by_sev[sev])})", "",
-                  "| id | kind | dtype | device | ops | culprit | reason | minimized | cases | first seen | repro |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-        for b in sorted(by_sev[sev], key=lambda b: (-b.count, b.id)):
-            k = b.key
-            lines.append(  # every string here comes from the store: escaped, never rendered as HTML or markdown
-                f"| {b.id} | {md_text(k.kind + (' ' + k.detail if k.detail else ''))} | {md_text(k.dtype)} | {md_text(k.device_type)} | "
-                f"{md_code(k.signature)} | {md_text(culprit_of(b))} | {md_text(_reason(b))} | {_minimized(b.folder)} | {b.count} | "
-                f"{_when(b.first_seen)} | {md_text(b.folder + '/repro.py') if b.folder else ''} |"
-            )
-    folded = [b for s in (Severity.BY_DESIGN, Severity.NOISE) if s.at_least(floor) for b in by_sev[s]]
+        heading = "eager-worse: findings about eager, not the compiler" if sev == EAGER_WORSE else sev
+        lines += ["", f"## {heading}: {len(rcs)} root cause{'s' if len(rcs) != 1 else ''}, "
+                  f"{sum(len(rc.buckets) for rc in rcs)} buckets, {sum(rc.cases for rc in rcs):,} cases", ""]
+        for n, rc in enumerate(rcs, start=1):
+            lines += _root_cause_item(n, rc)
+    folded = [rc for rc in causes if rc.severity in ("by-design", "noise") and Severity(rc.severity).at_least(floor)]
     if folded:
         lines += ["", "## by-design and noise, folded by culprit", ""]
-        for sev, culprit, n, cases, ids in fold_by_culprit(folded):
-            shown = ", ".join(str(i) for i in ids[:12]) + (", ..." if len(ids) > 12 else "")
-            lines.append(f"- {md_text(sev)}: {md_text(culprit)}: {n} buckets, {cases} cases (buckets {shown})")
+        for sev, culprit, n_rc, n, cases, ids in fold_by_culprit(folded):
+            shown = ", ".join(str(i) for i in ids[:BUCKETS_NAMED]) + (", ..." if len(ids) > BUCKETS_NAMED else "")
+            lines.append(f"- {sev}: {_plain(culprit)}: {n} buckets, {cases} cases, {n_rc} root causes (buckets {shown})")
     return "\n".join(lines) + "\n"
+
+
+def _root_cause_item(n: int, rc) -> list[str]:
+    """One root cause: a heading with its title, why, its pattern and repro (`* ` items: `- `
+    starts the folded by-design and noise lines), then its raw buckets counted and tabled beneath
+    (at most BUCKETS_NAMED rows, then how many more)."""
+    lead = rc.lead
+    lines = [f"### {n}. {md_code(rc.title)} ({_plain(rc.severity)} · {_plain(lead.key.device_type)})", "",
+             f"* why {_plain(lead.severity)}: {_plain(_reason(lead))}"]
+    if rc.pattern is not None:
+        lines.append(f"* minimized pattern: {md_code(rc.pattern)}")
+    else:
+        lines.append("* not minimized yet: a raw bucket (`divfuzz minimize --pending` analyses it)")
+    if lead.folder:
+        lines.append(f"* repro: {md_code(str(lead.folder) + '/repro.py')}")
+    lines += [f"* {rc.counted()}:", "",
+              "| bucket | severity | kind | dtype | key | minimized | cases | first seen |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for b in rc.buckets[:BUCKETS_NAMED]:
+        k = b.key
+        lines.append(f"| {b.id} | {_plain(b.severity)} | {_plain(k.kind)}{' ' + _plain(k.detail) if k.detail else ''} | "
+                     f"{_plain(k.dtype)} | {md_code(k.signature)} | {_minimized_of(b)} | {b.count} | {_when(b.first_seen)} |")
+    if len(rc.buckets) > BUCKETS_NAMED:
+        lines.append(f"| ... | and {len(rc.buckets) - BUCKETS_NAMED} more buckets | | | | | | |")
+    return lines + [""]
+
+
+def _minimized_of(bucket) -> str:
+    """`ops before -> after, seconds` from the stored analysis, else the folder's analysis.json."""
+    m = bucket.minimized
+    if isinstance(m, dict) and "ops_before" in m:
+        try:
+            return md_text(f"{int(m['ops_before'])} → {int(m['ops_after'])} ops" + (f", {float(m['wall_s']):.0f} s" if "wall_s" in m else ""))
+        except (KeyError, TypeError, ValueError, OverflowError):
+            return ""
+    return _minimized(bucket.folder)

@@ -115,7 +115,7 @@ def _store_with(tmp_path, samples):
         )
         ids.append(bucket_id)
     store.finish_run(run)
-    page = render_html(collect(store), tmp_path / "report.html")
+    page = render_html(collect(store), tmp_path / "report.html", plots="all")
     store.close()
     return ids, page
 

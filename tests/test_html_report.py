@@ -124,7 +124,12 @@ def _page(out_dir: Path, html_path: Path) -> str:
         store.close()
 
 
-def test_sections_lead_with_bug_and_every_bucket_has_a_card_with_its_plots(tmp_path):
+def _card_of(page: str, bucket_id: int) -> str:
+    start = page.index(f'data-bucket="{bucket_id}"')
+    return page[start:page.index("</article>", start)]
+
+
+def test_sections_lead_with_bug_and_every_bucket_has_a_card_only_bug_cards_with_plots(tmp_path):
     ids = build_store(tmp_path)
     page = _page(tmp_path, tmp_path / "report.html")
     order = [page.index(f'id="{s}"') for s in ("sev-bug", "sev-suspect", "sev-by-design", "sev-noise", "campaign")]
@@ -132,11 +137,16 @@ def test_sections_lead_with_bug_and_every_bucket_has_a_card_with_its_plots(tmp_p
     assert len(re.findall(r'<article class="card', page)) == len(set(ids.values())) == 5  # bug and bug2 share a key
     assert re.search(r'<details class="severity" id="sev-by-design">.*?data-bucket="%d"' % ids["by-design"], page, re.S)
     assert re.search(r'<details class="severity" id="sev-noise">.*?data-bucket="%d"' % ids["noise"], page, re.S)
-    # the float bug's plots: its ULP histogram is the stored bins summed over its one case
+    # the float bug's plots: its ULP histogram is the stored bins summed over its two cases
     assert f'data-plot="ulp-histogram-{ids["bug"]}-bfloat16"' in page
     assert f'data-plot="error-scatter-{ids["bug"]}-bfloat16"' in page
-    assert "<title>1: 5</title>" in page and "<title>2: 3</title>" in page
-    assert f'data-plot="int-flips-{ids["suspect"]}-uint8"' in page and "<title>boundary: 3</title>" in page
+    assert "<title>1: 10</title>" in page and "<title>2: 6</title>" in page
+    # every other card is compact: no inline plot, and the command that draws its plots
+    for name in ("suspect", "by-design", "noise", "hostile"):
+        card = _card_of(page, ids[name])
+        assert "<svg" not in card and "data-plot" not in card, name
+        assert f"--bucket {ids[name]} --html bucket-{ids[name]}.html" in card, name
+    assert f'data-plot="int-flips-{ids["suspect"]}-uint8"' not in page
     for name in ("throughput", "new-buckets", "op-coverage", "dtype-coverage", "time-per-stage"):
         assert f'data-plot="{name}"' in page
     assert "<title>layer_norm, cases drawing it: 8</title>" in page  # 6 findings' specs but the hostile one, + 3 ok
@@ -193,34 +203,6 @@ def test_fuzz_not_writing_report_html_is_divfuzz_s_own_error(tmp_path):
     with pytest.raises(OutputError, match="report.html: could not write the HTML report"):
         _write_report_html(tmp_path / STORE_NAME, tmp_path / "report.html")
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".report.html.tmp")]  # no debris
-
-
-def test_terminal_summary_fits_120_columns_and_wraps_only_the_bucket_column(tmp_path):
-    """`divfuzz fuzz`'s summary table (issue 12's terminal item), over the same store's buckets
-    plus one with a 300-character signature."""
-    import io
-
-    from rich.console import Console
-
-    from fuzzer.cli.fuzz import summary_table
-
-    build_store(tmp_path)
-    long_sig = "+".join(f"op_number_{i}" for i in range(25)) + " @ inductor: " + "x" * 40
-    store = Store(tmp_path / STORE_NAME)
-    run = store.latest_run_id()
-    store.add_case(run_id=run, slot=1, idx=0, spec_digest="long", spec_json="{}", device="cpu", config={},
-                   verdict=_float_verdict(), score=1.0, wall_s=1.0, finding_kind="bf16-ulp",
-                   key=BucketKey("bf16-ulp", "bfloat16", "cpu", long_sig), triage="x", severity=_reason("bug"))
-    buckets = [b for b in store.buckets() if b.severity in ("bug", "suspect")]
-    store.close()
-    sink = io.StringIO()
-    Console(file=sink, width=200, color_system=None).print(summary_table(buckets, run))
-    lines = sink.getvalue().splitlines()
-    assert max(len(line) for line in lines) <= 120
-    for b in buckets:  # id, severity and case count sit whole on the first line of their row
-        assert any(re.match(rf"^│\s*{b.id} │ {b.severity}\s*│\s*{b.count} │", line) for line in lines), b.id
-    bucket_column = "".join(line.rsplit("│", 2)[-2].strip() for line in lines if line.count("│") == 6)
-    assert long_sig.split(" @ ")[0] in bucket_column  # wrapped inside its column, nothing cut
 
 
 # ---- the browser test ---------------------------------------------------------------------------

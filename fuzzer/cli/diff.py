@@ -1,4 +1,5 @@
-"""`divfuzz diff OLD NEW`: what changed between two campaigns (`reports.diff`).
+"""`divfuzz diff OLD NEW`: what changed between two campaigns (`reports.diff`), each section led by
+its root causes (new ones, and new buckets of root causes OLD already had), raw buckets beneath.
 
 Each side is a store (its folder, as `--out` names it, or the SQLite file) or `STORE:RUN_ID`
 for one run of a store. Bad input (no store there, not a divfuzz store, a run the store does
@@ -64,8 +65,8 @@ def _open_side(text: str, name: str):
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the diff as one self-contained HTML page (no script, no network) to this file.")
 def diff(old, new, as_json, as_markdown, any_device, html_path):
-    """What changed from OLD to NEW (each a store, or STORE:RUN_ID): new buckets, buckets gone
-    (fixed when NEW replayed their spec, else not reached), and severity or bounds changes."""
+    """What changed from OLD to NEW (each a store, or STORE:RUN_ID), by root cause: new buckets,
+    buckets gone (fixed when NEW replayed their spec, else not reached), and severity or bounds changes."""
     from records.errors import ConfigError
     from reports.diff import diff_html, diff_json, diff_markdown, diff_sides, diff_text
 

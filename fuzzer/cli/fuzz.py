@@ -395,64 +395,34 @@ def _status_line(opts, p) -> str:
 
 
 def _print_summary(result, min_severity: str = "noise") -> None:
-    """The run's buckets led by severity: bug, then suspect, each with its reason; by-design and
-    noise folded into one line per culprit."""
+    """The end of the run on one 80x24 screen (`reports.root_causes.screen_summary`): the run's
+    numbers, buckets and root causes by severity, one line per bug root cause, and where the rest
+    is; the caller then prints the path of report.html. `min_severity` names the floor that
+    `divfuzz report` is pointed at (the screen lists bug root causes only)."""
     from fuzzer.engine.store import Store
-    from records.severity import ORDER, Severity
-    from reports.markdown import fold_by_culprit
+    from reports.root_causes import SCREEN_WIDTH, clip, screen_summary
 
     p = result.progress
     store = Store(result.store_path, create=False)
     try:
-        elapsed = time.time() - p.started
-        out.print(
-            f"run {result.run_id}{' (resumed)' if result.resumed else ''}: {p.cases} cases in {elapsed:.0f} s "
-            f"({p.cases / elapsed * 60 if elapsed else 0:.1f}/min); statuses "
-            + ", ".join(f"{k} {v}" for k, v in sorted(p.by_status.items()))
-            + (f"; {p.skipped} stored cases skipped" if p.skipped else ""),
-            highlight=False,
-        )
-        if result.cut_at_grace:
-            from fuzzer.campaign.loop import BUDGET_GRACE_S
-
-            out.print(f"budget reached: minimization got what was left plus {BUDGET_GRACE_S:g} s of grace; "
-                      "work still in flight then was dropped (re-run to resume it)", highlight=False)
-        if result.pending_analyses:
-            out.print(f"{result.pending_analyses} bucket analys{'is' if result.pending_analyses == 1 else 'es'} pending "
-                      f"(stored under the raw key until analysed): run `divfuzz minimize --pending --store {result.store_path.parent}` "
-                      "or resume the campaign to finish them", highlight=False)
-        floor = Severity(min_severity)
         buckets = store.buckets(run_id=result.run_id)
-        out.print("buckets by severity: " + ", ".join(f"{sum(b.severity == s.value for b in buckets)} {s.value}" for s in ORDER), highlight=False)
-        rows = [b for sev in (Severity.BUG, Severity.SUSPECT) if sev.at_least(floor)
-                for b in sorted((b for b in buckets if b.severity == sev.value), key=lambda b: (-b.count, b.id))]
-        table = summary_table(rows, result.run_id, width=min(out.width, SUMMARY_WIDTH))
-        out.print(table)
-        folded = [b for b in buckets if b.severity in ("by-design", "noise") and Severity(b.severity).at_least(floor)]
-        for sev, culprit, n, cases, ids in fold_by_culprit(folded):
-            out.print(f"{sev}: {culprit}: {n} buckets, {cases} cases (buckets {', '.join(map(str, ids[:12]))}{', ...' if len(ids) > 12 else ''})", highlight=False)
     finally:
         store.close()
+    elapsed = time.time() - p.started
+    statuses = ", ".join(f"{k} {v}" for k, v in sorted(p.by_status.items()))
+    head = [f"run {result.run_id}{' (resumed)' if result.resumed else ''}: {p.cases} cases in {elapsed:.0f} s "
+            f"({p.cases / elapsed * 60 if elapsed else 0:.1f}/min)" + (f"; {statuses}" if statuses else "")
+            + (f"; {p.skipped} skipped (stored)" if p.skipped else "")]
+    if result.cut_at_grace:
+        from fuzzer.campaign.loop import BUDGET_GRACE_S
 
-
-SUMMARY_WIDTH = 120  # the summary fits a 120-column terminal: only the bucket column wraps
-
-
-def summary_table(buckets, run_id: int, *, width: int = SUMMARY_WIDTH) -> Table:
-    """Bug and suspect buckets as a table at most SUMMARY_WIDTH wide. The short columns never
-    wrap; the bucket column holds the key, culprit, reason and folder, and wraps inside itself."""
-    from reports.markdown import culprit_of
-
-    table = Table(title=f"bug and suspect buckets of run {run_id}", width=width)
-    for col in ("id", "severity", "cases", "new"):
-        table.add_column(col, no_wrap=True, justify="right" if col in ("id", "cases") else "left")
-    table.add_column("bucket: key, culprit, reason, folder", overflow="fold", ratio=1)
-    for b in buckets:
-        k = b.key
-        text = (
-            f"{k.kind}{' ' + k.detail if k.detail else ''} · {k.dtype} · {k.signature.split(' @ ')[0]}\n"
-            f"culprit: {culprit_of(b)}\nwhy: {(b.severity_reason or {}).get('detail', '')}"
-            + (f"\n{b.folder}" if b.folder else "")
-        )
-        table.add_row(str(b.id), b.severity, str(b.count), "yes" if b.first_run_id == run_id else "", Text(text))
-    return table
+        head.append(f"budget reached: in-flight work past {BUDGET_GRACE_S:g} s of grace dropped (re-run resumes it)")
+    store_dir = result.store_path.parent
+    if result.pending_analyses:
+        head.append(f"{result.pending_analyses} analyses pending: divfuzz minimize --pending --store {store_dir}")
+    lines = screen_summary(buckets, head=head, store_dir=str(store_dir), run_id=result.run_id,
+                           reserve=1 + bool(result.interrupted))  # report.html's line, and the interrupted one
+    if min_severity != "noise":
+        lines[-1] = clip(f"{lines[-1]} --min-severity {min_severity}", SCREEN_WIDTH)
+    for line in lines:
+        out.print(line, markup=False, highlight=False, soft_wrap=True)

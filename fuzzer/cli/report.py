@@ -1,5 +1,6 @@
-"""`divfuzz report`: a store's buckets as markdown, led by severity, or (`--html FILE`) as one
-self-contained HTML page with plots (`reports.html`)."""
+"""`divfuzz report`: a store's root causes as markdown, led by severity, or (`--html FILE`) as one
+self-contained HTML page (`reports.html`): plots inline for bug root causes; `--bucket N` writes
+one bucket's page with all its plots (the command a compact card names)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,10 @@ from fuzzer.cli.options import RUN_ID, SEVERITY_CHOICE, DivfuzzCommand, check_ou
 @click.option("--min-severity", type=SEVERITY_CHOICE, default="noise", show_default=True, help="Hide buckets below this severity.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write one self-contained HTML page (plots, cards, no network) to this file instead of markdown.")
-def report(out_dir, run_id, min_severity, html_path):
-    """Print the buckets of a store as markdown, or write them as an HTML page (--html)."""
+@click.option("--bucket", "bucket_id", type=click.IntRange(min=1), default=None,
+              help="Only this bucket, with all its plots (needs --html): what a compact card's command draws.")
+def report(out_dir, run_id, min_severity, html_path, bucket_id):
+    """Print the root causes of a store as markdown, or write them as an HTML page (--html)."""
     from fuzzer.campaign.loop import STORE_NAME
     from records.errors import StoreError
     from fuzzer.engine.store import Store
@@ -26,6 +29,10 @@ def report(out_dir, run_id, min_severity, html_path):
     path = out_dir / STORE_NAME
     if not path.exists():
         raise StoreError(f"{path}: no store here (run `divfuzz fuzz --out {out_dir}` first)")
+    if bucket_id is not None and html_path is None:
+        from records.errors import ConfigError
+
+        raise ConfigError(f"--bucket {bucket_id}: give --html FILE too (the bucket's page with its plots)")
     check_out_file(html_path, "--html")
     store = Store(path, create=False)
     try:
@@ -33,7 +40,7 @@ def report(out_dir, run_id, min_severity, html_path):
             raise StoreError(f"--run {run_id}: {path} has no run {run_id}")
         _judge_unjudged(store)
         if html_path is not None:
-            written = write_report_html(store, html_path, run_id=run_id)
+            written = write_report_html(store, html_path, run_id=run_id, bucket_id=bucket_id)
             out.print(f"wrote {written}", markup=False, highlight=False)
         else:
             out.print(buckets_markdown(store, run_id=run_id, min_severity=min_severity), markup=False, highlight=False)
@@ -41,11 +48,23 @@ def report(out_dir, run_id, min_severity, html_path):
         store.close()
 
 
-def write_report_html(store, html_path: Path, *, run_id: int | None = None) -> Path:
-    """The store's HTML page (`reports.html`), written whole; `divfuzz fuzz` calls it too."""
+def write_report_html(store, html_path: Path, *, run_id: int | None = None, bucket_id: int | None = None) -> Path:
+    """The store's HTML page (`reports.html`), written whole; `divfuzz fuzz` calls it too. With
+    `bucket_id`, a page of that bucket alone with all its plots (StoreError when there is none)."""
+    from dataclasses import replace
+
+    from records.errors import StoreError
     from reports.html import collect, write_html
 
-    return write_html(collect(store, run_id=run_id), html_path)
+    data = collect(store, run_id=run_id)
+    if bucket_id is None:
+        return write_html(data, html_path)
+    chosen = [b for b in data.buckets if b.id == bucket_id]
+    if not chosen:
+        raise StoreError(f"--bucket {bucket_id}: {store.path} has no bucket {bucket_id}"
+                         + (f" in run {run_id}" if run_id is not None else ""))
+    data = replace(data, buckets=chosen, cases=[c for c in data.cases if c["bucket_id"] == bucket_id])
+    return write_html(data, html_path, plots="all")
 
 
 def _judge_unjudged(store) -> None:

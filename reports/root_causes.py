@@ -1,0 +1,277 @@
+"""Root causes: what a reader sees. Raw buckets are bookkeeping; buckets whose minimized graph
+pattern and culprit agree are one root cause (`root_cause_groups`).
+
+The rule, in one place (`report`, `report --html`, `diff`, `fuzz`'s summary and the gate call it):
+- a bucket joins a root cause only when it was minimized (its stored analysis holds a
+  `MinimizeResult` record and a minimized spec that `GraphSpec` loads) and attributed (a culprit
+  summary); every other bucket (pending, not minimizable such as a hang, a spec that does not
+  load) is a root cause of its own;
+- the pattern is the minimized graph's ops and their wiring: each node's op, which inputs or
+  earlier nodes it reads (renamed by position), its categorical parameters (strings, flags and
+  None: a rounding mode, a comparison, `affine`, a cast's target), the outputs, each input's role
+  (data, or a parameter's initialisation, and whether it takes a gradient), and whether autocast
+  and backward are on. Tensor sizes, dtypes of inputs and nodes, numeric parameters (eps, a
+  divisor, a feature count), the input recipe and its seed are left out: they are the case, not
+  the cause;
+- two minimized buckets are one root cause when their pattern, culprit summary, device type and
+  finding kind agree, where the three ULP kinds (bf16/fp16/fp32) count as one kind (they only
+  name the case's dtype) and an error kind keeps its exception type;
+- a finding about eager (severity "eager-worse": eager grossly further from fp64 than compiled)
+  never shares a root cause with the compiler's findings.
+A root cause's severity is its most severe bucket's. Torch-free: it reads stored rows only.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+from records.errors import DivfuzzError
+from records.severity import COMPILER_SEVERITIES, ORDER, Severity
+
+# A finding about eager (rule "eager-gross-worse"), not the compiler: reported apart, never counted.
+EAGER_WORSE = Severity.EAGER_WORSE.value
+# The compiler's severities, most severe first.
+COMPILER_ORDER: tuple[str, ...] = tuple(s.value for s in COMPILER_SEVERITIES)
+_DEVICE = 2  # where the device type sits in `RootCause.parts`
+_ULP_KINDS = frozenset({"bf16-ulp", "fp16-ulp", "fp32-ulp"})
+
+
+def about_eager(severity: str) -> bool:
+    """A finding about eager rather than the compiler: reported apart, never counted with them."""
+    return severity == EAGER_WORSE
+
+
+def severity_rank(severity: str) -> int:
+    """`Severity.rank` (0 for bug; eager-worse after the compiler's), and a value this divfuzz does
+    not know (a newer store's) after all of them."""
+    known = {s.value: s.rank for s in ORDER}
+    return known.get(severity, len(ORDER))
+
+
+def culprit_of(bucket) -> str:
+    """A bucket's culprit: attribution's summary, else what its key names after '@', else '-'."""
+    summary = (bucket.culprit or {}).get("summary")
+    if isinstance(summary, str) and summary:
+        return summary
+    sig = bucket.key.signature
+    return sig.split(" @ ", 1)[1] if " @ " in sig else "-"
+
+
+def ops_of(bucket) -> str:
+    """The op part of a bucket key's signature (what precedes ' @ culprit')."""
+    return bucket.key.signature.split(" @ ", 1)[0]
+
+
+def graph_pattern(spec_dict: Any) -> str | None:
+    """The canonical pattern of a stored spec (see the module docstring), as readable text such as
+    `v1 = div(x0; mode=floor) -> v1`, or None when the spec does not load."""
+    from generators.spec import GraphSpec
+
+    try:
+        spec = GraphSpec.from_dict(spec_dict, source="minimized spec")
+    except (DivfuzzError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    names: dict[str, str] = {}
+    for i, t in enumerate(spec.inputs):
+        names[t.name] = f"x{i}"
+    lines = []
+    for j, n in enumerate(spec.nodes, start=1):
+        names[n.name] = f"v{j}"
+        args = ", ".join(names.get(a, "?") for a in n.inputs)
+        params = ", ".join(f"{k}={v}" for k, v in sorted(n.params) if v is None or isinstance(v, (str, bool)))
+        lines.append(f"v{j} = {n.op}({args}{'; ' + params if params else ''})")
+    roles = [f"x{i}:{t.init}{'+grad' if t.requires_grad else ''}" for i, t in enumerate(spec.inputs)
+             if t.init != "data" or t.requires_grad]
+    modes = ["autocast"] * bool(spec.autocast) + ["backward"] * spec.backward
+    tail = " -> " + ", ".join(names.get(o, "?") for o in spec.outputs)
+    extra = (f" [{', '.join(roles + modes)}]" if roles or modes else "")
+    return "; ".join(lines) + tail + extra
+
+
+def _minimized_pattern(bucket) -> str | None:
+    """The pattern of a bucket that was minimized and attributed, else None (it stays alone)."""
+    m = bucket.minimized
+    if not isinstance(m, dict) or "ops_before" not in m or not (bucket.culprit or {}).get("summary"):
+        return None
+    return graph_pattern(m.get("spec"))
+
+
+def _kind_family(key) -> str:
+    if key.kind in _ULP_KINDS:
+        return "float-ulp"
+    return f"{key.kind} {key.detail}" if key.detail else key.kind
+
+
+@dataclass(frozen=True)
+class RootCause:
+    """Raw buckets that are one cause: their pattern, culprit, and the buckets most severe first."""
+
+    parts: tuple[str, ...]  # what makes it one cause; the device type is parts[DEVICE]
+    severity: str  # the most severe of its buckets' severities
+    culprit: str
+    pattern: str | None  # the minimized graph's pattern; None: not minimized (one bucket)
+    buckets: tuple  # most severe first, then most cases, then oldest
+
+    @property
+    def lead(self):
+        """The bucket shown for the root cause: the most severe, with the most cases."""
+        return self.buckets[0]
+
+    @property
+    def cases(self) -> int:
+        return sum(b.count for b in self.buckets)
+
+    @property
+    def minimized(self) -> bool:
+        return self.pattern is not None
+
+    @property
+    def about_eager(self) -> bool:
+        return about_eager(self.severity)
+
+    @property
+    def title(self) -> str:
+        """One line: the lead's ops and the culprit (`div @ inductor lowering of aten.div`), or
+        `... (not attributed yet)` for a raw bucket whose analysis is pending."""
+        if self.culprit == "-":
+            return f"{ops_of(self.lead)} (not attributed yet)"
+        return f"{ops_of(self.lead)} @ {self.culprit}"
+
+    def severity_counts(self) -> list[tuple[str, int]]:
+        """(severity, buckets) of its raw buckets, most severe first."""
+        counts = Counter(b.severity for b in self.buckets)
+        return sorted(counts.items(), key=lambda kv: severity_rank(kv[0]))
+
+    def counted(self) -> str:
+        """Its raw buckets counted: `5 buckets (4 bug, 1 suspect), 1,250 cases`."""
+        n = len(self.buckets)
+        sev = ", ".join(f"{c} {s}" for s, c in self.severity_counts())
+        return f"{n} bucket{'s' if n != 1 else ''} ({sev}), {self.cases:,} case{'s' if self.cases != 1 else ''}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """As JSON for machines (the gate's `--json`): its title, severity, culprit, pattern,
+        cases, and its raw buckets most severe first."""
+        return {"root_cause": self.title, "severity": self.severity, "culprit": self.culprit, "pattern": self.pattern,
+                "cases": self.cases, "buckets": [{"id": b.id, "key": str(b.key), "severity": b.severity, "cases": b.count}
+                                                 for b in self.buckets]}
+
+    def identity(self, *, match_device: bool = True) -> str:
+        """Equal for the same root cause in any store (`diff` matches on it); without
+        `match_device` the device type is left out (`diff --any-device`)."""
+        parts = self.parts if match_device else (*self.parts[:_DEVICE], "any device", *self.parts[_DEVICE + 1:])
+        return " \u00b7 ".join(parts)
+
+
+def root_cause_groups(buckets: Iterable) -> list[RootCause]:
+    """Fold raw buckets (`Store.buckets()` rows, or anything with their fields) into root causes,
+    by the rule of the module docstring. Ordered as a reader reads them: the compiler's root
+    causes by severity (bug first), then eager-worse ones, each by cases (most first), then by
+    the lead bucket's id."""
+    groups: dict[tuple[str, ...], list] = {}
+    patterns: dict[tuple[str, ...], str | None] = {}
+    for b in buckets:
+        pattern = _minimized_pattern(b)
+        realm = "eager" if about_eager(b.severity) else "compiler"
+        k = b.key
+        if pattern is None:  # alone: its whole key
+            parts = ("raw", realm, k.device_type, k.kind, k.detail, k.dtype, k.signature)
+        else:
+            parts = ("minimized", realm, k.device_type, _kind_family(k), pattern, culprit_of(b))
+        groups.setdefault(parts, []).append(b)
+        patterns[parts] = pattern
+    causes = []
+    for parts, members in groups.items():
+        members.sort(key=lambda b: (severity_rank(b.severity), -b.count, b.id))
+        lead = members[0]
+        causes.append(RootCause(parts=parts, severity=lead.severity, culprit=culprit_of(lead),
+                                pattern=patterns[parts], buckets=tuple(members)))
+    causes.sort(key=lambda rc: (rc.about_eager, severity_rank(rc.severity), -rc.cases, rc.lead.id))
+    return causes
+
+
+def by_severity(causes: Sequence[RootCause]) -> dict[str, list[RootCause]]:
+    """Root causes by their severity value, in `root_cause_groups`' order within each."""
+    out: dict[str, list[RootCause]] = {}
+    for rc in causes:
+        out.setdefault(rc.severity, []).append(rc)
+    return out
+
+
+def fold_by_culprit(causes: Sequence[RootCause]) -> list[tuple[str, str, int, int, int, list[int]]]:
+    """(severity, culprit, root causes, buckets, cases, bucket ids) per (severity, culprit): how
+    by-design and noise read. by-design first, then by buckets (most first), then culprit."""
+    groups: dict[tuple[str, str], list[RootCause]] = {}
+    for rc in causes:
+        groups.setdefault((rc.severity, rc.culprit), []).append(rc)
+    rows = []
+    for (sev, culprit), rcs in groups.items():
+        ids = sorted(b.id for rc in rcs for b in rc.buckets)
+        rows.append((sev, culprit, len(rcs), len(ids), sum(rc.cases for rc in rcs), ids))
+    return sorted(rows, key=lambda r: (r[0] != "by-design", -r[3], r[1]))
+
+
+def severity_line(causes: Sequence[RootCause]) -> str:
+    """`Root causes: 1 bug, 3 suspect, 2 by-design, 0 noise`, plus the eager-worse ones apart."""
+    count = Counter(rc.severity for rc in causes)
+    text = "Root causes: " + ", ".join(f"{count.get(s, 0)} {s}" for s in COMPILER_ORDER)
+    if count.get(EAGER_WORSE):
+        text += f"; {count[EAGER_WORSE]} eager-worse, about eager"
+    return text
+
+
+def summary_lines(causes: Sequence[RootCause], *, width: int = 80, max_lines: int = 15,
+                  severity: str = "bug", new_in_run: int | None = None) -> list[str]:
+    """One line per root cause of `severity`, at most `width` columns (cut with '…'), at most
+    `max_lines` lines in all, the last of them `... and N more` when they do not all fit: the
+    terminal summary's list, and the gate's. A line reads
+    `#6 x5 new 1,250 cases  div+floor @ inductor lowering of aten.div` (lead bucket, buckets when
+    more than one, `new` when one of them was first seen in run `new_in_run`, cases, title)."""
+    chosen = [rc for rc in causes if rc.severity == severity]
+    shown = chosen if len(chosen) <= max_lines else chosen[: max(0, max_lines - 1)]
+    lines = []
+    for rc in shown:
+        count = f" x{len(rc.buckets)}" if len(rc.buckets) > 1 else ""
+        new = " new" if new_in_run is not None and any(b.first_run_id == new_in_run for b in rc.buckets) else ""
+        lines.append(clip(f"  #{rc.lead.id}{count}{new} {rc.cases:,} case{'s' if rc.cases != 1 else ''}  {rc.title}", width))
+    if len(shown) < len(chosen):
+        lines.append(clip(f"  ... and {len(chosen) - len(shown)} more {severity} root causes", width))
+    return lines
+
+
+# The end of `divfuzz fuzz` fits one terminal screen of this size.
+SCREEN_WIDTH, SCREEN_HEIGHT = 80, 24
+MAX_BUG_LINES = 15
+
+
+def screen_summary(buckets: Sequence, *, head: Sequence[str], store_dir: str, run_id: int | None = None,
+                   reserve: int = 1, width: int = SCREEN_WIDTH, height: int = SCREEN_HEIGHT) -> list[str]:
+    """The end of a campaign as at most `height - reserve` lines of at most `width` columns (the
+    caller prints `reserve` more: the path of report.html): `head` (the run's own lines), the
+    bucket and root-cause counts by severity, the eager-worse count apart, one line per bug root
+    cause (at most MAX_BUG_LINES, then `... and N more`), and where the rest is."""
+    causes = root_cause_groups(buckets)
+    b_count = Counter(b.severity for b in buckets)
+    rc_count = Counter(rc.severity for rc in causes)
+    lines = [clip(line, width) for line in head]
+    lines.append(clip("buckets:     " + ", ".join(f"{b_count.get(s, 0)} {s}" for s in COMPILER_ORDER), width))
+    lines.append(clip("root causes: " + ", ".join(f"{rc_count.get(s, 0)} {s}" for s in COMPILER_ORDER), width))
+    if b_count.get(EAGER_WORSE):
+        lines.append(clip(f"about eager, not counted above: {rc_count[EAGER_WORSE]} eager-worse root causes "
+                          f"({b_count[EAGER_WORSE]} buckets)", width))
+    bug = rc_count.get("bug", 0)
+    tail = [clip(f"the rest, by root cause: divfuzz report --out {store_dir}", width)]
+    if bug:
+        lines.append(clip("bug root causes (lead bucket, buckets, cases, ops @ culprit):", width))
+        room = height - reserve - len(lines) - len(tail)
+        lines += summary_lines(causes, width=width, max_lines=max(1, min(MAX_BUG_LINES, room)), new_in_run=run_id)
+    else:
+        lines.append("no bug root cause")
+    return lines + tail
+
+
+def clip(text: str, width: int) -> str:
+    """`text` on one line of at most `width` columns: cut with '…' when longer."""
+    text = text.replace("\n", " ")
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"

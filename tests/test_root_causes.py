@@ -1,0 +1,353 @@
+"""Root causes are what a reader sees (issue 20, point 5): buckets whose minimized pattern and
+culprit agree fold into one root cause (`reports.root_causes`), and `report`, `report --html`,
+`diff` and `fuzz`'s 80x24 summary list root causes with their raw buckets counted beneath.
+
+Every store here is a real SQLite store written through the `Store` API the campaign uses: a
+finding is stored under its raw key with a pending analysis (`add_case_for_analysis`), and its
+analysis is filed as the campaign files it (`resolve_root_cause`, then `set_bucket_analysis` on
+the bucket it created). No compile: the minimized specs and culprits are what an analysis returns.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from rich.console import Console
+
+from fuzzer.campaign.loop import STORE_NAME, CampaignResult, Progress
+from fuzzer.cli.main import main
+from fuzzer.engine.store import Store
+from generators.spec import GraphSpec, InputRecipe, Node, TensorSpec
+from records.buckets import BucketKey
+from records.outcomes import Status
+from records.verdict import FloatComparison, OutputVerdict, Verdict
+from reports.diff import diff_sides, diff_text, side_from_store
+from reports.html import collect, render_html
+from reports.markdown import buckets_markdown
+from reports.root_causes import EAGER_WORSE, graph_pattern, root_cause_groups
+
+ROOT = Path(__file__).resolve().parents[1]
+LOWERING = "inductor lowering of aten.div"
+_ULP = {"float32": "fp32-ulp", "bfloat16": "bf16-ulp", "float16": "fp16-ulp"}
+
+
+def _verdict(dtype: str, n_diff: int = 9) -> dict:
+    f = FloatComparison(
+        dtype=dtype, numel=4096, n_diff=n_diff, max_ulp=40, ulp_histogram=(("1", 5), ("5-16", 4)), nan_inf_mismatch=0,
+        triage="compiled-worse", n_worse=n_diff, n_closer=0, rmse_eager=1e-3, rmse_compiled=4e-3, max_abs_diff=1.0,
+        error_sample=((0.25, 3.0), (0.5, 1.5)),
+    )
+    return Verdict(Status.DIVERGED, outputs=(OutputVerdict("v1", float_cmp=f),)).to_dict()
+
+
+def _reason(sev: str, detail: str = "") -> dict:
+    return {"severity": sev, "rule": "planted", "output": "v1", "detail": detail or f"planted {sev}"}
+
+
+def floor_div(dtype: str = "float32", rows: int = 8, divisor: float = 0.1, mode: str | None = "floor",
+              before: tuple[str, ...] = ()) -> GraphSpec:
+    """`div(x, divisor, rounding_mode=mode)`, after the unary ops `before` (the ops that surround
+    it in a drawn graph and that minimization removes)."""
+    nodes, last = [], "x0"
+    for i, op in enumerate((*before, "div"), start=1):
+        params = (("divisor", divisor), ("mode", mode)) if op == "div" else ()
+        nodes.append(Node(f"v{i}", op, (last,), params, dtype, (rows, 16)))
+        last = f"v{i}"
+    return GraphSpec(inputs=(TensorSpec("x0", (rows, 16), dtype),), nodes=tuple(nodes), outputs=(last,),
+                     recipe=InputRecipe("decimal_grid", rows))
+
+
+def mul_then_div(dtype: str = "float32") -> GraphSpec:
+    """The same ops as a floor division after a multiply, but wired otherwise: div reads x1."""
+    return GraphSpec(
+        inputs=(TensorSpec("x0", (8, 16), dtype), TensorSpec("x1", (8, 16), dtype)),
+        nodes=(Node("v1", "mul", ("x0", "x1"), (), dtype, (8, 16)),
+               Node("v2", "div", ("x1",), (("divisor", 0.1), ("mode", "floor")), dtype, (8, 16))),
+        outputs=("v1", "v2"),
+    )
+
+
+class Campaign:
+    """Findings stored and analysed as `fuzzer.campaign.loop` stores and files them."""
+
+    def __init__(self, folder: Path, *, device: str = "cpu", seed: int = 1):
+        folder.mkdir(parents=True, exist_ok=True)
+        self.folder = folder
+        self.store = Store(folder / STORE_NAME)
+        self.device = device
+        self.run, _ = self.store.start_run(seed=seed, device=device, config={"backend": "inductor"}, options={},
+                                           versions={"torch": "2.13.0+cpu"})
+        self.idx = 0
+
+    def find(self, spec: GraphSpec, *, severity: str = "bug", cases: int = 1) -> BucketKey:
+        """`cases` cases of `spec` stored under its raw key (the graph's op set), analysis pending."""
+        dtype = spec.nodes[-1].dtype
+        raw = BucketKey(_ULP[dtype], dtype, self.device, "+".join(sorted(set(spec.op_names))))
+        for _ in range(cases):
+            self.store.add_case_for_analysis(
+                raw_key=raw, severity_for=lambda key: _reason(severity), run_id=self.run, slot=0, idx=self.idx,
+                spec_digest=f"{spec.digest()}-{self.idx}", spec_json=spec.to_json(indent=None), device=self.device,
+                config={"backend": "inductor"}, verdict=_verdict(dtype), score=1.0, wall_s=0.5, finding_kind=raw.kind,
+                triage="compiled-worse",
+            )
+            self.idx += 1
+        return raw
+
+    def file(self, raw: BucketKey, minimal: GraphSpec | None, culprit: str, *, severity: str = "bug",
+             minimized: bool = True) -> int:
+        """File `raw`'s analysis: its root-cause key (the minimal spec's ops @ culprit), the store's
+        own re-keying, and the analysis record on the bucket it created (as `write_bucket_files`)."""
+        spec = minimal or floor_div()
+        key = BucketKey(raw.kind, raw.dtype, raw.device_type, f"{spec.op_signature()} @ {culprit}")
+        filed = self.store.resolve_root_cause(raw, key, lambda verdict: _reason(severity))
+        record = ({"spec": spec.to_dict(), "ops_before": 6, "ops_after": len(spec.nodes), "elements_before": 4096,
+                   "elements_after": 128, "passes": [], "predicate_calls": 9, "wall_s": 12.0, "budget_exhausted": False}
+                  if minimized else {"spec": spec.to_dict(), "note": "not minimized: a hang finding costs a whole timeout"})
+        if filed.created:
+            self.store.set_bucket_analysis(filed.bucket_id, minimized=record, culprit={
+                "stage": "inductor", "summary": culprit, "subsystem": "lowerings", "detail": "aten.div",
+                "ladder": [["aot_eager", "ok"], ["aot_eager_decomp_partition", "ok"], ["inductor", raw.kind]]})
+        return filed.bucket_id
+
+    def close(self) -> None:
+        self.store.finish_run(self.run)
+        self.store.close()
+
+    def reopen(self) -> Store:
+        return Store(self.folder / STORE_NAME, create=False)
+
+
+# The issue's example: one floor division filled 5 bug buckets whose raw keys differ by the ops around it.
+SURROUNDINGS = (("relu",), ("abs", "relu"), ("neg",), ("exp", "neg"), ("abs",))
+DTYPES = ("float32", "bfloat16", "float32", "float16", "bfloat16")
+
+
+def plant_floor_division(c: Campaign, *, analysed: bool = True) -> list[BucketKey]:
+    raws = [c.find(floor_div(dtype, rows=8 * (i + 1), before=ops), cases=i + 1)
+            for i, (ops, dtype) in enumerate(zip(SURROUNDINGS, DTYPES))]
+    if analysed:  # each shrinks to the lone floor division: other sizes, dtypes and divisors
+        for i, raw in enumerate(raws):
+            c.file(raw, floor_div(raw.dtype, rows=2 + i, divisor=(0.1, 0.3, 2.5, 7.0, 0.1)[i]), LOWERING)
+    return raws
+
+
+# ---- the grouping rule ----------------------------------------------------------------------------
+
+
+def test_the_floor_division_s_five_buckets_are_one_root_cause_once_minimized(tmp_path):
+    c = Campaign(tmp_path)
+    plant_floor_division(c, analysed=False)
+    pending = root_cause_groups(c.store.buckets())
+    assert len(pending) == 5 and all(not rc.minimized and len(rc.buckets) == 1 for rc in pending)  # alone until analysed
+    raws = [BucketKey(b.key.kind, b.key.dtype, "cpu", b.key.signature) for b in c.store.buckets()]
+    for i, raw in enumerate(sorted(raws, key=str)):
+        c.file(raw, floor_div(raw.dtype, rows=2 + i, divisor=(0.1, 0.3, 2.5, 7.0, 0.1)[i]), LOWERING)
+    buckets = c.store.buckets()
+    assert len(buckets) == 3  # the store's keys still differ by dtype and kind: fp32, bf16, fp16
+    [rc] = root_cause_groups(buckets)
+    assert rc.severity == "bug" and rc.culprit == LOWERING and rc.cases == 15 and len(rc.buckets) == 3
+    assert rc.pattern == "v1 = div(x0; mode=floor) -> v1"  # no size, dtype or divisor in it
+    assert (rc.lead.key.dtype, rc.lead.count) == ("bfloat16", 7)  # most cases lead: bf16 2 + 5, fp32 1 + 3, fp16 4
+    assert rc.counted() == "3 buckets (3 bug), 15 cases"
+    assert [b["cases"] for b in rc.to_dict()["buckets"]] == [7, 4, 4] and rc.to_dict()["pattern"] == rc.pattern
+    c.close()
+
+
+@pytest.mark.parametrize("other, culprit, minimized, folds", [
+    (floor_div("bfloat16", rows=5, divisor=7.0), LOWERING, True, True),  # other size, dtype, divisor: one cause
+    (floor_div("bfloat16"), "decomposition of aten.div", True, False),  # another culprit
+    (floor_div("bfloat16", mode="trunc"), LOWERING, True, False),  # another rounding mode
+    (floor_div("bfloat16", mode=None), LOWERING, True, False),  # true division
+    (mul_then_div("bfloat16"), LOWERING, True, False),  # other ops, other wiring
+    (floor_div("bfloat16"), LOWERING, False, False),  # attributed but not minimized: alone
+], ids=["same-pattern-and-culprit", "other-culprit", "trunc", "true-division", "rewired", "not-minimized"])
+def test_only_the_same_minimized_pattern_and_culprit_fold(tmp_path, other, culprit, minimized, folds):
+    c = Campaign(tmp_path)
+    first = c.file(c.find(floor_div(before=("relu",))), floor_div(rows=2), LOWERING)
+    second = c.file(c.find(floor_div("bfloat16", before=("abs", "neg"))), other, culprit, minimized=minimized)
+    assert first != second  # two buckets in the store (fp32 and bf16 keys)
+    groups = sorted(sorted(b.id for b in rc.buckets) for rc in root_cause_groups(c.store.buckets()))
+    assert groups == ([[first, second]] if folds else [[first], [second]])
+    c.close()
+
+
+def test_a_finding_about_eager_never_shares_a_root_cause_with_the_compiler_s(tmp_path):
+    c = Campaign(tmp_path)
+    bug = c.file(c.find(floor_div(before=("relu",))), floor_div(), LOWERING)
+    eager = c.file(c.find(floor_div("bfloat16", before=("abs",)), severity=EAGER_WORSE), floor_div("bfloat16"), LOWERING,
+                   severity=EAGER_WORSE)
+    causes = root_cause_groups(c.store.buckets())
+    assert [([b.id for b in rc.buckets], rc.severity) for rc in causes] == [([bug], "bug"), ([eager], EAGER_WORSE)]
+    c.close()
+
+
+def test_the_pattern_reads_wiring_and_modes_not_sizes():
+    assert graph_pattern(mul_then_div().to_dict()) == "v1 = mul(x0, x1); v2 = div(x1; mode=floor) -> v1, v2"
+    assert graph_pattern(floor_div(rows=3).to_dict()) == graph_pattern(floor_div("float16", rows=900, divisor=7.0).to_dict())
+    assert graph_pattern({"schema_version": 1, "inputs": "<not a list>"}) is None  # a damaged spec: no pattern, alone
+
+
+def test_the_rule_imports_no_torch(tmp_path):
+    c = Campaign(tmp_path)
+    plant_floor_division(c)
+    c.close()
+    code = ("import sys; from fuzzer.engine.store import Store; from reports.root_causes import root_cause_groups; "
+            f"print(len(root_cause_groups(Store({str(tmp_path / STORE_NAME)!r}, create=False).buckets())), "
+            "'torch' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.stdout.split() == ["1", "False"], r.stderr
+
+
+# ---- what readers see -----------------------------------------------------------------------------
+
+
+def mixed_store(folder: Path) -> dict[str, int]:
+    """The floor division (3 bug buckets, one root cause), a suspect, an eager-worse finding, a
+    by-design and a pending raw bug bucket."""
+    c = Campaign(folder)
+    plant_floor_division(c)
+    ids = {"floor": c.store.buckets()[0].id}
+    # other culprits: the store's key (ops @ culprit, per dtype) would otherwise merge them with the floor division
+    ids["suspect"] = c.file(c.find(floor_div(before=("sigmoid",), mode="trunc"), severity="suspect"),
+                            floor_div(mode="trunc"), "inductor (no single subsystem)", severity="suspect")
+    ids["eager"] = c.file(c.find(floor_div("float16", before=("log",), mode=None), severity=EAGER_WORSE),
+                          floor_div("float16", mode=None), "decomposition of aten.div", severity=EAGER_WORSE)
+    ids["by-design"] = c.file(c.find(floor_div("bfloat16", before=("tanh",), mode=None), severity="by-design"),
+                              floor_div("bfloat16", mode=None), "inductor: emulate_precision_casts removes it", severity="by-design")
+    c.find(floor_div("bfloat16", before=("sin", "cos")))  # stays pending: a raw bug bucket
+    ids["pending"] = max(b.id for b in c.store.buckets())
+    c.close()
+    return ids
+
+
+def test_markdown_lists_root_causes_with_their_buckets_counted_and_eager_apart(tmp_path):
+    ids = mixed_store(tmp_path)
+    r = CliRunner().invoke(main, ["report", "--out", str(tmp_path)], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    text = r.output
+    assert "Severity (buckets): 4 bug, 1 suspect, 1 by-design, 0 noise; 1 eager-worse, about eager" in text
+    assert "Root causes: 2 bug, 1 suspect, 1 by-design, 0 noise; 1 eager-worse, about eager." in text
+    assert "## bug: 2 root causes, 4 buckets, 16 cases" in text  # the floor division (15 cases) and the pending one
+    floor = text[text.index("### 1. `div @ inductor lowering of aten.div` (bug · cpu)"):text.index("### 2. ")]
+    assert "* 3 buckets (3 bug), 15 cases:" in floor
+    rows = [line for line in floor.splitlines() if re.match(r"^\| \d+ \| bug \|", line)]  # its raw buckets, beneath
+    assert [r.split(" | ")[2] for r in rows] == ["bf16-ulp", "fp32-ulp", "fp16-ulp"] and all("6 → 1 ops" in r for r in rows)
+    assert "not minimized yet" in text[text.index("### 2. "):]
+    heads = [text.index(h) for h in ("## bug", "## suspect", "## eager-worse", "## by-design and noise")]
+    assert heads == sorted(heads)
+    eager = text[heads[2]:heads[3]]
+    assert f"| {ids['eager']} | eager-worse |" in eager and "bug" not in eager.split("\n", 1)[0]
+
+
+def test_html_leads_with_root_causes_and_only_bug_cards_carry_plots(tmp_path):
+    ids = mixed_store(tmp_path)
+    store = Store(tmp_path / STORE_NAME, create=False)
+    page = render_html(collect(store), tmp_path / "report.html")
+    n_buckets = len(store.buckets())
+    store.close()
+    assert len(re.findall(r'<article class="card', page)) == n_buckets  # every raw bucket keeps its card
+    floor = re.search(r'<section class="root-cause sev-bug" id="rc-(\d+)" data-root-cause="\d+" data-buckets="3">', page)
+    assert floor and "3 buckets (3 bug), 15 cases" in page
+    order = [page.index(f'id="{s}"') for s in ("sev-bug", "sev-suspect", "sev-eager-worse", "sev-by-design", "campaign")]
+    assert order == sorted(order)
+    assert "root causes by severity: " in page
+    cards = {int(m.group(2)): m.group(0) for m in re.finditer(
+        r'<article class="card sev-([a-z-]+)[^"]*" id="bucket-(\d+)".*?</article>', page, re.S)}
+    with_plots = {i for i, card in cards.items() if "<svg" in card}
+    assert with_plots == {int(floor.group(1)), ids["pending"]}  # the bug root causes' lead cards, nothing else
+    for i, card in cards.items():
+        if i not in with_plots:
+            assert "data-plot" not in card and f"--bucket {i} --html" in card
+
+
+def test_report_bucket_draws_one_compact_card_s_plots(tmp_path):
+    ids = mixed_store(tmp_path)
+    r = CliRunner().invoke(main, ["report", "--out", str(tmp_path), "--bucket", str(ids["suspect"]), "--html",
+                                  str(tmp_path / "b.html")], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    page = (tmp_path / "b.html").read_text()
+    assert f'data-plot="ulp-histogram-{ids["suspect"]}-float32"' in page
+    assert len(re.findall(r'<article class="card', page)) == 1
+    bad = CliRunner().invoke(main, ["report", "--out", str(tmp_path), "--bucket", "999", "--html", str(tmp_path / "x.html")])
+    assert bad.exit_code == 2 and "no bucket 999" in bad.stderr and not (tmp_path / "x.html").exists()
+
+
+def test_diff_tells_a_new_root_cause_from_new_buckets_of_a_known_one(tmp_path):
+    old = Campaign(tmp_path / "old")
+    old.file(old.find(floor_div(before=("relu",))), floor_div(), LOWERING)
+    old.close()
+    new = Campaign(tmp_path / "new", seed=2)
+    new.file(new.find(floor_div(before=("relu",))), floor_div(), LOWERING)
+    new.file(new.find(floor_div("bfloat16", before=("abs",))), floor_div("bfloat16", rows=4), LOWERING)  # known cause, new bucket
+    new.file(new.find(floor_div("float16", before=("neg",), mode="trunc")), floor_div("float16", mode="trunc"), LOWERING)
+    new.close()
+    sides = []
+    for c in (old, new):
+        store = c.reopen()
+        sides.append(side_from_store(store, label=c.folder.name))
+        store.close()
+    d = diff_sides(*sides)
+    assert len(d.new_buckets) == 2
+    rows = {r.status: r for r in d.root_causes("new")}
+    assert set(rows) == {"new root cause", "known root cause, new buckets"}
+    assert rows["known root cause, new buckets"].buckets[0].dtype == "bfloat16"
+    text = diff_text(d)
+    assert "root causes: 1 new, 1 known with new buckets, 0 gone" in text
+    assert text.index("new root cause [bug]") < text.index("raw buckets:")
+    data = json.loads(CliRunner().invoke(main, ["diff", str(old.folder), str(new.folder), "--json"]).stdout)
+    assert sorted(r["status"] for r in data["root_causes"]["new"]) == ["known root cause, new buckets", "new root cause"]
+
+
+# ---- the 80x24 summary at the end of `divfuzz fuzz` ------------------------------------------------
+
+
+def test_fuzz_s_summary_fits_one_80x24_screen(tmp_path, monkeypatch):
+    """40 bug root causes (one of them the floor division's 3 buckets), 60 suspects, an eager-worse
+    one and a pending analysis: the summary and report.html's line fit 80x24 (the store in
+    `divfuzz-out/`, as the README's command leaves it)."""
+    from fuzzer.cli.fuzz import _print_summary, _write_report_html
+    from fuzzer.cli.options import console, out
+
+    monkeypatch.chdir(tmp_path)
+    out_dir = Path("divfuzz-out")
+    c = Campaign(out_dir)
+    plant_floor_division(c)
+    chain = ("relu", "abs", "neg", "exp", "sigmoid", "tanh", "log", "sin", "cos", "sign")
+    for i in range(39):  # distinct patterns: two ops of the chain before a floor division, with long culprits
+        ops = (chain[i % 10], chain[(i // 10 + i + 1) % 10])
+        c.file(c.find(floor_div(before=ops)), floor_div(before=ops), f"inductor lowering of aten.div, variant {i} " + "x" * 60)
+    for i in range(60):
+        c.file(c.find(floor_div("float16", before=(chain[i % 10], chain[(i + 3) % 10], chain[(i // 10) % 10]), mode="trunc"),
+                      severity="suspect"), floor_div("float16", mode="trunc"), f"suspect culprit {i}", severity="suspect")
+    c.file(c.find(floor_div("bfloat16", before=("sign", "cos", "sin")), severity=EAGER_WORSE),
+           floor_div("bfloat16", before=("sign",)), LOWERING, severity=EAGER_WORSE)
+    suspects = sum(b.severity == "suspect" for b in c.store.buckets())  # some drawn op sets repeat: fewer than 60
+    c.close()
+    result = CampaignResult(run_id=c.run, resumed=False, progress=Progress(started=time.time() - 95, cases=300),
+                            store_path=out_dir / STORE_NAME, interrupted=False, pending_analyses=1)
+    with out.capture() as summary, console.capture() as report_line:
+        _print_summary(result)
+        _write_report_html(result.store_path, out_dir / "report.html")
+    screen = summary.get() + report_line.get()
+    lines = screen.splitlines()
+    assert len(lines) <= 24 and max(len(line) for line in lines) <= 80, screen
+    rendered = io.StringIO()
+    Console(file=rendered, width=80, color_system=None).print(screen, end="", markup=False, highlight=False)
+    assert rendered.getvalue().splitlines() == lines  # nothing wraps at 80 columns
+    assert f"buckets:     42 bug, {suspects} suspect, 0 by-design, 0 noise" in screen
+    assert f"root causes: 40 bug, {suspects} suspect, 0 by-design, 0 noise" in screen
+    assert "about eager, not counted above: 1 eager-worse root causes (1 buckets)" in screen
+    assert "1 analyses pending" in screen
+    assert re.search(r"^  #\d+ x3 new 15 cases  div @ inductor lowering of aten\.div$", screen, re.M)  # first: most cases
+    more = re.search(r"^  \.\.\. and (\d+) more bug root causes$", screen, re.M)
+    listed = len(re.findall(r"^  #\d+", screen, re.M))
+    assert more and listed + int(more.group(1)) == 40 and listed <= 15
+    assert lines[-1] == "report: divfuzz-out/report.html"
