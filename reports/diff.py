@@ -52,6 +52,7 @@ class BucketState:
     root_cause: str = field(default="", compare=False)  # RootCause.identity() on its side
     root_cause_any_device: str = field(default="", compare=False)  # the same, device type left out
     root_cause_title: str = field(default="", compare=False)
+    known: str = field(default="new", compare=False)  # upstream, of its root cause (records.known_bugs)
 
     def root_cause_id(self, match_device: bool) -> str:
         return self.root_cause if match_device else self.root_cause_any_device
@@ -120,7 +121,7 @@ class StoreDiff:
             else:
                 status = "changed"
             rows.append(RootCauseChange(identity, members[0].root_cause_title or members[0].signature, members[0].severity,
-                                        status, tuple(members)))
+                                        status, tuple(members), members[0].known))
         return sorted(rows, key=lambda r: (severity_rank(r.severity), -len(r.buckets), r.buckets[0].id))
 
     def to_dict(self) -> dict[str, Any]:
@@ -147,13 +148,14 @@ class RootCauseChange:
     severity: str  # its most severe bucket's, in this section
     status: str  # new: "new root cause" | "known root cause, new buckets"; gone: "root cause gone" | "root cause still in NEW"
     buckets: tuple[BucketState, ...]
+    known: str = "new"  # upstream: "known: pytorch#N (state)" or "new" (records.known_bugs)
 
     def counted(self) -> str:
         n = len(self.buckets)
         return f"{n} bucket{'s' if n != 1 else ''}: " + ", ".join(f"#{b.id} {b.severity}" for b in self.buckets)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"root_cause": self.title, "severity": self.severity, "status": self.status,
+        return {"root_cause": self.title, "severity": self.severity, "status": self.status, "upstream": self.known,
                 "buckets": [b.id for b in self.buckets]}
 
 
@@ -210,7 +212,7 @@ def side_from_store(store, *, run_id: int | None = None, label: str) -> Side:
             cases=len(own), max_ulp=_max(f["max_ulp"] for f in floats), max_step=_max(i["max_step"] for i in ints),
             max_flips=_max(i["flips"] for i in ints), folder=b.folder, spec_digests=frozenset(digests),
             root_cause=root_cause_of[b.id].identity(), root_cause_any_device=root_cause_of[b.id].identity(match_device=False),
-            root_cause_title=root_cause_of[b.id].title,
+            root_cause_title=root_cause_of[b.id].title, known=root_cause_of[b.id].known,
         )
     return Side(label=label, buckets=buckets, ran={d: frozenset(k) for d, k in ran.items()}, setups=setups)
 
@@ -310,7 +312,7 @@ def _root_cause_list(d: StoreDiff, section: str) -> list[str]:
     out = []
     for r in d.root_causes(section):
         status = "" if section == "changed" else f" ({r.status})"
-        out += [f"- **`{_md(r.title)}`** [{_md(r.severity)}]{status}", f"  - {_md(r.counted())}"]
+        out += [f"- **`{_md(r.title)}`** [{_md(r.severity)}]{status} · upstream {_md(r.known)}", f"  - {_md(r.counted())}"]
     return out
 
 
@@ -329,7 +331,7 @@ def diff_text(d: StoreDiff) -> str:
     for section in ("new", "gone", "changed"):
         for r in d.root_causes(section):
             status = "" if section == "changed" else f" ({r.status})"
-            lines.append(f"  {section} root cause [{r.severity}] {r.title}{status}")
+            lines.append(f"  {section} root cause [{r.severity}] {r.title}{status} · upstream {r.known}")
             lines.append(f"      {r.counted()}")
     if d.new_buckets or d.gone or d.changed:
         lines.append("  raw buckets:")

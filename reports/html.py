@@ -441,7 +441,8 @@ def _root_cause(rc: RootCause, cases_of: dict[int, list[dict]], html_path: Path,
     return (
         f'<section class="root-cause sev-{_e(rc.severity)}" id="rc-{lead.id}" data-root-cause="{lead.id}" '
         f'data-buckets="{len(rc.buckets)}">'
-        f'<h3><span class="chip sev-{_e(rc.severity)}">{_e(rc.severity)}</span> root cause <code>{_e(rc.title)}</code></h3>'
+        f'<h3><span class="chip sev-{_e(rc.severity)}">{_e(rc.severity)}</span> root cause <code>{_e(rc.title)}</code>'
+        f' <span class="known">{_e(rc.known)}</span></h3>'
         f'<p class="rc-counts">{_e(rc.counted())} · {pattern}</p>{table}'
         + _card(lead, cases_of, html_path, data.run_id, plots_of=plot_cases, store_dir=store_dir)
         + others

@@ -95,15 +95,16 @@ def _plain(text) -> str:
 BUCKETS_NAMED = 12
 
 
-def buckets_markdown(store, *, run_id: int | None = None, min_severity: str = "noise") -> str:
+def buckets_markdown(store, *, run_id: int | None = None, min_severity: str = "noise", new_only: bool = False) -> str:
     """A store's root causes (or those of the buckets a run touched): `bug`, then `suspect`, each
     with its reason, pattern, repro and its raw buckets counted beneath; then the findings about
     eager (eager-worse) apart; `by-design` and `noise` folded into one line per culprit."""
-    return root_causes_markdown(store.buckets(run_id=run_id), run_id=run_id, min_severity=min_severity)
+    return root_causes_markdown(store.buckets(run_id=run_id), run_id=run_id, min_severity=min_severity, new_only=new_only)
 
 
-def root_causes_markdown(buckets, *, run_id: int | None = None, min_severity: str = "noise") -> str:
-    """`buckets_markdown` of bucket rows (`reports.root_causes` folds them)."""
+def root_causes_markdown(buckets, *, run_id: int | None = None, min_severity: str = "noise", new_only: bool = False) -> str:
+    """`buckets_markdown` of bucket rows (`reports.root_causes` folds them); `new_only` lists only
+    root causes that match no known upstream bug, and says how many it hid."""
     from records.severity import Severity
     from reports.root_causes import COMPILER_ORDER, EAGER_WORSE, by_severity, fold_by_culprit, root_cause_groups, severity_line
 
@@ -112,11 +113,13 @@ def root_causes_markdown(buckets, *, run_id: int | None = None, min_severity: st
     if not buckets:
         return title + "\n\nNo buckets: every case matched eager (or differed only as expected in fp32).\n"
     causes = root_cause_groups(buckets)
+    hidden = [rc for rc in causes if new_only and not rc.is_new]
+    causes = [rc for rc in causes if rc not in hidden]
     grouped = by_severity(causes)
     n_eager = sum(b.severity == EAGER_WORSE for b in buckets)
     lines = [title, "", "Severity (buckets): " + ", ".join(f"{sum(b.severity == s for b in buckets)} {s}" for s in COMPILER_ORDER)
              + (f"; {n_eager} eager-worse, about eager (not counted with the compiler's)" if n_eager else "") + ".",
-             severity_line(causes) + "."]
+             severity_line(causes) + "."] + ([f"--new-only: {len(hidden)} root causes that match a known upstream bug are hidden."] if new_only else [])
     sections = [s for s in ("bug", "suspect") if Severity(s).at_least(floor)] + [EAGER_WORSE]
     # a severity this divfuzz does not know (a newer store): listed, never dropped
     sections += sorted({rc.severity for rc in causes} - {*COMPILER_ORDER, EAGER_WORSE})
@@ -143,7 +146,7 @@ def _root_cause_item(n: int, rc) -> list[str]:
     starts the folded by-design and noise lines), then its raw buckets counted and tabled beneath
     (at most BUCKETS_NAMED rows, then how many more)."""
     lead = rc.lead
-    lines = [f"### {n}. {md_code(rc.title)} ({_plain(rc.severity)} · {_plain(lead.key.device_type)})", "",
+    lines = [f"### {n}. {md_code(rc.title)} ({_plain(rc.severity)} · {_plain(lead.key.device_type)} · {_plain(rc.known)})", "",
              f"* why {_plain(lead.severity)}: {_plain(_reason(lead))}"]
     if rc.pattern is not None:
         lines.append(f"* minimized pattern: {md_code(rc.pattern)}")

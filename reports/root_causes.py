@@ -150,18 +150,67 @@ class RootCause:
         sev = ", ".join(f"{c} {s}" for s, c in self.severity_counts())
         return f"{n} bucket{'s' if n != 1 else ''} ({sev}), {self.cases:,} case{'s' if self.cases != 1 else ''}"
 
+    @property
+    def known(self) -> str:
+        """"known: pytorch#N (state)" when the lead's pattern matches an entry of the curated
+        upstream file (`records.known_bugs`, matched by pattern: ops, dtypes, backward, rule), else
+        "new". A finding about eager is never matched."""
+        return known_label(self)
+
+    @property
+    def is_new(self) -> bool:
+        return self.known == "new"
+
     def to_dict(self) -> dict[str, Any]:
         """As JSON for machines (the gate's `--json`): its title, severity, culprit, pattern,
-        cases, and its raw buckets most severe first."""
+        whether it is a known upstream bug, cases, and its raw buckets most severe first."""
         return {"root_cause": self.title, "severity": self.severity, "culprit": self.culprit, "pattern": self.pattern,
-                "cases": self.cases, "buckets": [{"id": b.id, "key": str(b.key), "severity": b.severity, "cases": b.count}
-                                                 for b in self.buckets]}
+                "known": self.known, "cases": self.cases,
+                "buckets": [{"id": b.id, "key": str(b.key), "severity": b.severity, "cases": b.count} for b in self.buckets]}
 
     def identity(self, *, match_device: bool = True) -> str:
         """Equal for the same root cause in any store (`diff` matches on it); without
         `match_device` the device type is left out (`diff --any-device`)."""
         parts = self.parts if match_device else (*self.parts[:_DEVICE], "any device", *self.parts[_DEVICE + 1:])
         return " \u00b7 ".join(parts)
+
+
+def _rule_of(bucket) -> str:
+    """The severity rule a bucket was rated by, or its finding kind for a compiler failure."""
+    rule = (bucket.severity_reason or {}).get("rule") if isinstance(bucket.severity_reason, dict) else None
+    return rule if isinstance(rule, str) and rule not in ("-", "") else bucket.key.kind
+
+
+def known_label(rc: RootCause, known=None) -> str:
+    """`RootCause.known`, against `known` (a `records.known_bugs.KnownBugs`; the committed file
+    when None): the first of its buckets (most severe first) that matches an entry, each by its
+    minimized spec when it has one, else by its bucket key."""
+    from records.known_bugs import default_known_bugs, describe
+
+    if rc.about_eager:
+        return "new"
+    known = known or default_known_bugs()
+    for b in rc.buckets:
+        pattern = _known_pattern(b, rc.culprit)
+        match = known.match(pattern) if pattern is not None else None
+        if match is not None:
+            return describe(match)
+    return "new"
+
+
+def _known_pattern(bucket, culprit: str):
+    """A bucket as `records.known_bugs` matches it, or None when its stored data does not say."""
+    from records.known_bugs import RootCausePattern
+
+    rule = _rule_of(bucket)
+    try:
+        m = bucket.minimized if isinstance(bucket.minimized, dict) else {}
+        if isinstance(m.get("spec"), dict):
+            return RootCausePattern.from_spec_dict(m["spec"], rule=rule, culprit=None if culprit == "-" else culprit,
+                                                   device_type=bucket.key.device_type, output_dtype=bucket.key.dtype)
+        return RootCausePattern.from_bucket(bucket.key, rule=rule)
+    except (ValueError, TypeError, KeyError):
+        return None
 
 
 def root_cause_groups(buckets: Iterable) -> list[RootCause]:
@@ -226,15 +275,17 @@ def summary_lines(causes: Sequence[RootCause], *, width: int = 80, max_lines: in
     """One line per root cause of `severity`, at most `width` columns (cut with '…'), at most
     `max_lines` lines in all, the last of them `... and N more` when they do not all fit: the
     terminal summary's list, and the gate's. A line reads
-    `#6 x5 new 1,250 cases  div+floor @ inductor lowering of aten.div` (lead bucket, buckets when
-    more than one, `new` when one of them was first seen in run `new_in_run`, cases, title)."""
+    `#6 x5 +run 1,250 cases  pytorch#197895  div+floor @ inductor lowering of aten.div` (lead bucket,
+    buckets when more than one, `+run` when one of them was first seen in run `new_in_run`, cases,
+    the known upstream issue or `new`, title)."""
     chosen = [rc for rc in causes if rc.severity == severity]
     shown = chosen if len(chosen) <= max_lines else chosen[: max(0, max_lines - 1)]
     lines = []
     for rc in shown:
         count = f" x{len(rc.buckets)}" if len(rc.buckets) > 1 else ""
-        new = " new" if new_in_run is not None and any(b.first_run_id == new_in_run for b in rc.buckets) else ""
-        lines.append(clip(f"  #{rc.lead.id}{count}{new} {rc.cases:,} case{'s' if rc.cases != 1 else ''}  {rc.title}", width))
+        new = " +run" if new_in_run is not None and any(b.first_run_id == new_in_run for b in rc.buckets) else ""
+        upstream = rc.known.split(" ", 2)[1] if rc.known.startswith("known: ") else "new"
+        lines.append(clip(f"  #{rc.lead.id}{count}{new} {rc.cases:,} case{'s' if rc.cases != 1 else ''}  {upstream}  {rc.title}", width))
     if len(shown) < len(chosen):
         lines.append(clip(f"  ... and {len(chosen) - len(shown)} more {severity} root causes", width))
     return lines

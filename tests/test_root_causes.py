@@ -49,7 +49,8 @@ def _verdict(dtype: str, n_diff: int = 9) -> dict:
 
 
 def _reason(sev: str, detail: str = "") -> dict:
-    return {"severity": sev, "rule": "planted", "output": "v1", "detail": detail or f"planted {sev}"}
+    rule = "int-valued-wrong" if sev == "bug" else "planted"  # a floor division off by one: the rule it fires
+    return {"severity": sev, "rule": rule, "output": "v1", "detail": detail or f"planted {sev}"}
 
 
 def floor_div(dtype: str = "float32", rows: int = 8, divisor: float = 0.1, mode: str | None = "floor",
@@ -236,7 +237,8 @@ def test_markdown_lists_root_causes_with_their_buckets_counted_and_eager_apart(t
     assert "Severity (buckets): 4 bug, 1 suspect, 1 by-design, 0 noise; 1 eager-worse, about eager" in text
     assert "Root causes: 2 bug, 1 suspect, 1 by-design, 0 noise; 1 eager-worse, about eager." in text
     assert "## bug: 2 root causes, 4 buckets, 16 cases" in text  # the floor division (15 cases) and the pending one
-    floor = text[text.index("### 1. `div @ inductor lowering of aten.div` (bug · cpu)"):text.index("### 2. ")]
+    floor = text[text.index("### 1. `div @ inductor lowering of aten.div` (bug · cpu · known: pytorch#197895 (open"):text.index("### 2. ")]
+    assert "(bug · cpu · new)" in text[text.index("### 2. "):]  # the pending sin/cos graph matches no known bug
     assert "* 3 buckets (3 bug), 15 cases:" in floor
     rows = [line for line in floor.splitlines() if re.match(r"^\| \d+ \| bug \|", line)]  # its raw buckets, beneath
     assert [r.split(" | ")[2] for r in rows] == ["bf16-ulp", "fp32-ulp", "fp16-ulp"] and all("6 → 1 ops" in r for r in rows)
@@ -346,8 +348,16 @@ def test_fuzz_s_summary_fits_one_80x24_screen(tmp_path, monkeypatch):
     assert f"root causes: 40 bug, {suspects} suspect, 0 by-design, 0 noise" in screen
     assert "about eager, not counted above: 1 eager-worse root causes (1 buckets)" in screen
     assert "1 analyses pending" in screen
-    assert re.search(r"^  #\d+ x3 new 15 cases  div @ inductor lowering of aten\.div$", screen, re.M)  # first: most cases
+    assert re.search(r"^  #\d+ x3 \+run 15 cases  pytorch#197895  div @ inductor lowering of aten\.div$", screen, re.M)  # first: most cases
     more = re.search(r"^  \.\.\. and (\d+) more bug root causes$", screen, re.M)
     listed = len(re.findall(r"^  #\d+", screen, re.M))
     assert more and listed + int(more.group(1)) == 40 and listed <= 15
     assert lines[-1] == "report: divfuzz-out/report.html"
+
+
+def test_report_new_only_hides_root_causes_that_match_a_known_upstream_bug(tmp_path):
+    mixed_store(tmp_path)
+    r = CliRunner().invoke(main, ["report", "--out", str(tmp_path), "--new-only"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert "--new-only: 1 root causes that match a known upstream bug are hidden." in r.output
+    assert "pytorch#197895" not in r.output and "cos+div+sin (not attributed yet)" in r.output

@@ -17,9 +17,11 @@ from fuzzer.cli.options import RUN_ID, SEVERITY_CHOICE, DivfuzzCommand, check_ou
 @click.option("--min-severity", type=SEVERITY_CHOICE, default="noise", show_default=True, help="Hide buckets below this severity.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write one self-contained HTML page (plots, cards, no network) to this file instead of markdown.")
+@click.option("--new-only", is_flag=True, default=False,
+              help="With --min-severity: only root causes that match no known upstream bug (corpus/known-bugs.json).")
 @click.option("--bucket", "bucket_id", type=click.IntRange(min=1), default=None,
               help="Only this bucket, with all its plots (needs --html): what a compact card's command draws.")
-def report(out_dir, run_id, min_severity, html_path, bucket_id):
+def report(out_dir, run_id, min_severity, html_path, bucket_id, new_only):
     """Print the root causes of a store as markdown, or write them as an HTML page (--html)."""
     from fuzzer.campaign.loop import STORE_NAME
     from records.errors import StoreError
@@ -43,7 +45,7 @@ def report(out_dir, run_id, min_severity, html_path, bucket_id):
             written = write_report_html(store, html_path, run_id=run_id, bucket_id=bucket_id)
             out.print(f"wrote {written}", markup=False, highlight=False)
         else:
-            out.print(buckets_markdown(store, run_id=run_id, min_severity=min_severity), markup=False, highlight=False)
+            out.print(buckets_markdown(store, run_id=run_id, min_severity=min_severity, new_only=new_only), markup=False, highlight=False)
     finally:
         store.close()
 
