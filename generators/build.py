@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from generators.recipes import INITS, RECIPES
 from generators.opdef import OpDef, RoundingBoundary
 from generators.registry import get_op
+from generators.runtime import cotangents  # noqa: F401  (the engine imports it from here)
 from generators.spec import GraphSpec
 
 TORCH_DTYPES = {
@@ -183,15 +184,3 @@ def rounding_boundaries(spec: GraphSpec, eager_env: dict[str, torch.Tensor]) -> 
                 row_reduced=rule.row_reduced,
             )
     return maps
-
-
-def cotangents(outputs: tuple, seed: int) -> list[torch.Tensor | None]:
-    """Fixed random output gradients (one per differentiable output), seeded from the recipe."""
-    g = torch.Generator().manual_seed(seed + 7919)
-    result = []
-    for out in outputs:
-        if isinstance(out, torch.Tensor) and out.is_floating_point() and out.requires_grad:
-            result.append(torch.randn(out.shape, generator=g).to(dtype=out.dtype, device=out.device))
-        else:
-            result.append(None)
-    return result

@@ -53,9 +53,11 @@ REPRO_NAMES = frozenset(
         "D", "ref", "g", "device",
     }
 )
+# What `generators.runtime` binds in every generated script that carries it.
+RUNTIME_NAMES = frozenset({"COTANGENT_SEED_OFFSET", "cotangents", "import_backend", "importlib"})
 RESERVED_NAMES = (
     frozenset(keyword.kwlist) | frozenset(keyword.softkwlist) | frozenset(dir(builtins)) | REPRO_NAMES
-    | frozenset(RECIPES) | frozenset(INITS)
+    | frozenset(RECIPES) | frozenset(INITS) | RUNTIME_NAMES
 )
 
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from generators.spec import GraphSpec
 from oracles import timing as timing_oracle
-from reports.repro import _carried_source, _int, case_constants, docstring_literal, graph_code, inputs_code
+from reports.repro import _carried_source, _int, carried_runtime, case_constants, docstring_literal, graph_code, inputs_code
 
 if TYPE_CHECKING:
     from records.config import CompileConfig
@@ -33,11 +33,8 @@ def phases(fn, inputs):
             with torch.no_grad():
                 return fn(*inputs)
         return {"fwd": fwd}
-    g = torch.Generator().manual_seed(SEED + 7919)
-    with torch.no_grad():
-        outs = fn(*inputs)
-    cots = [torch.randn(o.shape, generator=g).to(dtype=o.dtype, device=o.device) if o.is_floating_point() else None
-            for o in outs]
+    outs = fn(*inputs)  # with grad: the same cotangents as the engine and the numeric repro draw
+    cots = cotangents(outs, SEED)
     targets = [x for x in inputs if x.requires_grad]
 
     def fwd_bwd():
@@ -48,10 +45,7 @@ def phases(fn, inputs):
 
 
 def compile_with(overrides):
-    backend = BACKEND
-    if ":" in backend:
-        module, _, attr = backend.partition(":")
-        backend = getattr(importlib.import_module(module), attr)
+    backend = import_backend(BACKEND)
     torch._dynamo.reset()
     with torch._inductor.config.patch({**INDUCTOR_CONFIG, **overrides}):
         fn = torch.compile(model, backend=backend, dynamic=DYNAMIC, mode=MODE)
@@ -130,5 +124,5 @@ def render_perf_repro(
     return (
         "#!/usr/bin/env python3\n" + docstring_literal("\n".join(header)) + "\n" + imports + "\n\n" + consts
         + "\n\n\n" + _carried_source(timing_oracle) + "\n\n\n" + inputs_code(spec) + "\n\n\n" + graph_code(spec)
-        + "\n\n" + _RUNTIME
+        + "\n\n" + carried_runtime() + "\n\n" + _RUNTIME
     )

@@ -27,7 +27,7 @@ import textwrap
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from generators import recipes
+from generators import recipes, runtime
 from oracles import boundary as boundary_oracle
 from oracles import compare as compare_oracle
 from oracles import ulp as ulp_oracle
@@ -40,6 +40,11 @@ if TYPE_CHECKING:  # reports depend on generators only; a config is read, never 
 
 # The engine's oracles, in dependency order: each module uses only names of those before it.
 CARRIED_ORACLES: tuple[ModuleType, ...] = (ulp_oracle, boundary_oracle, compare_oracle)
+
+
+def carried_runtime() -> str:
+    """`generators.runtime`'s source, as every generated script carries it (cotangents, backend lookup)."""
+    return "# divfuzz's generators/runtime.py (docstring and imports left out): what the engine runs too.\n" + _carried_source(runtime)
 
 
 def _carried_source(module: ModuleType) -> str:
@@ -102,9 +107,7 @@ def run(fn, inputs, cots=None):
             return list(fn(*inputs)), None
     outs = fn(*inputs)
     if cots is None:
-        g = torch.Generator().manual_seed(SEED + 7919)
-        cots = [torch.randn(o.shape, generator=g).to(dtype=o.dtype, device=o.device)
-                if o.is_floating_point() and o.requires_grad else None for o in outs]
+        cots = cotangents(outs, SEED)
     pairs = [(o, c) for o, c in zip(outs, cots) if c is not None and o.requires_grad]
     targets = [x for x in inputs if x.requires_grad]
     result = [o.detach() for o in outs]
@@ -134,10 +137,7 @@ def main():
     ref_inputs = [x.detach().double().requires_grad_(x.requires_grad) if x.is_floating_point() else x for x in inputs]
     reference, _ = run(lambda *a: model(*a, ref=True), ref_inputs,
                        [c.double() if c is not None else None for c in cots] if cots else None)
-    backend = BACKEND
-    if ":" in backend:
-        module, _, attr = backend.partition(":")
-        backend = getattr(importlib.import_module(module), attr)
+    backend = import_backend(BACKEND)
     torch._dynamo.reset()
     try:
         with torch._inductor.config.patch(INDUCTOR_CONFIG):
@@ -275,6 +275,8 @@ def render_repro(
         + graph_code(spec)
         + "\n\n"
         + _COMPARE % {"oracles": carried_oracles()}
-        + "\n"
+        + "\n\n"
+        + carried_runtime()
+        + "\n\n"
         + _RUNTIME
     )

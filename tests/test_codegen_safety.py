@@ -35,7 +35,7 @@ from test_spec_safety import base, rename
 
 RECIPE_NAMES = frozenset(recipes.RECIPES) | frozenset(recipes.INITS)
 CONSTS = {"DEVICE", "DEVICE_TYPE", "SEED", "BACKWARD", "BACKEND", "DYNAMIC", "MODE", "INDUCTOR_CONFIG",
-          "TIMEOUT_S", "OUTPUTS", "INPUT_NAMES"}
+          "TIMEOUT_S", "OUTPUTS", "INPUT_NAMES", "COTANGENT_SEED_OFFSET"}
 MODEL_GLOBALS = {"torch", "F", "D", "ref", "DEVICE_TYPE"}
 INPUTS_GLOBALS = {"torch", "g", "device"} | RECIPE_NAMES
 
@@ -353,9 +353,17 @@ def test_titles_and_notes_cannot_end_the_docstring():
 def test_a_module_repro_docstring_cannot_be_ended_by_names_from_the_users_model():
     """`minimize --module` writes output names (pytree keys of the user's model) and the module path
     into its repro's docstring: a key holding triple quotes or a NUL must stay inside it."""
-    from fuzzer.triage.user_module import _repro_doc
+    import pytest
+    import torch
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from reports.module_repro import render_module_repro
 
     hostile = 'output[\'a"""\nimport os; os.system("x")\n#\']: \x00 differ'
-    tree = ast.parse(_repro_doc("m.py:make_case", hostile, "eager", "inductor") + "\nimport sys\n")
-    assert isinstance(tree.body[0], ast.Expr) and isinstance(tree.body[1], ast.Import)
-    assert len(tree.body) == 2 and "os.system" in ast.get_docstring(tree, clean=False)
+    gm = make_fx(lambda x: x * 2)(torch.ones(2))
+    text = render_module_repro("m.py:make_case", hostile, gm, before="eager", rung="inductor", device="cpu")
+    tree = ast.parse(text)
+    assert isinstance(tree.body[0], ast.Expr) and "os.system" in ast.get_docstring(tree, clean=False)
+    assert not any(isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "system" for n in ast.walk(tree))
+    with pytest.raises(ValueError, match="ladder rungs"):
+        render_module_repro("t", "n", gm, before="eager", rung="os.system('x')", device="cpu")

@@ -13,10 +13,10 @@ others).
 from __future__ import annotations
 
 import contextlib
-import importlib
 import os
 from typing import Any, Callable, Iterator
 
+from generators.runtime import import_backend
 from records.config import CompileConfig, check_backend_syntax
 from records.errors import ConfigError
 
@@ -32,11 +32,9 @@ def resolve_backend(name: str):
     if ":" in name:
         module_name, _, attr = name.partition(":")
         try:
-            module = importlib.import_module(module_name)
+            return import_backend(name)
         except ImportError as e:
             raise ConfigError(f"backend {name!r}: cannot import module {module_name!r} ({e})") from None
-        try:
-            return getattr(module, attr)
         except AttributeError:
             raise ConfigError(f"backend {name!r}: module {module_name!r} has no attribute {attr!r}") from None
     from fuzzer.engine.backends import resolve_own_backend

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from oracles.severity import verdict_lines_of, worth_reducing
+from reports.module_repro import RUNGS, render_module_repro
 
-RUNGS = ("eager", "aot_eager", "aot_eager_decomp_partition", "inductor")
 
 
 def load_user_module(ref: str):
@@ -270,67 +270,6 @@ def _culprit(rung: str, bisect):
     return bare.with_bisect(bisect) if bisect is not None else replace(bare, summary=summarize(bare))
 
 
-_REPRO = '''#!/usr/bin/env python3
-{doc}
-import sys
-
-import torch
-from torch import device  # noqa: F401  (captured graphs may name devices)
-
-{code}
-
-def load_inputs(device):
-    """Raw little-endian bytes described by inputs.json (next to this file): no pickle, nothing executed."""
-    import json
-    from pathlib import Path
-    here = Path(__file__).resolve().parent
-    blob = (here / "inputs.bin").read_bytes()
-    tensors, offset = [], 0
-    for meta in json.loads((here / "inputs.json").read_text()):
-        dtype = getattr(torch, meta["dtype"])
-        n = meta["nbytes"]
-        flat = torch.frombuffer(bytearray(blob[offset:offset + n]), dtype=torch.uint8)
-        t = flat.view(dtype).reshape(meta["shape"])
-        stride = [int(s) for s in meta.get("stride", t.stride())]  # the captured layout (channels-last, ...)
-        tensors.append(torch.empty_strided(t.shape, stride, dtype=dtype, device=device).copy_(t))
-        offset += n
-    return tensors
-
-
-inputs = load_inputs({device!r})
-print(f"torch {{torch.__version__}}")
-with torch.no_grad():
-    model = Repro()
-    torch._dynamo.reset()
-    a = model(*inputs) if {before!r} == "eager" else torch.compile(model, backend={before!r})(*inputs)
-    torch._dynamo.reset()
-    b = torch.compile(model, backend={rung!r})(*inputs)
-a = a if isinstance(a, (tuple, list)) else (a,)
-b = b if isinstance(b, (tuple, list)) else (b,)
-bad = 0
-for x, y in zip(a, b):
-    diff = x != y
-    if x.is_floating_point():
-        diff &= ~(x.isnan() & y.isnan())
-    n = int(diff.sum())
-    print(f"{{n}}/{{x.numel()}} elements differ ({before} vs {rung})")
-    bad += n
-sys.exit(1 if bad else 0)
-'''
-
-
-def _repro_doc(title: str, notes: str, before: str, rung: str) -> str:
-    """The repro's docstring, escaped: a module path, an output name or a culprit text from the
-    user's model can never end the string or hold a NUL."""
-    from reports.repro import docstring_literal
-
-    return docstring_literal(f"divfuzz repro from a user module: {title}\n\n{notes}\n"
-                             f"Run: python repro.py. Exits 1 while {before} and {rung} differ, 0 once they agree.")
-
-
-def _repro_code(gm) -> str:
-    body = gm.code.strip().replace("def forward(self, ", "def forward(self, ")
-    return "class Repro(torch.nn.Module):\n" + "\n".join("    " + line for line in body.splitlines())
 
 
 def _dense_layout(t) -> bool:
@@ -642,10 +581,8 @@ def _write_folder(diff: RungDifference, folders: CauseFolders, number: int, redu
     removed = f"Decompositions removed first (earlier causes): {', '.join(diff.removed)}" if diff.removed else ""
     notes = "\n".join([f"Culprit: {culprit.describe()}", f"compiler_bisector: {culprit.bisect_text() or 'no single subsystem'}",
                        removed, *([reduced.cut] if reduced.cut else []), *folders.verdict_lines])
-    (folder / "repro.py").write_text(
-        _REPRO.format(doc=_repro_doc(f"{folders.ref}: {summary}", notes, before, rung), before=before, rung=rung,
-                      code=_repro_code(small), device=folders.device)
-    )
+    (folder / "repro.py").write_text(render_module_repro(f"{folders.ref}: {summary}", notes, small, before=before, rung=rung,
+                                                         device=folders.device))
     shown = list(zip(before_out, after_out))
     cause = {
         "rung": rung,
