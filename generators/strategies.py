@@ -7,15 +7,26 @@
 Invariants: every drawn spec passes `validate_spec` and runs eagerly (generation builds valid
 graphs, it never filters: each step picks among the ops that accept the values in hand), and
 shrinking the draws shrinks the graph (fewer ops, earlier inputs, smaller shapes).
+
+Ops are drawn by weight: each family has a share (`FAMILY_WEIGHTS`), split evenly among its ops,
+so the card's families (norms, GELU forms, log2-ceil encodings) keep their share as the registry
+grows, and inside them the card's own ops (`CARD_OPS`: GELU, RMSNorm, e8m0) count double. Given a `DrawCounts` (`coverage=`), the draws also lean towards what that tally holds
+least: each op's weight is divided by sqrt(1 + cases that held it), each candidate input's by
+sqrt(1 + times its producer fed this op), each dtype's by sqrt(1 + cases drawn in it).
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
+import math
+from collections import Counter
 from dataclasses import replace
 from typing import Callable
 
 from hypothesis import reject, strategies as st
 
+from generators.coverage import INPUT, DrawCounts
 from generators.opdef import Meta
 from generators.ops import CAST_GUARD, GUARDED_ENCODINGS, cast_guard_params
 from generators.registry import all_ops
@@ -26,7 +37,23 @@ ROWS = (4, 16, 32, 64, 128, 256, 512)
 MIDDLE = (2, 3, 4, 8)
 LAST_DIMS = (8, 24, 40, 64, 96, 100, 128, 160, 200, 257)
 MAX_NUMEL = 1 << 17
-_FAMILY_ORDER = ("norm", "activation", "encoding", "linear", "cast", "compare", "pointwise", "reduction")
+_FAMILY_ORDER = (
+    "norm", "activation", "encoding", "selection", "linear", "cast", "compare", "pointwise", "reduction", "cumulative",
+    "statistic", "index", "pool", "resample", "loss",
+)
+# Each family's share of the op draws, split evenly among its ops in the pool drawn from.
+FAMILY_WEIGHTS = {
+    "norm": 3, "activation": 3, "encoding": 3, "selection": 3, "linear": 1, "cast": 1, "compare": 2, "pointwise": 4,
+    "reduction": 2, "cumulative": 2, "statistic": 2, "index": 2, "pool": 2, "resample": 1, "loss": 1,
+}
+# Within its family, an op of the card's bug families (GELU forms, RMSNorm, the log2-ceil
+# encoding) counts this many times.
+CARD_OPS = {"gelu": 2, "gelu_tanh": 2, "gelu_manual": 2, "rms_norm": 2, "rms_norm_manual": 2, "e8m0_encode": 2}
+# Weights become integers out of this many for Hypothesis's draw (each at least 1), and the point
+# on them is drawn as digits of this base until their span is `SPREAD` times the total.
+WEIGHT_RESOLUTION = 100
+DIGIT_BASE = 64
+SPREAD = 16
 
 
 def input_recipes(*, kinds: tuple[str, ...] = RECIPE_KINDS) -> st.SearchStrategy[InputRecipe]:
@@ -68,6 +95,7 @@ def graph_specs(
     first_ops: tuple[str, ...] | None = None,
     allowed: Callable[[str, str, bool], bool] | None = None,
     guard_casts: bool = True,
+    coverage: DrawCounts | None = None,
 ) -> GraphSpec:
     """A valid graph of `min_ops` to `max_ops` registered ops, its input recipe, autocast and backward.
 
@@ -84,6 +112,9 @@ def graph_specs(
     graphs without the guards. A guarded encoding is two nodes: it is drawn only while two fit in
     the drawn op count, or as the first op when nothing else applies. `cast_guard` itself is not
     drawn unless `ops` names it.
+
+    `coverage`, a tally the caller updates with every spec it draws (`DrawCounts.note`), steers the
+    op, input and dtype choices towards what it holds least (see the module docstring).
     """
     if not 1 <= min_ops <= max_ops:
         raise ValueError(f"Expected 1 <= min_ops <= max_ops but got min_ops={min_ops!r}, max_ops={max_ops!r}")
@@ -91,7 +122,12 @@ def graph_specs(
     names = _ops_in_draw_order(registry, ops if ops is not None else tuple(n for n in registry if n != CAST_GUARD))
 
     autocast = "bfloat16" if allow_autocast and draw(st.integers(0, 9)) < 3 else None
-    data_dtype = "float32" if autocast else draw(st.sampled_from(dtypes))
+    if autocast:
+        data_dtype = "float32"
+    elif coverage is None:
+        data_dtype = draw(st.sampled_from(dtypes))
+    else:
+        data_dtype = dtypes[_weighted_index(draw, [_steer(coverage.dtypes[d]) for d in dtypes])]
     backward_drawn = allow_backward and draw(st.integers(0, 9)) < 2
     backward = backward_drawn if backward is None else backward
     shape = draw(shapes if shapes is not None else data_shapes())
@@ -101,6 +137,8 @@ def graph_specs(
         TensorSpec(f"x{i}", shape, data_dtype, requires_grad=backward, init="data") for i in range(n_data)
     ]
     values: dict[str, Meta] = {t.name: Meta(shape, data_dtype) for t in inputs}
+    producers: dict[str, str] = {t.name: INPUT for t in inputs}
+    base = _base_weights(registry, names)
     consumed: set[str] = set()
     nodes: list[Node] = []
     n_ops = draw(st.integers(min_ops, max_ops))
@@ -116,8 +154,14 @@ def graph_specs(
             applicable = [name for name in applicable if name not in GUARDED_ENCODINGS]
         if not applicable:
             break
-        op = registry[draw(st.sampled_from(applicable))]
-        node, weights = _draw_node(draw, op, f"v{step + 1}", usable[op.name], values, autocast=autocast, backward=backward)
+        shares = base if pool is names else _base_weights(registry, pool)
+        weights_now = [shares[n] for n in applicable]
+        if coverage is not None:
+            weights_now = [w * _steer(coverage.ops[n]) for w, n in zip(weights_now, applicable)]
+        op = registry[applicable[_weighted_index(draw, weights_now)]]
+        pair_counts = None if coverage is None else {n: coverage.pairs[(producers[n], op.name)] for n in usable[op.name]}
+        node, weights = _draw_node(draw, op, f"v{step + 1}", usable[op.name], values, autocast=autocast, backward=backward,
+                                   pair_counts=pair_counts)
         inputs.extend(weights)
         if guard_casts and op.name in GUARDED_ENCODINGS:
             guarded = node.inputs[0]
@@ -130,6 +174,7 @@ def graph_specs(
         nodes.append(node)
         consumed.update(node.inputs[: op.arity])
         values[node.name] = Meta(node.shape, node.dtype)
+        producers[node.name] = op.name
 
     if not nodes and allowed is not None:  # the backend compiles no op on this dtype: draw another
         reject()
@@ -159,16 +204,56 @@ def _ops_in_draw_order(registry: dict, ops: tuple[str, ...] | None) -> list[str]
     return names
 
 
+def _base_weights(registry: dict, names: list[str]) -> dict[str, float]:
+    """Each op's share of the draws among `names`: its family's weight split among the family's ops
+    there, the card's ops (`CARD_OPS`) counting double."""
+    sizes: Counter = Counter()
+    for n in names:
+        sizes[registry[n].family] += CARD_OPS.get(n, 1)
+    return {n: FAMILY_WEIGHTS.get(registry[n].family, 1) * CARD_OPS.get(n, 1) / sizes[registry[n].family] for n in names}
+
+
+def _steer(count: int) -> float:
+    """How much a choice drawn `count` times so far is favoured: 1 / sqrt(1 + count)."""
+    return 1.0 / math.sqrt(1 + count)
+
+
+def _weighted_index(draw, weights: list[float]) -> int:
+    """An index into `weights`, drawn in proportion to them.
+
+    Hypothesis draws a bounded integer far from uniformly once its range is large (it favours small
+    values), so the point on the cumulative weights is drawn as base-`DIGIT_BASE` digits, each a
+    small range it draws about uniformly, taken modulo the total (a bias of at most 1/`SPREAD`).
+    All digits at 0, where shrinking goes, picks the first choice."""
+    if len(weights) == 1:
+        return 0
+    top = max(weights)
+    cumulative = list(itertools.accumulate(max(1, round(WEIGHT_RESOLUTION * w / top)) for w in weights))
+    total, value, span = cumulative[-1], 0, 1
+    while span < SPREAD * total:
+        value = value * DIGIT_BASE + draw(st.integers(0, DIGIT_BASE - 1))
+        span *= DIGIT_BASE
+    return bisect.bisect_right(cumulative, value % total)
+
+
+def _pick(draw, names: list[str], pair_counts: dict[str, int] | None) -> str:
+    """One of `names`: uniformly, or leaning towards the inputs whose producer fed this op least."""
+    if pair_counts is None:
+        return draw(st.sampled_from(names))
+    return names[_weighted_index(draw, [_steer(pair_counts.get(n, 0)) for n in names])]
+
+
 def _draw_node(draw, op, name: str, floats: list[str], values: dict[str, Meta], *, autocast: str | None,
-               backward: bool) -> tuple[Node, list[TensorSpec]]:
+               backward: bool, pair_counts: dict[str, int] | None = None) -> tuple[Node, list[TensorSpec]]:
     """One node of `op` on values in hand (its data arguments, params, and the weight inputs it
-    needs); weights stay float32 under autocast, as a model's parameters would."""
+    needs); weights stay float32 under autocast, as a model's parameters would. `pair_counts`
+    (per candidate input, how often its producer fed `op`) steers the input choice."""
     if op.arity == 1:
-        args = [draw(st.sampled_from([n for n in floats if op.accepts((values[n],))]))]
+        args = [_pick(draw, [n for n in floats if op.accepts((values[n],))], pair_counts)]
     else:
         firsts = [n for n in floats if any(op.accepts((values[n], values[m])) for m in floats)]
-        a = draw(st.sampled_from(firsts))
-        b = draw(st.sampled_from([m for m in floats if op.accepts((values[a], values[m]))]))
+        a = _pick(draw, firsts, pair_counts)
+        b = _pick(draw, [m for m in floats if op.accepts((values[a], values[m]))], pair_counts)
         args = [a, b]
     metas = tuple(values[a] for a in args)
     params = op.draw_params(draw, metas)

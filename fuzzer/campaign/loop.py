@@ -46,6 +46,7 @@ from records.config import CompileConfig
 from records.errors import ConfigError, DivfuzzError, InternalError
 from fuzzer.engine.store import CampaignLock, Store
 from fuzzer.engine.worker import CaseRequest, Worker
+from generators.coverage import DrawCounts
 from generators.spec import GraphSpec
 from generators.strategies import graph_specs, perf_graph_specs
 from oracles.severity import severity_of
@@ -105,11 +106,12 @@ class CampaignOptions:
             **({"oracle": self.oracle, "perf_margin": self.perf_margin} if self.oracle != "numeric" else {}),
         } | ({"against": self.against.to_dict()} if self.against else {}) | ({"unguarded_casts": True} if self.unguarded_casts else {})
 
-    def strategy(self):
+    def strategy(self, coverage=None):
+        """`coverage`: the slot's `generators.coverage.DrawCounts`, steering draws to what it drew least."""
         if self.oracle == "perf":
             return perf_graph_specs(device_type=self.device.split(":")[0], max_ops=self.max_ops, ops=self.ops,
                                     **({"dtypes": self.dtypes} if self.dtypes else {}))
-        kwargs = {"max_ops": self.max_ops, "ops": self.ops, "guard_casts": not self.unguarded_casts}
+        kwargs = {"max_ops": self.max_ops, "ops": self.ops, "guard_casts": not self.unguarded_casts, "coverage": coverage}
         if self.dtypes:
             kwargs["dtypes"] = self.dtypes
         caps = capabilities_of(self.config.backend, self.against.backend if self.against else None)
@@ -467,6 +469,7 @@ class Campaign:
             self.slot_workers.append(worker)
         counter = itertools.count()
         last_exit = [time.perf_counter()]
+        coverage = DrawCounts()  # this slot's own tally: its draws stay a function of seed and slot
 
         def body(spec: GraphSpec) -> None:
             with self.lock:  # time Hypothesis spent drawing this spec since the last case
@@ -476,6 +479,7 @@ class Campaign:
             idx = next(counter)
             if quota is not None and idx >= quota:
                 raise _StopCampaign
+            coverage.note(spec)  # run or skipped on resume alike, so a resume re-draws the same specs
             try:
                 stored = self.store.stored_case(self.run_id, slot, idx)
                 if stored is not None and stored[0] == spec.digest():
@@ -492,7 +496,7 @@ class Campaign:
                 self.stop.set()
 
         try:
-            for engine in slot_engines(opts.strategy(), opts.seed, slot, body):
+            for engine in slot_engines(opts.strategy(coverage), opts.seed, slot, body):
                 engine()
         except _StopCampaign:
             pass
