@@ -3,11 +3,14 @@ towards what was drawn least, and the per-op coverage table a report prints.
 
 Torch-free (a report reads it without loading torch): it imports the IR and the registry only.
 
-- `DrawCounts` is one slot's running tally. The campaign loop notes every spec its slot draws
-  (run or skipped on resume) before the next draw, and `generators.strategies.graph_specs(coverage=...)`
-  reads it: ops, the (producer, consumer) pairs of their edges and the data dtypes drawn least are
-  drawn more. Each slot keeps its own tally, so a slot's draws stay a pure function of the campaign
-  seed, the slot and the registry (threads sharing one tally would make them depend on timing).
+- `DrawCounts` is one slot's running tally. The campaign loop feeds each spec's `novelty` (how
+  little of it the slot has drawn: ops, (producer, consumer) op pairs, data dtype) to
+  `hypothesis.target`, then notes the spec (run or skipped on resume alike). Hypothesis's target
+  phase then climbs towards the ops, pairs and dtypes drawn least. Steering goes through `target`
+  and not through the strategy's weights because a strategy must make the same draws for the same
+  choices (Hypothesis raises FlakyStrategyDefinition when outside state changes them). Each slot
+  keeps its own tally, so its cases stay a function of the campaign seed and the slot (threads
+  sharing one tally would make them depend on timing).
 - `op_coverage` summarises stored cases: per op, the cases that hold it (by data dtype) and the
   distinct buckets of those cases, by severity.
 """
@@ -59,6 +62,15 @@ class DrawCounts:
     ops: Counter = field(default_factory=Counter)
     pairs: Counter = field(default_factory=Counter)
     dtypes: Counter = field(default_factory=Counter)
+
+    def novelty(self, spec: GraphSpec) -> float:
+        """How new `spec` is to this tally: the sum of 1 / (1 + times drawn) over its ops, its op
+        pairs and its dtype (an op, pair or dtype never drawn adds 1). What `target` climbs."""
+        return (
+            sum(1.0 / (1 + self.ops[op]) for op in set(spec.op_names))
+            + sum(1.0 / (1 + self.pairs[pair]) for pair in op_pairs(spec))
+            + 1.0 / (1 + self.dtypes[data_dtype(spec)])
+        )
 
     def note(self, spec: GraphSpec) -> None:
         self.cases += 1

@@ -821,7 +821,10 @@ def _scalar_cmp_params(draw, metas):
     }
 
 
-SCALAR_CMP_PARAMS = {"cmp": Choice(tuple(sorted(_CMP))), "threshold": THRESHOLD, "scalar_dtype": Choice(FLOATS + ("float64",))}
+# Thresholds that every floating dtype holds (float16's largest finite value is 65504), so the
+# template prints a finite rounded scalar for every value in the schema.
+SCALAR_THRESHOLD = FloatRange(-60000.0, 60000.0)
+SCALAR_CMP_PARAMS = {"cmp": Choice(tuple(sorted(_CMP))), "threshold": SCALAR_THRESHOLD, "scalar_dtype": Choice(FLOATS + ("float64",))}
 
 _edge(
     OpDef(
@@ -1254,6 +1257,7 @@ _edge(
                                          "mode": draw(st.sampled_from(tuple(_NEAREST_MODES)))},
     )
 )
+# The leading dims fold into one batch dim, which the output keeps: (prod(leading), H', W').
 _edge(
     OpDef(
         name="interpolate_bilinear",
@@ -1261,12 +1265,11 @@ _edge(
         arity=1,
         accepts=_red_accepts,
         infer=lambda metas, p: Meta(
-            metas[0].shape[:-2] + tuple(_scaled(n, p["scale_factor"]) for n in metas[0].shape[-2:]), metas[0].dtype
+            (math.prod(metas[0].shape[:-2]),) + tuple(_scaled(n, p["scale_factor"]) for n in metas[0].shape[-2:]), metas[0].dtype
         ),
         code=lambda a, p: (
             f"F.interpolate({a[0]}.reshape((-1, 1) + {a[0]}.shape[-2:]), scale_factor={_num(p['scale_factor'])}, "
-            f"mode='bilinear', align_corners={_BOOL[p['align_corners']]})"
-            f".reshape({a[0]}.shape[:-2] + (-1, int({a[0]}.shape[-1] * {_num(p['scale_factor'])})))"
+            f"mode='bilinear', align_corners={_BOOL[p['align_corners']]}).squeeze(1)"
         ),
         params={"scale_factor": Choice(SCALE_FACTORS), "align_corners": Flag()},
         draw_params=lambda draw, metas: {"scale_factor": _draw_scale(draw, metas[0].shape[-2:]), "align_corners": draw(st.booleans())},

@@ -10,23 +10,21 @@ shrinking the draws shrinks the graph (fewer ops, earlier inputs, smaller shapes
 
 Ops are drawn by weight: each family has a share (`FAMILY_WEIGHTS`), split evenly among its ops,
 so the card's families (norms, GELU forms, log2-ceil encodings) keep their share as the registry
-grows, and inside them the card's own ops (`CARD_OPS`: GELU, RMSNorm, e8m0) count double. Given a `DrawCounts` (`coverage=`), the draws also lean towards what that tally holds
-least: each op's weight is divided by sqrt(1 + cases that held it), each candidate input's by
-sqrt(1 + times its producer fed this op), each dtype's by sqrt(1 + cases drawn in it).
+grows, and inside them the card's own ops (`CARD_OPS`: GELU, RMSNorm, e8m0) count double. The
+weights are constants: a strategy must draw the same way for the same choices, so steering towards
+what a campaign drew least is `hypothesis.target` on `generators.coverage.DrawCounts.novelty`.
 """
 
 from __future__ import annotations
 
 import bisect
 import itertools
-import math
 from collections import Counter
 from dataclasses import replace
 from typing import Callable
 
 from hypothesis import reject, strategies as st
 
-from generators.coverage import INPUT, DrawCounts
 from generators.opdef import Meta
 from generators.ops import CAST_GUARD, GUARDED_ENCODINGS, cast_guard_params
 from generators.registry import all_ops
@@ -95,7 +93,6 @@ def graph_specs(
     first_ops: tuple[str, ...] | None = None,
     allowed: Callable[[str, str, bool], bool] | None = None,
     guard_casts: bool = True,
-    coverage: DrawCounts | None = None,
 ) -> GraphSpec:
     """A valid graph of `min_ops` to `max_ops` registered ops, its input recipe, autocast and backward.
 
@@ -112,9 +109,6 @@ def graph_specs(
     graphs without the guards. A guarded encoding is two nodes: it is drawn only while two fit in
     the drawn op count, or as the first op when nothing else applies. `cast_guard` itself is not
     drawn unless `ops` names it.
-
-    `coverage`, a tally the caller updates with every spec it draws (`DrawCounts.note`), steers the
-    op, input and dtype choices towards what it holds least (see the module docstring).
     """
     if not 1 <= min_ops <= max_ops:
         raise ValueError(f"Expected 1 <= min_ops <= max_ops but got min_ops={min_ops!r}, max_ops={max_ops!r}")
@@ -122,12 +116,7 @@ def graph_specs(
     names = _ops_in_draw_order(registry, ops if ops is not None else tuple(n for n in registry if n != CAST_GUARD))
 
     autocast = "bfloat16" if allow_autocast and draw(st.integers(0, 9)) < 3 else None
-    if autocast:
-        data_dtype = "float32"
-    elif coverage is None:
-        data_dtype = draw(st.sampled_from(dtypes))
-    else:
-        data_dtype = dtypes[_weighted_index(draw, [_steer(coverage.dtypes[d]) for d in dtypes])]
+    data_dtype = "float32" if autocast else draw(st.sampled_from(dtypes))
     backward_drawn = allow_backward and draw(st.integers(0, 9)) < 2
     backward = backward_drawn if backward is None else backward
     shape = draw(shapes if shapes is not None else data_shapes())
@@ -137,7 +126,6 @@ def graph_specs(
         TensorSpec(f"x{i}", shape, data_dtype, requires_grad=backward, init="data") for i in range(n_data)
     ]
     values: dict[str, Meta] = {t.name: Meta(shape, data_dtype) for t in inputs}
-    producers: dict[str, str] = {t.name: INPUT for t in inputs}
     base = _base_weights(registry, names)
     consumed: set[str] = set()
     nodes: list[Node] = []
@@ -155,13 +143,8 @@ def graph_specs(
         if not applicable:
             break
         shares = base if pool is names else _base_weights(registry, pool)
-        weights_now = [shares[n] for n in applicable]
-        if coverage is not None:
-            weights_now = [w * _steer(coverage.ops[n]) for w, n in zip(weights_now, applicable)]
-        op = registry[applicable[_weighted_index(draw, weights_now)]]
-        pair_counts = None if coverage is None else {n: coverage.pairs[(producers[n], op.name)] for n in usable[op.name]}
-        node, weights = _draw_node(draw, op, f"v{step + 1}", usable[op.name], values, autocast=autocast, backward=backward,
-                                   pair_counts=pair_counts)
+        op = registry[applicable[_weighted_index(draw, [shares[n] for n in applicable])]]
+        node, weights = _draw_node(draw, op, f"v{step + 1}", usable[op.name], values, autocast=autocast, backward=backward)
         inputs.extend(weights)
         if guard_casts and op.name in GUARDED_ENCODINGS:
             guarded = node.inputs[0]
@@ -174,7 +157,6 @@ def graph_specs(
         nodes.append(node)
         consumed.update(node.inputs[: op.arity])
         values[node.name] = Meta(node.shape, node.dtype)
-        producers[node.name] = op.name
 
     if not nodes and allowed is not None:  # the backend compiles no op on this dtype: draw another
         reject()
@@ -213,47 +195,35 @@ def _base_weights(registry: dict, names: list[str]) -> dict[str, float]:
     return {n: FAMILY_WEIGHTS.get(registry[n].family, 1) * CARD_OPS.get(n, 1) / sizes[registry[n].family] for n in names}
 
 
-def _steer(count: int) -> float:
-    """How much a choice drawn `count` times so far is favoured: 1 / sqrt(1 + count)."""
-    return 1.0 / math.sqrt(1 + count)
-
-
 def _weighted_index(draw, weights: list[float]) -> int:
     """An index into `weights`, drawn in proportion to them.
 
     Hypothesis draws a bounded integer far from uniformly once its range is large (it favours small
     values), so the point on the cumulative weights is drawn as base-`DIGIT_BASE` digits, each a
     small range it draws about uniformly, taken modulo the total (a bias of at most 1/`SPREAD`).
-    All digits at 0, where shrinking goes, picks the first choice."""
+    How many digits depends only on how many choices there are. All digits at 0, where shrinking
+    goes, picks the first choice."""
     if len(weights) == 1:
         return 0
     top = max(weights)
     cumulative = list(itertools.accumulate(max(1, round(WEIGHT_RESOLUTION * w / top)) for w in weights))
-    total, value, span = cumulative[-1], 0, 1
-    while span < SPREAD * total:
+    value, span = 0, 1
+    while span < SPREAD * WEIGHT_RESOLUTION * len(weights):  # the largest total these weights can have
         value = value * DIGIT_BASE + draw(st.integers(0, DIGIT_BASE - 1))
         span *= DIGIT_BASE
-    return bisect.bisect_right(cumulative, value % total)
-
-
-def _pick(draw, names: list[str], pair_counts: dict[str, int] | None) -> str:
-    """One of `names`: uniformly, or leaning towards the inputs whose producer fed this op least."""
-    if pair_counts is None:
-        return draw(st.sampled_from(names))
-    return names[_weighted_index(draw, [_steer(pair_counts.get(n, 0)) for n in names])]
+    return bisect.bisect_right(cumulative, value % cumulative[-1])
 
 
 def _draw_node(draw, op, name: str, floats: list[str], values: dict[str, Meta], *, autocast: str | None,
-               backward: bool, pair_counts: dict[str, int] | None = None) -> tuple[Node, list[TensorSpec]]:
+               backward: bool) -> tuple[Node, list[TensorSpec]]:
     """One node of `op` on values in hand (its data arguments, params, and the weight inputs it
-    needs); weights stay float32 under autocast, as a model's parameters would. `pair_counts`
-    (per candidate input, how often its producer fed `op`) steers the input choice."""
+    needs); weights stay float32 under autocast, as a model's parameters would."""
     if op.arity == 1:
-        args = [_pick(draw, [n for n in floats if op.accepts((values[n],))], pair_counts)]
+        args = [draw(st.sampled_from([n for n in floats if op.accepts((values[n],))]))]
     else:
         firsts = [n for n in floats if any(op.accepts((values[n], values[m])) for m in floats)]
-        a = _pick(draw, firsts, pair_counts)
-        b = _pick(draw, [m for m in floats if op.accepts((values[a], values[m]))], pair_counts)
+        a = draw(st.sampled_from(firsts))
+        b = draw(st.sampled_from([m for m in floats if op.accepts((values[a], values[m]))]))
         args = [a, b]
     metas = tuple(values[a] for a in args)
     params = op.draw_params(draw, metas)
@@ -315,3 +285,32 @@ def perf_graph_specs(*, device_type: str = "cuda", dtypes: tuple[str, ...] = ("b
         backward=True, shapes=perf_shapes(device_type),
         first_ops=tuple(n for n in PERF_NORMS if ops is None or n in ops) or None,
     )
+
+
+def op_params(op_name: str, metas: tuple[Meta, ...]) -> st.SearchStrategy[dict]:
+    """The params `op_name` draws on inputs of `metas` (its own `draw_params`, inside its schema)."""
+    op = all_ops()[op_name]
+    return st.composite(lambda draw: op.draw_params(draw, metas))()
+
+
+def op_spec(op_name: str, params: list[dict], dtype: str, shape: tuple[int, ...], *, recipe: InputRecipe = InputRecipe(),
+            backward: bool = False) -> GraphSpec:
+    """One op applied to the same data inputs once per params set, every node an output: the graph
+    a probe or a test runs an op alone in. Weights are made in `dtype`; `validate_spec` passes it
+    when every params set fits `shape`."""
+    op = all_ops()[op_name]
+    backward = backward and op.differentiable
+    metas = tuple(Meta(shape, dtype) for _ in range(op.arity))
+    data = [TensorSpec(f"x{i}", shape, dtype, requires_grad=backward) for i in range(op.arity)]
+    weights: list[TensorSpec] = []
+    nodes: list[Node] = []
+    for p in params:
+        name = f"v{len(nodes) + 1}"
+        out = op.infer(metas, p)
+        ws = [TensorSpec(f"{name}_{w.suffix}", w.shape, dtype, requires_grad=backward and w.trainable, init=w.init)
+              for w in op.weights(metas, p)]
+        weights += ws
+        nodes.append(Node(name, op_name, tuple(t.name for t in data) + tuple(w.name for w in ws),
+                          tuple(sorted(p.items())), out.dtype, out.shape))
+    return GraphSpec(inputs=tuple(data + weights), nodes=tuple(nodes), outputs=tuple(n.name for n in nodes),
+                     recipe=recipe, backward=backward)

@@ -106,12 +106,11 @@ class CampaignOptions:
             **({"oracle": self.oracle, "perf_margin": self.perf_margin} if self.oracle != "numeric" else {}),
         } | ({"against": self.against.to_dict()} if self.against else {}) | ({"unguarded_casts": True} if self.unguarded_casts else {})
 
-    def strategy(self, coverage=None):
-        """`coverage`: the slot's `generators.coverage.DrawCounts`, steering draws to what it drew least."""
+    def strategy(self):
         if self.oracle == "perf":
             return perf_graph_specs(device_type=self.device.split(":")[0], max_ops=self.max_ops, ops=self.ops,
                                     **({"dtypes": self.dtypes} if self.dtypes else {}))
-        kwargs = {"max_ops": self.max_ops, "ops": self.ops, "guard_casts": not self.unguarded_casts, "coverage": coverage}
+        kwargs = {"max_ops": self.max_ops, "ops": self.ops, "guard_casts": not self.unguarded_casts}
         if self.dtypes:
             kwargs["dtypes"] = self.dtypes
         caps = capabilities_of(self.config.backend, self.against.backend if self.against else None)
@@ -469,7 +468,7 @@ class Campaign:
             self.slot_workers.append(worker)
         counter = itertools.count()
         last_exit = [time.perf_counter()]
-        coverage = DrawCounts()  # this slot's own tally: its draws stay a function of seed and slot
+        coverage = DrawCounts()  # this slot's own: its cases stay a function of seed and slot (generators.coverage)
 
         def body(spec: GraphSpec) -> None:
             with self.lock:  # time Hypothesis spent drawing this spec since the last case
@@ -479,7 +478,8 @@ class Campaign:
             idx = next(counter)
             if quota is not None and idx >= quota:
                 raise _StopCampaign
-            coverage.note(spec)  # run or skipped on resume alike, so a resume re-draws the same specs
+            target(coverage.novelty(spec), label="coverage")  # run or skipped alike: a resume re-draws the same
+            coverage.note(spec)
             try:
                 stored = self.store.stored_case(self.run_id, slot, idx)
                 if stored is not None and stored[0] == spec.digest():
@@ -496,7 +496,7 @@ class Campaign:
                 self.stop.set()
 
         try:
-            for engine in slot_engines(opts.strategy(coverage), opts.seed, slot, body):
+            for engine in slot_engines(opts.strategy(), opts.seed, slot, body):
                 engine()
         except _StopCampaign:
             pass
