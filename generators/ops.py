@@ -710,7 +710,7 @@ for _name, _fn, _largest in (("argmax", "argmax", True), ("argmin", "argmin", Fa
         )
     )
 
-TOPK = (1, 2, 3, 4, 5, 8, 16)
+TOPK = (1, 2, 3, 4, 5, 8)
 
 
 def _topk_infer(metas, p):
@@ -768,10 +768,10 @@ for _name in ("remainder", "fmod"):
 # ---- comparisons of a tensor with a Python scalar ----
 # PyTorch's promotion: a Python float does not promote a tensor of a floating dtype, so
 # `bf16_tensor > 0.1` compares in bfloat16 against 0.1 rounded to bfloat16 (through float32, as
-# c10 converts). The real graph prints the scalar as the user wrote it; the fp64 reference compares
-# against the scalar as PyTorch rounds it (`round_scalar`), which the op's `scalar_dtype` param
-# (always its input's dtype: `infer` checks) names. `D(torch.float32) is torch.float32` is true in
-# the real graph and false in the reference.
+# c10 converts). The op compares in its `scalar_dtype` (the input cast to it: the strategies draw the
+# input's own dtype, where the cast is a no-op) against the scalar as the user wrote it; the fp64
+# reference compares against the scalar as PyTorch rounds it to `scalar_dtype` (`round_scalar`).
+# `D(torch.float32) is torch.float32` is true in the real graph and false in the reference.
 
 CMP_SCALARS = (0.1, 0.3, 1 / 3, -0.7, 2.2, 1e-3, 0.5, 0.0)
 
@@ -803,10 +803,12 @@ def _promoted_scalar(p) -> str:
     return f"({_num(p['threshold'])} if D(torch.float32) is torch.float32 else {_num(round_scalar(p['threshold'], p['scalar_dtype']))})"
 
 
+def _scalar_cond(a, p) -> str:
+    return f"{a[0]}.to(D({_DTYPE_CODE[p['scalar_dtype']]})) {_CMP[p['cmp']]} {_promoted_scalar(p)}"
+
+
 def _scalar_infer(out_dtype):
     def infer(metas, p):
-        if p["scalar_dtype"] != metas[0].dtype:
-            raise ValueError(f"scalar_dtype {p['scalar_dtype']!r} is not the input's dtype {metas[0].dtype!r}")
         round_scalar(p["threshold"], p["scalar_dtype"])
         return Meta(metas[0].shape, out_dtype or metas[0].dtype)
 
@@ -833,10 +835,10 @@ _edge(
         arity=1,
         accepts=_one_float,
         infer=_scalar_infer("bool"),
-        code=lambda a, p: f"({a[0]} {_CMP[p['cmp']]} {_promoted_scalar(p)})",
+        code=lambda a, p: f"({_scalar_cond(a, p)})",
         params=SCALAR_CMP_PARAMS,
         draw_params=_scalar_cmp_params,
-        boundary=lambda a, p: JumpRule(a[0], threshold=round_scalar(p["threshold"], p["scalar_dtype"])),
+        boundary=lambda a, p: JumpRule(f"{a[0]}.to(D({_DTYPE_CODE[p['scalar_dtype']]}))", threshold=round_scalar(p["threshold"], p["scalar_dtype"])),
         differentiable=False,
     )
 )
@@ -847,7 +849,7 @@ _edge(
         arity=1,
         accepts=_one_float,
         infer=_scalar_infer(None),
-        code=lambda a, p: f"torch.where({a[0]} {_CMP[p['cmp']]} {_promoted_scalar(p)}, {a[0]}, 0.0)",
+        code=lambda a, p: f"torch.where({_scalar_cond(a, p)}, {a[0]}, 0.0)",
         params=SCALAR_CMP_PARAMS,
         draw_params=_scalar_cmp_params,
     )
