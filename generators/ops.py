@@ -20,6 +20,7 @@ Every op declares its `params` schema; `validate_spec` holds every loaded spec t
 from __future__ import annotations
 
 import math
+import struct
 from typing import Any
 
 from hypothesis import strategies as st
@@ -618,3 +619,663 @@ register(
         differentiable=False,
     )
 )
+
+
+# =============================================================================================
+# The classes of PyTorch's 2025-2026 silent-correctness issues (issue 24): value-selecting
+# reductions and their backward with ties, remainder/fmod, comparisons with a Python scalar,
+# cumulative ops, rsqrt/reciprocal/sqrt, pow/clamp/rounding on their own, variance, losses, index
+# ops, pooling and interpolation. `EDGE_OPS` names them (scripts/probe_new_ops.py probes each).
+#
+# Integer outputs of value-selecting ops (argmax, argmin) jump where two candidates tie: their
+# `JumpRule` pre-image is the row's gap between the best and the second-best value, relative to
+# the best one's magnitude (at least 1), with threshold 0. So a flip between two values eager
+# holds within a few ULPs of each other (an exact tie is distance 0) is a boundary flip, and only
+# a flip in a row whose winner stood clear is gross. A row holding NaN or Inf counts as a tie.
+# =============================================================================================
+
+_EDGE: list[str] = []
+
+
+def _edge(op: OpDef) -> OpDef:
+    _EDGE.append(op.name)
+    return register(op)
+
+
+def _edge_unary(name, family, code, **extra):
+    return _edge(OpDef(name=name, family=family, arity=1, accepts=_one_float, infer=_same, code=code, **extra))
+
+
+KEEPDIM = {"keepdim": Flag()}
+
+
+def _draw_keepdim(draw, metas):
+    return {"keepdim": draw(st.booleans())}
+
+
+def _at_least_two_last(metas):
+    return _red_accepts(metas) and metas[0].shape[-1] >= 2
+
+
+# ---- value-selecting reductions (the value output is differentiable: ties decide the gradient) ----
+
+for _name, _code in (
+    ("max_dim", "torch.max({x}, -1, keepdim={k}).values"),
+    ("min_dim", "torch.min({x}, -1, keepdim={k}).values"),
+    ("median", "torch.median({x}, -1, keepdim={k}).values"),
+    ("amin", "torch.amin({x}, -1, keepdim={k})"),
+):
+    _edge(
+        OpDef(
+            name=_name,
+            family="selection",
+            arity=1,
+            accepts=_red_accepts,
+            infer=_red_infer,
+            code=(lambda c: lambda a, p: c.format(x=a[0], k=_BOOL[p["keepdim"]]))(_code),
+            params=KEEPDIM,
+            draw_params=_draw_keepdim,
+        )
+    )
+
+
+def _tie_gap(largest: bool):
+    """The pre-image of an arg-reduction: each row's gap between its best and second-best value,
+    relative to max(|best|, 1); NaN (a row with NaN, or tied infinities) reads as a tie."""
+
+    def pre_image(a, p):
+        x = a[0]
+        extreme = "torch.amax" if largest else "torch.amin"
+        gap = f"torch.diff(torch.topk({x}, 2, -1, largest={_BOOL[largest]}).values, dim=-1).abs()"
+        scale = f"{extreme}({x}, -1, keepdim=True).abs().clamp(min=1)"
+        rel = f"torch.nan_to_num({gap} / {scale}, nan=0.0)"
+        return rel if p["keepdim"] else f"{rel}.squeeze(-1)"
+
+    return lambda a, p: JumpRule(pre_image(a, p), threshold=0.0)
+
+
+for _name, _fn, _largest in (("argmax", "argmax", True), ("argmin", "argmin", False)):
+    _edge(
+        OpDef(
+            name=_name,
+            family="selection",
+            arity=1,
+            accepts=_at_least_two_last,
+            infer=lambda metas, p: Meta(metas[0].shape[:-1] + ((1,) if p["keepdim"] else ()), "int64"),
+            code=(lambda f: lambda a, p: f"torch.{f}({a[0]}, -1, keepdim={_BOOL[p['keepdim']]})")(_fn),
+            params=KEEPDIM,
+            draw_params=_draw_keepdim,
+            boundary=_tie_gap(_largest),
+            differentiable=False,
+        )
+    )
+
+TOPK = (1, 2, 3, 4, 5, 8)
+
+
+def _topk_infer(metas, p):
+    if p["k"] > metas[0].shape[-1]:
+        raise ValueError(f"k={p['k']} is more than the last dim {metas[0].shape[-1]}")
+    return Meta(metas[0].shape[:-1] + (p["k"],), metas[0].dtype)
+
+
+_edge(
+    OpDef(
+        name="topk",
+        family="selection",
+        arity=1,
+        accepts=_one_float,
+        infer=_topk_infer,
+        code=lambda a, p: f"torch.topk({a[0]}, {_num(p['k'])}, -1, largest={_BOOL[p['largest']]}).values",
+        params={"k": Choice(TOPK), "largest": Flag()},
+        draw_params=lambda draw, metas: {
+            "k": draw(st.sampled_from([k for k in TOPK if k <= metas[0].shape[-1]])),
+            "largest": draw(st.booleans()),
+        },
+    )
+)
+_edge_unary(
+    "sort",
+    "selection",
+    lambda a, p: f"torch.sort({a[0]}, dim=-1, descending={_BOOL[p['descending']]}, stable=True).values",
+    params={"descending": Flag()},
+    draw_params=lambda draw, metas: {"descending": draw(st.booleans())},
+)
+
+# ---- remainder and fmod: scalar divisors (zero and negative among them) and tensor divisors (the
+# recipes put zeros, -0.0 and infinities in them) ----
+
+REMAINDER_DIVISORS = (3.0, 0.1, -1.5, 2.5, 0.3, -0.7, 1.0, 0.0)
+for _name in ("remainder", "fmod"):
+    _edge_unary(
+        _name,
+        "pointwise",
+        (lambda f: lambda a, p: f"torch.{f}({a[0]}, {_num(p['divisor'])})")(_name),
+        params={"divisor": FloatRange(-1e30, 1e30)},
+        draw_params=lambda draw, metas: {"divisor": draw(st.sampled_from(REMAINDER_DIVISORS))},
+    )
+    _edge(
+        OpDef(
+            name=f"{_name}_tensor",
+            family="pointwise",
+            arity=2,
+            accepts=_two_same,
+            infer=_same_binary,
+            code=(lambda f: lambda a, p: f"torch.{f}({a[0]}, {a[1]})")(_name),
+        )
+    )
+
+# ---- comparisons of a tensor with a Python scalar ----
+# PyTorch's promotion: a Python float does not promote a tensor of a floating dtype, so
+# `bf16_tensor > 0.1` compares in bfloat16 against 0.1 rounded to bfloat16 (through float32, as
+# c10 converts). The op compares in its `scalar_dtype` (the input cast to it: the strategies draw the
+# input's own dtype, where the cast is a no-op) against the scalar as the user wrote it; the fp64
+# reference compares against the scalar as PyTorch rounds it to `scalar_dtype` (`round_scalar`).
+# `D(torch.float32) is torch.float32` is true in the real graph and false in the reference.
+
+CMP_SCALARS = (0.1, 0.3, 1 / 3, -0.7, 2.2, 1e-3, 0.5, 0.0)
+
+
+def round_scalar(value: float, dtype: str) -> float:
+    """A Python float as PyTorch converts it to `dtype` (bf16 and fp16 through float32);
+    ValueError when it does not fit."""
+    if dtype == "float64":
+        return float(value)
+    try:
+        f32 = struct.unpack("<f", struct.pack("<f", value))[0]
+        if dtype == "float16":
+            return struct.unpack("<e", struct.pack("<e", f32))[0]
+    except OverflowError:
+        raise ValueError(f"scalar {value!r} does not fit {dtype}") from None
+    if dtype == "bfloat16":
+        bits = struct.unpack("<I", struct.pack("<f", f32))[0]
+        bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16  # round to nearest even
+        rounded = struct.unpack("<f", struct.pack("<I", bits & 0xFFFFFFFF))[0]
+        if not math.isfinite(rounded):
+            raise ValueError(f"scalar {value!r} does not fit {dtype}")
+        return rounded
+    if dtype == "float32":
+        return f32
+    raise ValueError(f"Expected a floating dtype but got dtype={dtype!r}")
+
+
+def _promoted_scalar(p) -> str:
+    return f"({_num(p['threshold'])} if D(torch.float32) is torch.float32 else {_num(round_scalar(p['threshold'], p['scalar_dtype']))})"
+
+
+def _scalar_cond(a, p) -> str:
+    return f"{a[0]}.to(D({_DTYPE_CODE[p['scalar_dtype']]})) {_CMP[p['cmp']]} {_promoted_scalar(p)}"
+
+
+def _scalar_infer(out_dtype):
+    def infer(metas, p):
+        round_scalar(p["threshold"], p["scalar_dtype"])
+        return Meta(metas[0].shape, out_dtype or metas[0].dtype)
+
+    return infer
+
+
+def _scalar_cmp_params(draw, metas):
+    return {
+        "cmp": draw(st.sampled_from(sorted(_CMP))),
+        "threshold": draw(st.sampled_from(CMP_SCALARS)),
+        "scalar_dtype": metas[0].dtype,
+    }
+
+
+# Thresholds that every floating dtype holds (float16's largest finite value is 65504), so the
+# template prints a finite rounded scalar for every value in the schema.
+SCALAR_THRESHOLD = FloatRange(-60000.0, 60000.0)
+SCALAR_CMP_PARAMS = {"cmp": Choice(tuple(sorted(_CMP))), "threshold": SCALAR_THRESHOLD, "scalar_dtype": Choice(FLOATS + ("float64",))}
+
+_edge(
+    OpDef(
+        name="cmp_scalar",
+        family="compare",
+        arity=1,
+        accepts=_one_float,
+        infer=_scalar_infer("bool"),
+        code=lambda a, p: f"({_scalar_cond(a, p)})",
+        params=SCALAR_CMP_PARAMS,
+        draw_params=_scalar_cmp_params,
+        boundary=lambda a, p: JumpRule(f"{a[0]}.to(D({_DTYPE_CODE[p['scalar_dtype']]}))", threshold=round_scalar(p["threshold"], p["scalar_dtype"])),
+        differentiable=False,
+    )
+)
+_edge(
+    OpDef(
+        name="where_scalar",
+        family="compare",
+        arity=1,
+        accepts=_one_float,
+        infer=_scalar_infer(None),
+        code=lambda a, p: f"torch.where({_scalar_cond(a, p)}, {a[0]}, 0.0)",
+        params=SCALAR_CMP_PARAMS,
+        draw_params=_scalar_cmp_params,
+    )
+)
+
+# ---- cumulative ops over the last dim (cumsum and cumprod with and without an explicit dtype) ----
+
+CUM_DTYPES = (None, "float32")
+for _name in ("cumsum", "cumprod"):
+    _edge(
+        OpDef(
+            name=_name,
+            family="cumulative",
+            arity=1,
+            accepts=_one_float,
+            infer=lambda metas, p: Meta(metas[0].shape, p["dtype"] or metas[0].dtype),
+            code=(lambda f: lambda a, p: f"torch.{f}({a[0]}, -1"
+                  + (f", dtype=D({_DTYPE_CODE[p['dtype']]}))" if p["dtype"] else ")"))(_name),
+            params={"dtype": Choice(CUM_DTYPES)},
+            draw_params=lambda draw, metas: {"dtype": draw(st.sampled_from(CUM_DTYPES))},
+        )
+    )
+_edge_unary("logcumsumexp", "cumulative", lambda a, p: f"torch.logcumsumexp({a[0]}, -1)")
+_edge_unary("cummax", "cumulative", lambda a, p: f"torch.cummax({a[0]}, -1).values")
+
+# ---- pointwise edge cases: near zero and -0.0, scalar exponents and bounds, rounding alone ----
+
+_edge_unary("rsqrt", "pointwise", lambda a, p: f"torch.rsqrt({a[0]})")
+_edge_unary("reciprocal", "pointwise", lambda a, p: f"torch.reciprocal({a[0]})")
+_edge_unary("sqrt", "pointwise", lambda a, p: f"torch.sqrt({a[0]})")
+
+# An int exponent and the equal float one take different paths in Inductor's pow lowering.
+POW_EXPONENTS = (2, 3, -1, -2, 2.0, 3.0, 0.5, -0.5, 1.5, 1 / 3)
+_edge_unary(
+    "pow_scalar",
+    "pointwise",
+    lambda a, p: f"torch.pow({a[0]}, {_num(p['exponent'])})",
+    params={"exponent": Choice(POW_EXPONENTS)},
+    draw_params=lambda draw, metas: {"exponent": draw(st.sampled_from(POW_EXPONENTS))},
+)
+
+CLAMP_LO = (-6.0, -1.0, -0.5, 0.0, 0.1)
+CLAMP_HI = (0.3, 0.5, 1.0, 6.0)
+
+
+def _clamp_params(draw, metas):
+    lo = draw(st.sampled_from(CLAMP_LO))
+    return {"lo": lo, "hi": draw(st.sampled_from([h for h in CLAMP_HI if h > lo]))}
+
+
+def _clamp_infer(metas, p):
+    if p["lo"] >= p["hi"]:
+        raise ValueError(f"clamp bounds lo={p['lo']!r} >= hi={p['hi']!r}")
+    return metas[0]
+
+
+_edge(
+    OpDef(
+        name="clamp_scalar",
+        family="pointwise",
+        arity=1,
+        accepts=_one_float,
+        infer=_clamp_infer,
+        code=lambda a, p: f"torch.clamp({a[0]}, min={_num(p['lo'])}, max={_num(p['hi'])})",
+        params={"lo": Choice(CLAMP_LO), "hi": Choice(CLAMP_HI)},
+        draw_params=_clamp_params,
+    )
+)
+
+ROUND_DECIMALS = (0, 1, 2, -1)
+_edge_unary(
+    "round",
+    "pointwise",
+    lambda a, p: f"torch.round({a[0]})" if p["decimals"] == 0 else f"torch.round({a[0]}, decimals={_num(p['decimals'])})",
+    params={"decimals": Choice(ROUND_DECIMALS)},
+    draw_params=lambda draw, metas: {"decimals": draw(st.sampled_from((0, 0, 1, 2, -1)))},
+)
+for _name in ("floor", "ceil", "trunc"):
+    _edge_unary(_name, "pointwise", (lambda f: lambda a, p: f"torch.{f}({a[0]})")(_name))
+
+# ---- variance: var, std and var_mean, with a correction ----
+
+CORRECTIONS = (0, 1, 2)
+STAT_PARAMS = {"correction": Choice(CORRECTIONS), "keepdim": Flag()}
+
+
+def _stat_params(draw, metas):
+    return {"correction": draw(st.sampled_from((0, 1, 1, 2))), "keepdim": draw(st.booleans())}
+
+
+for _name in ("var", "std"):
+    _edge(
+        OpDef(
+            name=_name,
+            family="statistic",
+            arity=1,
+            accepts=_at_least_two_last,
+            infer=_red_infer,
+            code=(lambda f: lambda a, p: f"torch.{f}({a[0]}, -1, correction={_num(p['correction'])}, keepdim={_BOOL[p['keepdim']]})")(_name),
+            params=STAT_PARAMS,
+            draw_params=_stat_params,
+        )
+    )
+
+# var_mean is one fused reduction; each part is its own output (mean and variance have different
+# scales, and the oracle measures an output's errors at its own scale).
+_VAR_MEAN_PART = {"var": "0", "mean": "1"}
+_edge(
+    OpDef(
+        name="var_mean",
+        family="statistic",
+        arity=1,
+        accepts=_at_least_two_last,
+        infer=_red_infer,
+        code=lambda a, p: (
+            f"torch.var_mean({a[0]}, -1, correction={_num(p['correction'])}, keepdim={_BOOL[p['keepdim']]})"
+            f"[{_VAR_MEAN_PART[p['part']]}]"
+        ),
+        params={"part": Choice(tuple(_VAR_MEAN_PART)), **STAT_PARAMS},
+        draw_params=lambda draw, metas: {"part": draw(st.sampled_from(tuple(_VAR_MEAN_PART))), **_stat_params(draw, metas)},
+    )
+)
+
+# ---- losses ----
+
+REDUCTIONS = ("mean", "sum", "none")
+_REDUCTION_CODE = {r: repr(r) for r in REDUCTIONS}
+
+
+def _loss_infer(rows_shape):
+    def infer(metas, p):
+        return Meta(rows_shape(metas[0].shape) if p["reduction"] == "none" else (), metas[0].dtype)
+
+    return infer
+
+
+def _draw_reduction(draw):
+    return draw(st.sampled_from(REDUCTIONS))
+
+
+# Class targets are a fixed pattern over the rows (row i is class (7 i + 3) mod C), so the loss
+# reads every class; the input's last dim holds the class logits.
+LABEL_SMOOTHING = (0.0, 0.1)
+_edge(
+    OpDef(
+        name="cross_entropy",
+        family="loss",
+        arity=1,
+        accepts=_at_least_two_last,
+        infer=_loss_infer(lambda s: s[:-1]),
+        code=lambda a, p: (
+            f"F.cross_entropy({a[0]}.reshape(-1, {a[0]}.shape[-1]), "
+            f"(torch.arange({a[0]}.numel() // {a[0]}.shape[-1], device={a[0]}.device) * 7 + 3) % {a[0]}.shape[-1], "
+            f"reduction={_REDUCTION_CODE[p['reduction']]}, label_smoothing={_num(p['label_smoothing'])})"
+            + (f".reshape({a[0]}.shape[:-1])" if p["reduction"] == "none" else "")
+        ),
+        params={"reduction": Choice(REDUCTIONS), "label_smoothing": Choice(LABEL_SMOOTHING)},
+        draw_params=lambda draw, metas: {"reduction": _draw_reduction(draw), "label_smoothing": draw(st.sampled_from(LABEL_SMOOTHING))},
+    )
+)
+_edge(
+    OpDef(
+        name="mse_loss",
+        family="loss",
+        arity=2,
+        accepts=_two_same,
+        infer=lambda metas, p: Meta(metas[0].shape if p["reduction"] == "none" else (), _promote(metas[0].dtype, metas[1].dtype)),
+        code=lambda a, p: f"F.mse_loss({a[0]}, {a[1]}, reduction={_REDUCTION_CODE[p['reduction']]})",
+        params={"reduction": Choice(REDUCTIONS)},
+        draw_params=lambda draw, metas: {"reduction": _draw_reduction(draw)},
+    )
+)
+
+# The ranking target alternates +1, -1 over the flattened input.
+MARGINS = (0.0, 0.5, 1.0)
+_edge(
+    OpDef(
+        name="margin_ranking_loss",
+        family="loss",
+        arity=2,
+        accepts=lambda metas: _two_same(metas) and metas[0].dtype == metas[1].dtype,
+        infer=lambda metas, p: Meta(metas[0].shape if p["reduction"] == "none" else (), metas[0].dtype),
+        code=lambda a, p: (
+            f"F.margin_ranking_loss({a[0]}, {a[1]}, "
+            f"(1 - 2 * (torch.arange({a[0]}.numel(), device={a[0]}.device) % 2)).reshape({a[0]}.shape).to({a[0]}.dtype), "
+            f"margin={_num(p['margin'])}, reduction={_REDUCTION_CODE[p['reduction']]})"
+        ),
+        params={"margin": Choice(MARGINS), "reduction": Choice(REDUCTIONS)},
+        draw_params=lambda draw, metas: {"margin": draw(st.sampled_from(MARGINS)), "reduction": _draw_reduction(draw)},
+    )
+)
+
+# ---- index ops: in-range indices drawn as a pattern (a lookup table of code over n and m) ----
+# Each pattern is an int64 vector of n indices in [0, m): "repeat" and "constant" repeat indices,
+# so scatter_add and index_add accumulate into the same slot.
+
+# Each is one parenthesised expression, so that a method call can follow it.
+_INDEX_PATTERN = {
+    "cyclic": "(torch.arange({n}, device={dev}) % {m})",
+    "strided": "((torch.arange({n}, device={dev}) * 5 + 3) % {m})",
+    "reversed": "({m} - 1 - torch.arange({n}, device={dev}) % {m})",
+    "repeat": "((torch.arange({n}, device={dev}) // 2) % {m})",
+    "constant": "torch.zeros({n}, dtype=torch.int64, device={dev})",
+}
+INDEX_PATTERNS = tuple(_INDEX_PATTERN)
+INDEX_SIZES = (1, 2, 3, 5, 8, 16)
+
+
+def _index(pattern: str, n: str, m: str, x: str) -> str:
+    return _INDEX_PATTERN[pattern].format(n=n, m=m, dev=f"{x}.device")
+
+
+def _draw_index(draw, metas):
+    return {"size": draw(st.sampled_from(INDEX_SIZES)), "pattern": draw(st.sampled_from(INDEX_PATTERNS))}
+
+
+INDEX_PARAMS = {"size": Choice(INDEX_SIZES), "pattern": Choice(INDEX_PATTERNS)}
+_edge(
+    OpDef(
+        name="gather",
+        family="index",
+        arity=1,
+        accepts=_one_float,
+        infer=lambda metas, p: Meta(metas[0].shape[:-1] + (p["size"],), metas[0].dtype),
+        code=lambda a, p: (
+            f"torch.gather({a[0]}, -1, {_index(p['pattern'], _num(p['size']), f'{a[0]}.shape[-1]', a[0])}"
+            f".expand({a[0]}.shape[:-1] + ({_num(p['size'])},)))"
+        ),
+        params=INDEX_PARAMS,
+        draw_params=_draw_index,
+    )
+)
+_edge(
+    OpDef(
+        name="index_select",
+        family="index",
+        arity=1,
+        accepts=_one_float,
+        infer=lambda metas, p: Meta(metas[0].shape[:-1] + (p["size"],), metas[0].dtype),
+        code=lambda a, p: f"torch.index_select({a[0]}, -1, {_index(p['pattern'], _num(p['size']), f'{a[0]}.shape[-1]', a[0])})",
+        params=INDEX_PARAMS,
+        draw_params=_draw_index,
+    )
+)
+_edge(
+    OpDef(
+        name="scatter_add",
+        family="index",
+        arity=1,
+        accepts=_one_float,
+        infer=lambda metas, p: Meta(metas[0].shape[:-1] + (p["size"],), metas[0].dtype),
+        code=lambda a, p: (
+            f"{a[0]}.new_zeros({a[0]}.shape[:-1] + ({_num(p['size'])},)).scatter_add(-1, "
+            f"{_index(p['pattern'], f'{a[0]}.shape[-1]', _num(p['size']), a[0])}.expand({a[0]}.shape), {a[0]})"
+        ),
+        params=INDEX_PARAMS,
+        draw_params=_draw_index,
+    )
+)
+_edge(
+    OpDef(
+        name="index_add",
+        family="index",
+        arity=1,
+        accepts=_red_accepts,
+        infer=lambda metas, p: Meta((p["size"],) + metas[0].shape[1:], metas[0].dtype),
+        code=lambda a, p: (
+            f"{a[0]}.new_zeros(({_num(p['size'])},) + {a[0]}.shape[1:]).index_add(0, "
+            f"{_index(p['pattern'], f'{a[0]}.shape[0]', _num(p['size']), a[0])}, {a[0]})"
+        ),
+        params=INDEX_PARAMS,
+        draw_params=_draw_index,
+    )
+)
+
+# ---- pooling (windows over the last dim, or the last two) and interpolation ----
+
+KERNELS = (2, 3, 4)
+STRIDES = (1, 2)
+
+
+def _pool_out(length: int, kernel: int, stride: int, padding: int = 0, ceil_mode: bool = False) -> int:
+    """PyTorch's pooling output size (a ceil-mode window must start inside the padded input)."""
+    span = length + 2 * padding - kernel
+    if span < 0:
+        raise ValueError(f"kernel {kernel} is larger than the padded length {length + 2 * padding}")
+    out = (span + (stride - 1 if ceil_mode else 0)) // stride + 1
+    if ceil_mode and (out - 1) * stride >= length + padding:
+        out -= 1
+    return out
+
+
+def _pool1d_accepts(metas):
+    return _one_float(metas) and 2 <= len(metas[0].shape) <= 3 and metas[0].shape[-1] >= min(KERNELS)
+
+
+def _max_pool1d_infer(metas, p):
+    s = metas[0].shape
+    return Meta(s[:-1] + (_pool_out(s[-1], p["kernel"], p["stride"], ceil_mode=p["ceil_mode"]),), metas[0].dtype)
+
+
+def _draw_window(draw, lengths):
+    kernel = draw(st.sampled_from([k for k in KERNELS if k <= min(lengths)]))
+    return {"kernel": kernel, "stride": draw(st.sampled_from(STRIDES))}
+
+
+_edge(
+    OpDef(
+        name="max_pool1d",
+        family="pool",
+        arity=1,
+        accepts=_pool1d_accepts,
+        infer=_max_pool1d_infer,
+        code=lambda a, p: f"F.max_pool1d({a[0]}, {_num(p['kernel'])}, {_num(p['stride'])}, ceil_mode={_BOOL[p['ceil_mode']]})",
+        params={"kernel": Choice(KERNELS), "stride": Choice(STRIDES), "ceil_mode": Flag()},
+        draw_params=lambda draw, metas: {**_draw_window(draw, metas[0].shape[-1:]), "ceil_mode": draw(st.booleans())},
+    )
+)
+
+
+def _pool2d_accepts(metas):
+    return _red_accepts(metas) and min(metas[0].shape[-2:]) >= min(KERNELS)
+
+
+def _max_pool2d_out(metas, p) -> tuple[int, int]:
+    return tuple(_pool_out(n, p["kernel"], p["stride"]) for n in metas[0].shape[-2:])
+
+
+_edge(
+    OpDef(
+        name="max_pool2d",
+        family="pool",
+        arity=1,
+        accepts=_pool2d_accepts,
+        infer=lambda metas, p: Meta(metas[0].shape[:-2] + _max_pool2d_out(metas, p), metas[0].dtype),
+        # Leading dims fold into one channel dim (an unbatched (C, H, W) input), then unfold.
+        code=lambda a, p: (
+            f"F.max_pool2d({a[0]}.reshape((-1,) + {a[0]}.shape[-2:]), {_num(p['kernel'])}, {_num(p['stride'])})"
+            f".reshape({a[0]}.shape[:-2] + ((({a[0]}.shape[-2] - {_num(p['kernel'])}) // {_num(p['stride'])} + 1), -1))"
+        ),
+        params={"kernel": Choice(KERNELS), "stride": Choice(STRIDES)},
+        draw_params=lambda draw, metas: _draw_window(draw, metas[0].shape[-2:]),
+    )
+)
+
+PADDINGS = (0, 1)
+
+
+def _avg_pool1d_params(draw, metas):
+    window = _draw_window(draw, metas[0].shape[-1:])
+    padding = draw(st.sampled_from([q for q in PADDINGS if 2 * q <= window["kernel"]]))
+    return {**window, "padding": padding, "count_include_pad": draw(st.booleans())}
+
+
+def _avg_pool1d_infer(metas, p):
+    if 2 * p["padding"] > p["kernel"]:
+        raise ValueError(f"padding {p['padding']} is more than half the kernel {p['kernel']}")
+    s = metas[0].shape
+    return Meta(s[:-1] + (_pool_out(s[-1], p["kernel"], p["stride"], p["padding"]),), metas[0].dtype)
+
+
+_edge(
+    OpDef(
+        name="avg_pool1d",
+        family="pool",
+        arity=1,
+        accepts=_pool1d_accepts,
+        infer=_avg_pool1d_infer,
+        code=lambda a, p: (
+            f"F.avg_pool1d({a[0]}, {_num(p['kernel'])}, {_num(p['stride'])}, padding={_num(p['padding'])}, "
+            f"count_include_pad={_BOOL[p['count_include_pad']]})"
+        ),
+        params={"kernel": Choice(KERNELS), "stride": Choice(STRIDES), "padding": Choice(PADDINGS), "count_include_pad": Flag()},
+        draw_params=_avg_pool1d_params,
+    )
+)
+
+# Non-integer scale factors are where nearest's source index (floor(i / scale)) is delicate.
+SCALE_FACTORS = (2.0, 0.5, 1.5, 0.75, 3.0)
+_NEAREST_MODES = {"nearest": "'nearest'", "nearest-exact": "'nearest-exact'"}
+
+
+def _scaled(n: int, factor: float) -> int:
+    out = math.floor(n * factor)
+    if out < 1:
+        raise ValueError(f"scale_factor {factor!r} leaves no element of a dim of {n}")
+    return out
+
+
+def _draw_scale(draw, lengths):
+    return draw(st.sampled_from([f for f in SCALE_FACTORS if all(math.floor(n * f) >= 1 for n in lengths)]))
+
+
+_edge(
+    OpDef(
+        name="interpolate_nearest",
+        family="resample",
+        arity=1,
+        accepts=_one_float,
+        infer=lambda metas, p: Meta(metas[0].shape[:-1] + (_scaled(metas[0].shape[-1], p["scale_factor"]),), metas[0].dtype),
+        code=lambda a, p: (
+            f"F.interpolate({a[0]}.reshape(-1, 1, {a[0]}.shape[-1]), scale_factor={_num(p['scale_factor'])}, "
+            f"mode={_NEAREST_MODES[p['mode']]}).reshape({a[0]}.shape[:-1] + (-1,))"
+        ),
+        params={"scale_factor": Choice(SCALE_FACTORS), "mode": Choice(tuple(_NEAREST_MODES))},
+        draw_params=lambda draw, metas: {"scale_factor": _draw_scale(draw, metas[0].shape[-1:]),
+                                         "mode": draw(st.sampled_from(tuple(_NEAREST_MODES)))},
+    )
+)
+# The leading dims fold into one batch dim, which the output keeps: (prod(leading), H', W').
+_edge(
+    OpDef(
+        name="interpolate_bilinear",
+        family="resample",
+        arity=1,
+        accepts=_red_accepts,
+        infer=lambda metas, p: Meta(
+            (math.prod(metas[0].shape[:-2]),) + tuple(_scaled(n, p["scale_factor"]) for n in metas[0].shape[-2:]), metas[0].dtype
+        ),
+        code=lambda a, p: (
+            f"F.interpolate({a[0]}.reshape((-1, 1) + {a[0]}.shape[-2:]), scale_factor={_num(p['scale_factor'])}, "
+            f"mode='bilinear', align_corners={_BOOL[p['align_corners']]}).squeeze(1)"
+        ),
+        params={"scale_factor": Choice(SCALE_FACTORS), "align_corners": Flag()},
+        draw_params=lambda draw, metas: {"scale_factor": _draw_scale(draw, metas[0].shape[-2:]), "align_corners": draw(st.booleans())},
+    )
+)
+
+EDGE_OPS: tuple[str, ...] = tuple(_EDGE)

@@ -43,6 +43,13 @@ RECIPE_KINDS = (
     "log_uniform",
     "mixed_sign",
     "decimal_grid",
+    "ties",
+    "signed_zeros",
+    "inf_divisors",
+    "subnormal",
+    "near_fp16_midpoint",
+    "near_half_integer",
+    "near_overflow",
 )
 
 

@@ -7,10 +7,19 @@
 Invariants: every drawn spec passes `validate_spec` and runs eagerly (generation builds valid
 graphs, it never filters: each step picks among the ops that accept the values in hand), and
 shrinking the draws shrinks the graph (fewer ops, earlier inputs, smaller shapes).
+
+Ops are drawn by weight: each family has a share (`FAMILY_WEIGHTS`), split evenly among its ops,
+so the card's families (norms, GELU forms, log2-ceil encodings) keep their share as the registry
+grows, and inside them the card's own ops (`CARD_OPS`: GELU, RMSNorm, e8m0) count double. The
+weights are constants: a strategy must draw the same way for the same choices, so steering towards
+what a campaign drew least is `hypothesis.target` on `generators.coverage.DrawCounts.novelty`.
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
+from collections import Counter
 from dataclasses import replace
 from typing import Callable
 
@@ -26,7 +35,23 @@ ROWS = (4, 16, 32, 64, 128, 256, 512)
 MIDDLE = (2, 3, 4, 8)
 LAST_DIMS = (8, 24, 40, 64, 96, 100, 128, 160, 200, 257)
 MAX_NUMEL = 1 << 17
-_FAMILY_ORDER = ("norm", "activation", "encoding", "linear", "cast", "compare", "pointwise", "reduction")
+_FAMILY_ORDER = (
+    "norm", "activation", "encoding", "selection", "linear", "cast", "compare", "pointwise", "reduction", "cumulative",
+    "statistic", "index", "pool", "resample", "loss",
+)
+# Each family's share of the op draws, split evenly among its ops in the pool drawn from.
+FAMILY_WEIGHTS = {
+    "norm": 3, "activation": 3, "encoding": 3, "selection": 3, "linear": 1, "cast": 1, "compare": 2, "pointwise": 4,
+    "reduction": 2, "cumulative": 2, "statistic": 2, "index": 2, "pool": 2, "resample": 1, "loss": 1,
+}
+# Within its family, an op of the card's bug families (GELU forms, RMSNorm, the log2-ceil
+# encoding) counts this many times.
+CARD_OPS = {"gelu": 2, "gelu_tanh": 2, "gelu_manual": 2, "rms_norm": 2, "rms_norm_manual": 2, "e8m0_encode": 2}
+# Weights become integers out of this many for Hypothesis's draw (each at least 1), and the point
+# on them is drawn as digits of this base until their span is `SPREAD` times the total.
+WEIGHT_RESOLUTION = 100
+DIGIT_BASE = 64
+SPREAD = 16
 
 
 def input_recipes(*, kinds: tuple[str, ...] = RECIPE_KINDS) -> st.SearchStrategy[InputRecipe]:
@@ -101,6 +126,7 @@ def graph_specs(
         TensorSpec(f"x{i}", shape, data_dtype, requires_grad=backward, init="data") for i in range(n_data)
     ]
     values: dict[str, Meta] = {t.name: Meta(shape, data_dtype) for t in inputs}
+    base = _base_weights(registry, names)
     consumed: set[str] = set()
     nodes: list[Node] = []
     n_ops = draw(st.integers(min_ops, max_ops))
@@ -116,7 +142,8 @@ def graph_specs(
             applicable = [name for name in applicable if name not in GUARDED_ENCODINGS]
         if not applicable:
             break
-        op = registry[draw(st.sampled_from(applicable))]
+        shares = base if pool is names else _base_weights(registry, pool)
+        op = registry[applicable[_weighted_index(draw, [shares[n] for n in applicable])]]
         node, weights = _draw_node(draw, op, f"v{step + 1}", usable[op.name], values, autocast=autocast, backward=backward)
         inputs.extend(weights)
         if guard_casts and op.name in GUARDED_ENCODINGS:
@@ -157,6 +184,34 @@ def _ops_in_draw_order(registry: dict, ops: tuple[str, ...] | None) -> list[str]
     if unknown:
         raise ValueError(f"Expected registered op names but got ops={unknown!r}")
     return names
+
+
+def _base_weights(registry: dict, names: list[str]) -> dict[str, float]:
+    """Each op's share of the draws among `names`: its family's weight split among the family's ops
+    there, the card's ops (`CARD_OPS`) counting double."""
+    sizes: Counter = Counter()
+    for n in names:
+        sizes[registry[n].family] += CARD_OPS.get(n, 1)
+    return {n: FAMILY_WEIGHTS.get(registry[n].family, 1) * CARD_OPS.get(n, 1) / sizes[registry[n].family] for n in names}
+
+
+def _weighted_index(draw, weights: list[float]) -> int:
+    """An index into `weights`, drawn in proportion to them.
+
+    Hypothesis draws a bounded integer far from uniformly once its range is large (it favours small
+    values), so the point on the cumulative weights is drawn as base-`DIGIT_BASE` digits, each a
+    small range it draws about uniformly, taken modulo the total (a bias of at most 1/`SPREAD`).
+    How many digits depends only on how many choices there are. All digits at 0, where shrinking
+    goes, picks the first choice."""
+    if len(weights) == 1:
+        return 0
+    top = max(weights)
+    cumulative = list(itertools.accumulate(max(1, round(WEIGHT_RESOLUTION * w / top)) for w in weights))
+    value, span = 0, 1
+    while span < SPREAD * WEIGHT_RESOLUTION * len(weights):  # the largest total these weights can have
+        value = value * DIGIT_BASE + draw(st.integers(0, DIGIT_BASE - 1))
+        span *= DIGIT_BASE
+    return bisect.bisect_right(cumulative, value % cumulative[-1])
 
 
 def _draw_node(draw, op, name: str, floats: list[str], values: dict[str, Meta], *, autocast: str | None,
@@ -230,3 +285,32 @@ def perf_graph_specs(*, device_type: str = "cuda", dtypes: tuple[str, ...] = ("b
         backward=True, shapes=perf_shapes(device_type),
         first_ops=tuple(n for n in PERF_NORMS if ops is None or n in ops) or None,
     )
+
+
+def op_params(op_name: str, metas: tuple[Meta, ...]) -> st.SearchStrategy[dict]:
+    """The params `op_name` draws on inputs of `metas` (its own `draw_params`, inside its schema)."""
+    op = all_ops()[op_name]
+    return st.composite(lambda draw: op.draw_params(draw, metas))()
+
+
+def op_spec(op_name: str, params: list[dict], dtype: str, shape: tuple[int, ...], *, recipe: InputRecipe = InputRecipe(),
+            backward: bool = False) -> GraphSpec:
+    """One op applied to the same data inputs once per params set, every node an output: the graph
+    a probe or a test runs an op alone in. Weights are made in `dtype`; `validate_spec` passes it
+    when every params set fits `shape`."""
+    op = all_ops()[op_name]
+    backward = backward and op.differentiable
+    metas = tuple(Meta(shape, dtype) for _ in range(op.arity))
+    data = [TensorSpec(f"x{i}", shape, dtype, requires_grad=backward) for i in range(op.arity)]
+    weights: list[TensorSpec] = []
+    nodes: list[Node] = []
+    for p in params:
+        name = f"v{len(nodes) + 1}"
+        out = op.infer(metas, p)
+        ws = [TensorSpec(f"{name}_{w.suffix}", w.shape, dtype, requires_grad=backward and w.trainable, init=w.init)
+              for w in op.weights(metas, p)]
+        weights += ws
+        nodes.append(Node(name, op_name, tuple(t.name for t in data) + tuple(w.name for w in ws),
+                          tuple(sorted(p.items())), out.dtype, out.shape))
+    return GraphSpec(inputs=tuple(data + weights), nodes=tuple(nodes), outputs=tuple(n.name for n in nodes),
+                     recipe=recipe, backward=backward)

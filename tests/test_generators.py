@@ -50,7 +50,8 @@ def test_every_registered_op_is_drawn_and_nothing_is_rejected():
     seen: Counter = Counter()
     drawn = [0]
 
-    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    # 78 ops: the least likely is about 0.6% of op draws, some 6 of which a graph holds.
+    @settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck), database=None)
     @given(graph_specs())
     def draw(spec):
         drawn[0] += 1
@@ -60,7 +61,7 @@ def test_every_registered_op_is_drawn_and_nothing_is_rejected():
     missing = set(all_ops()) - set(seen)
     assert not missing, f"never drawn in {drawn[0]} graphs: {sorted(missing)}"
     # Generation filters nothing: every example Hypothesis tried reached the test body.
-    assert drawn[0] == 300
+    assert drawn[0] == 600
 
 
 @FAST

@@ -46,6 +46,7 @@ from records.config import CompileConfig
 from records.errors import ConfigError, DivfuzzError, InternalError
 from fuzzer.engine.store import CampaignLock, Store
 from fuzzer.engine.worker import CaseRequest, Worker
+from generators.coverage import DrawCounts
 from generators.spec import GraphSpec
 from generators.strategies import graph_specs, perf_graph_specs
 from oracles.severity import severity_of
@@ -467,6 +468,7 @@ class Campaign:
             self.slot_workers.append(worker)
         counter = itertools.count()
         last_exit = [time.perf_counter()]
+        coverage = DrawCounts()  # this slot's own: its cases stay a function of seed and slot (generators.coverage)
 
         def body(spec: GraphSpec) -> None:
             with self.lock:  # time Hypothesis spent drawing this spec since the last case
@@ -476,6 +478,8 @@ class Campaign:
             idx = next(counter)
             if quota is not None and idx >= quota:
                 raise _StopCampaign
+            target(coverage.novelty(spec), label="coverage")  # run or skipped alike: a resume re-draws the same
+            coverage.note(spec)
             try:
                 stored = self.store.stored_case(self.run_id, slot, idx)
                 if stored is not None and stored[0] == spec.digest():
