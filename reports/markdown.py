@@ -95,6 +95,25 @@ def _plain(text) -> str:
 BUCKETS_NAMED = 12
 
 
+def coverage_markdown(store, *, run_id: int | None = None) -> str:
+    """The per-op coverage table (`generators.coverage.op_coverage`): cases drawn per op, by data
+    dtype, and the buckets they landed in by severity; ops never drawn listed on one line."""
+    from generators.coverage import op_coverage
+
+    severity = {b.id: b.severity for b in store.buckets()}
+    rows = op_coverage(((c["spec_json"], c["bucket_id"]) for c in store.case_summaries(run_id=run_id)), severity)
+    drawn = [r for r in rows if r.cases]
+    lines = ["## Op coverage", "", "| op | family | cases | by dtype | buckets by severity |", "| --- | --- | --- | --- | --- |"]
+    for r in sorted(drawn, key=lambda r: (-r.cases, r.op)):
+        dtypes = ", ".join(f"{md_text(d)} {n}" for d, n in r.by_dtype)
+        buckets = ", ".join(f"{n} {md_text(s)}" for s, n in r.buckets) or "-"
+        lines.append(f"| {md_text(r.op)} | {md_text(r.family)} | {r.cases} | {dtypes} | {buckets} |")
+    never = [r.op for r in rows if not r.cases]
+    if never:
+        lines += ["", f"Never drawn ({len(never)}): " + ", ".join(md_text(op) for op in never) + "."]
+    return "\n".join(lines) + "\n"
+
+
 def buckets_markdown(store, *, run_id: int | None = None, min_severity: str = "noise", new_only: bool = False) -> str:
     """A store's root causes (or those of the buckets a run touched): `bug`, then `suspect`, each
     with its reason, pattern, repro and its raw buckets counted beneath; then the findings about

@@ -361,3 +361,14 @@ def test_report_new_only_hides_root_causes_that_match_a_known_upstream_bug(tmp_p
     assert r.exit_code == 0, r.output
     assert "--new-only: 1 root causes that match a known upstream bug are hidden." in r.output
     assert "pytorch#197895" not in r.output and "cos+div+sin (not attributed yet)" in r.output
+
+
+def test_report_shows_per_op_coverage_with_buckets_by_severity(tmp_path):
+    mixed_store(tmp_path)
+    r = CliRunner().invoke(main, ["report", "--out", str(tmp_path)], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    table = r.output[r.output.index("## Op coverage"):]
+    div = next(line for line in table.splitlines() if line.startswith("| div |"))
+    cells = [c.strip() for c in div.strip("|").split("|")]
+    assert int(cells[2]) >= 8 and "bug" in cells[4] and "eager-worse" in cells[4]  # every case holds a div
+    assert "Never drawn (" in table and "argmax" in table.split("Never drawn", 1)[1]

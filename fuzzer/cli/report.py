@@ -26,7 +26,7 @@ def report(out_dir, run_id, min_severity, html_path, bucket_id, new_only):
     from fuzzer.campaign.loop import STORE_NAME
     from records.errors import StoreError
     from fuzzer.engine.store import Store
-    from reports.markdown import buckets_markdown
+    from reports.markdown import buckets_markdown, coverage_markdown
 
     path = out_dir / STORE_NAME
     if not path.exists():
@@ -46,6 +46,7 @@ def report(out_dir, run_id, min_severity, html_path, bucket_id, new_only):
             out.print(f"wrote {written}", markup=False, highlight=False)
         else:
             out.print(buckets_markdown(store, run_id=run_id, min_severity=min_severity, new_only=new_only), markup=False, highlight=False)
+            out.print(coverage_markdown(store, run_id=run_id), markup=False, highlight=False)
     finally:
         store.close()
 
