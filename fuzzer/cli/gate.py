@@ -3,7 +3,7 @@
 Exit codes of `gate`: 0 pass (improvements are reported), 1 fail (a verdict more severe than the
 baseline's or a new kind of failure, `fuzzer.gate.policy`; under --oracle perf, compiled slower
 than eager as a bug; a new fuzz finding), 2 bad input (a corrupt corpus file or baseline, a
-missing baseline, an unknown backend, a missing device, a crash or hang --update-baseline would
+missing baseline, a baseline with an entry without a severity or without its machine, an unknown backend, a missing device, a crash or hang --update-baseline would
 record, an option --oracle perf cannot take).
 """
 
@@ -40,7 +40,8 @@ from fuzzer.cli.options import (
 @click.option("--baseline-any", is_flag=True,
               help="Compare with a baseline written for another device, torch or CPU capability/GPU architecture (the mismatch is reported).")
 @click.option("--margin", type=click.FloatRange(min=0), default=0.1, show_default=True,
-              help="Baseline entries without a severity (older baselines): relative slack on every bound (0.1: 10% over a bound still passes).")
+              help="A bound that grows by more than this fraction at the baseline's severity is listed under moved_bounds "
+                   "(never a failure: the gate judges by severity).")
 @click.option("--budget", default=None, help="Wall-clock budget for the replay (e.g. 10m); specs left over fail.")
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
               help="Worker processes replaying the corpus side by side (the verdicts do not depend on it).")
@@ -126,10 +127,14 @@ def _write_baseline(opts, log) -> None:
 
     if opts.only:
         raise ConfigError("--spec cannot be combined with --update-baseline: a baseline covers the whole corpus")
+    from fuzzer.gate.machine import machine_rows
+
     baseline = update_baseline(opts, log=log)
     out.print(f"wrote {baseline.path}: {len(baseline.specs)} specs, "
               f"{sum(1 for e in baseline.specs.values() if e['outputs'] or e['status'] != 'ok')} known divergences or errors",
               highlight=False)
+    for row in machine_rows(baseline.machine, baseline.machine):
+        out.print(f"  machine {row['field']}: {row['current']}", highlight=False, markup=False, emoji=False, soft_wrap=True)
 
 
 def _write_reports(data: dict, *, json_path, junit_path, markdown_path) -> None:
@@ -165,3 +170,24 @@ def _print_outcome(data: dict) -> None:
     if data["fuzz"]:
         for key in data["fuzz"]["failing"]:
             out.print(f"  FAIL fuzz: {key}", highlight=False, markup=False, emoji=False, soft_wrap=True)
+    _print_moved_bounds(data)
+
+
+def _print_moved_bounds(data: dict) -> None:
+    """Bounds that moved at the baseline's severity (not failures), and then the machine that
+    wrote the baseline beside this one: within one key, the CPU model moves bounds."""
+    moved = [(s["name"], m) for s in data["specs"] for m in s["moved_bounds"]]
+    if not moved:
+        return
+    plain = dict(highlight=False, markup=False, emoji=False, soft_wrap=True)
+    out.print(f"moved bounds ({len(moved)}, at the baseline's severity: reported, not failures):", **plain)
+    for name, m in moved:
+        out.print(f"  moved {name}: {m}", **plain)
+    rows = data["machine"]["rows"]
+    if rows:
+        width = max(len(r["field"]) for r in rows)
+        left = max(len("baseline"), *(len(r["baseline"]) for r in rows))
+        out.print(f"  {'machine':<{width}}  {'baseline':<{left}}  this run", **plain)
+        for r in rows:
+            mark = "  (differs)" if r["differs"] else ""
+            out.print(f"  {r['field']:<{width}}  {r['baseline']:<{left}}  {r['current']}{mark}", **plain)
