@@ -43,6 +43,10 @@ def test_moved_bounds_lists_what_grew_past_the_margin_and_never_fails():
     assert moved_bounds(observed(max_ulp=17, n_diff=23), BASE, margin=0.0) == ["grad:x: max ULP 16 -> 17 at the same severity"]
     assert moved_bounds(observed(max_ulp=10**6, n_diff=768), BASE, margin=0.0) and \
         compare_with_baseline(observed(max_ulp=10**6, n_diff=768), BASE)[0] == []
+    # At another severity the severity rules speak (a failure or an improvement), not moved_bounds.
+    assert moved_bounds(observed(severity=("bug", "float-gross-worse")), BASE) == []
+    clean = {"status": "ok", "error_type": None, "outputs": {}, "severity": None}
+    assert moved_bounds(observed(severity=("noise", "few-ulps")), clean) == []
 
 
 def test_a_more_severe_verdict_fails_naming_both_severities():

@@ -2,8 +2,9 @@
 
 A baseline's key (device type, torch minor, CPU capability or GPU architecture) picks which file
 a machine is held to; within one key the bounds still move with the CPU model (two AVX512 EPYCs
-gave 0.8% and 7% differing elements on the same spec, both one-ULP rounding). The machine record
-says which one wrote the file, so a reader can tell why two machines of one key disagree.
+gave 0.8% and 7% differing elements on one output of the same spec, at most one ULP on both).
+The machine record says which one wrote the file, so a reader can tell why two machines of one
+key disagree.
 
 - On the CPU: vendor and model (`/proc/cpuinfo`), the capability ATen dispatches to, the x86
   flags Inductor's C++ code generation reads to pick its vector ISA and build flags
