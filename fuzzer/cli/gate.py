@@ -1,10 +1,11 @@
 """`divfuzz gate`: replay the corpus against its baseline (and optionally fuzz), for CI.
 
-Exit codes of `gate`: 0 pass (improvements are reported), 1 fail (a verdict more severe than the
-baseline's or a new kind of failure, `fuzzer.gate.policy`; under --oracle perf, compiled slower
-than eager as a bug; a new fuzz finding), 2 bad input (a corrupt corpus file or baseline, a
-missing baseline, a baseline with an entry without a severity or without its machine, an unknown backend, a missing device, a crash or hang --update-baseline would
-record, an option --oracle perf cannot take).
+Exit codes of `gate`: 0 pass (improvements and moved bounds are reported), 1 fail (a verdict more
+severe than the baseline's or a new kind of failure, `fuzzer.gate.policy`; under --oracle perf,
+compiled slower than eager as a bug; a new fuzz finding), 2 bad input (a corrupt corpus file or
+baseline, a missing baseline, a baseline entry without a severity or a baseline without its
+machine, an unknown backend, a missing device, a crash or hang --update-baseline would record, an
+option --oracle perf cannot take).
 """
 
 from __future__ import annotations
@@ -123,12 +124,11 @@ def _check_perf_options(device, workers, update_baseline, fuzzing, baseline_path
 
 
 def _write_baseline(opts, log) -> None:
+    from fuzzer.gate.machine import machine_rows
     from fuzzer.gate.replay import update_baseline
 
     if opts.only:
         raise ConfigError("--spec cannot be combined with --update-baseline: a baseline covers the whole corpus")
-    from fuzzer.gate.machine import machine_rows
-
     baseline = update_baseline(opts, log=log)
     out.print(f"wrote {baseline.path}: {len(baseline.specs)} specs, "
               f"{sum(1 for e in baseline.specs.values() if e['outputs'] or e['status'] != 'ok')} known divergences or errors",
