@@ -6,7 +6,9 @@ from typing import Any
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """Text for a table cell: no line break, no column break, no HTML, no code span."""
+    return (text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("`", "\\`")
+            .replace("<", "&lt;").replace(">", "&gt;"))
 
 
 def gate_markdown(result: dict[str, Any]) -> str:
@@ -17,7 +19,7 @@ def gate_markdown(result: dict[str, Any]) -> str:
         "",
         f"{c['passed']}/{c['specs']} specs pass, {c['failed']} fail, {c['improved']} improved · "
         f"device `{result['device']}` · torch `{result['torch']}` · backend `{result['config']['backend']}` · "
-        f"baseline `{result['baseline']}` · margin {result['margin']:g}",
+        f"baseline `{result['baseline']}`",
         "",
     ]
     for note in result["notes"]:
@@ -34,6 +36,19 @@ def gate_markdown(result: dict[str, Any]) -> str:
         for s in improved:
             lines.append(f"| `{s['name']}` | {_cell('; '.join(s['improvements']))} |")
         lines.append("")
+    moved = [s for s in result["specs"] if s.get("moved_bounds")]
+    if moved:
+        lines += ["### Moved bounds (at the baseline's severity: not failures)", "", "| spec | moved |", "| --- | --- |"]
+        for s in moved:
+            lines.append(f"| `{s['name']}` | {_cell('; '.join(s['moved_bounds']))} |")
+        lines.append("")
+        rows = (result.get("machine") or {}).get("rows") or []
+        if rows:
+            lines += ["| machine | baseline | this run |", "| --- | --- | --- |"]
+            for r in rows:
+                mark = " **(differs)**" if r["differs"] else ""
+                lines.append(f"| {_cell(r['field'])} | {_cell(r['baseline'])} | {_cell(r['current'])}{mark} |")
+            lines.append("")
     fuzz = result.get("fuzz")
     if fuzz:
         lines += [f"### Fuzz: {fuzz['cases']} cases (seed {fuzz['seed']}), {len(fuzz['failing'])} new findings that fail the gate", ""]

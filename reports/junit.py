@@ -23,9 +23,10 @@ def gate_junit(result: dict[str, Any]) -> str:
             failure.text = "\n".join(
                 [f"spec: {s['name']} (digest {s['digest']})", f"verdict: {s['verdict']}", *(f"problem: {p}" for p in s["problems"])]
             )
-        elif s["improvements"]:
+        elif s["improvements"] or s.get("moved_bounds"):
             out = ET.SubElement(case, "system-out")
-            out.text = "\n".join(f"improved: {i}" for i in s["improvements"])
+            out.text = "\n".join([*(f"improved: {i}" for i in s["improvements"]),
+                                  *(f"moved (same severity, not a failure): {m}" for m in s.get("moved_bounds", []))])
         cases.append(case)
     fuzz = result.get("fuzz")
     if fuzz:
@@ -49,6 +50,9 @@ def gate_junit(result: dict[str, Any]) -> str:
         ET.SubElement(props, "property", name=key, value=str(result[key]))
     for i, note in enumerate(result.get("notes") or []):  # e.g. a baseline written for another machine
         ET.SubElement(props, "property", name=f"note{i + 1}", value=note)
+    for row in (result.get("machine") or {}).get("rows") or []:  # escaped by fuzzer.gate.machine.machine_rows
+        ET.SubElement(props, "property", name=f"machine.{row['field']}",
+                      value=f"baseline: {row['baseline']}; this run: {row['current']}")
     suite.extend(cases)
     if result.get("notes"):  # JUnit puts the suite's own output after its cases
         ET.SubElement(suite, "system-out").text = "\n".join(f"note: {n}" for n in result["notes"])

@@ -99,8 +99,11 @@ def foreign_corpus(tmp_path):
     (tmp_path / "specs").mkdir()
     shutil.copy(CORPUS / "specs" / f"{CLEAN_SPEC}.json", tmp_path / "specs")
     other = "avx2" if machine_key("cpu")["arch"] != "avx2" else "avx512"
-    baseline = {"schema_version": 2, **machine_key("cpu"), "arch": other, "config": {}, "known_buckets": [],
-                "specs": {CLEAN_SPEC: {"status": "ok", "error_type": None, "outputs": {}}}}
+    from fuzzer.gate.machine import describe_machine
+
+    baseline = {"schema_version": 3, **machine_key("cpu"), "arch": other, "config": {}, "known_buckets": [],
+                "machine": describe_machine("cpu"),
+                "specs": {CLEAN_SPEC: {"status": "ok", "error_type": None, "outputs": {}, "severity": None}}}
     path = tmp_path / "baseline.json"
     path.write_text(json.dumps(baseline))
     return tmp_path, path, other

@@ -91,10 +91,11 @@ def test_seeded_inductor_campaign_finds_a_norm_or_gelu_bf16_bucket_with_working_
 _NORMS_AND_ERF = {"layer_norm", "layer_norm_manual", "rms_norm", "rms_norm_manual", "group_norm", "batch_norm_eval", "gelu", "gelu_manual"}
 
 
-def test_same_seed_same_cases(tmp_path):
-    a, _ = _campaign(tmp_path / "a", "eager", max_cases=6, seed=5)
-    b, _ = _campaign(tmp_path / "b", "eager", max_cases=6, seed=5)
-    c, _ = _campaign(tmp_path / "c", "eager", max_cases=6, seed=6)
+def test_same_seed_same_cases_and_each_case_records_the_device_it_ran_on(tmp_path):
+    # Two slots each: the same seed and slot count give the same cases slot by slot.
+    a, _ = _campaign(tmp_path / "a", "eager", max_cases=6, seed=5, workers=2)
+    b, _ = _campaign(tmp_path / "b", "eager", max_cases=6, seed=5, workers=2)
+    c, _ = _campaign(tmp_path / "c", "eager", max_cases=6, seed=6, workers=2)
 
     def digests(path):
         with sqlite3.connect(path / STORE_NAME) as db:
@@ -102,6 +103,9 @@ def test_same_seed_same_cases(tmp_path):
 
     assert digests(tmp_path / "a") == digests(tmp_path / "b")
     assert digests(tmp_path / "a") != digests(tmp_path / "c")
+    with sqlite3.connect(tmp_path / "a" / STORE_NAME) as db:
+        rows = db.execute("SELECT slot, ran_on FROM cases").fetchall()
+    assert len(rows) == 6 and {slot for slot, _ in rows} == {0, 1} and {on for _, on in rows} == {"cpu"}
 
 
 def test_killed_campaign_resumes_without_losing_stored_cases(tmp_path):
@@ -214,8 +218,3 @@ def test_a_worker_aborted_while_it_starts_is_no_error_and_no_finding():
     assert len(got) == 1 and got[0].error_type == "Aborted"
 
 
-def test_each_case_records_the_device_it_ran_on(tmp_path):
-    result, _ = _campaign(tmp_path, "eager", max_cases=3, seed=1, workers=2)
-    with sqlite3.connect(tmp_path / STORE_NAME) as db:
-        rows = db.execute("SELECT slot, ran_on FROM cases").fetchall()
-    assert len(rows) == 3 and {slot for slot, _ in rows} == {0, 1} and {on for _, on in rows} == {"cpu"}

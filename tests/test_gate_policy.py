@@ -1,6 +1,6 @@
 """The gate's policy as a pure function (no compile): by severity, a bound that moves at the same
 severity passes and a more severe verdict or a new kind of failure fails, each problem led by
-the rule that failed it; a baseline entry without a severity is judged by its raw bounds."""
+the rule that failed it; a baseline entry without a severity is refused, never judged by bounds."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import json
 import pytest
 
 from fuzzer.gate.baseline import load_baseline
+from fuzzer.gate.machine import describe_machine
 from fuzzer.gate.policy import compare_with_baseline, moved_bounds, problem_rule
 from records.errors import BaselineError
 
@@ -29,21 +30,27 @@ def observed(max_ulp=120, n_diff=40, severity=("suspect", "closer-many-ulps"), n
 
 def test_a_bound_that_moves_at_the_same_severity_passes():
     # ... and 120 under load: still compiled-closer rounding, still suspect.
-    problems, _ = compare_with_baseline(observed(), BASE, margin=0.1)
+    problems, _ = compare_with_baseline(observed(), BASE)
     assert problems == []
     assert moved_bounds(observed(), BASE) == ["grad:x: max ULP 16 -> 120 at the same severity",
                                               f"grad:x: differing fraction {23 / 768:.6g} -> {40 / 768:.6g} at the same severity"]
 
 
-def test_the_same_move_fails_a_baseline_without_severities():
-    legacy = {k: v for k, v in BASE.items() if k != "severity"}
-    problems, _ = compare_with_baseline(observed(), legacy, margin=0.1)
-    assert [problem_rule(p) for p in problems] == ["bound-exceeded", "bound-exceeded"]
-    assert "max ULP 120 exceeds the baseline's 16 (allowed 17 with margin 0.1)" in problems[0]
+def test_moved_bounds_lists_what_grew_past_the_margin_and_never_fails():
+    # 16 -> 17 ULP is within 10%; 23 -> 40 differing elements is not. Either way: no problem.
+    assert moved_bounds(observed(max_ulp=17), BASE, margin=0.1) == [
+        f"grad:x: differing fraction {23 / 768:.6g} -> {40 / 768:.6g} at the same severity"]
+    assert moved_bounds(observed(max_ulp=17, n_diff=23), BASE, margin=0.0) == ["grad:x: max ULP 16 -> 17 at the same severity"]
+    assert moved_bounds(observed(max_ulp=10**6, n_diff=768), BASE, margin=0.0) and \
+        compare_with_baseline(observed(max_ulp=10**6, n_diff=768), BASE)[0] == []
+    # At another severity the severity rules speak (a failure or an improvement), not moved_bounds.
+    assert moved_bounds(observed(severity=("bug", "float-gross-worse")), BASE) == []
+    clean = {"status": "ok", "error_type": None, "outputs": {}, "severity": None}
+    assert moved_bounds(observed(severity=("noise", "few-ulps")), clean) == []
 
 
 def test_a_more_severe_verdict_fails_naming_both_severities():
-    problems, _ = compare_with_baseline(observed(severity=("bug", "float-gross-worse")), BASE, margin=10.0,
+    problems, _ = compare_with_baseline(observed(severity=("bug", "float-gross-worse")), BASE,
                                         detail="40/768 float32 elements are grossly further from fp64")
     assert problems == ["severity-worse: the verdict is now bug (float-gross-worse on grad:x), the baseline's is "
                         "suspect (closer-many-ulps on grad:x): 40/768 float32 elements are grossly further from fp64"]
@@ -52,38 +59,38 @@ def test_a_more_severe_verdict_fails_naming_both_severities():
 def test_a_new_kind_of_bug_fails_at_the_same_severity():
     base = copy.deepcopy(BASE)
     base["severity"] = {"severity": "bug", "rule": "float-gross-worse", "output": "grad:x"}
-    problems, _ = compare_with_baseline(observed(severity=("bug", "nan-inf-new")), base, margin=0.1)
+    problems, _ = compare_with_baseline(observed(severity=("bug", "nan-inf-new")), base)
     assert [problem_rule(p) for p in problems] == ["new-bug-kind"]
-    assert not compare_with_baseline(observed(severity=("bug", "float-gross-worse")), base, margin=0.1)[0]
+    assert not compare_with_baseline(observed(severity=("bug", "float-gross-worse")), base)[0]
 
 
 def test_nan_inf_placement_fails_whatever_the_severity():
-    problems, _ = compare_with_baseline(observed(nan_inf=2), BASE, margin=10.0)
+    problems, _ = compare_with_baseline(observed(nan_inf=2), BASE)
     assert [problem_rule(p) for p in problems] == ["nan-inf-placement"]
 
 
 def test_a_clean_spec_that_now_differs_fails_even_as_noise():
     clean = {"status": "ok", "error_type": None, "outputs": {}, "severity": None}
-    problems, _ = compare_with_baseline(observed(max_ulp=1, n_diff=1, severity=("noise", "few-ulps")), clean, margin=1.0)
+    problems, _ = compare_with_baseline(observed(max_ulp=1, n_diff=1, severity=("noise", "few-ulps")), clean)
     assert sorted(problem_rule(p) for p in problems) == ["now-differs", "severity-worse"]
     assert any("the verdict is now noise (few-ulps on grad:x), the baseline's is clean" in p for p in problems)
     # A spec missing from the baseline is expected clean, by the same rules.
-    assert compare_with_baseline(observed(max_ulp=1, n_diff=1, severity=("noise", "few-ulps")), None, margin=1.0)[0] == problems
+    assert compare_with_baseline(observed(max_ulp=1, n_diff=1, severity=("noise", "few-ulps")), None)[0] == problems
 
 
 def test_a_lower_severity_is_an_improvement_and_errors_stay_failures():
-    problems, improvements = compare_with_baseline(observed(max_ulp=2, severity=("noise", "compiled-closer")), BASE, margin=0)
+    problems, improvements = compare_with_baseline(observed(max_ulp=2, severity=("noise", "compiled-closer")), BASE)
     assert problems == [] and "severity suspect (closer-many-ulps on grad:x) -> noise (compiled-closer on grad:x)" in improvements
     crash = {"status": "crash", "error_type": "SIGSEGV", "outputs": {}, "severity": {"severity": "bug", "rule": "crash", "output": "-"}}
-    assert [problem_rule(p) for p in compare_with_baseline(crash, BASE, margin=10)[0]] == ["new-error"]
+    assert [problem_rule(p) for p in compare_with_baseline(crash, BASE)[0]] == ["new-error"]
 
 
 @pytest.mark.parametrize("bad", [{"severity": "fatal", "rule": "x", "output": "y"}, "bug", {"severity": "bug"}])
 def test_a_baseline_with_a_bad_severity_is_refused_naming_the_field(tmp_path, bad):
     entry = dict(copy.deepcopy(BASE), severity=bad)
     path = tmp_path / "b.json"
-    path.write_text(json.dumps({"schema_version": 2, "device_type": "cpu", "torch": "2.13", "arch": "avx2",
-                                "config": {}, "specs": {"s": entry}}))
+    path.write_text(json.dumps({"schema_version": 3, "device_type": "cpu", "torch": "2.13", "arch": "avx2",
+                                "config": {}, "machine": describe_machine("cpu"), "specs": {"s": entry}}))
     with pytest.raises(BaselineError, match=r"specs\.s\.severity"):
         load_baseline(path)
 

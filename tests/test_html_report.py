@@ -251,15 +251,16 @@ class Chromium:
             self.events.append(m)
         raise TimeoutError(method)
 
-    def wait_event(self, name: str, timeout: float = 120) -> dict:
+    def wait_event(self, name: str, timeout: float = 120, *, where=lambda m: True) -> dict:
+        """The first event `name` (already received or still to come) for which `where` holds."""
         deadline = time.time() + timeout
         for m in self.events:
-            if m.get("method") == name:
+            if m.get("method") == name and where(m):
                 return m
         while time.time() < deadline:
             m = self._next(deadline)
             self.events.append(m)
-            if m.get("method") == name:
+            if m.get("method") == name and where(m):
                 return m
         raise TimeoutError(name)
 
@@ -351,7 +352,12 @@ def _open_and_check(browser: Chromium, html_path: Path, shot: Path) -> dict:
     png = base64.b64decode(browser.send("Page.captureScreenshot", {"format": "png"}, session=session)["data"])
     shot.write_bytes(png)
     facts["ink"] = _png_ink(png)
-    time.sleep(0.5)  # late console messages
+    # Late console messages: the page logs a marker last, and DevTools delivers a session's events
+    # in order, so once the marker is in, every message logged before it is too.
+    marker = f"divfuzz-flush-{time.monotonic_ns()}"
+    js(f"console.debug({json.dumps(marker)})")
+    browser.wait_event("Runtime.consoleAPICalled", 30,
+                       where=lambda m: any(a.get("value") == marker for a in m["params"].get("args", [])))
     facts["requests"] = [e["params"]["request"]["url"] for e in browser.events if e.get("method") == "Network.requestWillBeSent"]
     facts["errors"] = [
         e for e in browser.events

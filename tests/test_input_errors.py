@@ -42,8 +42,11 @@ def one_spec_corpus(root: Path) -> Path:
 
 
 def good_baseline() -> dict:
-    return {"schema_version": 2, **machine_key("cpu"), "config": {}, "known_buckets": [], "specs": {
-        "seed-gelu-tanh-bf16": {"status": "diverged", "error_type": None, "outputs": {"v1": {
+    from fuzzer.gate.machine import describe_machine
+
+    return {"schema_version": 3, **machine_key("cpu"), "config": {}, "known_buckets": [], "machine": describe_machine("cpu"), "specs": {
+        "seed-gelu-tanh-bf16": {"status": "diverged", "error_type": None,
+                                "severity": {"severity": "noise", "rule": "few-ulps", "output": "v1"}, "outputs": {"v1": {
             "kind": "float", "dtype": "bfloat16", "numel": 16, "n_diff": 1, "diff_fraction": 0.0625,
             "max_ulp": 1, "nan_inf_mismatch": 0, "triage": "same"}}}}}
 

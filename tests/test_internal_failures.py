@@ -114,8 +114,10 @@ def test_the_gate_exits_2_not_1_when_divfuzz_fails_on_a_corpus_spec(tmp_path):
     (tmp_path / "specs").mkdir()
     (tmp_path / "specs" / "huge-seed.json").write_text(huge_seed_spec().to_json())
     from fuzzer.gate.baseline import machine_key
+    from fuzzer.gate.machine import describe_machine
 
-    baseline = {"schema_version": 2, **machine_key("cpu"), "config": {}, "specs": {}, "known_buckets": []}
+    baseline = {"schema_version": 3, **machine_key("cpu"), "config": {}, "specs": {}, "known_buckets": [],
+                "machine": describe_machine("cpu")}
     (tmp_path / "b.json").write_text(json.dumps(baseline))
     result = CliRunner().invoke(main, ["gate", "--device", "cpu", "--corpus", str(tmp_path), "--baseline", str(tmp_path / "b.json")])
     assert result.exit_code == 2, result.output

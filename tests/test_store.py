@@ -34,6 +34,8 @@ def test_root_causes_are_remembered_across_opens(tmp_path):
     assert Store(tmp_path / "s.sqlite").root_cause_of(raw) == root
 
 
+@pytest.mark.slow  # two campaigns, one minimizing inline (45 s on CI's 2 cores); CI keeps the root-cause memory's
+# unit test above, `minimize SPEC` (test_minimize) and the pooled analyses (test_analysis_pool)
 def test_a_second_campaign_on_the_same_store_does_not_minimize_known_root_causes_again(tmp_path):
     opts = CampaignOptions(
         device="cpu", out_dir=tmp_path, max_cases=3, seed=3, dtypes=("bfloat16",), minimize=True,

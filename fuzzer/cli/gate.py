@@ -1,10 +1,11 @@
 """`divfuzz gate`: replay the corpus against its baseline (and optionally fuzz), for CI.
 
-Exit codes of `gate`: 0 pass (improvements are reported), 1 fail (a verdict more severe than the
-baseline's or a new kind of failure, `fuzzer.gate.policy`; under --oracle perf, compiled slower
-than eager as a bug; a new fuzz finding), 2 bad input (a corrupt corpus file or baseline, a
-missing baseline, an unknown backend, a missing device, a crash or hang --update-baseline would
-record, an option --oracle perf cannot take).
+Exit codes of `gate`: 0 pass (improvements and moved bounds are reported), 1 fail (a verdict more
+severe than the baseline's or a new kind of failure, `fuzzer.gate.policy`; under --oracle perf,
+compiled slower than eager as a bug; a new fuzz finding), 2 bad input (a corrupt corpus file or
+baseline, a missing baseline, a baseline entry without a severity or a baseline without its
+machine, an unknown backend, a missing device, a crash or hang --update-baseline would record, an
+option --oracle perf cannot take).
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ from fuzzer.cli.options import (
 @click.option("--baseline-any", is_flag=True,
               help="Compare with a baseline written for another device, torch or CPU capability/GPU architecture (the mismatch is reported).")
 @click.option("--margin", type=Number(low=0, high=1000), default=0.1, show_default=True,
-              help="Baseline entries without a severity (older baselines): relative slack on every bound (0.1: 10% over a bound still passes).")
+              help="A bound that grows by more than this fraction at the baseline's severity is listed under moved_bounds "
+                   "(never a failure: the gate judges by severity).")
 @click.option("--budget", default=None, help="Wall-clock budget for the replay (e.g. 10m); specs left over fail.")
 @click.option("--workers", type=WORKER_COUNT, default=1, show_default=True,
               help="Worker processes replaying the corpus side by side (the verdicts do not depend on it).")
@@ -128,6 +130,7 @@ def _check_perf_options(device, workers, update_baseline, fuzzing, baseline_path
 
 
 def _write_baseline(opts, log) -> None:
+    from fuzzer.gate.machine import machine_rows
     from fuzzer.gate.replay import update_baseline
 
     if opts.only:
@@ -136,6 +139,8 @@ def _write_baseline(opts, log) -> None:
     out.print(f"wrote {baseline.path}: {len(baseline.specs)} specs, "
               f"{sum(1 for e in baseline.specs.values() if e['outputs'] or e['status'] != 'ok')} known divergences or errors",
               highlight=False)
+    for row in machine_rows(baseline.machine, baseline.machine):
+        out.print(f"  machine {row['field']}: {row['current']}", highlight=False, markup=False, emoji=False, soft_wrap=True)
 
 
 def _write_reports(data: dict, *, json_path, junit_path, markdown_path) -> None:
@@ -171,3 +176,24 @@ def _print_outcome(data: dict) -> None:
     if data["fuzz"]:
         for key in data["fuzz"]["failing"]:
             out.print(f"  FAIL fuzz: {key}", highlight=False, markup=False, emoji=False, soft_wrap=True)
+    _print_moved_bounds(data)
+
+
+def _print_moved_bounds(data: dict) -> None:
+    """Bounds that moved at the baseline's severity (not failures), and then the machine that
+    wrote the baseline beside this one: within one key, the CPU model moves bounds."""
+    moved = [(s["name"], m) for s in data["specs"] for m in s["moved_bounds"]]
+    if not moved:
+        return
+    plain = dict(highlight=False, markup=False, emoji=False, soft_wrap=True)
+    out.print(f"moved bounds ({len(moved)}, at the baseline's severity: reported, not failures):", **plain)
+    for name, m in moved:
+        out.print(f"  moved {name}: {m}", **plain)
+    rows = data["machine"]["rows"]
+    if rows:
+        width = max(len(r["field"]) for r in rows)
+        left = max(len("baseline"), *(len(r["baseline"]) for r in rows))
+        out.print(f"  {'machine':<{width}}  {'baseline':<{left}}  this run", **plain)
+        for r in rows:
+            mark = "  (differs)" if r["differs"] else ""
+            out.print(f"  {r['field']:<{width}}  {r['baseline']:<{left}}  {r['current']}{mark}", **plain)

@@ -4,24 +4,31 @@ A baseline is keyed by device type, torch minor version, and CPU capability or G
 (`baseline-cpu-2.13-avx512.json`), because vectorized CPU kernels differ by ISA as GPU kernels do
 by architecture. It lists, per corpus spec, the expected verdict summary (`summarize_verdict`):
 clean (every output bitwise equal to eager), a known divergence with its bounds (max ULP,
-differing fraction, NaN/Inf mismatches, integer flips and their largest step), or a known error.
-A spec missing from the baseline is expected clean. Each entry also records the severity policy's
-judgement (`severity`: severity, rule, output; null when clean), which the gate judges by
-(`fuzzer.gate.policy`); an entry without one (an older baseline) is judged by its raw bounds.
+differing fraction, NaN/Inf mismatches, integer flips and their largest step), or a known error,
+and the severity policy's judgement (`severity`: severity, rule, output; null when clean), which
+the gate judges by (`fuzzer.gate.policy`). A spec missing from the baseline is expected clean.
+It also records the machine that wrote it (`fuzzer.gate.machine`): within one key the bounds
+move with the CPU model, and the gate shows both machines when they do.
 
 Invariants: `load_baseline` refuses a file that lacks any field the policy reads (BaselineError
-naming the file and field); a baseline written for another machine key is refused unless the
-caller accepts any (`--baseline-any`), and then the mismatch is a note in every report.
+naming the file and field), and, for judging, an entry without a severity or a file without its
+machine (a baseline written before they were recorded): the gate never falls back to raw bounds,
+and the message gives the command that rewrites the file (`rewrite_command`). A baseline written
+for another machine key is refused unless the caller accepts any (`--baseline-any`), and then
+the mismatch is a note in every report.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fuzzer.gate.machine import check_machine
 from records.config import CompileConfig
 from records.errors import BaselineError, DivfuzzError
 from records.outcomes import Status
@@ -29,7 +36,11 @@ from records.severity import Severity
 from records.verdict import Verdict
 from reports.safe_paths import read_user_file
 
-BASELINE_SCHEMA_VERSION = 2  # 2: keyed by CPU capability / GPU architecture (`arch`)
+BASELINE_SCHEMA_VERSION = 3  # 2: keyed by CPU capability / GPU architecture (`arch`); 3: the machine, severities required
+
+# The key's fields, as a baseline may hold them: they name files and go into the rewrite command.
+KEY_PATTERNS = {"device_type": re.compile(r"cpu|cuda"), "torch": re.compile(r"[0-9]{1,3}\.[0-9]{1,3}"),
+                "arch": re.compile(r"[a-z0-9_]{1,32}")}
 
 
 def torch_minor() -> str:
@@ -60,9 +71,12 @@ def describe_key(key: dict[str, str]) -> str:
     return f"{key['device_type']} {key['arch']}, torch {key['torch']}"
 
 
+def default_baseline_name(key: dict[str, str]) -> str:
+    return f"baseline-{key['device_type']}-{key['torch']}-{key['arch']}.json"
+
+
 def default_baseline_path(corpus_dir: Path, device: str) -> Path:
-    key = machine_key(device)
-    return corpus_dir / f"baseline-{key['device_type']}-{key['torch']}-{key['arch']}.json"
+    return corpus_dir / default_baseline_name(machine_key(device))
 
 
 def summarize_verdict(verdict: Verdict) -> dict[str, Any]:
@@ -116,6 +130,7 @@ class Baseline:
     config: dict[str, Any]
     specs: dict[str, dict[str, Any]]
     known_buckets: tuple[str, ...] = ()
+    machine: dict[str, Any] | None = None  # fuzzer.gate.machine.describe_machine of the writer
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -124,6 +139,7 @@ class Baseline:
             "torch": self.torch,
             "arch": self.arch,
             "config": self.config,
+            "machine": self.machine,
             "specs": {k: self.specs[k] for k in sorted(self.specs)},
             "known_buckets": sorted(self.known_buckets),
         }
@@ -160,11 +176,17 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number JSON allows")
 
 
-def load_baseline(path: Path, *, device: str | None = None) -> Baseline:
+def load_baseline(path: Path, *, device: str | None = None, corpus_dir: Path | None = None,
+                  judging: bool = True) -> Baseline:
     """Read and check a baseline file; every problem raises BaselineError naming the file and the
     field. Checked here: the machine key fields, every bound the comparison reads (finite,
-    non-negative), the config; not checked here: whether the key matches this machine
-    (`check_baseline_key`)."""
+    non-negative), the config, the machine record; not checked here: whether the key matches
+    this machine (`check_baseline_key`).
+
+    `judging` (the gate): a file the gate cannot judge by is refused, naming the command that
+    rewrites it (`corpus_dir`, default the file's folder, goes into it): an entry without a
+    severity, or no machine record. Without `judging` (`corpus prune`, which reads only which
+    specs are known divergences) such a file is read as it is."""
     data = _read_baseline_json(path, device)
 
     def bad(what: str, value: Any) -> BaselineError:
@@ -172,10 +194,11 @@ def load_baseline(path: Path, *, device: str | None = None) -> Baseline:
 
     if not isinstance(data, dict):
         raise bad("a JSON object at the top level", type(data).__name__)
-    _check_schema_version(path, data.get("schema_version"), bad)
-    for name in ("device_type", "torch", "arch"):
-        if not isinstance(data.get(name), str) or not data[name]:
-            raise bad(f"a non-empty string for {name}", data.get(name))
+    version = data.get("schema_version")
+    _check_schema_version(path, version, bad)
+    for name, pattern in KEY_PATTERNS.items():
+        if not isinstance(data.get(name), str) or not pattern.fullmatch(data[name]):
+            raise bad(f"a {name} matching {pattern.pattern}", data.get(name))
     config = data.get("config", {})
     if not isinstance(config, dict):
         raise bad("an object for config", config)
@@ -192,7 +215,10 @@ def load_baseline(path: Path, *, device: str | None = None) -> Baseline:
     known = data.get("known_buckets", [])
     if not isinstance(known, list) or not all(isinstance(k, str) for k in known):
         raise bad("a list of strings for known_buckets", known)
-    return Baseline(
+    machine = data.get("machine")
+    if machine is not None or version >= 3:
+        machine = check_machine(machine, data["device_type"], bad)
+    baseline = Baseline(
         path=path,
         device_type=data["device_type"],
         torch=data["torch"],
@@ -200,7 +226,51 @@ def load_baseline(path: Path, *, device: str | None = None) -> Baseline:
         config=config,
         specs=specs,
         known_buckets=tuple(known),
+        machine=machine,
     )
+    if judging:
+        _refuse_unjudgeable(baseline, corpus_dir if corpus_dir is not None else path.parent)
+    return baseline
+
+
+def _refuse_unjudgeable(baseline: Baseline, corpus_dir: Path) -> None:
+    """BaselineError when the gate cannot judge by this file: entries without a severity (the
+    gate judges by severity and never falls back to raw bounds, which move with the CPU model
+    within one capability), or no record of the machine that wrote it."""
+    unjudged = sorted(name for name, entry in baseline.specs.items() if "severity" not in entry)
+    if unjudged:
+        named = ", ".join(unjudged[:3]) + (f" and {len(unjudged) - 3} more" if len(unjudged) > 3 else "")
+        why = (f"specs {named} record no severity (written before baselines recorded severities); "
+               f"the gate judges each spec by its severity, never by raw bounds")
+    elif baseline.machine is None:
+        why = "it records no machine (written before baselines recorded the CPU model or GPU that wrote them)"
+    else:
+        return
+    raise BaselineError(
+        f"{baseline.path}: {why}. Rewrite it on a machine of its key ({describe_key(baseline.key())}), "
+        f"on a build you trust, and commit it: {rewrite_command(baseline, corpus_dir)}"
+    )
+
+
+def rewrite_command(baseline: Baseline, corpus_dir: Path) -> str:
+    """The shell command that writes `baseline` again for its own key and compile config."""
+    key = baseline.key()
+    words = ["divfuzz", "gate", "--device", key["device_type"], "--corpus", str(corpus_dir)]
+    if baseline.path != corpus_dir / default_baseline_name(key):
+        words += ["--baseline", str(baseline.path)]
+    if baseline.config:
+        config = CompileConfig.from_dict(baseline.config)
+        if config != CompileConfig():
+            words += ["--backend", config.backend]
+            for k, v in config.inductor:
+                words += ["--inductor", f"{k}={json.dumps(v)}"]
+            words += ["--dynamic"] if config.dynamic else []
+            words += ["--mode", config.mode] if config.mode else []
+    words.append("--update-baseline")
+    # ATen dispatches to the capability the variable names, and Inductor's C++ follows it: one
+    # x86 host writes the avx2 baseline as well as its own.
+    env = f"ATEN_CPU_CAPABILITY={key['arch']} " if key["device_type"] == "cpu" else ""
+    return env + " ".join(shlex.quote(w) for w in words)
 
 
 def _read_baseline_json(path: Path, device: str | None) -> Any:

@@ -9,6 +9,8 @@ Invariants:
   `DivfuzzError` naming the file; what the compiler does is data and decides pass or fail.
 - A baseline written for another machine key is refused unless the caller accepts any
   (`--baseline-any`); then the mismatch is a note in every report.
+- The result carries the baseline's machine and this run's (`fuzzer.gate.machine`), as data;
+  the reports show them side by side whenever a bound moved.
 """
 
 from __future__ import annotations
@@ -33,20 +35,20 @@ from fuzzer.gate.baseline import (
     summarize_verdict,
 )
 from fuzzer.gate.corpus import CorpusSpec, load_corpus
+from fuzzer.gate.machine import machine_rows
 from fuzzer.gate.policy import (
     DEFAULT_MARGIN,
     NEW_ERROR,
     PERF_SLOWER,
     compare_with_baseline,
     describe_summary,
-    judged_by_severity,
     moved_bounds,
     problem_rule,
 )
 from generators.spec import GraphSpec
 from oracles.findings import finding_of
 from records.config import CompileConfig
-from records.errors import BaselineError, SpecError
+from records.errors import BaselineError, InternalError, SpecError
 from records.outcomes import DISCRETE_KINDS, Status
 from records.verdict import PerfComparison, Verdict
 
@@ -85,7 +87,7 @@ class SpecResult:
     wall_s: float = 0.0
     severity: dict | None = None  # oracles.severity.SeverityReason of the verdict, if it diverges
     moved: list[str] = field(default_factory=list)  # bounds that grew at the baseline's severity (not failures)
-    judged_by: str = "severity"  # "severity", "bounds" (a baseline entry without a severity) or "perf"
+    judged_by: str = "severity"  # "severity" (against the baseline) or "perf"
     perf: list[dict] = field(default_factory=list)  # the perf oracle's phases (ratio, interval, medians)
 
     @property
@@ -130,6 +132,8 @@ class GateResult:
     notes: list[str]
     fuzz: dict[str, Any] | None = None
     timings: dict[str, Any] = field(default_factory=dict)
+    machine: dict[str, Any] | None = None  # this run's (fuzzer.gate.machine.describe_machine)
+    baseline_machine: dict[str, Any] | None = None  # the machine that wrote the baseline
 
     @property
     def passed(self) -> bool:
@@ -157,6 +161,12 @@ class GateResult:
                 "improved": sum(bool(s.improvements) and s.passed for s in self.specs),
             },
             "notes": self.notes,
+            "machine": {
+                "baseline": self.baseline_machine,
+                "current": self.machine,
+                "rows": machine_rows(self.baseline_machine, self.machine) if self.machine else [],
+            },
+            "moved_bounds": sum(len(s.moved) for s in self.specs),
             "specs": [s.to_dict() for s in self.specs],
             "fuzz": self.fuzz,
         }
@@ -180,6 +190,20 @@ def _severity_of(verdict: Verdict) -> dict | None:
     return reason.to_dict() if reason else None
 
 
+@dataclass(frozen=True)
+class Replay:
+    """What `replay_corpus` gives: each spec's verdict (None when the budget ran out first), its
+    wall time, the slowest worker start-up, and the machine the workers ran on."""
+
+    verdicts: dict[str, Verdict | None]
+    walls: dict[str, float]
+    startup_s: float
+    machine: dict[str, Any]
+
+
+MACHINE_CALL_TIMEOUT_S = 120.0
+
+
 def replay_corpus(
     specs: list[CorpusSpec],
     *,
@@ -191,19 +215,19 @@ def replay_corpus(
     oracle: str = "numeric",
     perf_margin: float | None = None,
     on_case=lambda entry, verdict, wall_s: None,
-) -> tuple[dict[str, Verdict | None], dict[str, float], float]:
-    """Each spec's verdict (None when the budget ran out first), its wall time, and the slowest
-    worker start-up.
+) -> Replay:
+    """Replay `specs`, each in a worker process.
 
     With `workers` > 1 the specs are shared out to that many isolated worker processes. A spec's
     verdict does not depend on which worker ran it or in what order (each case resets Dynamo and
     compiles afresh), so the result is the same as with one worker; only the order of `on_case`
-    calls varies.
+    calls varies. The first worker describes the machine before its first case.
     """
     queue = list(reversed(specs))
     verdicts: dict[str, Verdict | None] = {}
     walls: dict[str, float] = {}
     startups: list[float] = []
+    machine: dict[str, Any] = {}
     lock = threading.Lock()
     t_start = time.perf_counter()
     stopping = threading.Event()  # an interrupt, or another slot's own failure: no spec more, no result more
@@ -219,12 +243,14 @@ def replay_corpus(
                 return entry
             return None
 
-    def slot() -> None:
+    def slot(index: int) -> None:
         worker = Worker(device)
         with lock:
             slot_workers.append(worker)
         try:
             worker.start()
+            if index == 0:
+                machine.update(_describe_machine(worker, device))
             while (entry := next_spec()) is not None:
                 t0 = time.perf_counter()
                 request = CaseRequest(entry.spec, device, config, oracle=oracle, perf_margin=perf_margin)
@@ -242,7 +268,7 @@ def replay_corpus(
 
     n = max(1, min(workers, len(specs)))
     with ThreadPoolExecutor(max_workers=n, thread_name_prefix="divfuzz-gate") as pool:
-        futures = [pool.submit(slot) for _ in range(n)]
+        futures = [pool.submit(slot, i) for i in range(n)]
         try:
             for future in futures:
                 future.result()  # a slot's own failure (not a compiler's) stops the gate loudly
@@ -252,14 +278,22 @@ def replay_corpus(
                 for worker in slot_workers:
                     worker.abort()
             raise
-    return verdicts, walls, round(max(startups, default=0.0), 3)
+    return Replay(verdicts, walls, round(max(startups, default=0.0), 3), machine)
+
+
+def _describe_machine(worker: Worker, device: str) -> dict[str, Any]:
+    """The worker's machine (`fuzzer.gate.machine.describe_machine`); its failure is divfuzz's own."""
+    outcome = worker.call("fuzzer.gate.machine:describe_machine", {"device": device}, MACHINE_CALL_TIMEOUT_S)
+    if outcome.error is not None:
+        raise InternalError(f"divfuzz could not describe this machine in its worker: {outcome.error}")
+    return outcome.value
 
 
 def update_baseline(opts: GateOptions, *, log=print) -> Baseline:
     """Replay the corpus and write what it gives as the baseline (plus fuzz buckets, with --fuzz)."""
     specs = load_corpus(opts.corpus_dir)
     path = opts.baseline_path or default_baseline_path(opts.corpus_dir, opts.device)
-    verdicts, walls, _ = replay_corpus(
+    replay = replay_corpus(
         specs,
         device=opts.device,
         config=opts.config,
@@ -268,10 +302,10 @@ def update_baseline(opts: GateOptions, *, log=print) -> Baseline:
         workers=opts.workers,
         on_case=lambda e, v, w: log(f"{e.name}: {describe_summary(summarize_verdict(v))} ({w:.1f} s)"),
     )
-    _refuse_unrecordable(verdicts, path)
+    _refuse_unrecordable(replay.verdicts, path)
     entries = {}
     for s in specs:
-        entry = summarize_verdict(verdicts[s.name])
+        entry = summarize_verdict(replay.verdicts[s.name])
         entry["digest"] = s.spec.digest()
         entries[s.name] = entry
     known: list[str] = []
@@ -287,6 +321,7 @@ def update_baseline(opts: GateOptions, *, log=print) -> Baseline:
         config=opts.config.to_dict(),
         specs=entries,
         known_buckets=tuple(known),
+        machine=replay.machine,
     )
     baseline.write()
     return baseline
@@ -325,9 +360,9 @@ def run_gate(opts: GateOptions, *, log=lambda msg: None) -> GateResult:
                  f"(noise margin {opts.perf_margin if opts.perf_margin is not None else 'the device default'}); no baseline is read"]
     else:
         path = opts.baseline_path or default_baseline_path(opts.corpus_dir, opts.device)
-        baseline = load_baseline(path, device=opts.device)
+        baseline = load_baseline(path, device=opts.device, corpus_dir=opts.corpus_dir)
         notes = _baseline_notes(baseline, specs, opts)
-    verdicts, walls, startup = replay_corpus(
+    replay = replay_corpus(
         specs,
         device=opts.device,
         config=opts.config,
@@ -338,6 +373,7 @@ def run_gate(opts: GateOptions, *, log=lambda msg: None) -> GateResult:
         perf_margin=opts.perf_margin,
         on_case=lambda e, v, w: log(f"{e.name}: {_one_line(v)} ({w:.1f} s)"),
     )
+    verdicts, walls = replay.verdicts, replay.walls
     if perf:
         results = [_judge_perf_spec(s, verdicts[s.name], walls.get(s.name, 0.0), opts) for s in specs]
     else:
@@ -360,9 +396,11 @@ def run_gate(opts: GateOptions, *, log=lambda msg: None) -> GateResult:
         timings={
             "total_s": round(time.perf_counter() - t0, 3),
             "replay_s": round(t_replay, 3),
-            "worker_startup_s": startup,
+            "worker_startup_s": replay.startup_s,
             "per_spec_s": walls,
         },
+        machine=replay.machine,
+        baseline_machine=baseline.machine if baseline else None,
     )
     if opts.repro_dir is not None:
         write_failure_repros(result, specs, opts)
@@ -430,14 +468,11 @@ def _judge_spec(s: CorpusSpec, verdict: Verdict | None, expected: dict | None, w
         return SpecResult(s.name, digest, None, expected, [f"not run: the gate's budget of {opts.budget_s:g} s ran out"], [], None)
     observed = summarize_verdict(verdict)
     severity = _severity_of(verdict)
-    problems, improvements = compare_with_baseline(observed, expected, margin=opts.margin,
-                                                   detail=severity["detail"] if severity else None)
+    problems, improvements = compare_with_baseline(observed, expected, detail=severity["detail"] if severity else None)
     if expected is not None and expected.get("digest") not in (None, digest):
         problems.insert(0, f"the spec changed since the baseline was written (digest {digest}, baseline {expected['digest']}); re-run --update-baseline")
-    by_severity = judged_by_severity(expected)
     return SpecResult(s.name, digest, observed, expected, problems, improvements, _bucket_of(verdict, s.spec, opts.device),
-                      wall_s, severity, moved_bounds(observed, expected) if by_severity else [],
-                      "severity" if by_severity else "bounds")
+                      wall_s, severity, moved_bounds(observed, expected, margin=opts.margin))
 
 
 def run_fuzz(opts: GateOptions, *, known: tuple[str, ...], corpus_buckets: set[str]) -> dict[str, Any]:
