@@ -93,7 +93,7 @@ def replay_known(campaign, known: list[KnownSpec]) -> int:
                     campaign.progress.replays += 1
                 done += 1
                 continue
-            if campaign.stop.is_set() or (campaign.deadline and time.time() > campaign.deadline):
+            if campaign.stop.is_set() or (campaign.work_end and time.time() > campaign.work_end):
                 break
             campaign.run_case(k.spec, worker, slot=REPLAY_SLOT, idx=idx)
             with campaign.lock:

@@ -90,6 +90,7 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
          min_severity, replay_known, against, unguarded_casts, cluster_address, cluster_file, oracle, perf_margin, backend, inductor,
          dynamic, mode):
     """Run a campaign: draw graphs, compare eager and compiled, bucket what diverges."""
+    started = time.time()  # --budget counts from here: sizing and start-up are inside it
     from fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
 
     check_out_dir(out_dir, "--out")  # first: before torch and Inductor are imported
@@ -143,6 +144,7 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
         perf_margin=perf_margin,
         against=against_config,
         unguarded_casts=unguarded_casts,
+        budget_from=started,
     )
     if workers_chosen_here:
         resumed = _resumable_workers(out_dir / STORE_NAME, opts)
@@ -158,7 +160,7 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
     signal.signal(signal.SIGINT, _interrupt_once)
     console.print(
         f"divfuzz fuzz: device {device}, {workers_reason}, backend {config.describe()}{' against ' + against_config.describe() if against_config else ''}, oracle {oracle}, seed {seed}, "
-        f"{'budget ' + str(int(budget_s)) + ' s (+ ' + str(int(_grace())) + ' s grace for minimization)' if budget_s else ''}{' max ' + str(max_cases) + ' cases' if max_cases else ''}, "
+        f"{'budget ' + str(int(budget_s)) + ' s, minimization included' if budget_s else ''}{' max ' + str(max_cases) + ' cases' if max_cases else ''}, "
         f"store {out_dir / 'divfuzz.sqlite'}",
         highlight=False,
     )
@@ -359,12 +361,6 @@ def live_progress(opts, p, now: float | None = None, fleet_line: str | None = No
     return Group(bar, sev, Text(fleet_line, no_wrap=True)) if fleet_line else Group(bar, sev)
 
 
-def _grace() -> float:
-    from fuzzer.campaign.loop import BUDGET_GRACE_S
-
-    return BUDGET_GRACE_S
-
-
 def _status_line(opts, p) -> str:
     elapsed = time.time() - p.started
     rate = p.cases / elapsed * 60 if elapsed > 0 else 0.0
@@ -394,13 +390,12 @@ def _print_summary(result, min_severity: str = "noise") -> None:
             + (f"; {p.skipped} stored cases skipped" if p.skipped else ""),
             highlight=False,
         )
-        if result.cut_at_grace:
-            from fuzzer.campaign.loop import BUDGET_GRACE_S
-
-            out.print(f"budget reached: minimization got what was left plus {BUDGET_GRACE_S:g} s of grace; "
-                      "work still in flight then was dropped (re-run to resume it)", highlight=False)
+        if result.cut_at_end:
+            out.print("budget reached: work still in flight then was dropped (re-run to resume it)", highlight=False)
         if result.pending_analyses:
+            by_severity = ", ".join(f"{n} {s.value}" for s in ORDER if (n := result.pending_by_severity.get(s.value)))
             out.print(f"{result.pending_analyses} bucket analys{'is' if result.pending_analyses == 1 else 'es'} pending "
+                      f"({by_severity}; a campaign never minimizes noise or by-design buckets) "
                       f"(stored under the raw key until analysed): run `divfuzz minimize --pending --store {result.store_path.parent}` "
                       "or resume the campaign to finish them", highlight=False)
         floor = Severity(min_severity)

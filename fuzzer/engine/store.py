@@ -709,6 +709,14 @@ class Store:
     _CASE_SUMMARY = ("id", "run_id", "created_at", "wall_s", "status", "finding_kind", "bucket_id", "spec_digest",
                      "spec_json", "verdict")
 
+    def pending_priorities(self) -> dict[str, tuple[str, int]]:
+        """Each open analysis's raw key (as text) -> its raw bucket's severity and case count (suspect
+        and 0 when no case is stored under it): what the analysis pool orders its queue by."""
+        with self._lock:
+            rows = self.db.execute("SELECT p.raw_key, b.severity, b.count FROM pending_analyses p"
+                                   " LEFT JOIN buckets b ON b.key = p.raw_key").fetchall()
+        return {r[0]: (r[1] or "suspect", r[2] or 0) for r in rows}
+
 
 for _name, _method in list(vars(Store).items()):
     if callable(_method) and not _name.startswith("_") and _name != "close":
