@@ -50,13 +50,14 @@ from records.backends import ALL_DTYPES, capabilities_of
 from records.config import CompileConfig
 from records.errors import ConfigError, DivfuzzError, InternalError
 from fuzzer.engine.store import CampaignLock, Store
+from fuzzer.engine.execute import nested_span
 from fuzzer.engine.worker import CaseRequest, Worker
 from generators.spec import GraphSpec
 from generators.strategies import graph_specs, perf_graph_specs
 from oracles.severity import severity_of
 from oracles.findings import finding_of, target_score
 from records.verdict import Verdict
-from reports.files import bucket_folder_name, write_bucket_folder
+from reports.files import bucket_folder_name, child_path, slugify, write_bucket_folder
 
 STORE_NAME = "divfuzz.sqlite"
 
@@ -187,6 +188,26 @@ def environment_versions(device: str) -> dict:
     return versions
 
 
+# The workers' Inductor (and Triton) cache, beside the store: `compile_cache_env`.
+COMPILE_CACHE = "compile-cache"
+
+
+def compile_cache_env(out_dir: Path, versions: dict, device: str) -> dict:
+    """The workers' `TORCHINDUCTOR_CACHE_DIR`: `out_dir/compile-cache/torch-<version>-<device>`, so
+    that a nightly store's compiles outlive the night (a resume, `--replay-known`, each analysis's
+    recompile of its case, the next night's repeats) where /tmp does not, and never mix torch
+    versions or devices (Triton's cache lives inside it unless TRITON_CACHE_DIR is set; CPU
+    kernels are also keyed by their vector ISA, `worker.key_compile_caches_by_cpu_isa`). The user's
+    own TORCHINDUCTOR_CACHE_DIR wins: {} then. Names are slugs under `out_dir` (`child_path`)."""
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+        return {}
+    where = f"cuda-{versions.get('gpu')}" if device.startswith("cuda") else f"cpu-{versions.get('cpu_capability')}"
+    name = slugify(f"torch-{versions.get('torch')}-{where}".replace(".", "_"), limit=100)
+    root = child_path(out_dir, COMPILE_CACHE, what="the compile cache folder")
+    root.mkdir(exist_ok=True)
+    return {"TORCHINDUCTOR_CACHE_DIR": str(child_path(root, name, what="the compile cache folder"))}
+
+
 def campaign_slot_devices(device: str, workers: int) -> list[SlotDevice]:
     """Each slot's device: every visible GPU for 'cuda' (round-robin), one for 'cuda:N', else the CPU."""
     gpu_count = 0
@@ -242,13 +263,17 @@ class Campaign:
         self.store_lock.acquire()
         try:
             self.store = Store(opts.out_dir / STORE_NAME)
+            versions = environment_versions(opts.device)
             self.run_id, self.resumed = self.store.start_run(
                 seed=opts.seed,
                 device=opts.device,
                 config=opts.config.to_dict(),
                 options=opts.identity(),
-                versions=environment_versions(opts.device),
+                versions=versions,
             )
+            # Every worker here (slots and analyses) gets its share of the cores and the compile cache beside the store.
+            self.worker_env = {"DIVFUZZ_WORKER_THREADS": str(max(1, (os.cpu_count() or 1) // max(1, opts.workers))),
+                               **(compile_cache_env(opts.out_dir, versions, opts.device) if fleet is None else {})}
         except BaseException:
             if getattr(self, "store", None) is not None:
                 self.store.close()
@@ -260,7 +285,7 @@ class Campaign:
         self.work_end = self.deadline - schedule.FINISH_RESERVE_S if self.deadline else None
         self.cut_at_end = False
         self.case_walls: list[float] = []
-        self.threads_per_worker = max(1, (os.cpu_count() or 1) // max(1, opts.workers))
+        self.threads_per_worker = int(self.worker_env["DIVFUZZ_WORKER_THREADS"])
         self.analyzer = None
         self.pool: AnalysisPool | None = None
         self.inline_analysis = False
@@ -296,7 +321,7 @@ class Campaign:
         if count:
             places = campaign_slot_devices(opts.device, opts.workers + count)[opts.workers:]
             self.pool = AnalysisPool(places, self.analyzer, budget_for=self._analysis_budget, on_done=self._file_analysis,
-                                     on_error=self._fail, worker_env={"DIVFUZZ_WORKER_THREADS": str(self.threads_per_worker)},
+                                     on_error=self._fail, worker_env=self.worker_env,
                                      choose=self._choose_analysis)
 
     def run(self, before_slots: Callable[["Campaign"], None] | None = None) -> CampaignResult:
@@ -534,7 +559,7 @@ class Campaign:
             return
         where = self.slot_devices[slot]
         new_worker = functools.partial(self.fleet.worker, slot) if self.fleet else Worker
-        worker = new_worker(where.worker_device, extra_env={"DIVFUZZ_WORKER_THREADS": str(self.threads_per_worker), **where.env})
+        worker = new_worker(where.worker_device, extra_env={**self.worker_env, **where.env})
         with self.lock:
             self.slot_workers.append(worker)
         counter = itertools.count()
@@ -736,7 +761,7 @@ class Campaign:
             for name, seconds in verdict.timings:
                 p.timings[name] += seconds
             # Worker round trip: pipe, (de)serialising, what the worker does outside its spans.
-            p.timings["worker_ipc"] += max(0.0, wall - sum(s for _, s in verdict.timings))
+            p.timings["worker_ipc"] += max(0.0, wall - sum(s for name, s in verdict.timings if not nested_span(name)))
             p.timings["store"] += t_store
             p.timings["minimize_and_files"] += t_analysis
             if finding:
