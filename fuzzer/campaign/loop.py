@@ -199,13 +199,27 @@ def compile_cache_env(out_dir: Path, versions: dict, device: str) -> dict:
     versions or devices (Triton's cache lives inside it unless TRITON_CACHE_DIR is set; CPU
     kernels are also keyed by their vector ISA, `worker.key_compile_caches_by_cpu_isa`). The user's
     own TORCHINDUCTOR_CACHE_DIR wins: {} then. Names are slugs under `out_dir` (`child_path`)."""
-    if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+    if user_compile_cache() is not None:
         return {}
     where = f"cuda-{versions.get('gpu')}" if device.startswith("cuda") else f"cpu-{versions.get('cpu_capability')}"
     name = slugify(f"torch-{versions.get('torch')}-{where}".replace(".", "_"), limit=100)
     root = child_path(out_dir, COMPILE_CACHE, what="the compile cache folder")
     root.mkdir(exist_ok=True)
     return {"TORCHINDUCTOR_CACHE_DIR": str(child_path(root, name, what="the compile cache folder"))}
+
+
+def user_compile_cache() -> str | None:
+    """The TORCHINDUCTOR_CACHE_DIR the user set, or None. Inductor writes its default into the
+    environment the first time it asks for its cache folder (`cache_dir_utils.cache_dir`), so a
+    value equal to that default is torch's, not the user's."""
+    value = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if not value:
+        return None
+    try:
+        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    except ImportError:  # an older torch: take the value as the user's
+        return value
+    return None if os.path.abspath(value) == os.path.abspath(default_cache_dir()) else value
 
 
 def campaign_slot_devices(device: str, workers: int) -> list[SlotDevice]:
