@@ -395,8 +395,8 @@ def _print_summary(result, min_severity: str = "noise") -> None:
         if result.pending_analyses:
             by_severity = ", ".join(f"{n} {s.value}" for s in ORDER if (n := result.pending_by_severity.get(s.value)))
             out.print(f"{result.pending_analyses} bucket analys{'is' if result.pending_analyses == 1 else 'es'} pending "
-                      f"({by_severity}; a campaign never minimizes noise or by-design buckets) "
-                      f"(stored under the raw key until analysed): run `divfuzz minimize --pending --store {result.store_path.parent}` "
+                      f"({by_severity}; stored under the raw key until analysed; a campaign never minimizes noise or "
+                      f"by-design buckets): run `divfuzz minimize --pending --store {result.store_path.parent}` "
                       "or resume the campaign to finish them", highlight=False)
         floor = Severity(min_severity)
         buckets = store.buckets(run_id=result.run_id)
