@@ -357,15 +357,17 @@ class Campaign:
                 t.start()
             next_look = 0.0
             while not all(e.is_set() for e in done) and self.failure is None:
-                for e in done:
-                    e.wait(0.2)
+                # 0.2 s per look whatever the slot count (waiting 0.2 s on each slot would take 2.4 s with 12)
+                waiting = next((e for e in done if not e.is_set()), None)
+                if waiting is not None:
+                    waiting.wait(0.2)
                 now = time.time()
                 if self.work_end and now >= self.work_end:
                     self._cut_at_end(done)
                     break
                 if self.work_end and not self.stop.is_set() and now >= next_look:  # a store query: once a second
                     next_look = now + 1.0
-                    if now >= self.work_end - self._drawing_reserve():
+                    if next_look >= self.work_end - self._drawing_reserve():  # the next look might come too late
                         self._stop_drawing()
             self._drain_pool(done)
         except KeyboardInterrupt:
