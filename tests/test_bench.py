@@ -51,3 +51,36 @@ def test_each_leg_runs_the_same_real_case_with_its_own_inductor_cache(tmp_path):
     assert all(any(p.rglob("*")) for p in tmp_path.iterdir())
     table = before_after_table(results)
     assert table.count("\n| ") == 5 and "torch's defaults" in table and "warm cache" in table and "| 1.00x |" in table
+
+
+def test_divfuzz_bench_runs_a_default_campaign_and_reads_where_its_time_went_from_its_store(tmp_path):
+    from fuzzer.campaign.breakdown import campaign_breakdown
+
+    done = subprocess.run([sys.executable, "-m", "fuzzer", "bench", "--device", "cpu", "--cases", "3", "--workers", "1",
+                           "--no-minimize", "--seed", "2", "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    text = " ".join(done.stdout.split())
+    # The command it ran is `divfuzz fuzz` with its defaults (no --max-ops, --dtypes, --ops...).
+    assert "$ divfuzz fuzz --device cpu --max-cases 3 --seed 2 --workers 1" in text and "--max-ops" not in text
+    assert "cases/s over the run" in text and "past start-up" in text and "| compile_forward |" in text
+    assert "| between cases (waiting on the driver" in text
+    b = campaign_breakdown(tmp_path)
+    assert b.cases == 3 and b.workers == 1 and b.timings_file is not None
+    # Every second of the slot's life is accounted for once: start-up + cases + waits + after its last case.
+    assert abs(sum(b.slot_time.values()) - b.workers * b.span_s) < 0.5, (b.slot_time, b.span_s)
+    assert b.stages["compile_forward"] > 0 and b.slot_time["in the worker"] >= b.stages["compile_forward"]
+    assert 0 < b.rate_over_run < b.rate_past_startup
+
+
+def test_a_timings_file_with_a_bad_number_exits_2_naming_the_file_and_field(tmp_path):
+    from fuzzer.campaign.loop import STORE_NAME
+    from fuzzer.engine.store import Store
+
+    store = Store(tmp_path / STORE_NAME)
+    store.start_run(seed=0, device="cpu", config={}, options={"workers": 1}, versions={})
+    store.close()
+    (tmp_path / "divfuzz-run1-timings.json").write_text('{"ended": "soon"}')
+    done = subprocess.run([sys.executable, "-m", "fuzzer", "bench", "--breakdown", str(tmp_path)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2
+    assert "divfuzz-run1-timings.json: ended" in " ".join((done.stdout + done.stderr).split()) and "'soon'" in done.stdout + done.stderr

@@ -7,8 +7,12 @@ case (`BucketAnalyzer.analyze`) and hands the root-cause key to `on_done`, which
 (`Store.resolve_root_cause`: the raw bucket joins or becomes the root-cause bucket). Invariants:
 - the slots never wait for an analysis; the pool is bounded (its thread count) and its queue is
   the store's pending rows, so nothing is lost when the pool stops early;
+- the next job is the one `choose` picks from the queue when a thread is free (a campaign: bug
+  first, then suspect by case count, `fuzzer.campaign.schedule`); a job it passes over stays
+  queued, and pending in the store when the pool ends;
 - a job starts only while `budget_for()` gives it time; otherwise it stays pending in the store
   (`divfuzz minimize --pending`, or a resumed campaign, finishes it);
+- `adopt` adds a worker started elsewhere (a fuzzing slot's, once drawing stops): no start-up;
 - an aborted worker's job is not filed (its store row stays pending); divfuzz's own error in a job
   goes to `on_error` (the campaign stops), never into a bucket.
 """
@@ -16,7 +20,7 @@ case (`BucketAnalyzer.analyze`) and hands the root-cause key to `on_done`, which
 from __future__ import annotations
 
 import threading
-from collections import deque
+import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -35,10 +39,33 @@ class AnalysisJob:
     spec: GraphSpec
 
 
+@dataclass(frozen=True)
+class AnalysisTiming:
+    """One analysis the pool ran: when (time.time()), its minimization budget and wall, and whether
+    it was filed (an aborted one is not)."""
+
+    raw_key: str
+    started: float
+    ended: float
+    budget_s: float
+    minimize_s: float | None  # the minimizer's own wall (None: not minimized)
+    filed: bool
+
+    @property
+    def wall_s(self) -> float:
+        return self.ended - self.started
+
+
+def first_come(queued: list[AnalysisJob]) -> AnalysisJob | None:
+    """The default choice: the oldest queued job."""
+    return queued[0] if queued else None
+
+
 class AnalysisPool:
     def __init__(self, places: list[SlotDevice], analyzer, *, budget_for: Callable[[], float | None],
                  on_done: Callable[[AnalysisJob, BucketKey, object], None], on_error: Callable[[BaseException], None],
-                 worker_env: dict | None = None, worker_factory: Callable[..., Worker] = Worker):
+                 worker_env: dict | None = None, worker_factory: Callable[..., Worker] = Worker,
+                 choose: Callable[[list[AnalysisJob]], AnalysisJob | None] = first_come):
         self.places = places
         self.analyzer = analyzer
         self.budget_for = budget_for
@@ -46,8 +73,11 @@ class AnalysisPool:
         self.on_error = on_error
         self.worker_env = dict(worker_env or {})
         self.worker_factory = worker_factory
+        self.choose = choose
         self.workers: list[Worker] = []
-        self._queue: deque[AnalysisJob] = deque()
+        self.timings: list[AnalysisTiming] = []
+        self._started: dict[int, float] = {}  # running jobs: thread ident -> time.time() at start
+        self._queue: list[AnalysisJob] = []
         self._running = 0
         self._closed = False  # no more jobs will come: threads end once the queue is empty
         self._aborted = False
@@ -55,12 +85,38 @@ class AnalysisPool:
         self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
-        for i, place in enumerate(self.places):
-            worker = self.worker_factory(place.worker_device, extra_env={**self.worker_env, **place.env})
-            self.workers.append(worker)
-            thread = threading.Thread(target=self._serve, args=(worker,), name=f"divfuzz-analysis-{i}", daemon=True)
-            self._threads.append(thread)
-            thread.start()
+        for place in self.places:
+            self._add(self.worker_factory(place.worker_device, extra_env={**self.worker_env, **place.env}))
+
+    def adopt(self, worker: Worker) -> bool:
+        """Serve jobs with `worker`, started elsewhere for the same device and config (a fuzzing
+        slot's, once it stops drawing). False (and the worker stopped) when the pool has ended."""
+        with self._cond:
+            if self._aborted:
+                adopted = False
+            else:
+                adopted = True
+                self._add(worker)
+        if not adopted:
+            worker.stop()
+        return adopted
+
+    def _add(self, worker: Worker) -> None:
+        self.workers.append(worker)
+        thread = threading.Thread(target=self._serve, args=(worker,), name=f"divfuzz-analysis-{len(self._threads)}", daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def longest_running_s(self) -> float | None:
+        """Seconds the oldest running analysis has run so far (None: none runs)."""
+        with self._cond:
+            started = min(self._started.values(), default=None)
+        return None if started is None else time.time() - started
+
+    @property
+    def size(self) -> int:
+        """Workers serving jobs (the pool's own and the adopted ones)."""
+        return len(self._threads)
 
     def submit(self, job: AnalysisJob) -> None:
         with self._cond:
@@ -90,10 +146,16 @@ class AnalysisPool:
         for w in self.workers:
             w.abort()
 
+    def poke(self) -> None:
+        """Something `choose` reads changed (a case raised a pending bucket's severity): look again."""
+        with self._cond:
+            self._cond.notify_all()
+
     def wait(self, timeout_s: float) -> bool:
-        """Wait up to `timeout_s` for every thread to end; True when all have."""
-        for t in self._threads:
-            t.join(timeout_s)
+        """Wait up to `timeout_s` (in all) for every thread to end; True when all have."""
+        deadline = time.monotonic() + timeout_s
+        for t in list(self._threads):
+            t.join(max(0.0, deadline - time.monotonic()))
         return not any(t.is_alive() for t in self._threads)
 
     @property
@@ -102,15 +164,22 @@ class AnalysisPool:
 
     def _next_job(self) -> tuple[AnalysisJob, float] | None:
         with self._cond:
-            while not self._queue and not self._closed:
+            while True:
+                if self._aborted:
+                    return None
+                job = self.choose(list(self._queue)) if self._queue else None
+                if job is not None:
+                    break
+                if self._closed:  # nothing left that may run: what is queued stays pending in the store
+                    return None
                 self._cond.wait(0.5)
-            if self._aborted or not self._queue:
-                return None
             budget = self.budget_for()
             if budget is None:  # no time left: what is queued stays pending in the store
                 return None
             self._running += 1
-            return self._queue.popleft(), budget
+            self._queue.remove(job)
+            self._started[threading.get_ident()] = time.time()
+            return job, budget
 
     def _serve(self, worker: Worker) -> None:
         try:
@@ -119,13 +188,18 @@ class AnalysisPool:
                 if nxt is None:
                     return
                 job, budget = nxt
+                started, filed, minimized = time.time(), False, None
                 try:
                     key, analysis = self.analyzer.analyze(job.spec, job.raw_key, worker, budget_s=budget)
+                    minimized = getattr(getattr(analysis, "minimized", None), "wall_s", None)
                     if not worker.aborted:  # an aborted analysis is not an answer: its row stays pending
                         self.on_done(job, key, analysis)
+                        filed = True
                 finally:
+                    self.timings.append(AnalysisTiming(str(job.raw_key), started, time.time(), budget, minimized, filed))
                     with self._cond:
                         self._running -= 1
+                        self._started.pop(threading.get_ident(), None)
                         self._cond.notify_all()
         except Exception as e:  # divfuzz's own (the store, the minimizer, a worker's internal error)
             self.on_error(e)

@@ -1,8 +1,14 @@
-"""`divfuzz bench`: cases per minute, and where a case's wall time goes.
+"""`divfuzz bench`: what a default campaign does on this host, and where its time goes.
 
-Runs a real campaign (no minimization, with a timed warm compiled run per case) and splits
-the time into generation, build, eager, reference, compile, compiled run, oracles, store and
-worker round trips. divfuzz's own share is everything but compiling and running the graphs.
+`run_default_campaign` runs `divfuzz fuzz` itself, as a user does (its default case mix, sizing,
+minimization and budget), in its own process, then reads the rates and the breakdown from the
+campaign's own store (`fuzzer.campaign.breakdown`): cases/s over the run (the command's wall) and
+past start-up, each stage of a case, and where the workers wait. `scripts/bench_workers.py`
+calls it once per worker count.
+
+`run_bench` (for `--before-after`) runs a count-bounded campaign in this process, without
+minimization, with a timed warm compiled run per case, and splits its time into generation,
+build, eager, reference, compile, compiled run, oracles, store and worker round trips.
 
 `--before-after` runs the same cases (same seed, workers and count) under each compile-cost
 setting that divfuzz changed from torch's defaults, each leg with a private Inductor cache
@@ -14,16 +20,20 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fuzzer.campaign.breakdown import Breakdown, campaign_breakdown
 from fuzzer.campaign.loop import CampaignOptions, run_campaign
 from records.config import CompileConfig
+from records.errors import InternalError
 
 # Compiling and running the graphs under test: the work divfuzz exists to do.
-GRAPH_WORK = ("eager", "reference", "compile", "compiled_run")
+GRAPH_WORK = ("eager", "reference", "compile", "compiled_run")  # "compile" holds "compile_backward"
 OWN_WORK = ("generate", "build", "oracles", "store", "worker_ipc")
 
 
@@ -157,3 +167,58 @@ def bench_table(r: BenchResult) -> str:
         lines.append(f"| {k} | {v:.2f} | {v / max(r.cases, 1) * 1000:.1f} | {v / total * 100 if total else 0:.1f}% |")
     lines.append(f"divfuzz's own share (generate, build, oracles, store, worker IPC): {r.own_share * 100:.1f}%")
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class DefaultCampaign:
+    """A `divfuzz fuzz` run as a user starts it: its command, its wall (start-up, shutdown and
+    report included) and the breakdown of its store."""
+
+    command: tuple[str, ...]
+    wall_s: float
+    breakdown: Breakdown
+
+    @property
+    def rate_over_wall(self) -> float:
+        return self.breakdown.cases / self.wall_s if self.wall_s > 0 else 0.0
+
+
+def default_campaign_command(device: str, out_dir: Path, *, budget_s: float | None, max_cases: int | None = None,
+                             workers: int | str = "auto", seed: int = 0, minimize: bool = True,
+                             extra: tuple[str, ...] = ()) -> list[str]:
+    """`divfuzz fuzz` with its defaults: only the device, the bound, the seed, the worker count
+    (auto unless given), the store folder and `--no-minimize` when asked are set."""
+    bound = ["--max-cases", str(max_cases)] if max_cases else ["--budget", f"{budget_s:g}s"]
+    return [sys.executable, "-m", "fuzzer", "fuzz", "--device", device, *bound, "--seed", str(seed), "--workers", str(workers),
+            "--out", str(out_dir), "--no-live", *([] if minimize else ["--no-minimize"]), *extra]
+
+
+def run_default_campaign(device: str, out_dir: Path, *, budget_s: float | None = 300.0, max_cases: int | None = None,
+                         workers: int | str = "auto", seed: int = 0, minimize: bool = True, extra: tuple[str, ...] = (),
+                         env: dict | None = None) -> DefaultCampaign:
+    """Run `divfuzz fuzz` (`default_campaign_command`) in a child process into `out_dir`, and read
+    its breakdown from the store. A campaign that does not exit 0 raises, with its output's tail."""
+    command = default_campaign_command(device, out_dir, budget_s=budget_s, max_cases=max_cases, workers=workers, seed=seed,
+                                       minimize=minimize, extra=extra)
+    root = Path(__file__).resolve().parents[2]
+    child_env = dict(os.environ if env is None else env)
+    child_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), child_env.get("PYTHONPATH", "")) if p)
+    limit = (budget_s or 0) + 600 + (max_cases or 0) * 60
+    t0 = time.monotonic()
+    done = subprocess.run(command, env=child_env, capture_output=True, text=True, timeout=limit)
+    wall = time.monotonic() - t0
+    if done.returncode != 0:
+        raise InternalError(f"{' '.join(command[2:])} exited {done.returncode}: {(done.stdout + done.stderr)[-2000:]}")
+    return DefaultCampaign(tuple(command), wall, campaign_breakdown(out_dir))
+
+
+def default_campaign_table(run: DefaultCampaign) -> str:
+    """The command, its wall and rate as a user sees them, then the store's breakdown."""
+    from fuzzer.campaign.breakdown import breakdown_table
+
+    b = run.breakdown
+    head = (f"$ divfuzz {' '.join(run.command[3:])}\n"
+            f"{b.cases} cases; wall {run.wall_s:.1f} s (the command's, start-up and report included)"
+            + (f", {run.wall_s - b.budget_s:+.1f} s against the budget" if b.budget_s else "")
+            + f": {run.rate_over_wall:.2f} cases/s over the run, {b.rate_past_startup:.2f} past start-up\n")
+    return head + breakdown_table(b)

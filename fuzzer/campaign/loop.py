@@ -9,10 +9,14 @@ the campaign seed, the slot and the epoch) in a thread that feeds one worker pro
 - nothing the compiler under test does stops the campaign: it becomes a verdict;
 - with minimization on, a new raw key's analysis (minimize + attribute) runs in the analysis pool
   (`fuzzer.campaign.analysis_pool`) beside the slots, never in them: the case is stored at once
-  under its raw key, and the pool re-keys the raw bucket to its root cause when done; analyses
-  still open at the budget's end (plus `BUDGET_GRACE_S`) stay pending in the store, and a
-  resumed campaign (or `divfuzz minimize --pending`) finishes them. `analysis_workers=0` analyses
-  inline in the slot instead; both end in the same buckets (`Store.resolve_root_cause`);
+  under its raw key, and the pool re-keys the raw bucket to its root cause when done, bug buckets
+  first, never noise or by-design ones; a slot that stops drawing hands its worker to the pool.
+  Analyses still open when the budget's work ends stay pending in the store, and a resumed
+  campaign (or `divfuzz minimize --pending`) finishes them. `analysis_workers=0` analyses inline
+  in the slot instead; both end in the same buckets (`Store.resolve_root_cause`);
+- `--budget` is kept (`fuzzer.campaign.schedule`): it counts from the command's start, drawing
+  stops early enough for the cases in flight and the open bug analyses, and whatever is still in
+  flight at `work_end` is dropped, as for an interrupt;
 - anything divfuzz's own code raises (a slot thread, the store, the minimizer, a worker's
   internal error) stops it: the run is recorded `failed`, the traceback goes to a log file in
   `out_dir`, and `run` raises InternalError; it never becomes a bucket;
@@ -32,12 +36,13 @@ import threading
 import time
 import traceback
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
 from hypothesis import HealthCheck, Phase, given, seed, settings, target
 
+from fuzzer.campaign import schedule
 from fuzzer.campaign.analysis_pool import AnalysisJob, AnalysisPool
 from fuzzer.campaign.sizing import SlotDevice, size_analysis_workers, slot_devices
 from fuzzer.engine.buckets import bucket_key, severity_under
@@ -45,6 +50,7 @@ from records.backends import ALL_DTYPES, capabilities_of
 from records.config import CompileConfig
 from records.errors import ConfigError, DivfuzzError, InternalError
 from fuzzer.engine.store import CampaignLock, Store
+from fuzzer.engine.execute import nested_span
 from fuzzer.engine.worker import CaseRequest, Worker
 from generators.coverage import DrawCounts
 from generators.spec import GraphSpec
@@ -52,7 +58,7 @@ from generators.strategies import graph_specs, perf_graph_specs
 from oracles.severity import severity_of
 from oracles.findings import finding_of, target_score
 from records.verdict import Verdict
-from reports.files import bucket_folder_name, write_bucket_folder
+from reports.files import bucket_folder_name, child_path, slugify, write_bucket_folder
 
 STORE_NAME = "divfuzz.sqlite"
 
@@ -93,6 +99,9 @@ class CampaignOptions:
     # 0 analyses inline, in the slot. Not part of `identity`: it changes when buckets are
     # re-keyed, never which cases run or where they end up.
     analysis_workers: int | None = None
+    # The time.time() `budget_s` counts from: the command's start (`divfuzz fuzz` passes it), so
+    # sizing and start-up are inside the budget; None: the campaign's own start. Not identity.
+    budget_from: float | None = None
 
     def identity(self) -> dict:
         """What makes two campaigns the same (so that one resumes the other)."""
@@ -135,6 +144,7 @@ class Progress:
     replays: int = 0  # of `cases` and `skipped`: known specs replayed (`fuzz --replay-known`), not drawn
     pending_analyses: int = 0  # bucket analyses queued or running in the analysis pool
     analyses_filed: int = 0  # analyses the pool finished and filed in this run
+    drawing_stopped: float | None = None  # time.time() when the slots stopped drawing (budget or failure)
 
     def note_severity(self, bucket_id: int, severity) -> None:
         old = self.bucket_severity.get(bucket_id)
@@ -154,17 +164,13 @@ class CampaignResult:
     progress: Progress
     store_path: Path
     interrupted: bool
-    cut_at_grace: bool = False  # work still running at budget + BUDGET_GRACE_S was dropped
+    cut_at_end: bool = False  # work still in flight when the budget's work ended was dropped
     pending_analyses: int = 0  # analyses left open in the store at the end (`minimize --pending`)
+    pending_by_severity: dict = field(default_factory=dict)  # those, by their raw bucket's severity
 
 
-# `--budget` is a deadline: drawing stops at the budget; minimization of the buckets still open
-# gets what is left plus at most this grace, after which the cases and analyses in flight are
-# dropped (not stored; a resumed run redoes them), as for an interrupt.
-BUDGET_GRACE_S = 30.0
-# The analysis pool starts no job with less time than this left before budget + grace: a
-# minimization cut to a few seconds would file a barely-shrunk root cause; it stays pending.
-MIN_ANALYSIS_S = 5.0
+# The budget's rules live in `fuzzer.campaign.schedule`; this name stays for `minimize --pending`.
+MIN_ANALYSIS_S = schedule.MIN_ANALYSIS_S
 
 
 def environment_versions(device: str) -> dict:
@@ -181,6 +187,40 @@ def environment_versions(device: str) -> dict:
     if device.startswith("cuda") and torch.cuda.is_available():
         versions["gpu"] = torch.cuda.get_device_name(torch.device(device))
     return versions
+
+
+# The workers' Inductor (and Triton) cache, beside the store: `compile_cache_env`.
+COMPILE_CACHE = "compile-cache"
+
+
+def compile_cache_env(out_dir: Path, versions: dict, device: str) -> dict:
+    """The workers' `TORCHINDUCTOR_CACHE_DIR`: `out_dir/compile-cache/torch-<version>-<device>`, so
+    that a nightly store's compiles outlive the night (a resume, `--replay-known`, each analysis's
+    recompile of its case, the next night's repeats) where /tmp does not, and never mix torch
+    versions or devices (Triton's cache lives inside it unless TRITON_CACHE_DIR is set; CPU
+    kernels are also keyed by their vector ISA, `worker.key_compile_caches_by_cpu_isa`). The user's
+    own TORCHINDUCTOR_CACHE_DIR wins: {} then. Names are slugs under `out_dir` (`child_path`)."""
+    if user_compile_cache() is not None:
+        return {}
+    where = f"cuda-{versions.get('gpu')}" if device.startswith("cuda") else f"cpu-{versions.get('cpu_capability')}"
+    name = slugify(f"torch-{versions.get('torch')}-{where}".replace(".", "_"), limit=100)
+    root = child_path(out_dir, COMPILE_CACHE, what="the compile cache folder")
+    root.mkdir(exist_ok=True)
+    return {"TORCHINDUCTOR_CACHE_DIR": str(child_path(root, name, what="the compile cache folder"))}
+
+
+def user_compile_cache() -> str | None:
+    """The TORCHINDUCTOR_CACHE_DIR the user set, or None. Inductor writes its default into the
+    environment the first time it asks for its cache folder (`cache_dir_utils.cache_dir`), so a
+    value equal to that default is torch's, not the user's."""
+    value = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if not value:
+        return None
+    try:
+        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    except ImportError:  # an older torch: take the value as the user's
+        return value
+    return None if os.path.abspath(value) == os.path.abspath(default_cache_dir()) else value
 
 
 def campaign_slot_devices(device: str, workers: int) -> list[SlotDevice]:
@@ -238,21 +278,29 @@ class Campaign:
         self.store_lock.acquire()
         try:
             self.store = Store(opts.out_dir / STORE_NAME)
+            versions = environment_versions(opts.device)
             self.run_id, self.resumed = self.store.start_run(
                 seed=opts.seed,
                 device=opts.device,
                 config=opts.config.to_dict(),
                 options=opts.identity(),
-                versions=environment_versions(opts.device),
+                versions=versions,
             )
+            # Every worker here (slots and analyses) gets its share of the cores and the compile cache beside the store.
+            self.worker_env = {"DIVFUZZ_WORKER_THREADS": str(max(1, (os.cpu_count() or 1) // max(1, opts.workers))),
+                               **(compile_cache_env(opts.out_dir, versions, opts.device) if fleet is None else {})}
         except BaseException:
             if getattr(self, "store", None) is not None:
                 self.store.close()
             self.store_lock.release()
             raise
-        self.deadline = time.time() + opts.budget_s if opts.budget_s else None
-        self.cut_at_grace = False
-        self.threads_per_worker = max(1, (os.cpu_count() or 1) // max(1, opts.workers))
+        # `deadline`: the budget's end; `work_end`: when every case and analysis still in flight is
+        # dropped, leaving the finish (workers, summary, report) its reserve.
+        self.deadline = (opts.budget_from or time.time()) + opts.budget_s if opts.budget_s else None
+        self.work_end = self.deadline - schedule.FINISH_RESERVE_S if self.deadline else None
+        self.cut_at_end = False
+        self.case_walls: list[float] = []
+        self.threads_per_worker = int(self.worker_env["DIVFUZZ_WORKER_THREADS"])
         self.analyzer = None
         self.pool: AnalysisPool | None = None
         self.inline_analysis = False
@@ -288,7 +336,8 @@ class Campaign:
         if count:
             places = campaign_slot_devices(opts.device, opts.workers + count)[opts.workers:]
             self.pool = AnalysisPool(places, self.analyzer, budget_for=self._analysis_budget, on_done=self._file_analysis,
-                                     on_error=self._fail, worker_env={"DIVFUZZ_WORKER_THREADS": str(self.threads_per_worker)})
+                                     on_error=self._fail, worker_env=self.worker_env,
+                                     choose=self._choose_analysis)
 
     def run(self, before_slots: Callable[["Campaign"], None] | None = None) -> CampaignResult:
         """Run the slots to the end; `before_slots(self)` first, in this run (`fuzz --replay-known`)."""
@@ -307,15 +356,21 @@ class Campaign:
                 self._before_slots(before_slots, done)
             for t in threads if self.failure is None else ():
                 t.start()
+            next_look = 0.0
             while not all(e.is_set() for e in done) and self.failure is None:
-                for e in done:
-                    e.wait(0.2)
-                if self.deadline and time.time() > self.deadline:
-                    self.stop.set()
-                if self.deadline and time.time() > self.deadline + BUDGET_GRACE_S and not self.cut_at_grace:
-                    self.cut_at_grace = True
-                    self._interrupt(done)
-            self._drain_pool()
+                # 0.2 s per look whatever the slot count (waiting 0.2 s on each slot would take 2.4 s with 12)
+                waiting = next((e for e in done if not e.is_set()), None)
+                if waiting is not None:
+                    waiting.wait(0.2)
+                now = time.time()
+                if self.work_end and now >= self.work_end:
+                    self._cut_at_end(done)
+                    break
+                if self.work_end and not self.stop.is_set() and now >= next_look:  # a store query: once a second
+                    next_look = now + 1.0
+                    if next_look >= self.work_end - self._drawing_reserve():  # the next look might come too late
+                        self._stop_drawing()
+            self._drain_pool(done)
         except KeyboardInterrupt:
             interrupted = True
             self._interrupt(done)
@@ -327,10 +382,49 @@ class Campaign:
             self._record_failure()
         self.store.finish_run(self.run_id, "interrupted" if interrupted else "finished")
         pending = self.store.pending_count()
+        by_severity = Counter(sev for sev, _ in self.store.pending_priorities().values())
         with self.lock:
             self.progress.pending_analyses = pending
-        return CampaignResult(self.run_id, self.resumed, self.progress, self.store.path, interrupted, self.cut_at_grace,
-                              pending)
+        self._write_timings(pending, by_severity)
+        return CampaignResult(self.run_id, self.resumed, self.progress, self.store.path, interrupted, self.cut_at_end,
+                              pending, dict(by_severity))
+
+    def _measured(self) -> schedule.Measured:
+        """This run's rates so far: a slow case's wall, and its finished analyses' walls."""
+        with self.lock:
+            case_s = schedule.percentile(self.case_walls, 0.9)
+        if self.pool is None:
+            return schedule.Measured(case_s=case_s)
+        done = [t for t in self.pool.timings if t.filed]
+        running = self.pool.longest_running_s()  # a lower bound while none has finished (or one runs long)
+        walls = [sum(t.wall_s for t in done) / len(done)] if done else []
+        attribution = [t.wall_s - t.minimize_s for t in done if t.minimize_s is not None]
+        return schedule.Measured(case_s=case_s, analysis_s=max(walls + [running] if running else walls, default=None),
+                                 attribution_s=sum(attribution) / len(attribution) if attribution else None)
+
+    def _drawing_reserve(self) -> float:
+        """Seconds before `work_end` at which the slots stop drawing (`schedule.drawing_reserve`)."""
+        opts = self.opts
+        open_bugs = 0
+        if self.pool is not None:
+            open_bugs = sum(sev == "bug" for sev, _ in self.store.pending_priorities().values())
+        # Once drawing stops, every slot's worker joins the pool's own.
+        places = opts.workers + len(self.pool.places) if self.pool is not None else opts.workers
+        return schedule.drawing_reserve(self._measured(), open_bug_analyses=open_bugs, places=places,
+                                        minimize_budget_s=opts.minimize_budget_s, budget_s=opts.budget_s,
+                                        minimize=self.pool is not None)
+
+    def _stop_drawing(self) -> None:
+        with self.lock:
+            if self.progress.drawing_stopped is None:
+                self.progress.drawing_stopped = time.time()
+        self.stop.set()
+
+    def _cut_at_end(self, done: list[threading.Event]) -> None:
+        """`work_end`: drop what is in flight (cases redone on resume, analyses left pending)."""
+        self.cut_at_end = True
+        self._stop_drawing()
+        self._interrupt(done)
 
     def _start_pool(self) -> None:
         """Start the analysis workers, with the analyses an earlier run left pending first."""
@@ -345,30 +439,49 @@ class Campaign:
         with self.lock:
             self.progress.pending_analyses = len(self.pending_at_start)
 
-    def _drain_pool(self) -> None:
-        """After the slots: let the pool finish its queue, until budget + grace; what is still
-        open then stays pending in the store."""
+    def _drain_pool(self, done: list[threading.Event]) -> None:
+        """After the slots (whose workers joined the pool): let the pool finish what it may run,
+        until `work_end`; what is still open then stays pending in the store."""
         if self.pool is None or self.failure is not None or self.interrupted.is_set():
             return
         self.pool.close()
         while not self.pool.done and self.failure is None:
-            if self.deadline and time.time() > self.deadline + BUDGET_GRACE_S:
-                self.pool.abort()
+            if self.work_end and time.time() >= self.work_end:
+                self._cut_at_end(done)
                 break
             self.pool.wait(0.2)
 
     def _analysis_budget(self) -> float | None:
-        """Seconds for an analysis starting now: the per-root-cause budget, capped by what is left
-        of the campaign's budget plus the grace; None when too little is left (it stays pending)."""
+        """Minimization seconds for an analysis starting now (`schedule.analysis_budget`); None
+        when too little is left before `work_end` (it stays pending)."""
         if self.interrupted.is_set():
             return None
-        budget = self.opts.minimize_budget_s
-        if self.deadline:
-            left = self.deadline + BUDGET_GRACE_S - time.time()
-            if left < MIN_ANALYSIS_S:
-                return None
-            budget = min(budget, left)
-        return budget
+        return schedule.analysis_budget(time.time(), self.work_end, self._measured(), self.opts.minimize_budget_s)
+
+    def _choose_analysis(self, queued: list[AnalysisJob]) -> AnalysisJob | None:
+        """The next analysis (`most_severe_first`): never a noise or by-design bucket in a campaign."""
+        return most_severe_first(self.store, queued, campaign=True)
+
+    def _write_timings(self, pending: int, pending_by_severity: Counter) -> None:
+        """`divfuzz-run<N>-timings.json` beside the store: what the store does not hold, for
+        `divfuzz bench --breakdown` (the driver's time per stage, each analysis, the schedule)."""
+        p = self.progress
+        data = {
+            "run_id": self.run_id, "workers": self.opts.workers, "budget_s": self.opts.budget_s,
+            "budget_from": self.opts.budget_from, "started": p.started, "ended": time.time(),
+            "deadline": self.deadline, "work_end": self.work_end, "drawing_stopped": p.drawing_stopped,
+            "cut_at_end": self.cut_at_end, "cases": p.cases, "driver_timings": dict(p.timings),
+            "analysis_workers": (self.pool.size if self.pool is not None else 0),
+            "analyses": [asdict(t) | {"wall_s": t.wall_s} for t in (self.pool.timings if self.pool is not None else ())],
+            "pending": pending, "pending_by_severity": dict(pending_by_severity),
+        }
+        path = self.opts.out_dir / f"divfuzz-run{self.run_id}-timings.json"
+        tmp = path.with_suffix(".json.tmp")
+        try:
+            tmp.write_text(json.dumps(data, indent=1))
+            tmp.replace(path)
+        except OSError:  # a full or read-only disk: the run's results are in the store already
+            tmp.unlink(missing_ok=True)
 
     def _before_slots(self, fn: Callable[["Campaign"], None], done: list[threading.Event]) -> None:
         """Work before any slot starts: its own errors stop the campaign as a slot's do, and an
@@ -463,7 +576,7 @@ class Campaign:
             return
         where = self.slot_devices[slot]
         new_worker = functools.partial(self.fleet.worker, slot) if self.fleet else Worker
-        worker = new_worker(where.worker_device, extra_env={"DIVFUZZ_WORKER_THREADS": str(self.threads_per_worker), **where.env})
+        worker = new_worker(where.worker_device, extra_env={**self.worker_env, **where.env})
         with self.lock:
             self.slot_workers.append(worker)
         counter = itertools.count()
@@ -492,8 +605,8 @@ class Campaign:
                 self._fail(e)
                 raise _StopCampaign from None  # not a test failure: Hypothesis must not replay it
             last_exit[0] = time.perf_counter()
-            if self.deadline and time.time() > self.deadline:
-                self.stop.set()
+            if self.work_end and time.time() >= self.work_end:
+                self._stop_drawing()
 
         try:
             for engine in slot_engines(opts.strategy(), opts.seed, slot, body):
@@ -501,7 +614,9 @@ class Campaign:
         except _StopCampaign:
             pass
         finally:
-            worker.stop()
+            # Drawing is over for this slot: its warm worker minimizes (bug buckets first) beside the pool's.
+            if self.pool is None or self.interrupted.is_set() or self.fleet is not None or not self.pool.adopt(worker):
+                worker.stop()
 
     # ---- one case, in named steps: execute, judge, analyse, store, write folders, report ------------
     def _run_case(self, at: "_CaseAt", spec: GraphSpec, worker: Worker, *, steer: bool = True) -> None:
@@ -517,8 +632,9 @@ class Campaign:
         t_analysis = time.perf_counter()
         finding, key = self._judge(verdict, spec)
         score = target_score(verdict, finding)
-        if key is not None and self.analyzer is not None and not self.inline_analysis:
-            # Stored now under its raw key (or its known root cause); the pool analyses it.
+        # A finding the pool analyses, or one no campaign minimizes (noise, inline too): stored now
+        # under its raw key (or its known root cause), its analysis pending.
+        if key is not None and self.analyzer is not None and (not self.inline_analysis or self._never_minimized(verdict, key)):
             t_store = time.perf_counter()
             raw_key = key
             intake = self._store_case_for_analysis(at, spec, verdict, finding, key, score, wall)
@@ -529,7 +645,10 @@ class Campaign:
             if intake.queued:  # after its folder is written: the pool's re-keying replaces it
                 with self.lock:
                     self.progress.pending_analyses += 1
-                self.pool.submit(AnalysisJob(raw_key, case_id, spec))
+                if self.pool is not None:
+                    self.pool.submit(AnalysisJob(raw_key, case_id, spec))
+            elif self.pool is not None:
+                self.pool.poke()  # the raw bucket's severity or count may have risen: its rank changed
         else:
             raw_key = key
             key, analysis = self._analyse(spec, key, worker)
@@ -570,9 +689,15 @@ class Campaign:
         if key is None or self.analyzer is None:
             return key, None
         budget = opts.minimize_budget_s
-        if self.deadline:  # only what is left of the campaign's budget, plus the grace
-            budget = max(1.0, min(budget, self.deadline + BUDGET_GRACE_S - time.time()))
+        if self.work_end:  # only what is left of the campaign's budget
+            budget = max(1.0, min(budget, self.work_end - time.time()))
         return self.analyzer.key_for(spec, key, worker, budget_s=budget)
+
+    @staticmethod
+    def _never_minimized(verdict, raw_key) -> bool:
+        """Whether a case's own severity is one a campaign never minimizes (`schedule.NOT_MINIMIZED`)."""
+        reason = severity_of(verdict, culprit=raw_key.signature)
+        return reason is None or reason.severity in schedule.NOT_MINIMIZED
 
     @staticmethod
     def _severity(verdict, key) -> dict | None:
@@ -652,10 +777,11 @@ class Campaign:
             p.cases += 1
             p.by_status[verdict.status.value] += 1
             p.case_wall_s += wall
+            self.case_walls.append(wall)
             for name, seconds in verdict.timings:
                 p.timings[name] += seconds
             # Worker round trip: pipe, (de)serialising, what the worker does outside its spans.
-            p.timings["worker_ipc"] += max(0.0, wall - sum(s for _, s in verdict.timings))
+            p.timings["worker_ipc"] += max(0.0, wall - sum(s for name, s in verdict.timings if not nested_span(name)))
             p.timings["store"] += t_store
             p.timings["minimize_and_files"] += t_analysis
             if finding:
@@ -666,10 +792,24 @@ class Campaign:
         self.on_progress(self.progress)
 
 
+# Bucket folders are written from the slots' and the pool's threads, and writing a repro parses
+# Python source (`ast.parse`), which CPython 3.11 does not make thread-safe (measured here, 3.11.7:
+# "SystemError: AST constructor recursion depth mismatch" with two slots writing at once).
+_FOLDER_WRITE = threading.Lock()
+
+
 def write_bucket_files(store: Store, out_dir: Path, *, bucket_id: int, case_id: int, key, spec: GraphSpec, verdict,
                        analysis, device: str, config: CompileConfig, timeout_s: float) -> Path:
     """A bucket's folder under `out_dir/buckets`: the minimized repro and its attribution when
-    analysed, else the case as drawn; the store records the folder (and the analysis)."""
+    analysed, else the case as drawn; the store records the folder (and the analysis). One folder
+    is written at a time (`_FOLDER_WRITE`)."""
+    with _FOLDER_WRITE:
+        return _write_bucket_files(store, out_dir, bucket_id=bucket_id, case_id=case_id, key=key, spec=spec,
+                                   verdict=verdict, analysis=analysis, device=device, config=config, timeout_s=timeout_s)
+
+
+def _write_bucket_files(store: Store, out_dir: Path, *, bucket_id: int, case_id: int, key, spec: GraphSpec, verdict,
+                        analysis, device: str, config: CompileConfig, timeout_s: float) -> Path:
     if analysis is not None:
         from fuzzer.triage.analysis import write_bucket
 
@@ -719,6 +859,21 @@ def run_campaign(opts: CampaignOptions, on_progress: Callable[[Progress], None] 
         return campaign.run(before_slots)
     finally:
         campaign.close()
+
+
+def most_severe_first(store: Store, queued: list[AnalysisJob], *, campaign: bool) -> AnalysisJob | None:
+    """The queued analysis to run next: bug, then suspect, by case count, then the oldest
+    (`schedule.analysis_rank` over the raw buckets' severities in the store, read now: a raw
+    bucket's severity and count grow while it waits). In a campaign, never a noise or by-design
+    bucket (None when only those are queued); `minimize --pending` takes every severity."""
+    priorities = store.pending_priorities()
+    ranked = []
+    for job in queued:
+        severity, count = priorities.get(str(job.raw_key), ("suspect", 0))
+        rank = schedule.analysis_rank(severity, count, job.case_id, campaign=campaign)
+        if rank is not None:
+            ranked.append((rank, job))
+    return min(ranked, key=lambda r: r[0])[1] if ranked else None
 
 
 @dataclass(frozen=True)
@@ -787,7 +942,8 @@ def finish_pending(out_dir: Path, *, budget_s: float, workers: int = 1, timeout_
                 errors.append(e)
                 pool.abort()
 
-            pool = AnalysisPool(places, analyzer, budget_for=budget_for, on_done=on_done, on_error=on_error)
+            pool = AnalysisPool(places, analyzer, budget_for=budget_for, on_done=on_done, on_error=on_error,
+                                choose=functools.partial(most_severe_first, store, campaign=False))
             pool.start()
             for job in jobs:
                 pool.submit(job)

@@ -77,7 +77,7 @@ def replay_known(campaign, known: list[KnownSpec]) -> int:
     from fuzzer.engine.worker import Worker
 
     where = campaign.slot_devices[0]
-    worker = Worker(where.worker_device, extra_env={"DIVFUZZ_WORKER_THREADS": str(campaign.threads_per_worker), **where.env})
+    worker = Worker(where.worker_device, extra_env={**campaign.worker_env, **where.env})
     with campaign.lock:
         campaign.slot_workers.append(worker)  # an interrupt aborts it like a slot's
     replayed, idx = set(), 0
@@ -93,7 +93,7 @@ def replay_known(campaign, known: list[KnownSpec]) -> int:
                     campaign.progress.replays += 1
                 done += 1
                 continue
-            if campaign.stop.is_set() or (campaign.deadline and time.time() > campaign.deadline):
+            if campaign.stop.is_set() or (campaign.work_end and time.time() > campaign.work_end):
                 break
             campaign.run_case(k.spec, worker, slot=REPLAY_SLOT, idx=idx)
             with campaign.lock:

@@ -1,28 +1,65 @@
-"""`divfuzz bench`: cases per minute and where a case's wall time goes."""
+"""`divfuzz bench`: what a default campaign does on this host, and where its time goes."""
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import click
 
-from fuzzer.cli.options import DivfuzzCommand, out, resolve_device
+from fuzzer.cli.options import DivfuzzCommand, out, parse_budget, resolve_device
+
+
+def _workers(value: str) -> int | str:
+    if value == "auto":
+        return value
+    try:
+        count = int(value)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise click.BadParameter(f"Expected auto or a whole number of at least 1 but got {value!r}")
+    return count
+
 
 @click.command(cls=DivfuzzCommand)
 @click.option("--device", default="auto", show_default=True)
-@click.option("--cases", type=click.IntRange(min=1), default=30, show_default=True)
+@click.option("--budget", default="5m", show_default=True, help="The campaign's --budget (a default campaign: at least 5 minutes).")
+@click.option("--cases", type=click.IntRange(min=1), default=None, help="Bound the campaign by cases instead (--max-cases).")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--workers", default="auto", show_default=True, help="auto (as `divfuzz fuzz`) or a count.")
+@click.option("--no-minimize", is_flag=True, help="Pass --no-minimize to the campaign.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Keep the campaign's store here (default: a temporary folder, removed after).")
+@click.option("--breakdown", "breakdown_store", type=click.Path(path_type=Path), default=None, metavar="STORE",
+              help="Run nothing: print the breakdown of an existing campaign's store (its --out folder or divfuzz.sqlite).")
+@click.option("--run", "run_id", type=int, default=None, help="With --breakdown: that run (default: the latest).")
 @click.option("--before-after", is_flag=True,
               help="Run the same cases under torch's compile defaults, divfuzz's, and divfuzz's on a warm cache.")
-def bench(device, cases, seed, workers, before_after):
-    """Measure cases per minute and how a case's wall time splits (compile, runs, oracles, store...)."""
-    from fuzzer.campaign.bench import before_after_table, bench_table, run_before_after, run_bench
+def bench(device, budget, cases, seed, workers, no_minimize, out_dir, breakdown_store, run_id, before_after):
+    """Run a default campaign and print its rates and where its time goes (or --breakdown STORE)."""
+    if breakdown_store is not None:
+        from fuzzer.campaign.breakdown import breakdown_table, campaign_breakdown
 
+        out.print(breakdown_table(campaign_breakdown(breakdown_store, run_id)), markup=False, highlight=False)
+        return
+    workers = _workers(workers)
     device = resolve_device(device)
     if before_after:
-        results = run_before_after(device, cases, seed=seed, workers=workers)
+        from fuzzer.campaign.bench import before_after_table, bench_table, run_before_after
+
+        count = workers if isinstance(workers, int) else 1
+        results = run_before_after(device, cases or 30, seed=seed, workers=count)
         for r in results:
             out.print(f"\n{r.setting}", markup=False, highlight=False)
             out.print(bench_table(r), markup=False, highlight=False)
         out.print("\n" + before_after_table(results), markup=False, highlight=False)
         return
-    out.print(bench_table(run_bench(device, cases, seed=seed, workers=workers)), markup=False, highlight=False)
+    from fuzzer.campaign.bench import default_campaign_table, run_default_campaign
+
+    budget_s = None if cases else parse_budget(budget)
+    with tempfile.TemporaryDirectory(prefix="divfuzz-bench-") as tmp:
+        folder = out_dir if out_dir is not None else Path(tmp) / "out"
+        run = run_default_campaign(device, folder, budget_s=budget_s, max_cases=cases, workers=workers, seed=seed,
+                                   minimize=not no_minimize)
+        out.print(default_campaign_table(run), markup=False, highlight=False)

@@ -96,6 +96,7 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
          min_severity, replay_known, against, unguarded_casts, cluster_address, cluster_file, oracle, perf_margin, backend, inductor,
          dynamic, mode):
     """Run a campaign: draw graphs, compare eager and compiled, bucket what diverges."""
+    started = time.time()  # --budget counts from here: sizing and start-up are inside it
     from fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
 
     check_out_dir(out_dir, "--out")  # first: before torch and Inductor are imported
@@ -149,6 +150,7 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
         perf_margin=perf_margin,
         against=against_config,
         unguarded_casts=unguarded_casts,
+        budget_from=started,
     )
     if workers_chosen_here:
         resumed = _resumable_workers(out_dir / STORE_NAME, opts)
@@ -163,7 +165,7 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
     stop_on_signals()  # again: the campaign turns the KeyboardInterrupt into a saved, resumable stop
     console.print(
         f"divfuzz fuzz: device {device}, {workers_reason}, backend {config.describe()}{' against ' + against_config.describe() if against_config else ''}, oracle {oracle}, seed {seed}, "
-        f"{'budget ' + str(int(budget_s)) + ' s (+ ' + str(int(_grace())) + ' s grace for minimization)' if budget_s else ''}{' max ' + str(max_cases) + ' cases' if max_cases else ''}, "
+        f"{'budget ' + str(int(budget_s)) + ' s, minimization included' if budget_s else ''}{' max ' + str(max_cases) + ' cases' if max_cases else ''}, "
         f"store {out_dir / 'divfuzz.sqlite'}",
         highlight=False,
     )
@@ -377,12 +379,6 @@ def live_progress(opts, p, now: float | None = None, fleet_line: str | None = No
     return Group(bar, sev, Text(fleet_line, no_wrap=True)) if fleet_line else Group(bar, sev)
 
 
-def _grace() -> float:
-    from fuzzer.campaign.loop import BUDGET_GRACE_S
-
-    return BUDGET_GRACE_S
-
-
 def _status_line(opts, p) -> str:
     elapsed = time.time() - p.started
     rate = p.cases / elapsed * 60 if elapsed > 0 else 0.0
@@ -413,13 +409,13 @@ def _print_summary(result, min_severity: str = "noise") -> None:
     head = [f"run {result.run_id}{' (resumed)' if result.resumed else ''}: {p.cases} cases in {elapsed:.0f} s "
             f"({p.cases / elapsed * 60 if elapsed else 0:.1f}/min)" + (f"; {statuses}" if statuses else "")
             + (f"; {p.skipped} skipped (stored)" if p.skipped else "")]
-    if result.cut_at_grace:
-        from fuzzer.campaign.loop import BUDGET_GRACE_S
-
-        head.append(f"budget reached: in-flight work past {BUDGET_GRACE_S:g} s of grace dropped (re-run resumes it)")
+    if result.cut_at_end:
+        head.append("budget reached: work still in flight then was dropped (re-run resumes it)")
     store_dir = result.store_path.parent
     if result.pending_analyses:
-        head.append(f"{result.pending_analyses} analyses pending: divfuzz minimize --pending --store {store_dir}")
+        by_severity = ", ".join(f"{n} {s}" for s, n in sorted(result.pending_by_severity.items()) if n)
+        head.append(f"{result.pending_analyses} analyses pending ({by_severity}; noise and by-design are never "
+                    f"minimized in a campaign): divfuzz minimize --pending --store {store_dir}")
     lines = screen_summary(buckets, head=head, store_dir=str(store_dir), run_id=result.run_id,
                            reserve=1 + bool(result.interrupted))  # report.html's line, and the interrupted one
     if min_severity != "noise":

@@ -738,6 +738,23 @@ class Store:
     _CASE_SUMMARY = ("id", "run_id", "created_at", "wall_s", "status", "finding_kind", "bucket_id", "spec_digest",
                      "spec_json", "verdict")
 
+    def pending_priorities(self) -> dict[str, tuple[str, int]]:
+        """Each open analysis's raw key (as text) -> its raw bucket's severity and case count (suspect
+        and 0 when no case is stored under it): what the analysis pool orders its queue by."""
+        with self._lock:
+            rows = self.db.execute("SELECT p.raw_key, b.severity, b.count FROM pending_analyses p"
+                                   " LEFT JOIN buckets b ON b.key = p.raw_key").fetchall()
+        return {r[0]: (r[1] or "suspect", r[2] or 0) for r in rows}
+
+    def case_clock(self, run_id: int) -> list[dict[str, Any]]:
+        """A run's cases by slot and index: slot, idx, created_at, wall_s, status and the verdict's
+        timings (name -> seconds): what `divfuzz bench --breakdown` splits a run's time by."""
+        with self._lock:
+            rows = self.db.execute("SELECT slot, idx, created_at, wall_s, status, verdict_json FROM cases WHERE run_id=?"
+                                   " ORDER BY slot, idx", (run_id,)).fetchall()
+        return [{"slot": r[0], "idx": r[1], "created_at": r[2], "wall_s": r[3], "status": r[4],
+                 "timings": dict(json.loads(r[5]).get("timings") or ())} for r in rows]
+
 
 for _name, _method in list(vars(Store).items()):
     if callable(_method) and not _name.startswith("_") and _name != "close":

@@ -1,0 +1,207 @@
+"""Where a campaign's time went, read from its own store (`divfuzz bench --breakdown STORE`).
+
+Every worker slot's life, from the budget's start (the command's) to the run's end, is split into:
+- start-up: sizing, the worker's start (importing torch, CUDA), the first spec drawn;
+- in the worker, per case: the verdict's spans (build, eager, compile forward and backward, the
+  fp64 reference, the warm run when profiled, oracles) and the round trip outside them;
+- between cases: the driver's turn (Hypothesis draws the next spec, judging, the store, bucket
+  folders, the GIL shared by every slot): the worker waits;
+- after its last case: drawing stopped (the analyses, then shutdown); its worker minimizes or waits.
+The store holds each case's slot, stamp, wall and spans; the run's timings file beside it
+(`divfuzz-run<N>-timings.json`, written by `fuzzer.campaign.loop`) adds the budget's start,
+when drawing stopped, the driver's tallies and each analysis. The store and the file are
+untrusted data: every number read is checked, and a bad one exits 2 naming the file and field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fuzzer.engine.execute import nested_span
+from fuzzer.engine.store import Store
+from records.errors import ConfigError
+
+STORE_NAME = "divfuzz.sqlite"
+# The in-worker spans, in the order a case runs them; others (a hang's "case") come after.
+SPAN_ORDER = ("build", "eager", "compile_forward", "compile_backward", "reference", "compiled_run", "oracles")
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    store: Path
+    run_id: int
+    device: str
+    workers: int
+    cases: int
+    span_s: float  # the budget's start (or the run's) to the run's end
+    first_case_s: float | None  # after the start
+    last_case_s: float | None
+    stages: dict  # in-worker span -> seconds, summed over cases ("worker_ipc": the round trip outside them)
+    slot_time: dict  # "start-up", "in the worker", "between cases", "after its last case" -> slot-seconds
+    driver: dict = field(default_factory=dict)  # the driver's own tallies (timings file): generate, store, files
+    analyses: dict = field(default_factory=dict)  # count, filed, seconds, workers (timings file)
+    budget_s: float | None = None
+    drawing_stopped_s: float | None = None
+    pending_by_severity: dict = field(default_factory=dict)
+    timings_file: Path | None = None
+
+    @property
+    def rate_over_run(self) -> float:
+        return self.cases / self.span_s if self.span_s > 0 else 0.0
+
+    @property
+    def rate_past_startup(self) -> float:
+        """Cases after the first over the time from the first to the last: what a long run sees."""
+        if self.cases < 2 or self.last_case_s is None or self.first_case_s is None or self.last_case_s <= self.first_case_s:
+            return 0.0
+        return (self.cases - 1) / (self.last_case_s - self.first_case_s)
+
+
+def _number(value, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(f"{where}: expected a finite number but got {value!r}")
+    return float(value)
+
+
+def _store_path(path: Path) -> Path:
+    path = Path(path)
+    found = path / STORE_NAME if path.is_dir() else path
+    if not found.is_file():
+        raise ConfigError(f"{path}: no divfuzz store here (give the campaign's --out folder or its {STORE_NAME})")
+    return found
+
+
+def _timings_file(folder: Path, run_id: int) -> tuple[dict, Path | None]:
+    path = folder / f"divfuzz-run{run_id}-timings.json"
+    if not path.is_file() or path.is_symlink():
+        return {}, None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"{path}: not a divfuzz timings file ({e})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a JSON object but got {type(data).__name__}")
+    return data, path
+
+
+def campaign_breakdown(path: Path, run_id: int | None = None) -> Breakdown:
+    """The breakdown of a run (default: the store's latest) of the store at `path` (its folder or file)."""
+    store_path = _store_path(path)
+    store = Store(store_path, create=False)
+    try:
+        runs = store.runs()
+        if not runs:
+            raise ConfigError(f"{store_path}: the store holds no run")
+        run = next((r for r in runs if r["id"] == run_id), None) if run_id is not None else runs[-1]
+        if run is None:
+            raise ConfigError(f"{store_path}: no run {run_id!r} (runs: {', '.join(str(r['id']) for r in runs)})")
+        cases = store.case_clock(run["id"])
+    finally:
+        store.close()
+    extra, extra_path = _timings_file(store_path.parent, run["id"])
+    where = f"{extra_path}" if extra_path else str(store_path)
+
+    def opt(key):
+        return _number(extra[key], f"{where}: {key}") if extra.get(key) is not None else None
+
+    start = opt("budget_from") or _number(run["started_at"], f"{store_path}: run {run['id']} started_at")
+    end = opt("ended") or (run["finished_at"] if isinstance(run["finished_at"], (int, float)) else None)
+    workers = run["options"].get("workers") if isinstance(run["options"], dict) else None
+    workers = int(workers) if isinstance(workers, int) and workers > 0 else len({c["slot"] for c in cases if c["slot"] >= 0}) or 1
+
+    stages: Counter = Counter()
+    slot_time: Counter = Counter()
+    by_slot = defaultdict(list)
+    stamps = []
+    for c in cases:
+        at = f"{store_path}: case slot {c['slot']} idx {c['idx']}"
+        created, wall = _number(c["created_at"], f"{at} created_at"), _number(c["wall_s"], f"{at} wall_s")
+        spans = {str(k): _number(v, f"{at} timings[{k!r}]") for k, v in c["timings"].items()}
+        if "compile" in spans:  # the forward's compile and first run: the compile span less the backward's
+            spans["compile_forward"] = spans.pop("compile") - spans.get("compile_backward", 0.0)
+        for name, seconds in spans.items():
+            stages[name] += seconds
+        stages["worker_ipc"] += max(0.0, wall - sum(s for n, s in spans.items() if not nested_span(n) or n == "compile_backward"))
+        by_slot[c["slot"]].append((created, wall))
+        stamps.append(created)
+    end = end if end is not None else max(stamps, default=start)
+    for slot, rows in by_slot.items():
+        if slot < 0:  # replays of known specs run before the slots, one after another
+            continue
+        first_start = rows[0][0] - rows[0][1]
+        slot_time["start-up"] += max(0.0, first_start - start)
+        slot_time["in the worker"] += sum(w for _, w in rows)
+        slot_time["between cases"] += sum(max(0.0, created - wall - prev) for (prev, _), (created, wall) in zip(rows, rows[1:]))
+        slot_time["after its last case"] += max(0.0, end - rows[-1][0])
+    idle_slots = workers - len([s for s in by_slot if s >= 0])
+    if idle_slots > 0:  # a slot that stored no case waited (or started) the whole run
+        slot_time["start-up"] += idle_slots * (end - start)
+
+    analyses = {}
+    if isinstance(extra.get("analyses"), list):
+        walls = [_number(a.get("wall_s"), f"{where}: analyses[{i}].wall_s") for i, a in enumerate(extra["analyses"]) if isinstance(a, dict)]
+        filed = sum(1 for a in extra["analyses"] if isinstance(a, dict) and a.get("filed") is True)
+        analyses = {"count": len(walls), "filed": filed, "seconds": sum(walls),
+                    "workers": int(opt("analysis_workers") or 0)}
+    driver = {}
+    if isinstance(extra.get("driver_timings"), dict):
+        driver = {k: _number(extra["driver_timings"][k], f"{where}: driver_timings[{k!r}]")
+                  for k in ("generate", "store", "minimize_and_files") if k in extra["driver_timings"]}
+    pending = {}
+    if isinstance(extra.get("pending_by_severity"), dict):
+        pending = {str(k): int(_number(v, f"{where}: pending_by_severity[{k!r}]")) for k, v in extra["pending_by_severity"].items()}
+    stopped = opt("drawing_stopped")
+    return Breakdown(
+        store=store_path, run_id=run["id"], device=str(run["device"]), workers=workers, cases=len(cases),
+        span_s=end - start, first_case_s=(min(stamps) - start) if stamps else None,
+        last_case_s=(max(stamps) - start) if stamps else None, stages=dict(stages), slot_time=dict(slot_time),
+        driver=driver, analyses=analyses, budget_s=opt("budget_s"),
+        drawing_stopped_s=(stopped - start) if stopped is not None else None, pending_by_severity=pending,
+        timings_file=extra_path,
+    )
+
+
+def breakdown_table(b: Breakdown) -> str:
+    """The breakdown as markdown: the rates, where each case's time goes in the worker, and where
+    the workers' time goes (and so where they wait)."""
+    n = max(b.cases, 1)
+    lines = [
+        f"run {b.run_id} of {b.store} on {b.device}, {b.workers} worker(s)"
+        + (f", budget {b.budget_s:.0f} s" if b.budget_s else "") + ":",
+        f"{b.cases} cases in {b.span_s:.1f} s: {b.rate_over_run:.2f} cases/s over the run, "
+        f"{b.rate_past_startup:.2f} past start-up (first case at {b.first_case_s or 0:.1f} s, last at {b.last_case_s or 0:.1f} s"
+        + (f", drawing stopped at {b.drawing_stopped_s:.1f} s" if b.drawing_stopped_s is not None else "") + ")",
+        "",
+        "| in the worker, per case | total s | per case ms | share |",
+        "| --- | --- | --- | --- |",
+    ]
+    order = [k for k in SPAN_ORDER if k in b.stages] + sorted(k for k in b.stages if k not in SPAN_ORDER and k != "worker_ipc")
+    total = sum(b.stages.values())
+    for k in order + ["worker_ipc"]:
+        v = b.stages.get(k, 0.0)
+        label = "worker round trip (pipe, outside the spans)" if k == "worker_ipc" else k
+        lines.append(f"| {label} | {v:.1f} | {v / n * 1000:.0f} | {v / total * 100 if total else 0:.1f}% |")
+    slot_total = b.workers * b.span_s
+    lines += ["", f"| the workers' time ({b.workers} x {b.span_s:.0f} s) | slot-seconds | per case ms | share |", "| --- | --- | --- | --- |"]
+    for k, why in (("start-up", "sizing, worker start, first draw"), ("in the worker", "running cases"),
+                   ("between cases", "waiting on the driver: drawing, judging, store, folders"),
+                   ("after its last case", "drawing stopped: minimizing, then shutdown")):
+        v = b.slot_time.get(k, 0.0)
+        lines.append(f"| {k} ({why}) | {v:.1f} | {v / n * 1000:.0f} | {v / slot_total * 100 if slot_total else 0:.1f}% |")
+    if b.driver:
+        lines += ["", "the driver's own time, summed over the slots' threads: "
+                  + ", ".join(f"{k} {v:.1f} s ({v / n * 1000:.0f} ms per case)" for k, v in b.driver.items())]
+    if b.analyses:
+        a = b.analyses
+        lines.append(f"analyses: {a['count']} run by {a['workers']} worker(s) (slots included once they stopped drawing), "
+                     f"{a['filed']} filed, {a['seconds']:.0f} s in all"
+                     + (f", {a['seconds'] / a['count']:.0f} s each" if a["count"] else ""))
+    if b.pending_by_severity:
+        lines.append("pending at the end: " + ", ".join(f"{v} {k}" for k, v in sorted(b.pending_by_severity.items())))
+    if b.timings_file is None:
+        lines.append("(no timings file beside the store: start-up counts from the run's start, no driver or analysis figures)")
+    return "\n".join(lines)

@@ -1,0 +1,93 @@
+"""How a campaign spends `--budget`: when drawing stops, how long an analysis may run, which
+analysis runs next. Pure functions of the clock and of what the run measured, so the rules are
+tested without workers.
+
+The budget counts from the command's start (`CampaignOptions.budget_from`) and covers everything
+to its exit: sizing, worker start-up, drawing, the analyses, stopping the workers, the summary
+and `report.html`. Invariants:
+- all work ends at `work_end = end - FINISH_RESERVE_S`: a case or an analysis still in flight then
+  is dropped (not stored; the case is redone on resume, the analysis stays pending);
+- drawing stops `drawing_reserve` seconds before `work_end`: time for the slots' cases in flight,
+  and for the open bug analyses at their measured rate, shared by every worker once drawing stops
+  (the slots' workers join the analysis pool); at most `MAX_RESERVE_SHARE` of the budget;
+- analyses run in severity order: bug, then suspect by case count, then oldest first; noise and
+  by-design buckets are never minimized in a campaign (`minimize --pending` may, when asked);
+- an analysis starts only with time for its attribution plus `MIN_ANALYSIS_S` of minimization.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable
+
+from records.severity import Severity
+
+# After the last case and analysis: stopping the workers, closing the store, the summary and
+# report.html. Measured on this project's 2-core CPU: stopping 3 workers about 1 s, the summary
+# and a report of a few dozen buckets about 1 s.
+FINISH_RESERVE_S = 5.0
+# A minimization given fewer seconds than this would file a barely-shrunk root cause: the
+# analysis is not started (it stays pending).
+MIN_ANALYSIS_S = 5.0
+# Drawing gets at least half of any budget, however many bug analyses are open.
+MAX_RESERVE_SHARE = 0.5
+# Before this run has measured any: a case's wall (a cold compile on a GPU host is 1-2 s, on the
+# CPU up to 10 s) and an analysis's attribution (stage ladder, probes and bisector of the minimal spec).
+DEFAULT_CASE_S = 10.0
+DEFAULT_ATTRIBUTION_S = 20.0
+# Severities whose buckets a campaign never minimizes.
+NOT_MINIMIZED = (Severity.NOISE, Severity.BY_DESIGN)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What this run measured so far (None: nothing yet)."""
+
+    case_s: float | None = None  # a slow case: the 90th percentile of the cases' walls
+    analysis_s: float | None = None  # mean wall of the analyses finished in this run
+    attribution_s: float | None = None  # mean of each finished analysis's wall minus its minimization's
+
+
+def percentile(values: Iterable[float], q: float) -> float | None:
+    """The `q` quantile (0..1) by nearest rank, None for no values."""
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+def drawing_reserve(measured: Measured, *, open_bug_analyses: int, places: int, minimize_budget_s: float,
+                    budget_s: float, minimize: bool) -> float:
+    """Seconds before `work_end` at which drawing stops: one slow case (the slots' cases in flight
+    finish), plus, with minimization, the open bug analyses in rounds of `places` workers at the
+    measured mean wall (before any is measured: the minimization budget plus DEFAULT_ATTRIBUTION_S).
+    At most MAX_RESERVE_SHARE of the budget."""
+    drain = measured.case_s if measured.case_s is not None else DEFAULT_CASE_S
+    analyses = 0.0
+    if minimize and open_bug_analyses:
+        each = measured.analysis_s if measured.analysis_s is not None else minimize_budget_s + DEFAULT_ATTRIBUTION_S
+        analyses = math.ceil(open_bug_analyses / max(1, places)) * each
+    return min(drain + analyses, MAX_RESERVE_SHARE * budget_s)
+
+
+def analysis_budget(now: float, work_end: float | None, measured: Measured, minimize_budget_s: float) -> float | None:
+    """Minimization seconds for an analysis starting `now`: the per-root-cause budget, capped so that
+    its attribution (measured, else DEFAULT_ATTRIBUTION_S) still ends by `work_end`; None when
+    fewer than MIN_ANALYSIS_S would be left (it stays pending)."""
+    if work_end is None:
+        return minimize_budget_s
+    attribution = measured.attribution_s if measured.attribution_s is not None else DEFAULT_ATTRIBUTION_S
+    left = work_end - now - attribution
+    if left < MIN_ANALYSIS_S:
+        return None
+    return min(minimize_budget_s, left)
+
+
+def analysis_rank(severity: str, count: int, case_id: int, *, campaign: bool = True) -> tuple[int, int, int] | None:
+    """Sort key of an open analysis (smallest first): bug, then suspect, by case count, then the
+    oldest case; in a campaign, None for a severity it never minimizes (`NOT_MINIMIZED`)."""
+    sev = Severity(severity)
+    if campaign and sev in NOT_MINIMIZED:
+        return None
+    return sev.rank, -count, case_id

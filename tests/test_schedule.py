@@ -1,0 +1,130 @@
+"""How a campaign spends its budget (issue 20 point 4, issue 25 point 3): the pure rules of
+`fuzzer.campaign.schedule`, and the order in which the real store's open analyses are taken."""
+
+from __future__ import annotations
+
+import threading
+
+from fuzzer.campaign import schedule
+from fuzzer.campaign.analysis_pool import AnalysisJob, AnalysisPool
+from fuzzer.campaign.loop import most_severe_first
+from fuzzer.campaign.schedule import Measured, analysis_budget, analysis_rank, drawing_reserve
+from fuzzer.engine.store import Store
+from generators.spec import GraphSpec
+from records.buckets import BucketKey
+from records.severity import Severity, SeverityReason
+from seed_specs import sigmoid_gate
+
+
+def test_drawing_stops_early_enough_for_the_open_bug_analyses_at_their_measured_rate():
+    measured = Measured(case_s=2.0, analysis_s=30.0)
+    common = dict(minimize_budget_s=120.0, budget_s=3600.0, minimize=True)
+    assert drawing_reserve(measured, open_bug_analyses=0, places=15, **common) == 2.0  # one slow case in flight
+    assert drawing_reserve(measured, open_bug_analyses=15, places=15, **common) == 32.0  # one round of 15 workers
+    assert drawing_reserve(measured, open_bug_analyses=16, places=15, **common) == 62.0  # two rounds
+    # Without minimization only the cases in flight count; nothing measured yet: the defaults.
+    assert drawing_reserve(measured, open_bug_analyses=16, places=15, **(common | {"minimize": False})) == 2.0
+    assert drawing_reserve(Measured(), open_bug_analyses=1, places=4, **common) == \
+        schedule.DEFAULT_CASE_S + 120.0 + schedule.DEFAULT_ATTRIBUTION_S
+    # Drawing keeps at least half of a budget, however many bugs are open.
+    assert drawing_reserve(measured, open_bug_analyses=100, places=1, **(common | {"budget_s": 60.0})) == 30.0
+
+
+def test_an_analysis_starts_only_with_time_for_its_attribution_and_some_minimization():
+    measured = Measured(attribution_s=10.0)
+    assert analysis_budget(0.0, None, measured, 120.0) == 120.0  # no budget: the per-root-cause one
+    assert analysis_budget(0.0, 500.0, measured, 120.0) == 120.0
+    assert analysis_budget(0.0, 40.0, measured, 120.0) == 30.0  # cut so that attribution ends by work_end
+    assert analysis_budget(0.0, 10.0 + schedule.MIN_ANALYSIS_S - 0.1, measured, 120.0) is None  # stays pending
+    assert analysis_budget(0.0, 40.0, Measured(), 120.0) == 40.0 - schedule.DEFAULT_ATTRIBUTION_S
+
+
+def test_bugs_come_first_then_suspects_by_case_count_and_noise_or_by_design_never_in_a_campaign():
+    ranks = {name: analysis_rank(sev, count, case_id) for name, sev, count, case_id in [
+        ("bug-1", "bug", 1, 9), ("bug-5", "bug", 5, 8), ("suspect-50", "suspect", 50, 1), ("suspect-3", "suspect", 3, 2),
+        ("suspect-3-later", "suspect", 3, 7), ("noise", "noise", 500, 0), ("by-design", "by-design", 500, 0)]}
+    assert ranks["noise"] is None and ranks["by-design"] is None
+    order = sorted((r, n) for n, r in ranks.items() if r is not None)
+    assert [n for _, n in order] == ["bug-5", "bug-1", "suspect-50", "suspect-3", "suspect-3-later"]
+    # `minimize --pending` (asked by a user) takes them too, last.
+    assert analysis_rank("noise", 500, 0, campaign=False) > analysis_rank("suspect", 1, 99, campaign=False)
+
+
+def _key(name: str) -> BucketKey:
+    return BucketKey(kind="bf16-ulp", dtype="bfloat16", device_type="cpu", signature=name, detail="")
+
+
+def _store_findings(store: Store, spec: GraphSpec, findings: list[tuple[str, Severity]], slot: int = 0) -> dict[str, int]:
+    """Store one case per (raw key, severity) as the campaign's intake does; the case id that opened each key."""
+    run_id, _ = store.start_run(seed=0, device="cpu", config={}, options={}, versions={})
+    opened = {}
+    for idx, (name, sev) in enumerate(findings):
+        reason = SeverityReason(sev, "rule", "out", "detail").to_dict()
+        intake = store.add_case_for_analysis(
+            raw_key=_key(name), severity_for=lambda key, reason=reason: reason, triage="", run_id=run_id, slot=slot, idx=idx,
+            spec_digest=spec.digest(), spec_json=spec.to_json(indent=None), device="cpu", config={},
+            verdict={"status": "diverged"}, score=0.0, wall_s=1.0, finding_kind="bf16-ulp", ran_on="cpu")
+        if intake.queued:
+            opened[name] = intake.case_id
+    return opened
+
+
+def test_the_real_store_orders_open_analyses_by_the_raw_buckets_severity_and_count_as_they_grow(tmp_path):
+    spec = sigmoid_gate(rows=8, dim=8)
+    store = Store(tmp_path / "s.sqlite")
+    try:
+        opened = _store_findings(store, spec, [
+            ("a", Severity.SUSPECT), ("noisy", Severity.NOISE), ("b", Severity.SUSPECT), ("b", Severity.SUSPECT),
+            ("c", Severity.NOISE)])
+        jobs = [AnalysisJob(_key(n), case_id, spec) for n, case_id in opened.items()]
+        assert most_severe_first(store, jobs, campaign=True).raw_key.signature == "b"  # 2 cases before a's 1
+        # A later case of a noise raw key that is a bug puts it first; noise alone is never chosen.
+        _store_findings(store, spec, [("c", Severity.BUG)], slot=1)
+        assert most_severe_first(store, jobs, campaign=True).raw_key.signature == "c"
+        assert most_severe_first(store, [j for j in jobs if j.raw_key.signature == "noisy"], campaign=True) is None
+        assert most_severe_first(store, [j for j in jobs if j.raw_key.signature == "noisy"], campaign=False) is not None
+    finally:
+        store.close()
+
+
+class _RecordingAnalyzer:
+    """Stands in for minimization (minutes per job) to observe only the pool's order."""
+
+    def __init__(self):
+        self.order: list[str] = []
+
+    def analyze(self, spec, raw_key, worker, *, budget_s=None):
+        self.order.append(raw_key.signature)
+        return raw_key, None
+
+
+class _IdleWorker:
+    aborted = False
+
+    def stop(self):
+        pass
+
+    def abort(self):
+        pass
+
+
+def test_a_pool_takes_its_jobs_in_the_order_chosen_when_a_worker_is_free_and_adopts_a_slots_worker(tmp_path):
+    spec = sigmoid_gate(rows=8, dim=8)
+    store = Store(tmp_path / "s.sqlite")
+    try:
+        opened = _store_findings(store, spec, [("s1", Severity.SUSPECT), ("n", Severity.NOISE), ("bug", Severity.BUG),
+                                               ("s3", Severity.SUSPECT), ("s3", Severity.SUSPECT), ("s3", Severity.SUSPECT)])
+        analyzer = _RecordingAnalyzer()
+        filed = threading.Event()
+        pool = AnalysisPool([], analyzer, budget_for=lambda: 60.0, on_done=lambda *a: filed.set(),
+                            on_error=lambda e: (_ for _ in ()).throw(e),
+                            choose=lambda queued: most_severe_first(store, queued, campaign=True))
+        for name, case_id in opened.items():  # queued before any worker serves
+            pool.submit(AnalysisJob(_key(name), case_id, spec))
+        assert pool.adopt(_IdleWorker()) and pool.size == 1
+        pool.close()
+        assert pool.wait(30)
+        assert analyzer.order == ["bug", "s3", "s1"]  # the noise one stays queued (pending in the store)
+        assert [t.raw_key for t in pool.timings] == [str(_key(n)) for n in analyzer.order] and all(t.filed for t in pool.timings)
+    finally:
+        store.close()

@@ -1,0 +1,60 @@
+"""Speed changes leave verdicts identical (issue 25): the fp64 reference runs only when compiled
+differs from eager in a bit (`fuzzer.engine.execute.judge_case`), and the verdict is the one the
+full judgement gives, on real Inductor, over a fixed set of drawn specs (forward and backward,
+float and integer outputs) and the seed specs' integer encoding."""
+
+from __future__ import annotations
+
+from fuzzer.campaign.loop import CampaignOptions, _StopCampaign, slot_engines
+from fuzzer.engine.execute import _single_thread, judge_case, judge_outputs, prepare_case, run_compiled
+from records.config import CompileConfig
+from records.outcomes import Status
+from records.verdict import Verdict
+from seed_specs import e8m0
+
+
+def _drawn_specs(count: int, seed: int):
+    """The first `count` specs a campaign's slot 0 draws with `seed` (small graphs)."""
+    specs = []
+
+    def body(spec):
+        specs.append(spec)
+        if len(specs) >= count:
+            raise _StopCampaign
+
+    strategy = CampaignOptions(device="cpu", out_dir=None, max_ops=4).strategy()
+    try:
+        for engine in slot_engines(strategy, seed, 0, body):
+            engine()
+    except _StopCampaign:
+        pass
+    return specs
+
+
+def _verdict(outputs) -> Verdict:
+    return Verdict(Status.DIVERGED if any(v.differs for v in outputs) else Status.OK, outputs=tuple(outputs))
+
+
+def test_skipping_the_fp64_reference_where_compiled_equals_eager_leaves_every_verdict_identical():
+    specs = _drawn_specs(10, seed=3) + [e8m0(rows=16, dim=16)]
+    skipped = ran = 0
+    backward = integer = False
+    for spec in specs:
+        case = prepare_case(spec, "cpu")
+        if isinstance(case, Verdict):
+            continue
+        compiled, failed = run_compiled(spec, "cpu", CompileConfig(), case.inputs, case.cots, case.clock)
+        if failed is not None:
+            continue
+        fast = _verdict(judge_case(case, compiled))
+        took_reference = "reference" in case.clock.spans
+        reference, bounds = case.reference, case.bounds  # run now if it was skipped
+        with _single_thread("cpu"):  # as the judgement always ran (a reduction's order changes its last bit)
+            full = _verdict(judge_outputs(case.eager, compiled, reference, bounds))
+        assert fast == full and fast.to_dict() == full.to_dict(), spec.to_json()
+        skipped += not took_reference
+        ran += took_reference
+        backward |= spec.backward
+        integer |= any(o.int_cmp is not None for o in full.outputs)
+    # Both paths were taken, on forward and backward graphs with integer outputs among them.
+    assert skipped >= 1 and ran >= 1 and backward and integer, (skipped, ran, backward, integer)
