@@ -26,7 +26,6 @@ import torch.nn.functional as F
 from generators.recipes import INITS, RECIPES
 from generators.opdef import OpDef, RoundingBoundary
 from generators.registry import get_op
-from generators.runtime import cotangents  # noqa: F401  (the engine imports it from here)
 from generators.spec import GraphSpec
 
 TORCH_DTYPES = {

@@ -22,6 +22,7 @@ string (title, notes, outputs, backend, config) is a `repr` or an escaped docstr
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import textwrap
 from types import ModuleType
@@ -42,6 +43,7 @@ if TYPE_CHECKING:  # reports depend on generators only; a config is read, never 
 CARRIED_ORACLES: tuple[ModuleType, ...] = (ulp_oracle, boundary_oracle, compare_oracle)
 
 
+@functools.cache
 def carried_runtime() -> str:
     """`generators.runtime`'s source, as every generated script carries it (cotangents, backend lookup)."""
     return "# divfuzz's generators/runtime.py (docstring and imports left out): what the engine runs too.\n" + _carried_source(runtime)
@@ -61,6 +63,7 @@ def _carried_source(module: ModuleType) -> str:
     return "\n".join(lines).strip("\n")
 
 
+@functools.cache
 def carried_oracles() -> str:
     """The oracle modules' source, indented to sit inside the repro's `compare`."""
     body = "\n\n".join(_carried_source(m) for m in CARRIED_ORACLES)

@@ -32,11 +32,11 @@ from fuzzer.engine.compile import compiled as compiled_under
 from generators.build import (
     build_callable,
     build_reference,
-    cotangents,
     make_inputs,
     reference_inputs,
     rounding_boundaries,
 )
+from generators.runtime import cotangents
 from generators.spec import GraphSpec
 from oracles.boundary import distance_ulps
 from oracles.conditioning import perturb_inputs

@@ -27,7 +27,8 @@ import torch
 from fuzzer.engine.compile import compiled as compiled_under
 from fuzzer.engine.execute import _check_fits, _error_type, _is_compile_error, run_forward_backward
 from oracles.timing import Timer, clock_state, pinned_threads, timer_description
-from generators.build import build_callable, cotangents, make_inputs
+from generators.build import build_callable, make_inputs
+from generators.runtime import cotangents
 from generators.spec import GraphSpec
 from oracles.perf import DEFAULT_MARGIN, MAX_PAIRS, MIN_PAIRS, compare_timings, is_slower, settled
 from records.config import CompileConfig
