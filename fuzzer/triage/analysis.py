@@ -27,6 +27,7 @@ from fuzzer.triage.shrink import MinimizeResult, case_predicate, minimize_spec
 from oracles.severity import severity_of
 from records.culprit import Culprit
 from records.errors import MinimizeError
+from records.severity import Severity
 from generators.spec import GraphSpec
 from reports.bug_report import render_bug_report
 from reports.files import write_bucket_folder
@@ -108,6 +109,9 @@ def analyze_finding(
     current = spec
     if kind not in _NO_MINIMIZE:
         rough = attribute_case(spec, config=config, kind=kind, bisect=False, **common)
+        if _by_design(seen.get((spec.digest(), config)), rough):
+            # A documented precision knob removes it: named by the cheap culprit, never minimized in a campaign.
+            return Analysis(spec, rough, None, seen.get((spec.digest(), config)), f"not minimized: by-design ({rough.summary})")
         must_fail, must_pass = guard_configs(rough, config)
         predicate = case_predicate(
             worker, device=device, config=must_fail, kind=kind, timeout_s=timeout_s, strict=strict,
@@ -123,6 +127,14 @@ def analyze_finding(
         note = f"not minimized: a {kind} finding costs a whole timeout per candidate"
     culprit = attribute_case(current, config=config, kind=kind, bisect=kind not in _NO_MINIMIZE, **common)
     return Analysis(current, culprit, minimized, seen.get((current.digest(), config)), note)
+
+
+def _by_design(verdict, rough: Culprit) -> bool:
+    """The case's own verdict rated by-design once the cheap culprit is known (`oracles.severity`)."""
+    if verdict is None:
+        return False
+    reason = severity_of(verdict, culprit=rough.summary)
+    return reason is not None and reason.severity is Severity.BY_DESIGN
 
 
 def perf_knob(culprit: Culprit) -> tuple | None:
