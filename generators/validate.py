@@ -7,8 +7,8 @@ A spec that passes it holds only:
   `repro.py` uses (`RESERVED_NAMES`), and unique over inputs and nodes;
 - params that match their op's declared schema exactly (no unknown or missing key, each value
   of its type and inside its range or choices);
-- node dtypes and shapes equal to what the op infers from its inputs (a linear under autocast
-  gives the autocast dtype);
+- node dtypes and shapes equal to what `generators.node_typing` gives for its op, params, inputs
+  and the spec's autocast (a linear under autocast gives the autocast dtype);
 - tensors of at most `MAX_TENSOR_ELEMENTS` elements, `MAX_TOTAL_ELEMENTS` in all, `MAX_DIMS` dims;
 - nodes that all reach an output, and outputs that are distinct nodes.
 So code generation can print names as they are and params through `repr` or lookup tables.
@@ -24,9 +24,11 @@ import re
 from records.errors import InvalidGraphError
 from records.numbers import checked_number
 from generators.recipes import INITS, RECIPES
+from generators.node_typing import node_output
 from generators.opdef import INFER_ERRORS, Meta
 from generators.registry import get_op
-from generators.spec import FLOAT_DTYPES, GraphSpec, short_repr
+from generators.spec import GraphSpec, reachable, short_repr
+from records.dtypes import FLOAT_DTYPES
 
 NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MAX_NAME_LENGTH = 64
@@ -129,8 +131,9 @@ def _check_node(spec: GraphSpec, n, metas: dict[str, Meta], where: str) -> Meta:
     data = tuple(metas[i] for i in n.inputs[: op.arity])
     if len(data) != op.arity or not op.accepts(data):
         raise InvalidGraphError(f"{where}: does not accept inputs {[(m.shape, m.dtype) for m in data]}")
+    held = n.inputs[op.arity :]
     try:
-        expected = op.infer(data, n.kwargs)
+        expected = node_output(op, data, n.kwargs, spec.autocast, tuple(metas[name].dtype for name in held))
         weights = op.weights(data, n.kwargs)
     except INFER_ERRORS as e:
         raise InvalidGraphError(f"{where}: bad params {short_repr(n.kwargs)} ({e})") from None
@@ -138,16 +141,14 @@ def _check_node(spec: GraphSpec, n, metas: dict[str, Meta], where: str) -> Meta:
         raise InvalidGraphError(
             f"{where}: expected {op.arity} data inputs and {len(weights)} weights, got {len(n.inputs)} inputs"
         )
-    for w, name in zip(weights, n.inputs[op.arity :]):
+    for w, name in zip(weights, held):
         if metas[name].shape != w.shape:
             raise InvalidGraphError(f"{where}: weight {name!r} has shape {metas[name].shape}, expected {w.shape}")
     if tuple(n.shape) != expected.shape:
         raise InvalidGraphError(f"{where}: shape {short_repr(tuple(n.shape))} but its inputs give {expected.shape}")
-    # Autocast runs linears in its low-precision dtype; every other op keeps what it infers.
-    dtype = spec.autocast if spec.autocast and op.family == "linear" else expected.dtype
-    if n.dtype != dtype:
-        raise InvalidGraphError(f"{where}: dtype {n.dtype!r} but its inputs give {dtype!r}")
-    return Meta(expected.shape, n.dtype)
+    if n.dtype != expected.dtype:
+        raise InvalidGraphError(f"{where}: dtype {n.dtype!r} but its inputs give {expected.dtype!r}")
+    return expected
 
 
 def _check_outputs(spec: GraphSpec, metas: dict[str, Meta], source: str) -> None:
@@ -161,13 +162,7 @@ def _check_outputs(spec: GraphSpec, metas: dict[str, Meta], source: str) -> None
             raise InvalidGraphError(f"{source}: output {short_repr(o, 80)} {what}")
     if len(set(spec.outputs)) != len(spec.outputs):
         raise InvalidGraphError(f"{source}: outputs {short_repr(list(spec.outputs))} name a node twice")
-    live: set[str] = set()
-    stack = list(spec.outputs)
-    while stack:
-        name = stack.pop()
-        if name not in live:
-            live.add(name)
-            stack.extend(nodes[name].inputs if name in nodes else ())
+    live = reachable(spec.outputs, spec.nodes)
     dangling = [n.name for n in spec.nodes if n.name not in live]
     if dangling:
         raise InvalidGraphError(f"{source}: nodes {short_repr(dangling)} reach no output (dead code is not a case)")
