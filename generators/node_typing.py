@@ -68,12 +68,18 @@ def node_weights(op: OpDef, data: tuple[Meta, ...], params: Mapping[str, Any], a
 
 
 def node_output(op: OpDef, data: tuple[Meta, ...], params: Mapping[str, Any], autocast: str | None,
-                weight_dtypes: tuple[str, ...] = ()) -> Meta:
+                weight_dtypes: tuple[str, ...] = (), *, as_before_fp32: bool = False) -> Meta:
     """What a node of `op` on `data` with `params` outputs under `autocast`, given the dtypes of
-    the weights it holds. Raises one of `generators.opdef.INFER_ERRORS` when `params` do not fit."""
+    the weights it holds. Raises one of `generators.opdef.INFER_ERRORS` when `params` do not fit.
+
+    `as_before_fp32`: the rule by which specs were typed before it knew the fp32 list and weight
+    promotion (only the lower-precision ops changed dtype), which `validate_spec` needs to read
+    such stored specs; nothing else uses it."""
     inferred = op.infer(data, dict(params))
     if autocast and op.autocast_policy == LOWER_PRECISION:
         return Meta(inferred.shape, autocast)
+    if as_before_fp32:
+        return inferred
     if autocast and op.autocast_policy == FP32:
         return Meta(inferred.shape, "float32")
     if op.promotes_weights and weight_dtypes:

@@ -26,7 +26,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from generators.node_typing import promote
-from generators.opdef import LOWER_PRECISION, Choice, Flag, FloatRange, IntRange, JumpRule, Meta, OpDef, WeightSpec
+from generators.opdef import FP32, LOWER_PRECISION, Choice, Flag, FloatRange, IntRange, JumpRule, Meta, OpDef, WeightSpec
 from records.dtypes import ALL_DTYPES, DATA_DTYPES, DTYPES, FLOAT_DTYPES
 
 # Every registered op by name, in registration order (`generators.registry` looks them up).
@@ -133,6 +133,7 @@ register(
         params=NORM_PARAMS,
         draw_params=lambda draw, metas: {"eps": _eps(draw), "affine": draw(st.booleans())},
         weights=_ln_weights,
+        promotes_weights=True,
     )
 )
 
@@ -170,6 +171,7 @@ register(
         params=NORM_PARAMS,
         draw_params=lambda draw, metas: {"eps": _eps(draw), "affine": draw(st.booleans())},
         weights=_rms_weights,
+        promotes_weights=True,
     )
 )
 
@@ -970,6 +972,7 @@ _edge(
 )
 
 # ---- losses ----
+# All three are on torch's autocast fp32 list (CPU and CUDA): under autocast they output float32.
 
 REDUCTIONS = ("mean", "sum", "none")
 _REDUCTION_CODE = {r: repr(r) for r in REDUCTIONS}
@@ -1004,6 +1007,7 @@ _edge(
         ),
         params={"reduction": Choice(REDUCTIONS), "label_smoothing": Choice(LABEL_SMOOTHING)},
         draw_params=lambda draw, metas: {"reduction": _draw_reduction(draw), "label_smoothing": draw(st.sampled_from(LABEL_SMOOTHING))},
+        autocast_policy=FP32,
     )
 )
 _edge(
@@ -1016,6 +1020,7 @@ _edge(
         code=lambda a, p: f"F.mse_loss({a[0]}, {a[1]}, reduction={_REDUCTION_CODE[p['reduction']]})",
         params={"reduction": Choice(REDUCTIONS)},
         draw_params=lambda draw, metas: {"reduction": _draw_reduction(draw)},
+        autocast_policy=FP32,
     )
 )
 
@@ -1035,6 +1040,7 @@ _edge(
         ),
         params={"margin": Choice(MARGINS), "reduction": Choice(REDUCTIONS)},
         draw_params=lambda draw, metas: {"margin": draw(st.sampled_from(MARGINS)), "reduction": _draw_reduction(draw)},
+        autocast_policy=FP32,
     )
 )
 

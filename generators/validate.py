@@ -20,6 +20,7 @@ import builtins
 import keyword
 import math
 import re
+from dataclasses import replace
 
 from records.errors import InvalidGraphError
 from records.numbers import checked_number
@@ -86,28 +87,32 @@ def _check_size(where: str, shape: tuple[int, ...]) -> int:
 
 
 def validate_spec(spec: GraphSpec, *, source: str = "spec") -> GraphSpec:
-    """`spec` itself when it is a valid graph, else InvalidGraphError naming `source` and the node.
+    """`spec` itself when it is a valid graph, else InvalidGraphError naming `source` and the node
+    (a spec stored before the autocast fp32 typing comes back re-typed: see `_check_node`).
 
     Valid: safe unique names; floating inputs; every node's params inside its op's schema, its
     inputs defined before it and accepted by the op, its shape and dtype what the op infers (weights
     included); sizes under the caps; at least one output, each a distinct node; no dead nodes.
     """
     metas: dict[str, Meta] = {}
+    older: dict[str, Meta] = {}  # each value as the rule before the fp32 list typed it (see `_check_node`)
     total = 0
     for t in spec.inputs:
         _check_name(source, "input", t.name, metas)
         if t.dtype not in FLOAT_DTYPES:
             raise InvalidGraphError(f"{source}: input {t.name!r} has dtype {t.dtype!r}; graph inputs are floating ({', '.join(FLOAT_DTYPES)})")
         total += _check_size(f"{source}: input {t.name!r}", tuple(t.shape))
-        metas[t.name] = Meta(tuple(t.shape), t.dtype)
+        metas[t.name] = older[t.name] = Meta(tuple(t.shape), t.dtype)
     for n in spec.nodes:
         _check_name(source, "node", n.name, metas)
-        meta = _check_node(spec, n, metas, f"{source}: node {n.name!r} ({n.op})")
+        meta = _check_node(spec, n, metas, older, f"{source}: node {n.name!r} ({n.op})")
         total += _check_size(f"{source}: node {n.name!r} ({n.op})", meta.shape)
         metas[n.name] = meta
     if total > MAX_TOTAL_ELEMENTS:
         raise InvalidGraphError(f"{source}: {total} elements over all inputs and nodes, over the cap of {MAX_TOTAL_ELEMENTS}")
     _check_outputs(spec, metas, source)
+    if any(n.dtype != metas[n.name].dtype for n in spec.nodes):
+        return replace(spec, nodes=tuple(replace(n, dtype=metas[n.name].dtype) for n in spec.nodes))
     return spec
 
 
@@ -119,8 +124,13 @@ def _check_name(source: str, kind: str, name: str, defined: dict[str, Meta]) -> 
         raise InvalidGraphError(f"{source}: {kind} name {name!r} is used twice")
 
 
-def _check_node(spec: GraphSpec, n, metas: dict[str, Meta], where: str) -> Meta:
-    """The node's output meta, once its params, inputs, weights, shape and dtype all check out."""
+def _check_node(spec: GraphSpec, n, metas: dict[str, Meta], older: dict[str, Meta], where: str) -> Meta:
+    """The node's output meta, once its params, inputs, weights, shape and dtype all check out.
+
+    Before the typing rule knew torch's autocast fp32 list and weight promotion, a stored autocast
+    spec typed a loss or a hand-written norm after a linear (and what it feeds) by its op's
+    `infer`. A node whose dtype is what that rule gave (`older` holds each value as it did) is
+    read with the dtype torch gives: such stores still load, re-typed."""
     op = get_op(n.op)
     problems = op.param_problems(n.kwargs)
     if problems:
@@ -128,7 +138,8 @@ def _check_node(spec: GraphSpec, n, metas: dict[str, Meta], where: str) -> Meta:
     missing = [i for i in n.inputs if i not in metas]
     if missing:
         raise InvalidGraphError(f"{where}: inputs {short_repr(missing)} are not defined before it")
-    data = tuple(metas[i] for i in n.inputs[: op.arity])
+    data_names = n.inputs[: op.arity]
+    data = tuple(metas[i] for i in data_names)
     if len(data) != op.arity or not op.accepts(data):
         raise InvalidGraphError(f"{where}: does not accept inputs {[(m.shape, m.dtype) for m in data]}")
     held = n.inputs[op.arity :]
@@ -146,7 +157,14 @@ def _check_node(spec: GraphSpec, n, metas: dict[str, Meta], where: str) -> Meta:
             raise InvalidGraphError(f"{where}: weight {name!r} has shape {metas[name].shape}, expected {w.shape}")
     if tuple(n.shape) != expected.shape:
         raise InvalidGraphError(f"{where}: shape {short_repr(tuple(n.shape))} but its inputs give {expected.shape}")
-    if n.dtype != expected.dtype:
+    before_fix = expected.dtype
+    if spec.autocast:
+        try:
+            before_fix = node_output(op, tuple(older[i] for i in data_names), n.kwargs, spec.autocast, as_before_fp32=True).dtype
+        except INFER_ERRORS:
+            pass
+    older[n.name] = Meta(expected.shape, before_fix)
+    if n.dtype not in (expected.dtype, before_fix):
         raise InvalidGraphError(f"{where}: dtype {n.dtype!r} but its inputs give {expected.dtype!r}")
     return expected
 
