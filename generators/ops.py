@@ -13,7 +13,7 @@ identity in the real graph, float64 for floating dtypes in the reference.
 
 Every op declares its `params` schema; `validate_spec` holds every loaded spec to it, and each
 `draw_params` draws only inside it. `code` templates print a parameter only through `_num`
-(the `repr` of a finite int or float) or a lookup table (`_BOOL`, `_DTYPE_CODE`, `_ROUND`,
+(the `repr` of a finite int or float) or a lookup table (`_BOOL`, `DTYPE_CODE`, `_ROUND`,
 `_CMP`, ...), so no string from a spec file ever becomes Python source.
 """
 
@@ -72,7 +72,8 @@ def _num(v: Any) -> str:
 
 # Lookup tables: the only way a string or bool parameter reaches generated code.
 _BOOL = {True: "True", False: "False"}
-_DTYPE_CODE = {d: f"torch.{d}" for d in ALL_DTYPES}
+# Each dtype of the vocabulary as the source text that names it (public: a script printer may use it).
+DTYPE_CODE = {d: f"torch.{d}" for d in ALL_DTYPES}
 
 # Parameter schemas shared by several ops. Ranges are far wider than what is drawn, so that
 # hand-written and minimized specs load, but every value is finite and of its declared type.
@@ -452,7 +453,7 @@ register(
         arity=1,
         accepts=_one_float,
         infer=lambda metas, p: Meta(metas[0].shape, p["to"]),
-        code=lambda a, p: f"{a[0]}.to(D({_DTYPE_CODE[p['to']]}))",
+        code=lambda a, p: f"{a[0]}.to(D({DTYPE_CODE[p['to']]}))",
         params={"to": Choice(DATA_DTYPES)},
         draw_params=_cast_params,
     )
@@ -484,7 +485,7 @@ def _code_e8m0(a, p):
     offset = " + 127" if p["to"] == "uint8" else ""
     return (
         f"(torch.clamp({_ROUND[p['mode']]}({_e8m0_pre_image(a, p)}), -127, 127){offset})"
-        f".to(D({_DTYPE_CODE[p['to']]}))"
+        f".to(D({DTYPE_CODE[p['to']]}))"
     )
 
 
@@ -522,7 +523,7 @@ register(
         infer=lambda metas, p: Meta(metas[0].shape, p["to"]),
         code=lambda a, p: (
             f"torch.clamp({_ROUND[p['mode']]}({_quantize_pre_image(a, p)}), "
-            f"{_INT_RANGE[p['to']][0]}, {_INT_RANGE[p['to']][1]}).to(D({_DTYPE_CODE[p['to']]}))"
+            f"{_INT_RANGE[p['to']][0]}, {_INT_RANGE[p['to']][1]}).to(D({DTYPE_CODE[p['to']]}))"
         ),
         params={"scale": FloatRange(1e-30, 1e30), **_ENCODING_PARAMS},
         draw_params=lambda draw, metas: {
@@ -802,7 +803,7 @@ def _promoted_scalar(p) -> str:
 
 
 def _scalar_cond(a, p) -> str:
-    return f"{a[0]}.to(D({_DTYPE_CODE[p['scalar_dtype']]})) {_CMP[p['cmp']]} {_promoted_scalar(p)}"
+    return f"{a[0]}.to(D({DTYPE_CODE[p['scalar_dtype']]})) {_CMP[p['cmp']]} {_promoted_scalar(p)}"
 
 
 def _scalar_infer(out_dtype):
@@ -836,7 +837,7 @@ _edge(
         code=lambda a, p: f"({_scalar_cond(a, p)})",
         params=SCALAR_CMP_PARAMS,
         draw_params=_scalar_cmp_params,
-        boundary=lambda a, p: JumpRule(f"{a[0]}.to(D({_DTYPE_CODE[p['scalar_dtype']]}))", threshold=round_scalar(p["threshold"], p["scalar_dtype"])),
+        boundary=lambda a, p: JumpRule(f"{a[0]}.to(D({DTYPE_CODE[p['scalar_dtype']]}))", threshold=round_scalar(p["threshold"], p["scalar_dtype"])),
         differentiable=False,
     )
 )
@@ -865,7 +866,7 @@ for _name in ("cumsum", "cumprod"):
             accepts=_one_float,
             infer=lambda metas, p: Meta(metas[0].shape, p["dtype"] or metas[0].dtype),
             code=(lambda f: lambda a, p: f"torch.{f}({a[0]}, -1"
-                  + (f", dtype=D({_DTYPE_CODE[p['dtype']]}))" if p["dtype"] else ")"))(_name),
+                  + (f", dtype=D({DTYPE_CODE[p['dtype']]}))" if p["dtype"] else ")"))(_name),
             params={"dtype": Choice(CUM_DTYPES)},
             draw_params=lambda draw, metas: {"dtype": draw(st.sampled_from(CUM_DTYPES))},
         )

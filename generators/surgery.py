@@ -168,16 +168,12 @@ def remove_nodes(spec: GraphSpec, names: set[str]) -> GraphSpec | None:
     for n in spec.nodes:
         if n.name not in names:
             continue
-        same = same_shape_inputs(spec, n)
-        if not same:
-            return None
-        target = same[0]
-        while target in names:  # a chain of removed nodes: follow it to a kept value
-            t_node = spec.node(target)
-            nxt = same_shape_inputs(spec, t_node)
-            if not nxt:
+        target = n.name
+        while target in names:  # its stand-in, followed through a chain of removed nodes to a kept value
+            same = same_shape_inputs(spec, spec.node(target))
+            if not same:
                 return None
-            target = nxt[0]
+            target = same[0]
         nodes, outputs = rewire(nodes, outputs, n.name, target)
     nodes = tuple(n for n in nodes if n.name not in names)
     if not any(o in {n.name for n in nodes} for o in outputs):
