@@ -27,18 +27,10 @@ from generators.recipes import INITS, RECIPES
 from generators.opdef import OpDef, RoundingBoundary
 from generators.registry import get_op
 from generators.spec import GraphSpec
+from records.dtypes import ALL_DTYPES
 
-TORCH_DTYPES = {
-    "float32": torch.float32,
-    "bfloat16": torch.bfloat16,
-    "float16": torch.float16,
-    "float64": torch.float64,
-    "uint8": torch.uint8,
-    "int8": torch.int8,
-    "int32": torch.int32,
-    "int64": torch.int64,
-    "bool": torch.bool,
-}
+# The dtype vocabulary's names as torch dtypes (each name is torch's own).
+TORCH_DTYPES: dict[str, torch.dtype] = {name: getattr(torch, name) for name in ALL_DTYPES}
 
 
 @dataclass(frozen=True)

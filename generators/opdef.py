@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from generators.spec import short_repr
+from records.dtypes import is_float as is_float_dtype
 from records.numbers import number_problem
 
 Shape = tuple[int, ...]
@@ -36,7 +37,7 @@ class Meta:
 
     @property
     def is_float(self) -> bool:
-        return self.dtype in ("float32", "bfloat16", "float16", "float64")
+        return is_float_dtype(self.dtype)
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,12 @@ class RoundingBoundary:
     row_reduced: bool = False
 
 
+# An op's place in torch's autocast lists (aten/src/ATen/autocast_mode.cpp), which
+# `generators.node_typing` reads: run in the autocast dtype, or in float32.
+LOWER_PRECISION = "lower_precision_fp"
+FP32 = "fp32"
+
+
 @dataclass(frozen=True)
 class OpDef:
     name: str
@@ -163,6 +170,11 @@ class OpDef:
     # input value, see `generators.build.rounding_boundaries`).
     boundary: Callable[[list[str], dict[str, Any]], JumpRule] | None = None
     differentiable: bool = True
+    # Which of torch's autocast lists the op is on (LOWER_PRECISION, FP32, or None: neither).
+    autocast_policy: str | None = None
+    # Whether `code` mixes the weights into the result by type promotion (`x * weight + bias`), so
+    # that float32 weights under autocast make the output float32 (`generators.node_typing`).
+    promotes_weights: bool = False
 
     def param_problems(self, params: Mapping[str, Any]) -> list[str]:
         """What is wrong with `params` against this op's schema, one phrase per problem ([] when valid)."""

@@ -4,8 +4,8 @@ Rules shared by all ops (they make every drawn graph valid by construction):
 - data inputs are floating; only encodings and counts produce integers, and nothing consumes an
   integer value (integer values are always graph outputs);
 - binary ops take two values of the same shape;
-- weights have the data input's dtype, except under autocast, where they stay float32 as a
-  model's parameters would.
+- a node's output and weight dtypes, under autocast too, follow `generators.node_typing`; an op
+  states its part in them as data (`autocast_policy`, `promotes_weights`).
 Each op's meaning is written once, as its `code` template: a Python expression that
 `generators.build` compiles into the function that builds the graph (and its float64 reference)
 and that `reports.repro` prints into `repro.py`. In templates, `D(torch.X)` is the dtype map:
@@ -13,7 +13,7 @@ identity in the real graph, float64 for floating dtypes in the reference.
 
 Every op declares its `params` schema; `validate_spec` holds every loaded spec to it, and each
 `draw_params` draws only inside it. `code` templates print a parameter only through `_num`
-(the `repr` of a finite int or float) or a lookup table (`_BOOL`, `_DTYPE_CODE`, `_ROUND`,
+(the `repr` of a finite int or float) or a lookup table (`_BOOL`, `DTYPE_CODE`, `_ROUND`,
 `_CMP`, ...), so no string from a spec file ever becomes Python source.
 """
 
@@ -25,7 +25,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from generators.opdef import Choice, Flag, FloatRange, IntRange, JumpRule, Meta, OpDef, WeightSpec
+from generators.node_typing import promote
+from generators.opdef import FP32, LOWER_PRECISION, Choice, Flag, FloatRange, IntRange, JumpRule, Meta, OpDef, WeightSpec
+from records.dtypes import ALL_DTYPES, DATA_DTYPES, DTYPES, FLOAT_DTYPES
 
 # Every registered op by name, in registration order (`generators.registry` looks them up).
 OPS: dict[str, OpDef] = {}
@@ -37,15 +39,8 @@ def register(op: OpDef) -> OpDef:
     OPS[op.name] = op
     return op
 
-FLOATS = ("float32", "bfloat16", "float16")
 INV_SQRT2 = 0.7071067811865476
 GELU_TANH_C = 0.7978845608028654
-
-
-def _promote(a: str, b: str) -> str:
-    if a == b:
-        return a
-    return "float32"
 
 
 def _one_float(metas: tuple[Meta, ...]) -> bool:
@@ -61,7 +56,7 @@ def _same(metas, p):
 
 
 def _same_binary(metas, p):
-    return Meta(metas[0].shape, _promote(metas[0].dtype, metas[1].dtype))
+    return Meta(metas[0].shape, promote(metas[0].dtype, metas[1].dtype))
 
 
 def _eps(draw) -> float:
@@ -77,7 +72,8 @@ def _num(v: Any) -> str:
 
 # Lookup tables: the only way a string or bool parameter reaches generated code.
 _BOOL = {True: "True", False: "False"}
-_DTYPE_CODE = {d: f"torch.{d}" for d in ("float32", "bfloat16", "float16", "float64", "uint8", "int8", "int32", "int64", "bool")}
+# Each dtype of the vocabulary as the source text that names it (public: a script printer may use it).
+DTYPE_CODE = {d: f"torch.{d}" for d in ALL_DTYPES}
 
 # Parameter schemas shared by several ops. Ranges are far wider than what is drawn, so that
 # hand-written and minimized specs load, but every value is finite and of its declared type.
@@ -138,6 +134,7 @@ register(
         params=NORM_PARAMS,
         draw_params=lambda draw, metas: {"eps": _eps(draw), "affine": draw(st.booleans())},
         weights=_ln_weights,
+        promotes_weights=True,
     )
 )
 
@@ -175,6 +172,7 @@ register(
         params=NORM_PARAMS,
         draw_params=lambda draw, metas: {"eps": _eps(draw), "affine": draw(st.booleans())},
         weights=_rms_weights,
+        promotes_weights=True,
     )
 )
 
@@ -310,6 +308,7 @@ register(
         params={"out_features": IntRange(1, 4096), "bias": Flag()},
         draw_params=_linear_params,
         weights=_linear_weights,
+        autocast_policy=LOWER_PRECISION,
     )
 )
 
@@ -324,6 +323,7 @@ register(
         params={"out_features": IntRange(1, 4096)},
         draw_params=lambda draw, metas: {"out_features": draw(st.sampled_from(OUT_FEATURES))},
         weights=lambda metas, p: (WeightSpec("weight", (metas[0].shape[-1], p["out_features"]), "fan_in"),),
+        autocast_policy=LOWER_PRECISION,
     )
 )
 
@@ -443,7 +443,7 @@ for _name, _fn in (("sum", "sum"), ("mean", "mean"), ("amax", "amax")):
 
 
 def _cast_params(draw, metas):
-    return {"to": draw(st.sampled_from([d for d in FLOATS if d != metas[0].dtype]))}
+    return {"to": draw(st.sampled_from([d for d in DATA_DTYPES if d != metas[0].dtype]))}
 
 
 register(
@@ -453,8 +453,8 @@ register(
         arity=1,
         accepts=_one_float,
         infer=lambda metas, p: Meta(metas[0].shape, p["to"]),
-        code=lambda a, p: f"{a[0]}.to(D({_DTYPE_CODE[p['to']]}))",
-        params={"to": Choice(FLOATS)},
+        code=lambda a, p: f"{a[0]}.to(D({DTYPE_CODE[p['to']]}))",
+        params={"to": Choice(DATA_DTYPES)},
         draw_params=_cast_params,
     )
 )
@@ -464,7 +464,8 @@ register(
 # outputs; `boundary` says where each element's output jumps (the oracle measures how close eager's pre-image was).
 # ---------------------------------------------------------------------------------------------
 
-_INT_RANGE = {"uint8": (0, 255), "int8": (-128, 127)}
+# The integer dtypes an encoding casts to, and their ranges.
+_INT_RANGE = {d: DTYPES[d].int_range for d in ("uint8", "int8")}
 _ROUND = {"ceil": "torch.ceil", "floor": "torch.floor", "round": "torch.round", "trunc": "torch.trunc"}
 _ENCODING_PARAMS = {"mode": Choice(tuple(_ROUND)), "to": Choice(tuple(_INT_RANGE))}
 
@@ -484,7 +485,7 @@ def _code_e8m0(a, p):
     offset = " + 127" if p["to"] == "uint8" else ""
     return (
         f"(torch.clamp({_ROUND[p['mode']]}({_e8m0_pre_image(a, p)}), -127, 127){offset})"
-        f".to(D({_DTYPE_CODE[p['to']]}))"
+        f".to(D({DTYPE_CODE[p['to']]}))"
     )
 
 
@@ -522,7 +523,7 @@ register(
         infer=lambda metas, p: Meta(metas[0].shape, p["to"]),
         code=lambda a, p: (
             f"torch.clamp({_ROUND[p['mode']]}({_quantize_pre_image(a, p)}), "
-            f"{_INT_RANGE[p['to']][0]}, {_INT_RANGE[p['to']][1]}).to(D({_DTYPE_CODE[p['to']]}))"
+            f"{_INT_RANGE[p['to']][0]}, {_INT_RANGE[p['to']][1]}).to(D({DTYPE_CODE[p['to']]}))"
         ),
         params={"scale": FloatRange(1e-30, 1e30), **_ENCODING_PARAMS},
         draw_params=lambda draw, metas: {
@@ -541,8 +542,6 @@ register(
 # the strategies feed every encoding through `cast_guard` (unless asked for unguarded casts): NaN
 # becomes 0, and the value is clamped to what the encoding can represent, so its pre-image is
 # finite and in range. The guard is exact (no rounding): it adds no divergence of its own.
-_FLOAT_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "float32": 3.4028234663852886e38,
-              "float64": 1.7976931348623157e308}
 CAST_GUARD = "cast_guard"
 # The ops whose output is a float cast to an integer (a comparison count is not: it casts bools).
 GUARDED_ENCODINGS = ("e8m0_encode", "quantize")
@@ -555,7 +554,7 @@ def _guard_bounds(dtype: str, p) -> tuple[float, float] | None:
     if p["encoding"] == "e8m0_encode":
         return None
     lo, hi = (v * p["scale"] for v in _INT_RANGE[p["to"]])
-    if max(abs(lo), abs(hi)) > _FLOAT_MAX[dtype]:
+    if max(abs(lo), abs(hi)) > DTYPES[dtype].max_finite:
         raise ValueError(f"cast_guard bound {hi!r} does not fit {dtype}")
     return lo, hi
 
@@ -804,7 +803,7 @@ def _promoted_scalar(p) -> str:
 
 
 def _scalar_cond(a, p) -> str:
-    return f"{a[0]}.to(D({_DTYPE_CODE[p['scalar_dtype']]})) {_CMP[p['cmp']]} {_promoted_scalar(p)}"
+    return f"{a[0]}.to(D({DTYPE_CODE[p['scalar_dtype']]})) {_CMP[p['cmp']]} {_promoted_scalar(p)}"
 
 
 def _scalar_infer(out_dtype):
@@ -826,7 +825,7 @@ def _scalar_cmp_params(draw, metas):
 # Thresholds that every floating dtype holds (float16's largest finite value is 65504), so the
 # template prints a finite rounded scalar for every value in the schema.
 SCALAR_THRESHOLD = FloatRange(-60000.0, 60000.0)
-SCALAR_CMP_PARAMS = {"cmp": Choice(tuple(sorted(_CMP))), "threshold": SCALAR_THRESHOLD, "scalar_dtype": Choice(FLOATS + ("float64",))}
+SCALAR_CMP_PARAMS = {"cmp": Choice(tuple(sorted(_CMP))), "threshold": SCALAR_THRESHOLD, "scalar_dtype": Choice(FLOAT_DTYPES)}
 
 _edge(
     OpDef(
@@ -838,7 +837,7 @@ _edge(
         code=lambda a, p: f"({_scalar_cond(a, p)})",
         params=SCALAR_CMP_PARAMS,
         draw_params=_scalar_cmp_params,
-        boundary=lambda a, p: JumpRule(f"{a[0]}.to(D({_DTYPE_CODE[p['scalar_dtype']]}))", threshold=round_scalar(p["threshold"], p["scalar_dtype"])),
+        boundary=lambda a, p: JumpRule(f"{a[0]}.to(D({DTYPE_CODE[p['scalar_dtype']]}))", threshold=round_scalar(p["threshold"], p["scalar_dtype"])),
         differentiable=False,
     )
 )
@@ -867,7 +866,7 @@ for _name in ("cumsum", "cumprod"):
             accepts=_one_float,
             infer=lambda metas, p: Meta(metas[0].shape, p["dtype"] or metas[0].dtype),
             code=(lambda f: lambda a, p: f"torch.{f}({a[0]}, -1"
-                  + (f", dtype=D({_DTYPE_CODE[p['dtype']]}))" if p["dtype"] else ")"))(_name),
+                  + (f", dtype=D({DTYPE_CODE[p['dtype']]}))" if p["dtype"] else ")"))(_name),
             params={"dtype": Choice(CUM_DTYPES)},
             draw_params=lambda draw, metas: {"dtype": draw(st.sampled_from(CUM_DTYPES))},
         )
@@ -974,6 +973,7 @@ _edge(
 )
 
 # ---- losses ----
+# All three are on torch's autocast fp32 list (CPU and CUDA): under autocast they output float32.
 
 REDUCTIONS = ("mean", "sum", "none")
 _REDUCTION_CODE = {r: repr(r) for r in REDUCTIONS}
@@ -1008,6 +1008,7 @@ _edge(
         ),
         params={"reduction": Choice(REDUCTIONS), "label_smoothing": Choice(LABEL_SMOOTHING)},
         draw_params=lambda draw, metas: {"reduction": _draw_reduction(draw), "label_smoothing": draw(st.sampled_from(LABEL_SMOOTHING))},
+        autocast_policy=FP32,
     )
 )
 _edge(
@@ -1016,10 +1017,11 @@ _edge(
         family="loss",
         arity=2,
         accepts=_two_same,
-        infer=lambda metas, p: Meta(metas[0].shape if p["reduction"] == "none" else (), _promote(metas[0].dtype, metas[1].dtype)),
+        infer=lambda metas, p: Meta(metas[0].shape if p["reduction"] == "none" else (), promote(metas[0].dtype, metas[1].dtype)),
         code=lambda a, p: f"F.mse_loss({a[0]}, {a[1]}, reduction={_REDUCTION_CODE[p['reduction']]})",
         params={"reduction": Choice(REDUCTIONS)},
         draw_params=lambda draw, metas: {"reduction": _draw_reduction(draw)},
+        autocast_policy=FP32,
     )
 )
 
@@ -1039,6 +1041,7 @@ _edge(
         ),
         params={"margin": Choice(MARGINS), "reduction": Choice(REDUCTIONS)},
         draw_params=lambda draw, metas: {"margin": draw(st.sampled_from(MARGINS)), "reduction": _draw_reduction(draw)},
+        autocast_policy=FP32,
     )
 )
 

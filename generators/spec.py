@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from records.dtypes import ALL_DTYPES, AUTOCAST_DTYPES, FLOAT_DTYPES, INT_DTYPES  # noqa: F401  (the IR's names)
 from records.errors import SpecError
 from records.numbers import number_problem
 
@@ -25,10 +26,6 @@ SCHEMA_VERSION = 1
 # Seeds are fed to torch.Generator.manual_seed (and seed + 7919 for cotangents): an unsigned
 # 32-bit range is plenty for drawing and keeps every derived seed valid.
 MAX_SEED = 2**32
-
-FLOAT_DTYPES = ("float32", "bfloat16", "float16", "float64")
-INT_DTYPES = ("uint8", "int8", "int32", "int64", "bool")
-ALL_DTYPES = FLOAT_DTYPES + INT_DTYPES
 
 # How a graph input's values are made. "data" follows the case's InputRecipe; the others are
 # parameter initialisations (fan-in scaled weights, norm weights near one, biases near zero).
@@ -200,7 +197,7 @@ class GraphSpec:
         outputs = r.list(data, "outputs")
         r.expect(all(isinstance(o, str) for o in outputs), "outputs", "a list of names", outputs)
         autocast = data.get("autocast")
-        r.expect(autocast in (None, "bfloat16", "float16"), "autocast", "null, 'bfloat16' or 'float16'", autocast)
+        r.expect(autocast is None or autocast in AUTOCAST_DTYPES, "autocast", _AUTOCAST_CHOICES, autocast)
         return cls(
             inputs=inputs,
             nodes=nodes,
@@ -209,6 +206,22 @@ class GraphSpec:
             autocast=autocast,
             backward=r.flag(data, "backward", "backward"),
         )
+
+
+def reachable(outputs: tuple[str, ...], nodes: tuple[Node, ...]) -> set[str]:
+    """The names (nodes and graph inputs) that `outputs` reach through `nodes`' inputs, outputs included."""
+    by_name = {n.name: n for n in nodes}
+    live: set[str] = set()
+    stack = list(outputs)
+    while stack:
+        name = stack.pop()
+        if name not in live:
+            live.add(name)
+            stack.extend(by_name[name].inputs if name in by_name else ())
+    return live
+
+
+_AUTOCAST_CHOICES = "null, " + " or ".join(repr(d) for d in AUTOCAST_DTYPES)
 
 
 def _check_schema_version(version: Any, r: _Reader) -> None:

@@ -25,12 +25,13 @@ from typing import Callable
 
 from hypothesis import reject, strategies as st
 
+from generators.node_typing import new_node
 from generators.opdef import Meta
 from generators.ops import CAST_GUARD, GUARDED_ENCODINGS, cast_guard_params
 from generators.registry import all_ops
 from generators.spec import RECIPE_KINDS, GraphSpec, InputRecipe, Node, TensorSpec
+from records.dtypes import DATA_DTYPES
 
-FLOAT_DTYPES = ("float32", "bfloat16", "float16")
 ROWS = (4, 16, 32, 64, 128, 256, 512)
 MIDDLE = (2, 3, 4, 8)
 LAST_DIMS = (8, 24, 40, 64, 96, 100, 128, 160, 200, 257)
@@ -83,7 +84,7 @@ def graph_specs(
     *,
     min_ops: int = 1,
     max_ops: int = 12,
-    dtypes: tuple[str, ...] = FLOAT_DTYPES,
+    dtypes: tuple[str, ...] = DATA_DTYPES,
     ops: tuple[str, ...] | None = None,
     allow_autocast: bool = True,
     allow_backward: bool = True,
@@ -148,9 +149,8 @@ def graph_specs(
         inputs.extend(weights)
         if guard_casts and op.name in GUARDED_ENCODINGS:
             guarded = node.inputs[0]
-            guard = Node(name=f"g{step + 1}", op=CAST_GUARD, inputs=(guarded,),
-                         params=tuple(sorted(cast_guard_params(op.name, node.kwargs).items())),
-                         dtype=values[guarded].dtype, shape=values[guarded].shape)
+            guard, _ = new_node(registry[CAST_GUARD], f"g{step + 1}", (guarded,), (values[guarded],),
+                                cast_guard_params(op.name, node.kwargs), autocast=autocast, backward=backward)
             nodes.append(guard)
             consumed.add(guarded)
             node = replace(node, inputs=(guard.name,) + node.inputs[1:])
@@ -215,9 +215,9 @@ def _weighted_index(draw, weights: list[float]) -> int:
 
 
 def _draw_node(draw, op, name: str, floats: list[str], values: dict[str, Meta], *, autocast: str | None,
-               backward: bool) -> tuple[Node, list[TensorSpec]]:
+               backward: bool) -> tuple[Node, tuple[TensorSpec, ...]]:
     """One node of `op` on values in hand (its data arguments, params, and the weight inputs it
-    needs); weights stay float32 under autocast, as a model's parameters would."""
+    needs), typed by `generators.node_typing`."""
     if op.arity == 1:
         args = [draw(st.sampled_from([n for n in floats if op.accepts((values[n],))]))]
     else:
@@ -227,17 +227,7 @@ def _draw_node(draw, op, name: str, floats: list[str], values: dict[str, Meta], 
         args = [a, b]
     metas = tuple(values[a] for a in args)
     params = op.draw_params(draw, metas)
-    out = op.infer(metas, params)
-    if autocast and op.family == "linear":
-        out = Meta(out.shape, autocast)
-    weights = [
-        TensorSpec(f"{name}_{w.suffix}", w.shape, "float32" if autocast else metas[0].dtype,
-                   requires_grad=backward and w.trainable, init=w.init)
-        for w in op.weights(metas, params)
-    ]
-    node = Node(name=name, op=op.name, inputs=tuple(args + [w.name for w in weights]),
-                params=tuple(sorted(params.items())), dtype=out.dtype, shape=out.shape)
-    return node, weights
+    return new_node(op, name, tuple(args), metas, params, autocast=autocast, backward=backward)
 
 
 def _usable(name: str, floats: list[str], values: dict[str, Meta], allowed, backward: bool, guard_casts: bool) -> list[str]:
@@ -305,12 +295,8 @@ def op_spec(op_name: str, params: list[dict], dtype: str, shape: tuple[int, ...]
     weights: list[TensorSpec] = []
     nodes: list[Node] = []
     for p in params:
-        name = f"v{len(nodes) + 1}"
-        out = op.infer(metas, p)
-        ws = [TensorSpec(f"{name}_{w.suffix}", w.shape, dtype, requires_grad=backward and w.trainable, init=w.init)
-              for w in op.weights(metas, p)]
+        node, ws = new_node(op, f"v{len(nodes) + 1}", tuple(t.name for t in data), metas, p, autocast=None, backward=backward)
         weights += ws
-        nodes.append(Node(name, op_name, tuple(t.name for t in data) + tuple(w.name for w in ws),
-                          tuple(sorted(p.items())), out.dtype, out.shape))
+        nodes.append(node)
     return GraphSpec(inputs=tuple(data + weights), nodes=tuple(nodes), outputs=tuple(n.name for n in nodes),
                      recipe=recipe, backward=backward)

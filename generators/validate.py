@@ -7,8 +7,8 @@ A spec that passes it holds only:
   `repro.py` uses (`RESERVED_NAMES`), and unique over inputs and nodes;
 - params that match their op's declared schema exactly (no unknown or missing key, each value
   of its type and inside its range or choices);
-- node dtypes and shapes equal to what the op infers from its inputs (a linear under autocast
-  gives the autocast dtype);
+- node dtypes and shapes equal to what `generators.node_typing` gives for its op, params, inputs
+  and the spec's autocast (a linear under autocast gives the autocast dtype);
 - tensors of at most `MAX_TENSOR_ELEMENTS` elements, `MAX_TOTAL_ELEMENTS` in all, `MAX_DIMS` dims;
 - nodes that all reach an output, and outputs that are distinct nodes.
 So code generation can print names as they are and params through `repr` or lookup tables.
@@ -20,13 +20,16 @@ import builtins
 import keyword
 import math
 import re
+from dataclasses import replace
 
 from records.errors import InvalidGraphError
 from records.numbers import checked_number
 from generators.recipes import INITS, RECIPES
+from generators.node_typing import node_output
 from generators.opdef import INFER_ERRORS, Meta
 from generators.registry import get_op
-from generators.spec import FLOAT_DTYPES, GraphSpec, short_repr
+from generators.spec import GraphSpec, reachable, short_repr
+from records.dtypes import FLOAT_DTYPES
 
 NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MAX_NAME_LENGTH = 64
@@ -84,28 +87,32 @@ def _check_size(where: str, shape: tuple[int, ...]) -> int:
 
 
 def validate_spec(spec: GraphSpec, *, source: str = "spec") -> GraphSpec:
-    """`spec` itself when it is a valid graph, else InvalidGraphError naming `source` and the node.
+    """`spec` itself when it is a valid graph, else InvalidGraphError naming `source` and the node
+    (a spec stored before the autocast fp32 typing comes back re-typed: see `_check_node`).
 
     Valid: safe unique names; floating inputs; every node's params inside its op's schema, its
     inputs defined before it and accepted by the op, its shape and dtype what the op infers (weights
     included); sizes under the caps; at least one output, each a distinct node; no dead nodes.
     """
     metas: dict[str, Meta] = {}
+    older: dict[str, Meta] = {}  # each value as the rule before the fp32 list typed it (see `_check_node`)
     total = 0
     for t in spec.inputs:
         _check_name(source, "input", t.name, metas)
         if t.dtype not in FLOAT_DTYPES:
             raise InvalidGraphError(f"{source}: input {t.name!r} has dtype {t.dtype!r}; graph inputs are floating ({', '.join(FLOAT_DTYPES)})")
         total += _check_size(f"{source}: input {t.name!r}", tuple(t.shape))
-        metas[t.name] = Meta(tuple(t.shape), t.dtype)
+        metas[t.name] = older[t.name] = Meta(tuple(t.shape), t.dtype)
     for n in spec.nodes:
         _check_name(source, "node", n.name, metas)
-        meta = _check_node(spec, n, metas, f"{source}: node {n.name!r} ({n.op})")
+        meta = _check_node(spec, n, metas, older, f"{source}: node {n.name!r} ({n.op})")
         total += _check_size(f"{source}: node {n.name!r} ({n.op})", meta.shape)
         metas[n.name] = meta
     if total > MAX_TOTAL_ELEMENTS:
         raise InvalidGraphError(f"{source}: {total} elements over all inputs and nodes, over the cap of {MAX_TOTAL_ELEMENTS}")
     _check_outputs(spec, metas, source)
+    if any(n.dtype != metas[n.name].dtype for n in spec.nodes):
+        return replace(spec, nodes=tuple(replace(n, dtype=metas[n.name].dtype) for n in spec.nodes))
     return spec
 
 
@@ -117,8 +124,13 @@ def _check_name(source: str, kind: str, name: str, defined: dict[str, Meta]) -> 
         raise InvalidGraphError(f"{source}: {kind} name {name!r} is used twice")
 
 
-def _check_node(spec: GraphSpec, n, metas: dict[str, Meta], where: str) -> Meta:
-    """The node's output meta, once its params, inputs, weights, shape and dtype all check out."""
+def _check_node(spec: GraphSpec, n, metas: dict[str, Meta], older: dict[str, Meta], where: str) -> Meta:
+    """The node's output meta, once its params, inputs, weights, shape and dtype all check out.
+
+    Before the typing rule knew torch's autocast fp32 list and weight promotion, a stored autocast
+    spec typed a loss or a hand-written norm after a linear (and what it feeds) by its op's
+    `infer`. A node whose dtype is what that rule gave (`older` holds each value as it did) is
+    read with the dtype torch gives: such stores still load, re-typed."""
     op = get_op(n.op)
     problems = op.param_problems(n.kwargs)
     if problems:
@@ -126,11 +138,13 @@ def _check_node(spec: GraphSpec, n, metas: dict[str, Meta], where: str) -> Meta:
     missing = [i for i in n.inputs if i not in metas]
     if missing:
         raise InvalidGraphError(f"{where}: inputs {short_repr(missing)} are not defined before it")
-    data = tuple(metas[i] for i in n.inputs[: op.arity])
+    data_names = n.inputs[: op.arity]
+    data = tuple(metas[i] for i in data_names)
     if len(data) != op.arity or not op.accepts(data):
         raise InvalidGraphError(f"{where}: does not accept inputs {[(m.shape, m.dtype) for m in data]}")
+    held = n.inputs[op.arity :]
     try:
-        expected = op.infer(data, n.kwargs)
+        expected = node_output(op, data, n.kwargs, spec.autocast, tuple(metas[name].dtype for name in held))
         weights = op.weights(data, n.kwargs)
     except INFER_ERRORS as e:
         raise InvalidGraphError(f"{where}: bad params {short_repr(n.kwargs)} ({e})") from None
@@ -138,16 +152,21 @@ def _check_node(spec: GraphSpec, n, metas: dict[str, Meta], where: str) -> Meta:
         raise InvalidGraphError(
             f"{where}: expected {op.arity} data inputs and {len(weights)} weights, got {len(n.inputs)} inputs"
         )
-    for w, name in zip(weights, n.inputs[op.arity :]):
+    for w, name in zip(weights, held):
         if metas[name].shape != w.shape:
             raise InvalidGraphError(f"{where}: weight {name!r} has shape {metas[name].shape}, expected {w.shape}")
     if tuple(n.shape) != expected.shape:
         raise InvalidGraphError(f"{where}: shape {short_repr(tuple(n.shape))} but its inputs give {expected.shape}")
-    # Autocast runs linears in its low-precision dtype; every other op keeps what it infers.
-    dtype = spec.autocast if spec.autocast and op.family == "linear" else expected.dtype
-    if n.dtype != dtype:
-        raise InvalidGraphError(f"{where}: dtype {n.dtype!r} but its inputs give {dtype!r}")
-    return Meta(expected.shape, n.dtype)
+    before_fix = expected.dtype
+    if spec.autocast:
+        try:
+            before_fix = node_output(op, tuple(older[i] for i in data_names), n.kwargs, spec.autocast, as_before_fp32=True).dtype
+        except INFER_ERRORS:
+            pass
+    older[n.name] = Meta(expected.shape, before_fix)
+    if n.dtype not in (expected.dtype, before_fix):
+        raise InvalidGraphError(f"{where}: dtype {n.dtype!r} but its inputs give {expected.dtype!r}")
+    return expected
 
 
 def _check_outputs(spec: GraphSpec, metas: dict[str, Meta], source: str) -> None:
@@ -161,13 +180,7 @@ def _check_outputs(spec: GraphSpec, metas: dict[str, Meta], source: str) -> None
             raise InvalidGraphError(f"{source}: output {short_repr(o, 80)} {what}")
     if len(set(spec.outputs)) != len(spec.outputs):
         raise InvalidGraphError(f"{source}: outputs {short_repr(list(spec.outputs))} name a node twice")
-    live: set[str] = set()
-    stack = list(spec.outputs)
-    while stack:
-        name = stack.pop()
-        if name not in live:
-            live.add(name)
-            stack.extend(nodes[name].inputs if name in nodes else ())
+    live = reachable(spec.outputs, spec.nodes)
     dangling = [n.name for n in spec.nodes if n.name not in live]
     if dangling:
         raise InvalidGraphError(f"{source}: nodes {short_repr(dangling)} reach no output (dead code is not a case)")

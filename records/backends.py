@@ -15,9 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
+from records.dtypes import DATA_DTYPES
 from records.errors import ConfigError
 
-ALL_DTYPES = ("float32", "bfloat16", "float16")
+# The data dtypes a backend may declare (`records.dtypes.DATA_DTYPES`); `fuzzer.campaign.loop`
+# imports it under this name.
+ALL_DTYPES = DATA_DTYPES
 ANY = "*"
 
 
@@ -26,7 +29,7 @@ class BackendCaps:
     name: str
     extra: str | None = None  # the optional dependency group that installs it (pyproject.toml)
     modules: tuple[str, ...] = ()  # what it imports
-    dtypes: tuple[str, ...] = ALL_DTYPES  # data dtypes it compiles
+    dtypes: tuple[str, ...] = DATA_DTYPES  # data dtypes it compiles
     backward: bool = True
     autocast: bool = True
     # (op, data dtype or "*", "fwd" | "bwd" | "*"): cells it fails to compile
@@ -35,7 +38,7 @@ class BackendCaps:
 
     def allows(self, op: str, dtype: str, backward: bool) -> bool:
         """Whether `op` on a `dtype` input compiles, in a forward-only or a backward graph."""
-        if dtype in ALL_DTYPES and dtype not in self.dtypes:
+        if dtype in DATA_DTYPES and dtype not in self.dtypes:
             return False
         if backward and not self.backward:
             return False
@@ -81,7 +84,7 @@ ONNXRT = BackendCaps(
     name="onnxrt",
     extra="onnx",
     modules=("onnxruntime", "onnxscript", "onnx"),
-    dtypes=ALL_DTYPES,
+    dtypes=DATA_DTYPES,
     backward=True,
     autocast=False,  # autocast makes linear's matmul bfloat16: NotImplemented
     unsupported=(

@@ -14,14 +14,16 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from generators.node_typing import new_node
 from generators.opdef import Meta
 from generators.registry import get_op
 from generators.spec import GraphSpec, InputRecipe, Node, TensorSpec
+from records.dtypes import DATA_DTYPES
 from generators.validate import validate_spec
 
 
 class _Graph:
-    """A tiny builder: add inputs and op nodes; shapes come from the op registry."""
+    """A tiny builder: add inputs and op nodes, typed by `generators.node_typing`."""
 
     def __init__(self, autocast: str | None = None, backward: bool = False):
         self.inputs: list[TensorSpec] = []
@@ -36,23 +38,13 @@ class _Graph:
         return name
 
     def op(self, op_name, *args, **params):
-        op = get_op(op_name)
         metas = tuple(self.meta[a] for a in args)
-        out = op.infer(metas, params)
-        if self.autocast and op.family == "linear":
-            out = Meta(out.shape, self.autocast)
-        name = f"v{len(self.nodes) + 1}"
-        weights = []
-        for w in op.weights(metas, params):
-            w_name = f"{name}_{w.suffix}"
-            dtype = "float32" if self.autocast else metas[0].dtype
-            self.inputs.append(
-                TensorSpec(w_name, w.shape, dtype, requires_grad=self.backward and w.trainable, init=w.init)
-            )
-            weights.append(w_name)
-        self.nodes.append(Node(name, op_name, tuple(args) + tuple(weights), tuple(sorted(params.items())), out.dtype, out.shape))
-        self.meta[name] = out
-        return name
+        node, weights = new_node(get_op(op_name), f"v{len(self.nodes) + 1}", args, metas, params,
+                                 autocast=self.autocast, backward=self.backward)
+        self.inputs.extend(weights)
+        self.nodes.append(node)
+        self.meta[node.name] = Meta(node.shape, node.dtype)
+        return node.name
 
     def spec(self, outputs, recipe=InputRecipe("normal", 0)) -> GraphSpec:
         return validate_spec(
@@ -164,7 +156,7 @@ def autocast_specs() -> dict[str, GraphSpec]:
 
 def all_specs() -> dict[str, GraphSpec]:
     specs = seeds() | autocast_specs()
-    for dtype in ("float32", "bfloat16", "float16"):
+    for dtype in DATA_DTYPES:
         # A backward spec also compares its forward outputs: it covers both kinds of feature.
         specs |= family_specs(dtype, backward=True)
     return specs

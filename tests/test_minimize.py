@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from records.config import CompileConfig
-from fuzzer.triage.shrink import PASSES, case_predicate, minimize_spec, rebuild_spec, spec_elements
+from fuzzer.triage.shrink import PASSES, case_predicate, minimize_spec, spec_elements
+from generators.surgery import rebuild_spec
 from records.errors import MinimizeError
 from fuzzer.engine.worker import Worker
 from generators.spec import GraphSpec, InputRecipe, Node, TensorSpec

@@ -9,8 +9,8 @@ in a subprocess and a crash or hang in the compiler is only a failed candidate.
 
 Invariants:
 - the input must fail the predicate (checked first, like torch's fx_minifier): else MinimizeError;
-- every candidate passes `validate_spec` before the predicate sees it (shapes are re-inferred
-  through the registry's `infer`/`weights` by `rebuild_spec`);
+- every candidate passes `validate_spec` before the predicate sees it: each pass chooses an
+  edit and `generators.surgery` makes it (re-typing every node through `generators.node_typing`);
 - deterministic: the same spec and the same predicate answers give the same result; answers
   are cached by spec digest, so no candidate is run twice.
 """
@@ -21,11 +21,19 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator
 
-from records.errors import MinimizeError, SpecError
-from generators.opdef import INFER_ERRORS, Meta
-from generators.registry import get_op
-from generators.spec import GraphSpec, InputRecipe, Node, TensorSpec
-from generators.validate import validate_spec
+from generators.spec import GraphSpec, InputRecipe
+from generators.surgery import (
+    bypass_node,
+    cut_to_input,
+    data_inputs,
+    fresh_name,
+    rebuild_spec,
+    remove_nodes,
+    same_shape_inputs,
+    with_params,
+)
+from records.dtypes import is_float
+from records.errors import MinimizeError
 
 Predicate = Callable[[GraphSpec], bool]
 DEFAULT_EPS = 1e-5
@@ -74,180 +82,8 @@ def spec_elements(spec: GraphSpec) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
-# Rebuilding a spec after an edit: shapes, dtypes and weights re-inferred through the registry
-# ---------------------------------------------------------------------------------------------
-
-
-def rebuild_spec(
-    spec: GraphSpec,
-    *,
-    nodes: tuple[Node, ...] | None = None,
-    outputs: tuple[str, ...] | None = None,
-    data_shapes: dict[str, tuple[int, ...]] | None = None,
-    extra_inputs: tuple[TensorSpec, ...] = (),
-    autocast: str | None | bool = False,
-) -> GraphSpec | None:
-    """A valid spec from edited parts, or None when the edit leaves no valid graph.
-
-    Data inputs take `data_shapes`; every node's shape and dtype is re-inferred from its data
-    inputs; its weight inputs are re-derived from `op.weights` (new shapes, dropped when a param
-    such as `bias=False` no longer needs them, created when needed); nodes that no output
-    reaches and inputs that nothing uses are dropped. `autocast=False` keeps the spec's autocast.
-    """
-    nodes = spec.nodes if nodes is None else nodes
-    outputs = spec.outputs if outputs is None else outputs
-    autocast_dtype = spec.autocast if autocast is False else autocast
-    old_inputs = {t.name: t for t in tuple(spec.inputs) + tuple(extra_inputs)}
-    live = _reached_from(outputs, nodes)
-    nodes = tuple(n for n in nodes if n.name in live)
-    if not nodes:
-        return None
-    inputs, metas = _live_data_inputs(spec, nodes, old_inputs, live, data_shapes or {})
-    new_nodes = []
-    for n in nodes:
-        rebuilt = _reinfer_node(spec, n, old_inputs, inputs, metas, autocast_dtype)
-        if rebuilt is None:
-            return None
-        new_nodes.append(rebuilt)
-    if any(o not in metas for o in outputs) or len(set(outputs)) != len(outputs):
-        return None
-    candidate = replace(
-        spec, inputs=_in_original_order(inputs, old_inputs), nodes=tuple(new_nodes), outputs=tuple(outputs), autocast=autocast_dtype
-    )
-    try:
-        return validate_spec(candidate, source="minimizer candidate")
-    except SpecError:
-        return None
-
-
-def _reached_from(outputs: tuple[str, ...], nodes: tuple[Node, ...]) -> set[str]:
-    """Names of the nodes and inputs that the outputs reach: all that the rebuilt spec keeps."""
-    by_name = {n.name: n for n in nodes}
-    live: set[str] = set()
-    stack = list(outputs)
-    while stack:
-        name = stack.pop()
-        if name in live:
-            continue
-        live.add(name)
-        if name in by_name:
-            stack.extend(by_name[name].inputs)
-    return live
-
-
-def _live_data_inputs(spec: GraphSpec, nodes: tuple[Node, ...], old_inputs: dict[str, TensorSpec], live: set[str],
-                      data_shapes: dict[str, tuple[int, ...]]) -> tuple[dict[str, TensorSpec], dict[str, Meta]]:
-    """The reached data inputs (weights are re-derived per node), in `data_shapes`' shapes, and
-    their metas; `requires_grad` only where the spec still runs backward."""
-    weight_names = set()
-    for n in nodes:
-        weight_names.update(n.inputs[get_op(n.op).arity :])
-    inputs: dict[str, TensorSpec] = {}
-    metas: dict[str, Meta] = {}
-    for t in old_inputs.values():
-        if t.name in live and t.name not in weight_names:
-            shape = tuple(data_shapes.get(t.name, t.shape))
-            inputs[t.name] = replace(t, shape=shape, requires_grad=t.requires_grad and spec.backward)
-            metas[t.name] = Meta(shape, t.dtype)
-    return inputs, metas
-
-
-def _reinfer_node(spec: GraphSpec, n: Node, old_inputs: dict[str, TensorSpec], inputs: dict[str, TensorSpec],
-                  metas: dict[str, Meta], autocast_dtype: str | None) -> Node | None:
-    """Node `n` with shape and dtype re-inferred from its data inputs' metas and its weights
-    re-derived from `op.weights` (added to `inputs` and `metas`, as is the node's own meta);
-    None when the op no longer accepts its inputs or params."""
-    op = get_op(n.op)
-    data_names = n.inputs[: op.arity]
-    if any(d not in metas for d in data_names):
-        return None
-    data = tuple(metas[d] for d in data_names)
-    if not op.accepts(data):
-        return None
-    try:
-        out = op.infer(data, n.kwargs)
-        weights = op.weights(data, n.kwargs)
-    except INFER_ERRORS:
-        return None
-    dtype = autocast_dtype if (autocast_dtype and op.family == "linear") else out.dtype
-    # Old weights by role suffix, so that a weight keeps its name, dtype and init.
-    old_weight_names = dict(zip((w.suffix for w in _old_weights(spec, n, old_inputs)), n.inputs[op.arity :]))
-    names = []
-    for w in weights:
-        name = old_weight_names.get(w.suffix) or f"{n.name}_{w.suffix}"
-        old = old_inputs.get(name)
-        wdtype = old.dtype if old is not None else ("float32" if autocast_dtype else data[0].dtype)
-        inputs[name] = TensorSpec(name, tuple(w.shape), wdtype, requires_grad=spec.backward and w.trainable, init=w.init)
-        metas[name] = Meta(tuple(w.shape), wdtype)
-        names.append(name)
-    metas[n.name] = Meta(tuple(out.shape), dtype)
-    return replace(n, inputs=tuple(data_names) + tuple(names), shape=tuple(out.shape), dtype=dtype)
-
-
-def _in_original_order(inputs: dict[str, TensorSpec], old_inputs: dict[str, TensorSpec]) -> tuple[TensorSpec, ...]:
-    """Inputs in their original order, new ones after."""
-    order = [t.name for t in old_inputs.values()]
-    return tuple(sorted(inputs.values(), key=lambda t: order.index(t.name) if t.name in order else len(order)))
-
-
-def _old_weights(spec: GraphSpec, node: Node, old_inputs: dict[str, TensorSpec]):
-    op = get_op(node.op)
-    try:
-        data = tuple(Meta(*spec.meta(d)) if d not in old_inputs else Meta(old_inputs[d].shape, old_inputs[d].dtype) for d in node.inputs[: op.arity])
-        return op.weights(data, node.kwargs)
-    except INFER_ERRORS:
-        return ()
-
-
-def _data_inputs(spec: GraphSpec) -> list[TensorSpec]:
-    weight_names = set()
-    for n in spec.nodes:
-        weight_names.update(n.inputs[get_op(n.op).arity :])
-    return [t for t in spec.inputs if t.name not in weight_names]
-
-
-def _rewire(nodes: tuple[Node, ...], outputs: tuple[str, ...], old: str, new: str):
-    nodes = tuple(replace(n, inputs=tuple(new if i == old else i for i in n.inputs)) for n in nodes)
-    outs: list[str] = []
-    for o in outputs:
-        o = new if o == old else o
-        if o not in outs:
-            outs.append(o)
-    return nodes, tuple(outs)
-
-
-def _same_shape_inputs(spec: GraphSpec, node: Node) -> list[str]:
-    op = get_op(node.op)
-    return [i for i in node.inputs[: op.arity] if spec.meta(i)[0] == node.shape]
-
-
-# ---------------------------------------------------------------------------------------------
 # Passes: each yields candidate specs, simplest first; the first that still fails is taken
 # ---------------------------------------------------------------------------------------------
-
-
-def _remove_nodes(spec: GraphSpec, names: set[str]) -> GraphSpec | None:
-    """Drop nodes, rewiring each one's consumers to its first same-shape data input."""
-    nodes, outputs = spec.nodes, spec.outputs
-    for n in spec.nodes:
-        if n.name not in names:
-            continue
-        same = _same_shape_inputs(spec, n)
-        if not same:
-            return None
-        target = same[0]
-        while target in names:  # a chain of removed nodes: follow it to a kept value
-            t_node = spec.node(target)
-            nxt = _same_shape_inputs(spec, t_node)
-            if not nxt:
-                return None
-            target = nxt[0]
-        nodes, outputs = _rewire(nodes, outputs, n.name, target)
-    nodes = tuple(n for n in nodes if n.name not in names)
-    if not any(o in {n.name for n in nodes} for o in outputs):
-        return None  # only inputs left as outputs: nothing to compile
-    outputs = tuple(o for o in outputs if o in {n.name for n in nodes})
-    return rebuild_spec(spec, nodes=nodes, outputs=outputs)
 
 
 def pass_drop_nodes(spec: GraphSpec) -> Iterator[GraphSpec]:
@@ -258,7 +94,7 @@ def pass_drop_nodes(spec: GraphSpec) -> Iterator[GraphSpec]:
         for start in range(0, len(names), size):
             chunk = set(names[start : start + size])
             if len(chunk) < len(names):
-                cand = _remove_nodes(spec, chunk)
+                cand = remove_nodes(spec, chunk)
                 if cand is not None:
                     yield cand
         if size == 1:
@@ -270,13 +106,9 @@ def pass_cut_to_input(spec: GraphSpec) -> Iterator[GraphSpec]:
     """Replace a node by a fresh data input of its shape and dtype (what feeds it no longer matters)."""
     used = {t.name for t in spec.inputs} | {n.name for n in spec.nodes}
     for n in spec.nodes:
-        if n.name in spec.outputs or not _is_float(n.dtype):
+        if n.name in spec.outputs or not is_float(n.dtype):
             continue
-        fresh = _fresh_name(used, "x")
-        t = TensorSpec(fresh, tuple(n.shape), n.dtype, requires_grad=spec.backward, init="data")
-        nodes, outputs = _rewire(spec.nodes, spec.outputs, n.name, fresh)
-        nodes = tuple(m for m in nodes if m.name != n.name)
-        cand = rebuild_spec(spec, nodes=nodes, outputs=outputs, extra_inputs=(t,))
+        cand = cut_to_input(spec, n, fresh_name(used, "x"))
         if cand is not None:
             yield cand
 
@@ -284,13 +116,10 @@ def pass_cut_to_input(spec: GraphSpec) -> Iterator[GraphSpec]:
 def pass_bypass(spec: GraphSpec) -> Iterator[GraphSpec]:
     """Replace a node by each of its same-shape data inputs (drop_nodes only tries the first)."""
     for n in spec.nodes:
-        for alt in _same_shape_inputs(spec, n)[1:]:
-            nodes, outputs = _rewire(spec.nodes, spec.outputs, n.name, alt)
-            nodes = tuple(m for m in nodes if m.name != n.name)
-            if any(o in {m.name for m in nodes} for o in outputs):
-                cand = rebuild_spec(spec, nodes=nodes, outputs=tuple(o for o in outputs if o in {m.name for m in nodes}))
-                if cand is not None:
-                    yield cand
+        for alt in same_shape_inputs(spec, n)[1:]:
+            cand = bypass_node(spec, n, alt)
+            if cand is not None:
+                yield cand
 
 
 def pass_drop_outputs(spec: GraphSpec) -> Iterator[GraphSpec]:
@@ -322,7 +151,7 @@ def pass_drop_autocast(spec: GraphSpec) -> Iterator[GraphSpec]:
             yield cand
     for n in spec.nodes:
         if n.op == "cast":
-            cand = _remove_nodes(spec, {n.name})
+            cand = remove_nodes(spec, {n.name})
             if cand is not None:
                 yield cand
 
@@ -336,9 +165,7 @@ def pass_simplify_params(spec: GraphSpec) -> Iterator[GraphSpec]:
         kw = n.kwargs
         for key, simple in _PARAM_SIMPLER:
             if key in kw and kw[key] != simple:
-                new = replace(n, params=tuple(sorted({**kw, key: simple}.items())))
-                nodes = spec.nodes[:i] + (new,) + spec.nodes[i + 1 :]
-                cand = rebuild_spec(spec, nodes=nodes)
+                cand = with_params(spec, i, {**kw, key: simple})
                 if cand is not None:
                     yield cand
 
@@ -356,7 +183,7 @@ def _shrunk(d: int) -> list[int]:
 
 def _shrink_dim(spec: GraphSpec, axis_from_end: int | None, axis: int | None) -> Iterator[GraphSpec]:
     """Shrink one axis of every data input that has it (all data inputs share the axis)."""
-    data = _data_inputs(spec)
+    data = data_inputs(spec)
     if not data:
         return
     ref = data[0].shape
@@ -380,7 +207,7 @@ def pass_shrink_rows(spec: GraphSpec) -> Iterator[GraphSpec]:
 
 def pass_shrink_dims(spec: GraphSpec) -> Iterator[GraphSpec]:
     """Every other dimension of the data inputs, then linear/matmul widths."""
-    data = _data_inputs(spec)
+    data = data_inputs(spec)
     rank = len(data[0].shape) if data else 0
     for axis in range(1, rank):
         yield from _shrink_dim(spec, None, axis)
@@ -388,8 +215,7 @@ def pass_shrink_dims(spec: GraphSpec) -> Iterator[GraphSpec]:
         width = n.kwargs.get("out_features")
         if isinstance(width, int):
             for new in _shrunk(width):
-                node = replace(n, params=tuple(sorted({**n.kwargs, "out_features": new}.items())))
-                cand = rebuild_spec(spec, nodes=spec.nodes[:i] + (node,) + spec.nodes[i + 1 :])
+                cand = with_params(spec, i, {**n.kwargs, "out_features": new})
                 if cand is not None:
                     yield cand
 
@@ -406,18 +232,6 @@ PASSES: tuple[tuple[str, Callable[[GraphSpec], Iterator[GraphSpec]]], ...] = (
     ("shrink_rows", pass_shrink_rows),
     ("shrink_dims", pass_shrink_dims),
 )
-
-
-def _is_float(dtype: str) -> bool:
-    return dtype in ("float32", "bfloat16", "float16", "float64")
-
-
-def _fresh_name(used: set[str], prefix: str) -> str:
-    i = 0
-    while f"{prefix}{i}" in used:
-        i += 1
-    used.add(f"{prefix}{i}")
-    return f"{prefix}{i}"
 
 
 # ---------------------------------------------------------------------------------------------
