@@ -32,6 +32,10 @@ BOUNDARY_ULPS = 32.0
 GROSS_MIN_ULPS_BY_DTYPE = {"float32": 1024.0, "float64": 1024.0, "bfloat16": 16.0, "float16": 16.0}
 GROSS_MIN_ULPS = 16.0  # any other floating dtype
 GROSS_FACTOR = 4.0
+# A NaN/Inf in compiled where the exact value lies within this many ULPs of the dtype's largest
+# finite value is rounding at the edge of the range (a product that lands on the largest float),
+# not a wrong answer: `n_nonfinite_new` leaves it out.
+OVERFLOW_EDGE_ULPS = 4.0
 # Gross needs the same excess twice: in each element's own ULPs (above) and at the output's scale,
 # in ULPs of the dtype at max(|fp64|, RMS of the fp64 output over the whole tensor). A value near
 # zero after cancellation has a huge error in its own ULPs and a negligible one at the scale of the
@@ -89,7 +93,7 @@ def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.
     err_e_ulps, err_c_ulps = _errors_in_ulps(r64, err_e, err_c, finite, dtype)
     err_e_scale, err_c_scale = _errors_at_scale(r64, err_e, err_c, finite, dtype)
     gross, gross_measures = _gross_measures(err_e_ulps, err_c_ulps, err_e_scale, err_c_scale, diff_finite, dtype)
-    int_wrong, integral_measures = _integral_measures(e64, c64, r64, diff_finite, dtype)
+    (int_wrong, nonfinite_new), integral_measures = _integral_measures(e64, c64, r64, diff_finite, dtype)
     measures = {
         "n_diff": differs.sum().to(torch.float64),
         "max_ulp": dist.max().to(torch.float64) if dist.numel() else torch.zeros((), dtype=torch.float64, device=dist.device),
@@ -97,7 +101,7 @@ def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.
         **_error_measures(e64, c64, r64, err_e, err_c, finite, diff_finite),
         **gross_measures,
         **integral_measures,
-        **_conditioning_measures(c64, e64, r64, perturbed, gross, int_wrong),
+        **_conditioning_measures(c64, e64, r64, perturbed, gross, int_wrong, nonfinite_new),
         **_histogram(dist),
     }
     values = torch.cat([torch.stack(list(measures.values())), _error_sample(err_e_ulps, err_c_ulps, diff_finite)]).tolist()
@@ -127,6 +131,7 @@ def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.
         conditioning_draws=len(perturbed or ()),
         n_gross_ill_conditioned=int(m["n_gross_ill"]),
         n_int_wrong_ill_conditioned=int(m["n_int_wrong_ill"]) if m["integral"] else 0,
+        n_nonfinite_ill_conditioned=int(m["n_nonfinite_ill"]),
         max_reference_shift=float(m["max_ref_shift"]),
         reference_rms=float(m["rms_ref"]),
     )
@@ -199,22 +204,24 @@ def _gross_measures(err_e_ulps, err_c_ulps, err_e_scale, err_c_scale, diff_finit
     }
 
 
-def _conditioning_measures(c64, e64, r64, perturbed, gross, int_wrong) -> dict[str, torch.Tensor]:
-    """How many gross (and integer-valued-wrong) elements are ill-conditioned: some fp64 reference
-    on inputs moved by about one ULP (`perturbed`) lies at least as far from this reference as
-    compiled lies from eager. Zeros when nothing was perturbed."""
+def _conditioning_measures(c64, e64, r64, perturbed, gross, int_wrong, nonfinite_new) -> dict[str, torch.Tensor]:
+    """How many gross, integer-valued-wrong and new-NaN/Inf elements are ill-conditioned: some fp64
+    reference on inputs moved by about one ULP (`perturbed`) lies at least as far from this
+    reference as compiled lies from eager (for a NaN/Inf: the moved reference is not finite
+    either). Zeros when nothing was perturbed."""
     zero = torch.zeros((), dtype=torch.float64, device=r64.device)
     if not perturbed:
-        return {"n_gross_ill": zero, "n_int_wrong_ill": zero, "max_ref_shift": zero}
+        return {"n_gross_ill": zero, "n_int_wrong_ill": zero, "n_nonfinite_ill": zero, "max_ref_shift": zero}
     shift = torch.zeros_like(r64)
     for p in perturbed:
         moved = (p.to(device=r64.device, dtype=torch.float64).flatten() - r64).abs()
         shift = torch.maximum(shift, torch.where(torch.isfinite(moved), moved, torch.full_like(moved, float("inf"))))
-    ill = shift >= (c64 - e64).abs()
+    ill = shift >= torch.nan_to_num((c64 - e64).abs(), nan=float("inf"))
     finite_shift = torch.where(torch.isfinite(shift), shift, torch.zeros_like(shift))
     return {
         "n_gross_ill": (gross & ill).sum().to(torch.float64),
         "n_int_wrong_ill": (int_wrong & ill).sum().to(torch.float64),
+        "n_nonfinite_ill": (nonfinite_new & ill).sum().to(torch.float64),
         "max_ref_shift": finite_shift.max() if finite_shift.numel() else zero,
     }
 
@@ -271,8 +278,11 @@ def _integral_measures(e64, c64, r64, diff_finite, dtype: str):
     informative = fin_e & fin_r & (e64 != 0) & (e64.abs() < 2.0**mantissa_bits)
     # An integer-valued output is wrong by a whole step: compiled is an integer too, and another one.
     int_wrong = diff_finite & (e64 == r64) & (c64 != r64) & (c64 == c64.round()) & (e64.abs() < 2.0**mantissa_bits)
-    nonfinite_new = fin_e & fin_r & ~torch.isfinite(c64)
-    return int_wrong, {
+    # NaN/Inf in compiled alone, except where the exact value lies within `OVERFLOW_EDGE_ULPS` of the
+    # dtype's largest finite value: rounding at the edge of the range, not a wrong answer.
+    edge = torch.finfo(getattr(torch, dtype)).max * (1.0 - OVERFLOW_EDGE_ULPS * 2.0 ** -mantissa_bits)
+    nonfinite_new = fin_e & fin_r & ~torch.isfinite(c64) & (r64.abs() < edge)
+    return (int_wrong, nonfinite_new), {
         "integral": (integral_mask.all() & informative.any()).to(torch.float64),
         "n_int_wrong": int_wrong.sum().to(torch.float64),
         "n_nonfinite_new": nonfinite_new.sum().to(torch.float64),

@@ -62,7 +62,7 @@ _MANTISSA_BITS = {"float32": 23, "float64": 52, "bfloat16": 7, "float16": 10}
 # has no grossly-worse element is reduction order or a decomposition, `noise`, not worth a repro.
 NO_PRECISION_KNOB = frozenset({"float32", "float64"})
 # Bug rules an ill-conditioned input can fake: checked against perturbed inputs (`oracles.judge`).
-CONDITIONED_RULES = frozenset({"float-gross-worse", "int-valued-wrong", "int-gross"})
+CONDITIONED_RULES = frozenset({"nan-inf-new", "float-gross-worse", "int-valued-wrong", "int-gross"})
 # An output is ill-conditioned when at least this share of the elements a bug rule names move in
 # fp64 as far as compiled differs (a few random draws miss some ill-conditioned elements) ...
 ILL_MAJORITY = 0.5
@@ -111,6 +111,10 @@ def _ill_conditioned(measured: int, ill: int, total: int, eager_exact: int = 0, 
 
 
 def _float_reason(name: str, fc) -> SeverityReason | None:
+    if fc.n_nonfinite_new and _ill_conditioned(fc.conditioning_draws, fc.n_nonfinite_ill_conditioned, fc.n_nonfinite_new):
+        return SeverityReason(Severity.SUSPECT, "nan-inf-ill-conditioned", name,
+                              f"{fc.n_nonfinite_new}/{fc.numel} {fc.dtype} elements are NaN/Inf in compiled where eager and fp64 are "
+                              f"finite, but the fp64 value itself is NaN/Inf when the inputs move by one ULP: an ill-conditioned input")
     if fc.n_nonfinite_new:
         return SeverityReason(Severity.BUG, "nan-inf-new", name,
                               f"{fc.n_nonfinite_new}/{fc.numel} {fc.dtype} elements are NaN/Inf in compiled where eager and fp64 are finite")

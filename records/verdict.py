@@ -50,6 +50,7 @@ class FloatComparison:
     conditioning_draws: int = 0
     n_gross_ill_conditioned: int = 0
     n_int_wrong_ill_conditioned: int = 0
+    n_nonfinite_ill_conditioned: int = 0
     max_reference_shift: float = 0.0  # the largest such move of the reference, anywhere
     reference_rms: float = 0.0  # the fp64 output's RMS over its finite elements (its scale)
 

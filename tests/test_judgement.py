@@ -205,3 +205,37 @@ def test_a_compiler_returning_another_dtype_is_a_type_mismatch_bug_end_to_end():
     assert finding_of(v).kind is FindingKind.TYPE_MISMATCH
     clean = execute_case(unary_bf16("gelu", rows=8, dim=16), "cpu", CompileConfig(backend="fuzzer.engine.planted:eager_in_disguise"))
     assert clean.status.value == "ok"
+
+
+def test_an_inf_at_the_edge_of_the_range_is_rounding_not_a_new_nan_inf():
+    """A product whose exact value lands within a few ULPs of the largest float: compiled rounds it
+    up to Inf, eager down. Not a wrong answer. Far from the edge, the same Inf is a bug."""
+    big = torch.finfo(torch.float16).max
+    ref = torch.tensor([1.0, big * (1 - 2**-12), 2.0], dtype=torch.float64)
+    eager = ref.to(torch.float16)
+    compiled = eager.clone()
+    compiled[1] = float("inf")
+    v = _one(eager, compiled, ref)
+    assert v.outputs[0].float_cmp.n_nonfinite_new == 0 and severity_of(v).rule != "nan-inf-new"
+    compiled2 = eager.clone()
+    compiled2[0] = float("inf")
+    assert severity_of(_one(eager, compiled2, ref)).rule == "nan-inf-new"
+
+
+def test_a_new_nan_is_suspect_when_fp64_itself_goes_nan_a_ulp_away():
+    """rsqrt of a mean that cancels to about zero: the fp64 value turns NaN when the inputs move one
+    ULP, so compiled's NaN there is the input's conditioning, not the compiler's."""
+    ref = torch.tensor([2.0, 3.0e3, 0.5], dtype=torch.float64)
+    eager = ref.to(torch.float32)
+    compiled = eager.clone()
+    compiled[1] = float("nan")
+
+    def turns_nan(draw):
+        moved = ref.clone()
+        moved[1] = float("nan")
+        return [("y", moved)]
+
+    ill = _one(eager, compiled, ref, perturbed_reference=turns_nan)
+    assert severity_of(ill).rule == "nan-inf-ill-conditioned" and severity_of(ill).severity is Severity.SUSPECT
+    steady = _one(eager, compiled, ref, perturbed_reference=lambda d: [("y", ref * (1 + 1e-7))])
+    assert severity_of(steady).rule == "nan-inf-new"
