@@ -176,7 +176,11 @@ def test_gpu_layer_norm_backward_inductor_against_a_second_compiler(dtype):
         assert any(p.name.startswith("grad:") for p in v.against.outputs), v.against
         assert v.against.further_from_fp64 in ("inductor", second, "same", "equal")
     else:
-        assert v.status == Status.UNSUPPORTED and v.against.failed == "against", (v.status, v.error_message)
+        # Declared from CPU measurements; on the H100 (torch 2.11, 2026-11-24) onnxrt compiled the
+        # bf16 LayerNorm backward and the case was judged (diverged): a conservative cell is allowed,
+        # a compile failure that is not read as unsupported is not.
+        assert (v.status == Status.UNSUPPORTED and v.against.failed == "against") or \
+            (v.status in (Status.OK, Status.DIVERGED) and v.against.failed is None), (v.status, v.error_message)
 
 
 def test_an_op_the_exporter_has_no_function_for_reads_unsupported_not_a_finding():

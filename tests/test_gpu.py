@@ -55,7 +55,10 @@ def test_planted_bugs_are_caught_on_cuda(tmp_path):
 
 
 def test_cuda_campaign_writes_repros_that_exit_1(tmp_path):
-    opts = CampaignOptions(device="cuda", out_dir=tmp_path, max_cases=8, seed=11, dtypes=("bfloat16",))
+    # Drawn from the sigmoid-gate family in bf16, which Inductor fuses without eager's intermediate
+    # rounding on CUDA (a quarter of the elements differ): 8 cases of the whole op set drew none
+    # that differ once issue 24 grew it (H100, 2026-11-24).
+    opts = CampaignOptions(device="cuda", out_dir=tmp_path, max_cases=8, seed=11, dtypes=("bfloat16",), ops=("gate",))
     result = run_campaign(opts)
     store = Store(tmp_path / STORE_NAME)
     buckets = store.buckets(run_id=result.run_id)
