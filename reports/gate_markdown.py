@@ -54,7 +54,9 @@ def gate_markdown(result: dict[str, Any]) -> str:
         lines += [f"### Fuzz: {fuzz['cases']} cases (seed {fuzz['seed']}), {len(fuzz['failing'])} new findings that fail the gate", ""]
         for f in fuzz["findings"]:
             mark = "❌" if f["fails_gate"] else ("known" if f["known"] else "ok")
-            lines.append(f"- {mark} `{f['bucket']}` (triage {f['triage']}, {f['cases']} cases)")
+            upstream = f" · upstream {_cell(str(f['upstream']))}" if f.get("upstream") else ""
+            severity = f"{_cell(str(f['severity']))}, " if f.get("severity") else ""
+            lines.append(f"- {mark} `{_cell(str(f['bucket']))}` ({severity}triage {_cell(str(f['triage']))}, {f['cases']} cases){upstream}")
         lines.append("")
     timings = result.get("timings") or {}
     if timings:

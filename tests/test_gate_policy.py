@@ -119,3 +119,22 @@ def test_update_baseline_refuses_to_record_a_crash_naming_the_spec(tmp_path):
     assert result.exit_code == 2, result.output
     assert "not written" in text and "seed-gelu-tanh-bf16: crash" in text
     assert baseline.read_bytes() == before
+
+
+def test_the_gates_fuzz_judges_findings_by_severity_and_names_their_upstream_status(tmp_path):
+    """`gate --fuzz`: a planted compile error is a bug and fails the gate, with its root cause and
+    "new" upstream; the same campaign under a backend that changes nothing finds nothing."""
+    from pathlib import Path
+
+    from fuzzer.gate.replay import GateOptions, run_fuzz
+    from records.config import CompileConfig
+
+    broken = run_fuzz(GateOptions(device="cpu", corpus_dir=Path("corpus"), fuzz_cases=2, seed=1,
+                                  config=CompileConfig(backend="fuzzer.engine.planted:compile_error")),
+                      known=(), corpus_buckets=set())
+    assert broken["failing"] and all(f["severity"] == "bug" and f["upstream"] == "new" for f in broken["findings"])
+    assert broken["root_causes"] and broken["root_causes"][0]["known"] == "new"
+    clean = run_fuzz(GateOptions(device="cpu", corpus_dir=Path("corpus"), fuzz_cases=2, seed=1,
+                                 config=CompileConfig(backend="fuzzer.engine.planted:eager_in_disguise")),
+                     known=(), corpus_buckets=set())
+    assert clean["failing"] == [] and clean["findings"] == []

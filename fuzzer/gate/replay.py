@@ -49,7 +49,9 @@ from generators.spec import GraphSpec
 from oracles.findings import finding_of
 from records.config import CompileConfig
 from records.errors import BaselineError, InternalError, SpecError
-from records.outcomes import DISCRETE_KINDS, Status
+from records.outcomes import Status
+from records.severity import Severity
+from reports.root_causes import root_cause_groups
 from records.verdict import PerfComparison, Verdict
 
 RESULT_SCHEMA_VERSION = 1
@@ -476,8 +478,10 @@ def _judge_spec(s: CorpusSpec, verdict: Verdict | None, expected: dict | None, w
 
 
 def run_fuzz(opts: GateOptions, *, known: tuple[str, ...], corpus_buckets: set[str]) -> dict[str, Any]:
-    """A short seeded campaign; findings that are errors, discrete or compiled-worse, and not
-    known (in the baseline's known_buckets or a known corpus divergence), fail the gate.
+    """A short seeded campaign; findings the one severity policy rates `bug` (errors, wrong
+    answers: `oracles.severity`, as in a campaign) and not known (in the baseline's known_buckets
+    or a known corpus divergence) fail the gate. Each finding names its root cause and whether that
+    is a known upstream bug (`reports.root_causes`).
 
     With `fuzz_cases` the campaign is a fixed number of cases: deterministic. With only a time
     budget the number of cases depends on the machine's speed.
@@ -503,11 +507,13 @@ def run_fuzz(opts: GateOptions, *, known: tuple[str, ...], corpus_buckets: set[s
         store = Store(outcome.store_path)
         try:
             findings = []
-            for b in store.buckets(run_id=outcome.run_id):
+            buckets = store.buckets(run_id=outcome.run_id)
+            causes = root_cause_groups(buckets)
+            cause_of = {b.id: rc for rc in causes for b in rc.buckets}
+            for b in buckets:
                 key = str(b.key)
-                # Errors and discrete findings fail the gate always; float kinds only when compiled is
-                # further from fp64 than eager.
-                gate_worthy = b.key.kind in {k.value for k in DISCRETE_KINDS} or b.triage == "compiled-worse"
+                # Judged as campaigns judge it: only a bug fails a pull request.
+                gate_worthy = b.severity == Severity.BUG.value
                 is_known = key in known or key in corpus_buckets
                 folder = None
                 if gate_worthy and not is_known and opts.repro_dir is not None and b.folder:
@@ -516,8 +522,9 @@ def run_fuzz(opts: GateOptions, *, known: tuple[str, ...], corpus_buckets: set[s
                     shutil.copytree(b.folder, dest, dirs_exist_ok=True)
                     folder = str(dest)
                 findings.append(
-                    {"bucket": key, "kind": b.key.kind, "triage": b.triage, "cases": b.count,
-                     "fails_gate": gate_worthy and not is_known, "known": is_known, "repro": folder}
+                    {"bucket": key, "kind": b.key.kind, "triage": b.triage, "severity": b.severity, "cases": b.count,
+                     "fails_gate": gate_worthy and not is_known, "known": is_known, "repro": folder,
+                     "root_cause": cause_of[b.id].title, "upstream": cause_of[b.id].known}
                 )
             stats = store.run_stats(outcome.run_id)
         finally:
@@ -531,6 +538,7 @@ def run_fuzz(opts: GateOptions, *, known: tuple[str, ...], corpus_buckets: set[s
         "cases": stats["cases"],
         "by_status": dict(sorted(stats["by_status"].items())),
         "findings": findings,
+        "root_causes": [rc.to_dict() for rc in causes],
         "failing": [f["bucket"] for f in findings if f["fails_gate"]],
     }
 
