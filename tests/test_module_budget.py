@@ -38,7 +38,8 @@ def test_the_phase_clock_adds_up_phases_and_keeps_its_progress_file_current(tmp_
 
 def test_a_spent_budget_runs_no_phase_after_the_capture_and_says_so(tmp_path, monkeypatch):
     # The fp32 floor division is a bug on this CPU, so without a deadline the ladder, the reduction
-    # and the bisector would all run (each compiling). With --budget 0 only the capture runs (one
+    # and the bisector would all run (each compiling). With --budget 0.01 (0 is refused: no budget is
+    # not a budget) only the capture runs (one
     # tiny Inductor compile of the whole model); every later phase is skipped with a line saying so.
     # The grace is widened so that a loaded CI box's slow first compile is not what this tests.
     import fuzzer.cli.minimize as cli_minimize
@@ -46,7 +47,7 @@ def test_a_spent_budget_runs_no_phase_after_the_capture_and_says_so(tmp_path, mo
     monkeypatch.setattr(cli_minimize, "MODULE_GRACE_S", 600.0)
     out = tmp_path / "out"
     result = CliRunner().invoke(main, ["minimize", "--module", f"{MODULES / 'floordiv_fp32.py'}:make_case", "--device", "cpu",
-                                       "--budget", "0", "--out", str(out)], catch_exceptions=False)
+                                       "--budget", "0.01", "--out", str(out)], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     capture = json.loads((out / "capture.json").read_text())
     assert capture["whole_model_differs"], capture
@@ -58,8 +59,9 @@ def test_a_spent_budget_runs_no_phase_after_the_capture_and_says_so(tmp_path, mo
     assert json.loads((out / "phases.json").read_text())["phases_s"] == phases["phases_s"]
     assert json.loads((out / "ladder.json").read_text()) == [
         {"graph": 1, "compared": ["eager", "aot_eager"], "removed": [], "outcome": "not run: budget spent"}]
-    assert "nothing minimized: --budget 0 s was spent first" in result.output
-    assert "time: " in result.output and "of --budget 0 s (load " in result.output
+    assert "nothing minimized: --budget 0.01 s was spent first" in result.output
+    assert "time: " in result.output and " s (load " in result.output
+    assert "headline: bug (the whole model only): nothing reduced: --budget was spent first" in result.output
     assert not list(out.glob("*/repro.py"))
 
 

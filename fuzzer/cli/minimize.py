@@ -142,7 +142,9 @@ def module_headline(value: dict) -> str:
     if not causes:
         if whole_sev in ("bug", "suspect"):
             lost = len(value.get("causes") or [])
+            cut = (value.get("phases") or {}).get("cut_by_budget")
             why = (f"{lost} cause folder(s) did not reproduce" if lost else
+                   "nothing reduced: --budget was spent first" if cut else
                    "no captured graph reproduces it by itself (the difference lies outside the graphs Dynamo hands the "
                    "compiler: gradients taken inside the forward, the code between graph breaks)")
             return f"headline: {whole_sev} (the whole model only): {why}"
