@@ -1,5 +1,5 @@
-"""`python -m fuzzer` is `divfuzz`."""
+"""`python -m divfuzz.fuzzer` is `divfuzz`."""
 
-from fuzzer.cli.main import main
+from divfuzz.fuzzer.cli.main import main
 
 main()

@@ -7,9 +7,9 @@ One spec builds three things:
   autocast off), and `rounding_boundaries`, where its integer outputs jump.
 
 Each node runs its op's `code` template, compiled once per (op, argument count, params) into a
-plain function `op(D, a0, a1, ...)` (`op_function`): the very expression `reports.repro` prints,
+plain function `op(D, a0, a1, ...)` (`op_function`): the very expression `divfuzz.reports.repro` prints,
 so the graph divfuzz judges and the `repro.py` it writes are one text. Params reach that text
-only through the templates' own formatter and lookup tables (`generators.ops._num`, ...), which
+only through the templates' own formatter and lookup tables (`divfuzz.generators.ops._num`, ...), which
 accept nothing but validated numbers and known choices.
 """
 
@@ -23,11 +23,11 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
-from generators.recipes import INITS, RECIPES
-from generators.opdef import OpDef, RoundingBoundary
-from generators.registry import get_op
-from generators.spec import GraphSpec
-from records.dtypes import ALL_DTYPES
+from divfuzz.generators.recipes import INITS, RECIPES
+from divfuzz.generators.opdef import OpDef, RoundingBoundary
+from divfuzz.generators.registry import get_op
+from divfuzz.generators.spec import GraphSpec
+from divfuzz.records.dtypes import ALL_DTYPES
 
 # The dtype vocabulary's names as torch dtypes (each name is torch's own).
 TORCH_DTYPES: dict[str, torch.dtype] = {name: getattr(torch, name) for name in ALL_DTYPES}

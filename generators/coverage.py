@@ -21,9 +21,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from generators.registry import all_ops
-from generators.spec import GraphSpec
-from records.errors import SpecError
+from divfuzz.generators.registry import all_ops
+from divfuzz.generators.spec import GraphSpec
+from divfuzz.records.errors import SpecError
 
 # The producer of a graph input, in op pairs.
 INPUT = "input"

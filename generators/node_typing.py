@@ -1,8 +1,8 @@
 """The node-typing rule, written once: what dtype and shape a node outputs, and which weights it
 takes in which dtype, given its op, params, data inputs and the spec's autocast.
 
-The strategies draw with it (`new_node`), `generators.validate` holds every loaded spec to it, and
-`generators.surgery` re-types every edited spec with it, so a drawn, a loaded and a minimized spec
+The strategies draw with it (`new_node`), `divfuzz.generators.validate` holds every loaded spec to it, and
+`divfuzz.generators.surgery` re-types every edited spec with it, so a drawn, a loaded and a minimized spec
 cannot disagree about a node's dtype.
 
 The rule, as torch's CPU autocast runs it (torch 2.13; `tests/test_node_typing.py` runs every
@@ -31,8 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from generators.opdef import FP32, LOWER_PRECISION, Meta, OpDef, WeightSpec
-from generators.spec import Node, TensorSpec
+from divfuzz.generators.opdef import FP32, LOWER_PRECISION, Meta, OpDef, WeightSpec
+from divfuzz.generators.spec import Node, TensorSpec
 
 def promote(*dtypes: str) -> str:
     """The dtype torch's type promotion gives floating tensors of `dtypes`: their common dtype,
@@ -62,7 +62,7 @@ class TypedWeight:
 
 def node_weights(op: OpDef, data: tuple[Meta, ...], params: Mapping[str, Any], autocast: str | None) -> tuple[TypedWeight, ...]:
     """The weights a new node of `op` on `data` takes, each in `weight_dtype`. Raises one of
-    `generators.opdef.INFER_ERRORS` when `params` do not fit `data`."""
+    `divfuzz.generators.opdef.INFER_ERRORS` when `params` do not fit `data`."""
     dtype = weight_dtype(data[0].dtype, autocast)
     return tuple(TypedWeight(w, dtype) for w in op.weights(data, dict(params)))
 
@@ -70,7 +70,7 @@ def node_weights(op: OpDef, data: tuple[Meta, ...], params: Mapping[str, Any], a
 def node_output(op: OpDef, data: tuple[Meta, ...], params: Mapping[str, Any], autocast: str | None,
                 weight_dtypes: tuple[str, ...] = (), *, as_before_fp32: bool = False) -> Meta:
     """What a node of `op` on `data` with `params` outputs under `autocast`, given the dtypes of
-    the weights it holds. Raises one of `generators.opdef.INFER_ERRORS` when `params` do not fit.
+    the weights it holds. Raises one of `divfuzz.generators.opdef.INFER_ERRORS` when `params` do not fit.
 
     `as_before_fp32`: the rule by which specs were typed before it knew the fp32 list and weight
     promotion (only the lower-precision ops changed dtype), which `validate_spec` needs to read

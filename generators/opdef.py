@@ -6,13 +6,13 @@ Each `OpDef` states once:
 - the parameters it takes (`params`: a declarative schema of types, choices and ranges that
   `validate_spec` enforces on every loaded spec), the values it draws for them (`draw_params`,
   always inside `params`: a property test checks) and the weight tensors it needs (`weights`);
-- what it computes, once, as a Python expression (`code`): `generators.build` compiles it into
-  the function that builds the real graph and its float64 reference, and `reports.repro` prints
+- what it computes, once, as a Python expression (`code`): `divfuzz.generators.build` compiles it into
+  the function that builds the real graph and its float64 reference, and `divfuzz.reports.repro` prints
   the same text into `repro.py`, so the graph divfuzz judges and the repro cannot drift apart;
 - for an integer output, where it jumps (`boundary`): the code of the float pre-image it rounds
   or compares, printed by the same templates, and the grid or threshold as data.
 
-Adding an op is one `register(OpDef(...))` call in `generators/ops.py`; `generators.registry`
+Adding an op is one `register(OpDef(...))` call in `generators/ops.py`; `divfuzz.generators.registry`
 looks ops up by name.
 """
 
@@ -21,9 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from generators.spec import short_repr
-from records.dtypes import is_float as is_float_dtype
-from records.numbers import number_problem
+from divfuzz.generators.spec import short_repr
+from divfuzz.records.dtypes import is_float as is_float_dtype
+from divfuzz.records.numbers import number_problem
 
 Shape = tuple[int, ...]
 
@@ -115,7 +115,7 @@ class JumpRule:
     rounds or compares: the same sub-expression its `code` template prints. The output jumps where
     the pre-image crosses k + `grid_offset` for an integer k (rounding), or crosses `threshold`
     (a comparison); exactly one of the two is set. `row_reduced`: each output element counts over
-    the last dimension. `generators.build.rounding_boundaries` evaluates it into a `RoundingBoundary`.
+    the last dimension. `divfuzz.generators.build.rounding_boundaries` evaluates it into a `RoundingBoundary`.
     """
 
     pre_image: str
@@ -126,7 +126,7 @@ class JumpRule:
 
 @dataclass(frozen=True)
 class RoundingBoundary:
-    """Where an integer-valued op's output jumps, as data for `oracles.boundary.distance_ulps`.
+    """Where an integer-valued op's output jumps, as data for `divfuzz.oracles.boundary.distance_ulps`.
 
     `pre_image` is the float tensor the op rounds or compares, computed from eager's own input in
     the dtype eager computed it in (`dtype`). The output jumps where the pre-image crosses
@@ -143,7 +143,7 @@ class RoundingBoundary:
 
 
 # An op's place in torch's autocast lists (aten/src/ATen/autocast_mode.cpp), which
-# `generators.node_typing` reads: run in the autocast dtype, or in float32.
+# `divfuzz.generators.node_typing` reads: run in the autocast dtype, or in float32.
 LOWER_PRECISION = "lower_precision_fp"
 FP32 = "fp32"
 
@@ -155,8 +155,8 @@ class OpDef:
     arity: int  # number of data inputs (weights come after them)
     accepts: Callable[[tuple[Meta, ...]], bool]
     infer: Callable[[tuple[Meta, ...], dict[str, Any]], Meta]
-    # code(arg_names, params) -> expression: the op's one definition, run by `generators.build`
-    # and printed by `reports.repro`. Arg names are validated identifiers; params are printed only
+    # code(arg_names, params) -> expression: the op's one definition, run by `divfuzz.generators.build`
+    # and printed by `divfuzz.reports.repro`. Arg names are validated identifiers; params are printed only
     # through `repr` of a validated number or a lookup table, never as raw text. The expression
     # may use `torch`, `F` (torch.nn.functional) and `D(dtype)`, the dtype map (identity in the
     # real graph, float64 for floating dtypes in the reference).
@@ -167,13 +167,13 @@ class OpDef:
     weights: Callable[[tuple[Meta, ...], dict[str, Any]], tuple[WeightSpec, ...]] = lambda metas, p: ()
     # For ops with an integer output: `boundary(arg_names, params)` says where each output element
     # jumps, as a `JumpRule` whose pre-image is code (the oracle measures distances from eager's own
-    # input value, see `generators.build.rounding_boundaries`).
+    # input value, see `divfuzz.generators.build.rounding_boundaries`).
     boundary: Callable[[list[str], dict[str, Any]], JumpRule] | None = None
     differentiable: bool = True
     # Which of torch's autocast lists the op is on (LOWER_PRECISION, FP32, or None: neither).
     autocast_policy: str | None = None
     # Whether `code` mixes the weights into the result by type promotion (`x * weight + bias`), so
-    # that float32 weights under autocast make the output float32 (`generators.node_typing`).
+    # that float32 weights under autocast make the output float32 (`divfuzz.generators.node_typing`).
     promotes_weights: bool = False
 
     def param_problems(self, params: Mapping[str, Any]) -> list[str]:

@@ -4,11 +4,11 @@ Rules shared by all ops (they make every drawn graph valid by construction):
 - data inputs are floating; only encodings and counts produce integers, and nothing consumes an
   integer value (integer values are always graph outputs);
 - binary ops take two values of the same shape;
-- a node's output and weight dtypes, under autocast too, follow `generators.node_typing`; an op
+- a node's output and weight dtypes, under autocast too, follow `divfuzz.generators.node_typing`; an op
   states its part in them as data (`autocast_policy`, `promotes_weights`).
 Each op's meaning is written once, as its `code` template: a Python expression that
-`generators.build` compiles into the function that builds the graph (and its float64 reference)
-and that `reports.repro` prints into `repro.py`. In templates, `D(torch.X)` is the dtype map:
+`divfuzz.generators.build` compiles into the function that builds the graph (and its float64 reference)
+and that `divfuzz.reports.repro` prints into `repro.py`. In templates, `D(torch.X)` is the dtype map:
 identity in the real graph, float64 for floating dtypes in the reference.
 
 Every op declares its `params` schema; `validate_spec` holds every loaded spec to it, and each
@@ -25,11 +25,11 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from generators.node_typing import promote
-from generators.opdef import FP32, LOWER_PRECISION, Choice, Flag, FloatRange, IntRange, JumpRule, Meta, OpDef, WeightSpec
-from records.dtypes import ALL_DTYPES, DATA_DTYPES, DTYPES, FLOAT_DTYPES
+from divfuzz.generators.node_typing import promote
+from divfuzz.generators.opdef import FP32, LOWER_PRECISION, Choice, Flag, FloatRange, IntRange, JumpRule, Meta, OpDef, WeightSpec
+from divfuzz.records.dtypes import ALL_DTYPES, DATA_DTYPES, DTYPES, FLOAT_DTYPES
 
-# Every registered op by name, in registration order (`generators.registry` looks them up).
+# Every registered op by name, in registration order (`divfuzz.generators.registry` looks them up).
 OPS: dict[str, OpDef] = {}
 
 

@@ -1,10 +1,10 @@
-"""The op registry: every op `generators.ops` registers, looked up by name."""
+"""The op registry: every op `divfuzz.generators.ops` registers, looked up by name."""
 
 from __future__ import annotations
 
-from generators.opdef import OpDef
-from generators.ops import OPS
-from records.errors import UnknownOpError
+from divfuzz.generators.opdef import OpDef
+from divfuzz.generators.ops import OPS
+from divfuzz.records.errors import UnknownOpError
 
 
 def get_op(name: str) -> OpDef:

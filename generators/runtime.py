@@ -1,5 +1,5 @@
 """What a case needs at run time besides its graph, written once: the engine calls these functions,
-and every script `reports/` generates carries their source (`reports.repro.carried_source`), so
+and every script `reports/` generates carries their source (`divfuzz.reports.repro.carried_source`), so
 a repro draws the same output gradients and finds a backend the same way the engine does.
 
 Invariants: plain functions of their arguments (no divfuzz import, no state), so that their source

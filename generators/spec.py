@@ -4,7 +4,7 @@ Invariants:
 - A spec holds no torch objects; dtypes are strings ("float32", "bfloat16", "uint8", ...).
 - `GraphSpec.from_json(spec.to_json()) == spec` for every valid spec.
 - Loading never executes code: JSON is parsed, checked against the schema, and every op name
-  is checked against the registry by `validate_spec` (in `generators.validate`).
+  is checked against the registry by `validate_spec` (in `divfuzz.generators.validate`).
 - Any JSON text, however hostile (nested 100k deep, a 10k-digit integer, NaN), either loads or
   raises a `SpecError` naming the source; error messages quote values cut to a short length.
 """
@@ -17,9 +17,9 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from records.dtypes import ALL_DTYPES, AUTOCAST_DTYPES, FLOAT_DTYPES, INT_DTYPES  # noqa: F401  (the IR's names)
-from records.errors import SpecError
-from records.numbers import number_problem
+from divfuzz.records.dtypes import ALL_DTYPES, AUTOCAST_DTYPES, FLOAT_DTYPES, INT_DTYPES  # noqa: F401  (the IR's names)
+from divfuzz.records.errors import SpecError
+from divfuzz.records.numbers import number_problem
 
 SCHEMA_VERSION = 1
 

@@ -1,6 +1,6 @@
 """Public Hypothesis strategies that draw valid graphs: usable from a user's own `@given` tests.
 
-    from generators.strategies import graph_specs
+    from divfuzz.generators.strategies import graph_specs
     @given(graph_specs(max_ops=6))
     def test_my_backend(spec): ...
 
@@ -12,7 +12,7 @@ Ops are drawn by weight: each family has a share (`FAMILY_WEIGHTS`), split evenl
 so the card's families (norms, GELU forms, log2-ceil encodings) keep their share as the registry
 grows, and inside them the card's own ops (`CARD_OPS`: GELU, RMSNorm, e8m0) count double. The
 weights are constants: a strategy must draw the same way for the same choices, so steering towards
-what a campaign drew least is `hypothesis.target` on `generators.coverage.DrawCounts.novelty`.
+what a campaign drew least is `hypothesis.target` on `divfuzz.generators.coverage.DrawCounts.novelty`.
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ from typing import Callable
 
 from hypothesis import reject, strategies as st
 
-from generators.node_typing import new_node
-from generators.opdef import Meta
-from generators.ops import CAST_GUARD, GUARDED_ENCODINGS, cast_guard_params
-from generators.registry import all_ops
-from generators.spec import RECIPE_KINDS, GraphSpec, InputRecipe, Node, TensorSpec
-from records.dtypes import DATA_DTYPES
+from divfuzz.generators.node_typing import new_node
+from divfuzz.generators.opdef import Meta
+from divfuzz.generators.ops import CAST_GUARD, GUARDED_ENCODINGS, cast_guard_params
+from divfuzz.generators.registry import all_ops
+from divfuzz.generators.spec import RECIPE_KINDS, GraphSpec, InputRecipe, Node, TensorSpec
+from divfuzz.records.dtypes import DATA_DTYPES
 
 ROWS = (4, 16, 32, 64, 128, 256, 512)
 MIDDLE = (2, 3, 4, 8)
@@ -102,7 +102,7 @@ def graph_specs(
     training mode on or off (None: drawn, when `allow_backward`); `shapes` replaces the data
     shapes; `first_ops` are the ops the first node is drawn from (by default, any of `ops`).
     `allowed(op, input dtype, backward)` limits each step to what a backend compiles
-    (`records.backends.BackendCaps.allows`); None draws from everything (and the same graphs as before it existed).
+    (`divfuzz.records.backends.BackendCaps.allows`); None draws from everything (and the same graphs as before it existed).
 
     `guard_casts` (the default) feeds every float->integer encoding through a `cast_guard` node
     (NaN to 0, clamped to the encoding's range, as real quantizers do), so no drawn graph casts an
@@ -217,7 +217,7 @@ def _weighted_index(draw, weights: list[float]) -> int:
 def _draw_node(draw, op, name: str, floats: list[str], values: dict[str, Meta], *, autocast: str | None,
                backward: bool) -> tuple[Node, tuple[TensorSpec, ...]]:
     """One node of `op` on values in hand (its data arguments, params, and the weight inputs it
-    needs), typed by `generators.node_typing`."""
+    needs), typed by `divfuzz.generators.node_typing`."""
     if op.arity == 1:
         args = [draw(st.sampled_from([n for n in floats if op.accepts((values[n],))]))]
     else:
@@ -249,7 +249,7 @@ def _candidates(op, floats: list[str], values: dict[str, Meta]) -> bool:
 # around it in a transformer block), in bf16, forward and backward, at the sizes where kernels
 # (not launch overhead) decide: hidden 512 to 8192, tokens 1k to 64k on a GPU, a CPU-sized range
 # on the CPU. tokens x hidden stays within `PERF_MAX_ROW_ELEMENTS` (halving tokens), which keeps a
-# block of four nodes inside the spec caps of `generators.validate`.
+# block of four nodes inside the spec caps of `divfuzz.generators.validate`.
 PERF_NORMS = ("rms_norm", "rms_norm_manual", "layer_norm", "layer_norm_manual")
 PERF_OPS = PERF_NORMS + ("add", "mul", "gate", "silu", "gelu", "gelu_tanh", "relu", "sigmoid")
 PERF_HIDDEN = (512, 768, 1024, 2048, 4096, 8192)

@@ -1,10 +1,10 @@
 """Spec surgery: edit a valid spec (drop, bypass or cut a node, change params, shapes, outputs or
 autocast) and get a valid spec back, or None when the edit leaves no valid graph.
 
-Every edit ends in `rebuild_spec`, which re-types each node through `generators.node_typing` (the
+Every edit ends in `rebuild_spec`, which re-types each node through `divfuzz.generators.node_typing` (the
 rule the strategies draw with and `validate_spec` checks), re-derives its weights from its op,
 drops what no output reaches, and returns only what `validate_spec` accepts. The minimizer
-(`fuzzer.triage.shrink`) chooses the edits; this module owns what an edit does to a spec.
+(`divfuzz.fuzzer.triage.shrink`) chooses the edits; this module owns what an edit does to a spec.
 
 Invariants: pure functions of their arguments (a spec is frozen data); a weight that survives an
 edit keeps its name, dtype and init; inputs keep their order, new ones come after.
@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from generators.node_typing import node_output, node_weights
-from generators.opdef import INFER_ERRORS, Meta, WeightSpec
-from generators.registry import get_op
-from generators.spec import GraphSpec, Node, TensorSpec, reachable
-from generators.validate import validate_spec
-from records.errors import SpecError
+from divfuzz.generators.node_typing import node_output, node_weights
+from divfuzz.generators.opdef import INFER_ERRORS, Meta, WeightSpec
+from divfuzz.generators.registry import get_op
+from divfuzz.generators.spec import GraphSpec, Node, TensorSpec, reachable
+from divfuzz.generators.validate import validate_spec
+from divfuzz.records.errors import SpecError
 
 
 def rebuild_spec(
@@ -95,7 +95,7 @@ def _live_data_inputs(spec: GraphSpec, nodes: tuple[Node, ...], old_inputs: dict
 
 def _retype_node(spec: GraphSpec, n: Node, old_inputs: dict[str, TensorSpec], inputs: dict[str, TensorSpec],
                  metas: dict[str, Meta], autocast: str | None) -> Node | None:
-    """Node `n` re-typed by `generators.node_typing` from its data inputs' metas, its weights
+    """Node `n` re-typed by `divfuzz.generators.node_typing` from its data inputs' metas, its weights
     re-derived from `op.weights` (added to `inputs` and `metas`, as is the node's own meta);
     None when the op no longer accepts its inputs or params."""
     op = get_op(n.op)

@@ -1,13 +1,13 @@
 """Checking that a loaded spec is a graph the registry can build, and safe to print as code.
 
 `validate_spec` raises `UnknownOpError` or `InvalidGraphError` naming the bad field; it never
-runs torch. Every spec drawn by `generators.strategies` passes it (a property test checks).
+runs torch. Every spec drawn by `divfuzz.generators.strategies` passes it (a property test checks).
 A spec that passes it holds only:
 - names that are plain ASCII identifiers, not keywords, builtins or names the generated
   `repro.py` uses (`RESERVED_NAMES`), and unique over inputs and nodes;
 - params that match their op's declared schema exactly (no unknown or missing key, each value
   of its type and inside its range or choices);
-- node dtypes and shapes equal to what `generators.node_typing` gives for its op, params, inputs
+- node dtypes and shapes equal to what `divfuzz.generators.node_typing` gives for its op, params, inputs
   and the spec's autocast (a linear under autocast gives the autocast dtype);
 - tensors of at most `MAX_TENSOR_ELEMENTS` elements, `MAX_TOTAL_ELEMENTS` in all, `MAX_DIMS` dims;
 - nodes that all reach an output, and outputs that are distinct nodes.
@@ -22,14 +22,14 @@ import math
 import re
 from dataclasses import replace
 
-from records.errors import InvalidGraphError
-from records.numbers import checked_number
-from generators.recipes import INITS, RECIPES
-from generators.node_typing import node_output
-from generators.opdef import INFER_ERRORS, Meta
-from generators.registry import get_op
-from generators.spec import GraphSpec, reachable, short_repr
-from records.dtypes import FLOAT_DTYPES
+from divfuzz.records.errors import InvalidGraphError
+from divfuzz.records.numbers import checked_number
+from divfuzz.generators.recipes import INITS, RECIPES
+from divfuzz.generators.node_typing import node_output
+from divfuzz.generators.opdef import INFER_ERRORS, Meta
+from divfuzz.generators.registry import get_op
+from divfuzz.generators.spec import GraphSpec, reachable, short_repr
+from divfuzz.records.dtypes import FLOAT_DTYPES
 
 NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MAX_NAME_LENGTH = 64
@@ -56,7 +56,7 @@ REPRO_NAMES = frozenset(
         "D", "ref", "g", "device",
     }
 )
-# What `generators.runtime` binds in every generated script that carries it.
+# What `divfuzz.generators.runtime` binds in every generated script that carries it.
 RUNTIME_NAMES = frozenset({"COTANGENT_SEED_OFFSET", "cotangents", "import_backend", "importlib"})
 RESERVED_NAMES = (
     frozenset(keyword.kwlist) | frozenset(keyword.softkwlist) | frozenset(dir(builtins)) | REPRO_NAMES

@@ -10,7 +10,7 @@ Invariants:
   operands are O(1) does not shrink with its result, so near zero (log2(x) for x near 1, a
   threshold of 0) a last-bit difference stays a few ULPs instead of millions;
 - a NaN or infinite pre-image has distance NaN: it marks an undefined float->int cast, which is
-  not a compiler finding (see `oracles.compare.compare_int`).
+  not a compiler finding (see `divfuzz.oracles.compare.compare_int`).
 """
 
 from __future__ import annotations

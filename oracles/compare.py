@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import torch
 
-from oracles.boundary import MANTISSA_BITS, ulp_of
-from oracles.ulp import nan_inf_mismatch, ulp_distance
-from records.verdict import FloatComparison, IntComparison
+from divfuzz.oracles.boundary import MANTISSA_BITS, ulp_of
+from divfuzz.oracles.ulp import nan_inf_mismatch, ulp_distance
+from divfuzz.records.verdict import FloatComparison, IntComparison
 
 # Upper edges (inclusive) of the ULP histogram's bins; the last bin is open.
 ULP_BIN_EDGES = (1, 2, 4, 16, 256)
@@ -67,10 +67,10 @@ def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.
 
     `reference` None (no fp64 run of this output) compares eager with compiled alone: the ULP
     measures and NaN/Inf placement, triage "unknown", no per-element verdict. `perturbed` are the
-    fp64 references on inputs moved by about one ULP (`oracles.conditioning`): where they move the
+    fp64 references on inputs moved by about one ULP (`divfuzz.oracles.conditioning`): where they move the
     reference by at least compiled's difference from eager, a gross or integer-valued-wrong element
     is ill-conditioned (`n_*_ill_conditioned`). The caller has made dtypes and shapes agree
-    (`oracles.judge` judges a mismatch before any value).
+    (`divfuzz.oracles.judge` judges a mismatch before any value).
     """
     compiled = compiled.to(eager.device)
     if reference is not None:
@@ -353,10 +353,10 @@ def compare_int(
 ) -> IntComparison:
     """Flips of an integer output, each placed by its pre-image's distance from a rounding boundary.
 
-    `boundary_ulps` (from `oracles.boundary`) is NaN where the pre-image was NaN, Inf or out of
+    `boundary_ulps` (from `divfuzz.oracles.boundary`) is NaN where the pre-image was NaN, Inf or out of
     range: those flips are `undefined_flips` (an undefined cast), neither boundary nor gross.
     `reference`, the integer computed in float64, gives the fp64 verdict over the flips.
-    `perturbed` are that integer computed on inputs moved by about one ULP (`oracles.conditioning`):
+    `perturbed` are that integer computed on inputs moved by about one ULP (`divfuzz.oracles.conditioning`):
     a flip far from a boundary whose fp64 integer itself changes under them is ill-conditioned
     (`gross_ill_conditioned`).
     """

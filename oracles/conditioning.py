@@ -2,8 +2,8 @@
 
 A compiler cannot be blamed for a difference that the exact answer makes too when its inputs
 move by one rounding step: a LayerNorm over a near-constant row, `log2` -> `ceil` of such a
-row. Before a bug verdict, the judge (`oracles.judge`) reruns the fp64 reference on
-`CONDITIONING_DRAWS` perturbed copies of the inputs, and `oracles.compare` counts the elements
+row. Before a bug verdict, the judge (`divfuzz.oracles.judge`) reruns the fp64 reference on
+`CONDITIONING_DRAWS` perturbed copies of the inputs, and `divfuzz.oracles.compare` counts the elements
 whose reference moved at least as far as compiled differs from eager.
 
 Invariants:

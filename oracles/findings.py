@@ -1,4 +1,4 @@
-"""The policy that turns a verdict (records.verdict) into a finding, a bucket kind, or not, and the
+"""The policy that turns a verdict (divfuzz.records.verdict) into a finding, a bucket kind, or not, and the
 score a campaign's search climbs. Pure functions of frozen data; torch-free.
 """
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import math
 
-from records.outcomes import COMPILER_FAILURES, FINDING_KIND_ORDER, FindingKind, Status
-from records.verdict import Finding, FloatComparison, PerfComparison, Verdict
-from oracles.perf import is_slower
+from divfuzz.records.outcomes import COMPILER_FAILURES, FINDING_KIND_ORDER, FindingKind, Status
+from divfuzz.records.verdict import Finding, FloatComparison, PerfComparison, Verdict
+from divfuzz.oracles.perf import is_slower
 
 _FLOAT_KIND = {"bfloat16": FindingKind.BF16_ULP, "float16": FindingKind.FP16_ULP, "float32": FindingKind.FP32_ULP}
 
@@ -21,9 +21,9 @@ def finding_of(verdict: Verdict, *, strict: bool = False) -> Finding | None:
     but those of undefined casts (NaN/Inf/out-of-range floats cast to an integer); any bf16/fp16
     mismatch; fp32 mismatches where compiled is further from fp64 than eager beyond the
     same()-like margin, or wrong element by element (every fp32 bit difference when `strict`).
-    A perf verdict (one with `perf` phases) opens `slower-fwd` when `oracles.perf.is_slower`
+    A perf verdict (one with `perf` phases) opens `slower-fwd` when `divfuzz.oracles.perf.is_slower`
     calls its forward slower, else `slower-bwd` when it calls forward+backward slower.
-    How much a finding matters is `oracles.severity.severity_of`'s job, not this one's.
+    How much a finding matters is `divfuzz.oracles.severity.severity_of`'s job, not this one's.
     """
     s = verdict.status
     if s in COMPILER_FAILURES:
@@ -90,7 +90,7 @@ def target_score(verdict: Verdict, finding: Finding | None) -> float:
     search); otherwise 1 plus the finding's size in whole octaves: log2 of the max ULP of its output,
     or of 8 x the max integer step, capped at `TARGET_CAP`. In whole octaves, a case is an
     improvement only when it doubles the divergence. (What bounds the optimiser's time on one graph
-    is the campaign's epochs, `fuzzer.campaign.loop.EPOCH_CASES`, not this score.)
+    is the campaign's epochs, `divfuzz.fuzzer.campaign.loop.EPOCH_CASES`, not this score.)
     """
     if finding is None:
         return 0.0

@@ -1,8 +1,8 @@
 """The one output judge: eager vs compiled, each against the fp64 reference, output by output.
 
-Every path judges outputs here: a campaign's case (`fuzzer.engine.execute`), the gate's and
-`replay`'s, `minimize --module`'s whole model (`fuzzer.triage.capture`) and each rung of its
-ladder (`fuzzer.triage.user_module`). One rule for each irregular output:
+Every path judges outputs here: a campaign's case (`divfuzz.fuzzer.engine.execute`), the gate's and
+`replay`'s, `minimize --module`'s whole model (`divfuzz.fuzzer.triage.capture`) and each rung of its
+ladder (`divfuzz.fuzzer.triage.user_module`). One rule for each irregular output:
 
 - a compiled output that is missing, or whose dtype or shape differs from eager's, is a
   `mismatch` judged before any value (the user's next line sees another type): no values compared;
@@ -10,7 +10,7 @@ ladder (`fuzzer.triage.user_module`). One rule for each irregular output:
   "unknown"); eager is never promoted to the reference;
 - an extra compiled output (more outputs than eager) is a mismatch under the name "output N".
 
-Conditioning (`oracles.conditioning`) runs only where a first judgement rates an output a bug
+Conditioning (`divfuzz.oracles.conditioning`) runs only where a first judgement rates an output a bug
 by a rule that an ill-conditioned input can fake (`CONDITIONED_RULES`): the caller passes
 `perturbed_reference(draw)`, the fp64 reference outputs on perturbed inputs, and it is called
 `CONDITIONING_DRAWS` times at most, once per case.
@@ -22,12 +22,12 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from oracles.compare import compare_float, compare_int
-from oracles.conditioning import CONDITIONING_DRAWS
-from oracles.severity import CONDITIONED_RULES, output_severity
-from records.outcomes import Status
-from records.severity import Severity
-from records.verdict import OutputVerdict, Verdict
+from divfuzz.oracles.compare import compare_float, compare_int
+from divfuzz.oracles.conditioning import CONDITIONING_DRAWS
+from divfuzz.oracles.severity import CONDITIONED_RULES, output_severity
+from divfuzz.records.outcomes import Status
+from divfuzz.records.severity import Severity
+from divfuzz.records.verdict import OutputVerdict, Verdict
 
 Named = Sequence[tuple[str, torch.Tensor]]
 

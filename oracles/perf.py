@@ -1,5 +1,5 @@
 """The perf oracle's statistics: paired eager/compiled timings into a `PerfComparison`, and the
-rule that calls compiled slower. Torch-free: the timing itself is `oracles.timing`'s job.
+rule that calls compiled slower. Torch-free: the timing itself is `divfuzz.oracles.timing`'s job.
 
 The rule (what `finding_of` applies): compiled is slower when the median of the paired
 compiled/eager ratios exceeds 1 + margin AND its confidence interval excludes 1 ("not slower").
@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from records.verdict import PerfComparison
+from divfuzz.records.verdict import PerfComparison
 
 CONFIDENCE = 0.95
 

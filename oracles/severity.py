@@ -12,9 +12,9 @@ reference; the numerical-accuracy notes; issues closed as expected), in this ord
 - wrong answers are `bug`s: errors, crashes, hangs; NaN/Inf where eager and fp64 are finite; integer
   results (or integer-valued floats: floor, trunc, floor division) where compiled disagrees with
   both eager and fp64 away from a rounding boundary; elements where compiled is grossly further
-  from fp64 than eager, in their own ULPs *and* at the output's scale (`oracles.compare`);
+  from fp64 than eager, in their own ULPs *and* at the output's scale (`divfuzz.oracles.compare`);
 - but a bug rule an ill-conditioned input can fake (`CONDITIONED_RULES`) is `suspect` when every
-  element it names moves as far in fp64 when the inputs move by one ULP (`oracles.conditioning`);
+  element it names moves as far in fp64 when the inputs move by one ULP (`divfuzz.oracles.conditioning`);
 - compiled closer to fp64 than eager over the output, with no grossly worse element, is `noise`:
   `same()` accepts it, and so do maintainers. Eager grossly further from fp64 than compiled is
   `eager-worse`, a finding about eager that is never counted with the compiler's;
@@ -24,7 +24,7 @@ reference; the numerical-accuracy notes; issues closed as expected), in this ord
   few ULPs on a handful of elements (at most 1%), or when its dtype has no precision knob
   (fp32/fp64: reduction order, decompositions); anything else that diverges is `suspect`.
 
-Perf verdicts (`--oracle perf`, `oracles.perf`): compiled slower than eager with the whole
+Perf verdicts (`--oracle perf`, `divfuzz.oracles.perf`): compiled slower than eager with the whole
 confidence interval past twice the noise margin and at least 10 % is a `bug` (PyTorch labels
 compiled-slower-than-eager a performance bug); any other slowdown the rule finds is `suspect`; a slowdown no
 larger than the compiled wrapper's measured fixed per-call cost (guards, autograd wrapper) on a
@@ -33,9 +33,9 @@ graph too small to pay it back is `by-design` (`mode="reduce-overhead"` is the d
 
 from __future__ import annotations
 
-from oracles.perf import is_slower
-from records.outcomes import COMPILER_FAILURES, Status
-from records.severity import ORDER, Severity, SeverityReason
+from divfuzz.oracles.perf import is_slower
+from divfuzz.records.outcomes import COMPILER_FAILURES, Status
+from divfuzz.records.severity import ORDER, Severity, SeverityReason
 
 
 # A difference of at most this many ULPs (bf16/fp16/fp32 output) counts as "a few ULPs".
@@ -61,7 +61,7 @@ _MANTISSA_BITS = {"float32": 23, "float64": 52, "bfloat16": 7, "float16": 10}
 # emulate_precision_casts for bf16/fp16 roundings): a difference there that same() accepts and that
 # has no grossly-worse element is reduction order or a decomposition, `noise`, not worth a repro.
 NO_PRECISION_KNOB = frozenset({"float32", "float64"})
-# Bug rules an ill-conditioned input can fake: checked against perturbed inputs (`oracles.judge`).
+# Bug rules an ill-conditioned input can fake: checked against perturbed inputs (`divfuzz.oracles.judge`).
 CONDITIONED_RULES = frozenset({"nan-inf-new", "float-gross-worse", "int-valued-wrong", "int-gross"})
 # An output is ill-conditioned when at least this share of the elements a bug rule names move in
 # fp64 as far as compiled differs (a few random draws miss some ill-conditioned elements) ...

@@ -1,4 +1,4 @@
-"""Timing callables side by side, for the perf oracle (`oracles.perf` judges the samples).
+"""Timing callables side by side, for the perf oracle (`divfuzz.oracles.perf` judges the samples).
 
 `Timer.interleaved_samples(fns, rounds)` calls each function once per round, in turn (the order
 reversed every other round), and returns each one's per-call seconds:

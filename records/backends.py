@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from records.dtypes import DATA_DTYPES
-from records.errors import ConfigError
+from divfuzz.records.dtypes import DATA_DTYPES
+from divfuzz.records.errors import ConfigError
 
-# The data dtypes a backend may declare (`records.dtypes.DATA_DTYPES`); `fuzzer.campaign.loop`
+# The data dtypes a backend may declare (`divfuzz.records.dtypes.DATA_DTYPES`); `divfuzz.fuzzer.campaign.loop`
 # imports it under this name.
 ALL_DTYPES = DATA_DTYPES
 ANY = "*"

@@ -26,8 +26,8 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from records.errors import ConfigError
-from records.numbers import number_problem
+from divfuzz.records.errors import ConfigError
+from divfuzz.records.numbers import number_problem
 
 
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
@@ -74,7 +74,7 @@ _BOOL = Switch(bool)
 # The Inductor switches divfuzz lets anyone set: numerics and scheduling knobs, documented in
 # torch/_inductor/config.py. Add one here (a bool or a bounded whole number) to allow it.
 INDUCTOR_SWITCHES: dict[str, Switch] = {
-    # numerics (fuzzer.triage.attribute.PROBES)
+    # numerics (divfuzz.fuzzer.triage.attribute.PROBES)
     "emulate_precision_casts": _BOOL,
     "fallback_random": _BOOL,
     "keep_addmm_fused_for_half_dtypes": _BOOL,
@@ -95,7 +95,7 @@ INDUCTOR_SWITCHES: dict[str, Switch] = {
     "joint_graph_constant_folding": _BOOL,
     "fallback_embedding_bag_byte_unpack": _BOOL,
     "conv_1x1_as_mm": _BOOL,
-    # scheduling and fusion (fuzzer.triage.attribute.PERF_PROBES)
+    # scheduling and fusion (divfuzz.fuzzer.triage.attribute.PERF_PROBES)
     "triton.mix_order_reduction": _BOOL,
     "triton.persistent_reductions": _BOOL,
     "triton.multi_kernel": Switch(int, 0, 3),
@@ -165,7 +165,7 @@ def check_inductor_override(key: Any, value: Any, where: str = "--inductor") -> 
     if switch is None:
         why = ("it names a program, a path, a module or a callable, which never come from a config"
                if _NAMES_CODE.search(key) else "it is not one of the switches divfuzz lets a config set")
-        raise ConfigError(f"{where}: unknown Inductor config key {key!r} refused: {why} (records.config.INDUCTOR_SWITCHES)")
+        raise ConfigError(f"{where}: unknown Inductor config key {key!r} refused: {why} (divfuzz.records.config.INDUCTOR_SWITCHES)")
     wanted = switch.problem(value)
     if wanted is not None:
         raise ConfigError(f"{where}: Inductor switch {key!r} takes {wanted} but got {_short(value)}")

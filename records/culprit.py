@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from records.errors import StoreError
+from divfuzz.records.errors import StoreError
 
 # The bisector's debug_info for a decomposition is the OpOverload's repr:
 # "<OpOverload(op='aten.native_layer_norm', overload='default')>".

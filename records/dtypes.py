@@ -1,7 +1,7 @@
 """The dtype vocabulary: every dtype name a spec may hold, and what divfuzz knows about each.
 
 Torch-free data, so that every layer can use it: records (what a backend compiles), generators
-(the IR, the op registry, the strategies; `generators.build` maps these names to torch dtypes) and
+(the IR, the op registry, the strategies; `divfuzz.generators.build` maps these names to torch dtypes) and
 oracles (ULPs of a floating dtype). A new dtype is one `DtypeInfo` row here.
 
 Invariants: names are torch's own (`torch.<name>` exists for each); the tuples below are views of

@@ -2,7 +2,7 @@
 failures. The CLI maps each to exit code 2 with its one-line message.
 
 A bug in the compiler under test is never one of these: it is a finding (data, see
-`records.outcomes`), not an exception.
+`divfuzz.records.outcomes`), not an exception.
 """
 
 

@@ -45,18 +45,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from records.buckets import BucketKey
-from records.errors import DivfuzzError
-from records.outcomes import COMPILER_FAILURES
-from records.severity import NUMERIC_RULES
+from divfuzz.records.buckets import BucketKey
+from divfuzz.records.errors import DivfuzzError
+from divfuzz.records.outcomes import COMPILER_FAILURES
+from divfuzz.records.severity import NUMERIC_RULES
 
 SCHEMA = "divfuzz-known-bugs"
 SCHEMA_VERSION = 1
 DEFAULT_PATH = Path(__file__).resolve().parents[1] / "corpus" / "known-bugs.json"
 
-# The numeric rule ids `oracles.severity` emits (records may not import it: tests check each id
+# The numeric rule ids `divfuzz.oracles.severity` emits (records may not import it: tests check each id
 # against its source), plus the compiler-failure rules, which are the finding kinds of
-# `records.outcomes.COMPILER_FAILURES`.
+# `divfuzz.records.outcomes.COMPILER_FAILURES`.
 RULES = frozenset(NUMERIC_RULES) | {kind.value for kind in COMPILER_FAILURES.values()}
 DTYPES = frozenset({"bfloat16", "float16", "float32", "float64", "uint8", "int8", "int16", "int32", "int64", "bool"})
 DEVICES = ("cpu", "cuda", "any")
@@ -91,7 +91,7 @@ _TOKENS = re.compile(r"[a-z0-9]+")
 
 class KnownBugsError(DivfuzzError):
     """The known-bugs file is missing, not JSON, or an entry has a malformed field.
-    (It belongs in `records.errors` with the others; kept here until that file is free to change.)"""
+    (It belongs in `divfuzz.records.errors` with the others; kept here until that file is free to change.)"""
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from records.errors import ConfigError, DivfuzzError
+from divfuzz.records.errors import ConfigError, DivfuzzError
 
 
 def _short(value: Any) -> str:

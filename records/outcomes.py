@@ -22,7 +22,7 @@ class Status(str, enum.Enum):
     RUNTIME_ERROR = "runtime-error"  # the compiled callable raised while running
     CRASH = "crash"  # the worker process died (segfault, abort, CUDA fault, killed)
     HANG = "hang"  # the case exceeded its timeout
-    # the backend failed to compile a graph holding an op it declares unsupported (records.backends): not a finding
+    # the backend failed to compile a graph holding an op it declares unsupported (divfuzz.records.backends): not a finding
     UNSUPPORTED = "unsupported"
 
 

@@ -1,7 +1,7 @@
 """A case's verdict as frozen, torch-free data with a JSON form: per output, the float or integer
 comparison of eager and compiled against fp64; for the case, its status and error type.
 
-The oracles (`oracles.compare`) fill these in; every later layer (policy, store, reports, gate)
+The oracles (`divfuzz.oracles.compare`) fill these in; every later layer (policy, store, reports, gate)
 reads them. Nothing downstream parses error text: the exception type is carried as data.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from records.outcomes import FindingKind, Status
+from divfuzz.records.outcomes import FindingKind, Status
 
 # The same()-like margin for fp32: compiled's RMSE vs fp64 may be up to this multiple of eager's.
 FP32_RMSE_MULTIPLIER = 2.0
@@ -38,13 +38,13 @@ class FloatComparison:
     n_int_wrong: int = 0  # integral output: elements where eager == fp64 and compiled differs from both
     n_nonfinite_new: int = 0  # compiled NaN/Inf where eager and fp64 are both finite
     # Up to 64 (eager, compiled) errors vs fp64 of differing elements, in ULPs of the output dtype
-    # (oracles.compare.ERROR_SAMPLE_*: the largest excesses, then an even stride); for the report.
+    # (divfuzz.oracles.compare.ERROR_SAMPLE_*: the largest excesses, then an even stride); for the report.
     error_sample: tuple[tuple[float, float], ...] = ()
     # At the output's scale (ULPs at max(|fp64|, the output's RMS)): compiled's largest excess over
     # eager; elements where eager is grossly further from fp64 than compiled on both scales.
     max_excess_scale_ulps: float = 0.0
     n_eager_gross_worse: int = 0
-    # Conditioning (`oracles.conditioning`): fp64 references on inputs moved by about one ULP, run
+    # Conditioning (`divfuzz.oracles.conditioning`): fp64 references on inputs moved by about one ULP, run
     # only for bug candidates; 0 draws = not measured. Gross / integer-valued-wrong elements whose
     # reference moves at least as far as compiled differs from eager are ill-conditioned.
     conditioning_draws: int = 0
@@ -89,7 +89,7 @@ class IntComparison:
     compiled_correct: int = 0
     eager_correct: int = 0
     neither_correct: int = 0
-    # Conditioning (`oracles.conditioning`), 0 draws = not measured: flips far from a boundary whose
+    # Conditioning (`divfuzz.oracles.conditioning`), 0 draws = not measured: flips far from a boundary whose
     # fp64 integer itself changes on inputs moved by about one ULP.
     conditioning_draws: int = 0
     gross_ill_conditioned: int = 0
@@ -114,7 +114,7 @@ class IntComparison:
 
 @dataclass(frozen=True)
 class PerfComparison:
-    """One phase of a case timed eager and compiled (`oracles.perf`), as numbers.
+    """One phase of a case timed eager and compiled (`divfuzz.oracles.perf`), as numbers.
 
     `ratio` is the median of the paired compiled/eager time ratios (one pair per repeat, eager and
     compiled interleaved), `ratio_low`/`ratio_high` its distribution-free confidence interval;

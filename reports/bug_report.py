@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from generators.spec import GraphSpec
-from oracles.severity import severity_of
-from records.culprit import bisect_text_of
-from reports.markdown import verdict_table
-from reports.repro import graph_code, inputs_code
+from divfuzz.generators.spec import GraphSpec
+from divfuzz.oracles.severity import severity_of
+from divfuzz.records.culprit import bisect_text_of
+from divfuzz.reports.markdown import verdict_table
+from divfuzz.reports.repro import graph_code, inputs_code
 
 if TYPE_CHECKING:
-    from records.verdict import Verdict
+    from divfuzz.records.verdict import Verdict
 
 
 def _fp64_verdict(verdict: "Verdict | None") -> str:

@@ -1,6 +1,6 @@
 """What changed between two campaigns: new buckets, buckets gone (fixed or not reached), and
 buckets whose severity or bounds changed, each section led by its root causes
-(`reports.root_causes`) with their raw buckets counted beneath. `divfuzz diff OLD NEW` prints it
+(`divfuzz.reports.root_causes`) with their raw buckets counted beneath. `divfuzz diff OLD NEW` prints it
 (terminal, `--json`, `--markdown`) and writes it as a page (`--html FILE`, `diff_html`).
 
 `side_from_store` reads one side (a store, or one run of it; any object with the `Store` read
@@ -25,8 +25,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from records.buckets import BucketKey
-from reports.root_causes import root_cause_groups, severity_rank
+from divfuzz.records.buckets import BucketKey
+from divfuzz.reports.root_causes import root_cause_groups, severity_rank
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ class BucketState:
     root_cause: str = field(default="", compare=False)  # RootCause.identity() on its side
     root_cause_any_device: str = field(default="", compare=False)  # the same, device type left out
     root_cause_title: str = field(default="", compare=False)
-    known: str = field(default="new", compare=False)  # upstream, of its root cause (records.known_bugs)
+    known: str = field(default="new", compare=False)  # upstream, of its root cause (divfuzz.records.known_bugs)
 
     def root_cause_id(self, match_device: bool) -> str:
         return self.root_cause if match_device else self.root_cause_any_device
@@ -148,7 +148,7 @@ class RootCauseChange:
     severity: str  # its most severe bucket's, in this section
     status: str  # new: "new root cause" | "known root cause, new buckets"; gone: "root cause gone" | "root cause still in NEW"
     buckets: tuple[BucketState, ...]
-    known: str = "new"  # upstream: "known: pytorch#N (state)" or "new" (records.known_bugs)
+    known: str = "new"  # upstream: "known: pytorch#N (state)" or "new" (divfuzz.records.known_bugs)
 
     def counted(self) -> str:
         n = len(self.buckets)
@@ -166,8 +166,8 @@ def _max(values) -> int | None:
 
 def _minimized_digest(bucket) -> str | None:
     """The digest of a bucket's minimized spec, when it has one that loads."""
-    from generators.spec import GraphSpec
-    from records.errors import DivfuzzError
+    from divfuzz.generators.spec import GraphSpec
+    from divfuzz.records.errors import DivfuzzError
 
     spec = (bucket.minimized or {}).get("spec")
     if spec is None:
@@ -181,7 +181,7 @@ def _minimized_digest(bucket) -> str | None:
 def side_from_store(store, *, run_id: int | None = None, label: str) -> Side:
     """One side: the buckets a store (or a run of it) has, with bounds from its own cases, and
     every spec it ran. Severity is the bucket's as stored (the most severe of its cases)."""
-    from reports.root_causes import culprit_of
+    from divfuzz.reports.root_causes import culprit_of
 
     cases = store.case_summaries(run_id=run_id)
     rows = store.buckets(run_id=run_id)
@@ -347,7 +347,7 @@ def diff_text(d: StoreDiff) -> str:
 def diff_html(d: StoreDiff) -> str:
     """The diff as one self-contained page (the report's shell: no script, the CSP, inline style):
     new buckets, gone ones (fixed, then not reached), changed ones. Every stored string escaped."""
-    from reports.html import _e, page_shell
+    from divfuzz.reports.html import _e, page_shell
 
     def chip(sev: str) -> str:
         return f'<span class="chip sev-{_e(sev)}">{_e(sev)}</span>'

@@ -2,7 +2,7 @@
 
 Invariants: the folder is written whole or not at all (files go to a temporary folder that is
 renamed into place), so a killed campaign never leaves half a bucket. The folder it is written
-into is a real folder, not a symlink (`reports.safe_paths.plain_folder`). Every file or folder name
+into is a real folder, not a symlink (`divfuzz.reports.safe_paths.plain_folder`). Every file or folder name
 that comes from data goes through `slugify` or `is_slug` and `child_path`: it is a plain slug
 and resolves (symlinks followed) to a direct child of its target folder, or it is refused.
 """
@@ -17,16 +17,16 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from records.errors import UnsafePathError
-from reports.safe_paths import plain_folder
-from generators.spec import GraphSpec
-from reports.perf_repro import render_perf_repro
-from reports.repro import render_repro
+from divfuzz.records.errors import UnsafePathError
+from divfuzz.reports.safe_paths import plain_folder
+from divfuzz.generators.spec import GraphSpec
+from divfuzz.reports.perf_repro import render_perf_repro
+from divfuzz.reports.repro import render_repro
 
 if TYPE_CHECKING:
-    from records.buckets import BucketKey
-    from records.config import CompileConfig
-    from records.verdict import Verdict
+    from divfuzz.records.buckets import BucketKey
+    from divfuzz.records.config import CompileConfig
+    from divfuzz.records.verdict import Verdict
 
 
 SLUG_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}")

@@ -10,8 +10,8 @@ Invariants:
   opens offline, on an air-gapped cluster or as a CI artifact;
 - everything that came from a store (op and spec names, keys, culprits, error messages, folder
   paths, version strings) is HTML-escaped; code is printed only from a spec that `GraphSpec`
-  validated, through `reports.repro.graph_code`;
-- the page lists root causes (`reports.root_causes`: buckets whose minimized pattern and culprit
+  validated, through `divfuzz.reports.repro.graph_code`;
+- the page lists root causes (`divfuzz.reports.root_causes`: buckets whose minimized pattern and culprit
   agree), each with its raw buckets counted beneath: `bug`, then `suspect`, then the findings
   about eager (`eager-worse`) in a section of their own, never counted with the compiler's;
   `by-design` and `noise` are folded (`<details>`) with counts per culprit; every bucket gets one
@@ -19,7 +19,7 @@ Invariants:
 - only a bug root cause's lead card inlines plots (over every case of the root cause); every
   other card is compact: no plot, its code, ladder and verdict folded, and the command that
   draws its plots (`divfuzz report --bucket N`), which keeps a nightly page small;
-- plots are drawn from the stored verdicts only (see `reports.plots` for why hand-written SVG):
+- plots are drawn from the stored verdicts only (see `divfuzz.reports.plots` for why hand-written SVG):
   per-element errors are the verdicts' `error_sample` (up to 64 differing elements per output);
   a verdict stored before it existed has none, and the plot says so rather than invent points.
 """
@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from reports import plots
-from reports.root_causes import (
+from divfuzz.reports import plots
+from divfuzz.reports.root_causes import (
     COMPILER_ORDER, EAGER_WORSE, RootCause, by_severity, culprit_of, fold_by_culprit, root_cause_groups, severity_rank,
 )
 
@@ -262,9 +262,9 @@ def _ladder(culprit: dict | None) -> str:
 def _code(bucket, first_case: dict | None, *, highlight: bool = True) -> str:
     """The minimized graph (else the first case's) as highlighted Python, printed from a spec that
     GraphSpec validated; a spec that does not load is named, not printed."""
-    from generators.spec import GraphSpec
-    from records.errors import DivfuzzError
-    from reports.repro import graph_code
+    from divfuzz.generators.spec import GraphSpec
+    from divfuzz.records.errors import DivfuzzError
+    from divfuzz.reports.repro import graph_code
 
     minimized = (bucket.minimized or {})
     spec_dict = minimized.get("spec")

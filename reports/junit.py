@@ -50,7 +50,7 @@ def gate_junit(result: dict[str, Any]) -> str:
         ET.SubElement(props, "property", name=key, value=str(result[key]))
     for i, note in enumerate(result.get("notes") or []):  # e.g. a baseline written for another machine
         ET.SubElement(props, "property", name=f"note{i + 1}", value=note)
-    for row in (result.get("machine") or {}).get("rows") or []:  # escaped by fuzzer.gate.machine.machine_rows
+    for row in (result.get("machine") or {}).get("rows") or []:  # escaped by divfuzz.fuzzer.gate.machine.machine_rows
         ET.SubElement(props, "property", name=f"machine.{row['field']}",
                       value=f"baseline: {row['baseline']}; this run: {row['current']}")
     suite.extend(cases)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import datetime as _dt
 from typing import TYPE_CHECKING
 
-from reports.root_causes import culprit_of  # noqa: F401  (reports.markdown.culprit_of: the CLI and diff read it here)
+from divfuzz.reports.root_causes import culprit_of  # noqa: F401  (divfuzz.reports.markdown.culprit_of: the CLI and diff read it here)
 
 if TYPE_CHECKING:
-    from records.verdict import Verdict
+    from divfuzz.records.verdict import Verdict
 
 
 def perf_table(verdict: "Verdict") -> str:
@@ -69,8 +69,8 @@ def _minimized(folder: str | None) -> str:
     import json
     from pathlib import Path
 
-    from records.errors import UnsafePathError
-    from reports.safe_paths import read_text
+    from divfuzz.records.errors import UnsafePathError
+    from divfuzz.reports.safe_paths import read_text
 
     path = Path(folder) / "analysis.json" if folder else None
     try:  # the folder is a path read from the store: a FIFO or symlink there is not followed
@@ -96,9 +96,9 @@ BUCKETS_NAMED = 12
 
 
 def coverage_markdown(store, *, run_id: int | None = None) -> str:
-    """The per-op coverage table (`generators.coverage.op_coverage`): cases drawn per op, by data
+    """The per-op coverage table (`divfuzz.generators.coverage.op_coverage`): cases drawn per op, by data
     dtype, and the buckets they landed in by severity; ops never drawn listed on one line."""
-    from generators.coverage import op_coverage
+    from divfuzz.generators.coverage import op_coverage
 
     severity = {b.id: b.severity for b in store.buckets()}
     rows = op_coverage(((c["spec_json"], c["bucket_id"]) for c in store.case_summaries(run_id=run_id)), severity)
@@ -122,10 +122,10 @@ def buckets_markdown(store, *, run_id: int | None = None, min_severity: str = "n
 
 
 def root_causes_markdown(buckets, *, run_id: int | None = None, min_severity: str = "noise", new_only: bool = False) -> str:
-    """`buckets_markdown` of bucket rows (`reports.root_causes` folds them); `new_only` lists only
+    """`buckets_markdown` of bucket rows (`divfuzz.reports.root_causes` folds them); `new_only` lists only
     root causes that match no known upstream bug, and says how many it hid."""
-    from records.severity import Severity
-    from reports.root_causes import COMPILER_ORDER, EAGER_WORSE, by_severity, fold_by_culprit, root_cause_groups, severity_line
+    from divfuzz.records.severity import Severity
+    from divfuzz.reports.root_causes import COMPILER_ORDER, EAGER_WORSE, by_severity, fold_by_culprit, root_cause_groups, severity_line
 
     floor = Severity(min_severity)
     title = f"# divfuzz root causes{f' of run {run_id}' if run_id else ''}"

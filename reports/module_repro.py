@@ -9,7 +9,7 @@ names, culprit) reaches the script only inside the escaped docstring.
 
 from __future__ import annotations
 
-from reports.repro import docstring_literal
+from divfuzz.reports.repro import docstring_literal
 
 RUNGS = ("eager", "aot_eager", "aot_eager_decomp_partition", "inductor")
 

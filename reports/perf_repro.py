@@ -8,7 +8,7 @@ graph). It prints each median and the ratios to eager, and exits 1 while compile
 eager by more than the margin, 0 once it is not.
 
 One source for how it times: `oracles/timing.py` is carried by source (as the numeric repro
-carries the numeric oracles). Invariant: as for `reports.repro`, nothing from a spec or a store
+carries the numeric oracles). Invariant: as for `divfuzz.reports.repro`, nothing from a spec or a store
 reaches the script as raw text: names are checked, numbers are printed with `repr` of an int or
 float, strings are `repr`s or escaped docstrings.
 """
@@ -18,12 +18,12 @@ from __future__ import annotations
 import textwrap
 from typing import TYPE_CHECKING, Any
 
-from generators.spec import GraphSpec
-from oracles import timing as timing_oracle
-from reports.repro import _carried_source, _int, carried_runtime, case_constants, docstring_literal, graph_code, inputs_code
+from divfuzz.generators.spec import GraphSpec
+from divfuzz.oracles import timing as timing_oracle
+from divfuzz.reports.repro import _carried_source, _int, carried_runtime, case_constants, docstring_literal, graph_code, inputs_code
 
 if TYPE_CHECKING:
-    from records.config import CompileConfig
+    from divfuzz.records.config import CompileConfig
 
 _RUNTIME = '''
 def phases(fn, inputs):

@@ -6,7 +6,7 @@ flips and the fp64 triage, and exits 1 while eager and compiled differ (or compi
 once they agree.
 
 One source for what it runs and how it judges:
-- the graph is each op's `code` template, the very text `generators.build` compiles to run it;
+- the graph is each op's `code` template, the very text `divfuzz.generators.build` compiles to run it;
 - the judging is the engine's own oracles (`oracles/ulp.py`, `oracles/boundary.py`,
   `oracles/compare.py`), carried by source into the script's `compare` (`carried_oracles`).
 `tests/test_repro_numbers.py` checks that the numbers it prints equal the engine's verdict.
@@ -14,7 +14,7 @@ Not carried: rounding boundaries (an integer output's flips are not split into b
 gross, and none is known to be an undefined cast).
 
 Invariant: nothing from a spec or a store reaches the script as raw text. Names are checked
-again here (`generators.validate.name_problem`) and printed as they are; numbers are printed
+again here (`divfuzz.generators.validate.name_problem`) and printed as they are; numbers are printed
 with `repr` of an int or float; dtypes, recipes and autocast go through lookup tables; every
 string (title, notes, outputs, backend, config) is a `repr` or an escaped docstring.
 """
@@ -28,16 +28,16 @@ import textwrap
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from generators import recipes, runtime
-from oracles import boundary as boundary_oracle
-from oracles import compare as compare_oracle
-from oracles import ulp as ulp_oracle
-from generators.registry import get_op
-from generators.spec import GraphSpec
-from generators.validate import name_problem
+from divfuzz.generators import recipes, runtime
+from divfuzz.oracles import boundary as boundary_oracle
+from divfuzz.oracles import compare as compare_oracle
+from divfuzz.oracles import ulp as ulp_oracle
+from divfuzz.generators.registry import get_op
+from divfuzz.generators.spec import GraphSpec
+from divfuzz.generators.validate import name_problem
 
 if TYPE_CHECKING:  # reports depend on generators only; a config is read, never built here
-    from records.config import CompileConfig
+    from divfuzz.records.config import CompileConfig
 
 # The engine's oracles, in dependency order: each module uses only names of those before it.
 CARRIED_ORACLES: tuple[ModuleType, ...] = (ulp_oracle, boundary_oracle, compare_oracle)
@@ -45,7 +45,7 @@ CARRIED_ORACLES: tuple[ModuleType, ...] = (ulp_oracle, boundary_oracle, compare_
 
 @functools.cache
 def carried_runtime() -> str:
-    """`generators.runtime`'s source, as every generated script carries it (cotangents, backend lookup)."""
+    """`divfuzz.generators.runtime`'s source, as every generated script carries it (cotangents, backend lookup)."""
     return "# divfuzz's generators/runtime.py (docstring and imports left out): what the engine runs too.\n" + _carried_source(runtime)
 
 

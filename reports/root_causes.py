@@ -27,8 +27,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from records.errors import DivfuzzError
-from records.severity import COMPILER_SEVERITIES, ORDER, Severity
+from divfuzz.records.errors import DivfuzzError
+from divfuzz.records.severity import COMPILER_SEVERITIES, ORDER, Severity
 
 # A finding about eager (rule "eager-gross-worse"), not the compiler: reported apart, never counted.
 EAGER_WORSE = Severity.EAGER_WORSE.value
@@ -67,7 +67,7 @@ def ops_of(bucket) -> str:
 def graph_pattern(spec_dict: Any) -> str | None:
     """The canonical pattern of a stored spec (see the module docstring), as readable text such as
     `v1 = div(x0; mode=floor) -> v1`, or None when the spec does not load."""
-    from generators.spec import GraphSpec
+    from divfuzz.generators.spec import GraphSpec
 
     try:
         spec = GraphSpec.from_dict(spec_dict, source="minimized spec")
@@ -153,7 +153,7 @@ class RootCause:
     @property
     def known(self) -> str:
         """"known: pytorch#N (state)" when the lead's pattern matches an entry of the curated
-        upstream file (`records.known_bugs`, matched by pattern: ops, dtypes, backward, rule), else
+        upstream file (`divfuzz.records.known_bugs`, matched by pattern: ops, dtypes, backward, rule), else
         "new". A finding about eager is never matched."""
         return known_label(self)
 
@@ -182,10 +182,10 @@ def _rule_of(bucket) -> str:
 
 
 def known_label(rc: RootCause, known=None) -> str:
-    """`RootCause.known`, against `known` (a `records.known_bugs.KnownBugs`; the committed file
+    """`RootCause.known`, against `known` (a `divfuzz.records.known_bugs.KnownBugs`; the committed file
     when None): the first of its buckets (most severe first) that matches an entry, each by its
     minimized spec when it has one, else by its bucket key."""
-    from records.known_bugs import default_known_bugs, describe
+    from divfuzz.records.known_bugs import default_known_bugs, describe
 
     if rc.about_eager:
         return "new"
@@ -199,8 +199,8 @@ def known_label(rc: RootCause, known=None) -> str:
 
 
 def _known_pattern(bucket, culprit: str):
-    """A bucket as `records.known_bugs` matches it, or None when its stored data does not say."""
-    from records.known_bugs import RootCausePattern
+    """A bucket as `divfuzz.records.known_bugs` matches it, or None when its stored data does not say."""
+    from divfuzz.records.known_bugs import RootCausePattern
 
     rule = _rule_of(bucket)
     try:

@@ -19,7 +19,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from records.errors import UnsafePathError
+from divfuzz.records.errors import UnsafePathError
 
 
 def _kind(mode: int) -> str:

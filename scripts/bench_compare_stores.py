@@ -21,9 +21,9 @@ def _verdicts_by_spec(path: Path) -> dict:
     """spec digest -> the sorted verdicts (timings aside) of the latest run's cases of that spec."""
     import json
 
-    from fuzzer.campaign.breakdown import _store_path
-    from fuzzer.engine.store import Store
-    from records.verdict import Verdict
+    from divfuzz.fuzzer.campaign.breakdown import _store_path
+    from divfuzz.fuzzer.engine.store import Store
+    from divfuzz.records.verdict import Verdict
 
     store = Store(_store_path(path), create=False)
     try:
@@ -41,7 +41,7 @@ def _verdicts_by_spec(path: Path) -> dict:
 def main() -> None:
     if len(sys.argv) != 3:
         raise SystemExit(__doc__)
-    from fuzzer.campaign.breakdown import campaign_breakdown
+    from divfuzz.fuzzer.campaign.breakdown import campaign_breakdown
 
     before, after = (Path(a) for a in sys.argv[1:])
     (a, na), (b, nb) = _verdicts_by_spec(before), _verdicts_by_spec(after)

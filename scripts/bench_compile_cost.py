@@ -41,7 +41,7 @@ SETTINGS = {
 
 def campaign(device: str, cases: int, workers: int, seed: int, cache: Path, out: Path, env_extra: dict) -> dict:
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT), **env_extra)
-    cmd = [sys.executable, "-m", "fuzzer", "fuzz", "--device", device, "--workers", str(workers), "--max-cases", str(cases),
+    cmd = [sys.executable, "-m", "divfuzz.fuzzer", "fuzz", "--device", device, "--workers", str(workers), "--max-cases", str(cases),
            "--seed", str(seed), "--no-minimize", "--no-live", "--out", str(out)]
     t0 = time.time()
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
@@ -85,13 +85,13 @@ def batching_main() -> None:
     """In a fresh process: compile the store's specs alone, then K at a time; compare bits."""
     import torch
 
-    from fuzzer.engine.compile import compiled
-    from fuzzer.engine.execute import prepare_case
-    from generators.build import build_callable
-    from generators.validate import load_spec
-    from oracles.ulp import bitwise_equal
-    from records.config import CompileConfig
-    from records.verdict import Verdict
+    from divfuzz.fuzzer.engine.compile import compiled
+    from divfuzz.fuzzer.engine.execute import prepare_case
+    from divfuzz.generators.build import build_callable
+    from divfuzz.generators.validate import load_spec
+    from divfuzz.oracles.ulp import bitwise_equal
+    from divfuzz.records.config import CompileConfig
+    from divfuzz.records.verdict import Verdict
 
     store, device, batch = sys.argv[1], sys.argv[2], [int(k) for k in sys.argv[3].split(",")]
     with sqlite3.connect(store) as db:

@@ -18,10 +18,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 
 def main() -> int:
-    from records.config import CompileConfig
-    from fuzzer.triage.analysis import analyze_finding
-    from fuzzer.engine.worker import CaseRequest, Worker
-    from oracles.findings import finding_of
+    from divfuzz.records.config import CompileConfig
+    from divfuzz.fuzzer.triage.analysis import analyze_finding
+    from divfuzz.fuzzer.engine.worker import CaseRequest, Worker
+    from divfuzz.oracles.findings import finding_of
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cpu")
@@ -36,7 +36,7 @@ def main() -> int:
     else:
         from hypothesis import HealthCheck, given, seed, settings
 
-        from generators.strategies import graph_specs
+        from divfuzz.generators.strategies import graph_specs
 
         specs = []
 

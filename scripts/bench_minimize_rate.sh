@@ -18,7 +18,7 @@ run() {  # $1: label, rest: extra fuzz options
   local label=$1; shift
   local out="$TMP/$label"
   local t0=$(date +%s)
-  TORCHINDUCTOR_CACHE_DIR="$TMP/cache-$label" PYTHONPATH="$ROOT" "$PY" -m fuzzer fuzz --device "$DEVICE" --workers "$WORKERS" \
+  TORCHINDUCTOR_CACHE_DIR="$TMP/cache-$label" PYTHONPATH="$ROOT" "$PY" -m divfuzz.fuzzer fuzz --device "$DEVICE" --workers "$WORKERS" \
       --budget "${BUDGET}s" --seed "$SEED" --no-live --out "$out" "$@" > "$TMP/$label.log" 2>&1 || {
     echo "$label: divfuzz exited $?"; tail -n 30 "$TMP/$label.log"; exit 1; }
   local t1=$(date +%s)

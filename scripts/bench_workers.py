@@ -4,7 +4,7 @@ minimization on, its compile cache beside a fresh store: a first night), against
     python scripts/bench_workers.py [--device cuda] [--workers 4,8,12,16] [--budget 300] [--no-minimize] [-- more fuzz options]
 
 Each point is a real `divfuzz fuzz --budget B` in a fresh folder with its own seed
-(`fuzzer.campaign.bench.run_default_campaign`). It reports the rate over the run (cases over the
+(`divfuzz.fuzzer.campaign.bench.run_default_campaign`). It reports the rate over the run (cases over the
 command's wall: sizing, start-up, minimization and the report included, as a user sees it), the
 rate past start-up (from the first stored case to the last), the wall against the budget, and
 the breakdown read from the point's store (`divfuzz bench --breakdown`): where a case's time goes
@@ -34,8 +34,8 @@ def main() -> None:
     args = parser.parse_args()
     counts = [int(w) for w in args.workers.split(",")]
 
-    from fuzzer.campaign.bench import default_campaign_table, run_default_campaign
-    from fuzzer.campaign.sizing import probe_host, size_workers
+    from divfuzz.fuzzer.campaign.bench import default_campaign_table, run_default_campaign
+    from divfuzz.fuzzer.campaign.sizing import probe_host, size_workers
 
     host = probe_host(args.device)
     auto = size_workers(host, cuda=args.device.startswith("cuda"))

@@ -13,8 +13,8 @@ OUT="${OUT:-gate-gpu-out}"
 WORKERS="${WORKERS:-1}"
 mkdir -p "$OUT"
 # Keyed by torch minor and GPU architecture or CPU capability, e.g. corpus/baseline-cuda-2.11-sm_90.json.
-BASELINE=$("$PYTHON" -c 'import sys; from pathlib import Path; from fuzzer.gate.baseline import default_baseline_path; print(default_baseline_path(Path("corpus"), sys.argv[1]))' "$DEVICE")
-"$PYTHON" -c 'import json, sys; from fuzzer.gate.machine import describe_machine; print("torch", __import__("torch").__version__, json.dumps(describe_machine(sys.argv[1])))' "$DEVICE"
+BASELINE=$("$PYTHON" -c 'import sys; from pathlib import Path; from divfuzz.fuzzer.gate.baseline import default_baseline_path; print(default_baseline_path(Path("corpus"), sys.argv[1]))' "$DEVICE")
+"$PYTHON" -c 'import json, sys; from divfuzz.fuzzer.gate.machine import describe_machine; print("torch", __import__("torch").__version__, json.dumps(describe_machine(sys.argv[1])))' "$DEVICE"
 
 if [ "${UPDATE:-0}" = 1 ]; then
   start=$(date +%s%N)
@@ -34,7 +34,7 @@ done
 
 for planted in ulp_bump uint8_flip; do
   set +e
-  $DIVFUZZ gate --device "$DEVICE" --workers "$WORKERS" --baseline "$BASELINE" --backend "fuzzer.engine.planted:$planted" \
+  $DIVFUZZ gate --device "$DEVICE" --workers "$WORKERS" --baseline "$BASELINE" --backend "divfuzz.fuzzer.engine.planted:$planted" \
       --json "$OUT/planted-$planted.json" > "$OUT/planted-$planted.log" 2>&1
   rc=$?
   set -e

@@ -10,9 +10,9 @@ NAME=$1; SECS=$2; shift 2
 OUT=${OUT:-/tmp/dvc-out}; D=/tmp/dvc/$NAME; mkdir -p "$OUT" "$D"
 nvidia-smi -L
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
-timeout $(( SECS + 120 )) python3 -m fuzzer fuzz --device cuda --budget "${SECS}s" --no-live --out "$D" "$@" 2>&1 | tail -40
+timeout $(( SECS + 120 )) python3 -m divfuzz.fuzzer fuzz --device cuda --budget "${SECS}s" --no-live --out "$D" "$@" 2>&1 | tail -40
 echo "rc=${PIPESTATUS[0]}"
-python3 -m fuzzer report --out "$D" > "$D/report.md" 2>&1
-python3 -m fuzzer report --out "$D" --html "$D/report.html" > /dev/null 2>&1
+python3 -m divfuzz.fuzzer report --out "$D" > "$D/report.md" 2>&1
+python3 -m divfuzz.fuzzer report --out "$D" --html "$D/report.html" > /dev/null 2>&1
 tar -czf "$OUT/$NAME.tar.gz" -C /tmp/dvc "$NAME"
 echo "end at $SECONDS s"

@@ -73,7 +73,7 @@ client.close()
 PY
   local start end
   start=$(date +%s.%N)
-  "${DRIVER[@]}" "$PYTHON" -m fuzzer fuzz --cluster-file "$dir/scheduler.json" --device "$DEVICE" --budget "${BUDGET}s" --no-minimize \
+  "${DRIVER[@]}" "$PYTHON" -m divfuzz.fuzzer fuzz --cluster-file "$dir/scheduler.json" --device "$DEVICE" --budget "${BUDGET}s" --no-minimize \
       --no-live --seed "$SEED" --out "$dir/out" 2>&1 | tee "$dir/fuzz.log"
   end=$(date +%s.%N)
   "$PYTHON" - "$dir" "$gpus" "$start" "$end" <<'PY'

@@ -39,7 +39,7 @@ one() {  # one RUN (model-infer | model-train) into $D/RUN
   case "$mode" in infer) set -- ;; train) set -- --train ;; *) echo "unknown mode in $run"; return 2 ;; esac
   rm -rf "${D:?}/$run"; mkdir -p "$D/$run"
   local t0=$SECONDS
-  timeout "$LIMIT" python3 -m fuzzer minimize --module "$file:make_case" --device cuda --budget "$BUDGET" \
+  timeout "$LIMIT" python3 -m divfuzz.fuzzer minimize --module "$file:make_case" --device cuda --budget "$BUDGET" \
     --out "$D/$run" "$@" > "$D/$run/log.txt" 2>&1
   echo $? > "$D/$run/rc.txt"
   echo $((SECONDS - t0)) > "$D/$run/wall.txt"

@@ -12,10 +12,10 @@ python3 -c "import torch._inductor.config as c; print({k: c._config[k].default f
 echo "=== A/A noise floor"; timeout 150 python3 scripts/perf_noise.py --device cuda --cases 40 2>&1 | tail -12
 echo "=== GPU perf tests"; timeout 150 python3 -m pytest -q -p no:cacheprovider -p no:logging -m gpu -s tests/test_perf_gpu.py 2>&1 | grep -E "describe|ratio|A/A|assert|Error|passed|failed|^E " | tail -30
 echo "=== seed 001 block, defaults"
-timeout 100 python3 -m fuzzer minimize --module tests/modules/seed001_block.py:block_h100 --oracle perf --train --device cuda --budget 60s --out "$OUT/seed001" 2>&1 | tail -20
+timeout 100 python3 -m divfuzz.fuzzer minimize --module tests/modules/seed001_block.py:block_h100 --oracle perf --train --device cuda --budget 60s --out "$OUT/seed001" 2>&1 | tail -20
 echo "=== seed 001's shape of model (4 layers, 8 x 2048 tokens, bf16), training step"
-timeout 260 python3 -m fuzzer minimize --module tests/modules/seed001_block.py:lm_h100 --oracle perf --train --device cuda --budget 220s --out "$OUT/seed001-lm" 2>&1 | tail -20
+timeout 260 python3 -m divfuzz.fuzzer minimize --module tests/modules/seed001_block.py:lm_h100 --oracle perf --train --device cuda --budget 220s --out "$OUT/seed001-lm" 2>&1 | tail -20
 echo "=== perf campaign"
-timeout $(( ${1:-60} + 90 )) python3 -m fuzzer fuzz --oracle perf --device cuda --budget "${1:-60}s" --seed 1 --no-live --out "$D/perf" 2>&1 | tail -30
+timeout $(( ${1:-60} + 90 )) python3 -m divfuzz.fuzzer fuzz --oracle perf --device cuda --budget "${1:-60}s" --seed 1 --no-live --out "$D/perf" 2>&1 | tail -30
 cp -r "$D/perf" "$OUT/perf" 2>/dev/null
 echo "end at $SECONDS s"

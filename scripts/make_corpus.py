@@ -14,16 +14,16 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from generators.node_typing import new_node
-from generators.opdef import Meta
-from generators.registry import get_op
-from generators.spec import GraphSpec, InputRecipe, Node, TensorSpec
-from records.dtypes import DATA_DTYPES
-from generators.validate import validate_spec
+from divfuzz.generators.node_typing import new_node
+from divfuzz.generators.opdef import Meta
+from divfuzz.generators.registry import get_op
+from divfuzz.generators.spec import GraphSpec, InputRecipe, Node, TensorSpec
+from divfuzz.records.dtypes import DATA_DTYPES
+from divfuzz.generators.validate import validate_spec
 
 
 class _Graph:
-    """A tiny builder: add inputs and op nodes, typed by `generators.node_typing`."""
+    """A tiny builder: add inputs and op nodes, typed by `divfuzz.generators.node_typing`."""
 
     def __init__(self, autocast: str | None = None, backward: bool = False):
         self.inputs: list[TensorSpec] = []

@@ -3,8 +3,8 @@
 build, `execute_perf_case(self_check=True)`), over graphs drawn from the perf generator.
 
 Prints the distribution of the A/A median ratios per phase and, for each candidate margin, how
-many A/A cases the oracle's rule (`oracles.perf.is_slower`) would call slower: the margin for
-`oracles.perf.DEFAULT_MARGIN` is the smallest with none, at or above the 99th percentile.
+many A/A cases the oracle's rule (`divfuzz.oracles.perf.is_slower`) would call slower: the margin for
+`divfuzz.oracles.perf.DEFAULT_MARGIN` is the smallest with none, at or above the 99th percentile.
 
 Usage: python scripts/perf_noise.py --device cuda --cases 40 [--seed 0]
 """
@@ -20,10 +20,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 
-from fuzzer.engine.perf import execute_perf_case  # noqa: E402
-from generators.strategies import perf_graph_specs  # noqa: E402
-from oracles.perf import is_slower  # noqa: E402
-from records.config import CompileConfig  # noqa: E402
+from divfuzz.fuzzer.engine.perf import execute_perf_case  # noqa: E402
+from divfuzz.generators.strategies import perf_graph_specs  # noqa: E402
+from divfuzz.oracles.perf import is_slower  # noqa: E402
+from divfuzz.records.config import CompileConfig  # noqa: E402
 
 MARGINS = (0.02, 0.05, 0.10, 0.15, 0.20, 0.25, 0.30)
 

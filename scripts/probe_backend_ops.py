@@ -22,7 +22,7 @@ DTYPES = ("float32", "bfloat16", "float16")
 
 
 def one_op_spec(op: str, dtype: str, backward: bool):
-    from generators.strategies import graph_specs
+    from divfuzz.generators.strategies import graph_specs
 
     strategy = graph_specs(min_ops=1, max_ops=1, ops=(op,), dtypes=(dtype,), allow_autocast=False, allow_backward=backward)
     return find(
@@ -35,9 +35,9 @@ def one_op_spec(op: str, dtype: str, backward: bool):
 def probe(backend: str, ops, dtypes, modes, on_row=lambda rows: None) -> list[dict]:
     import torch
 
-    from fuzzer.engine.execute import execute_case
-    from records.config import CompileConfig
-    from records.outcomes import Status
+    from divfuzz.fuzzer.engine.execute import execute_case
+    from divfuzz.records.config import CompileConfig
+    from divfuzz.records.outcomes import Status
 
     config = CompileConfig(backend=backend)
     rows = []
@@ -64,7 +64,7 @@ def probe(backend: str, ops, dtypes, modes, on_row=lambda rows: None) -> list[di
 
 
 def main() -> int:
-    from generators.registry import all_ops
+    from divfuzz.generators.registry import all_ops
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("backend")

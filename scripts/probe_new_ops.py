@@ -1,11 +1,11 @@
-"""Run each op of issue 24 (`generators.ops.EDGE_OPS`) alone through the real Inductor and print
+"""Run each op of issue 24 (`divfuzz.generators.ops.EDGE_OPS`) alone through the real Inductor and print
 its severity: a new op that reads as a bug on a standard random input is a false positive to fix
 (or a real divergence to report).
 
 For each (op, dtype): one graph holding the op once per distinct params set its own `draw_params`
 draws (up to `--variants`), every node an output, on `normal` inputs of `--shape`, with the
-backward when the op has one; `fuzzer.engine.execute.execute_case` runs it eager / compiled / fp64
-and `oracles.severity.severity_of` rates the verdict. Prints one line per (op, dtype): the worst
+backward when the op has one; `divfuzz.fuzzer.engine.execute.execute_case` runs it eager / compiled / fp64
+and `divfuzz.oracles.severity.severity_of` rates the verdict. Prints one line per (op, dtype): the worst
 severity, its rule and output, and its detail.
 
     python scripts/probe_new_ops.py --dtypes float32,bfloat16 [--ops argmax,sort] [--json out.json]
@@ -20,15 +20,15 @@ import time
 
 from hypothesis import HealthCheck, given, seed, settings
 
-from fuzzer.engine.execute import execute_case
-from generators.opdef import Meta
-from generators.ops import EDGE_OPS
-from generators.registry import get_op
-from generators.spec import InputRecipe
-from generators.strategies import op_params, op_spec
-from generators.validate import validate_spec
-from oracles.severity import severity_of
-from records.config import CompileConfig
+from divfuzz.fuzzer.engine.execute import execute_case
+from divfuzz.generators.opdef import Meta
+from divfuzz.generators.ops import EDGE_OPS
+from divfuzz.generators.registry import get_op
+from divfuzz.generators.spec import InputRecipe
+from divfuzz.generators.strategies import op_params, op_spec
+from divfuzz.generators.validate import validate_spec
+from divfuzz.oracles.severity import severity_of
+from divfuzz.records.config import CompileConfig
 
 
 def distinct_params(op_name: str, metas: tuple[Meta, ...], limit: int) -> list[dict]:

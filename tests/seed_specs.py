@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from generators.spec import GraphSpec, InputRecipe, Node, TensorSpec
+from divfuzz.generators.spec import GraphSpec, InputRecipe, Node, TensorSpec
 
 
 def layer_norm_linear(rows: int = 2048, dim: int = 128) -> GraphSpec:

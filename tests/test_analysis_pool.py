@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-import fuzzer.campaign.loop as loop
-from fuzzer.campaign import schedule
-from fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
-from fuzzer.campaign.sizing import ANALYSIS_MIN_FUZZING_SHARE, size_analysis_workers
-from fuzzer.engine.store import Store
-from records.config import CompileConfig
+import divfuzz.fuzzer.campaign.loop as loop
+from divfuzz.fuzzer.campaign import schedule
+from divfuzz.fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
+from divfuzz.fuzzer.campaign.sizing import ANALYSIS_MIN_FUZZING_SHARE, size_analysis_workers
+from divfuzz.fuzzer.engine.store import Store
+from divfuzz.records.config import CompileConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -34,7 +34,7 @@ def test_analysis_workers_auto_leaves_fuzzing_at_least_70_percent_of_the_workers
 
 def _opts(out: Path, **kw) -> CampaignOptions:
     return CampaignOptions(device="cpu", out_dir=out, seed=3, dtypes=("bfloat16",), minimize=True, minimize_budget_s=60,
-                           config=CompileConfig(backend="fuzzer.engine.planted:ulp_bump"), **kw)
+                           config=CompileConfig(backend="divfuzz.fuzzer.engine.planted:ulp_bump"), **kw)
 
 
 def _buckets(out: Path):
@@ -84,8 +84,8 @@ def test_a_budget_that_ends_with_analyses_open_stores_every_case_and_leaves_them
 def test_minimize_pending_files_what_the_campaign_left_open(tmp_path, monkeypatch):
     result = _campaign_leaving_analyses_pending(tmp_path, monkeypatch)
     assert result.pending_analyses >= 1
-    done = subprocess.run([sys.executable, "-m", "fuzzer", "minimize", "--pending", "--store", str(tmp_path), "--budget", "20m",
-                           "--backend", "fuzzer.engine.planted:ulp_bump"],  # a stored import path runs only when named
+    done = subprocess.run([sys.executable, "-m", "divfuzz.fuzzer", "minimize", "--pending", "--store", str(tmp_path), "--budget", "20m",
+                           "--backend", "divfuzz.fuzzer.engine.planted:ulp_bump"],  # a stored import path runs only when named
                           cwd=ROOT, capture_output=True, text=True, timeout=1500)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert f"{result.pending_analyses} pending analyses filed; 0 still pending" in " ".join(done.stdout.split()) or \

@@ -6,17 +6,17 @@ from dataclasses import replace
 
 import pytest
 
-from records.culprit import BisectResult, Culprit, bisect_text_of, summarize
-from records.errors import StoreError
-from fuzzer.triage.analysis import BucketAnalyzer
-from fuzzer.engine.buckets import bucket_key, graph_signature
-from records.config import CompileConfig
-from fuzzer.triage.analysis import analyze_finding
-from fuzzer.engine.store import Store
-from fuzzer.engine.worker import Worker
-from generators.spec import GraphSpec, Node, TensorSpec
-from records.verdict import Finding
-from records.outcomes import FindingKind
+from divfuzz.records.culprit import BisectResult, Culprit, bisect_text_of, summarize
+from divfuzz.records.errors import StoreError
+from divfuzz.fuzzer.triage.analysis import BucketAnalyzer
+from divfuzz.fuzzer.engine.buckets import bucket_key, graph_signature
+from divfuzz.records.config import CompileConfig
+from divfuzz.fuzzer.triage.analysis import analyze_finding
+from divfuzz.fuzzer.engine.store import Store
+from divfuzz.fuzzer.engine.worker import Worker
+from divfuzz.generators.spec import GraphSpec, Node, TensorSpec
+from divfuzz.records.verdict import Finding
+from divfuzz.records.outcomes import FindingKind
 from seed_specs import layer_norm_linear, sigmoid_gate
 
 
@@ -71,7 +71,7 @@ def test_a_malformed_stored_bisect_result_is_refused_naming_the_field(bad, field
 def test_the_bisectors_own_result_is_copied_field_by_field():
     from torch._inductor.compiler_bisector import BisectionResult
 
-    from fuzzer.triage.attribute import bisect_result_of
+    from divfuzz.fuzzer.triage.attribute import bisect_result_of
 
     raw = BisectionResult(backend="inductor", subsystem="lowerings", bisect_number=0, debug_info="eq")
     assert bisect_result_of(raw) == BisectResult("inductor", "lowerings", 0, "eq")
@@ -125,7 +125,7 @@ def test_raw_keys_separate_autocast_and_backward_so_they_are_minimized_apart():
 
 @pytest.mark.slow
 def test_graphs_with_one_root_cause_share_one_bucket(tmp_path):
-    config = CompileConfig(backend="fuzzer.engine.planted:ulp_bump")
+    config = CompileConfig(backend="divfuzz.fuzzer.engine.planted:ulp_bump")
     specs = [_bf16_chain(("relu", "sigmoid")), _bf16_chain(("tanh", "abs", "sigmoid")), _bf16_chain(("exp", "relu", "tanh", "sigmoid"))]
     analyzer = BucketAnalyzer(device="cpu", config=config, strict=False, budget_s=30, timeout_s=60)
     store = Store(tmp_path / "s.sqlite")
@@ -146,7 +146,7 @@ def test_graphs_with_one_root_cause_share_one_bucket(tmp_path):
         worker.stop()
     assert len(raw_keys) == 3
     assert len(keys) == 1 and len(store.buckets()) == 1, keys
-    assert "sigmoid @ backend fuzzer.engine.planted:ulp_bump" in keys.pop()
+    assert "sigmoid @ backend divfuzz.fuzzer.engine.planted:ulp_bump" in keys.pop()
 
 
 @pytest.mark.gpu
@@ -159,7 +159,7 @@ def test_gpu_layer_norm_linear_and_gate():
 
 
 def test_a_user_modules_culprit_uses_the_same_summary_as_a_campaigns():
-    from fuzzer.triage.user_module import _culprit
+    from divfuzz.fuzzer.triage.user_module import _culprit
 
     assert _culprit("inductor", None).summary == "inductor (no single subsystem)"
     named = _culprit("aot_eager_decomp_partition", _DECOMPOSITION)

@@ -16,15 +16,15 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 
-from generators.strategies import graph_specs
+from divfuzz.generators.strategies import graph_specs
 
-from fuzzer.cli.main import main
-from records.backends import ONNXRT, capabilities_of
-from records.outcomes import Status
-from records.verdict import Verdict
+from divfuzz.fuzzer.cli.main import main
+from divfuzz.records.backends import ONNXRT, capabilities_of
+from divfuzz.records.outcomes import Status
+from divfuzz.records.verdict import Verdict
 
 ROOT = Path(__file__).resolve().parents[1]
-DRIFT = "fuzzer.engine.planted:drift"
+DRIFT = "divfuzz.fuzzer.engine.planted:drift"
 
 
 def _one_op_spec(op: str, dtype: str, backward: bool):
@@ -54,7 +54,7 @@ def test_old_verdicts_load_without_against():
 
 def test_unknown_backends_support_everything_and_onnxrt_declares_measured_cells():
     assert capabilities_of("inductor").allows("gelu", "bfloat16", True)
-    assert capabilities_of("fuzzer.engine.planted:ulp_bump").unsupported == ()
+    assert capabilities_of("divfuzz.fuzzer.engine.planted:ulp_bump").unsupported == ()
     assert ONNXRT.measured and ONNXRT.unsupported  # filled from scripts/probe_backend_ops.py
     both = capabilities_of("inductor", "onnxrt")
     assert both.unsupported == ONNXRT.unsupported
@@ -66,8 +66,8 @@ def test_declared_capabilities_match_a_real_onnxrt_compile(op, dtype, backward):
     an undeclared one fails to compile and reads UNSUPPORTED (not a compile-error finding)."""
     pytest.importorskip("onnxruntime")
     pytest.importorskip("onnxscript")
-    from fuzzer.engine.execute import execute_case
-    from records.config import CompileConfig
+    from divfuzz.fuzzer.engine.execute import execute_case
+    from divfuzz.records.config import CompileConfig
 
     spec = _one_op_spec(op, dtype, backward)
     verdict = execute_case(spec, "cpu", CompileConfig(backend="onnxrt"))
@@ -81,7 +81,7 @@ def test_declared_capabilities_match_a_real_onnxrt_compile(op, dtype, backward):
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 @given(graph_specs(max_ops=6, allowed=ONNXRT.allows, allow_autocast=False))
 def test_graphs_drawn_for_onnxrt_hold_no_unsupported_cell(spec):
-    from fuzzer.engine.execute import graph_cells
+    from divfuzz.fuzzer.engine.execute import graph_cells
 
     assert ONNXRT.unsupported_cell(graph_cells(spec)) is None, graph_cells(spec)
 
@@ -118,8 +118,8 @@ def test_against_names_the_planted_compiler_as_further_from_fp64(tmp_path):
 
 
 def test_against_with_the_roles_swapped_names_the_planted_one_again(tmp_path):
-    from fuzzer.engine.against import execute_against
-    from records.config import CompileConfig
+    from divfuzz.fuzzer.engine.against import execute_against
+    from divfuzz.records.config import CompileConfig
 
     spec = _one_op_spec("layer_norm", "bfloat16", True)
     v = execute_against(spec, "cpu", CompileConfig(backend="aot_eager"), CompileConfig(backend=DRIFT))
@@ -149,7 +149,7 @@ def test_gpu_layer_norm_backward_inductor_against_a_second_compiler(dtype):
 
     Measured with a standalone copy of the onnxrt backend on the H100 (torch 2.11, onnxruntime
     1.30 without its CUDA provider) on 2026-11-22: fp32 grad:x0 RMSE vs fp64 eager 7.57e-8, inductor
-    6.5e-8, onnxrt 7.55e-8 (before the host copies in `fuzzer.engine.backends` it was 7.7e-4: a
+    6.5e-8, onnxrt 7.55e-8 (before the host copies in `divfuzz.fuzzer.engine.backends` it was 7.7e-4: a
     use-after-free of CUDA inputs in torch.onnx's ONNXProgram.__call__); bf16: onnxrt cannot compile
     LayerNorm (declared unsupported), inductor's grad:x0 is as far from fp64 as eager's (1.69e-3)."""
     import torch
@@ -158,10 +158,10 @@ def test_gpu_layer_norm_backward_inductor_against_a_second_compiler(dtype):
         pytest.skip("needs a CUDA GPU")
     from hypothesis import find
 
-    from fuzzer.cli.options import against_summary
-    from fuzzer.engine.against import execute_against
-    from fuzzer.engine.backends import missing_requirement
-    from records.config import CompileConfig
+    from divfuzz.fuzzer.cli.options import against_summary
+    from divfuzz.fuzzer.engine.against import execute_against
+    from divfuzz.fuzzer.engine.backends import missing_requirement
+    from divfuzz.records.config import CompileConfig
 
     second = "nvfuser" if missing_requirement("nvfuser") is None else "onnxrt"
     if second == "onnxrt" and missing_requirement("onnxrt") is not None:
@@ -191,10 +191,10 @@ def test_an_op_the_exporter_has_no_function_for_reads_unsupported_not_a_finding(
     pytest.importorskip("onnxscript")
     import torch
 
-    from fuzzer.engine.backends import unsupported_op_of
-    from fuzzer.engine.compile import compiled
-    from fuzzer.engine.execute import _Clock, failure_verdict
-    from records.config import CompileConfig
+    from divfuzz.fuzzer.engine.backends import unsupported_op_of
+    from divfuzz.fuzzer.engine.compile import compiled
+    from divfuzz.fuzzer.engine.execute import _Clock, failure_verdict
+    from divfuzz.records.config import CompileConfig
 
     config = CompileConfig(backend="onnxrt")
     g, x = torch.randn(4, 8), torch.randn(4, 8)

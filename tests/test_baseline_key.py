@@ -17,8 +17,8 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from fuzzer.cli.main import main
-from fuzzer.gate.baseline import load_baseline, machine_key, torch_minor
+from divfuzz.fuzzer.cli.main import main
+from divfuzz.fuzzer.gate.baseline import load_baseline, machine_key, torch_minor
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "corpus"
@@ -30,7 +30,7 @@ def key_in_subprocess(capability: str | None) -> dict:
     env.pop("ATEN_CPU_CAPABILITY", None)
     if capability:
         env["ATEN_CPU_CAPABILITY"] = capability
-    code = ("import json, torch; from pathlib import Path; from fuzzer.gate.replay import machine_key, default_baseline_path;"
+    code = ("import json, torch; from pathlib import Path; from divfuzz.fuzzer.gate.replay import machine_key, default_baseline_path;"
             "print(json.dumps({**machine_key('cpu'), 'path': default_baseline_path(Path('c'), 'cpu').name,"
             " 'torch_says': torch.backends.cpu.get_cpu_capability()}))")
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
@@ -64,7 +64,7 @@ def test_workers_key_the_compile_caches_by_the_cpu_isa():
     C++ for; measured on this AVX512 host, a graph cached by a native run and loaded under
     ATEN_CPU_CAPABILITY=avx2 gave NaN in 634 of 6912 outputs. Each CPU worker puts what picks
     Inductor's ISA into torch's cache key tag, so the avx2 and native runs never share a cache entry."""
-    from fuzzer.engine.worker import Worker
+    from divfuzz.fuzzer.engine.worker import Worker
 
     if key_in_subprocess(None)["torch_says"] not in ("AVX2", "AVX512"):
         pytest.skip("not an x86 host with AVX2")
@@ -73,7 +73,7 @@ def test_workers_key_the_compile_caches_by_the_cpu_isa():
         worker = Worker("cpu", extra_env={"ATEN_CPU_CAPABILITY": capability} if capability else {})
         try:
             worker.start()
-            outcome = worker.call("fuzzer.engine.worker:key_compile_caches_by_cpu_isa", {}, 300)
+            outcome = worker.call("divfuzz.fuzzer.engine.worker:key_compile_caches_by_cpu_isa", {}, 300)
         finally:
             worker.stop()
         assert outcome.error is None, outcome.error
@@ -99,7 +99,7 @@ def foreign_corpus(tmp_path):
     (tmp_path / "specs").mkdir()
     shutil.copy(CORPUS / "specs" / f"{CLEAN_SPEC}.json", tmp_path / "specs")
     other = "avx2" if machine_key("cpu")["arch"] != "avx2" else "avx512"
-    from fuzzer.gate.machine import describe_machine
+    from divfuzz.fuzzer.gate.machine import describe_machine
 
     baseline = {"schema_version": 3, **machine_key("cpu"), "arch": other, "config": {}, "known_buckets": [],
                 "machine": describe_machine("cpu"),

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from fuzzer.campaign.bench import (
+from divfuzz.fuzzer.campaign.bench import (
     _environment,
     before_after_table,
     compile_cost_legs,
@@ -54,9 +54,9 @@ def test_each_leg_runs_the_same_real_case_with_its_own_inductor_cache(tmp_path):
 
 
 def test_divfuzz_bench_runs_a_default_campaign_and_reads_where_its_time_went_from_its_store(tmp_path):
-    from fuzzer.campaign.breakdown import campaign_breakdown
+    from divfuzz.fuzzer.campaign.breakdown import campaign_breakdown
 
-    done = subprocess.run([sys.executable, "-m", "fuzzer", "bench", "--device", "cpu", "--cases", "3", "--workers", "1",
+    done = subprocess.run([sys.executable, "-m", "divfuzz.fuzzer", "bench", "--device", "cpu", "--cases", "3", "--workers", "1",
                            "--no-minimize", "--seed", "2", "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     text = " ".join(done.stdout.split())
@@ -73,14 +73,14 @@ def test_divfuzz_bench_runs_a_default_campaign_and_reads_where_its_time_went_fro
 
 
 def test_a_timings_file_with_a_bad_number_exits_2_naming_the_file_and_field(tmp_path):
-    from fuzzer.campaign.loop import STORE_NAME
-    from fuzzer.engine.store import Store
+    from divfuzz.fuzzer.campaign.loop import STORE_NAME
+    from divfuzz.fuzzer.engine.store import Store
 
     store = Store(tmp_path / STORE_NAME)
     store.start_run(seed=0, device="cpu", config={}, options={"workers": 1}, versions={})
     store.close()
     (tmp_path / "divfuzz-run1-timings.json").write_text('{"ended": "soon"}')
-    done = subprocess.run([sys.executable, "-m", "fuzzer", "bench", "--breakdown", str(tmp_path)], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "divfuzz.fuzzer", "bench", "--breakdown", str(tmp_path)], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 2
     assert "divfuzz-run1-timings.json: ended" in " ".join((done.stdout + done.stderr).split()) and "'soon'" in done.stdout + done.stderr

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from fuzzer.campaign.loop import Campaign, CampaignOptions
-from records.config import CompileConfig
+from divfuzz.fuzzer.campaign.loop import Campaign, CampaignOptions
+from divfuzz.records.config import CompileConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 KEPT_WITHIN_S = 10.0
@@ -24,8 +24,8 @@ def test_divfuzz_fuzz_with_minimization_exits_within_10_s_of_its_budget(tmp_path
     # (each of which alone may take minutes) run into the end of the budget.
     budget = 45
     t0 = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "fuzzer", "fuzz", "--device", "cpu", "--budget", f"{budget}s", "--workers", "2",
-                           "--seed", "5", "--dtypes", "bfloat16", "--backend", "fuzzer.engine.planted:ulp_bump", "--no-live",
+    done = subprocess.run([sys.executable, "-m", "divfuzz.fuzzer", "fuzz", "--device", "cpu", "--budget", f"{budget}s", "--workers", "2",
+                           "--seed", "5", "--dtypes", "bfloat16", "--backend", "divfuzz.fuzzer.engine.planted:ulp_bump", "--no-live",
                            "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=budget + 120)
     wall = time.monotonic() - t0
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -43,7 +43,7 @@ def test_divfuzz_fuzz_with_minimization_exits_within_10_s_of_its_budget(tmp_path
 @pytest.mark.slow
 def test_a_60s_campaign_whose_analyses_would_take_minutes_ends_within_its_budget(tmp_path):
     opts = CampaignOptions(device="cpu", out_dir=tmp_path, budget_s=60.0, seed=5, dtypes=("bfloat16",), minimize=True,
-                           minimize_budget_s=600.0, config=CompileConfig(backend="fuzzer.engine.planted:ulp_bump"))
+                           minimize_budget_s=600.0, config=CompileConfig(backend="divfuzz.fuzzer.engine.planted:ulp_bump"))
     t0 = time.monotonic()
     campaign = Campaign(opts)
     result = campaign.run()

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
-from records.config import CompileConfig
-from fuzzer.engine.store import Store
+from divfuzz.fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
+from divfuzz.records.config import CompileConfig
+from divfuzz.fuzzer.engine.store import Store
 
 
 def _campaign(tmp_path: Path, backend: str, **kw):
@@ -30,7 +30,7 @@ def _campaign(tmp_path: Path, backend: str, **kw):
 
 
 def test_planted_ulp_bump_is_caught_in_a_bf16_bucket(tmp_path):
-    result, buckets = _campaign(tmp_path, "fuzzer.engine.planted:ulp_bump", dtypes=("bfloat16",), max_cases=5, seed=3)
+    result, buckets = _campaign(tmp_path, "divfuzz.fuzzer.engine.planted:ulp_bump", dtypes=("bfloat16",), max_cases=5, seed=3)
     assert result.progress.cases == 5
     kinds = {b.key.kind for b in buckets}
     assert "bf16-ulp" in kinds, kinds
@@ -41,34 +41,34 @@ def test_planted_ulp_bump_is_caught_in_a_bf16_bucket(tmp_path):
 def test_planted_uint8_flip_is_caught_as_an_integer_finding(tmp_path):
     # Every case draws an encoding (with its cast guard): which other ops share a seed's draws
     # changes whenever the generator does, and this test is about the integer oracle.
-    result, buckets = _campaign(tmp_path, "fuzzer.engine.planted:uint8_flip", ops=("e8m0_encode",), max_cases=5, seed=1)
+    result, buckets = _campaign(tmp_path, "divfuzz.fuzzer.engine.planted:uint8_flip", ops=("e8m0_encode",), max_cases=5, seed=1)
     kinds = {b.key.kind for b in buckets if b.key.dtype == "uint8"}
     assert kinds & {"int-gross", "int-boundary"}, [str(b.key) for b in buckets]
 
 
 def test_planted_compile_error_is_a_finding_and_the_campaign_goes_on(tmp_path):
-    result, buckets = _campaign(tmp_path, "fuzzer.engine.planted:compile_error", max_cases=3)
+    result, buckets = _campaign(tmp_path, "divfuzz.fuzzer.engine.planted:compile_error", max_cases=3)
     assert result.progress.cases == 3
     assert buckets and all(b.key.kind == "compile-error" for b in buckets)
     assert all("PlantedCompileError" in b.key.detail for b in buckets)
 
 
 def test_killed_worker_is_a_crash_finding_and_the_campaign_goes_on(tmp_path):
-    result, buckets = _campaign(tmp_path, "fuzzer.engine.planted:kill_worker", max_cases=2)
+    result, buckets = _campaign(tmp_path, "divfuzz.fuzzer.engine.planted:kill_worker", max_cases=2)
     assert result.progress.cases == 2
     assert result.progress.by_status["crash"] == 2
     assert all(b.key.kind == "crash" and "SIGKILL" in b.key.detail for b in buckets)
 
 
 def test_a_hang_past_the_timeout_is_a_finding_and_the_campaign_goes_on(tmp_path):
-    result, buckets = _campaign(tmp_path, "fuzzer.engine.planted:hang", max_cases=2, timeout_s=8)
+    result, buckets = _campaign(tmp_path, "divfuzz.fuzzer.engine.planted:hang", max_cases=2, timeout_s=8)
     assert result.progress.by_status["hang"] == 2
     assert {b.key.kind for b in buckets} == {"hang"}
 
 
 @pytest.mark.parametrize("cases", [40, pytest.param(100, marks=pytest.mark.slow)])  # CI runs the sample
 def test_eager_in_disguise_yields_no_findings(tmp_path, cases):
-    result, buckets = _campaign(tmp_path, "fuzzer.engine.planted:eager_in_disguise", max_cases=cases, seed=7)
+    result, buckets = _campaign(tmp_path, "divfuzz.fuzzer.engine.planted:eager_in_disguise", max_cases=cases, seed=7)
     assert result.progress.cases == cases
     assert buckets == []
     assert result.progress.by_status.get("eager-error", 0) == 0
@@ -110,7 +110,7 @@ def test_same_seed_same_cases_and_each_case_records_the_device_it_ran_on(tmp_pat
 
 def test_killed_campaign_resumes_without_losing_stored_cases(tmp_path):
     total = 16  # killed at 5 or more stored: the resume has cases stored and cases to run
-    cmd = [sys.executable, "-m", "fuzzer", "fuzz", "--device", "cpu", "--backend", "eager", "--max-cases", str(total), "--workers", "1",
+    cmd = [sys.executable, "-m", "divfuzz.fuzzer", "fuzz", "--device", "cpu", "--backend", "eager", "--max-cases", str(total), "--workers", "1",
            "--seed", "2", "--out", str(tmp_path), "--no-live"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     db_path = tmp_path / STORE_NAME
@@ -168,7 +168,7 @@ def test_a_signal_to_the_whole_process_group_is_no_crash_finding(tmp_path):
     import signal
     import time
 
-    cmd = [sys.executable, "-m", "fuzzer", "fuzz", "--device", "cpu", "--backend", "fuzzer.engine.planted:hang",
+    cmd = [sys.executable, "-m", "divfuzz.fuzzer", "fuzz", "--device", "cpu", "--backend", "divfuzz.fuzzer.engine.planted:hang",
            "--timeout", "300", "--max-cases", "2", "--seed", "2", "--out", str(tmp_path), "--no-live", "--no-minimize"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     deadline = time.time() + 180
@@ -200,7 +200,7 @@ def test_a_worker_aborted_while_it_starts_is_no_error_and_no_finding():
     import threading
     import time
 
-    from fuzzer.engine.worker import CaseRequest, Worker
+    from divfuzz.fuzzer.engine.worker import CaseRequest, Worker
     from seed_specs import unary_bf16
 
     worker = Worker("cpu")

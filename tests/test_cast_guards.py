@@ -11,13 +11,13 @@ from __future__ import annotations
 import torch
 from hypothesis import HealthCheck, given, seed, settings
 
-from generators.build import build_callable, make_inputs, rounding_boundaries
-from generators.ops import CAST_GUARD, GUARDED_ENCODINGS
-from generators.registry import get_op
-from generators.spec import FLOAT_DTYPES, GraphSpec, InputRecipe, Node, TensorSpec
-from generators.strategies import graph_specs
-from generators.validate import validate_spec
-from oracles.boundary import distance_ulps, undefined_cast
+from divfuzz.generators.build import build_callable, make_inputs, rounding_boundaries
+from divfuzz.generators.ops import CAST_GUARD, GUARDED_ENCODINGS
+from divfuzz.generators.registry import get_op
+from divfuzz.generators.spec import FLOAT_DTYPES, GraphSpec, InputRecipe, Node, TensorSpec
+from divfuzz.generators.strategies import graph_specs
+from divfuzz.generators.validate import validate_spec
+from divfuzz.oracles.boundary import distance_ulps, undefined_cast
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 # Encodings drawn often: the graphs are chains ending in casts.
@@ -104,7 +104,7 @@ def test_unguarded_casts_are_drawn_only_when_asked():
 
 def _chain(encoding: str, params: dict, *, guarded: bool, producer: str, dtype: str) -> GraphSpec:
     """x -> producer (log: NaN on negatives; exp: Inf on large values) -> [cast_guard] -> encoding."""
-    from generators.ops import cast_guard_params
+    from divfuzz.generators.ops import cast_guard_params
 
     shape = (8, 64)
     nodes = [Node("v1", producer, ("x0",), (), dtype, shape)]
@@ -162,7 +162,7 @@ def test_unguarded_casts_are_part_of_the_campaign_identity(tmp_path):
     resumes only a run with equal options), and default runs keep the identity they had before it."""
     from dataclasses import replace
 
-    from fuzzer.campaign.loop import CampaignOptions
+    from divfuzz.fuzzer.campaign.loop import CampaignOptions
 
     opts = CampaignOptions(device="cpu", out_dir=tmp_path)
     bare = replace(opts, unguarded_casts=True)

@@ -9,10 +9,10 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
-from fuzzer.cli.main import main
-from records.config import CompileConfig
-from generators.spec import SCHEMA_VERSION
+from divfuzz.fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
+from divfuzz.fuzzer.cli.main import main
+from divfuzz.records.config import CompileConfig
+from divfuzz.generators.spec import SCHEMA_VERSION
 from seed_specs import layer_norm_linear
 
 

@@ -1,4 +1,4 @@
-"""`divfuzz fuzz --cluster`: slots on a real Dask cluster (fuzzer.campaign.cluster).
+"""`divfuzz fuzz --cluster`: slots on a real Dask cluster (divfuzz.fuzzer.campaign.cluster).
 
 Cheap tests first (no cluster, no compile): the slot plan and GPU pinning as pure functions, the
 checks of --cluster / --cluster-file, the missing extra (a subprocess that cannot import
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from fuzzer.campaign.cluster import (
+from divfuzz.fuzzer.campaign.cluster import (
     NodeInfo,
     check_address,
     fleet_device,
@@ -28,9 +28,9 @@ from fuzzer.campaign.cluster import (
     read_scheduler_file,
     request_from_message,
 )
-from fuzzer.engine.worker import CaseRequest
-from records.config import CompileConfig
-from records.errors import ConfigError
+from divfuzz.fuzzer.engine.worker import CaseRequest
+from divfuzz.records.config import CompileConfig
+from divfuzz.records.errors import ConfigError
 from seed_specs import layer_norm_linear
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,8 +94,8 @@ def test_a_request_crosses_the_network_as_data_and_comes_back_equal():
 
 
 def _fuzz(args, *, env_extra=None, pre="", timeout=300):
-    """`python -m fuzzer fuzz ARGS` in a subprocess of this tree; `pre` runs first (e.g. an import blocker)."""
-    code = f"{pre}\nimport sys\nfrom fuzzer.cli.main import main\nsys.argv = ['divfuzz', 'fuzz', *{list(map(str, args))!r}]\nmain()"
+    """`python -m divfuzz.fuzzer fuzz ARGS` in a subprocess of this tree; `pre` runs first (e.g. an import blocker)."""
+    code = f"{pre}\nimport sys\nfrom divfuzz.fuzzer.cli.main import main\nsys.argv = ['divfuzz', 'fuzz', *{list(map(str, args))!r}]\nmain()"
     env = {**os.environ, "PYTHONPATH": str(ROOT), **(env_extra or {})}
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=timeout)
 
@@ -137,7 +137,7 @@ def test_bad_cluster_options_exit_2_and_leave_the_store_byte_identical(tmp_path,
              (["--cluster", "tcp://127.0.0.1:8786", "--replay-known"], "--replay-known")]
     from click.testing import CliRunner
 
-    from fuzzer.cli.main import main
+    from divfuzz.fuzzer.cli.main import main
 
     for args, what in cases:
         r = CliRunner().invoke(main, ["fuzz", *map(str, args), "--max-cases", "1", "--out", str(out)])
@@ -148,8 +148,8 @@ def test_bad_cluster_options_exit_2_and_leave_the_store_byte_identical(tmp_path,
 def test_live_view_shows_the_fleet_by_node_and_gpu():
     from rich.console import Console
 
-    from fuzzer.campaign.loop import CampaignOptions, Progress
-    from fuzzer.cli.fuzz import live_progress
+    from divfuzz.fuzzer.campaign.loop import CampaignOptions, Progress
+    from divfuzz.fuzzer.cli.fuzz import live_progress
 
     opts = CampaignOptions(device="cuda", out_dir=Path("x"), max_cases=10)
     console = Console(width=200, record=True)
@@ -197,7 +197,7 @@ def test_a_killed_node_returns_its_case_to_the_queue_and_the_run_resumes(local_c
     total = 24
     args = ["--cluster", cluster.scheduler_address, "--device", "cpu", "--backend", "eager", "--max-cases", str(total),
             "--max-ops", "4", "--no-minimize", "--no-live", "--seed", "3", "--out", out]
-    code = f"import sys\nfrom fuzzer.cli.main import main\nsys.argv = ['divfuzz', 'fuzz', *{list(map(str, args))!r}]\nmain()"
+    code = f"import sys\nfrom divfuzz.fuzzer.cli.main import main\nsys.argv = ['divfuzz', 'fuzz', *{list(map(str, args))!r}]\nmain()"
     driver = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)
     try:
@@ -235,9 +235,9 @@ def test_a_case_records_the_node_its_slot_moved_to(tmp_path):
     # A fleet slot whose node is lost moves (ClusterWorker.where changes); its later cases must
     # record the node they ran on, not the plan's. A real campaign and a real local worker stand
     # in for the fleet: slot 0's worker says it moved after its first case.
-    from fuzzer.campaign.loop import CampaignOptions, run_campaign
-    from fuzzer.campaign.sizing import SlotDevice
-    from fuzzer.engine.worker import Worker
+    from divfuzz.fuzzer.campaign.loop import CampaignOptions, run_campaign
+    from divfuzz.fuzzer.campaign.sizing import SlotDevice
+    from divfuzz.fuzzer.engine.worker import Worker
 
     class MovingWorker(Worker):
         def __init__(self, device, extra_env=None):

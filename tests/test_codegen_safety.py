@@ -22,15 +22,15 @@ import textwrap
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from records.config import CompileConfig
-from generators import recipes
-from records.errors import SpecError
-from generators.opdef import Choice, Flag, FloatRange, IntRange
-from generators.registry import all_ops
-from generators.strategies import graph_specs
-from generators.validate import RESERVED_NAMES, load_spec
-from reports.bug_report import render_bug_report
-from reports.repro import render_repro
+from divfuzz.records.config import CompileConfig
+from divfuzz.generators import recipes
+from divfuzz.records.errors import SpecError
+from divfuzz.generators.opdef import Choice, Flag, FloatRange, IntRange
+from divfuzz.generators.registry import all_ops
+from divfuzz.generators.strategies import graph_specs
+from divfuzz.generators.validate import RESERVED_NAMES, load_spec
+from divfuzz.reports.bug_report import render_bug_report
+from divfuzz.reports.repro import render_repro
 from test_spec_safety import base, rename
 
 RECIPE_NAMES = frozenset(recipes.RECIPES) | frozenset(recipes.INITS)
@@ -357,7 +357,7 @@ def test_a_module_repro_docstring_cannot_be_ended_by_names_from_the_users_model(
     import torch
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from reports.module_repro import render_module_repro
+    from divfuzz.reports.module_repro import render_module_repro
 
     hostile = 'output[\'a"""\nimport os; os.system("x")\n#\']: \x00 differ'
     gm = make_fx(lambda x: x * 2)(torch.ones(2))

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from fuzzer.campaign.loop import COMPILE_CACHE, STORE_NAME, CampaignOptions, compile_cache_env, run_campaign
-from records.errors import UnsafePathError
+from divfuzz.fuzzer.campaign.loop import COMPILE_CACHE, STORE_NAME, CampaignOptions, compile_cache_env, run_campaign
+from divfuzz.records.errors import UnsafePathError
 
 VERSIONS = {"torch": "2.13.0+cpu", "cpu_capability": "AVX512", "gpu": "NVIDIA H100 80GB HBM3"}
 

@@ -1,4 +1,4 @@
-"""One compile site: only `fuzzer.engine.compile` calls `torch.compile`, and what it applies
+"""One compile site: only `divfuzz.fuzzer.engine.compile` calls `torch.compile`, and what it applies
 (Inductor overrides, removed decompositions) holds for the block it yields in and not after."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from fuzzer.engine.compile import compiled
-from records.config import CompileConfig
-from records.errors import ConfigError
+from divfuzz.fuzzer.engine.compile import compiled
+from divfuzz.records.config import CompileConfig
+from divfuzz.records.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPILE_SITE = ROOT / "fuzzer" / "engine" / "compile.py"

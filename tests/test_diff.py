@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from fuzzer.campaign.loop import STORE_NAME
-from fuzzer.cli.main import main
-from fuzzer.engine.store import Store
-from records.buckets import BucketKey
-from records.outcomes import Status
-from records.verdict import FloatComparison, OutputVerdict, Verdict
-from reports.diff import diff_sides, side_from_store
+from divfuzz.fuzzer.campaign.loop import STORE_NAME
+from divfuzz.fuzzer.cli.main import main
+from divfuzz.fuzzer.engine.store import Store
+from divfuzz.records.buckets import BucketKey
+from divfuzz.records.outcomes import Status
+from divfuzz.records.verdict import FloatComparison, OutputVerdict, Verdict
+from divfuzz.reports.diff import diff_sides, side_from_store
 from tests.seed_specs import layer_norm_linear, sigmoid_gate
 
 STAYS = BucketKey("bf16-ulp", "bfloat16", "cpu", "gelu @ inductor: erf lowering")
@@ -212,7 +212,7 @@ def test_html_holds_each_planted_change_in_its_section_and_escapes_every_stored_
     import time
     from html import unescape as html_unescape
 
-    from reports.diff import diff_html
+    from divfuzz.reports.diff import diff_html
 
     old_dir, new_dir = stores
     _plant_hostile(old_dir, new_dir)

@@ -12,14 +12,14 @@ import re
 
 import torch
 
-from fuzzer.campaign.loop import STORE_NAME
-from fuzzer.engine.store import Store
-from oracles.compare import ERROR_SAMPLE_STRIDE, ERROR_SAMPLE_TOP, _error_sample, compare_float
-from records.buckets import BucketKey
-from records.outcomes import Status
-from records.verdict import FloatComparison, OutputVerdict, Verdict
-from reports import plots
-from reports.html import collect, render_html
+from divfuzz.fuzzer.campaign.loop import STORE_NAME
+from divfuzz.fuzzer.engine.store import Store
+from divfuzz.oracles.compare import ERROR_SAMPLE_STRIDE, ERROR_SAMPLE_TOP, _error_sample, compare_float
+from divfuzz.records.buckets import BucketKey
+from divfuzz.records.outcomes import Status
+from divfuzz.records.verdict import FloatComparison, OutputVerdict, Verdict
+from divfuzz.reports import plots
+from divfuzz.reports.html import collect, render_html
 from tests.seed_specs import layer_norm_linear
 
 

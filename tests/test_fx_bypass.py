@@ -1,4 +1,4 @@
-"""`fuzzer.triage.fx_bypass`: removing nodes from the middle of an aten graph while a predicate holds,
+"""`divfuzz.fuzzer.triage.fx_bypass`: removing nodes from the middle of an aten graph while a predicate holds,
 without ever introducing an undefined float -> integer cast."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import time
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from fuzzer.triage.fx_bypass import bypass_reduce, casts_out_of_range, count_ops, node_values
+from divfuzz.fuzzer.triage.fx_bypass import bypass_reduce, casts_out_of_range, count_ops, node_values
 
 
 def _targets(gm) -> list[str]:

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from fuzzer.cli.main import main
-from fuzzer.gate.corpus import corpus_features, known_divergences, plan_prune, read_specs, spec_features
-from fuzzer.gate.policy import compare_with_baseline
-from fuzzer.gate.baseline import default_baseline_path, load_baseline, machine_key
-from fuzzer.gate.corpus import load_corpus
+from divfuzz.fuzzer.cli.main import main
+from divfuzz.fuzzer.gate.corpus import corpus_features, known_divergences, plan_prune, read_specs, spec_features
+from divfuzz.fuzzer.gate.policy import compare_with_baseline
+from divfuzz.fuzzer.gate.baseline import default_baseline_path, load_baseline, machine_key
+from divfuzz.fuzzer.gate.corpus import load_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "corpus"
@@ -91,10 +91,10 @@ def test_shipped_corpus_passes_the_cpu_baseline(full_gate):
 
 
 def test_shipped_corpus_covers_every_op_and_dtype():
-    from generators.registry import all_ops
+    from divfuzz.generators.registry import all_ops
 
     feats = corpus_features(read_specs(CORPUS / "specs"))
-    from generators.ops import CAST_GUARD, EDGE_OPS
+    from divfuzz.generators.ops import CAST_GUARD, EDGE_OPS
 
     # The cast guard came after the corpus (the strategies insert it; committed specs stay as they were).
     # Issue 24's edge ops are not in the corpus yet: adding specs means rewriting every baseline, the
@@ -124,7 +124,7 @@ def test_two_runs_give_identical_json_with_one_or_two_workers(sub_corpus, tmp_pa
 
 @pytest.mark.parametrize(
     "backend, failing",
-    [("fuzzer.engine.planted:ulp_bump", {"seed-gelu-tanh-bf16"}), ("fuzzer.engine.planted:uint8_flip", {"encoding-float32-fwd"})],
+    [("divfuzz.fuzzer.engine.planted:ulp_bump", {"seed-gelu-tanh-bf16"}), ("divfuzz.fuzzer.engine.planted:uint8_flip", {"encoding-float32-fwd"})],
 )
 def test_planted_bug_fails_the_gate_and_junit_names_it(sub_corpus, tmp_path, backend, failing):
     junit = tmp_path / "junit.xml"
@@ -198,7 +198,7 @@ def test_bound_moved_at_the_same_severity_passes_and_is_reported(bounds_halved_r
 
 
 def test_a_moved_bound_prints_the_baseline_machine_beside_this_one_escaped(bounds_halved_run):
-    from fuzzer.gate.machine import describe_machine
+    from divfuzz.fuzzer.gate.machine import describe_machine
 
     _, data, output, md, junit = bounds_halved_run
     here = describe_machine("cpu")
@@ -250,7 +250,7 @@ def test_a_genuinely_worse_known_divergence_fails_by_severity(sub_corpus, tmp_pa
     diverges (as rounding): the verdict becomes a bug, and the gate fails it by the severity rule.
     (`drift`'s 8 bf16 ULPs on every element stay `suspect` by the policy, as the baseline's entry
     may be: a same-severity move is what the gate lets pass.)"""
-    result = gate("--corpus", str(sub_corpus), "--backend", "fuzzer.engine.planted:nan_first", "--spec", "seed-gate-bf16",
+    result = gate("--corpus", str(sub_corpus), "--backend", "divfuzz.fuzzer.engine.planted:nan_first", "--spec", "seed-gate-bf16",
                   "--json", str(tmp_path / "r.json"))
     assert result.exit_code == 1, result.output
     spec = json.loads((tmp_path / "r.json").read_text())["specs"][0]

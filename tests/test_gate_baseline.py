@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from fuzzer.gate.baseline import load_baseline, rewrite_command
-from fuzzer.gate.corpus import known_divergences
-from fuzzer.gate.machine import MAX_TEXT, describe_machine, machine_rows
-from records.errors import BaselineError
+from divfuzz.fuzzer.gate.baseline import load_baseline, rewrite_command
+from divfuzz.fuzzer.gate.corpus import known_divergences
+from divfuzz.fuzzer.gate.machine import MAX_TEXT, describe_machine, machine_rows
+from divfuzz.records.errors import BaselineError
 
 ENTRY = {"status": "diverged", "error_type": None, "digest": None,
          "severity": {"severity": "suspect", "rule": "closer-many-ulps", "output": "v4"},
@@ -130,6 +130,6 @@ def test_this_machine_is_described_with_what_inductor_reads():
     assert m["threads"] == torch.get_num_threads()
     if m["capability"] in ("AVX2", "AVX512"):
         assert "avx2" in m["isa_flags"] and ("avx512" in m["isa_flags"]) == torch.cpu._is_avx512_supported()
-    from fuzzer.gate.machine import check_machine  # the record passes the loader's own check
+    from divfuzz.fuzzer.gate.machine import check_machine  # the record passes the loader's own check
 
     assert check_machine(m, "cpu", lambda what, value: AssertionError(what, value)) == m

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from fuzzer.cli.main import main
+from divfuzz.fuzzer.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = "seed-gelu-tanh-bf16"  # one forward graph on 1M bf16 elements: milliseconds per call
@@ -51,7 +51,7 @@ def test_perf_margin_without_the_perf_oracle_is_refused(tiny_corpus):
 @pytest.mark.slow  # two timed replays of one spec: about a minute on 2 busy cores
 def test_a_planted_slow_forward_fails_the_perf_gate_and_inductor_does_not(tiny_corpus, tmp_path):
     out = tmp_path / "out"
-    slow = gate("--corpus", str(tiny_corpus), "--backend", "fuzzer.engine.planted:slow_forward",
+    slow = gate("--corpus", str(tiny_corpus), "--backend", "divfuzz.fuzzer.engine.planted:slow_forward",
                 "--json", str(out / "slow.json"), "--junit", str(out / "slow.xml"), "--markdown", str(out / "slow.md"),
                 "--repro-dir", str(out / "repros"))
     assert slow.exit_code == 1, slow.output

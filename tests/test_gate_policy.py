@@ -9,10 +9,10 @@ import json
 
 import pytest
 
-from fuzzer.gate.baseline import load_baseline
-from fuzzer.gate.machine import describe_machine
-from fuzzer.gate.policy import compare_with_baseline, moved_bounds, problem_rule
-from records.errors import BaselineError
+from divfuzz.fuzzer.gate.baseline import load_baseline
+from divfuzz.fuzzer.gate.machine import describe_machine
+from divfuzz.fuzzer.gate.policy import compare_with_baseline, moved_bounds, problem_rule
+from divfuzz.records.errors import BaselineError
 
 # The H100's pointwise-reduction-float32-bwd: grad:x at max 16 fp32 ULP in the baseline ...
 BASE = {"status": "diverged", "error_type": None,
@@ -104,8 +104,8 @@ def test_update_baseline_refuses_to_record_a_crash_naming_the_spec(tmp_path):
 
     from click.testing import CliRunner
 
-    from fuzzer.cli.main import main
-    from fuzzer.gate.baseline import default_baseline_path
+    from divfuzz.fuzzer.cli.main import main
+    from divfuzz.fuzzer.gate.baseline import default_baseline_path
 
     root = Path(__file__).resolve().parents[1]
     (tmp_path / "specs").mkdir()
@@ -114,7 +114,7 @@ def test_update_baseline_refuses_to_record_a_crash_naming_the_spec(tmp_path):
     baseline.write_text('{"kept": "byte for byte"}\n')
     before = baseline.read_bytes()
     result = CliRunner().invoke(main, ["gate", "--device", "cpu", "--corpus", str(tmp_path), "--update-baseline",
-                                       "--backend", "fuzzer.engine.planted:kill_worker"])
+                                       "--backend", "divfuzz.fuzzer.engine.planted:kill_worker"])
     text = " ".join(result.output.split())
     assert result.exit_code == 2, result.output
     assert "not written" in text and "seed-gelu-tanh-bf16: crash" in text
@@ -126,15 +126,15 @@ def test_the_gates_fuzz_judges_findings_by_severity_and_names_their_upstream_sta
     "new" upstream; the same campaign under a backend that changes nothing finds nothing."""
     from pathlib import Path
 
-    from fuzzer.gate.replay import GateOptions, run_fuzz
-    from records.config import CompileConfig
+    from divfuzz.fuzzer.gate.replay import GateOptions, run_fuzz
+    from divfuzz.records.config import CompileConfig
 
     broken = run_fuzz(GateOptions(device="cpu", corpus_dir=Path("corpus"), fuzz_cases=2, seed=1,
-                                  config=CompileConfig(backend="fuzzer.engine.planted:compile_error")),
+                                  config=CompileConfig(backend="divfuzz.fuzzer.engine.planted:compile_error")),
                       known=(), corpus_buckets=set())
     assert broken["failing"] and all(f["severity"] == "bug" and f["upstream"] == "new" for f in broken["findings"])
     assert broken["root_causes"] and broken["root_causes"][0]["known"] == "new"
     clean = run_fuzz(GateOptions(device="cpu", corpus_dir=Path("corpus"), fuzz_cases=2, seed=1,
-                                 config=CompileConfig(backend="fuzzer.engine.planted:eager_in_disguise")),
+                                 config=CompileConfig(backend="divfuzz.fuzzer.engine.planted:eager_in_disguise")),
                      known=(), corpus_buckets=set())
     assert clean["failing"] == [] and clean["findings"] == []

@@ -9,13 +9,13 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 
-from fuzzer.engine.execute import boundary_distances
-from generators.build import build_callable, build_reference, make_inputs, op_function, reference_inputs, rounding_boundaries
-from records.errors import InvalidGraphError, SpecError, UnknownOpError
-from generators.registry import all_ops, get_op
-from generators.spec import SCHEMA_VERSION, GraphSpec
-from generators.strategies import graph_specs
-from generators.validate import load_spec, validate_spec
+from divfuzz.fuzzer.engine.execute import boundary_distances
+from divfuzz.generators.build import build_callable, build_reference, make_inputs, op_function, reference_inputs, rounding_boundaries
+from divfuzz.records.errors import InvalidGraphError, SpecError, UnknownOpError
+from divfuzz.generators.registry import all_ops, get_op
+from divfuzz.generators.spec import SCHEMA_VERSION, GraphSpec
+from divfuzz.generators.strategies import graph_specs
+from divfuzz.generators.validate import load_spec, validate_spec
 from seed_specs import e8m0, layer_norm_linear
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), database=None)
@@ -102,7 +102,7 @@ def test_inputs_are_a_pure_function_of_the_spec():
 
 def test_ops_have_one_definition_their_code_template():
     """No op carries a second definition of its meaning beside `code`: what runs is the template."""
-    from generators.opdef import OpDef
+    from divfuzz.generators.opdef import OpDef
 
     assert "run" not in OpDef.__dataclass_fields__
     x = make_inputs(layer_norm_linear(rows=4, dim=8))[0]

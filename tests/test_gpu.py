@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
-from records.config import CompileConfig
-from fuzzer.engine.execute import execute_case
-from fuzzer.engine.store import Store
-from records.outcomes import FindingKind, Status
-from oracles.findings import finding_of
+from divfuzz.fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
+from divfuzz.records.config import CompileConfig
+from divfuzz.fuzzer.engine.execute import execute_case
+from divfuzz.fuzzer.engine.store import Store
+from divfuzz.records.outcomes import FindingKind, Status
+from divfuzz.oracles.findings import finding_of
 from seed_specs import e8m0, layer_norm_linear, sigmoid_gate, unary_bf16
 
 pytestmark = pytest.mark.gpu
@@ -44,7 +44,7 @@ def test_e8m0_flips_are_classified_on_cuda():
 
 
 def test_planted_bugs_are_caught_on_cuda(tmp_path):
-    for backend, kinds in (("fuzzer.engine.planted:ulp_bump", {"bf16-ulp"}), ("fuzzer.engine.planted:compile_error", {"compile-error"})):
+    for backend, kinds in (("divfuzz.fuzzer.engine.planted:ulp_bump", {"bf16-ulp"}), ("divfuzz.fuzzer.engine.planted:compile_error", {"compile-error"})):
         opts = CampaignOptions(device="cuda", out_dir=tmp_path / backend.split(":")[1], max_cases=4, seed=3,
                                dtypes=("bfloat16",), config=CompileConfig(backend=backend))
         result = run_campaign(opts)

@@ -25,14 +25,14 @@ from urllib.parse import unquote
 import pytest
 from click.testing import CliRunner
 
-from fuzzer.campaign.loop import STORE_NAME
-from fuzzer.cli.main import main
-from fuzzer.engine.store import Store
-from records.buckets import BucketKey
-from records.errors import OutputError
-from records.outcomes import Status
-from records.verdict import FloatComparison, IntComparison, OutputVerdict, Verdict
-from reports.html import collect, render_html
+from divfuzz.fuzzer.campaign.loop import STORE_NAME
+from divfuzz.fuzzer.cli.main import main
+from divfuzz.fuzzer.engine.store import Store
+from divfuzz.records.buckets import BucketKey
+from divfuzz.records.errors import OutputError
+from divfuzz.records.outcomes import Status
+from divfuzz.records.verdict import FloatComparison, IntComparison, OutputVerdict, Verdict
+from divfuzz.reports.html import collect, render_html
 from tests.seed_specs import layer_norm_linear
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -196,7 +196,7 @@ def test_cli_writes_the_page_and_a_bad_html_path_exits_2(tmp_path):
 
 
 def test_fuzz_not_writing_report_html_is_divfuzz_s_own_error(tmp_path):
-    from fuzzer.cli.fuzz import _write_report_html
+    from divfuzz.fuzzer.cli.fuzz import _write_report_html
 
     build_store(tmp_path)
     (tmp_path / "report.html").mkdir()  # a folder in the way: the rename fails
@@ -376,8 +376,8 @@ def test_a_real_campaign_s_page_in_headless_chromium(tmp_path):
         pytest.skip("needs Debian's chromium (apt-get install -y chromium)")
     out = tmp_path / "campaign"
     r = subprocess.run(
-        [sys.executable, "-m", "fuzzer", "fuzz", "--device", "cpu", "--max-cases", "6", "--seed", "2", "--dtypes", "bfloat16",
-         "--backend", "fuzzer.engine.planted:ulp_bump", "--no-minimize", "--no-live", "--out", str(out)],
+        [sys.executable, "-m", "divfuzz.fuzzer", "fuzz", "--device", "cpu", "--max-cases", "6", "--seed", "2", "--dtypes", "bfloat16",
+         "--backend", "divfuzz.fuzzer.engine.planted:ulp_bump", "--no-minimize", "--no-live", "--out", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert r.returncode == 0, r.stdout + r.stderr
@@ -404,7 +404,7 @@ def test_a_real_campaign_s_page_in_headless_chromium(tmp_path):
             assert facts["drawn_plots"] == facts["plots"]
             assert facts["ink"] > 0.01, f"screenshot {page.with_suffix('.png')} looks blank ({facts['ink']:.4f} ink)"
         # `divfuzz diff --html` of the hostile store against the campaign's: the same shell, checked the same way
-        from reports.diff import diff_html, diff_sides, side_from_store
+        from divfuzz.reports.diff import diff_html, diff_sides, side_from_store
 
         sides = []
         for folder in (hostile, out):
@@ -434,7 +434,7 @@ def test_header_names_the_cpu_capability_and_the_gpu(tmp_path):
     GPU's name beside it when the run had one."""
     import torch
 
-    from fuzzer.campaign.loop import environment_versions
+    from divfuzz.fuzzer.campaign.loop import environment_versions
 
     assert environment_versions("cpu")["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     store = Store(tmp_path / STORE_NAME)

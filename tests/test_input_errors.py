@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from fuzzer.campaign.loop import STORE_NAME
-from fuzzer.cli.main import main
-from records.errors import StoreError
-from fuzzer.gate.baseline import machine_key
-from fuzzer.engine.store import Store
+from divfuzz.fuzzer.campaign.loop import STORE_NAME
+from divfuzz.fuzzer.cli.main import main
+from divfuzz.records.errors import StoreError
+from divfuzz.fuzzer.gate.baseline import machine_key
+from divfuzz.fuzzer.engine.store import Store
 from test_internal_failures import corrupt_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,7 +42,7 @@ def one_spec_corpus(root: Path) -> Path:
 
 
 def good_baseline() -> dict:
-    from fuzzer.gate.machine import describe_machine
+    from divfuzz.fuzzer.gate.machine import describe_machine
 
     return {"schema_version": 3, **machine_key("cpu"), "config": {}, "known_buckets": [], "machine": describe_machine("cpu"), "specs": {
         "seed-gelu-tanh-bf16": {"status": "diverged", "error_type": None,
@@ -212,7 +212,7 @@ def test_report_and_minimize_refuse_another_application_s_sqlite_file_byte_ident
 
 def small_store(out: Path) -> Path:
     """A real store with one run, one case and one bucket, its WAL folded into the file."""
-    from records.buckets import BucketKey
+    from divfuzz.records.buckets import BucketKey
 
     out.mkdir(parents=True, exist_ok=True)
     store = Store(out / STORE_NAME)

@@ -20,13 +20,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from fuzzer.campaign.loop import STORE_NAME, Campaign, CampaignOptions
-from fuzzer.cli.main import main
-from records.config import CompileConfig
-from records.errors import InternalError
-from fuzzer.engine.store import CampaignLock, Store
-from fuzzer.engine.worker import CaseRequest, Worker
-from generators.spec import InputRecipe, Node, TensorSpec
+from divfuzz.fuzzer.campaign.loop import STORE_NAME, Campaign, CampaignOptions
+from divfuzz.fuzzer.cli.main import main
+from divfuzz.records.config import CompileConfig
+from divfuzz.records.errors import InternalError
+from divfuzz.fuzzer.engine.store import CampaignLock, Store
+from divfuzz.fuzzer.engine.worker import CaseRequest, Worker
+from divfuzz.generators.spec import InputRecipe, Node, TensorSpec
 from seed_specs import unary_bf16
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -113,8 +113,8 @@ def test_the_gate_exits_2_not_1_when_divfuzz_fails_on_a_corpus_spec(tmp_path):
     may also refuse first) is no compiler regression: exit 2, never a FAIL line."""
     (tmp_path / "specs").mkdir()
     (tmp_path / "specs" / "huge-seed.json").write_text(huge_seed_spec().to_json())
-    from fuzzer.gate.baseline import machine_key
-    from fuzzer.gate.machine import describe_machine
+    from divfuzz.fuzzer.gate.baseline import machine_key
+    from divfuzz.fuzzer.gate.machine import describe_machine
 
     baseline = {"schema_version": 3, **machine_key("cpu"), "config": {}, "specs": {}, "known_buckets": [],
                 "machine": describe_machine("cpu")}
@@ -126,7 +126,7 @@ def test_the_gate_exits_2_not_1_when_divfuzz_fails_on_a_corpus_spec(tmp_path):
 
 def _divfuzz(*args: str) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.Popen([sys.executable, "-m", "fuzzer", *args], cwd=ROOT, env=env, text=True,
+    return subprocess.Popen([sys.executable, "-m", "divfuzz.fuzzer", *args], cwd=ROOT, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
 
 

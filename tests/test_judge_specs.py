@@ -1,5 +1,5 @@
 """Quality tests of the judgement through the campaign path: a spec, executed as a case is
-(`fuzzer.engine.execute.execute_case`: eager, compiled, fp64), judged by `severity_of`.
+(`divfuzz.fuzzer.engine.execute.execute_case`: eager, compiled, fp64), judged by `severity_of`.
 
 Issue 8's classes, in spec form: an fp32 floor division by a decimal constant, off by 1 under
 Inductor, is a `bug` (one real Inductor compile); an E8M0 flip whose pre-image sits next to a
@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import torch
 
-from fuzzer.engine.execute import execute_case
-from generators.build import make_inputs
-from generators.spec import GraphSpec, InputRecipe, Node, TensorSpec
-from generators.validate import validate_spec
-from oracles.findings import finding_of
-from oracles.severity import severity_of
-from records.config import CompileConfig
-from records.severity import Severity
+from divfuzz.fuzzer.engine.execute import execute_case
+from divfuzz.generators.build import make_inputs
+from divfuzz.generators.spec import GraphSpec, InputRecipe, Node, TensorSpec
+from divfuzz.generators.validate import validate_spec
+from divfuzz.oracles.findings import finding_of
+from divfuzz.oracles.severity import severity_of
+from divfuzz.records.config import CompileConfig
+from divfuzz.records.severity import Severity
 
 
 def _one_op(op: str, params: dict, out_dtype: str, *, recipe: InputRecipe, shape=(32, 100)) -> GraphSpec:
@@ -61,7 +61,7 @@ def test_e8m0_flip_next_to_a_power_of_two_at_x_near_one_is_a_boundary_flip_throu
     spec = _one_op("e8m0_encode", {"mode": "ceil", "to": "uint8"}, "uint8", recipe=InputRecipe("near_pow2", seed))
     # The planted backend flips element 0 of the uint8 output by one: a last-bit change of log2 at
     # x = 1 +- a few ULPs would do the same. Its pre-image is within a few ULPs of 0.
-    v = execute_case(spec, "cpu", CompileConfig(backend="fuzzer.engine.planted:uint8_flip"))
+    v = execute_case(spec, "cpu", CompileConfig(backend="divfuzz.fuzzer.engine.planted:uint8_flip"))
     ic = v.outputs[0].int_cmp
     assert ic.flips == 1 and ic.boundary_flips == 1 and ic.gross_flips == 0, ic
     assert ic.min_boundary_ulps is not None and ic.min_boundary_ulps < 16

@@ -5,12 +5,12 @@ conditioning, types first, a missing reference. Rules over classes: nothing here
 
 import torch
 
-from oracles.conditioning import CONDITIONING_DRAWS, perturb_inputs
-from oracles.findings import finding_of
-from oracles.judge import judge_outputs, verdict_of
-from oracles.severity import severity_of
-from records.outcomes import FindingKind
-from records.severity import Severity
+from divfuzz.oracles.conditioning import CONDITIONING_DRAWS, perturb_inputs
+from divfuzz.oracles.findings import finding_of
+from divfuzz.oracles.judge import judge_outputs, verdict_of
+from divfuzz.oracles.severity import severity_of
+from divfuzz.records.outcomes import FindingKind
+from divfuzz.records.severity import Severity
 
 
 def _one(eager, compiled, ref, **kw):
@@ -194,16 +194,16 @@ def test_perturbation_moves_each_value_one_ulp_keeps_ties_and_is_replayable():
 def test_a_compiler_returning_another_dtype_is_a_type_mismatch_bug_end_to_end():
     """The planted `wrong_dtype` backend returns the right values in another dtype (the class of a
     rewrite pass that drops a cumsum's explicit dtype): the real engine files it as a bug."""
-    from fuzzer.engine.execute import execute_case
-    from records.config import CompileConfig
+    from divfuzz.fuzzer.engine.execute import execute_case
+    from divfuzz.records.config import CompileConfig
     from seed_specs import unary_bf16
 
-    v = execute_case(unary_bf16("gelu", rows=8, dim=16), "cpu", CompileConfig(backend="fuzzer.engine.planted:wrong_dtype"))
+    v = execute_case(unary_bf16("gelu", rows=8, dim=16), "cpu", CompileConfig(backend="divfuzz.fuzzer.engine.planted:wrong_dtype"))
     assert v.outputs[0].mismatch == "bfloat16 [8, 16] eager, float32 [8, 16] compiled"
     r = severity_of(v)
     assert (r.severity, r.rule) == (Severity.BUG, "output-type-mismatch")
     assert finding_of(v).kind is FindingKind.TYPE_MISMATCH
-    clean = execute_case(unary_bf16("gelu", rows=8, dim=16), "cpu", CompileConfig(backend="fuzzer.engine.planted:eager_in_disguise"))
+    clean = execute_case(unary_bf16("gelu", rows=8, dim=16), "cpu", CompileConfig(backend="divfuzz.fuzzer.engine.planted:eager_in_disguise"))
     assert clean.status.value == "ok"
 
 

@@ -1,4 +1,4 @@
-"""Known upstream bugs (`records.known_bugs`, `corpus/known-bugs.json`): every entry matches a root
+"""Known upstream bugs (`divfuzz.records.known_bugs`, `corpus/known-bugs.json`): every entry matches a root
 cause built from its own pattern, near misses (another dtype, a missing op, forward vs backward,
 another rule) do not, a malformed file is refused with the entry and field named, and the curated
 file holds at least 40 distinct issues. Torch-free: no compile runs here."""
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from records.buckets import BucketKey
-from records.known_bugs import (
+from divfuzz.records.buckets import BucketKey
+from divfuzz.records.known_bugs import (
     DTYPES,
     NUMERIC_RULES,
     RULES,
@@ -65,11 +65,11 @@ def test_the_file_holds_at_least_40_distinct_issues_including_the_seeds_and_the_
 
 def test_every_rule_id_is_one_the_severity_policy_emits():
     # records may not import oracles: the rule vocabulary is checked against the policy's source here.
-    import oracles.severity
+    import divfuzz.oracles.severity
 
-    literals = {n.value for n in ast.walk(ast.parse(inspect.getsource(oracles.severity)))
+    literals = {n.value for n in ast.walk(ast.parse(inspect.getsource(divfuzz.oracles.severity)))
                 if isinstance(n, ast.Constant) and isinstance(n.value, str)}
-    emitted = {n.args[1].value for n in ast.walk(ast.parse(inspect.getsource(oracles.severity)))
+    emitted = {n.args[1].value for n in ast.walk(ast.parse(inspect.getsource(divfuzz.oracles.severity)))
                if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "SeverityReason" and len(n.args) > 1
                and isinstance(n.args[1], ast.Constant)}
     perf = {"slower-beyond-noise", "slower-within-noise", "wrapper-overhead"}

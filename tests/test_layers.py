@@ -27,13 +27,13 @@ def test_every_layer_contract_is_kept():
 
 def test_an_upward_import_breaks_the_layers(tmp_path):
     for name in PACKAGES:
-        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(ROOT / name, tmp_path / "divfuzz" / name, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     # records is the bottom layer: an import of the engine from it must be refused, and so must torch.
-    errors = tmp_path / "records" / "errors.py"
-    errors.write_text(errors.read_text() + "\nimport fuzzer.engine.worker  # noqa\nimport torch  # noqa\n")
+    errors = tmp_path / "divfuzz" / "records" / "errors.py"
+    errors.write_text(errors.read_text() + "\nimport divfuzz.fuzzer.engine.worker  # noqa\nimport torch  # noqa\n")
     result = lint_imports(tmp_path)
     assert result.returncode != 0
     assert "divfuzz layers import downward only BROKEN" in result.stdout
     assert "records and the verdict and severity policies import no torch BROKEN" in result.stdout
-    assert "records.errors -> fuzzer.engine.worker" in result.stdout
+    assert "divfuzz.records.errors -> divfuzz.fuzzer.engine.worker" in result.stdout

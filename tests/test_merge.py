@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
-from fuzzer.cli.main import main
-from fuzzer.engine.store import Store
-from records.buckets import BucketKey
-from records.config import CompileConfig
+from divfuzz.fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
+from divfuzz.fuzzer.cli.main import main
+from divfuzz.fuzzer.engine.store import Store
+from divfuzz.records.buckets import BucketKey
+from divfuzz.records.config import CompileConfig
 
 _VERDICT = {"status": "diverged", "outputs": [], "timings": []}
 GELU = BucketKey("ulp", "bfloat16", "cpu", "gelu", "")
@@ -162,7 +162,7 @@ def test_bad_inputs_exit_2_naming_the_file_and_write_nothing(tmp_path):
 
 
 def test_a_store_a_campaign_is_writing_is_refused(tmp_path):
-    from fuzzer.engine.store import CampaignLock
+    from divfuzz.fuzzer.engine.store import CampaignLock
 
     a = _store(tmp_path / "a", (1, SHARD_A))
     lock = CampaignLock(a / STORE_NAME)
@@ -177,7 +177,7 @@ def test_a_store_a_campaign_is_writing_is_refused(tmp_path):
 @pytest.mark.slow  # four campaigns (768 s on this loaded 2-core box); the Store-API test above proves the same fast
 def test_merge_of_two_real_shard_campaigns_equals_one_store_that_ran_both(tmp_path):
     def campaign(out: Path, seed: int) -> None:
-        run_campaign(CampaignOptions(device="cpu", out_dir=out, config=CompileConfig(backend="fuzzer.engine.planted:ulp_bump"),
+        run_campaign(CampaignOptions(device="cpu", out_dir=out, config=CompileConfig(backend="divfuzz.fuzzer.engine.planted:ulp_bump"),
                                      dtypes=("bfloat16",), max_cases=3, seed=seed, workers=1))
 
     campaign(tmp_path / "shard1", 11)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from records.config import CompileConfig
-from fuzzer.triage.shrink import PASSES, case_predicate, minimize_spec, spec_elements
-from generators.surgery import rebuild_spec
-from records.errors import MinimizeError
-from fuzzer.engine.worker import Worker
-from generators.spec import GraphSpec, InputRecipe, Node, TensorSpec
-from generators.validate import validate_spec
+from divfuzz.records.config import CompileConfig
+from divfuzz.fuzzer.triage.shrink import PASSES, case_predicate, minimize_spec, spec_elements
+from divfuzz.generators.surgery import rebuild_spec
+from divfuzz.records.errors import MinimizeError
+from divfuzz.fuzzer.engine.worker import Worker
+from divfuzz.generators.spec import GraphSpec, InputRecipe, Node, TensorSpec
+from divfuzz.generators.validate import validate_spec
 from seed_specs import e8m0, layer_norm_linear, sigmoid_gate
 
 
@@ -62,8 +62,8 @@ def test_input_that_does_not_fail_is_refused():
 @pytest.mark.parametrize(
     "backend, spec, kind",
     [
-        ("fuzzer.engine.planted:ulp_bump", _chain_bf16(), "bf16-ulp"),
-        ("fuzzer.engine.planted:uint8_flip", e8m0(64, 64), "int-gross"),
+        ("divfuzz.fuzzer.engine.planted:ulp_bump", _chain_bf16(), "bf16-ulp"),
+        ("divfuzz.fuzzer.engine.planted:uint8_flip", e8m0(64, 64), "int-gross"),
     ],
 )
 def test_planted_bug_minimizes_to_one_op(backend, spec, kind):
@@ -81,7 +81,7 @@ def test_a_shrunk_shape_that_an_ops_params_no_longer_fit_is_no_candidate():
     """group_norm's `groups` must divide the channels: shrinking 4 channels to 3 under groups=2 is
     not a valid graph. It must be skipped as a candidate, not stop the campaign as divfuzz's own
     error (seen on an H100: `ValueError: groups=2 does not divide the 3 channels`)."""
-    from generators.spec import GraphSpec, Node, TensorSpec
+    from divfuzz.generators.spec import GraphSpec, Node, TensorSpec
 
     spec = GraphSpec(
         inputs=(TensorSpec("x0", (2, 4, 5), "float32"),),

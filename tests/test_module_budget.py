@@ -13,8 +13,8 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from fuzzer.cli.main import main
-from fuzzer.triage.phase_clock import PhaseClock, read_progress
+from divfuzz.fuzzer.cli.main import main
+from divfuzz.fuzzer.triage.phase_clock import PhaseClock, read_progress
 
 MODULES = Path(__file__).parent / "modules"
 
@@ -42,7 +42,7 @@ def test_a_spent_budget_runs_no_phase_after_the_capture_and_says_so(tmp_path, mo
     # not a budget) only the capture runs (one
     # tiny Inductor compile of the whole model); every later phase is skipped with a line saying so.
     # The grace is widened so that a loaded CI box's slow first compile is not what this tests.
-    import fuzzer.cli.minimize as cli_minimize
+    import divfuzz.fuzzer.cli.minimize as cli_minimize
 
     monkeypatch.setattr(cli_minimize, "MODULE_GRACE_S", 600.0)
     out = tmp_path / "out"
@@ -68,7 +68,7 @@ def test_a_spent_budget_runs_no_phase_after_the_capture_and_says_so(tmp_path, mo
 def _tiny_diff(tmp_path):
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from fuzzer.triage.user_module import CauseFolders, RungDifference, _Reduced
+    from divfuzz.fuzzer.triage.user_module import CauseFolders, RungDifference, _Reduced
 
     x = torch.linspace(-3, 3, 64, dtype=torch.bfloat16)
     gm = make_fx(lambda a: (a * 1.5).sigmoid() * a)(x)
@@ -81,7 +81,7 @@ def _tiny_diff(tmp_path):
 def test_a_cause_reached_after_the_deadline_is_written_unattributed_with_its_repro(tmp_path):
     # The bisector must not start past the deadline; the folder is still written, and its
     # culprit.json and repro say the culprit was not attributed and why.
-    from fuzzer.triage.user_module import _write_cause
+    from divfuzz.fuzzer.triage.user_module import _write_cause
 
     diff, folders, reduced = _tiny_diff(tmp_path)
     cause = _write_cause(diff, folders, 1, reduced, time.monotonic() - 1)
@@ -102,7 +102,7 @@ def test_a_cause_reached_after_the_deadline_is_written_unattributed_with_its_rep
 def test_the_bisector_is_not_started_when_the_time_left_covers_too_few_of_its_steps(tmp_path, monkeypatch):
     # Time is left, but (with the bar raised) not enough for the bisector's steps at what one
     # compile of this graph just cost: it is not started, and the note says why with the figures.
-    import fuzzer.triage.user_module as um
+    import divfuzz.fuzzer.triage.user_module as um
 
     monkeypatch.setattr(um, "BISECT_MIN_STEPS", 10**7)
     diff, folders, reduced = _tiny_diff(tmp_path)
@@ -115,7 +115,7 @@ def test_the_bisector_is_not_started_when_the_time_left_covers_too_few_of_its_st
 def test_the_bisector_is_stopped_at_its_deadline_and_leaves_torch_as_it_was(tmp_path):
     from torch._inductor.compiler_bisector import CompilerBisector
 
-    from fuzzer.triage.user_module import _BudgetSpent, _bisect
+    from divfuzz.fuzzer.triage.user_module import _BudgetSpent, _bisect
 
     diff, _, _ = _tiny_diff(tmp_path)
     before = diff.outputs(diff.gm, diff.inputs, "eager")
@@ -125,7 +125,7 @@ def test_the_bisector_is_stopped_at_its_deadline_and_leaves_torch_as_it_was(tmp_
 
 
 def test_a_reduction_with_no_time_left_keeps_the_whole_graph_and_says_so(tmp_path):
-    from fuzzer.triage.user_module import _shrink
+    from divfuzz.fuzzer.triage.user_module import _shrink
 
     diff, _, _ = _tiny_diff(tmp_path)
     asked: list[int] = []
@@ -139,7 +139,7 @@ def test_a_tiny_llama_training_step_ends_within_its_budget_plus_grace(tmp_path):
     # Before the deadline held for every phase, this run went past --budget + 300 s on this CPU
     # (the ladder, the reduction's first queries and the bisector all compiled the big joint graph).
     pytest.importorskip("transformers")
-    import fuzzer.cli.minimize as cli_minimize
+    import divfuzz.fuzzer.cli.minimize as cli_minimize
 
     out, budget = tmp_path / "out", 90
     t0 = time.monotonic()
@@ -166,9 +166,9 @@ def test_the_reduction_rejects_a_candidate_without_the_findings_output_kind_befo
     # answered without running the rung under test. One with an integer output is compiled.
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from fuzzer.triage.user_module import OutputMemo, RungDifference, _keeps_severity
-    from records.verdict import IntComparison, OutputVerdict, Verdict
-    from records.outcomes import Status
+    from divfuzz.fuzzer.triage.user_module import OutputMemo, RungDifference, _keeps_severity
+    from divfuzz.records.verdict import IntComparison, OutputVerdict, Verdict
+    from divfuzz.records.outcomes import Status
 
     asked: list[str] = []
 

@@ -19,9 +19,9 @@ import torch
 from click.testing import CliRunner
 
 from capture_checks import assert_captured_and_lowered_bit_for_bit
-from fuzzer.cli.main import main
-from records.errors import ConfigError
-from fuzzer.triage.capture import _RunSpec, capture_graphs, flatten_outputs, lower_to_aten, normalize_case
+from divfuzz.fuzzer.cli.main import main
+from divfuzz.records.errors import ConfigError
+from divfuzz.fuzzer.triage.capture import _RunSpec, capture_graphs, flatten_outputs, lower_to_aten, normalize_case
 
 MODULES = Path(__file__).parent / "modules"
 
@@ -126,7 +126,7 @@ def test_a_module_without_tensor_inputs_exits_2_instead_of_agreeing(tmp_path):
 def test_an_argmax_input_is_not_a_cast_and_int64_bounds_do_not_overflow():
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from fuzzer.triage.fx_bypass import casts_out_of_range, node_values
+    from divfuzz.fuzzer.triage.fx_bypass import casts_out_of_range, node_values
 
     x = torch.tensor([[1.0, float("inf")], [2e30, -3.0]])
     gm = make_fx(lambda v: (v.argmax(-1), v.clamp(-5, 5).to(torch.int64)))(x)
@@ -229,7 +229,7 @@ def test_a_tiny_llama_is_captured_through_dynamo_where_make_fx_of_the_whole_mode
 def _target(fn, *inputs, graph: int):
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from fuzzer.triage.capture import ReductionTarget
+    from divfuzz.fuzzer.triage.capture import ReductionTarget
 
     return ReductionTarget(graph, make_fx(fn)(*inputs), list(inputs), "judged by itself (no graph differs alone)")
 
@@ -238,8 +238,8 @@ def test_when_no_graph_differs_alone_each_is_judged_by_itself_and_reduced_most_s
     # Three graphs: an exact doubling (agrees: dropped), a bf16 sigmoid gate (Inductor fuses it in
     # fp32, so compiled is closer to fp64: noise since issue 20, not reduced) and an fp32 floor
     # division Inductor gets wrong by one (a bug). Only the bug is reduced.
-    from fuzzer.triage.capture import CaseCapture
-    from fuzzer.triage.user_module import _judge_targets
+    from divfuzz.fuzzer.triage.capture import CaseCapture
+    from divfuzz.fuzzer.triage.user_module import _judge_targets
 
     floor_mod = importlib.util.spec_from_file_location("divfuzz_test_floordiv", MODULES / "floordiv_fp32.py")
     floordiv = importlib.util.module_from_spec(floor_mod)
@@ -291,8 +291,8 @@ def test_the_minifier_is_bounded_by_the_budget_and_still_ends_on_a_failing_graph
     # fx_minifier has no time limit: past the deadline the predicate ends it at once (a
     # transformer's joint graph would otherwise compile for many minutes), and the result is the
     # last graph that failed, never a graph that does not reproduce.
-    from fuzzer.triage.fx_bypass import count_ops
-    from fuzzer.triage.user_module import bounded_minify
+    from divfuzz.fuzzer.triage.fx_bypass import count_ops
+    from divfuzz.fuzzer.triage.user_module import bounded_minify
 
     gm, inputs = _sin_graph()
     calls: list[int] = []
@@ -312,8 +312,8 @@ def test_the_minifier_is_bounded_by_the_budget_and_still_ends_on_a_failing_graph
 def test_the_minifier_stopped_midway_returns_the_last_graph_that_failed():
     # The budget runs out during the third query: the minifier is ended before a fourth, and what
     # comes back is exactly the last candidate that still failed (here smaller than the input).
-    from fuzzer.triage.fx_bypass import count_ops
-    from fuzzer.triage.user_module import bounded_minify
+    from divfuzz.fuzzer.triage.fx_bypass import count_ops
+    from divfuzz.fuzzer.triage.user_module import bounded_minify
 
     gm, inputs = _sin_graph()
     deadline = time.monotonic() + 2.0

@@ -84,7 +84,7 @@ def test_the_table_refuses_a_missing_folder_with_exit_2(tmp_path):
 @pytest.mark.parametrize("name", ["tiny_qwen2", "tiny_gpt2", "tiny_bert"])
 def test_a_transformers_model_is_captured_through_dynamo_and_lowered_bit_for_bit(name):
     pytest.importorskip("transformers")
-    from fuzzer.triage.capture import normalize_case
+    from divfuzz.fuzzer.triage.capture import normalize_case
 
     model, args, kwargs = normalize_case(_load(name).make_case(), name)
     assert next(model.parameters()).dtype == torch.bfloat16

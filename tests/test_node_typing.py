@@ -1,4 +1,4 @@
-"""The one node-typing rule (`generators.node_typing`): it says what real torch gives on the CPU for
+"""The one node-typing rule (`divfuzz.generators.node_typing`): it says what real torch gives on the CPU for
 every registered op under autocast, and the strategies, `validate_spec` and the spec surgery all
 type a node the same way.
 
@@ -15,16 +15,16 @@ import pytest
 import torch
 from hypothesis import HealthCheck, Phase, given, seed, settings, strategies as st
 
-from generators.build import build_callable, make_inputs
-from generators.node_typing import new_node, promote
-from generators.opdef import Meta
-from generators.registry import all_ops, get_op
-from generators.spec import GraphSpec, InputRecipe, Node, TensorSpec
-from generators.strategies import graph_specs
-from generators.surgery import rebuild_spec
-from generators.validate import load_spec, validate_spec
-from records.dtypes import ALL_DTYPES, DATA_DTYPES, DTYPES, MANTISSA_BITS
-from records.errors import InvalidGraphError
+from divfuzz.generators.build import build_callable, make_inputs
+from divfuzz.generators.node_typing import new_node, promote
+from divfuzz.generators.opdef import Meta
+from divfuzz.generators.registry import all_ops, get_op
+from divfuzz.generators.spec import GraphSpec, InputRecipe, Node, TensorSpec
+from divfuzz.generators.strategies import graph_specs
+from divfuzz.generators.surgery import rebuild_spec
+from divfuzz.generators.validate import load_spec, validate_spec
+from divfuzz.records.dtypes import ALL_DTYPES, DATA_DTYPES, DTYPES, MANTISSA_BITS
+from divfuzz.records.errors import InvalidGraphError
 
 SHAPE = (4, 8, 24)
 

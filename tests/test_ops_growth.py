@@ -16,21 +16,21 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, seed, settings
 
-from fuzzer.engine.execute import boundary_distances, execute_case, run_forward_backward
-from generators.build import build_callable, build_reference, make_inputs, reference_inputs
-from generators.coverage import DrawCounts, op_coverage
-from generators.opdef import Meta
-from generators.ops import EDGE_OPS, round_scalar
-from generators.recipes import EDGE_RECIPES, RECIPES
-from generators.registry import get_op
-from generators.spec import RECIPE_KINDS, GraphSpec, InputRecipe
-from generators.strategies import FAMILY_WEIGHTS, graph_specs, op_params, op_spec
-from generators.validate import load_spec, validate_spec
-from oracles.compare import BOUNDARY_ULPS, compare_int
-from oracles.severity import output_severity, severity_of
-from records.config import CompileConfig
-from records.severity import Severity
-from records.verdict import OutputVerdict
+from divfuzz.fuzzer.engine.execute import boundary_distances, execute_case, run_forward_backward
+from divfuzz.generators.build import build_callable, build_reference, make_inputs, reference_inputs
+from divfuzz.generators.coverage import DrawCounts, op_coverage
+from divfuzz.generators.opdef import Meta
+from divfuzz.generators.ops import EDGE_OPS, round_scalar
+from divfuzz.generators.recipes import EDGE_RECIPES, RECIPES
+from divfuzz.generators.registry import get_op
+from divfuzz.generators.spec import RECIPE_KINDS, GraphSpec, InputRecipe
+from divfuzz.generators.strategies import FAMILY_WEIGHTS, graph_specs, op_params, op_spec
+from divfuzz.generators.validate import load_spec, validate_spec
+from divfuzz.oracles.compare import BOUNDARY_ULPS, compare_int
+from divfuzz.oracles.severity import output_severity, severity_of
+from divfuzz.records.config import CompileConfig
+from divfuzz.records.severity import Severity
+from divfuzz.records.verdict import OutputVerdict
 
 ROOT = Path(__file__).resolve().parent.parent
 SHAPE = (6, 10)
@@ -220,7 +220,7 @@ def test_coverage_table_counts_cases_dtypes_and_buckets_by_severity():
 
 
 def test_coverage_module_imports_no_torch():
-    code = "import sys, generators.coverage; assert 'torch' not in sys.modules, 'torch imported'"
+    code = "import sys, divfuzz.generators.coverage; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
 
 

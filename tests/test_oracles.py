@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import torch
 
-from oracles.boundary import distance_to_grid_ulps, ulp_of
-from oracles.compare import compare_float, compare_int
-from oracles.ulp import bitwise_equal, nan_inf_mismatch, ulp_distance
-from records.outcomes import FindingKind, Status
-from records.verdict import OutputVerdict, Verdict
-from oracles.findings import finding_of, target_score
+from divfuzz.oracles.boundary import distance_to_grid_ulps, ulp_of
+from divfuzz.oracles.compare import compare_float, compare_int
+from divfuzz.oracles.ulp import bitwise_equal, nan_inf_mismatch, ulp_distance
+from divfuzz.records.outcomes import FindingKind, Status
+from divfuzz.records.verdict import OutputVerdict, Verdict
+from divfuzz.oracles.findings import finding_of, target_score
 
 
 def _next_up(t: torch.Tensor) -> torch.Tensor:

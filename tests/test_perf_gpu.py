@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from generators.spec import GraphSpec, InputRecipe, Node, TensorSpec
-from oracles.findings import finding_of
-from records.config import CompileConfig
+from divfuzz.generators.spec import GraphSpec, InputRecipe, Node, TensorSpec
+from divfuzz.oracles.findings import finding_of
+from divfuzz.records.config import CompileConfig
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
@@ -26,14 +26,14 @@ def block(tokens=8192, hidden=1024, op="rms_norm") -> GraphSpec:
 
 
 def test_planted_slow_kernels_and_the_aa_control_on_cuda():
-    from fuzzer.engine.perf import execute_perf_case
+    from divfuzz.fuzzer.engine.perf import execute_perf_case
 
     spec = block()
-    fwd = execute_perf_case(spec, "cuda", CompileConfig(backend="fuzzer.engine.planted:slow_forward"))
+    fwd = execute_perf_case(spec, "cuda", CompileConfig(backend="divfuzz.fuzzer.engine.planted:slow_forward"))
     print([p.describe() for p in fwd.perf])
     assert finding_of(fwd).kind.value == "slower-fwd"
     assert all(p.timer.startswith("cuda events") for p in fwd.perf)
-    bwd = execute_perf_case(spec, "cuda", CompileConfig(backend="fuzzer.engine.planted:slow_backward"))
+    bwd = execute_perf_case(spec, "cuda", CompileConfig(backend="divfuzz.fuzzer.engine.planted:slow_backward"))
     print([p.describe() for p in bwd.perf])
     assert finding_of(bwd).kind.value == "slower-bwd"
     for _ in range(3):
@@ -43,7 +43,7 @@ def test_planted_slow_kernels_and_the_aa_control_on_cuda():
 
 
 def test_inductor_on_a_training_norm_block_is_timed_in_both_phases():
-    from fuzzer.engine.perf import execute_perf_case
+    from divfuzz.fuzzer.engine.perf import execute_perf_case
 
     for op in ("rms_norm", "layer_norm"):
         v = execute_perf_case(block(op=op), "cuda", CompileConfig())

@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from generators.spec import GraphSpec, InputRecipe, Node, TensorSpec
-from oracles.findings import finding_of, target_score
-from oracles.perf import compare_timings, is_slower, median_interval, settled
-from oracles.severity import severity_of
-from records.config import CompileConfig
-from records.outcomes import Status
-from records.verdict import Verdict
+from divfuzz.generators.spec import GraphSpec, InputRecipe, Node, TensorSpec
+from divfuzz.oracles.findings import finding_of, target_score
+from divfuzz.oracles.perf import compare_timings, is_slower, median_interval, settled
+from divfuzz.oracles.severity import severity_of
+from divfuzz.records.config import CompileConfig
+from divfuzz.records.outcomes import Status
+from divfuzz.records.verdict import Verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -113,18 +113,18 @@ def test_perf_verdicts_round_trip_and_numeric_verdicts_keep_their_form():
 
 
 def _run_in_worker(spec: GraphSpec, backend: str, *, self_check: bool = False, margin: float = 0.25) -> Verdict:
-    from fuzzer.engine.perf import execute_perf_case
+    from divfuzz.fuzzer.engine.perf import execute_perf_case
 
     return execute_perf_case(spec, "cpu", CompileConfig(backend=backend), margin=margin, self_check=self_check)
 
 
 def test_planted_slow_kernels_are_found_in_the_right_phase_and_eager_against_eager_is_not():
     spec = norm_spec()
-    fwd = _run_in_worker(spec, "fuzzer.engine.planted:slow_forward")
+    fwd = _run_in_worker(spec, "divfuzz.fuzzer.engine.planted:slow_forward")
     assert finding_of(fwd).kind.value == "slower-fwd", [p.describe() for p in fwd.perf]
     assert severity_of(fwd).severity.value == "bug"
     assert {p.phase for p in fwd.perf} == {"fwd", "fwd+bwd"} and all(p.repeats >= 10 for p in fwd.perf)
-    bwd = _run_in_worker(spec, "fuzzer.engine.planted:slow_backward")
+    bwd = _run_in_worker(spec, "divfuzz.fuzzer.engine.planted:slow_backward")
     step = next(p for p in bwd.perf if p.phase == "fwd+bwd")
     assert is_slower(step), step.describe()
     # the A/A control: the same graph built twice and timed against itself is not slower
@@ -137,8 +137,8 @@ def test_the_training_phase_runs_the_backward():
     the backward would time the forward twice)."""
     import torch
 
-    from fuzzer.engine.perf import phase_callables
-    from generators.build import build_callable, make_inputs
+    from divfuzz.fuzzer.engine.perf import phase_callables
+    from divfuzz.generators.build import build_callable, make_inputs
 
     spec = norm_spec(64, 128)
     inputs = make_inputs(spec, "cpu")
@@ -151,16 +151,16 @@ def test_the_training_phase_runs_the_backward():
 
 
 def test_compile_errors_stay_compiler_findings_under_the_perf_oracle():
-    v = _run_in_worker(norm_spec(256, 256, backward=False), "fuzzer.engine.planted:compile_error")
+    v = _run_in_worker(norm_spec(256, 256, backward=False), "divfuzz.fuzzer.engine.planted:compile_error")
     assert v.status == Status.COMPILE_ERROR and finding_of(v).kind.value == "compile-error"
 
 
 @pytest.mark.slow
 def test_a_perf_campaign_buckets_the_planted_slowdown_and_its_repro_shows_it(tmp_path):
-    from fuzzer.cli.main import main as cli
+    from divfuzz.fuzzer.cli.main import main as cli
 
     out = tmp_path / "out"
-    result = CliRunner().invoke(cli, ["fuzz", "--device", "cpu", "--oracle", "perf", "--backend", "fuzzer.engine.planted:slow_forward",
+    result = CliRunner().invoke(cli, ["fuzz", "--device", "cpu", "--oracle", "perf", "--backend", "divfuzz.fuzzer.engine.planted:slow_forward",
                                       "--max-cases", "1", "--workers", "1", "--no-minimize", "--no-live", "--out", str(out)])
     assert result.exit_code == 0, result.output
     folders = list((out / "buckets").iterdir())
@@ -175,10 +175,10 @@ def test_a_perf_campaign_buckets_the_planted_slowdown_and_its_repro_shows_it(tmp
 
 def test_fuzz_oracle_perf_runs_through_the_cli_and_keeps_compiler_failures(tmp_path):
     """CI's sample of the perf campaign path: the CLI option, the worker, the store and the bucket."""
-    from fuzzer.cli.main import main as cli
+    from divfuzz.fuzzer.cli.main import main as cli
 
     out = tmp_path / "out"
-    result = CliRunner().invoke(cli, ["fuzz", "--device", "cpu", "--oracle", "perf", "--backend", "fuzzer.engine.planted:compile_error",
+    result = CliRunner().invoke(cli, ["fuzz", "--device", "cpu", "--oracle", "perf", "--backend", "divfuzz.fuzzer.engine.planted:compile_error",
                                       "--max-cases", "1", "--workers", "1", "--no-minimize", "--no-live", "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert "oracle perf" in result.output
@@ -189,7 +189,7 @@ def test_fuzz_oracle_perf_runs_through_the_cli_and_keeps_compiler_failures(tmp_p
 
 
 def test_perf_repro_refuses_a_knob_that_is_not_a_config_key():
-    from reports.perf_repro import render_perf_repro
+    from divfuzz.reports.perf_repro import render_perf_repro
 
     spec = norm_spec(8, 8)
     text = render_perf_repro(spec, device="cpu", config=CompileConfig(), title="t", margin=0.1, knob=("triton.mix_order_reduction", False))
@@ -204,8 +204,8 @@ def test_perf_repro_refuses_a_knob_that_is_not_a_config_key():
 def test_perf_strategy_draws_training_norm_blocks_within_the_spec_caps():
     from hypothesis import HealthCheck, given, settings
 
-    from generators.strategies import PERF_NORMS, perf_graph_specs
-    from generators.validate import validate_spec
+    from divfuzz.generators.strategies import PERF_NORMS, perf_graph_specs
+    from divfuzz.generators.validate import validate_spec
 
     seen = []
 
@@ -223,7 +223,7 @@ def test_perf_strategy_draws_training_norm_blocks_within_the_spec_caps():
 
 
 def test_the_html_card_of_a_perf_bucket_shows_its_timings():
-    from reports.html import _verdict_table
+    from divfuzz.reports.html import _verdict_table
 
     v = _verdict(1.5, 1.2).to_dict()
     table = _verdict_table(v)
@@ -236,26 +236,26 @@ def test_the_html_card_of_a_perf_bucket_shows_its_timings():
 def test_perf_attribution_climbs_aot_eager_only_and_names_the_planted_backend():
     """The ladder of a perf finding is aot_eager, then the case's own config (the decomposed graph
     run eagerly is slow by nature and says nothing); a backend that is not Inductor is the culprit."""
-    from fuzzer.engine.worker import Worker
-    from fuzzer.triage.attribute import attribute_case
+    from divfuzz.fuzzer.engine.worker import Worker
+    from divfuzz.fuzzer.triage.attribute import attribute_case
 
     worker = Worker("cpu")
     try:
-        culprit = attribute_case(norm_spec(), worker=worker, device="cpu", config=CompileConfig(backend="fuzzer.engine.planted:slow_forward"),
+        culprit = attribute_case(norm_spec(), worker=worker, device="cpu", config=CompileConfig(backend="divfuzz.fuzzer.engine.planted:slow_forward"),
                                  kind="slower-fwd", oracle="perf", perf_margin=0.25, timeout_s=300)
     finally:
         worker.stop()
     rungs = [r for r, _ in culprit.ladder]
-    assert rungs == ["aot_eager", "fuzzer.engine.planted:slow_forward"], culprit.ladder
+    assert rungs == ["aot_eager", "divfuzz.fuzzer.engine.planted:slow_forward"], culprit.ladder
     assert culprit.ladder[1][1].startswith("slower-fwd ")  # a perf rung's label carries its ratio
-    assert culprit.summary == "backend fuzzer.engine.planted:slow_forward"
+    assert culprit.summary == "backend divfuzz.fuzzer.engine.planted:slow_forward"
 
 
 @pytest.mark.slow
 def test_minimize_module_oracle_perf_times_the_training_step_and_records_probes(tmp_path):
     """`minimize --module --oracle perf --train` on seed 001's block: both phases timed in the
     worker, perf.json and report.md written, every probe recorded (timed or out of budget)."""
-    from fuzzer.cli.main import main as cli
+    from divfuzz.fuzzer.cli.main import main as cli
 
     out = tmp_path / "m"
     result = CliRunner().invoke(cli, ["minimize", "--module", str(ROOT / "tests/modules/seed001_block.py") + ":block", "--oracle", "perf",

@@ -17,14 +17,14 @@ import pytest
 
 from click.testing import CliRunner
 
-from fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
-from fuzzer.campaign.replay_known import REPLAY_SLOT, known_specs
-from fuzzer.cli.main import main
-from fuzzer.engine.store import Store
-from records.buckets import BucketKey
-from records.config import CompileConfig
-from records.outcomes import Status
-from records.verdict import Verdict
+from divfuzz.fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
+from divfuzz.fuzzer.campaign.replay_known import REPLAY_SLOT, known_specs
+from divfuzz.fuzzer.cli.main import main
+from divfuzz.fuzzer.engine.store import Store
+from divfuzz.records.buckets import BucketKey
+from divfuzz.records.config import CompileConfig
+from divfuzz.records.outcomes import Status
+from divfuzz.records.verdict import Verdict
 from tests.seed_specs import layer_norm_linear, sigmoid_gate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,7 +35,7 @@ OPS = ("gelu", "layer_norm")
 def test_a_bucket_planted_away_is_fixed_after_replay_known(tmp_path):
     out = tmp_path / "store"
     # Last night: a compiler with a planted bf16 bug (one ULP on the first bf16 output).
-    opts = CampaignOptions(device="cpu", out_dir=out, config=CompileConfig(backend="fuzzer.engine.planted:ulp_bump"),
+    opts = CampaignOptions(device="cpu", out_dir=out, config=CompileConfig(backend="divfuzz.fuzzer.engine.planted:ulp_bump"),
                            ops=OPS, dtypes=("bfloat16",), max_cases=2, seed=3, workers=1)
     first = run_campaign(opts)
     store = Store(out / STORE_NAME, create=False)
@@ -47,7 +47,7 @@ def test_a_bucket_planted_away_is_fixed_after_replay_known(tmp_path):
     known = {k.spec.digest() for k in known_specs(out / STORE_NAME)}
     # Tonight: the bug is gone (eager backend), another seed, one case, and --replay-known.
     r = subprocess.run(
-        [sys.executable, "-m", "fuzzer", "fuzz", "--device", "cpu", "--backend", "eager", "--ops", ",".join(OPS),
+        [sys.executable, "-m", "divfuzz.fuzzer", "fuzz", "--device", "cpu", "--backend", "eager", "--ops", ",".join(OPS),
          "--dtypes", "bfloat16", "--max-cases", "1", "--seed", "99", "--workers", "1", "--no-minimize", "--no-live",
          "--replay-known", "--out", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)},
@@ -128,7 +128,7 @@ def test_work_before_the_slots_fails_or_is_interrupted_like_a_slot(tmp_path):
 
     import pytest
 
-    from records.errors import InternalError
+    from divfuzz.records.errors import InternalError
 
     def boom(campaign):
         raise RuntimeError("planted before-slots failure")
@@ -152,8 +152,8 @@ def test_work_before_the_slots_fails_or_is_interrupted_like_a_slot(tmp_path):
 def test_a_resumed_run_skips_what_it_replayed_and_numbers_the_rest_after_it(tmp_path):
     """The known list may grow between an interrupted run and its resume (buckets it found): the
     replays already stored are skipped, the others take the next free indices (never a taken one)."""
-    from fuzzer.campaign.loop import Campaign
-    from fuzzer.campaign.replay_known import KnownSpec, replay_known
+    from divfuzz.fuzzer.campaign.loop import Campaign
+    from divfuzz.fuzzer.campaign.replay_known import KnownSpec, replay_known
 
     specs = [sigmoid_gate(rows=4, dim=8), layer_norm_linear(rows=4, dim=8), layer_norm_linear(rows=2, dim=8)]
     known = [KnownSpec(i + 1, f"k{i}", "first case's spec", s) for i, s in enumerate(specs)]

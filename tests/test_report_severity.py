@@ -6,12 +6,12 @@ import sqlite3
 
 from click.testing import CliRunner
 
-from records.buckets import BucketKey
-from fuzzer.campaign.loop import STORE_NAME
-from fuzzer.cli.main import main
-from fuzzer.engine.store import SCHEMA_VERSION, Store
-from records.severity import Severity, SeverityReason
-from reports.markdown import buckets_markdown
+from divfuzz.records.buckets import BucketKey
+from divfuzz.fuzzer.campaign.loop import STORE_NAME
+from divfuzz.fuzzer.cli.main import main
+from divfuzz.fuzzer.engine.store import SCHEMA_VERSION, Store
+from divfuzz.records.severity import Severity, SeverityReason
+from divfuzz.reports.markdown import buckets_markdown
 
 _VERDICT = {"status": "diverged", "outputs": [], "error_type": None, "error_message": None, "timings": {}}
 
@@ -89,11 +89,11 @@ def test_a_bucket_report_md_leads_with_its_severity_and_reason():
     and a documented precision knob in the culprit turns a suspect into by-design there too."""
     import torch
 
-    from generators.spec import GraphSpec, Node, TensorSpec
-    from oracles.compare import compare_float
-    from records.verdict import OutputVerdict, Verdict
-    from records.outcomes import Status
-    from reports.bug_report import render_bug_report
+    from divfuzz.generators.spec import GraphSpec, Node, TensorSpec
+    from divfuzz.oracles.compare import compare_float
+    from divfuzz.records.verdict import OutputVerdict, Verdict
+    from divfuzz.records.outcomes import Status
+    from divfuzz.reports.bug_report import render_bug_report
 
     spec = GraphSpec(inputs=(TensorSpec("x0", (4, 8), "bfloat16"),),
                      nodes=(Node("v1", "sigmoid", ("x0",), (), "bfloat16", (4, 8)),), outputs=("v1",))

@@ -1,5 +1,5 @@
 """repro.py runs the very graph divfuzz builds: its `model()` and `make_inputs()` give the same
-bits as `generators.build` (both come from each op's one `code` template), real and float64."""
+bits as `divfuzz.generators.build` (both come from each op's one `code` template), real and float64."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 
-from records.config import CompileConfig
-from generators.build import build_callable, build_reference, make_inputs, reference_inputs
-from generators.registry import all_ops
-from generators.strategies import graph_specs
-from reports.repro import render_repro
+from divfuzz.records.config import CompileConfig
+from divfuzz.generators.build import build_callable, build_reference, make_inputs, reference_inputs
+from divfuzz.generators.registry import all_ops
+from divfuzz.generators.strategies import graph_specs
+from divfuzz.reports.repro import render_repro
 from seed_specs import layer_norm_linear
 
 

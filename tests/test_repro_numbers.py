@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from fuzzer.engine.execute import execute_case
-from generators.opdef import Choice, Flag, FloatRange, IntRange, Meta
-from generators.registry import all_ops
-from generators.spec import GraphSpec, InputRecipe, Node, TensorSpec
-from generators.validate import validate_spec
-from records.config import CompileConfig
-from records.verdict import Verdict
-from reports.repro import render_repro
+from divfuzz.fuzzer.engine.execute import execute_case
+from divfuzz.generators.opdef import Choice, Flag, FloatRange, IntRange, Meta
+from divfuzz.generators.registry import all_ops
+from divfuzz.generators.spec import GraphSpec, InputRecipe, Node, TensorSpec
+from divfuzz.generators.validate import validate_spec
+from divfuzz.records.config import CompileConfig
+from divfuzz.records.verdict import Verdict
+from divfuzz.reports.repro import render_repro
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -178,10 +178,10 @@ INT_OPS = [n for n in ALL_OPS if n in ("e8m0_encode", "quantize", "count_cmp")]
 def test_repro_numbers_equal_the_engines_for_every_op_and_planted_bugs(tmp_path):
     cases = [
         # planted: one bf16 ULP on the first bf16 output; every op once, gradients included
-        (wide_spec(ALL_OPS, "bfloat16", backward=True, variants=False), CompileConfig(backend="fuzzer.engine.planted:ulp_bump")),
+        (wide_spec(ALL_OPS, "bfloat16", backward=True, variants=False), CompileConfig(backend="divfuzz.fuzzer.engine.planted:ulp_bump")),
         # planted: one step on the first uint8 output, near powers of two (e8m0's boundaries);
         # every choice of every op's params
-        (wide_spec(ALL_OPS, "float32", recipe="near_pow2"), CompileConfig(backend="fuzzer.engine.planted:uint8_flip")),
+        (wide_spec(ALL_OPS, "float32", recipe="near_pow2"), CompileConfig(backend="divfuzz.fuzzer.engine.planted:uint8_flip")),
     ]
     assert {n.op for spec, _ in cases for n in spec.nodes} == set(ALL_OPS)
     verdicts = check_cases(cases, tmp_path)

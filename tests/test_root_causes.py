@@ -1,5 +1,5 @@
 """Root causes are what a reader sees (issue 20, point 5): buckets whose minimized pattern and
-culprit agree fold into one root cause (`reports.root_causes`), and `report`, `report --html`,
+culprit agree fold into one root cause (`divfuzz.reports.root_causes`), and `report`, `report --html`,
 `diff` and `fuzz`'s 80x24 summary list root causes with their raw buckets counted beneath.
 
 Every store here is a real SQLite store written through the `Store` API the campaign uses: a
@@ -22,17 +22,17 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
-from fuzzer.campaign.loop import STORE_NAME, CampaignResult, Progress
-from fuzzer.cli.main import main
-from fuzzer.engine.store import Store
-from generators.spec import GraphSpec, InputRecipe, Node, TensorSpec
-from records.buckets import BucketKey
-from records.outcomes import Status
-from records.verdict import FloatComparison, OutputVerdict, Verdict
-from reports.diff import diff_sides, diff_text, side_from_store
-from reports.html import collect, render_html
-from reports.markdown import buckets_markdown
-from reports.root_causes import EAGER_WORSE, graph_pattern, root_cause_groups
+from divfuzz.fuzzer.campaign.loop import STORE_NAME, CampaignResult, Progress
+from divfuzz.fuzzer.cli.main import main
+from divfuzz.fuzzer.engine.store import Store
+from divfuzz.generators.spec import GraphSpec, InputRecipe, Node, TensorSpec
+from divfuzz.records.buckets import BucketKey
+from divfuzz.records.outcomes import Status
+from divfuzz.records.verdict import FloatComparison, OutputVerdict, Verdict
+from divfuzz.reports.diff import diff_sides, diff_text, side_from_store
+from divfuzz.reports.html import collect, render_html
+from divfuzz.reports.markdown import buckets_markdown
+from divfuzz.reports.root_causes import EAGER_WORSE, graph_pattern, root_cause_groups
 
 ROOT = Path(__file__).resolve().parents[1]
 LOWERING = "inductor lowering of aten.div"
@@ -77,7 +77,7 @@ def mul_then_div(dtype: str = "float32") -> GraphSpec:
 
 
 class Campaign:
-    """Findings stored and analysed as `fuzzer.campaign.loop` stores and files them."""
+    """Findings stored and analysed as `divfuzz.fuzzer.campaign.loop` stores and files them."""
 
     def __init__(self, folder: Path, *, device: str = "cpu", seed: int = 1):
         folder.mkdir(parents=True, exist_ok=True)
@@ -200,7 +200,7 @@ def test_the_rule_imports_no_torch(tmp_path):
     c = Campaign(tmp_path)
     plant_floor_division(c)
     c.close()
-    code = ("import sys; from fuzzer.engine.store import Store; from reports.root_causes import root_cause_groups; "
+    code = ("import sys; from divfuzz.fuzzer.engine.store import Store; from divfuzz.reports.root_causes import root_cause_groups; "
             f"print(len(root_cause_groups(Store({str(tmp_path / STORE_NAME)!r}, create=False).buckets())), "
             "'torch' in sys.modules)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
@@ -315,8 +315,8 @@ def test_fuzz_s_summary_fits_one_80x24_screen(tmp_path, monkeypatch):
     """40 bug root causes (one of them the floor division's 3 buckets), 60 suspects, an eager-worse
     one and a pending analysis: the summary and report.html's line fit 80x24 (the store in
     `divfuzz-out/`, as the README's command leaves it)."""
-    from fuzzer.cli.fuzz import _print_summary, _write_report_html
-    from fuzzer.cli.options import console, out
+    from divfuzz.fuzzer.cli.fuzz import _print_summary, _write_report_html
+    from divfuzz.fuzzer.cli.options import console, out
 
     monkeypatch.chdir(tmp_path)
     out_dir = Path("divfuzz-out")

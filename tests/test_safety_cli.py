@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from fuzzer.cli.main import main
-from records.config import CompileConfig
-from records.errors import ConfigError
-from records.errors import UnsafePathError
-from reports.files import child_path, slugify
+from divfuzz.fuzzer.cli.main import main
+from divfuzz.records.config import CompileConfig
+from divfuzz.records.errors import ConfigError
+from divfuzz.records.errors import UnsafePathError
+from divfuzz.reports.files import child_path, slugify
 from test_spec_safety import base, rename
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,7 +66,7 @@ def test_the_two_injections_are_refused_at_load_and_nothing_is_created(tmp_path,
     spec = _write(tmp_path / "spec.json", injected_specs()[which])
     before = _tree(tmp_path)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.run([sys.executable, "-m", "fuzzer", "minimize", str(spec), "--out", "out", "--device", "cpu"],
+    proc = subprocess.run([sys.executable, "-m", "divfuzz.fuzzer", "minimize", str(spec), "--out", "out", "--device", "cpu"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     message = _flat(proc.stdout + proc.stderr)
@@ -169,8 +169,8 @@ def test_an_undecodable_corpus_file_is_a_named_error_with_exit_2(tmp_path):
 
 def _store_with_a_case(out: Path, config: dict) -> None:
     """A real divfuzz store holding one case compiled with `config` (as a hostile store could)."""
-    from fuzzer.campaign.loop import STORE_NAME
-    from fuzzer.engine.store import Store
+    from divfuzz.fuzzer.campaign.loop import STORE_NAME
+    from divfuzz.fuzzer.engine.store import Store
 
     store = Store(out / STORE_NAME)
     try:
@@ -204,7 +204,7 @@ def test_minimize_case_id_never_lets_the_store_pick_code_to_import(tmp_path, con
 
 
 def test_a_stored_import_path_backend_is_used_only_when_named_on_the_command_line():
-    from fuzzer.engine.compile import check_stored_backend
+    from divfuzz.fuzzer.engine.compile import check_stored_backend
 
     with pytest.raises(ConfigError, match="pass --backend os:system"):
         check_stored_backend("os:system", "inductor", source="case 1")

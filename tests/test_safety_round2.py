@@ -2,12 +2,12 @@
 real command line where that is cheap: the exit code, the message, and the files left as they were.
 
 Classes and the one rule each is held to:
-- Inductor keys: only `records.config.INDUCTOR_SWITCHES`, each value of its type (no program,
+- Inductor keys: only `divfuzz.records.config.INDUCTOR_SWITCHES`, each value of its type (no program,
   path, module or callable ever comes from a config);
-- paths: `reports.safe_paths` opens everything under --out, a store or a corpus (no symlink
+- paths: `divfuzz.reports.safe_paths` opens everything under --out, a store or a corpus (no symlink
   followed, no FIFO waited on);
-- numbers: `records.numbers` (finite, in range) for every option and file;
-- signals: `fuzzer.cli.interrupts` (exit 2, no half-written file, no orphan worker);
+- numbers: `divfuzz.records.numbers` (finite, in range) for every option and file;
+- signals: `divfuzz.fuzzer.cli.interrupts` (exit 2, no half-written file, no orphan worker);
 - full disk: a store is created whole or not at all; a bucket's row and folder are retried together.
 Most run in-process through click's runner; the signal tests start real processes.
 """
@@ -27,10 +27,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from fuzzer.cli.main import main
-from records.config import INDUCTOR_SWITCHES, CompileConfig, check_inductor_override
-from records.errors import ConfigError, SpecError, UnsafePathError
-from records.numbers import checked_number, number_problem, parse_number
+from divfuzz.fuzzer.cli.main import main
+from divfuzz.records.config import INDUCTOR_SWITCHES, CompileConfig, check_inductor_override
+from divfuzz.records.errors import ConfigError, SpecError, UnsafePathError
+from divfuzz.records.numbers import checked_number, number_problem, parse_number
 from test_safety_cli import _store_with_a_case
 from test_spec_safety import base
 
@@ -116,7 +116,7 @@ def test_every_listed_switch_is_a_bool_or_bounded_int_in_this_torch():
     callable here, so none can name a program; the probes attribution flips are all listed."""
     import torch._inductor.config as ic
 
-    from fuzzer.triage.attribute import PERF_PROBES, PROBES
+    from divfuzz.fuzzer.triage.attribute import PERF_PROBES, PROBES
 
     entries = ic._config
     for key, switch in INDUCTOR_SWITCHES.items():
@@ -149,8 +149,8 @@ def test_a_stored_cpp_cxx_never_runs_and_never_reaches_a_repro(tmp_path):
 
 
 def test_a_repro_cannot_print_a_forbidden_key():
-    from generators.spec import GraphSpec
-    from reports.repro import render_repro
+    from divfuzz.generators.spec import GraphSpec
+    from divfuzz.reports.repro import render_repro
 
     spec = GraphSpec.from_dict(base())
     text = render_repro(spec, device="cpu", config=CompileConfig().with_inductor(emulate_precision_casts=True), title="t")
@@ -176,12 +176,12 @@ def test_a_symlinked_lock_is_refused_and_its_target_left_byte_identical(tmp_path
 
 
 def test_a_symlinked_buckets_folder_or_store_is_refused(tmp_path):
-    from fuzzer.engine.store import Store
-    from records.buckets import BucketKey
-    from records.outcomes import Status
-    from records.verdict import Verdict
-    from generators.spec import GraphSpec
-    from reports.files import write_bucket_folder
+    from divfuzz.fuzzer.engine.store import Store
+    from divfuzz.records.buckets import BucketKey
+    from divfuzz.records.outcomes import Status
+    from divfuzz.records.verdict import Verdict
+    from divfuzz.generators.spec import GraphSpec
+    from divfuzz.reports.files import write_bucket_folder
 
     elsewhere = tmp_path / "elsewhere"
     (elsewhere / "0001-x").mkdir(parents=True)
@@ -309,7 +309,7 @@ def test_numbers_in_spec_files_are_checked_before_the_corpus_takes_them(tmp_path
 
 def _start(args: list[str], cwd: Path) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.Popen([sys.executable, "-m", "fuzzer", *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-m", "divfuzz.fuzzer", *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
@@ -371,8 +371,8 @@ def test_store_creation_on_a_full_disk_leaves_no_half_made_store(tmp_path):
         "import resource, signal, sys\n"
         "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
         "resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))\n"
-        "from fuzzer.engine.store import Store\n"
-        "from records.errors import StoreError\n"
+        "from divfuzz.fuzzer.engine.store import Store\n"
+        "from divfuzz.records.errors import StoreError\n"
         "try:\n    Store(sys.argv[1])\nexcept StoreError as e:\n    print(e); sys.exit(2)\n"
     )
     proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "divfuzz.sqlite")], capture_output=True, text=True,
@@ -380,14 +380,14 @@ def test_store_creation_on_a_full_disk_leaves_no_half_made_store(tmp_path):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "cannot create the store" in proc.stdout and "nothing was created" in proc.stdout
     assert list(tmp_path.iterdir()) == []
-    from fuzzer.engine.store import Store
+    from divfuzz.fuzzer.engine.store import Store
 
     Store(tmp_path / "divfuzz.sqlite").close()  # once there is room, the same path makes a real store
 
 
 def test_a_bucket_whose_folder_was_never_recorded_is_run_again_on_resume(tmp_path):
-    from fuzzer.engine.store import Store
-    from records.buckets import BucketKey
+    from divfuzz.fuzzer.engine.store import Store
+    from divfuzz.records.buckets import BucketKey
 
     store = Store(tmp_path / "divfuzz.sqlite")
     key = BucketKey("bf16-ulp", "bfloat16", "cpu", "gelu @ inductor")
@@ -431,9 +431,9 @@ def test_refused_merge_and_fuzz_leave_no_lock_or_folder(tmp_path):
 
 
 def test_the_markdown_report_escapes_html_from_the_store(tmp_path):
-    from fuzzer.engine.store import Store
-    from records.buckets import BucketKey
-    from reports.markdown import buckets_markdown
+    from divfuzz.fuzzer.engine.store import Store
+    from divfuzz.records.buckets import BucketKey
+    from divfuzz.reports.markdown import buckets_markdown
 
     store = Store(tmp_path / "divfuzz.sqlite")
     run_id, _ = store.start_run(seed=0, device="cpu", config={}, options={}, versions={})
@@ -443,7 +443,7 @@ def test_the_markdown_report_escapes_html_from_the_store(tmp_path):
                    severity={"severity": "bug", "rule": "r", "output": "o", "detail": "<b>bold</b>"})
     text = buckets_markdown(store)
     store.close()
-    from reports.markdown import md_code
+    from divfuzz.reports.markdown import md_code
 
     assert md_code(key.signature) in text  # a code span shows its text literally (CommonMark): never rendered
     import re
@@ -468,7 +468,7 @@ def test_module_mistakes_are_input_errors_without_a_worker_traceback(tmp_path, b
         "    def forward(self, x):\n        return self.value\n\n"
         f"def case():\n    {body}\n"
     )
-    proc = subprocess.run([sys.executable, "-m", "fuzzer", "minimize", "--module", f"{module}:case", "--device", "cpu",
+    proc = subprocess.run([sys.executable, "-m", "divfuzz.fuzzer", "minimize", "--module", f"{module}:case", "--device", "cpu",
                            "--out", str(tmp_path / "m"), "--budget", "60s"],
                           cwd=tmp_path, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=280)
     output = proc.stdout + proc.stderr

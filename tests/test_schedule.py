@@ -1,18 +1,18 @@
 """How a campaign spends its budget (issue 20 point 4, issue 25 point 3): the pure rules of
-`fuzzer.campaign.schedule`, and the order in which the real store's open analyses are taken."""
+`divfuzz.fuzzer.campaign.schedule`, and the order in which the real store's open analyses are taken."""
 
 from __future__ import annotations
 
 import threading
 
-from fuzzer.campaign import schedule
-from fuzzer.campaign.analysis_pool import AnalysisJob, AnalysisPool
-from fuzzer.campaign.loop import most_severe_first
-from fuzzer.campaign.schedule import Measured, analysis_budget, analysis_rank, drawing_reserve
-from fuzzer.engine.store import Store
-from generators.spec import GraphSpec
-from records.buckets import BucketKey
-from records.severity import Severity, SeverityReason
+from divfuzz.fuzzer.campaign import schedule
+from divfuzz.fuzzer.campaign.analysis_pool import AnalysisJob, AnalysisPool
+from divfuzz.fuzzer.campaign.loop import most_severe_first
+from divfuzz.fuzzer.campaign.schedule import Measured, analysis_budget, analysis_rank, drawing_reserve
+from divfuzz.fuzzer.engine.store import Store
+from divfuzz.generators.spec import GraphSpec
+from divfuzz.records.buckets import BucketKey
+from divfuzz.records.severity import Severity, SeverityReason
 from seed_specs import sigmoid_gate
 
 

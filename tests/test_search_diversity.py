@@ -12,8 +12,8 @@ import random
 import pytest
 from hypothesis import target
 
-from fuzzer.campaign.loop import slot_engines
-from generators.strategies import graph_specs
+from divfuzz.fuzzer.campaign.loop import slot_engines
+from divfuzz.generators.strategies import graph_specs
 
 
 class _Enough(BaseException):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from records.config import CompileConfig
-from fuzzer.engine.execute import execute_case
-from records.outcomes import FindingKind, Status
-from oracles.findings import finding_of
+from divfuzz.records.config import CompileConfig
+from divfuzz.fuzzer.engine.execute import execute_case
+from divfuzz.records.outcomes import FindingKind, Status
+from divfuzz.oracles.findings import finding_of
 from seed_specs import e8m0, layer_norm_linear, sigmoid_gate, unary_bf16
 
 pytestmark = pytest.mark.slow

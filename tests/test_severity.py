@@ -1,7 +1,7 @@
 """The severity policy on hand-built tensors: no compile, fast.
 
 Each test builds eager / compiled / fp64 outputs the way a real divergence class looks and asserts
-the severity and rule `oracles.severity` gives it (the classes of issue 8).
+the severity and rule `divfuzz.oracles.severity` gives it (the classes of issue 8).
 """
 
 import subprocess
@@ -9,13 +9,13 @@ import sys
 
 import torch
 
-from oracles.boundary import distance_to_grid_ulps, distance_to_value_ulps
-from oracles.compare import compare_float, compare_int
-from records.severity import Severity
-from oracles.severity import parse_severity, severity_of
-from records.verdict import OutputVerdict, Verdict
-from records.outcomes import Status
-from oracles.findings import finding_of
+from divfuzz.oracles.boundary import distance_to_grid_ulps, distance_to_value_ulps
+from divfuzz.oracles.compare import compare_float, compare_int
+from divfuzz.records.severity import Severity
+from divfuzz.oracles.severity import parse_severity, severity_of
+from divfuzz.records.verdict import OutputVerdict, Verdict
+from divfuzz.records.outcomes import Status
+from divfuzz.oracles.findings import finding_of
 
 
 def _float_verdict(eager, compiled, ref):
@@ -27,7 +27,7 @@ def _int_verdict(eager, compiled, dist, ref=None):
 
 
 def test_severity_module_imports_no_torch():
-    code = "import sys, oracles.severity; sys.exit(1 if 'torch' in sys.modules else 0)"
+    code = "import sys, divfuzz.oracles.severity; sys.exit(1 if 'torch' in sys.modules else 0)"
     assert subprocess.run([sys.executable, "-c", code], cwd=".").returncode == 0
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from fuzzer.campaign.sizing import (
+from divfuzz.fuzzer.campaign.sizing import (
     GIB,
     GPU_HOST_CORE_FRACTION,
     HostResources,
@@ -15,7 +15,7 @@ from fuzzer.campaign.sizing import (
     slot_devices,
     usable_cores,
 )
-from records.errors import ConfigError
+from divfuzz.records.errors import ConfigError
 
 
 def test_cpu_only_picks_one_worker_per_core_when_memory_allows():
@@ -88,7 +88,7 @@ def test_cpu_slots_are_not_pinned_and_a_missing_gpu_is_named():
 
 
 def test_fuzz_defaults_to_auto_and_prints_the_count_it_picked(tmp_path):
-    from fuzzer.cli.main import main
+    from divfuzz.fuzzer.cli.main import main
 
     result = CliRunner().invoke(main, ["fuzz", "--device", "cpu", "--backend", "eager", "--no-minimize", "--no-live",
                                        "--max-cases", "1", "--out", str(tmp_path)])
@@ -100,7 +100,7 @@ def test_fuzz_defaults_to_auto_and_prints_the_count_it_picked(tmp_path):
 
 @pytest.mark.parametrize("value", ["0", "-3", "many", "2.5"])
 def test_a_bad_workers_value_exits_2_naming_it(tmp_path, value):
-    from fuzzer.cli.main import main
+    from divfuzz.fuzzer.cli.main import main
 
     result = CliRunner().invoke(main, ["fuzz", "--device", "cpu", "--workers", value, "--out", str(tmp_path)])
     assert result.exit_code == 2 and repr(value) in result.output and not any(tmp_path.iterdir())
@@ -112,8 +112,8 @@ def test_a_cuda_campaign_spreads_its_slots_over_every_visible_gpu_and_records_ea
 
     import torch
 
-    from fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
-    from records.config import CompileConfig
+    from divfuzz.fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
+    from divfuzz.records.config import CompileConfig
 
     gpus = torch.cuda.device_count()
     run_campaign(CampaignOptions(device="cuda", out_dir=tmp_path, config=CompileConfig(backend="eager"),
@@ -134,10 +134,10 @@ def test_auto_workers_resume_an_unfinished_run_with_its_own_count_not_a_new_run(
     import sys
     from pathlib import Path
 
-    from fuzzer.campaign.loop import STORE_NAME, CampaignOptions
-    from fuzzer.campaign.sizing import probe_host, size_workers
-    from fuzzer.engine.store import Store
-    from records.config import CompileConfig
+    from divfuzz.fuzzer.campaign.loop import STORE_NAME, CampaignOptions
+    from divfuzz.fuzzer.campaign.sizing import probe_host, size_workers
+    from divfuzz.fuzzer.engine.store import Store
+    from divfuzz.records.config import CompileConfig
 
     # The earlier run's count is one worker, unless that is what auto gives here (one worker starts
     # faster than three: this test is in CI's sample).
@@ -152,7 +152,7 @@ def test_auto_workers_resume_an_unfinished_run_with_its_own_count_not_a_new_run(
         store.finish_run(run_id, "interrupted")
     finally:
         store.close()
-    cmd = [sys.executable, "-m", "fuzzer", "fuzz", "--device", "cpu", "--backend", "eager", "--max-cases", "3", "--seed", "5",
+    cmd = [sys.executable, "-m", "divfuzz.fuzzer", "fuzz", "--device", "cpu", "--backend", "eager", "--max-cases", "3", "--seed", "5",
            "--no-minimize", "--no-live", "--out", str(tmp_path)]
     root = Path(__file__).resolve().parents[1]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=root, timeout=600)
@@ -168,14 +168,14 @@ def test_auto_workers_resume_an_unfinished_run_with_its_own_count_not_a_new_run(
 def test_a_campaign_worker_gets_its_share_of_the_compile_threads_and_a_user_setting_is_kept():
     # Inductor sizes its compile pool from the host's cores in every process: W workers would start
     # W pools of that size. A worker given its share of the cores gets as many compile threads.
-    from fuzzer.engine.worker import Worker
+    from divfuzz.fuzzer.engine.worker import Worker
 
     facts = {}
     for name, env in (("share", {"DIVFUZZ_WORKER_THREADS": "1"}),
                       ("user", {"DIVFUZZ_WORKER_THREADS": "1", "TORCHINDUCTOR_COMPILE_THREADS": "3"})):
         worker = Worker("cpu", extra_env=env)
         try:
-            outcome = worker.call("fuzzer.engine.worker:worker_facts", {}, 120)
+            outcome = worker.call("divfuzz.fuzzer.engine.worker:worker_facts", {}, 120)
         finally:
             worker.stop()
         assert outcome.error is None, outcome.error

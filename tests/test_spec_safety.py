@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from records.errors import InvalidGraphError, SpecError
-from generators.registry import all_ops
-from generators.strategies import graph_specs
-from generators.validate import MAX_TENSOR_ELEMENTS, MAX_TOTAL_ELEMENTS, load_spec, validate_spec
+from divfuzz.records.errors import InvalidGraphError, SpecError
+from divfuzz.generators.registry import all_ops
+from divfuzz.generators.strategies import graph_specs
+from divfuzz.generators.validate import MAX_TENSOR_ELEMENTS, MAX_TOTAL_ELEMENTS, load_spec, validate_spec
 
 CORPUS = Path(__file__).resolve().parent.parent / "corpus" / "specs"
 

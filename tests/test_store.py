@@ -7,12 +7,12 @@ import re
 
 import pytest
 
-from records.buckets import BucketKey
-from fuzzer.campaign.loop import STORE_NAME, Campaign, CampaignOptions
-from records.config import CompileConfig
-from records.errors import StoreError
-from fuzzer.engine.store import Store
-from reports.markdown import _minimized, buckets_markdown
+from divfuzz.records.buckets import BucketKey
+from divfuzz.fuzzer.campaign.loop import STORE_NAME, Campaign, CampaignOptions
+from divfuzz.records.config import CompileConfig
+from divfuzz.records.errors import StoreError
+from divfuzz.fuzzer.engine.store import Store
+from divfuzz.reports.markdown import _minimized, buckets_markdown
 
 
 def test_a_file_that_is_not_a_store_is_refused_and_left_alone(tmp_path):
@@ -39,7 +39,7 @@ def test_root_causes_are_remembered_across_opens(tmp_path):
 def test_a_second_campaign_on_the_same_store_does_not_minimize_known_root_causes_again(tmp_path):
     opts = CampaignOptions(
         device="cpu", out_dir=tmp_path, max_cases=3, seed=3, dtypes=("bfloat16",), minimize=True,
-        minimize_budget_s=30, config=CompileConfig(backend="fuzzer.engine.planted:ulp_bump"),
+        minimize_budget_s=30, config=CompileConfig(backend="divfuzz.fuzzer.engine.planted:ulp_bump"),
     )
     first = Campaign(opts)
     first.run()
@@ -70,7 +70,7 @@ def test_a_second_campaign_on_the_same_store_does_not_minimize_known_root_causes
 def test_a_version_2_store_gains_ran_on_and_keeps_its_cases(tmp_path):
     import sqlite3
 
-    from fuzzer.engine.store import SCHEMA_VERSION
+    from divfuzz.fuzzer.engine.store import SCHEMA_VERSION
 
     path = tmp_path / STORE_NAME
     store = Store(path)
@@ -102,7 +102,7 @@ def _finding_case(store, run_id, idx, raw, *, severity="suspect"):
 def test_a_version_3_store_gains_an_empty_pending_table_and_readers_see_it(tmp_path):
     import sqlite3
 
-    from fuzzer.engine.store import SCHEMA_VERSION
+    from divfuzz.fuzzer.engine.store import SCHEMA_VERSION
 
     path = tmp_path / STORE_NAME
     Store(path).close()

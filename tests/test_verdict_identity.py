@@ -1,15 +1,15 @@
 """Speed changes leave verdicts identical (issue 25): the fp64 reference runs only when compiled
-differs from eager in a bit (`fuzzer.engine.execute.judge_case`), and the verdict is the one the
+differs from eager in a bit (`divfuzz.fuzzer.engine.execute.judge_case`), and the verdict is the one the
 full judgement gives, on real Inductor, over a fixed set of drawn specs (forward and backward,
 float and integer outputs) and the seed specs' integer encoding."""
 
 from __future__ import annotations
 
-from fuzzer.campaign.loop import CampaignOptions, _StopCampaign, slot_engines
-from fuzzer.engine.execute import _single_thread, judge_case, judge_outputs, prepare_case, run_compiled
-from records.config import CompileConfig
-from records.outcomes import Status
-from records.verdict import Verdict
+from divfuzz.fuzzer.campaign.loop import CampaignOptions, _StopCampaign, slot_engines
+from divfuzz.fuzzer.engine.execute import _single_thread, judge_case, judge_outputs, prepare_case, run_compiled
+from divfuzz.records.config import CompileConfig
+from divfuzz.records.outcomes import Status
+from divfuzz.records.verdict import Verdict
 from seed_specs import e8m0
 
 

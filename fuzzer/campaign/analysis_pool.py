@@ -8,7 +8,7 @@ case (`BucketAnalyzer.analyze`) and hands the root-cause key to `on_done`, which
 - the slots never wait for an analysis; the pool is bounded (its thread count) and its queue is
   the store's pending rows, so nothing is lost when the pool stops early;
 - the next job is the one `choose` picks from the queue when a thread is free (a campaign: bug
-  first, then suspect by case count, `fuzzer.campaign.schedule`); a job it passes over stays
+  first, then suspect by case count, `divfuzz.fuzzer.campaign.schedule`); a job it passes over stays
   queued, and pending in the store when the pool ends;
 - a job starts only while `budget_for()` gives it time; otherwise it stays pending in the store
   (`divfuzz minimize --pending`, or a resumed campaign, finishes it);
@@ -24,10 +24,10 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from fuzzer.campaign.sizing import SlotDevice
-from fuzzer.engine.worker import Worker
-from generators.spec import GraphSpec
-from records.buckets import BucketKey
+from divfuzz.fuzzer.campaign.sizing import SlotDevice
+from divfuzz.fuzzer.engine.worker import Worker
+from divfuzz.generators.spec import GraphSpec
+from divfuzz.records.buckets import BucketKey
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 `run_default_campaign` runs `divfuzz fuzz` itself, as a user does (its default case mix, sizing,
 minimization and budget), in its own process, then reads the rates and the breakdown from the
-campaign's own store (`fuzzer.campaign.breakdown`): cases/s over the run (the command's wall) and
+campaign's own store (`divfuzz.fuzzer.campaign.breakdown`): cases/s over the run (the command's wall) and
 past start-up, each stage of a case, and where the workers wait. `scripts/bench_workers.py`
 calls it once per worker count.
 
@@ -27,10 +27,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fuzzer.campaign.breakdown import Breakdown, campaign_breakdown
-from fuzzer.campaign.loop import CampaignOptions, run_campaign
-from records.config import CompileConfig
-from records.errors import InternalError
+from divfuzz.fuzzer.campaign.breakdown import Breakdown, campaign_breakdown
+from divfuzz.fuzzer.campaign.loop import CampaignOptions, run_campaign
+from divfuzz.records.config import CompileConfig
+from divfuzz.records.errors import InternalError
 
 # Compiling and running the graphs under test: the work divfuzz exists to do.
 GRAPH_WORK = ("eager", "reference", "compile", "compiled_run")  # "compile" holds "compile_backward"
@@ -94,7 +94,7 @@ def torch_default_compile_threads() -> int:
 def compile_cost_legs() -> list[BenchLeg]:
     """The compile-cost settings divfuzz changed, before and after (DESIGN.md, "Scale"):
     - torch's defaults: every worker starts a compile pool of the host's size;
-    - divfuzz's defaults: each worker's pool gets its share of the cores (`fuzzer.engine.worker`);
+    - divfuzz's defaults: each worker's pool gets its share of the cores (`divfuzz.fuzzer.engine.worker`);
     - the same on the cache the previous leg left: what a resume, a replay or the gate pays."""
     return [
         BenchLeg("torch's defaults (compile threads = cores, per worker)", "torch",
@@ -189,7 +189,7 @@ def default_campaign_command(device: str, out_dir: Path, *, budget_s: float | No
     """`divfuzz fuzz` with its defaults: only the device, the bound, the seed, the worker count
     (auto unless given), the store folder and `--no-minimize` when asked are set."""
     bound = ["--max-cases", str(max_cases)] if max_cases else ["--budget", f"{budget_s:g}s"]
-    return [sys.executable, "-m", "fuzzer", "fuzz", "--device", device, *bound, "--seed", str(seed), "--workers", str(workers),
+    return [sys.executable, "-m", "divfuzz.fuzzer", "fuzz", "--device", device, *bound, "--seed", str(seed), "--workers", str(workers),
             "--out", str(out_dir), "--no-live", *([] if minimize else ["--no-minimize"]), *extra]
 
 
@@ -214,7 +214,7 @@ def run_default_campaign(device: str, out_dir: Path, *, budget_s: float | None =
 
 def default_campaign_table(run: DefaultCampaign) -> str:
     """The command, its wall and rate as a user sees them, then the store's breakdown."""
-    from fuzzer.campaign.breakdown import breakdown_table
+    from divfuzz.fuzzer.campaign.breakdown import breakdown_table
 
     b = run.breakdown
     head = (f"$ divfuzz {' '.join(run.command[3:])}\n"

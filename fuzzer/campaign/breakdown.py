@@ -8,7 +8,7 @@ Every worker slot's life, from the budget's start (the command's) to the run's e
   folders, the GIL shared by every slot): the worker waits;
 - after its last case: drawing stopped (the analyses, then shutdown); its worker minimizes or waits.
 The store holds each case's slot, stamp, wall and spans; the run's timings file beside it
-(`divfuzz-run<N>-timings.json`, written by `fuzzer.campaign.loop`) adds the budget's start,
+(`divfuzz-run<N>-timings.json`, written by `divfuzz.fuzzer.campaign.loop`) adds the budget's start,
 when drawing stopped, the driver's tallies and each analysis. The store and the file are
 untrusted data: every number read is checked, and a bad one exits 2 naming the file and field.
 """
@@ -21,9 +21,9 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fuzzer.engine.execute import nested_span
-from fuzzer.engine.store import Store
-from records.errors import ConfigError
+from divfuzz.fuzzer.engine.execute import nested_span
+from divfuzz.fuzzer.engine.store import Store
+from divfuzz.records.errors import ConfigError
 
 STORE_NAME = "divfuzz.sqlite"
 # The in-worker spans, in the order a case runs them; others (a hang's "case") come after.

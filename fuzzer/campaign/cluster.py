@@ -44,13 +44,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fuzzer.campaign.sizing import SlotDevice, usable_cores
-from fuzzer.engine.worker import STARTUP_TIMEOUT_S, CallOutcome, CaseRequest, Worker
-from generators.spec import GraphSpec
-from records.config import CompileConfig
-from records.errors import ClusterError, ConfigError, InternalError
-from records.outcomes import Status
-from records.verdict import Verdict
+from divfuzz.fuzzer.campaign.sizing import SlotDevice, usable_cores
+from divfuzz.fuzzer.engine.worker import STARTUP_TIMEOUT_S, CallOutcome, CaseRequest, Worker
+from divfuzz.generators.spec import GraphSpec
+from divfuzz.records.config import CompileConfig
+from divfuzz.records.errors import ClusterError, ConfigError, InternalError
+from divfuzz.records.outcomes import Status
+from divfuzz.records.verdict import Verdict
 
 EXTRA = "pip install 'divfuzz[cluster]'"
 # A case whose node is lost is resubmitted on another node at most this many times; a case that

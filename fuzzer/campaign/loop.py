@@ -8,13 +8,13 @@ the campaign seed, the slot and the epoch) in a thread that feeds one worker pro
   (it re-draws them, checks the spec digest and feeds the stored score to `target`);
 - nothing the compiler under test does stops the campaign: it becomes a verdict;
 - with minimization on, a new raw key's analysis (minimize + attribute) runs in the analysis pool
-  (`fuzzer.campaign.analysis_pool`) beside the slots, never in them: the case is stored at once
+  (`divfuzz.fuzzer.campaign.analysis_pool`) beside the slots, never in them: the case is stored at once
   under its raw key, and the pool re-keys the raw bucket to its root cause when done, bug buckets
   first, never noise or by-design ones; a slot that stops drawing hands its worker to the pool.
   Analyses still open when the budget's work ends stay pending in the store, and a resumed
   campaign (or `divfuzz minimize --pending`) finishes them. `analysis_workers=0` analyses inline
   in the slot instead; both end in the same buckets (`Store.resolve_root_cause`);
-- `--budget` is kept (`fuzzer.campaign.schedule`): it counts from the command's start, drawing
+- `--budget` is kept (`divfuzz.fuzzer.campaign.schedule`): it counts from the command's start, drawing
   stops early enough for the cases in flight and the open bug analyses, and whatever is still in
   flight at `work_end` is dropped, as for an interrupt;
 - anything divfuzz's own code raises (a slot thread, the store, the minimizer, a worker's
@@ -42,23 +42,23 @@ from typing import Callable
 
 from hypothesis import HealthCheck, Phase, given, seed, settings, target
 
-from fuzzer.campaign import schedule
-from fuzzer.campaign.analysis_pool import AnalysisJob, AnalysisPool
-from fuzzer.campaign.sizing import SlotDevice, size_analysis_workers, slot_devices
-from fuzzer.engine.buckets import bucket_key, severity_under
-from records.backends import ALL_DTYPES, capabilities_of
-from records.config import CompileConfig
-from records.errors import ConfigError, DivfuzzError, InternalError
-from fuzzer.engine.store import CampaignLock, Store
-from fuzzer.engine.execute import nested_span
-from fuzzer.engine.worker import CaseRequest, Worker
-from generators.coverage import DrawCounts
-from generators.spec import GraphSpec
-from generators.strategies import graph_specs, perf_graph_specs
-from oracles.severity import severity_of
-from oracles.findings import finding_of, target_score
-from records.verdict import Verdict
-from reports.files import bucket_folder_name, child_path, slugify, write_bucket_folder
+from divfuzz.fuzzer.campaign import schedule
+from divfuzz.fuzzer.campaign.analysis_pool import AnalysisJob, AnalysisPool
+from divfuzz.fuzzer.campaign.sizing import SlotDevice, size_analysis_workers, slot_devices
+from divfuzz.fuzzer.engine.buckets import bucket_key, severity_under
+from divfuzz.records.backends import ALL_DTYPES, capabilities_of
+from divfuzz.records.config import CompileConfig
+from divfuzz.records.errors import ConfigError, DivfuzzError, InternalError
+from divfuzz.fuzzer.engine.store import CampaignLock, Store
+from divfuzz.fuzzer.engine.execute import nested_span
+from divfuzz.fuzzer.engine.worker import CaseRequest, Worker
+from divfuzz.generators.coverage import DrawCounts
+from divfuzz.generators.spec import GraphSpec
+from divfuzz.generators.strategies import graph_specs, perf_graph_specs
+from divfuzz.oracles.severity import severity_of
+from divfuzz.oracles.findings import finding_of, target_score
+from divfuzz.records.verdict import Verdict
+from divfuzz.reports.files import bucket_folder_name, child_path, slugify, write_bucket_folder
 
 STORE_NAME = "divfuzz.sqlite"
 
@@ -90,10 +90,10 @@ class CampaignOptions:
     dtypes: tuple[str, ...] | None = None  # restrict data dtypes
     minimize: bool = False
     profile: bool = False  # also time a warm compiled run per case (for `divfuzz bench`)
-    minimize_budget_s: float = 120.0  # per new root cause (fuzzer.triage.analysis)
-    oracle: str = "numeric"  # records.outcomes.ORACLES: "perf" times eager vs compiled instead
-    perf_margin: float | None = None  # the perf oracle's noise margin (None: oracles.perf.DEFAULT_MARGIN)
-    against: CompileConfig | None = None  # `--against`: judge config's compiler against this one (fuzzer.engine.against)
+    minimize_budget_s: float = 120.0  # per new root cause (divfuzz.fuzzer.triage.analysis)
+    oracle: str = "numeric"  # divfuzz.records.outcomes.ORACLES: "perf" times eager vs compiled instead
+    perf_margin: float | None = None  # the perf oracle's noise margin (None: divfuzz.oracles.perf.DEFAULT_MARGIN)
+    against: CompileConfig | None = None  # `--against`: judge config's compiler against this one (divfuzz.fuzzer.engine.against)
     unguarded_casts: bool = False  # `--unguarded-casts`: draw float->int casts without their NaN/range guard
     # With minimize: bucket analysis workers beside the slots (None: `size_analysis_workers`);
     # 0 analyses inline, in the slot. Not part of `identity`: it changes when buckets are
@@ -169,7 +169,7 @@ class CampaignResult:
     pending_by_severity: dict = field(default_factory=dict)  # those, by their raw bucket's severity
 
 
-# The budget's rules live in `fuzzer.campaign.schedule`; this name stays for `minimize --pending`.
+# The budget's rules live in `divfuzz.fuzzer.campaign.schedule`; this name stays for `minimize --pending`.
 MIN_ANALYSIS_S = schedule.MIN_ANALYSIS_S
 
 
@@ -264,7 +264,7 @@ def slot_quota(max_cases: int | None, workers: int, slot: int) -> int | None:
 class Campaign:
     def __init__(self, opts: CampaignOptions, *, on_progress: Callable[[Progress], None] | None = None, fleet=None):
         self.opts = opts
-        self.fleet = fleet  # fuzzer.campaign.cluster.Fleet: the slots' workers live on a Dask cluster; None: here
+        self.fleet = fleet  # divfuzz.fuzzer.campaign.cluster.Fleet: the slots' workers live on a Dask cluster; None: here
         self.on_progress = on_progress or (lambda p: None)
         self.progress = Progress()
         self.stop = threading.Event()
@@ -315,7 +315,7 @@ class Campaign:
         """The analyzer, and the pool of analysis workers (pinned round-robin after the slots, so
         GPUs share the load). An inline campaign still gets one pool worker for the analyses an
         earlier run left pending."""
-        from fuzzer.triage.analysis import BucketAnalyzer
+        from divfuzz.fuzzer.triage.analysis import BucketAnalyzer
 
         opts = self.opts
         # Every worker is pinned and sees its GPU as plain 'cuda' (or runs on the CPU).
@@ -430,7 +430,7 @@ class Campaign:
         """Start the analysis workers, with the analyses an earlier run left pending first."""
         if self.pool is None:
             return
-        from generators.validate import load_spec
+        from divfuzz.generators.validate import load_spec
 
         self.pool.start()
         for p in self.pending_at_start:  # the store is untrusted data: its spec is loaded as data, checked
@@ -498,7 +498,7 @@ class Campaign:
                 ev.set()
 
     def run_case(self, spec: GraphSpec, worker: Worker, *, slot: int, idx: int) -> None:
-        """One case outside the Hypothesis slots (`fuzzer.campaign.replay_known`), judged, analysed
+        """One case outside the Hypothesis slots (`divfuzz.fuzzer.campaign.replay_known`), judged, analysed
         and stored in this run like any other; already stored at (slot, idx) with this spec: skipped."""
         stored = self.store.stored_case(self.run_id, slot, idx)
         if stored is not None and stored[0] == spec.digest():
@@ -581,7 +581,7 @@ class Campaign:
             self.slot_workers.append(worker)
         counter = itertools.count()
         last_exit = [time.perf_counter()]
-        coverage = DrawCounts()  # this slot's own: its cases stay a function of seed and slot (generators.coverage)
+        coverage = DrawCounts()  # this slot's own: its cases stay a function of seed and slot (divfuzz.generators.coverage)
 
         def body(spec: GraphSpec) -> None:
             with self.lock:  # time Hypothesis spent drawing this spec since the last case
@@ -720,7 +720,7 @@ class Campaign:
 
     def _file_analysis(self, job: AnalysisJob, key, analysis) -> None:
         """A pool analysis is done: file it (`file_root_cause`) and update this run's progress."""
-        from records.severity import Severity
+        from divfuzz.records.severity import Severity
 
         opts = self.opts
         filed = file_root_cause(self.store, opts.out_dir, job, key, analysis, device=opts.device, config=opts.config,
@@ -811,7 +811,7 @@ def write_bucket_files(store: Store, out_dir: Path, *, bucket_id: int, case_id: 
 def _write_bucket_files(store: Store, out_dir: Path, *, bucket_id: int, case_id: int, key, spec: GraphSpec, verdict,
                         analysis, device: str, config: CompileConfig, timeout_s: float) -> Path:
     if analysis is not None:
-        from fuzzer.triage.analysis import write_bucket
+        from divfuzz.fuzzer.triage.analysis import write_bucket
 
         folder = write_bucket(out_dir / "buckets", bucket_id=bucket_id, key=key, analysis=analysis,
                               device=device, config=config, fallback_verdict=verdict, case_id=case_id,
@@ -890,9 +890,9 @@ def finish_pending(out_dir: Path, *, budget_s: float, workers: int = 1, timeout_
     `minimize_budget_s`), filed as the campaign files them (`file_root_cause`). Takes the store's
     campaign lock (no campaign may run on it meanwhile). The stored case's device and config are
     data: checked like command-line input before any worker runs them."""
-    from fuzzer.engine.compile import check_stored_backend, validate_inductor_overrides
-    from fuzzer.triage.analysis import BucketAnalyzer
-    from generators.validate import load_spec
+    from divfuzz.fuzzer.engine.compile import check_stored_backend, validate_inductor_overrides
+    from divfuzz.fuzzer.triage.analysis import BucketAnalyzer
+    from divfuzz.generators.validate import load_spec
 
     path = out_dir / STORE_NAME
     if not path.exists():

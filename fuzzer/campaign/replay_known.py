@@ -2,7 +2,7 @@
 new run, so that `divfuzz diff` can call a bucket gone from it "fixed" rather than "not reached".
 
 A bucket's minimal spec is its minimized spec when it has one (what the bucket folder's
-`spec.json` holds), else the spec of its first case: `reports.diff` counts a bucket as replayed
+`spec.json` holds), else the spec of its first case: `divfuzz.reports.diff` counts a bucket as replayed
 when the new side ran either (`BucketState.spec_digests`). Specs are read and validated from the
 store before the run starts (`known_specs`), so a spec that does not load is bad input (exit 2,
 naming the store and the bucket) and the store is left as it was.
@@ -19,9 +19,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from generators.spec import GraphSpec
-from generators.validate import validate_spec
-from records.errors import DivfuzzError, SpecError
+from divfuzz.generators.spec import GraphSpec
+from divfuzz.generators.validate import validate_spec
+from divfuzz.records.errors import DivfuzzError, SpecError
 
 # The slot number of replayed cases in the store: apart from the fuzzing slots (0, 1, ...).
 REPLAY_SLOT = -1
@@ -39,7 +39,7 @@ def known_specs(store_path: Path) -> list[KnownSpec]:
     """Every bucket's minimal spec in the store at `store_path` (none when there is no store yet),
     one per distinct spec, in bucket order. A spec that does not load raises SpecError naming the
     store and the bucket. Reads only."""
-    from fuzzer.engine.store import Store
+    from divfuzz.fuzzer.engine.store import Store
 
     if not Path(store_path).exists():
         return []
@@ -74,7 +74,7 @@ def known_specs(store_path: Path) -> list[KnownSpec]:
 def replay_known(campaign, known: list[KnownSpec]) -> int:
     """Run each known spec as a case of `campaign`'s run, before its slots (pass as
     `Campaign.run(before_slots=...)`); returns how many ran or were already stored."""
-    from fuzzer.engine.worker import Worker
+    from divfuzz.fuzzer.engine.worker import Worker
 
     where = campaign.slot_devices[0]
     worker = Worker(where.worker_device, extra_env={**campaign.worker_env, **where.env})

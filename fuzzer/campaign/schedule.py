@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterable
 
-from records.severity import Severity
+from divfuzz.records.severity import Severity
 
 # After the last case and analysis: stopping the workers, closing the store, the summary and
 # report.html. Measured on this project's 2-core CPU: stopping 3 workers about 1 s, the summary

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from records.errors import ConfigError
+from divfuzz.records.errors import ConfigError
 
 GIB = 2**30
 
@@ -131,11 +131,11 @@ def probe_host(device: str) -> HostResources:
     """Measure this host for a campaign on `device` ('cpu', 'cuda' or 'cuda:N')."""
     gpus: tuple[int, ...] = ()
     if device.startswith("cuda"):
-        from fuzzer.engine.worker import Worker
+        from divfuzz.fuzzer.engine.worker import Worker
 
         probe = Worker("cpu")  # a CPU worker: it initialises no CUDA until asked
         try:
-            outcome = probe.call("fuzzer.campaign.sizing:gpu_free_bytes", {"indices": cuda_indices(device)}, 120.0)
+            outcome = probe.call("divfuzz.fuzzer.campaign.sizing:gpu_free_bytes", {"indices": cuda_indices(device)}, 120.0)
         finally:
             probe.stop()
         if outcome.error:

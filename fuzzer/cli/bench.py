@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from fuzzer.cli.options import DivfuzzCommand, out, parse_budget, resolve_device
+from divfuzz.fuzzer.cli.options import DivfuzzCommand, out, parse_budget, resolve_device
 
 
 def _workers(value: str) -> int | str:
@@ -39,14 +39,14 @@ def _workers(value: str) -> int | str:
 def bench(device, budget, cases, seed, workers, no_minimize, out_dir, breakdown_store, run_id, before_after):
     """Run a default campaign and print its rates and where its time goes (or --breakdown STORE)."""
     if breakdown_store is not None:
-        from fuzzer.campaign.breakdown import breakdown_table, campaign_breakdown
+        from divfuzz.fuzzer.campaign.breakdown import breakdown_table, campaign_breakdown
 
         out.print(breakdown_table(campaign_breakdown(breakdown_store, run_id)), markup=False, highlight=False)
         return
     workers = _workers(workers)
     device = resolve_device(device)
     if before_after:
-        from fuzzer.campaign.bench import before_after_table, bench_table, run_before_after
+        from divfuzz.fuzzer.campaign.bench import before_after_table, bench_table, run_before_after
 
         count = workers if isinstance(workers, int) else 1
         results = run_before_after(device, cases or 30, seed=seed, workers=count)
@@ -55,7 +55,7 @@ def bench(device, budget, cases, seed, workers, no_minimize, out_dir, breakdown_
             out.print(bench_table(r), markup=False, highlight=False)
         out.print("\n" + before_after_table(results), markup=False, highlight=False)
         return
-    from fuzzer.campaign.bench import default_campaign_table, run_default_campaign
+    from divfuzz.fuzzer.campaign.bench import default_campaign_table, run_default_campaign
 
     budget_s = None if cases else parse_budget(budget)
     with tempfile.TemporaryDirectory(prefix="divfuzz-bench-") as tmp:

@@ -15,8 +15,8 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from fuzzer.cli.interrupts import stop_on_signals
-from fuzzer.cli.options import (
+from divfuzz.fuzzer.cli.interrupts import stop_on_signals
+from divfuzz.fuzzer.cli.options import (
     SEVERITY_CHOICE,
     CASE_COUNT,
     MAX_WORKERS,
@@ -69,7 +69,7 @@ WORKERS = _WorkersType()
 @click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("divfuzz-out"), show_default=True)
 @click.option("--workers", type=WORKERS, default="auto", show_default=True,
-              help="Worker processes: auto (sized from cores, GPUs and free memory: fuzzer.campaign.sizing) or a count.")
+              help="Worker processes: auto (sized from cores, GPUs and free memory: divfuzz.fuzzer.campaign.sizing) or a count.")
 @click.option("--timeout", "timeout_s", type=TIMEOUT, default=300.0, show_default=True, help="Seconds per case.")
 @click.option("--max-ops", type=click.IntRange(1, 40), default=12, show_default=True)
 @click.option("--strict", is_flag=True, help="Bucket every fp32 bit difference, not only compiled-worse ones.")
@@ -79,7 +79,7 @@ WORKERS = _WorkersType()
 @click.option("--no-minimize", is_flag=True, help="Do not minimize and attribute new buckets.")
 @click.option("--analysis-workers", type=_WorkersType(minimum=0), default="auto", show_default=True,
               help="Workers that minimize and attribute new buckets beside the fuzzing ones: auto (fuzzing keeps >= 70% of "
-                   "the worker processes: fuzzer.campaign.sizing), a count, or 0 (analyse inline, in the fuzzing worker).")
+                   "the worker processes: divfuzz.fuzzer.campaign.sizing), a count, or 0 (analyse inline, in the fuzzing worker).")
 @click.option("--min-severity", type=SEVERITY_CHOICE, default="noise", show_default=True, help="Hide buckets below this severity in the summary.")
 @click.option("--replay-known", is_flag=True,
               help="First re-run every known bucket's minimal spec in this run, so `divfuzz diff` can tell fixed from not reached.")
@@ -97,7 +97,7 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
          dynamic, mode):
     """Run a campaign: draw graphs, compare eager and compiled, bucket what diverges."""
     started = time.time()  # --budget counts from here: sizing and start-up are inside it
-    from fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
+    from divfuzz.fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
 
     check_out_dir(out_dir, "--out")  # first: before torch and Inductor are imported
     cluster = _cluster_address(cluster_address, cluster_file, replay_known)
@@ -110,7 +110,7 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
     check_backend_capabilities(config, against_config, op_names, dtype_names)
     if against_config is not None:
         if oracle == "perf":
-            from records.errors import ConfigError
+            from divfuzz.records.errors import ConfigError
 
             raise ConfigError("--against with --oracle perf: compiler against compiler is judged on numbers only")
         no_minimize = True  # the minimizer judges eager vs compiled; A-vs-B buckets keep the case as drawn
@@ -118,14 +118,14 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
     # Sized from this host or fleet: a resume keeps the run's own count (perf: one per device, always).
     workers_chosen_here = workers == "auto" and oracle != "perf"
     if cluster is not None:
-        from fuzzer.campaign.cluster import Fleet
+        from divfuzz.fuzzer.campaign.cluster import Fleet
 
         fleet = Fleet.connect(cluster, device, None if workers == "auto" else workers)
         device, workers, workers_reason = fleet.device, len(fleet.plans), fleet.describe()
         shared = [name for name in {p.where.name for p in fleet.plans} if sum(p.where.name == name for p in fleet.plans) > 1]
         if oracle == "perf" and shared:  # as on one host: timings need their device alone
             fleet.close()
-            from records.errors import ConfigError
+            from divfuzz.records.errors import ConfigError
 
             raise ConfigError(f"--cluster with --oracle perf: timings need the device alone, but {sorted(shared)[0]} has "
                               "several slots (start one Dask worker thread per GPU, or pass --workers)")
@@ -176,7 +176,7 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
     lock_path, store_path = out_dir / "divfuzz.lock", out_dir / STORE_NAME
     lock_existed, store_existed = lock_path.exists(), store_path.exists()
     if store_existed:  # checked, and nothing written, before the campaign takes the lock or records a run
-        from fuzzer.engine.store import Store
+        from divfuzz.fuzzer.engine.store import Store
 
         Store(store_path, create=False).close()
     try:
@@ -214,15 +214,15 @@ def _cluster_address(address: str | None, scheduler_file: Path | None, replay_kn
     checked before Dask is imported, so a wrong one is named on a host without the extra too."""
     if address is None and scheduler_file is None:
         return None
-    from fuzzer.campaign.cluster import check_address, import_distributed, read_scheduler_file
-    from records.errors import ConfigError
+    from divfuzz.fuzzer.campaign.cluster import check_address, import_distributed, read_scheduler_file
+    from divfuzz.records.errors import ConfigError
 
     if address is not None and scheduler_file is not None:
         raise ConfigError("--cluster and --cluster-file: give one of them")
     if replay_known:
         raise ConfigError("--replay-known with --cluster: known specs are replayed on one host (run it without --cluster)")
     if scheduler_file is not None:  # a FIFO or a device is refused, never waited on
-        from reports.safe_paths import check_plain
+        from divfuzz.reports.safe_paths import check_plain
 
         if not check_plain(scheduler_file.resolve() if scheduler_file.exists() else scheduler_file, what="--cluster-file"):
             raise ConfigError(f"--cluster-file {scheduler_file}: no such file")
@@ -232,16 +232,16 @@ def _cluster_address(address: str | None, scheduler_file: Path | None, replay_kn
 
 
 def _known_specs(store_path: Path):
-    from fuzzer.campaign.replay_known import known_specs
+    from divfuzz.fuzzer.campaign.replay_known import known_specs
 
     return known_specs(store_path)
 
 
 def _replayer(known):
-    """What the campaign runs before its slots: the known specs (`fuzzer.campaign.replay_known`), or nothing."""
+    """What the campaign runs before its slots: the known specs (`divfuzz.fuzzer.campaign.replay_known`), or nothing."""
     if known is None:
         return None
-    from fuzzer.campaign.replay_known import replay_known
+    from divfuzz.fuzzer.campaign.replay_known import replay_known
 
     return lambda campaign: replay_known(campaign, known)
 
@@ -253,7 +253,7 @@ def _resumable_workers(store_path: Path, opts) -> tuple[int, int] | None:
     slot count give the same cases, so the resume takes the run's count instead of starting anew."""
     if not store_path.is_file():
         return None
-    from fuzzer.engine.store import Store
+    from divfuzz.fuzzer.engine.store import Store
 
     # As stored (JSON: tuples read back as lists), without the count.
     identity = json.loads(json.dumps({k: v for k, v in opts.identity().items() if k != "workers"}))
@@ -271,9 +271,9 @@ def _resumable_workers(store_path: Path, opts) -> tuple[int, int] | None:
 
 def _write_report_html(store_path: Path, html_path: Path) -> None:
     """`report.html` beside the store: not writing it is divfuzz's own error (exit 2), never skipped."""
-    from fuzzer.cli.report import write_report_html
-    from fuzzer.engine.store import Store
-    from records.errors import OutputError
+    from divfuzz.fuzzer.cli.report import write_report_html
+    from divfuzz.fuzzer.engine.store import Store
+    from divfuzz.records.errors import OutputError
 
     store = Store(store_path, create=False)
     try:
@@ -292,7 +292,7 @@ def _resolve_workers(workers: int | str, device: str, oracle: str = "numeric") -
     if oracle == "perf":
         import torch
 
-        from records.errors import ConfigError
+        from divfuzz.records.errors import ConfigError
 
         alone = torch.cuda.device_count() if device == "cuda" else 1
         if workers != "auto" and workers > alone:
@@ -302,7 +302,7 @@ def _resolve_workers(workers: int | str, device: str, oracle: str = "numeric") -
         return count, f"{count} worker{'s' if count != 1 else ''} (--oracle perf: one per device)"
     if workers != "auto":
         return workers, f"{workers} worker{'s' if workers != 1 else ''}"
-    from fuzzer.campaign.sizing import probe_host, size_workers
+    from divfuzz.fuzzer.campaign.sizing import probe_host, size_workers
 
     sizing = size_workers(probe_host(device), cuda=device.startswith("cuda"))
     return sizing.workers, f"--workers auto: {sizing.reason}"
@@ -357,7 +357,7 @@ def live_progress(opts, p, now: float | None = None, fleet_line: str | None = No
     """The live view's renderable: the bar with its percentage, cases and cases/s, then this
     run's buckets by severity, then on a fleet its workers by node and GPU (a pure function of
     the options, a `Progress` and the fleet's line)."""
-    from records.severity import ORDER
+    from divfuzz.records.severity import ORDER
 
     now = now if now is not None else time.time()
     elapsed = now - p.started
@@ -391,12 +391,12 @@ def _status_line(opts, p) -> str:
 
 
 def _print_summary(result, min_severity: str = "noise") -> None:
-    """The end of the run on one 80x24 screen (`reports.root_causes.screen_summary`): the run's
+    """The end of the run on one 80x24 screen (`divfuzz.reports.root_causes.screen_summary`): the run's
     numbers, buckets and root causes by severity, one line per bug root cause, and where the rest
     is; the caller then prints the path of report.html. `min_severity` names the floor that
     `divfuzz report` is pointed at (the screen lists bug root causes only)."""
-    from fuzzer.engine.store import Store
-    from reports.root_causes import SCREEN_WIDTH, clip, screen_summary
+    from divfuzz.fuzzer.engine.store import Store
+    from divfuzz.reports.root_causes import SCREEN_WIDTH, clip, screen_summary
 
     p = result.progress
     store = Store(result.store_path, create=False)

@@ -1,7 +1,7 @@
 """`divfuzz gate`: replay the corpus against its baseline (and optionally fuzz), for CI.
 
 Exit codes of `gate`: 0 pass (improvements and moved bounds are reported), 1 fail (a verdict more
-severe than the baseline's or a new kind of failure, `fuzzer.gate.policy`; under --oracle perf,
+severe than the baseline's or a new kind of failure, `divfuzz.fuzzer.gate.policy`; under --oracle perf,
 compiled slower than eager as a bug; a new fuzz finding), 2 bad input (a corrupt corpus file or
 baseline, a missing baseline, a baseline entry without a severity or a baseline without its
 machine, an unknown backend, a missing device, a crash or hang --update-baseline would record, an
@@ -18,9 +18,9 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from records.errors import ConfigError
+from divfuzz.records.errors import ConfigError
 
-from fuzzer.cli.options import (
+from divfuzz.fuzzer.cli.options import (
     CASE_COUNT,
     SEED,
     TIMEOUT,
@@ -71,8 +71,8 @@ def gate(device, corpus_dir, baseline_path, margin, budget, workers, timeout_s, 
          oracle, perf_margin):
     """Replay the corpus and hold it to the baseline: the CI gate. With --oracle perf, time each
     spec eager vs compiled instead: a spec fails when compiled is slower as a bug (no baseline)."""
-    from fuzzer.gate.baseline import default_baseline_path
-    from fuzzer.gate.replay import GateOptions, run_gate
+    from divfuzz.fuzzer.gate.baseline import default_baseline_path
+    from divfuzz.fuzzer.gate.replay import GateOptions, run_gate
 
     for path, option in ((junit_path, "--junit"), (markdown_path, "--markdown"), (json_path, "--json")):
         check_out_file(path, option)  # first: before the replay, not after it
@@ -119,7 +119,7 @@ def gate(device, corpus_dir, baseline_path, margin, budget, workers, timeout_s, 
 def _check_perf_options(device, workers, update_baseline, fuzzing, baseline_path, baseline_any) -> None:
     """What --oracle perf cannot be combined with, refused before any work (exit 2). One worker per
     device, as for `fuzz --oracle perf`: side-by-side workers would time each other."""
-    from fuzzer.cli.fuzz import _resolve_workers
+    from divfuzz.fuzzer.cli.fuzz import _resolve_workers
 
     for given, option in ((update_baseline, "--update-baseline"), (fuzzing, "--fuzz/--fuzz-cases"),
                           (baseline_path, "--baseline"), (baseline_any, "--baseline-any")):
@@ -130,8 +130,8 @@ def _check_perf_options(device, workers, update_baseline, fuzzing, baseline_path
 
 
 def _write_baseline(opts, log) -> None:
-    from fuzzer.gate.machine import machine_rows
-    from fuzzer.gate.replay import update_baseline
+    from divfuzz.fuzzer.gate.machine import machine_rows
+    from divfuzz.fuzzer.gate.replay import update_baseline
 
     if opts.only:
         raise ConfigError("--spec cannot be combined with --update-baseline: a baseline covers the whole corpus")
@@ -146,8 +146,8 @@ def _write_baseline(opts, log) -> None:
 def _write_reports(data: dict, *, json_path, junit_path, markdown_path) -> None:
     """The result as JSON, JUnit and markdown where asked, and the markdown appended to GitHub's
     step summary when it runs there."""
-    from reports.gate_markdown import gate_markdown
-    from reports.junit import gate_junit
+    from divfuzz.reports.gate_markdown import gate_markdown
+    from divfuzz.reports.junit import gate_junit
 
     md = gate_markdown(data)
     if json_path:

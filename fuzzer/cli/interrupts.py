@@ -3,8 +3,8 @@
 `timeout` and CI runners signal the whole process group, often more than once. The first
 SIGINT or SIGTERM raises KeyboardInterrupt in the main thread; the ones after it are ignored, so
 they cannot cut the shutdown short. Each command then unwinds: its workers are killed (they
-ignore terminal signals and die with the parent, `fuzzer.engine.worker`), files are written whole
-or not at all, and the group (`fuzzer.cli.main`) prints one line and exits 2. Never 1: `gate`
+ignore terminal signals and die with the parent, `divfuzz.fuzzer.engine.worker`), files are written whole
+or not at all, and the group (`divfuzz.fuzzer.cli.main`) prints one line and exits 2. Never 1: `gate`
 and `repro.py` use 1 for "the compiler diverges", and an interrupted gate is not a regression.
 """
 

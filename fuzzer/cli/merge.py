@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from fuzzer.cli.options import DivfuzzCommand, check_out_dir, out
+from divfuzz.fuzzer.cli.options import DivfuzzCommand, check_out_dir, out
 
 
 @click.command(cls=DivfuzzCommand)
@@ -17,7 +17,7 @@ def merge(out_dir, stores):
 
     The inputs are only read. OUT may be new or an existing store (merging the same shard again adds nothing).
     """
-    from fuzzer.engine.merge import merge_stores
+    from divfuzz.fuzzer.engine.merge import merge_stores
 
     check_out_dir(out_dir, "OUT")
     s = merge_stores(out_dir, list(stores))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from fuzzer.cli.options import TIMEOUT, WORKER_COUNT, DivfuzzCommand, oracle_options
+from divfuzz.fuzzer.cli.options import TIMEOUT, WORKER_COUNT, DivfuzzCommand, oracle_options
 
 # `minimize --module --budget B`: B is a deadline for the whole command (the worker's phases check
 # it before each step); the step in flight at B (one compile of a captured graph, or the capture
@@ -26,7 +26,7 @@ MODULE_GRACE_S = 90.0
 # reduced to 22 ops, not 6, when 120 s had to cover its capture too.
 SPEC_DEFAULT_BUDGET = "120s"
 MODULE_DEFAULT_BUDGET = "300s"
-# `--module --oracle perf` bounds only its probes by the budget (`fuzzer.triage.module_perf`): its
+# `--module --oracle perf` bounds only its probes by the budget (`divfuzz.fuzzer.triage.module_perf`): its
 # worker keeps the wider grace it has always had.
 PERF_MODULE_GRACE_S = 300.0
 
@@ -54,9 +54,9 @@ PERF_MODULE_GRACE_S = 300.0
 def minimize(ctx, case, modules, store_dir, out_dir, device, budget, timeout_s, autocast, dtype, train, backend, inductor,
              pending, workers, oracle, perf_margin):
     """Shrink a diverging case (or your own module) to a minimal repro and name its culprit."""
-    from fuzzer.cli.options import check_out_dir, compile_config, out, parse_budget, read_input, resolve_device
-    from records.errors import ConfigError
-    from fuzzer.engine.worker import Worker
+    from divfuzz.fuzzer.cli.options import check_out_dir, compile_config, out, parse_budget, read_input, resolve_device
+    from divfuzz.records.errors import ConfigError
+    from divfuzz.fuzzer.engine.worker import Worker
 
     if pending:
         if case or modules:
@@ -79,7 +79,7 @@ def minimize(ctx, case, modules, store_dir, out_dir, device, budget, timeout_s, 
                                  margin=perf_margin, budget_s=budget_s, backend=backend, inductor=inductor)
                     continue
                 res = worker.call(
-                    "fuzzer.triage.user_module:minimize_module_in_worker",
+                    "divfuzz.fuzzer.triage.user_module:minimize_module_in_worker",
                     {"ref": ref, "device": device, "out_dir": str(target), "autocast": autocast, "dtype": dtype, "budget_s": budget_s, "train": train},
                     budget_s + MODULE_GRACE_S,
                 )
@@ -124,7 +124,7 @@ def minimize(ctx, case, modules, store_dir, out_dir, device, budget, timeout_s, 
     folder, analysis = result
     for line in analysis.notes():
         out.print(line, highlight=False)
-    from oracles.severity import severity_of
+    from divfuzz.oracles.severity import severity_of
 
     reason = severity_of(analysis.verdict, culprit=analysis.culprit.summary) if analysis.verdict is not None else None
     out.print(f"severity: {reason}" if reason else "severity: not judged (no verdict of the minimal spec)", highlight=False)
@@ -169,7 +169,7 @@ def _killed_at_deadline(ref: str, target: Path, budget_s: float) -> str:
     """The error of a worker killed at the budget plus the grace: the phase it was in (from the
     `phases.json` it kept up to date), the time each phase took and the cause folders already
     written (each holds a repro of the graph reduced so far)."""
-    from fuzzer.triage.phase_clock import read_progress
+    from divfuzz.fuzzer.triage.phase_clock import read_progress
 
     msg = f"--module {ref}: not done within --budget {budget_s:g} s plus {MODULE_GRACE_S:g} s of grace; the worker was killed"
     progress = read_progress(target / "phases.json")
@@ -184,9 +184,9 @@ def _killed_at_deadline(ref: str, target: Path, budget_s: float) -> str:
 
 
 def _finish_pending(campaign_dir: Path, *, budget_s: float, workers: int, timeout_s: float, cli_backend: str | None) -> None:
-    """`--pending`: the campaign's open analyses, filed into its buckets (`fuzzer.campaign.loop.finish_pending`)."""
-    from fuzzer.campaign.loop import finish_pending
-    from fuzzer.cli.options import out
+    """`--pending`: the campaign's open analyses, filed into its buckets (`divfuzz.fuzzer.campaign.loop.finish_pending`)."""
+    from divfuzz.fuzzer.campaign.loop import finish_pending
+    from divfuzz.fuzzer.cli.options import out
 
     done = finish_pending(campaign_dir, budget_s=budget_s, workers=workers, timeout_s=timeout_s, cli_backend=cli_backend,
                           log=lambda line: out.print(line, highlight=False))
@@ -200,18 +200,18 @@ def _load_case(case: str, store_dir: Path, read, *, cli_backend: str | None = No
     A stored config is data: it is checked like command-line input, and its backend is used only
     when it is a registered torch backend or the `module:function` the user passed as --backend.
     """
-    from fuzzer.campaign.loop import STORE_NAME
-    from records.config import CompileConfig
-    from fuzzer.engine.compile import check_stored_backend, validate_inductor_overrides
-    from records.errors import StoreError
-    from fuzzer.engine.store import Store
-    from generators.validate import load_spec
+    from divfuzz.fuzzer.campaign.loop import STORE_NAME
+    from divfuzz.records.config import CompileConfig
+    from divfuzz.fuzzer.engine.compile import check_stored_backend, validate_inductor_overrides
+    from divfuzz.records.errors import StoreError
+    from divfuzz.fuzzer.engine.store import Store
+    from divfuzz.generators.validate import load_spec
 
     if case.isdigit() and not Path(case).exists():
         path = store_dir / STORE_NAME
         if not path.exists():
             raise StoreError(f"{path}: no store here for case {case} (use --store DIR)")
-        from records.numbers import parse_number
+        from divfuzz.records.numbers import parse_number
 
         case_id = parse_number(case, "CASE-ID", low=1, high=2**63 - 1, integer=True)
         store = Store(path, create=False)
@@ -231,14 +231,14 @@ def _load_case(case: str, store_dir: Path, read, *, cli_backend: str | None = No
 def _perf_module(worker, ref: str, target: Path, *, device: str, autocast, dtype, train: bool, margin, budget_s: float,
                  backend: str, inductor: tuple[str, ...]) -> None:
     """`--module --oracle perf`: time the model and probe the scheduling switches in the worker."""
-    from fuzzer.cli.options import out
-    from fuzzer.engine.compile import resolve_backend
-    from records.config import parse_inductor_overrides
-    from records.errors import ConfigError
+    from divfuzz.fuzzer.cli.options import out
+    from divfuzz.fuzzer.engine.compile import resolve_backend
+    from divfuzz.records.config import parse_inductor_overrides
+    from divfuzz.records.errors import ConfigError
 
     resolve_backend(backend)
     res = worker.call(
-        "fuzzer.triage.module_perf:perf_module_in_worker",
+        "divfuzz.fuzzer.triage.module_perf:perf_module_in_worker",
         {"ref": ref, "device": device, "out_dir": str(target), "autocast": autocast, "dtype": dtype, "train": train,
          "margin": margin, "budget_s": budget_s, "backend": backend, "inductor": parse_inductor_overrides(inductor)},
         budget_s + PERF_MODULE_GRACE_S,
@@ -253,12 +253,12 @@ def _perf_module(worker, ref: str, target: Path, *, device: str, autocast, dtype
 def minimize_case(spec, *, device: str, config, budget_s: float, timeout_s: float, out_dir: Path, oracle: str = "numeric",
                   perf_margin: float | None = None):
     """Run, minimize, attribute and write one case; None when it shows no finding."""
-    from fuzzer.triage.analysis import write_bucket
-    from fuzzer.engine.buckets import bucket_key
-    from fuzzer.campaign.loop import environment_versions
-    from fuzzer.triage.analysis import analyze_finding
-    from fuzzer.engine.worker import CaseRequest, Worker
-    from oracles.findings import finding_of
+    from divfuzz.fuzzer.triage.analysis import write_bucket
+    from divfuzz.fuzzer.engine.buckets import bucket_key
+    from divfuzz.fuzzer.campaign.loop import environment_versions
+    from divfuzz.fuzzer.triage.analysis import analyze_finding
+    from divfuzz.fuzzer.engine.worker import CaseRequest, Worker
+    from divfuzz.oracles.findings import finding_of
 
     worker = Worker(device)
     try:
@@ -268,7 +268,7 @@ def minimize_case(spec, *, device: str, config, budget_s: float, timeout_s: floa
             return None
         analysis = analyze_finding(spec, worker=worker, device=device, config=config, kind=finding.kind.value,
                                    budget_s=budget_s, timeout_s=timeout_s, oracle=oracle, perf_margin=perf_margin)
-    except BaseException:  # a signal (fuzzer.cli.interrupts) or an error: the case in flight is not waited for
+    except BaseException:  # a signal (divfuzz.fuzzer.cli.interrupts) or an error: the case in flight is not waited for
         worker.abort()
         raise
     finally:

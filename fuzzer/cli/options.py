@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from records.severity import ORDER
+from divfuzz.records.severity import ORDER
 
 SEVERITY_CHOICE = click.Choice([s.value for s in ORDER])
 
@@ -35,8 +35,8 @@ MAX_WORKERS = 1024
 def parse_budget(text: str, option: str = "--budget") -> float:
     """'90s', '10m', '8h', '1h30m' -> seconds; a bare number is seconds. More than 0 and at most
     a year (0 is not "no limit": leave the option out for that); errors name `option`."""
-    from records.errors import ConfigError
-    from records.numbers import checked_number
+    from divfuzz.records.errors import ConfigError
+    from divfuzz.records.numbers import checked_number
 
     t = str(text).strip().lower()
     if len(t) > 40:
@@ -55,19 +55,19 @@ def parse_budget(text: str, option: str = "--budget") -> float:
 
 
 class Number(click.ParamType):
-    """A click type for a number: finite and in range, through `records.numbers` (the one rule
+    """A click type for a number: finite and in range, through `divfuzz.records.numbers` (the one rule
     for numbers from any option or file). `nan`, `inf`, a 30-digit seed and a bool are refused
     naming the option, before any work."""
 
     def __init__(self, *, low=None, high=None, integer: bool = False):
-        from records.numbers import describe_range
+        from divfuzz.records.numbers import describe_range
 
         self.low, self.high, self.integer = low, high, integer
         self.name = describe_range(low=low, high=high, integer=integer)
 
     def convert(self, value, param, ctx):
-        from records.errors import ConfigError
-        from records.numbers import checked_number, parse_number
+        from divfuzz.records.errors import ConfigError
+        from divfuzz.records.numbers import checked_number, parse_number
 
         try:
             if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -88,7 +88,7 @@ def resolve_device(device: str) -> str:
     """'auto' -> 'cuda' when a GPU is there, else 'cpu'; a CUDA device that is not there is an error."""
     import torch
 
-    from records.errors import DeviceUnavailableError
+    from divfuzz.records.errors import DeviceUnavailableError
 
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
@@ -105,8 +105,8 @@ def resolve_device(device: str) -> str:
 
 
 def compile_config(backend: str, inductor: tuple[str, ...], dynamic: bool, mode: str | None):
-    from records.config import CompileConfig, parse_inductor_overrides
-    from fuzzer.engine.compile import resolve_backend, validate_inductor_overrides
+    from divfuzz.records.config import CompileConfig, parse_inductor_overrides
+    from divfuzz.fuzzer.engine.compile import resolve_backend, validate_inductor_overrides
 
     resolve_backend(backend)
     overrides = parse_inductor_overrides(inductor)
@@ -119,8 +119,8 @@ def against_compile_config(against: str | None, config):
     ConfigError (exit 2) for a name that does not resolve."""
     from dataclasses import replace
 
-    from fuzzer.engine.compile import resolve_backend
-    from records.config import check_backend_syntax
+    from divfuzz.fuzzer.engine.compile import resolve_backend
+    from divfuzz.records.config import check_backend_syntax
 
     if against is None:
         return None
@@ -131,7 +131,7 @@ def against_compile_config(against: str | None, config):
 
 def check_backend_capabilities(config, against, ops, dtypes) -> None:
     """ConfigError (exit 2) when `--ops` or `--dtypes` ask for what a backend declares it cannot compile."""
-    from records.backends import capabilities_of, check_requested
+    from divfuzz.records.backends import capabilities_of, check_requested
 
     names = " and ".join(repr(b) for b in (config.backend, against.backend if against else None) if b)
     check_requested(capabilities_of(config.backend, against.backend if against else None), ops, dtypes, backends=names)
@@ -153,7 +153,7 @@ def check_out_dir(path: Path, option: str) -> Path:
     anything: a probe file is written to and removed from the deepest folder that exists on the way
     (the writers create the folder when they have something to write, so a refused input leaves no
     trace). Errors name the option and say why (a file in the way, read-only, disk full)."""
-    from records.errors import OutputError
+    from divfuzz.records.errors import OutputError
 
     for parent in [path, *path.parents]:
         if parent.exists() and not parent.is_dir():
@@ -173,7 +173,7 @@ def check_out_dir(path: Path, option: str) -> Path:
 
 def check_out_file(path: Path | None, option: str) -> None:
     """An output file's folder must be writable before the work starts (the file is written at the end)."""
-    from records.errors import OutputError
+    from divfuzz.records.errors import OutputError
 
     if path is None:
         return
@@ -204,20 +204,20 @@ def oracle_options(f):
     """`--oracle numeric|perf` and `--perf-margin`: what a case is judged by."""
     f = click.option("--perf-margin", type=Number(low=0.0, high=10.0), default=None,
                      help="Perf oracle: the slowdown noise allows, as a fraction (default: measured per device, "
-                          "oracles.perf.DEFAULT_MARGIN).")(f)
+                          "divfuzz.oracles.perf.DEFAULT_MARGIN).")(f)
     f = click.option("--oracle", type=click.Choice(["numeric", "perf"]), default="numeric", show_default=True,
                      help="numeric: eager vs compiled vs fp64 numbers; perf: eager vs compiled time (slower-fwd, slower-bwd).")(f)
     return f
 
 
 def registered_ops() -> tuple[str, ...]:
-    from generators.registry import all_ops
+    from divfuzz.generators.registry import all_ops
 
     return tuple(sorted(all_ops()))
 
 
 def names_option(text: str | None, option: str, *, known: tuple[str, ...]) -> tuple[str, ...] | None:
-    from records.errors import UnknownOpError
+    from divfuzz.records.errors import UnknownOpError
 
     if not text:
         return None
@@ -230,8 +230,8 @@ def names_option(text: str | None, option: str, *, known: tuple[str, ...]) -> tu
 
 def read_input(path: Path) -> str:
     """A file the user named (a spec): symlinks followed, but a FIFO or a device is refused, never waited on."""
-    from records.errors import SpecError
-    from reports.safe_paths import read_user_file
+    from divfuzz.records.errors import SpecError
+    from divfuzz.reports.safe_paths import read_user_file
 
     try:
         return read_user_file(path, what="input")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from fuzzer.cli.options import TIMEOUT, DivfuzzCommand, against_compile_config, against_summary, compile_config, compile_options, out, read_input, resolve_device
+from divfuzz.fuzzer.cli.options import TIMEOUT, DivfuzzCommand, against_compile_config, against_summary, compile_config, compile_options, out, read_input, resolve_device
 
 @click.command(cls=DivfuzzCommand)
 @click.argument("spec_file", type=click.Path(dir_okay=False, path_type=Path))
@@ -16,10 +16,10 @@ from fuzzer.cli.options import TIMEOUT, DivfuzzCommand, against_compile_config, 
 @compile_options
 def replay(spec_file, device, timeout_s, against, backend, inductor, dynamic, mode):
     """Re-run one case from a spec.json (in a worker process) and print its verdict."""
-    from fuzzer.engine.worker import CaseRequest, Worker
-    from generators.validate import load_spec
-    from oracles.findings import finding_of
-    from reports.markdown import verdict_table
+    from divfuzz.fuzzer.engine.worker import CaseRequest, Worker
+    from divfuzz.generators.validate import load_spec
+    from divfuzz.oracles.findings import finding_of
+    from divfuzz.reports.markdown import verdict_table
 
     spec = load_spec(read_input(spec_file), source=str(spec_file))
     device = resolve_device(device)
@@ -28,7 +28,7 @@ def replay(spec_file, device, timeout_s, against, backend, inductor, dynamic, mo
     worker = Worker(device)
     try:
         verdict = worker.run(CaseRequest(spec, device, config, against=against_config), timeout_s)
-    except BaseException:  # a signal (fuzzer.cli.interrupts): the case in flight is not waited for
+    except BaseException:  # a signal (divfuzz.fuzzer.cli.interrupts): the case in flight is not waited for
         worker.abort()
         raise
     finally:
@@ -39,7 +39,7 @@ def replay(spec_file, device, timeout_s, against, backend, inductor, dynamic, mo
     out.print(f"finding: {finding.kind.value} ({finding.triage})" if finding else "finding: none", highlight=False)
     if verdict.against is not None:
         out.print(against_summary(verdict.against), highlight=False, emoji=False)
-    from oracles.severity import severity_of
+    from divfuzz.oracles.severity import severity_of
 
     reason = severity_of(verdict)
     out.print(f"severity: {reason}" if reason else "severity: none", highlight=False)

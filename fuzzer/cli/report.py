@@ -1,5 +1,5 @@
 """`divfuzz report`: a store's root causes as markdown, led by severity, or (`--html FILE`) as one
-self-contained HTML page (`reports.html`): plots inline for bug root causes; `--bucket N` writes
+self-contained HTML page (`divfuzz.reports.html`): plots inline for bug root causes; `--bucket N` writes
 one bucket's page with all its plots (the command a compact card names)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from fuzzer.cli.options import RUN_ID, SEVERITY_CHOICE, DivfuzzCommand, check_out_file, out
+from divfuzz.fuzzer.cli.options import RUN_ID, SEVERITY_CHOICE, DivfuzzCommand, check_out_file, out
 
 
 @click.command(cls=DivfuzzCommand)
@@ -23,16 +23,16 @@ from fuzzer.cli.options import RUN_ID, SEVERITY_CHOICE, DivfuzzCommand, check_ou
               help="Only this bucket, with all its plots (needs --html): what a compact card's command draws.")
 def report(out_dir, run_id, min_severity, html_path, bucket_id, new_only):
     """Print the root causes of a store as markdown, or write them as an HTML page (--html)."""
-    from fuzzer.campaign.loop import STORE_NAME
-    from records.errors import StoreError
-    from fuzzer.engine.store import Store
-    from reports.markdown import buckets_markdown, coverage_markdown
+    from divfuzz.fuzzer.campaign.loop import STORE_NAME
+    from divfuzz.records.errors import StoreError
+    from divfuzz.fuzzer.engine.store import Store
+    from divfuzz.reports.markdown import buckets_markdown, coverage_markdown
 
     path = out_dir / STORE_NAME
     if not path.exists():
         raise StoreError(f"{path}: no store here (run `divfuzz fuzz --out {out_dir}` first)")
     if bucket_id is not None and html_path is None:
-        from records.errors import ConfigError
+        from divfuzz.records.errors import ConfigError
 
         raise ConfigError(f"--bucket {bucket_id}: give --html FILE too (the bucket's page with its plots)")
     check_out_file(html_path, "--html")
@@ -52,12 +52,12 @@ def report(out_dir, run_id, min_severity, html_path, bucket_id, new_only):
 
 
 def write_report_html(store, html_path: Path, *, run_id: int | None = None, bucket_id: int | None = None) -> Path:
-    """The store's HTML page (`reports.html`), written whole; `divfuzz fuzz` calls it too. With
+    """The store's HTML page (`divfuzz.reports.html`), written whole; `divfuzz fuzz` calls it too. With
     `bucket_id`, a page of that bucket alone with all its plots (StoreError when there is none)."""
     from dataclasses import replace
 
-    from records.errors import StoreError
-    from reports.html import collect, write_html
+    from divfuzz.records.errors import StoreError
+    from divfuzz.reports.html import collect, write_html
 
     data = collect(store, run_id=run_id)
     if bucket_id is None:
@@ -73,9 +73,9 @@ def write_report_html(store, html_path: Path, *, run_id: int | None = None, buck
 def _judge_unjudged(store) -> None:
     """Buckets of a store written before severities existed get one, from their first case's
     stored verdict and their culprit (the same policy the campaign applies)."""
-    from oracles.severity import severity_of
-    from records.verdict import Verdict
-    from reports.markdown import culprit_of
+    from divfuzz.oracles.severity import severity_of
+    from divfuzz.records.verdict import Verdict
+    from divfuzz.reports.markdown import culprit_of
 
     for b in store.buckets():
         if b.severity_reason is not None or b.first_case_id is None:

@@ -4,7 +4,7 @@
 The verdict's outputs are `judge_outputs(B, A, fp64)`: B takes eager's role and A compiled's, so
 every oracle and policy reads them unchanged and a triage of compiled-worse means A is further
 from fp64 than B. Eager stays a third point: each float output's RMSE vs fp64 for eager, A and
-B is in `Verdict.against` (records.verdict.Against), with the judgement naming the compiler
+B is in `Verdict.against` (divfuzz.records.verdict.Against), with the judgement naming the compiler
 further from fp64. A failure of either compiler is a verdict (its error, with the side named).
 """
 
@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from fuzzer.engine.execute import _single_thread, prepare_case, run_compiled
-from generators.spec import GraphSpec
-from oracles.compare import compare_float
-from oracles.judge import judge_outputs
-from records.config import CompileConfig
-from records.outcomes import Status
-from records.verdict import Against, AgainstOutput, Verdict
+from divfuzz.fuzzer.engine.execute import _single_thread, prepare_case, run_compiled
+from divfuzz.generators.spec import GraphSpec
+from divfuzz.oracles.compare import compare_float
+from divfuzz.oracles.judge import judge_outputs
+from divfuzz.records.config import CompileConfig
+from divfuzz.records.outcomes import Status
+from divfuzz.records.verdict import Against, AgainstOutput, Verdict
 
 
 def execute_against(spec: GraphSpec, device: str, config: CompileConfig, against: CompileConfig) -> Verdict:

@@ -11,9 +11,9 @@ campaign compiles the same way on every torch.
 `nvfuser`: Lightning Thunder's `thunder.dynamo.ThunderCompiler` (nvFuser executor) when
 `thunder` and `nvfuser` import; otherwise ConfigError with the exact import error.
 
-`resolve_own_backend(name)` is how `fuzzer.engine.compile.resolve_backend` finds them by plain
+`resolve_own_backend(name)` is how `divfuzz.fuzzer.engine.compile.resolve_backend` finds them by plain
 name: a stored config keeps the name `onnxrt`, never an import path. What each backend can
-compile (ops, dtypes, backward) is declared in `records.backends` and measured by
+compile (ops, dtypes, backward) is declared in `divfuzz.records.backends` and measured by
 `scripts/probe_backend_ops.py`.
 """
 
@@ -25,7 +25,7 @@ import logging
 import re
 from typing import Callable
 
-from records.errors import ConfigError
+from divfuzz.records.errors import ConfigError
 
 OWN_BACKENDS = ("onnxrt", "nvfuser")
 
@@ -43,7 +43,7 @@ class BackendCompileError(RuntimeError):
 class BackendUnsupportedOp(BackendCompileError):
     """The second compiler itself says it has no implementation of an aten op (torch.onnx's
     "No ONNX function found for <OpOverload(...)>"). That is a capability the backend lacks, as a
-    declared-unsupported cell in `records.backends` is, not a divergence: the case reads
+    declared-unsupported cell in `divfuzz.records.backends` is, not a divergence: the case reads
     `unsupported`. Seen on the H100: torch 2.11 lowers RMSNorm on CUDA to `aten._fused_rms_norm`,
     which torchlib has no function for, while on the CPU (where the table was measured) it
     decomposes and exports."""

@@ -1,4 +1,4 @@
-"""Which bucket a finding goes in: its `BucketKey` (records.buckets) from the finding and its graph.
+"""Which bucket a finding goes in: its `BucketKey` (divfuzz.records.buckets) from the finding and its graph.
 
 The signature is the graph's sorted set of ops (and its autocast and backward modes) until the
 minimizer supplies the minimized op pattern and its culprit.
@@ -6,10 +6,10 @@ minimizer supplies the minimized op pattern and its culprit.
 
 from __future__ import annotations
 
-from generators.spec import GraphSpec
-from records.buckets import BucketKey
-from records.outcomes import ERROR_KINDS
-from records.verdict import Against, Finding
+from divfuzz.generators.spec import GraphSpec
+from divfuzz.records.buckets import BucketKey
+from divfuzz.records.outcomes import ERROR_KINDS
+from divfuzz.records.verdict import Against, Finding
 
 
 def graph_signature(spec: GraphSpec) -> str:
@@ -38,9 +38,9 @@ def bucket_key(finding: Finding, spec: GraphSpec, device: str, *, signature: str
 
 def severity_under(verdict, key: BucketKey) -> dict | None:
     """A case's severity reason (as stored) under the bucket key it is stored under: the key's
-    culprit counts (`oracles.severity.severity_of`). One rule for a campaign storing a case, an
+    culprit counts (`divfuzz.oracles.severity.severity_of`). One rule for a campaign storing a case, an
     analysis re-keying it, and `merge` moving it."""
-    from oracles.severity import severity_of
+    from divfuzz.oracles.severity import severity_of
 
     reason = severity_of(verdict, culprit=key.signature)
     return reason.to_dict() if reason is not None else None

@@ -2,9 +2,9 @@
 overrides checked and applied, decompositions removed, and `torch.compile` called.
 
 Every path compiles through here: the campaign's cases, every rung of the attribution ladder,
-the probes and the bisector (all through `fuzzer.engine.execute`), user modules' ladder, reducer
-and bisector (`fuzzer.triage.user_module`) and whole-model capture (`fuzzer.triage.capture`).
-A `CompileConfig` (records.config) says what to compile with, and the aten ops whose Inductor
+the probes and the bisector (all through `divfuzz.fuzzer.engine.execute`), user modules' ladder, reducer
+and bisector (`divfuzz.fuzzer.triage.user_module`) and whole-model capture (`divfuzz.fuzzer.triage.capture`).
+A `CompileConfig` (divfuzz.records.config) says what to compile with, and the aten ops whose Inductor
 decomposition is removed are a tuple of names: both are data; `compiled` is the only function
 that turns them into torch calls, and the only `torch.compile` call in divfuzz (a test scans for
 others).
@@ -16,9 +16,9 @@ import contextlib
 import os
 from typing import Any, Callable, Iterator
 
-from generators.runtime import import_backend
-from records.config import CompileConfig, check_backend_syntax
-from records.errors import ConfigError
+from divfuzz.generators.runtime import import_backend
+from divfuzz.records.config import CompileConfig, check_backend_syntax
+from divfuzz.records.errors import ConfigError
 
 
 def resolve_backend(name: str):
@@ -37,7 +37,7 @@ def resolve_backend(name: str):
             raise ConfigError(f"backend {name!r}: cannot import module {module_name!r} ({e})") from None
         except AttributeError:
             raise ConfigError(f"backend {name!r}: module {module_name!r} has no attribute {attr!r}") from None
-    from fuzzer.engine.backends import resolve_own_backend
+    from divfuzz.fuzzer.engine.backends import resolve_own_backend
 
     own = resolve_own_backend(name)  # divfuzz's own second compilers (onnxrt, nvfuser), by plain name
     if own is not None:

@@ -1,10 +1,10 @@
 """Running one case in the current process: eager twice, float64 reference, compiled; then oracles.
 
-`execute_case` compiles through `fuzzer.engine.compile.compiled`, the one compile site, which
+`execute_case` compiles through `divfuzz.fuzzer.engine.compile.compiled`, the one compile site, which
 holds the config's Inductor overrides over the compiled forward and backward alike. It never
 raises for a failure of the compiler under test: errors become a `Verdict` with an error status. What it raises is
 divfuzz's own failure (building inputs, the fp64 reference, judging), which the worker reports
-as internal, never as a finding. It runs inside a worker process (`fuzzer.engine.worker`), which turns
+as internal, never as a finding. It runs inside a worker process (`divfuzz.fuzzer.engine.worker`), which turns
 crashes and hangs into verdicts too.
 Invariant: the result is a pure function of (spec, device, config), up to nondeterminism that
 the double eager run detects.
@@ -26,24 +26,24 @@ from typing import Any
 
 import torch
 
-from records.backends import capabilities_of
-from records.config import CompileConfig
-from fuzzer.engine.compile import compiled as compiled_under
-from generators.build import (
+from divfuzz.records.backends import capabilities_of
+from divfuzz.records.config import CompileConfig
+from divfuzz.fuzzer.engine.compile import compiled as compiled_under
+from divfuzz.generators.build import (
     build_callable,
     build_reference,
     make_inputs,
     reference_inputs,
     rounding_boundaries,
 )
-from generators.runtime import cotangents
-from generators.spec import GraphSpec
-from oracles.boundary import distance_ulps
-from oracles.conditioning import perturb_inputs
-from oracles.judge import judge_outputs, verdict_of
-from oracles.ulp import bitwise_equal
-from records.verdict import OutputVerdict, Verdict
-from records.outcomes import Status
+from divfuzz.generators.runtime import cotangents
+from divfuzz.generators.spec import GraphSpec
+from divfuzz.oracles.boundary import distance_ulps
+from divfuzz.oracles.conditioning import perturb_inputs
+from divfuzz.oracles.judge import judge_outputs, verdict_of
+from divfuzz.oracles.ulp import bitwise_equal
+from divfuzz.records.verdict import OutputVerdict, Verdict
+from divfuzz.records.outcomes import Status
 
 Named = list[tuple[str, torch.Tensor]]
 
@@ -151,7 +151,7 @@ def judge_case(case: "PreparedCase", compiled: Named) -> tuple[OutputVerdict, ..
 
 
 def perturbed_reference(case: "PreparedCase", draw: int) -> Named:
-    """The fp64 reference on the case's inputs moved by one ULP (`oracles.conditioning`), with the
+    """The fp64 reference on the case's inputs moved by one ULP (`divfuzz.oracles.conditioning`), with the
     same output gradients: what the judge's conditioning check compares against (bug candidates only)."""
     with case.clock.span("conditioning"):
         moved = reference_inputs(perturb_inputs(case.inputs, draw))
@@ -163,7 +163,7 @@ def perturbed_reference(case: "PreparedCase", draw: int) -> Named:
 
 def same_bits(eager: Named, compiled: Named) -> bool:
     """Every eager output has a compiled one of its name with the same shape, dtype and bits
-    (`oracles.ulp.bitwise_equal`: NaN payloads and signs of zero included)."""
+    (`divfuzz.oracles.ulp.bitwise_equal`: NaN payloads and signs of zero included)."""
     comp = dict(compiled)
     return all(name in comp and bitwise_equal(e, comp[name]) for name, e in eager)
 
@@ -243,14 +243,14 @@ def run_compiled(spec: GraphSpec, device_type: str, config: CompileConfig, input
 
 
 def graph_cells(spec: GraphSpec) -> list[tuple[str, str, bool]]:
-    """Each node's (op, dtype of its first input, backward): what `records.backends` declares support for."""
+    """Each node's (op, dtype of its first input, backward): what `divfuzz.records.backends` declares support for."""
     dtypes = {t.name: t.dtype for t in spec.inputs} | {n.name: n.dtype for n in spec.nodes}
     return [(n.op, dtypes.get(n.inputs[0], "?") if n.inputs else "?", spec.backward) for n in spec.nodes]
 
 
 def failure_verdict(spec: GraphSpec, config: CompileConfig, e: BaseException, clock: _Clock) -> Verdict:
     """A compiler failure as a verdict. A compile error in a graph holding a cell the backend
-    declares unsupported (`records.backends`) is `UNSUPPORTED`, not a finding."""
+    declares unsupported (`divfuzz.records.backends`) is `UNSUPPORTED`, not a finding."""
     status = Status.COMPILE_ERROR if _is_compile_error(e) else Status.RUNTIME_ERROR
     message = str(e)[:2000]
     cell = capabilities_of(config.backend).unsupported_cell(graph_cells(spec)) if status == Status.COMPILE_ERROR else None
@@ -259,7 +259,7 @@ def failure_verdict(spec: GraphSpec, config: CompileConfig, e: BaseException, cl
         status = Status.UNSUPPORTED
         message = f"{config.backend} declares {op} on {dtype}{' with backward' if backward else ''} unsupported: {message}"[:2000]
     elif status == Status.COMPILE_ERROR:
-        from fuzzer.engine.backends import unsupported_op_of
+        from divfuzz.fuzzer.engine.backends import unsupported_op_of
 
         op = unsupported_op_of(e)
         if op is not None:  # the second compiler says so itself, at compile time

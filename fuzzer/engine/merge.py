@@ -34,10 +34,10 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from records.buckets import BucketKey
-from records.errors import StoreError, UnsafePathError
-from reports.safe_paths import open_plain, plain_folder
-from fuzzer.engine.store import CampaignLock, Store, check_divfuzz_store, describe_sqlite_error
+from divfuzz.records.buckets import BucketKey
+from divfuzz.records.errors import StoreError, UnsafePathError
+from divfuzz.reports.safe_paths import open_plain, plain_folder
+from divfuzz.fuzzer.engine.store import CampaignLock, Store, check_divfuzz_store, describe_sqlite_error
 
 STORE_NAME = "divfuzz.sqlite"
 
@@ -239,7 +239,7 @@ def _merge_runs(db, source, summary: MergeSummary) -> dict[int, int]:
 
 def _merge_buckets(db, source, run_ids: dict[int, int], summary: MergeSummary) -> dict[int, int]:
     """Input bucket id -> output bucket id, merged by key (counts are recounted from the cases later)."""
-    from records.severity import Severity
+    from divfuzz.records.severity import Severity
 
     cols = _columns(source, "buckets")
     mapping = {}
@@ -343,8 +343,8 @@ def _merge_pending(db, source, case_ids: dict[int, int]) -> None:
 
 def _severity_under(verdict: dict, key: BucketKey) -> dict | None:
     """A moved case's severity reason under its new bucket key (as a campaign judges it)."""
-    from fuzzer.engine.buckets import severity_under
-    from records.verdict import Verdict
+    from divfuzz.fuzzer.engine.buckets import severity_under
+    from divfuzz.records.verdict import Verdict
 
     return severity_under(Verdict.from_dict(verdict), key)
 
@@ -353,7 +353,7 @@ def _finish_buckets(db, path: Path, source, bucket_ids: dict[int, int], out_dir:
                     summary: MergeSummary, copied: list[Path]) -> None:
     """Recount the touched buckets from their cases, point each at its first case, and copy the
     folder of each bucket that has none in the output yet."""
-    from reports.files import bucket_folder_name, child_path
+    from divfuzz.reports.files import bucket_folder_name, child_path
 
     folders = dict(source.execute("SELECT id, folder FROM buckets WHERE folder IS NOT NULL"))
     for old_id, out_id in bucket_ids.items():

@@ -2,18 +2,18 @@
 
 `execute_perf_case(spec, device, config, margin=...)` builds the graph and its inputs, runs it
 eagerly once (a graph that fails eagerly is divfuzz's generator bug, as in `execute_case`),
-compiles it through `fuzzer.engine.compile.compiled` (the one compile site) and warms both up;
-then times the phases the spec has, interleaved call by call (`oracles.timing`):
+compiles it through `divfuzz.fuzzer.engine.compile.compiled` (the one compile site) and warms both up;
+then times the phases the spec has, interleaved call by call (`divfuzz.oracles.timing`):
 - `fwd`: the forward (under no_grad for an inference spec, with grad for a training spec);
 - `fwd+bwd` (training specs): the forward and `autograd.grad` of every trainable input.
-Each phase gets pairs in batches of `MIN_PAIRS` until `oracles.perf.settled` or `MAX_PAIRS`
+Each phase gets pairs in batches of `MIN_PAIRS` until `divfuzz.oracles.perf.settled` or `MAX_PAIRS`
 or its time budget. Compiler failures become error verdicts, as for the numeric oracle; the
 numbers themselves are not judged here (that is `execute_case`'s oracle).
 
 `self_check=True` times eager against a second eager build instead of compiled: the A/A
 measurement that sets the noise margin (`scripts/perf_noise.py`).
 Invariant: a perf verdict has `perf` phases and no `outputs`; status DIVERGED means some phase
-is slower by `oracles.perf.is_slower`.
+is slower by `divfuzz.oracles.perf.is_slower`.
 """
 
 from __future__ import annotations
@@ -24,16 +24,16 @@ from typing import Callable
 
 import torch
 
-from fuzzer.engine.compile import compiled as compiled_under
-from fuzzer.engine.execute import _check_fits, _error_type, _is_compile_error, run_forward_backward
-from oracles.timing import Timer, clock_state, pinned_threads, timer_description
-from generators.build import build_callable, make_inputs
-from generators.runtime import cotangents
-from generators.spec import GraphSpec
-from oracles.perf import DEFAULT_MARGIN, MAX_PAIRS, MIN_PAIRS, compare_timings, is_slower, settled
-from records.config import CompileConfig
-from records.outcomes import Status
-from records.verdict import PerfComparison, Verdict
+from divfuzz.fuzzer.engine.compile import compiled as compiled_under
+from divfuzz.fuzzer.engine.execute import _check_fits, _error_type, _is_compile_error, run_forward_backward
+from divfuzz.oracles.timing import Timer, clock_state, pinned_threads, timer_description
+from divfuzz.generators.build import build_callable, make_inputs
+from divfuzz.generators.runtime import cotangents
+from divfuzz.generators.spec import GraphSpec
+from divfuzz.oracles.perf import DEFAULT_MARGIN, MAX_PAIRS, MIN_PAIRS, compare_timings, is_slower, settled
+from divfuzz.records.config import CompileConfig
+from divfuzz.records.outcomes import Status
+from divfuzz.records.verdict import PerfComparison, Verdict
 
 WARMUP_CALLS = 3
 PHASE_BUDGET_S = 6.0  # timing seconds per phase, beyond which no more pairs are added

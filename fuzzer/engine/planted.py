@@ -1,6 +1,6 @@
 """Planted-bug backends: torch.compile backends with one known defect each.
 
-They prove the oracles and the engine catch what they must (`--backend fuzzer.engine.planted:ulp_bump`),
+They prove the oracles and the engine catch what they must (`--backend divfuzz.fuzzer.engine.planted:ulp_bump`),
 and give a user a self-test of their set-up. Each wraps the FX graph eagerly (so nothing else
 differs) and plants exactly one defect:
 - `eager_in_disguise`: none; a campaign with it must find nothing;

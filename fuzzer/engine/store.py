@@ -37,11 +37,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
-from records.buckets import BucketKey
-from records.errors import StoreBusyError, StoreError
-from reports.safe_paths import check_plain, open_plain
+from divfuzz.records.buckets import BucketKey
+from divfuzz.records.errors import StoreBusyError, StoreError
+from divfuzz.reports.safe_paths import check_plain, open_plain
 
-# 2: buckets carry a severity (oracles.severity) and its reason;
+# 2: buckets carry a severity (divfuzz.oracles.severity) and its reason;
 # 3: cases record the device they ran on (`ran_on`: 'cpu', 'cuda:1', in the driver's numbering);
 # 4: raw bucket keys whose analysis (minimize + attribute) is still open (`pending_analyses`).
 SCHEMA_VERSION = 4
@@ -161,7 +161,7 @@ class BucketRow:
     folder: str | None
     minimized: dict | None
     culprit: dict | None
-    severity: str = "suspect"  # oracles.severity.Severity value: the most severe of its cases
+    severity: str = "suspect"  # divfuzz.oracles.severity.Severity value: the most severe of its cases
     severity_reason: dict | None = None  # SeverityReason.to_dict() of that case
 
 
@@ -534,7 +534,7 @@ class Store:
 
     def _raise_severity(self, bucket_id: int, reason: dict) -> None:
         """A bucket's severity is its most severe case's (a fresh bucket takes the first one's)."""
-        from records.severity import Severity
+        from divfuzz.records.severity import Severity
 
         row = self.db.execute("SELECT severity, severity_json FROM buckets WHERE id=?", (bucket_id,)).fetchone()
         new = Severity(reason["severity"])

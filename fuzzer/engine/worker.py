@@ -22,11 +22,11 @@ import time
 import traceback
 from dataclasses import dataclass
 
-from records.config import CompileConfig
-from records.errors import InternalError
-from generators.spec import GraphSpec
-from records.outcomes import Status
-from records.verdict import Verdict
+from divfuzz.records.config import CompileConfig
+from divfuzz.records.errors import InternalError
+from divfuzz.generators.spec import GraphSpec
+from divfuzz.records.outcomes import Status
+from divfuzz.records.verdict import Verdict
 
 _CTX = mp.get_context("spawn")
 STARTUP_TIMEOUT_S = 300.0
@@ -86,7 +86,7 @@ class CaseRequest:
     device: str
     config: CompileConfig
     profile: bool = False
-    oracle: str = "numeric"  # records.outcomes.ORACLES: "perf" times the case (fuzzer.engine.perf)
+    oracle: str = "numeric"  # divfuzz.records.outcomes.ORACLES: "perf" times the case (divfuzz.fuzzer.engine.perf)
     perf_margin: float | None = None  # the perf oracle's noise margin (None: the device's default)
     against: CompileConfig | None = None  # `--against`: a second compiler judged against `config`
 
@@ -146,8 +146,8 @@ def _worker_main(conn, device: str, extra_env: dict) -> None:
         os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(split))
     import torch
 
-    from fuzzer.engine.execute import execute_case
-    from fuzzer.engine.perf import execute_perf_case
+    from divfuzz.fuzzer.engine.execute import execute_case
+    from divfuzz.fuzzer.engine.perf import execute_perf_case
 
     threads = int(os.environ.get("DIVFUZZ_WORKER_THREADS", "0"))
     if threads > 0:  # a campaign splits the cores between its workers; otherwise keep torch's default
@@ -171,7 +171,7 @@ def _worker_main(conn, device: str, extra_env: dict) -> None:
             spec = GraphSpec.from_json(msg["spec"])
             config = CompileConfig.from_dict(msg["config"])
             if msg.get("against"):
-                from fuzzer.engine.against import execute_against
+                from divfuzz.fuzzer.engine.against import execute_against
 
                 verdict = execute_against(spec, msg["device"], config, CompileConfig.from_dict(msg["against"]))
             elif msg.get("oracle") == "perf":

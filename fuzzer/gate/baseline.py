@@ -6,8 +6,8 @@ by architecture. It lists, per corpus spec, the expected verdict summary (`summa
 clean (every output bitwise equal to eager), a known divergence with its bounds (max ULP,
 differing fraction, NaN/Inf mismatches, integer flips and their largest step), or a known error,
 and the severity policy's judgement (`severity`: severity, rule, output; null when clean), which
-the gate judges by (`fuzzer.gate.policy`). A spec missing from the baseline is expected clean.
-It also records the machine that wrote it (`fuzzer.gate.machine`): within one key the bounds
+the gate judges by (`divfuzz.fuzzer.gate.policy`). A spec missing from the baseline is expected clean.
+It also records the machine that wrote it (`divfuzz.fuzzer.gate.machine`): within one key the bounds
 move with the CPU model, and the gate shows both machines when they do.
 
 Invariants: `load_baseline` refuses a file that lacks any field the policy reads (BaselineError
@@ -28,13 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fuzzer.gate.machine import check_machine
-from records.config import CompileConfig
-from records.errors import BaselineError, DivfuzzError
-from records.outcomes import Status
-from records.severity import Severity
-from records.verdict import Verdict
-from reports.safe_paths import read_user_file
+from divfuzz.fuzzer.gate.machine import check_machine
+from divfuzz.records.config import CompileConfig
+from divfuzz.records.errors import BaselineError, DivfuzzError
+from divfuzz.records.outcomes import Status
+from divfuzz.records.severity import Severity
+from divfuzz.records.verdict import Verdict
+from divfuzz.reports.safe_paths import read_user_file
 
 BASELINE_SCHEMA_VERSION = 3  # 2: keyed by CPU capability / GPU architecture (`arch`); 3: the machine, severities required
 
@@ -112,10 +112,10 @@ def summarize_verdict(verdict: Verdict) -> dict[str, Any]:
 
 
 def severity_summary(verdict: Verdict) -> dict[str, str] | None:
-    """The severity policy's judgement of a verdict (`oracles.severity.severity_of`) as baseline
+    """The severity policy's judgement of a verdict (`divfuzz.oracles.severity.severity_of`) as baseline
     data: severity, rule and output, or None when nothing diverges. The rule's sentence is left
     out: its numbers move run to run, and the gate judges the severity, not the numbers."""
-    from oracles.severity import severity_of
+    from divfuzz.oracles.severity import severity_of
 
     reason = severity_of(verdict)
     return None if reason is None else {"severity": reason.severity.value, "rule": reason.rule, "output": reason.output}
@@ -130,7 +130,7 @@ class Baseline:
     config: dict[str, Any]
     specs: dict[str, dict[str, Any]]
     known_buckets: tuple[str, ...] = ()
-    machine: dict[str, Any] | None = None  # fuzzer.gate.machine.describe_machine of the writer
+    machine: dict[str, Any] | None = None  # divfuzz.fuzzer.gate.machine.describe_machine of the writer
 
     def to_dict(self) -> dict[str, Any]:
         return {

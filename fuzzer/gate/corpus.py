@@ -8,7 +8,7 @@ cover (most new features first, then fewest elements, then name), like a fuzzing
 followed by a pass that drops any kept spec whose features the others already cover.
 Invariants: pruning is deterministic and never loses a feature; specs that the baseline lists as
 known divergences or errors are always kept (they are the gate's regression checks). A spec's
-name in the corpus is a slug (`reports.files.is_slug`) and its file is a direct child of the
+name in the corpus is a slug (`divfuzz.reports.files.is_slug`) and its file is a direct child of the
 specs folder: the gate uses that name for folders under `--repro-dir`.
 """
 
@@ -18,13 +18,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from records.errors import SpecError
-from generators.registry import get_op
-from generators.spec import GraphSpec
-from generators.validate import load_spec
-from reports.files import child_path, is_slug, slugify
-from reports.safe_paths import check_plain, plain_folder, read_text, write_atomic
-from fuzzer.gate.baseline import load_baseline
+from divfuzz.records.errors import SpecError
+from divfuzz.generators.registry import get_op
+from divfuzz.generators.spec import GraphSpec
+from divfuzz.generators.validate import load_spec
+from divfuzz.reports.files import child_path, is_slug, slugify
+from divfuzz.reports.safe_paths import check_plain, plain_folder, read_text, write_atomic
+from divfuzz.fuzzer.gate.baseline import load_baseline
 
 Feature = tuple[str, str, str]
 
@@ -103,7 +103,7 @@ def known_divergences(corpus_dir: Path) -> frozenset[str]:
 
 def read_spec_text(path: Path, *, named_by_user: bool = False) -> str:
     """A spec file's text as UTF-8; SpecError naming the file when it cannot be read or decoded.
-    A corpus file must be a regular file, not a symlink (`reports.safe_paths`); a file the user
+    A corpus file must be a regular file, not a symlink (`divfuzz.reports.safe_paths`); a file the user
     named (`corpus add SOURCE`) may be a symlink, never a FIFO or a device."""
     try:
         return read_text(path, what="spec file", follow=named_by_user)
@@ -133,7 +133,7 @@ def add_to_corpus(source: Path, corpus_specs: Path, *, name: str | None = None) 
     if source.is_dir():
         check_plain(path, root=source, what="bucket folder's spec")  # inside a folder: never a symlink
     if name is not None and not is_slug(name):
-        from records.errors import UnsafePathError
+        from divfuzz.records.errors import UnsafePathError
 
         raise UnsafePathError(
             f"--name {name!r} is not a safe corpus name: use letters, digits, '_' and '-' "

@@ -1,7 +1,7 @@
 """The gate's policy: one spec's observed verdict summary against its baseline entry.
 
-Judged by severity (the severity policy's judgement, `oracles.severity`, which every baseline
-entry records; `fuzzer.gate.baseline` refuses an entry without one). A spec FAILs when its verdict
+Judged by severity (the severity policy's judgement, `divfuzz.oracles.severity`, which every baseline
+entry records; `divfuzz.fuzzer.gate.baseline` refuses an entry without one). A spec FAILs when its verdict
 is more severe than the baseline's by the one severity order (clean < noise < by-design < suspect
 < bug), or shows a new kind of failure: a new or different error status, more NaN/Inf mismatches,
 integer flips far from a rounding boundary where there were none, a `bug` rule the baseline did
@@ -20,8 +20,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from records.outcomes import NO_OUTPUT_STATUSES, Status
-from records.severity import Severity
+from divfuzz.records.outcomes import NO_OUTPUT_STATUSES, Status
+from divfuzz.records.severity import Severity
 
 # A bound is listed under moved_bounds when it grows by more than this fraction (`--margin`).
 DEFAULT_MARGIN = 0.1

@@ -1,5 +1,5 @@
 """The CI gate's run: replay a corpus of specs in a worker, hold each verdict to its baseline
-(`fuzzer.gate.baseline`, `fuzzer.gate.policy`), optionally fuzz after, and write what failed.
+(`divfuzz.fuzzer.gate.baseline`, `divfuzz.fuzzer.gate.policy`), optionally fuzz after, and write what failed.
 
 Invariants:
 - `GateResult.to_dict()` minus its `timings` field is a pure function of (corpus, baseline, torch,
@@ -9,7 +9,7 @@ Invariants:
   `DivfuzzError` naming the file; what the compiler does is data and decides pass or fail.
 - A baseline written for another machine key is refused unless the caller accepts any
   (`--baseline-any`); then the mismatch is a note in every report.
-- The result carries the baseline's machine and this run's (`fuzzer.gate.machine`), as data;
+- The result carries the baseline's machine and this run's (`divfuzz.fuzzer.gate.machine`), as data;
   the reports show them side by side whenever a bound moved.
 """
 
@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fuzzer.engine.worker import CaseRequest, Worker
-from fuzzer.gate.baseline import (
+from divfuzz.fuzzer.engine.worker import CaseRequest, Worker
+from divfuzz.fuzzer.gate.baseline import (
     Baseline,
     check_baseline_key,
     default_baseline_path,
@@ -34,9 +34,9 @@ from fuzzer.gate.baseline import (
     machine_key,
     summarize_verdict,
 )
-from fuzzer.gate.corpus import CorpusSpec, load_corpus
-from fuzzer.gate.machine import machine_rows
-from fuzzer.gate.policy import (
+from divfuzz.fuzzer.gate.corpus import CorpusSpec, load_corpus
+from divfuzz.fuzzer.gate.machine import machine_rows
+from divfuzz.fuzzer.gate.policy import (
     DEFAULT_MARGIN,
     NEW_ERROR,
     PERF_SLOWER,
@@ -45,14 +45,14 @@ from fuzzer.gate.policy import (
     moved_bounds,
     problem_rule,
 )
-from generators.spec import GraphSpec
-from oracles.findings import finding_of
-from records.config import CompileConfig
-from records.errors import BaselineError, InternalError, SpecError
-from records.outcomes import Status
-from records.severity import Severity
-from reports.root_causes import root_cause_groups
-from records.verdict import PerfComparison, Verdict
+from divfuzz.generators.spec import GraphSpec
+from divfuzz.oracles.findings import finding_of
+from divfuzz.records.config import CompileConfig
+from divfuzz.records.errors import BaselineError, InternalError, SpecError
+from divfuzz.records.outcomes import Status
+from divfuzz.records.severity import Severity
+from divfuzz.reports.root_causes import root_cause_groups
+from divfuzz.records.verdict import PerfComparison, Verdict
 
 RESULT_SCHEMA_VERSION = 1
 
@@ -73,7 +73,7 @@ class GateOptions:
     only: tuple[str, ...] = ()  # spec names to replay (empty: all)
     baseline_any: bool = False  # compare with a baseline written for another machine key (noted)
     workers: int = 1  # isolated worker processes replaying the corpus side by side
-    oracle: str = "numeric"  # "perf": time eager vs compiled (`fuzzer.engine.perf`), no baseline
+    oracle: str = "numeric"  # "perf": time eager vs compiled (`divfuzz.fuzzer.engine.perf`), no baseline
     perf_margin: float | None = None  # the perf oracle's noise margin (None: the device's default)
 
 
@@ -87,7 +87,7 @@ class SpecResult:
     improvements: list[str]
     bucket: str | None  # the bucket key this verdict would land in, if any
     wall_s: float = 0.0
-    severity: dict | None = None  # oracles.severity.SeverityReason of the verdict, if it diverges
+    severity: dict | None = None  # divfuzz.oracles.severity.SeverityReason of the verdict, if it diverges
     moved: list[str] = field(default_factory=list)  # bounds that grew at the baseline's severity (not failures)
     judged_by: str = "severity"  # "severity" (against the baseline) or "perf"
     perf: list[dict] = field(default_factory=list)  # the perf oracle's phases (ratio, interval, medians)
@@ -134,7 +134,7 @@ class GateResult:
     notes: list[str]
     fuzz: dict[str, Any] | None = None
     timings: dict[str, Any] = field(default_factory=dict)
-    machine: dict[str, Any] | None = None  # this run's (fuzzer.gate.machine.describe_machine)
+    machine: dict[str, Any] | None = None  # this run's (divfuzz.fuzzer.gate.machine.describe_machine)
     baseline_machine: dict[str, Any] | None = None  # the machine that wrote the baseline
 
     @property
@@ -178,7 +178,7 @@ class GateResult:
 
 
 def _bucket_of(verdict: Verdict, spec: GraphSpec, device: str) -> str | None:
-    from fuzzer.engine.buckets import bucket_key
+    from divfuzz.fuzzer.engine.buckets import bucket_key
 
     finding = finding_of(verdict)
     return str(bucket_key(finding, spec, device)) if finding else None
@@ -186,7 +186,7 @@ def _bucket_of(verdict: Verdict, spec: GraphSpec, device: str) -> str | None:
 
 def _severity_of(verdict: Verdict) -> dict | None:
     """The severity policy's judgement, as it goes into the gate's JSON (exit codes do not use it)."""
-    from oracles.severity import severity_of
+    from divfuzz.oracles.severity import severity_of
 
     reason = severity_of(verdict)
     return reason.to_dict() if reason else None
@@ -274,7 +274,7 @@ def replay_corpus(
         try:
             for future in futures:
                 future.result()  # a slot's own failure (not a compiler's) stops the gate loudly
-        except BaseException:  # that, or SIGINT/SIGTERM (fuzzer.cli.interrupts): every slot stops now
+        except BaseException:  # that, or SIGINT/SIGTERM (divfuzz.fuzzer.cli.interrupts): every slot stops now
             stopping.set()
             with lock:
                 for worker in slot_workers:
@@ -284,8 +284,8 @@ def replay_corpus(
 
 
 def _describe_machine(worker: Worker, device: str) -> dict[str, Any]:
-    """The worker's machine (`fuzzer.gate.machine.describe_machine`); its failure is divfuzz's own."""
-    outcome = worker.call("fuzzer.gate.machine:describe_machine", {"device": device}, MACHINE_CALL_TIMEOUT_S)
+    """The worker's machine (`divfuzz.fuzzer.gate.machine.describe_machine`); its failure is divfuzz's own."""
+    outcome = worker.call("divfuzz.fuzzer.gate.machine:describe_machine", {"device": device}, MACHINE_CALL_TIMEOUT_S)
     if outcome.error is not None:
         raise InternalError(f"divfuzz could not describe this machine in its worker: {outcome.error}")
     return outcome.value
@@ -419,8 +419,8 @@ def _judge_perf_spec(s: CorpusSpec, verdict: Verdict | None, wall_s: float, opts
     """One spec under the perf oracle: it FAILs when the severity policy rates the verdict a bug
     (a phase slower beyond the noise, or the compiler failed); a slowdown rated suspect or
     by-design (the compiled wrapper's fixed cost on a tiny graph) passes, its reason reported."""
-    from records.outcomes import COMPILER_FAILURES, NO_OUTPUT_STATUSES
-    from records.severity import Severity
+    from divfuzz.records.outcomes import COMPILER_FAILURES, NO_OUTPUT_STATUSES
+    from divfuzz.records.severity import Severity
 
     digest = s.spec.digest()
     if verdict is None:
@@ -479,16 +479,16 @@ def _judge_spec(s: CorpusSpec, verdict: Verdict | None, expected: dict | None, w
 
 def run_fuzz(opts: GateOptions, *, known: tuple[str, ...], corpus_buckets: set[str]) -> dict[str, Any]:
     """A short seeded campaign; findings the one severity policy rates `bug` (errors, wrong
-    answers: `oracles.severity`, as in a campaign) and not known (in the baseline's known_buckets
+    answers: `divfuzz.oracles.severity`, as in a campaign) and not known (in the baseline's known_buckets
     or a known corpus divergence) fail the gate. Each finding names its root cause and whether that
-    is a known upstream bug (`reports.root_causes`).
+    is a known upstream bug (`divfuzz.reports.root_causes`).
 
     With `fuzz_cases` the campaign is a fixed number of cases: deterministic. With only a time
     budget the number of cases depends on the machine's speed.
     """
-    from fuzzer.campaign.loop import CampaignOptions, run_campaign
-    from fuzzer.engine.store import Store
-    from reports.files import child_path
+    from divfuzz.fuzzer.campaign.loop import CampaignOptions, run_campaign
+    from divfuzz.fuzzer.engine.store import Store
+    from divfuzz.reports.files import child_path
 
     tmp = Path(tempfile.mkdtemp(prefix="divfuzz-gate-fuzz-"))
     try:
@@ -545,8 +545,8 @@ def run_fuzz(opts: GateOptions, *, known: tuple[str, ...], corpus_buckets: set[s
 
 def write_failure_repros(result: GateResult, specs: list[CorpusSpec], opts: GateOptions) -> list[Path]:
     """For each failing spec: a folder with spec.json, gate.json (its result) and repro.py."""
-    from reports.files import child_path
-    from reports.repro import render_repro
+    from divfuzz.reports.files import child_path
+    from divfuzz.reports.repro import render_repro
 
     by_name = {s.name: s for s in specs}
     written = []
@@ -563,8 +563,8 @@ def write_failure_repros(result: GateResult, specs: list[CorpusSpec], opts: Gate
         notes = tuple(f"gate: {p}" for p in r.problems)
         title = f"divfuzz gate: {r.name}"
         if opts.oracle == "perf":
-            from fuzzer.engine.perf import default_margin
-            from reports.perf_repro import render_perf_repro
+            from divfuzz.fuzzer.engine.perf import default_margin
+            from divfuzz.reports.perf_repro import render_perf_repro
 
             margin = opts.perf_margin if opts.perf_margin is not None else default_margin(opts.device)
             text = render_perf_repro(spec, device=opts.device, config=opts.config, title=title, margin=margin, notes=notes)

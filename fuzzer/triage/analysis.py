@@ -8,7 +8,7 @@ cause: the minimized op pattern plus the culprit. A raw key is analyzed once per
 answer is cached), so graphs made of the same ops cost one minimization, and different graphs
 that shrink to the same op pattern and culprit land in one bucket. `BucketAnalyzer.analyze` is the
 same analysis without cache or store, for the campaign's analysis pool
-(`fuzzer.campaign.analysis_pool`), which files its answer with `Store.resolve_root_cause`. `write_bucket` writes the
+(`divfuzz.fuzzer.campaign.analysis_pool`), which files its answer with `Store.resolve_root_cause`. `write_bucket` writes the
 bucket folder with the minimal spec (repro header: culprit, ladder, minimization record), plus
 `report.md` and `analysis.json`.
 """
@@ -21,16 +21,16 @@ from dataclasses import dataclass, replace
 from typing import Callable
 from pathlib import Path
 
-from records.buckets import BucketKey
-from fuzzer.triage.attribute import PERF_PROBES, attribute_case, guard_configs
-from fuzzer.triage.shrink import MinimizeResult, case_predicate, minimize_spec
-from oracles.severity import severity_of
-from records.culprit import Culprit
-from records.errors import MinimizeError
-from records.severity import Severity
-from generators.spec import GraphSpec
-from reports.bug_report import render_bug_report
-from reports.files import write_bucket_folder
+from divfuzz.records.buckets import BucketKey
+from divfuzz.fuzzer.triage.attribute import PERF_PROBES, attribute_case, guard_configs
+from divfuzz.fuzzer.triage.shrink import MinimizeResult, case_predicate, minimize_spec
+from divfuzz.oracles.severity import severity_of
+from divfuzz.records.culprit import Culprit
+from divfuzz.records.errors import MinimizeError
+from divfuzz.records.severity import Severity
+from divfuzz.generators.spec import GraphSpec
+from divfuzz.reports.bug_report import render_bug_report
+from divfuzz.reports.files import write_bucket_folder
 
 
 @dataclass(frozen=True)
@@ -130,7 +130,7 @@ def analyze_finding(
 
 
 def _by_design(verdict, rough: Culprit) -> bool:
-    """The case's own verdict rated by-design once the cheap culprit is known (`oracles.severity`)."""
+    """The case's own verdict rated by-design once the cheap culprit is known (`divfuzz.oracles.severity`)."""
     if verdict is None:
         return False
     reason = severity_of(verdict, culprit=rough.summary)

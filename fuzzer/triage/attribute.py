@@ -7,11 +7,11 @@
    ones that remove the finding are recorded (`emulate_precision_casts` for fused bf16 math);
 3. `torch._inductor.compiler_bisector` (in-process only, so it runs through `Worker.call` and
    `bisect_in_worker`) to name the subsystem and the single decomposition / lowering / pass.
-The result is a frozen `Culprit` with a readable `summary` (`records.culprit.summarize`), the
+The result is a frozen `Culprit` with a readable `summary` (`divfuzz.records.culprit.summarize`), the
 bisector's result kept as fields (`BisectResult`). A backend that is not Inductor (a
 user's or a planted one) is the culprit itself: the ladder still runs, the bisector does not.
 Invariant: deterministic for a deterministic compiler; every rung, probe and bisector step runs
-`execute_case`, which compiles through `fuzzer.engine.compile.compiled`, the one compile site.
+`execute_case`, which compiles through `divfuzz.fuzzer.engine.compile.compiled`, the one compile site.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from generators.spec import GraphSpec
-from records.config import CompileConfig
-from records.culprit import BisectResult, Culprit, summarize
-from records.outcomes import ERROR_KINDS, PERF_KINDS
+from divfuzz.generators.spec import GraphSpec
+from divfuzz.records.config import CompileConfig
+from divfuzz.records.culprit import BisectResult, Culprit, summarize
+from divfuzz.records.outcomes import ERROR_KINDS, PERF_KINDS
 
 LADDER = ("aot_eager", "aot_eager_decomp_partition")
 
@@ -95,8 +95,8 @@ def available_probes(device: str, table=PROBES) -> list[tuple[str, Any]]:
 def _outcome(verdict, kind: str, strict: bool) -> str:
     """The finding kind a rung or probe shows ("ok" for none, else the error status); a perf
     verdict's label adds the slowest phase's ratio, e.g. "slower-fwd 1.42x" or "ok 0.97x"."""
-    from records.outcomes import Status
-    from oracles.findings import finding_of
+    from divfuzz.records.outcomes import Status
+    from divfuzz.oracles.findings import finding_of
 
     finding = finding_of(verdict, strict=strict)
     label = finding.kind.value if finding is not None else ("ok" if verdict.status in (Status.OK, Status.DIVERGED) else verdict.status.value)
@@ -125,7 +125,7 @@ def attribute_case(
     (for Inductor) the probes, then (with `bisect`) the bisector's narrowing. A perf finding
     (`oracle="perf"`) is probed with the scheduling switches (`PERF_PROBES`) and never bisected:
     the bisector's many steps would each need a noisy timing."""
-    from fuzzer.engine.worker import CaseRequest
+    from divfuzz.fuzzer.engine.worker import CaseRequest
 
     def outcome(cfg: CompileConfig) -> str:
         verdict = worker.run(CaseRequest(spec, device, cfg, oracle=oracle, perf_margin=perf_margin), timeout_s)
@@ -190,7 +190,7 @@ def _narrow_by_bisector(culprit: Culprit, worker, spec: GraphSpec, *, device: st
     """`culprit` narrowed by `compiler_bisector` (run in the worker: it is in-process only), or
     with a note saying why the bisector gave nothing; its summary rebuilt either way."""
     res = worker.call(
-        "fuzzer.triage.attribute:bisect_in_worker",
+        "divfuzz.fuzzer.triage.attribute:bisect_in_worker",
         {"spec_json": spec.to_json(indent=None), "device": device, "config": config.to_dict(), "kind": kind, "strict": strict},
         timeout_s * 4,
     )
@@ -217,9 +217,9 @@ def bisect_in_worker(*, spec_json: str, device: str, config: dict, kind: str, st
 
     from torch._inductor.compiler_bisector import CompilerBisector
 
-    from fuzzer.engine.execute import execute_case
-    from records.outcomes import Status
-    from oracles.findings import finding_of
+    from divfuzz.fuzzer.engine.execute import execute_case
+    from divfuzz.records.outcomes import Status
+    from divfuzz.oracles.findings import finding_of
 
     _BROKEN = {Status.COMPILE_ERROR, Status.RUNTIME_ERROR}
     spec = GraphSpec.from_json(spec_json)

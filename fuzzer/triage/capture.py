@@ -19,7 +19,7 @@ lists, tuples and dicts (token ids included). This module
 Invariants: every captured graph's inputs are tensors (plain Python values are specialised by
 Dynamo into the graph, `dynamic=False`), so the repro carries them as raw bytes and needs only
 torch; anything else is a `ConfigError` naming the input. What counts as a divergence is not decided
-here: the whole model's outputs become a `Verdict` and the caller's predicate (`oracles.severity.
+here: the whole model's outputs become a `Verdict` and the caller's predicate (`divfuzz.oracles.severity.
 worth_reducing`, `suspect` or worse) decides, so one policy judges every path.
 """
 
@@ -110,7 +110,7 @@ def normalize_case(case, ref: str):
     import torch
     import torch.utils._pytree as pytree
 
-    from records.errors import ConfigError
+    from divfuzz.records.errors import ConfigError
 
     if not isinstance(case, (tuple, list)) or len(case) not in (2, 3):
         raise ConfigError(f"--module {ref}: expected NAME() to return (model, args) or (model, args, kwargs) but got {type(case).__name__}" + (f" of {len(case)}" if isinstance(case, (tuple, list)) else ""))
@@ -191,12 +191,12 @@ class _RunSpec:
         parameter and input gradients appended under `--train`. `backend` None runs eagerly; a
         name compiles with that registered backend, a callable with that in-process backend
         (the recorder, the one-graph chooser), always static (`dynamic=False`) and through
-        `fuzzer.engine.compile.compiled`, which holds for the backward too."""
+        `divfuzz.fuzzer.engine.compile.compiled`, which holds for the backward too."""
         import torch
         import torch.utils._pytree as pytree
 
-        from fuzzer.engine.compile import compiled
-        from records.config import CompileConfig
+        from divfuzz.fuzzer.engine.compile import compiled
+        from divfuzz.records.config import CompileConfig
 
         model = copy.deepcopy(self.model) if isinstance(self.model, torch.nn.Module) else self.model
 
@@ -235,7 +235,7 @@ class _RunSpec:
         else:
             floats = [t.float().sum() for _, t in outs if t.is_floating_point() and t.requires_grad]
             if not floats:
-                from records.errors import ConfigError
+                from divfuzz.records.errors import ConfigError
 
                 raise ConfigError("--train: the model's outputs hold no float tensor that needs a gradient: no loss to take")
             loss = torch.stack(floats).sum()
@@ -250,10 +250,10 @@ class _RunSpec:
 
 def whole_model_verdict(eager: list, compiled: list, ref: list | None):
     """The model's own named outputs, eager vs compiled, each against fp64, by the one output judge
-    (`oracles.judge`): a `Verdict` that `oracles.severity` judges like a campaign's. Integer outputs
+    (`divfuzz.oracles.judge`): a `Verdict` that `divfuzz.oracles.severity` judges like a campaign's. Integer outputs
     have no pre-image here (unknown boundary distance); their fp64 verdict comes from the float64
     run when it has one. Outputs are matched by position (their names are the model's own)."""
-    from oracles.judge import judge_outputs, verdict_of
+    from divfuzz.oracles.judge import judge_outputs, verdict_of
 
     names = [f"{i}:{name}" for i, (name, _) in enumerate(eager)]
     rename = lambda side: [(f"{i}:{name}", t) for i, (name, t) in enumerate(side)]  # noqa: E731
@@ -345,7 +345,7 @@ def capture_graphs(run: _RunSpec) -> tuple[list[CapturedGraph], int, list[str]]:
     import torch
     from torch._dynamo.backends.debugging import ExplainWithBackend
 
-    from records.errors import ConfigError
+    from divfuzz.records.errors import ConfigError
 
     recorder = _Recorder()
     explain = ExplainWithBackend(recorder)
@@ -432,14 +432,14 @@ def capture_user_case(case, *, ref: str, device: str, dtype: str | None, autocas
                       worth_reducing: Callable[[Any], bool], clock=None) -> CaseCapture:
     """Judge the whole model, capture its graphs through Dynamo, find the graph that introduces
     the divergence and lower it to aten. `worth_reducing(verdict)` is the caller's policy for
-    "a divergence worth a repro" (`oracles.severity.worth_reducing`).
+    "a divergence worth a repro" (`divfuzz.oracles.severity.worth_reducing`).
 
-    `clock` (a `fuzzer.triage.phase_clock.PhaseClock`) times the phases `judge_model` (eager,
+    `clock` (a `divfuzz.fuzzer.triage.phase_clock.PhaseClock`) times the phases `judge_model` (eager,
     compiled and fp64 runs), `capture` (Dynamo), `locate` (one graph compiled at a time) and
     `lower` (make_fx); the first two always run, `locate` stops at the clock's deadline (the
     graphs found so far are kept; with none found nothing is lowered, and `cap.notes` says so)."""
-    from fuzzer.triage.phase_clock import PhaseClock
-    from oracles.severity import severity_of, verdict_lines_of
+    from divfuzz.fuzzer.triage.phase_clock import PhaseClock
+    from divfuzz.oracles.severity import severity_of, verdict_lines_of
 
     clock = clock if clock is not None else PhaseClock(float("inf"))
     model, args, kwargs = normalize_case(case, ref)
@@ -448,7 +448,7 @@ def capture_user_case(case, *, ref: str, device: str, dtype: str | None, autocas
     with clock.phase("judge_model"):
         eager = run.run()
         if not eager:  # None, a string, a number: bad input, never "eager and compiled agree"
-            from records.errors import ConfigError
+            from divfuzz.records.errors import ConfigError
 
             raise ConfigError(f"the model returned no tensor (in {ref}): nothing to compare")
         compiled = run.run("inductor")

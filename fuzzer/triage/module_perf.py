@@ -1,14 +1,14 @@
 """`divfuzz minimize --module file.py:NAME --oracle perf`: is a user's model slower compiled, and
 which Inductor scheduling switch makes it so?
 
-Runs inside a worker (`Worker.call` -> `perf_module_in_worker`), like `fuzzer.triage.user_module`,
-and shares its loading and step logic (`fuzzer.triage.capture`: `normalize_case`, `_prepare`,
+Runs inside a worker (`Worker.call` -> `perf_module_in_worker`), like `divfuzz.fuzzer.triage.user_module`,
+and shares its loading and step logic (`divfuzz.fuzzer.triage.capture`: `normalize_case`, `_prepare`,
 `_RunSpec`). Steps:
-1. time the model eager and compiled (`torch.compile` through `fuzzer.engine.compile.compiled`),
-   interleaved call by call (`oracles.timing`): the forward, and with `--train` the training step
-   (forward, loss, backward); judged by `oracles.perf` (paired ratios, their interval, the margin);
+1. time the model eager and compiled (`torch.compile` through `divfuzz.fuzzer.engine.compile.compiled`),
+   interleaved call by call (`divfuzz.oracles.timing`): the forward, and with `--train` the training step
+   (forward, loss, backward); judged by `divfuzz.oracles.perf` (paired ratios, their interval, the margin);
 2. compile again with each scheduling switch of
-   `fuzzer.triage.attribute.PERF_PROBES` set alone (within the budget) and time each against eager:
+   `divfuzz.fuzzer.triage.attribute.PERF_PROBES` set alone (within the budget) and time each against eager:
    each is reported against eager and against the default compile; when compiled is slower,
    the switch whose flip makes it no longer slower, fastest first, is the culprit;
 3. write `perf.json` (every timing, probe and the culprit) and `report.md` into the out folder.
@@ -23,11 +23,11 @@ import json
 import time
 from pathlib import Path
 
-from fuzzer.triage.attribute import PERF_PROBES, available_probes
-from oracles.perf import DEFAULT_MARGIN, is_slower
-from oracles.severity import severity_of, verdict_lines_of
-from records.outcomes import Status
-from records.verdict import PerfComparison, Verdict
+from divfuzz.fuzzer.triage.attribute import PERF_PROBES, available_probes
+from divfuzz.oracles.perf import DEFAULT_MARGIN, is_slower
+from divfuzz.oracles.severity import severity_of, verdict_lines_of
+from divfuzz.records.outcomes import Status
+from divfuzz.records.verdict import PerfComparison, Verdict
 
 PHASE_BUDGET_S = 20.0
 
@@ -44,11 +44,11 @@ def _phases(run, model, forward, args, kwargs) -> dict:
 
 
 def _time(timer, eager: dict, other: dict, *, margin: float, device: str, dtype: str) -> tuple[PerfComparison, ...]:
-    """Each phase warmed up, then timed like a case's (`fuzzer.engine.perf.time_phase`)."""
+    """Each phase warmed up, then timed like a case's (`divfuzz.fuzzer.engine.perf.time_phase`)."""
     import torch
 
-    from fuzzer.engine.perf import time_phase
-    from oracles.timing import timer_description
+    from divfuzz.fuzzer.engine.perf import time_phase
+    from divfuzz.oracles.timing import timer_description
 
     result = []
     for phase in eager:
@@ -69,11 +69,11 @@ def perf_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: str 
     import torch
     import torch.utils._pytree as pytree
 
-    from fuzzer.engine.compile import compiled
-    from fuzzer.triage.capture import _prepare, _RunSpec, normalize_case
-    from fuzzer.triage.user_module import load_user_module
-    from oracles.timing import Timer
-    from records.config import CompileConfig
+    from divfuzz.fuzzer.engine.compile import compiled
+    from divfuzz.fuzzer.triage.capture import _prepare, _RunSpec, normalize_case
+    from divfuzz.fuzzer.triage.user_module import load_user_module
+    from divfuzz.oracles.timing import Timer
+    from divfuzz.records.config import CompileConfig
 
     deadline = time.monotonic() + budget_s
     margin = DEFAULT_MARGIN[device.split(":")[0]] if margin is None else margin
@@ -145,5 +145,5 @@ def _report(ref: str, device: str, lines: list[str]) -> str:
     gpu = f" ({torch.cuda.get_device_name()})" if device.startswith("cuda") else ""
     return (f"# torch.compile vs eager timing: {ref}\n\n- torch {torch.__version__}, device {device}{gpu}\n\n{body}\n\n"
             "Timings are medians of paired, interleaved calls; intervals are distribution-free 95% intervals of the "
-            "median compiled/eager ratio (divfuzz `oracles.perf`). Reproduce with `divfuzz minimize --module "
+            "median compiled/eager ratio (divfuzz `divfuzz.oracles.perf`). Reproduce with `divfuzz minimize --module "
             f"{ref} --oracle perf`.\n")

@@ -10,7 +10,7 @@ in a subprocess and a crash or hang in the compiler is only a failed candidate.
 Invariants:
 - the input must fail the predicate (checked first, like torch's fx_minifier): else MinimizeError;
 - every candidate passes `validate_spec` before the predicate sees it: each pass chooses an
-  edit and `generators.surgery` makes it (re-typing every node through `generators.node_typing`);
+  edit and `divfuzz.generators.surgery` makes it (re-typing every node through `divfuzz.generators.node_typing`);
 - deterministic: the same spec and the same predicate answers give the same result; answers
   are cached by spec digest, so no candidate is run twice.
 """
@@ -21,8 +21,8 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator
 
-from generators.spec import GraphSpec, InputRecipe
-from generators.surgery import (
+from divfuzz.generators.spec import GraphSpec, InputRecipe
+from divfuzz.generators.surgery import (
     bypass_node,
     cut_to_input,
     data_inputs,
@@ -32,8 +32,8 @@ from generators.surgery import (
     same_shape_inputs,
     with_params,
 )
-from records.dtypes import is_float
-from records.errors import MinimizeError
+from divfuzz.records.dtypes import is_float
+from divfuzz.records.errors import MinimizeError
 
 Predicate = Callable[[GraphSpec], bool]
 DEFAULT_EPS = 1e-5
@@ -368,15 +368,15 @@ def case_predicate(
 
     `must_pass_with`, a CompileConfig, keeps the culprit: the candidate must also show no
     finding of `kind` under it (e.g. with the Inductor switch that removes the divergence).
-    With `oracle="perf"` each candidate is timed (`fuzzer.engine.perf`: a bounded number of
+    With `oracle="perf"` each candidate is timed (`divfuzz.fuzzer.engine.perf`: a bounded number of
     pairs) and must stay slower by the margin, at the same severity (a slowdown must not shrink
     into the compiled wrapper's fixed cost).
     """
-    from fuzzer.engine.worker import CaseRequest
-    from oracles.findings import finding_of
+    from divfuzz.fuzzer.engine.worker import CaseRequest
+    from divfuzz.oracles.findings import finding_of
 
-    from records.severity import Severity
-    from oracles.severity import severity_of
+    from divfuzz.records.severity import Severity
+    from divfuzz.oracles.severity import severity_of
 
     def same_kind(spec: GraphSpec, cfg, keep_severity: bool = False) -> bool:
         verdict = worker.run(CaseRequest(spec, device, cfg, oracle=oracle, perf_margin=perf_margin), timeout_s)

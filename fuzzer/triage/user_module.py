@@ -14,7 +14,7 @@ differs from the rung before it (a separate root cause each), reduce the graph w
 with `fx_bypass` (which removes nodes from the middle of a chain) under the time budget, and name the
 culprit with `compiler_bisector`. Each root cause gets a folder with `repro.py`, the inputs as raw
 bytes (`inputs.bin`) described by `inputs.json` (dtype and shape: no pickle, nothing to execute),
-and `culprit.json`. `--budget` is a deadline for all of it (`fuzzer.triage.phase_clock`): each
+and `culprit.json`. `--budget` is a deadline for all of it (`divfuzz.fuzzer.triage.phase_clock`): each
 phase checks it before a step, and what it cuts is said, never silently dropped.
 """
 
@@ -31,14 +31,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from oracles.severity import verdict_lines_of, worth_reducing
-from reports.module_repro import RUNGS, render_module_repro
+from divfuzz.oracles.severity import verdict_lines_of, worth_reducing
+from divfuzz.reports.module_repro import RUNGS, render_module_repro
 
 
 
 def load_user_module(ref: str):
     """`path/to/file.py:NAME` -> NAME() (the user's own code runs here, by their request)."""
-    from records.errors import ConfigError
+    from divfuzz.records.errors import ConfigError
 
     path, sep, name = ref.rpartition(":")
     if not sep or not path.endswith(".py") or not name:
@@ -64,7 +64,7 @@ def _flat(out):
 
 def _rung_config(rung: str):
     """A ladder rung as a compile config (`dynamic=None`: torch.compile's own default)."""
-    from records.config import CompileConfig
+    from divfuzz.records.config import CompileConfig
 
     return CompileConfig(backend=rung, dynamic=None)
 
@@ -73,7 +73,7 @@ def _run(gm, inputs, rung: str, decompositions: tuple[str, ...] = ()):
     """`gm`'s flat outputs at `rung`, compiled afresh with `decompositions` removed."""
     import torch
 
-    from fuzzer.engine.compile import compiled
+    from divfuzz.fuzzer.engine.compile import compiled
 
     with torch.no_grad():
         if rung == "eager":
@@ -98,7 +98,7 @@ def _to_float64(value):
 def reference_graph(gm):
     """The fp64 reference of a captured aten graph: every floating dtype argument (casts, autocast's
     explicit `_to_copy`s, factory dtypes) and every floating constant mapped to float64, as
-    `generators.build.BuildContext(reference=True)` does for specs."""
+    `divfuzz.generators.build.BuildContext(reference=True)` does for specs."""
     import torch
 
     ref = copy.deepcopy(gm)
@@ -121,7 +121,7 @@ def _reference_outputs(gm, inputs):
     try:
         with torch.no_grad():
             return _flat(reference_graph(gm)(*[_to_float64(x) for x in inputs]))
-    except Exception:  # an op without a float64 kernel: judged with no reference (oracles.judge)
+    except Exception:  # an op without a float64 kernel: judged with no reference (divfuzz.oracles.judge)
         return None
 
 
@@ -144,7 +144,7 @@ def _int_boundaries(gm, inputs) -> dict:
     import torch
     import torch.fx
 
-    from oracles.boundary import distance_to_grid_ulps, undefined_cast
+    from divfuzz.oracles.boundary import distance_to_grid_ulps, undefined_cast
 
     values: dict = {}
 
@@ -194,11 +194,11 @@ def _int_boundaries(gm, inputs) -> dict:
 
 def _verdict(gm, inputs, a, b, ref=None, bounds=None):
     """Outputs `a` (the rung before) vs `b` (the rung under test), each against the fp64 reference
-    of the same graph, judged by the one output judge (`oracles.judge`, conditioning included): a
-    `Verdict` that `oracles.severity.severity_of` judges like any other. Without an fp64 run of the
+    of the same graph, judged by the one output judge (`divfuzz.oracles.judge`, conditioning included): a
+    `Verdict` that `divfuzz.oracles.severity.severity_of` judges like any other. Without an fp64 run of the
     graph (an op with no float64 kernel), outputs are judged with no reference, never against eager."""
-    from oracles.conditioning import perturb_inputs
-    from oracles.judge import judge_outputs, verdict_of
+    from divfuzz.oracles.conditioning import perturb_inputs
+    from divfuzz.oracles.judge import judge_outputs, verdict_of
 
     ref = _reference_outputs(gm, inputs) if ref is None else ref
     bounds = _int_boundaries(gm, inputs) if bounds is None else bounds
@@ -229,15 +229,15 @@ class _BudgetSpent(Exception):
 
 def _bisect(gm, inputs, rung: str, ref, decompositions: tuple[str, ...] = (), deadline: float = float("inf")):
     """Bisect the cause that appears at `rung`: earlier backends count as good. `ref` is the output
-    of the rung before it (already computed by the caller); "bad" is what `oracles.severity.worth_reducing` says.
-    Returns the bisector's result as a `records.culprit.BisectResult`, or None. Each step compiles
+    of the rung before it (already computed by the caller); "bad" is what `divfuzz.oracles.severity.worth_reducing` says.
+    Returns the bisector's result as a `divfuzz.records.culprit.BisectResult`, or None. Each step compiles
     the (reduced) graph once; past `deadline` no step starts and `_BudgetSpent` is raised (the
     bisector's own cleanup runs as the exception leaves `do_bisect`)."""
     import torch
     from torch._inductor.compiler_bisector import CompilerBisector
 
-    from fuzzer.engine.compile import compiled
-    from fuzzer.triage.attribute import bisect_result_of
+    from divfuzz.fuzzer.engine.compile import compiled
+    from divfuzz.fuzzer.triage.attribute import bisect_result_of
 
     fp64, bounds = _reference_outputs(gm, inputs), _int_boundaries(gm, inputs)
 
@@ -263,8 +263,8 @@ def _bisect(gm, inputs, rung: str, ref, decompositions: tuple[str, ...] = (), de
 
 def _culprit(rung: str, bisect):
     """The culprit of the cause that appears at `rung`, named by the bisector's fields when it
-    gave a result; its summary comes from `records.culprit.summarize`, as a campaign's does."""
-    from records.culprit import Culprit, summarize
+    gave a result; its summary comes from `divfuzz.records.culprit.summarize`, as a campaign's does."""
+    from divfuzz.records.culprit import Culprit, summarize
 
     bare = Culprit(stage=rung, summary="")
     return bare.with_bisect(bisect) if bisect is not None else replace(bare, summary=summarize(bare))
@@ -353,7 +353,7 @@ class RungDifference:
 class CauseFolders:
     """What every cause folder of one `--module` run shares: `out/NN-rung/` holds `repro.py`, the
     inputs as raw bytes and `culprit.json`; `ref` and `verdict_lines` head each repro's docstring;
-    `clock` is the whole command's deadline and phase timer (`fuzzer.triage.phase_clock`)."""
+    `clock` is the whole command's deadline and phase timer (`divfuzz.fuzzer.triage.phase_clock`)."""
 
     out: Path
     ref: str
@@ -405,7 +405,7 @@ def _keeps_severity(diff: RungDifference, verdict=None):
     from the `before` rung's outputs alone, without compiling `diff.rung`. fx_minifier's truncations
     often cut a graph's integer encoding off (on seed 002's model: 20 of 57 queries, 42% of the
     reduction's time on a CPU)."""
-    from oracles.severity import severity_of
+    from divfuzz.oracles.severity import severity_of
 
     verdict = verdict if verdict is not None else diff.verdict(diff.gm, diff.inputs)
     target = severity_of(verdict)
@@ -432,7 +432,7 @@ def _shrink(diff: RungDifference, fails, *, max_granularity, deadline: float) ->
     Alternate the two until neither shrinks the graph, or until `deadline`: past it the graph that
     failed last (the smallest so far) is the result and `cut` says so. With no time at all the
     graph is not reduced."""
-    from fuzzer.triage.fx_bypass import bypass_reduce, count_ops
+    from divfuzz.fuzzer.triage.fx_bypass import bypass_reduce, count_ops
 
     start = time.monotonic()
     if start >= deadline:
@@ -491,8 +491,8 @@ def _write_cause(diff: RungDifference, folders: CauseFolders, number: int, reduc
     deadline; then the culprit says "culprit not attributed" with why."""
     import torch
 
-    from fuzzer.triage.fx_bypass import count_ops
-    from records.culprit import NOT_ATTRIBUTED
+    from divfuzz.fuzzer.triage.fx_bypass import count_ops
+    from divfuzz.records.culprit import NOT_ATTRIBUTED
 
     clock = folders.clock
     small, small_inputs = reduced.gm, reduced.inputs
@@ -564,9 +564,9 @@ def _write_folder(diff: RungDifference, folders: CauseFolders, number: int, redu
                   bisect, note: str | None) -> dict:
     """`NN-rung/`: the inputs as raw bytes, `repro.py` and `culprit.json` (the culprit named by
     `bisect`, or `note` saying why not). Returns the cause as `culprit.json` holds it."""
-    from fuzzer.triage.fx_bypass import count_ops
-    from oracles.severity import severity_of
-    from records.culprit import summarize
+    from divfuzz.fuzzer.triage.fx_bypass import count_ops
+    from divfuzz.oracles.severity import severity_of
+    from divfuzz.records.culprit import summarize
 
     before, rung, small, small_inputs = diff.before, diff.rung, reduced.gm, reduced.inputs
     culprit = _culprit(rung, bisect)
@@ -611,12 +611,12 @@ def _write_folder(diff: RungDifference, folders: CauseFolders, number: int, redu
 def minimize_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: str | None = None, dtype: str | None = None, max_granularity: int | None = None, budget_s: float = 300.0, train: bool = False) -> dict:
     """The whole `--module` pipeline; returns a JSON-able summary (runs in a worker).
 
-    Capture through Dynamo and judge the whole model (`fuzzer.triage.capture`); then ladder, reduce
+    Capture through Dynamo and judge the whole model (`divfuzz.fuzzer.triage.capture`); then ladder, reduce
     and attribute every captured graph that makes the model diverge when compiled alone (when none
     does alone: every graph that differs by itself, most severe first). One policy decides what is
-    worth reducing, for the whole model and for every candidate graph: `oracles.severity`.
+    worth reducing, for the whole model and for every candidate graph: `divfuzz.oracles.severity`.
 
-    `budget_s` is a deadline for all of it, from the call (`fuzzer.triage.phase_clock.PhaseClock`):
+    `budget_s` is a deadline for all of it, from the call (`divfuzz.fuzzer.triage.phase_clock.PhaseClock`):
     the whole-model judgement and the Dynamo capture always run; every later phase gets what is
     left (each graph an even share of it), skips or cuts what it cannot finish and says so in
     `cut_by_budget`. The seconds of each phase go to `phases.json` as they pass (so a run killed
@@ -624,8 +624,8 @@ def minimize_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: 
     Cause folders are numbered across graphs (`01-inductor/`, `02-inductor/`, ...), and each
     `culprit.json` names its graph.
     """
-    from fuzzer.triage.capture import capture_user_case, write_capture
-    from fuzzer.triage.phase_clock import PhaseClock
+    from divfuzz.fuzzer.triage.capture import capture_user_case, write_capture
+    from divfuzz.fuzzer.triage.phase_clock import PhaseClock
 
     out = Path(out_dir)
     clock = PhaseClock(budget_s, progress=out / "phases.json")
@@ -665,7 +665,7 @@ def _judge_targets(cap, verdict_lines: list[str], *, memo: OutputMemo | None = N
     Past `clock`'s deadline no more graphs are judged: the ones already judged are kept (ranked),
     the others dropped with a note; when every target is kept anyway (not ranking) their
     judgement is only shown, and is skipped."""
-    from oracles.severity import severity_of
+    from divfuzz.oracles.severity import severity_of
 
     run = memo.run if memo is not None else _run
     judged = []
