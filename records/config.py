@@ -76,6 +76,9 @@ _BOOL = Switch(bool)
 INDUCTOR_SWITCHES: dict[str, Switch] = {
     # numerics (divfuzz.fuzzer.triage.attribute.PROBES)
     "emulate_precision_casts": _BOOL,
+    # Skips the on-device benchmarks whose pick changes numerics (a reduction's kernel config):
+    # the CUDA gate's replays set it (divfuzz.fuzzer.gate.policy.gate_compile_config).
+    "deterministic": _BOOL,
     "fallback_random": _BOOL,
     "keep_addmm_fused_for_half_dtypes": _BOOL,
     "pattern_matcher": _BOOL,

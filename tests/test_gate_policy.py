@@ -8,10 +8,12 @@ import copy
 import json
 
 import pytest
+import torch._inductor.config as inductor_config
 
 from divfuzz.fuzzer.gate.baseline import load_baseline
 from divfuzz.fuzzer.gate.machine import describe_machine
-from divfuzz.fuzzer.gate.policy import compare_with_baseline, moved_bounds, problem_rule
+from divfuzz.fuzzer.gate.policy import compare_with_baseline, gate_compile_config, moved_bounds, problem_rule
+from divfuzz.records.config import INDUCTOR_SWITCHES, CompileConfig
 from divfuzz.records.errors import BaselineError
 
 # The H100's pointwise-reduction-float32-bwd: grad:x at max 16 fp32 ULP in the baseline ...
@@ -138,3 +140,14 @@ def test_the_gates_fuzz_judges_findings_by_severity_and_names_their_upstream_sta
                                  config=CompileConfig(backend="divfuzz.fuzzer.engine.planted:eager_in_disguise")),
                      known=(), corpus_buckets=set())
     assert clean["failing"] == [] and clean["findings"] == []
+
+
+def test_the_cuda_gate_compiles_in_inductors_deterministic_mode():
+    # Inductor picks a reduction's kernel config on CUDA by timing it; the gate must not depend on
+    # the host's load, so its CUDA replays skip those benchmarks (and only there).
+    assert dict(gate_compile_config(CompileConfig(), "cuda").inductor) == {"deterministic": True}
+    assert gate_compile_config(CompileConfig(), "cpu") == CompileConfig()
+    chosen = CompileConfig().with_inductor(deterministic=False, emulate_precision_casts=True)
+    assert gate_compile_config(chosen, "cuda") == chosen  # the user's own choice stands
+    assert "deterministic" in INDUCTOR_SWITCHES
+    assert isinstance(inductor_config.deterministic, bool)
