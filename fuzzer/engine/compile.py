@@ -37,7 +37,7 @@ def resolve_backend(name: str):
             raise ConfigError(f"backend {name!r}: cannot import module {module_name!r} ({e})") from None
         except AttributeError:
             raise ConfigError(f"backend {name!r}: module {module_name!r} has no attribute {attr!r}") from None
-    from divfuzz.fuzzer.engine.backends import resolve_own_backend
+    from divfuzz.fuzzer.engine.own_backends import resolve_own_backend
 
     own = resolve_own_backend(name)  # divfuzz's own second compilers (onnxrt, nvfuser), by plain name
     if own is not None:

@@ -259,7 +259,7 @@ def failure_verdict(spec: GraphSpec, config: CompileConfig, e: BaseException, cl
         status = Status.UNSUPPORTED
         message = f"{config.backend} declares {op} on {dtype}{' with backward' if backward else ''} unsupported: {message}"[:2000]
     elif status == Status.COMPILE_ERROR:
-        from divfuzz.fuzzer.engine.backends import unsupported_op_of
+        from divfuzz.fuzzer.engine.own_backends import unsupported_op_of
 
         op = unsupported_op_of(e)
         if op is not None:  # the second compiler says so itself, at compile time

@@ -86,7 +86,7 @@ class CaseRequest:
     device: str
     config: CompileConfig
     profile: bool = False
-    oracle: str = "numeric"  # divfuzz.records.outcomes.ORACLES: "perf" times the case (divfuzz.fuzzer.engine.perf)
+    oracle: str = "numeric"  # divfuzz.records.outcomes.ORACLES: "perf" times the case (divfuzz.fuzzer.engine.execute_perf)
     perf_margin: float | None = None  # the perf oracle's noise margin (None: the device's default)
     against: CompileConfig | None = None  # `--against`: a second compiler judged against `config`
 
@@ -147,7 +147,7 @@ def _worker_main(conn, device: str, extra_env: dict) -> None:
     import torch
 
     from divfuzz.fuzzer.engine.execute import execute_case
-    from divfuzz.fuzzer.engine.perf import execute_perf_case
+    from divfuzz.fuzzer.engine.execute_perf import execute_perf_case
 
     threads = int(os.environ.get("DIVFUZZ_WORKER_THREADS", "0"))
     if threads > 0:  # a campaign splits the cores between its workers; otherwise keep torch's default

@@ -112,10 +112,10 @@ def summarize_verdict(verdict: Verdict) -> dict[str, Any]:
 
 
 def severity_summary(verdict: Verdict) -> dict[str, str] | None:
-    """The severity policy's judgement of a verdict (`divfuzz.oracles.severity.severity_of`) as baseline
+    """The severity policy's judgement of a verdict (`divfuzz.oracles.severity_policy.severity_of`) as baseline
     data: severity, rule and output, or None when nothing diverges. The rule's sentence is left
     out: its numbers move run to run, and the gate judges the severity, not the numbers."""
-    from divfuzz.oracles.severity import severity_of
+    from divfuzz.oracles.severity_policy import severity_of
 
     reason = severity_of(verdict)
     return None if reason is None else {"severity": reason.severity.value, "rule": reason.rule, "output": reason.output}

@@ -19,7 +19,7 @@ lists, tuples and dicts (token ids included). This module
 Invariants: every captured graph's inputs are tensors (plain Python values are specialised by
 Dynamo into the graph, `dynamic=False`), so the repro carries them as raw bytes and needs only
 torch; anything else is a `ConfigError` naming the input. What counts as a divergence is not decided
-here: the whole model's outputs become a `Verdict` and the caller's predicate (`divfuzz.oracles.severity.
+here: the whole model's outputs become a `Verdict` and the caller's predicate (`divfuzz.oracles.severity_policy.
 worth_reducing`, `suspect` or worse) decides, so one policy judges every path.
 """
 
@@ -250,7 +250,7 @@ class _RunSpec:
 
 def whole_model_verdict(eager: list, compiled: list, ref: list | None):
     """The model's own named outputs, eager vs compiled, each against fp64, by the one output judge
-    (`divfuzz.oracles.judge`): a `Verdict` that `divfuzz.oracles.severity` judges like a campaign's. Integer outputs
+    (`divfuzz.oracles.judge`): a `Verdict` that `divfuzz.oracles.severity_policy` judges like a campaign's. Integer outputs
     have no pre-image here (unknown boundary distance); their fp64 verdict comes from the float64
     run when it has one. Outputs are matched by position (their names are the model's own)."""
     from divfuzz.oracles.judge import judge_outputs, verdict_of
@@ -432,14 +432,14 @@ def capture_user_case(case, *, ref: str, device: str, dtype: str | None, autocas
                       worth_reducing: Callable[[Any], bool], clock=None) -> CaseCapture:
     """Judge the whole model, capture its graphs through Dynamo, find the graph that introduces
     the divergence and lower it to aten. `worth_reducing(verdict)` is the caller's policy for
-    "a divergence worth a repro" (`divfuzz.oracles.severity.worth_reducing`).
+    "a divergence worth a repro" (`divfuzz.oracles.severity_policy.worth_reducing`).
 
     `clock` (a `divfuzz.fuzzer.triage.phase_clock.PhaseClock`) times the phases `judge_model` (eager,
     compiled and fp64 runs), `capture` (Dynamo), `locate` (one graph compiled at a time) and
     `lower` (make_fx); the first two always run, `locate` stops at the clock's deadline (the
     graphs found so far are kept; with none found nothing is lowered, and `cap.notes` says so)."""
     from divfuzz.fuzzer.triage.phase_clock import PhaseClock
-    from divfuzz.oracles.severity import severity_of, verdict_lines_of
+    from divfuzz.oracles.severity_policy import severity_of, verdict_lines_of
 
     clock = clock if clock is not None else PhaseClock(float("inf"))
     model, args, kwargs = normalize_case(case, ref)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from divfuzz.fuzzer.triage.attribute import PERF_PROBES, available_probes
 from divfuzz.oracles.perf import DEFAULT_MARGIN, is_slower
-from divfuzz.oracles.severity import severity_of, verdict_lines_of
+from divfuzz.oracles.severity_policy import severity_of, verdict_lines_of
 from divfuzz.records.outcomes import Status
 from divfuzz.records.verdict import PerfComparison, Verdict
 
@@ -44,10 +44,10 @@ def _phases(run, model, forward, args, kwargs) -> dict:
 
 
 def _time(timer, eager: dict, other: dict, *, margin: float, device: str, dtype: str) -> tuple[PerfComparison, ...]:
-    """Each phase warmed up, then timed like a case's (`divfuzz.fuzzer.engine.perf.time_phase`)."""
+    """Each phase warmed up, then timed like a case's (`divfuzz.fuzzer.engine.execute_perf.time_phase`)."""
     import torch
 
-    from divfuzz.fuzzer.engine.perf import time_phase
+    from divfuzz.fuzzer.engine.execute_perf import time_phase
     from divfuzz.oracles.timing import timer_description
 
     result = []

@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from divfuzz.oracles.severity import verdict_lines_of, worth_reducing
+from divfuzz.oracles.severity_policy import verdict_lines_of, worth_reducing
 from divfuzz.reports.module_repro import RUNGS, render_module_repro
 
 
@@ -195,7 +195,7 @@ def _int_boundaries(gm, inputs) -> dict:
 def _verdict(gm, inputs, a, b, ref=None, bounds=None):
     """Outputs `a` (the rung before) vs `b` (the rung under test), each against the fp64 reference
     of the same graph, judged by the one output judge (`divfuzz.oracles.judge`, conditioning included): a
-    `Verdict` that `divfuzz.oracles.severity.severity_of` judges like any other. Without an fp64 run of the
+    `Verdict` that `divfuzz.oracles.severity_policy.severity_of` judges like any other. Without an fp64 run of the
     graph (an op with no float64 kernel), outputs are judged with no reference, never against eager."""
     from divfuzz.oracles.conditioning import perturb_inputs
     from divfuzz.oracles.judge import judge_outputs, verdict_of
@@ -229,7 +229,7 @@ class _BudgetSpent(Exception):
 
 def _bisect(gm, inputs, rung: str, ref, decompositions: tuple[str, ...] = (), deadline: float = float("inf")):
     """Bisect the cause that appears at `rung`: earlier backends count as good. `ref` is the output
-    of the rung before it (already computed by the caller); "bad" is what `divfuzz.oracles.severity.worth_reducing` says.
+    of the rung before it (already computed by the caller); "bad" is what `divfuzz.oracles.severity_policy.worth_reducing` says.
     Returns the bisector's result as a `divfuzz.records.culprit.BisectResult`, or None. Each step compiles
     the (reduced) graph once; past `deadline` no step starts and `_BudgetSpent` is raised (the
     bisector's own cleanup runs as the exception leaves `do_bisect`)."""
@@ -405,7 +405,7 @@ def _keeps_severity(diff: RungDifference, verdict=None):
     from the `before` rung's outputs alone, without compiling `diff.rung`. fx_minifier's truncations
     often cut a graph's integer encoding off (on seed 002's model: 20 of 57 queries, 42% of the
     reduction's time on a CPU)."""
-    from divfuzz.oracles.severity import severity_of
+    from divfuzz.oracles.severity_policy import severity_of
 
     verdict = verdict if verdict is not None else diff.verdict(diff.gm, diff.inputs)
     target = severity_of(verdict)
@@ -565,7 +565,7 @@ def _write_folder(diff: RungDifference, folders: CauseFolders, number: int, redu
     """`NN-rung/`: the inputs as raw bytes, `repro.py` and `culprit.json` (the culprit named by
     `bisect`, or `note` saying why not). Returns the cause as `culprit.json` holds it."""
     from divfuzz.fuzzer.triage.fx_bypass import count_ops
-    from divfuzz.oracles.severity import severity_of
+    from divfuzz.oracles.severity_policy import severity_of
     from divfuzz.records.culprit import summarize
 
     before, rung, small, small_inputs = diff.before, diff.rung, reduced.gm, reduced.inputs
@@ -614,7 +614,7 @@ def minimize_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: 
     Capture through Dynamo and judge the whole model (`divfuzz.fuzzer.triage.capture`); then ladder, reduce
     and attribute every captured graph that makes the model diverge when compiled alone (when none
     does alone: every graph that differs by itself, most severe first). One policy decides what is
-    worth reducing, for the whole model and for every candidate graph: `divfuzz.oracles.severity`.
+    worth reducing, for the whole model and for every candidate graph: `divfuzz.oracles.severity_policy`.
 
     `budget_s` is a deadline for all of it, from the call (`divfuzz.fuzzer.triage.phase_clock.PhaseClock`):
     the whole-model judgement and the Dynamo capture always run; every later phase gets what is
@@ -665,7 +665,7 @@ def _judge_targets(cap, verdict_lines: list[str], *, memo: OutputMemo | None = N
     Past `clock`'s deadline no more graphs are judged: the ones already judged are kept (ranked),
     the others dropped with a note; when every target is kept anyway (not ranking) their
     judgement is only shown, and is skipped."""
-    from divfuzz.oracles.severity import severity_of
+    from divfuzz.oracles.severity_policy import severity_of
 
     run = memo.run if memo is not None else _run
     judged = []

@@ -271,7 +271,7 @@ def _resumable_workers(store_path: Path, opts) -> tuple[int, int] | None:
 
 def _write_report_html(store_path: Path, html_path: Path) -> None:
     """`report.html` beside the store: not writing it is divfuzz's own error (exit 2), never skipped."""
-    from divfuzz.fuzzer.cli.report import write_report_html
+    from divfuzz.fuzzer.cli.report_command import write_report_html
     from divfuzz.fuzzer.engine.store import Store
     from divfuzz.records.errors import OutputError
 

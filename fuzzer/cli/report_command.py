@@ -73,7 +73,7 @@ def write_report_html(store, html_path: Path, *, run_id: int | None = None, buck
 def _judge_unjudged(store) -> None:
     """Buckets of a store written before severities existed get one, from their first case's
     stored verdict and their culprit (the same policy the campaign applies)."""
-    from divfuzz.oracles.severity import severity_of
+    from divfuzz.oracles.severity_policy import severity_of
     from divfuzz.records.verdict import Verdict
     from divfuzz.reports.markdown import culprit_of
 

@@ -124,7 +124,7 @@ def minimize(ctx, case, modules, store_dir, out_dir, device, budget, timeout_s, 
     folder, analysis = result
     for line in analysis.notes():
         out.print(line, highlight=False)
-    from divfuzz.oracles.severity import severity_of
+    from divfuzz.oracles.severity_policy import severity_of
 
     reason = severity_of(analysis.verdict, culprit=analysis.culprit.summary) if analysis.verdict is not None else None
     out.print(f"severity: {reason}" if reason else "severity: not judged (no verdict of the minimal spec)", highlight=False)
@@ -254,7 +254,7 @@ def minimize_case(spec, *, device: str, config, budget_s: float, timeout_s: floa
                   perf_margin: float | None = None):
     """Run, minimize, attribute and write one case; None when it shows no finding."""
     from divfuzz.fuzzer.triage.analysis import write_bucket
-    from divfuzz.fuzzer.engine.buckets import bucket_key
+    from divfuzz.fuzzer.engine.bucketing import bucket_key
     from divfuzz.fuzzer.campaign.loop import environment_versions
     from divfuzz.fuzzer.triage.analysis import analyze_finding
     from divfuzz.fuzzer.engine.worker import CaseRequest, Worker

@@ -39,7 +39,7 @@ def replay(spec_file, device, timeout_s, against, backend, inductor, dynamic, mo
     out.print(f"finding: {finding.kind.value} ({finding.triage})" if finding else "finding: none", highlight=False)
     if verdict.against is not None:
         out.print(against_summary(verdict.against), highlight=False, emoji=False)
-    from divfuzz.oracles.severity import severity_of
+    from divfuzz.oracles.severity_policy import severity_of
 
     reason = severity_of(verdict)
     out.print(f"severity: {reason}" if reason else "severity: none", highlight=False)

@@ -119,7 +119,7 @@ def gate(device, corpus_dir, baseline_path, margin, budget, workers, timeout_s, 
 def _check_perf_options(device, workers, update_baseline, fuzzing, baseline_path, baseline_any) -> None:
     """What --oracle perf cannot be combined with, refused before any work (exit 2). One worker per
     device, as for `fuzz --oracle perf`: side-by-side workers would time each other."""
-    from divfuzz.fuzzer.cli.fuzz import _resolve_workers
+    from divfuzz.fuzzer.cli.fuzz_command import _resolve_workers
 
     for given, option in ((update_baseline, "--update-baseline"), (fuzzing, "--fuzz/--fuzz-cases"),
                           (baseline_path, "--baseline"), (baseline_any, "--baseline-any")):
