@@ -193,7 +193,7 @@ def test_an_op_the_exporter_has_no_function_for_reads_unsupported_not_a_finding(
 
     from divfuzz.fuzzer.engine.own_backends import unsupported_op_of
     from divfuzz.fuzzer.engine.compile import compiled
-    from divfuzz.fuzzer.engine.execute import _Clock, failure_verdict
+    from divfuzz.fuzzer.engine.execute import CaseClock, failure_verdict
     from divfuzz.records.config import CompileConfig
 
     config = CompileConfig(backend="onnxrt")
@@ -202,7 +202,7 @@ def test_an_op_the_exporter_has_no_function_for_reads_unsupported_not_a_finding(
         with compiled(lambda g, x: torch.ops.aten.silu_backward(g, x) * 2, config) as fn:
             fn(g, x)
     assert unsupported_op_of(caught.value) == "aten.silu_backward"
-    verdict = failure_verdict(_one_op_spec("sigmoid", "float32", False), config, caught.value, _Clock("cpu"))
+    verdict = failure_verdict(_one_op_spec("sigmoid", "float32", False), config, caught.value, CaseClock("cpu"))
     assert verdict.status == Status.UNSUPPORTED
     assert "no implementation of aten.silu_backward" in verdict.error_message
     # any other compile failure stays a finding

@@ -46,3 +46,40 @@ def test_the_basename_check_sees_a_shared_name(tmp_path):
         (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / relative).write_text("")
     assert _shared_basenames(_modules(tmp_path), tmp_path) == {"severity.py": ["oracles/severity.py", "records/severity.py"]}
+
+
+def _private_uses(path: Path, root: Path = ROOT) -> list[str]:
+    """Each underscore name (not a dunder) `path` takes from a divfuzz module: `from divfuzz.X import
+    _name`, or `alias._name` where `alias` is a divfuzz module or name imported into `path`."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    where = str(path.relative_to(root))
+    found, aliases = [], set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("divfuzz."):
+            for alias in node.names:
+                if alias.name.startswith("_") and not alias.name.startswith("__"):
+                    found.append(f"{where}:{node.lineno}: from {node.module} import {alias.name}")
+                aliases.add(alias.asname or alias.name)
+        elif isinstance(node, ast.Import):
+            aliases |= {alias.asname or alias.name.split(".")[0] for alias in node.names if alias.name.startswith("divfuzz.")}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+            base = node.value
+            while isinstance(base, ast.Attribute):
+                base = base.value
+            if isinstance(base, ast.Name) and base.id in aliases:
+                found.append(f"{where}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_module_takes_another_modules_private_name():
+    assert [line for path in _modules() for line in _private_uses(path)] == []
+
+
+def test_the_private_name_check_sees_both_forms(tmp_path):
+    planted = tmp_path / "planted.py"
+    planted.write_text("import divfuzz.fuzzer.engine.execute as ex\nimport divfuzz.reports.html\n"
+                       "from divfuzz.fuzzer.engine.execute import _helper, public\nfrom divfuzz.fuzzer import cli\n"
+                       "ex._clock(); divfuzz.reports.html._e(1); public._x; cli.__name__; self._own; _local()\n")
+    assert sorted(line.split(": ", 1)[1] for line in _private_uses(planted, tmp_path)) == [
+        "divfuzz.reports.html._e", "ex._clock", "from divfuzz.fuzzer.engine.execute import _helper", "public._x"]

@@ -24,7 +24,7 @@ GIB = 2**30
 # this project's CPU campaigns; 1.5 GiB leaves room for the C++ compiler Inductor runs.
 HOST_BYTES_PER_WORKER = int(1.5 * GIB)
 # A CUDA worker's context, caching allocator and a case's tensors (the generator keeps a case's
-# tensors far below this; `execute._check_fits` refuses larger ones).
+# tensors far below this; `execute.check_fits` refuses larger ones).
 GPU_BYTES_PER_WORKER = 2 * GIB
 # On a GPU host a case is ~93% compile (issue 11), and compiling is CPU work: the Python of
 # Dynamo/Inductor plus Triton's compiler. So the cores bound the workers, not the GPUs; the rest
@@ -193,3 +193,22 @@ def size_analysis_workers(slots: int) -> WorkerSizing:
     count = max(1, int(slots * (1 - share) / share + 1e-9))
     return WorkerSizing(count, f"{count} analysis worker{'s' if count != 1 else ''} beside {slots} fuzzing "
                                f"(at most {1 - share:.0%} of the worker processes, at least 1)")
+
+
+def resolve_workers(workers: int | str, device: str, oracle: str = "numeric") -> tuple[int, str]:
+    """`--workers` as a count and the sentence that explains it: an explicit count as given;
+    'auto' sized from this host (the rule: `size_workers`). The perf oracle times on a device nobody else uses: one worker per GPU, one on the CPU;
+    asking for more exits 2 (their timings would measure each other)."""
+    if oracle == "perf":
+        import torch
+
+        alone = torch.cuda.device_count() if device == "cuda" else 1
+        if workers != "auto" and workers > alone:
+            raise ConfigError(f"--workers {workers} with --oracle perf: timings need the device alone; at most {alone} "
+                              f"worker{'s' if alone != 1 else ''} on {device} (one per GPU, one on the CPU)")
+        count = alone if workers == "auto" else workers
+        return count, f"{count} worker{'s' if count != 1 else ''} (--oracle perf: one per device)"
+    if workers != "auto":
+        return workers, f"{workers} worker{'s' if workers != 1 else ''}"
+    sizing = size_workers(probe_host(device), cuda=device.startswith("cuda"))
+    return sizing.workers, f"--workers auto: {sizing.reason}"

@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from divfuzz.fuzzer.cli.interrupts import stop_on_signals
+from divfuzz.fuzzer.campaign.sizing import resolve_workers
 from divfuzz.fuzzer.cli.options import (
     SEVERITY_CHOICE,
     CASE_COUNT,
@@ -130,7 +131,7 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
             raise ConfigError(f"--cluster with --oracle perf: timings need the device alone, but {sorted(shared)[0]} has "
                               "several slots (start one Dask worker thread per GPU, or pass --workers)")
     else:
-        workers, workers_reason = _resolve_workers(workers, device, oracle)
+        workers, workers_reason = resolve_workers(workers, device, oracle)
     opts = CampaignOptions(
         device=device,
         out_dir=out_dir,
@@ -283,29 +284,6 @@ def _write_report_html(store_path: Path, html_path: Path) -> None:
     finally:
         store.close()
     console.print(f"report: {html_path}", highlight=False)
-
-
-def _resolve_workers(workers: int | str, device: str, oracle: str = "numeric") -> tuple[int, str]:
-    """An explicit count as given; 'auto' sized from this host (the rule: `size_workers`).
-    The perf oracle times on a device nobody else uses: one worker per GPU, one on the CPU;
-    asking for more exits 2 (their timings would measure each other)."""
-    if oracle == "perf":
-        import torch
-
-        from divfuzz.records.errors import ConfigError
-
-        alone = torch.cuda.device_count() if device == "cuda" else 1
-        if workers != "auto" and workers > alone:
-            raise ConfigError(f"--workers {workers} with --oracle perf: timings need the device alone; at most {alone} "
-                              f"worker{'s' if alone != 1 else ''} on {device} (one per GPU, one on the CPU)")
-        count = alone if workers == "auto" else workers
-        return count, f"{count} worker{'s' if count != 1 else ''} (--oracle perf: one per device)"
-    if workers != "auto":
-        return workers, f"{workers} worker{'s' if workers != 1 else ''}"
-    from divfuzz.fuzzer.campaign.sizing import probe_host, size_workers
-
-    sizing = size_workers(probe_host(device), cuda=device.startswith("cuda"))
-    return sizing.workers, f"--workers auto: {sizing.reason}"
 
 
 class _LineView:

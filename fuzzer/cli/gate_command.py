@@ -20,6 +20,7 @@ from rich.markup import escape
 
 from divfuzz.records.errors import ConfigError
 
+from divfuzz.fuzzer.campaign.sizing import resolve_workers
 from divfuzz.fuzzer.cli.options import (
     CASE_COUNT,
     SEED,
@@ -119,14 +120,12 @@ def gate(device, corpus_dir, baseline_path, margin, budget, workers, timeout_s, 
 def _check_perf_options(device, workers, update_baseline, fuzzing, baseline_path, baseline_any) -> None:
     """What --oracle perf cannot be combined with, refused before any work (exit 2). One worker per
     device, as for `fuzz --oracle perf`: side-by-side workers would time each other."""
-    from divfuzz.fuzzer.cli.fuzz_command import _resolve_workers
-
     for given, option in ((update_baseline, "--update-baseline"), (fuzzing, "--fuzz/--fuzz-cases"),
                           (baseline_path, "--baseline"), (baseline_any, "--baseline-any")):
         if given:
             raise ConfigError(f"{option} with --oracle perf: the perf gate judges each spec by the perf oracle's severity "
                               f"and reads no baseline")
-    _resolve_workers(workers, device, "perf")
+    resolve_workers(workers, device, "perf")
 
 
 def _write_baseline(opts, log) -> None:

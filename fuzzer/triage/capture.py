@@ -145,7 +145,8 @@ def flatten_outputs(out, prefix: str = "output") -> list[tuple[str, Any]]:
     return []
 
 
-def _prepare(model, args, kwargs, device: str, dtype: str | None):
+def prepare_model(model, args, kwargs, device: str, dtype: str | None):
+    """The user's model and inputs on `device` (floating ones in `dtype` when given), the model in inference mode."""
     import torch
     import torch.utils._pytree as pytree
 
@@ -168,7 +169,7 @@ def _prepare(model, args, kwargs, device: str, dtype: str | None):
 # ---------------------------------------------------------------- running the whole model
 
 
-class _RunSpec:
+class ModelStep:
     """How to run one step of the user's model: autocast, train (loss + backward) or not."""
 
     def __init__(self, model, args, kwargs, *, device: str, autocast: str | None, train: bool):
@@ -340,7 +341,7 @@ def _count_ops(gm) -> int:
     return sum(1 for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
 
 
-def capture_graphs(run: _RunSpec) -> tuple[list[CapturedGraph], int, list[str]]:
+def capture_graphs(run: ModelStep) -> tuple[list[CapturedGraph], int, list[str]]:
     """Every graph Dynamo hands the compiler during one eager-backed step of the model."""
     import torch
     from torch._dynamo.backends.debugging import ExplainWithBackend
@@ -443,8 +444,8 @@ def capture_user_case(case, *, ref: str, device: str, dtype: str | None, autocas
 
     clock = clock if clock is not None else PhaseClock(float("inf"))
     model, args, kwargs = normalize_case(case, ref)
-    model, args, kwargs = _prepare(model, args, kwargs, device, dtype)
-    run = _RunSpec(model, args, kwargs, device=device, autocast=autocast, train=train)
+    model, args, kwargs = prepare_model(model, args, kwargs, device, dtype)
+    run = ModelStep(model, args, kwargs, device=device, autocast=autocast, train=train)
     with clock.phase("judge_model"):
         eager = run.run()
         if not eager:  # None, a string, a number: bad input, never "eager and compiled agree"
@@ -508,7 +509,7 @@ def capture_user_case(case, *, ref: str, device: str, dtype: str | None, autocas
     return cap
 
 
-def _graphs_to_reduce(graphs: list, cap: CaseCapture, run: _RunSpec, eager, ref64, worth_reducing, clock) -> list:
+def _graphs_to_reduce(graphs: list, cap: CaseCapture, run: ModelStep, eager, ref64, worth_reducing, clock) -> list:
     """Every captured graph whose compiling alone (the others eager) makes the model diverge, in
     capture order (each noted in `cap.culprits`). When none does alone, every graph, and
     `cap.rank_by_own_verdict` tells the caller to judge each graph by itself and reduce them in
@@ -537,7 +538,7 @@ def _graphs_to_reduce(graphs: list, cap: CaseCapture, run: _RunSpec, eager, ref6
     return graphs
 
 
-def _make_fx_whole(run: _RunSpec):
+def _make_fx_whole(run: ModelStep):
     """The pre-Dynamo capture: make_fx of the whole forward, inputs flattened to positional tensors."""
     import torch
     import torch.utils._pytree as pytree

@@ -2,8 +2,8 @@
 which Inductor scheduling switch makes it so?
 
 Runs inside a worker (`Worker.call` -> `perf_module_in_worker`), like `divfuzz.fuzzer.triage.user_module`,
-and shares its loading and step logic (`divfuzz.fuzzer.triage.capture`: `normalize_case`, `_prepare`,
-`_RunSpec`). Steps:
+and shares its loading and step logic (`divfuzz.fuzzer.triage.capture`: `normalize_case`, `prepare_model`,
+`ModelStep`). Steps:
 1. time the model eager and compiled (`torch.compile` through `divfuzz.fuzzer.engine.compile.compiled`),
    interleaved call by call (`divfuzz.oracles.timing`): the forward, and with `--train` the training step
    (forward, loss, backward); judged by `divfuzz.oracles.perf` (paired ratios, their interval, the margin);
@@ -70,7 +70,7 @@ def perf_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: str 
     import torch.utils._pytree as pytree
 
     from divfuzz.fuzzer.engine.compile import compiled
-    from divfuzz.fuzzer.triage.capture import _prepare, _RunSpec, normalize_case
+    from divfuzz.fuzzer.triage.capture import prepare_model, ModelStep, normalize_case
     from divfuzz.fuzzer.triage.user_module import load_user_module
     from divfuzz.oracles.timing import Timer
     from divfuzz.records.config import CompileConfig
@@ -78,11 +78,11 @@ def perf_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: str 
     deadline = time.monotonic() + budget_s
     margin = DEFAULT_MARGIN[device.split(":")[0]] if margin is None else margin
     model, args, kwargs = normalize_case(load_user_module(ref), ref)
-    model, args, kwargs = _prepare(model, args, kwargs, device, dtype)
+    model, args, kwargs = prepare_model(model, args, kwargs, device, dtype)
     if train:
         args, kwargs = pytree.tree_map(
             lambda x: x.detach().requires_grad_(True) if isinstance(x, torch.Tensor) and x.is_floating_point() else x, (args, kwargs))
-    run = _RunSpec(model, args, kwargs, device=device, autocast=autocast, train=train)
+    run = ModelStep(model, args, kwargs, device=device, autocast=autocast, train=train)
     leaves = [x for x in pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor) and x.is_floating_point()]
     params = [p for p in model.parameters()] if isinstance(model, torch.nn.Module) else []
     data_dtype = str((params or leaves or [torch.empty(0)])[0].dtype).removeprefix("torch.")
