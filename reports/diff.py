@@ -26,7 +26,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from divfuzz.records.buckets import BucketKey
-from divfuzz.reports.root_causes import root_cause_groups, severity_rank
+from divfuzz.reports.root_causes import culprit_of, root_cause_groups, severity_rank
+from divfuzz.generators.spec import GraphSpec
+from divfuzz.records.errors import DivfuzzError
+from divfuzz.reports.html import escaped, page_shell
 
 
 @dataclass(frozen=True)
@@ -166,9 +169,6 @@ def _max(values) -> int | None:
 
 def _minimized_digest(bucket) -> str | None:
     """The digest of a bucket's minimized spec, when it has one that loads."""
-    from divfuzz.generators.spec import GraphSpec
-    from divfuzz.records.errors import DivfuzzError
-
     spec = (bucket.minimized or {}).get("spec")
     if spec is None:
         return None
@@ -181,8 +181,6 @@ def _minimized_digest(bucket) -> str | None:
 def side_from_store(store, *, run_id: int | None = None, label: str) -> Side:
     """One side: the buckets a store (or a run of it) has, with bounds from its own cases, and
     every spec it ran. Severity is the bucket's as stored (the most severe of its cases)."""
-    from divfuzz.reports.root_causes import culprit_of
-
     cases = store.case_summaries(run_id=run_id)
     rows = store.buckets(run_id=run_id)
     root_cause_of = {b.id: rc for rc in root_cause_groups(rows) for b in rc.buckets}
@@ -347,8 +345,6 @@ def diff_text(d: StoreDiff) -> str:
 def diff_html(d: StoreDiff) -> str:
     """The diff as one self-contained page (the report's shell: no script, the CSP, inline style):
     new buckets, gone ones (fixed, then not reached), changed ones. Every stored string escaped."""
-    from divfuzz.reports.html import escaped, page_shell
-
     def chip(sev: str) -> str:
         return f'<span class="chip sev-{escaped(sev)}">{escaped(sev)}</span>'
 

@@ -39,10 +39,16 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import PythonLexer
+
 from divfuzz.reports import plots
 from divfuzz.reports.root_causes import (
     COMPILER_ORDER, EAGER_WORSE, RootCause, by_severity, culprit_of, fold_by_culprit, root_cause_groups, severity_rank,
 )
+from divfuzz.generators.spec import GraphSpec
+from divfuzz.records.errors import DivfuzzError
 
 # The per-element scatter: at most this many points per (bucket, dtype), taken case by case in
 # store order; errors under the floor (exact on one side) are drawn at it, on log axes.
@@ -263,8 +269,7 @@ def _ladder(culprit: dict | None) -> str:
 def _code(bucket, first_case: dict | None, *, highlight: bool = True) -> str:
     """The minimized graph (else the first case's) as highlighted Python, printed from a spec that
     GraphSpec validated; a spec that does not load is named, not printed."""
-    from divfuzz.generators.spec import GraphSpec
-    from divfuzz.records.errors import DivfuzzError
+    # lazy: torch-free module: it loads torch only when this runs
     from divfuzz.reports.repro import graph_code
 
     minimized = (bucket.minimized or {})
@@ -291,16 +296,11 @@ def _code(bucket, first_case: dict | None, *, highlight: bool = True) -> str:
 @functools.lru_cache(maxsize=None)
 def _pygments():
     """One lexer and one formatter for the page (a formatter builds its style sheet when made)."""
-    from pygments.formatters import HtmlFormatter
-    from pygments.lexers import PythonLexer
-
     return PythonLexer(), HtmlFormatter(cssclass="code")
 
 
 @functools.lru_cache(maxsize=1024)
 def _highlight(code: str) -> str:
-    from pygments import highlight
-
     lexer, formatter = _pygments()
     return highlight(code, lexer, formatter)
 

@@ -113,6 +113,7 @@ def host_available_bytes() -> int | None:
 def gpu_free_bytes(indices: list[int]) -> list[int]:
     """Free bytes of each listed GPU. Runs in a worker process (`Worker.call`): asking the CUDA
     driver creates a context on every GPU asked, which the campaign's driver must not keep."""
+    # lazy: torch-free module: it loads torch only when this runs
     import torch
 
     return [int(torch.cuda.mem_get_info(i)[0]) for i in indices]
@@ -120,6 +121,7 @@ def gpu_free_bytes(indices: list[int]) -> list[int]:
 
 def cuda_indices(device: str) -> list[int]:
     """The driver's GPU indices a campaign on `device` uses: all visible ones for 'cuda', one for 'cuda:N'."""
+    # lazy: torch-free module: it loads torch only when this runs
     import torch
 
     if ":" in device:
@@ -131,6 +133,7 @@ def probe_host(device: str) -> HostResources:
     """Measure this host for a campaign on `device` ('cpu', 'cuda' or 'cuda:N')."""
     gpus: tuple[int, ...] = ()
     if device.startswith("cuda"):
+        # lazy: CLI start-up: the CLI imports this module (`resolve_workers`); the worker module brings specs and verdicts
         from divfuzz.fuzzer.engine.worker import Worker
 
         probe = Worker("cpu")  # a CPU worker: it initialises no CUDA until asked
@@ -200,6 +203,7 @@ def resolve_workers(workers: int | str, device: str, oracle: str = "numeric") ->
     'auto' sized from this host (the rule: `size_workers`). The perf oracle times on a device nobody else uses: one worker per GPU, one on the CPU;
     asking for more exits 2 (their timings would measure each other)."""
     if oracle == "perf":
+        # lazy: torch-free module: it loads torch only when this runs
         import torch
 
         alone = torch.cuda.device_count() if device == "cuda" else 1

@@ -72,6 +72,7 @@ def gate(device, corpus_dir, baseline_path, margin, budget, workers, timeout_s, 
          oracle, perf_margin):
     """Replay the corpus and hold it to the baseline: the CI gate. With --oracle perf, time each
     spec eager vs compiled instead: a spec fails when compiled is slower as a bug (no baseline)."""
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.gate.baseline import default_baseline_path
     from divfuzz.fuzzer.gate.replay import GateOptions, run_gate
 
@@ -129,6 +130,7 @@ def _check_perf_options(device, workers, update_baseline, fuzzing, baseline_path
 
 
 def _write_baseline(opts, log) -> None:
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.gate.machine import machine_rows
     from divfuzz.fuzzer.gate.replay import update_baseline
 
@@ -145,6 +147,7 @@ def _write_baseline(opts, log) -> None:
 def _write_reports(data: dict, *, json_path, junit_path, markdown_path) -> None:
     """The result as JSON, JUnit and markdown where asked, and the markdown appended to GitHub's
     step summary when it runs there."""
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.reports.gate_markdown import gate_markdown
     from divfuzz.reports.junit import gate_junit
 

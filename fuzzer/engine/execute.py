@@ -44,6 +44,7 @@ from divfuzz.oracles.judge import judge_outputs, verdict_of
 from divfuzz.oracles.ulp import bitwise_equal
 from divfuzz.records.verdict import OutputVerdict, Verdict
 from divfuzz.records.outcomes import Status
+from divfuzz.fuzzer.engine.own_backends import unsupported_op_of
 
 Named = list[tuple[str, torch.Tensor]]
 
@@ -263,8 +264,6 @@ def failure_verdict(spec: GraphSpec, config: CompileConfig, e: BaseException, cl
         status = Status.UNSUPPORTED
         message = f"{config.backend} declares {op} on {dtype}{' with backward' if backward else ''} unsupported: {message}"[:2000]
     elif status == Status.COMPILE_ERROR:
-        from divfuzz.fuzzer.engine.own_backends import unsupported_op_of
-
         op = unsupported_op_of(e)
         if op is not None:  # the second compiler says so itself, at compile time
             status = Status.UNSUPPORTED

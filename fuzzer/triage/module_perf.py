@@ -28,11 +28,14 @@ from divfuzz.oracles.perf import DEFAULT_MARGIN, is_slower
 from divfuzz.oracles.severity_policy import severity_of, verdict_lines_of
 from divfuzz.records.outcomes import Status
 from divfuzz.records.verdict import PerfComparison, Verdict
+from divfuzz.fuzzer.triage.capture import ModelStep, normalize_case, prepare_model
+from divfuzz.records.config import CompileConfig
 
 PHASE_BUDGET_S = 20.0
 
 
 def _phases(run, model, forward, args, kwargs) -> dict:
+    # lazy: torch-free module: it loads torch only when this runs
     import torch
 
     if not run.train:
@@ -45,6 +48,7 @@ def _phases(run, model, forward, args, kwargs) -> dict:
 
 def _time(timer, eager: dict, other: dict, *, margin: float, device: str, dtype: str) -> tuple[PerfComparison, ...]:
     """Each phase warmed up, then timed like a case's (`divfuzz.fuzzer.engine.execute_perf.time_phase`)."""
+    # lazy: torch-free module: it loads torch only when this runs
     import torch
 
     from divfuzz.fuzzer.engine.execute_perf import time_phase
@@ -66,14 +70,13 @@ def perf_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: str 
                           backend: str = "inductor", inductor: dict | None = None) -> dict:
     """Time the user's model eager vs compiled, probe the scheduling switches when it is slower,
     write perf.json and report.md; returns a JSON-able summary."""
+    # lazy: torch-free module: it loads torch only when this runs
     import torch
     import torch.utils._pytree as pytree
 
     from divfuzz.fuzzer.engine.compile import compiled
-    from divfuzz.fuzzer.triage.capture import prepare_model, ModelStep, normalize_case
     from divfuzz.fuzzer.triage.user_module import load_user_module
     from divfuzz.oracles.timing import Timer
-    from divfuzz.records.config import CompileConfig
 
     deadline = time.monotonic() + budget_s
     margin = DEFAULT_MARGIN[device.split(":")[0]] if margin is None else margin
@@ -139,6 +142,7 @@ def perf_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: str 
 
 
 def _report(ref: str, device: str, lines: list[str]) -> str:
+    # lazy: torch-free module: it loads torch only when this runs
     import torch
 
     body = "\n".join(f"- {line}" for line in lines)

@@ -34,6 +34,10 @@ from divfuzz.generators.surgery import (
 )
 from divfuzz.records.dtypes import is_float
 from divfuzz.records.errors import MinimizeError
+from divfuzz.fuzzer.engine.worker import CaseRequest
+from divfuzz.oracles.findings import finding_of
+from divfuzz.oracles.severity_policy import severity_of
+from divfuzz.records.severity import Severity
 
 Predicate = Callable[[GraphSpec], bool]
 DEFAULT_EPS = 1e-5
@@ -372,11 +376,6 @@ def case_predicate(
     pairs) and must stay slower by the margin, at the same severity (a slowdown must not shrink
     into the compiled wrapper's fixed cost).
     """
-    from divfuzz.fuzzer.engine.worker import CaseRequest
-    from divfuzz.oracles.findings import finding_of
-
-    from divfuzz.records.severity import Severity
-    from divfuzz.oracles.severity_policy import severity_of
 
     def same_kind(spec: GraphSpec, cfg, keep_severity: bool = False) -> bool:
         verdict = worker.run(CaseRequest(spec, device, cfg, oracle=oracle, perf_margin=perf_margin), timeout_s)
