@@ -16,7 +16,6 @@ from rich.table import Table
 from rich.text import Text
 
 from divfuzz.fuzzer.cli.interrupts import stop_on_signals
-from divfuzz.fuzzer.campaign.sizing import resolve_workers
 from divfuzz.fuzzer.cli.options import (
     SEVERITY_CHOICE,
     CASE_COUNT,
@@ -132,6 +131,9 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
             raise ConfigError(f"--cluster with --oracle perf: timings need the device alone, but {sorted(shared)[0]} has "
                               "several slots (start one Dask worker thread per GPU, or pass --workers)")
     else:
+        # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
+        from divfuzz.fuzzer.campaign.sizing import resolve_workers
+
         workers, workers_reason = resolve_workers(workers, device, oracle)
     opts = CampaignOptions(
         device=device,

@@ -20,7 +20,6 @@ from rich.markup import escape
 
 from divfuzz.records.errors import ConfigError
 
-from divfuzz.fuzzer.campaign.sizing import resolve_workers
 from divfuzz.fuzzer.cli.options import (
     CASE_COUNT,
     SEED,
@@ -126,6 +125,9 @@ def _check_perf_options(device, workers, update_baseline, fuzzing, baseline_path
         if given:
             raise ConfigError(f"{option} with --oracle perf: the perf gate judges each spec by the perf oracle's severity "
                               f"and reads no baseline")
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
+    from divfuzz.fuzzer.campaign.sizing import resolve_workers
+
     resolve_workers(workers, device, "perf")
 
 

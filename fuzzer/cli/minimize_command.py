@@ -26,7 +26,6 @@ from divfuzz.fuzzer.cli.options import (
     TIMEOUT,
     WORKER_COUNT,
 )
-from divfuzz.records.config import CompileConfig, parse_inductor_overrides
 from divfuzz.records.errors import ConfigError, StoreError
 from divfuzz.records.numbers import parse_number
 
@@ -217,6 +216,7 @@ def _load_case(case: str, store_dir: Path, read, *, cli_backend: str | None = No
     """
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.campaign.loop import STORE_NAME
+    from divfuzz.records.config import CompileConfig
     from divfuzz.fuzzer.engine.compile import check_stored_backend, validate_inductor_overrides
     from divfuzz.fuzzer.engine.store import Store
     from divfuzz.generators.validate import load_spec
@@ -246,6 +246,7 @@ def _perf_module(worker, ref: str, target: Path, *, device: str, autocast, dtype
     """`--module --oracle perf`: time the model and probe the scheduling switches in the worker."""
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.engine.compile import resolve_backend
+    from divfuzz.records.config import parse_inductor_overrides
 
     resolve_backend(backend)
     res = worker.call(

@@ -10,15 +10,13 @@ import os
 import re
 import sys
 import tempfile
-from dataclasses import replace
 from pathlib import Path
+from dataclasses import replace
 
 import click
 from rich.console import Console
 
 from divfuzz.records.severity import ORDER
-from divfuzz.records.backends import capabilities_of, check_requested
-from divfuzz.records.config import check_backend_syntax, CompileConfig, parse_inductor_overrides
 from divfuzz.records.errors import ConfigError, DeviceUnavailableError, OutputError, SpecError, UnknownOpError
 from divfuzz.records.numbers import checked_number, describe_range, parse_number
 
@@ -102,6 +100,7 @@ def resolve_device(device: str) -> str:
 
 def compile_config(backend: str, inductor: tuple[str, ...], dynamic: bool, mode: str | None):
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
+    from divfuzz.records.config import CompileConfig, parse_inductor_overrides
     from divfuzz.fuzzer.engine.compile import resolve_backend, validate_inductor_overrides
 
     resolve_backend(backend)
@@ -115,6 +114,7 @@ def against_compile_config(against: str | None, config):
     ConfigError (exit 2) for a name that does not resolve."""
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.engine.compile import resolve_backend
+    from divfuzz.records.config import check_backend_syntax
 
     if against is None:
         return None
@@ -125,6 +125,9 @@ def against_compile_config(against: str | None, config):
 
 def check_backend_capabilities(config, against, ops, dtypes) -> None:
     """ConfigError (exit 2) when `--ops` or `--dtypes` ask for what a backend declares it cannot compile."""
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
+    from divfuzz.records.backends import capabilities_of, check_requested
+
     names = " and ".join(repr(b) for b in (config.backend, against.backend if against else None) if b)
     check_requested(capabilities_of(config.backend, against.backend if against else None), ops, dtypes, backends=names)
 

@@ -4,14 +4,13 @@ one bucket's page with all its plots (the command a compact card names)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
+from dataclasses import replace
 
 import click
 
 from divfuzz.fuzzer.cli.options import RUN_ID, SEVERITY_CHOICE, DivfuzzCommand, check_out_file, out
 from divfuzz.records.errors import ConfigError, StoreError
-from divfuzz.records.verdict import Verdict
 
 
 @click.command(cls=DivfuzzCommand)
@@ -74,6 +73,7 @@ def _judge_unjudged(store) -> None:
     stored verdict and their culprit (the same policy the campaign applies)."""
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.oracles.severity_policy import severity_of
+    from divfuzz.records.verdict import Verdict
     from divfuzz.reports.markdown import culprit_of
 
     for b in store.buckets():
