@@ -23,7 +23,7 @@ def finding_of(verdict: Verdict, *, strict: bool = False) -> Finding | None:
     same()-like margin, or wrong element by element (every fp32 bit difference when `strict`).
     A perf verdict (one with `perf` phases) opens `slower-fwd` when `divfuzz.oracles.perf.is_slower`
     calls its forward slower, else `slower-bwd` when it calls forward+backward slower.
-    How much a finding matters is `divfuzz.oracles.severity.severity_of`'s job, not this one's.
+    How much a finding matters is `divfuzz.oracles.severity_policy.severity_of`'s job, not this one's.
     """
     s = verdict.status
     if s in COMPILER_FAILURES:

@@ -24,7 +24,7 @@ import torch
 
 from divfuzz.oracles.compare import compare_float, compare_int
 from divfuzz.oracles.conditioning import CONDITIONING_DRAWS
-from divfuzz.oracles.severity import CONDITIONED_RULES, output_severity
+from divfuzz.oracles.severity_policy import CONDITIONED_RULES, output_severity
 from divfuzz.records.outcomes import Status
 from divfuzz.records.severity import Severity
 from divfuzz.records.verdict import OutputVerdict, Verdict

@@ -54,7 +54,7 @@ SCHEMA = "divfuzz-known-bugs"
 SCHEMA_VERSION = 1
 DEFAULT_PATH = Path(__file__).resolve().parents[1] / "corpus" / "known-bugs.json"
 
-# The numeric rule ids `divfuzz.oracles.severity` emits (records may not import it: tests check each id
+# The numeric rule ids `divfuzz.oracles.severity_policy` emits (records may not import it: tests check each id
 # against its source), plus the compiler-failure rules, which are the finding kinds of
 # `divfuzz.records.outcomes.COMPILER_FAILURES`.
 RULES = frozenset(NUMERIC_RULES) | {kind.value for kind in COMPILER_FAILURES.values()}

@@ -1,7 +1,7 @@
 """Severities as data: `bug`, `suspect`, `by-design` or `noise` (and `eager-worse`, a finding
 about eager), and the reason a finding got one.
 
-The policy that assigns them is `divfuzz.oracles.severity`; this module is only the vocabulary, so that
+The policy that assigns them is `divfuzz.oracles.severity_policy`; this module is only the vocabulary, so that
 the store, the reports and the gate read severities without importing any policy or torch.
 """
 
@@ -36,7 +36,7 @@ ORDER = (Severity.BUG, Severity.SUSPECT, Severity.BY_DESIGN, Severity.NOISE, Sev
 COMPILER_SEVERITIES = ORDER[:4]
 
 
-# Every rule id the numeric severity policy (`divfuzz.oracles.severity`) emits: the vocabulary that the known
+# Every rule id the numeric severity policy (`divfuzz.oracles.severity_policy`) emits: the vocabulary that the known
 # bugs file (`divfuzz.records.known_bugs`), the gate and the reports name rules by. A test holds the policy
 # and this list equal.
 NUMERIC_RULES = (

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from divfuzz.generators.spec import GraphSpec
-from divfuzz.oracles.severity import severity_of
+from divfuzz.oracles.severity_policy import severity_of
 from divfuzz.records.culprit import bisect_text_of
 from divfuzz.reports.markdown import verdict_table
 from divfuzz.reports.repro import graph_code, inputs_code

@@ -26,7 +26,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from divfuzz.records.buckets import BucketKey
-from divfuzz.reports.root_causes import root_cause_groups, severity_rank
+from divfuzz.reports.root_causes import culprit_of, root_cause_groups, severity_rank
+from divfuzz.generators.spec import GraphSpec
+from divfuzz.records.errors import DivfuzzError
+from divfuzz.reports.html import escaped, page_shell
 
 
 @dataclass(frozen=True)
@@ -166,9 +169,6 @@ def _max(values) -> int | None:
 
 def _minimized_digest(bucket) -> str | None:
     """The digest of a bucket's minimized spec, when it has one that loads."""
-    from divfuzz.generators.spec import GraphSpec
-    from divfuzz.records.errors import DivfuzzError
-
     spec = (bucket.minimized or {}).get("spec")
     if spec is None:
         return None
@@ -181,8 +181,6 @@ def _minimized_digest(bucket) -> str | None:
 def side_from_store(store, *, run_id: int | None = None, label: str) -> Side:
     """One side: the buckets a store (or a run of it) has, with bounds from its own cases, and
     every spec it ran. Severity is the bucket's as stored (the most severe of its cases)."""
-    from divfuzz.reports.root_causes import culprit_of
-
     cases = store.case_summaries(run_id=run_id)
     rows = store.buckets(run_id=run_id)
     root_cause_of = {b.id: rc for rc in root_cause_groups(rows) for b in rc.buckets}
@@ -347,15 +345,13 @@ def diff_text(d: StoreDiff) -> str:
 def diff_html(d: StoreDiff) -> str:
     """The diff as one self-contained page (the report's shell: no script, the CSP, inline style):
     new buckets, gone ones (fixed, then not reached), changed ones. Every stored string escaped."""
-    from divfuzz.reports.html import _e, page_shell
-
     def chip(sev: str) -> str:
-        return f'<span class="chip sev-{_e(sev)}">{_e(sev)}</span>'
+        return f'<span class="chip sev-{escaped(sev)}">{escaped(sev)}</span>'
 
     def table(head: tuple[str, ...], rows: list[tuple[str, ...]], cls: str, row_ids: list[str]) -> str:
         return (
             f'<table class="rows-{cls}"><thead><tr>' + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>"
-            + "".join(f'<tr data-key="{_e(k)}">' + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for k, r in zip(row_ids, rows))
+            + "".join(f'<tr data-key="{escaped(k)}">' + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for k, r in zip(row_ids, rows))
             + "</tbody></table>"
         )
 
@@ -371,35 +367,35 @@ def diff_html(d: StoreDiff) -> str:
             f'<table class="root-causes rc-{name}"><thead><tr><th>root cause</th><th>severity</th>'
             + ("" if name == "changed" else "<th>status</th>") + "<th>raw buckets</th></tr></thead><tbody>"
             + "".join(
-                f'<tr data-root-cause="{_e(r.title)}"><td><code>{_e(r.title)}</code></td><td>{chip(r.severity)}</td>'
-                + ("" if name == "changed" else f"<td>{_e(r.status)}</td>") + f"<td>{_e(r.counted())}</td></tr>"
+                f'<tr data-root-cause="{escaped(r.title)}"><td><code>{escaped(r.title)}</code></td><td>{chip(r.severity)}</td>'
+                + ("" if name == "changed" else f"<td>{escaped(r.status)}</td>") + f"<td>{escaped(r.counted())}</td></tr>"
                 for r in rows
             )
             + "</tbody></table>"
         )
 
     new_rows = [
-        (str(b.id), chip(b.severity), f"<code>{_e(b.key)}</code>", _e(b.culprit), _e(b.reason), str(b.cases), _e(_bounds(b)))
+        (str(b.id), chip(b.severity), f"<code>{escaped(b.key)}</code>", escaped(b.culprit), escaped(b.reason), str(b.cases), escaped(_bounds(b)))
         for b in d.new_buckets
     ]
     fixed = [g for g in d.gone if g.status == "fixed"]
     unreached = [g for g in d.gone if g.status != "fixed"]
 
     def gone_rows(gs):
-        return [(str(g.bucket.id), chip(g.bucket.severity), f"<code>{_e(g.bucket.key)}</code>", _e(g.bucket.culprit),
-                 _e(_bounds(g.bucket)), _e(g.evidence)) for g in gs]
+        return [(str(g.bucket.id), chip(g.bucket.severity), f"<code>{escaped(g.bucket.key)}</code>", escaped(g.bucket.culprit),
+                 escaped(_bounds(g.bucket)), escaped(g.evidence)) for g in gs]
 
     changed_rows = [
-        (f"{c.old.id} → {c.new.id}", f"{chip(c.old.severity)} → {chip(c.new.severity)}", f"<code>{_e(c.new.key)}</code>",
-         _e(c.new.culprit), "<br>".join(_e(w) for w in c.what))
+        (f"{c.old.id} → {c.new.id}", f"{chip(c.old.severity)} → {chip(c.new.severity)}", f"<code>{escaped(c.new.key)}</code>",
+         escaped(c.new.culprit), "<br>".join(escaped(w) for w in c.what))
         for c in d.changed
     ]
     gone_head = ("id", "severity", "key", "culprit", "bounds (OLD)", "why")
     body = (
-        f"<header><h1>divfuzz diff</h1><p class=\"sides\">OLD <code>{_e(d.old)}</code> → NEW <code>{_e(d.new)}</code></p>"
+        f"<header><h1>divfuzz diff</h1><p class=\"sides\">OLD <code>{escaped(d.old)}</code> → NEW <code>{escaped(d.new)}</code></p>"
         f'<p class="summary">{len(d.new_buckets)} new, {len(d.gone)} gone ({len(fixed)} fixed, {len(unreached)} not reached), '
-        f"{len(d.changed)} changed, {d.unchanged} unchanged; {_e(_root_cause_counts(d))}</p>"
-        + (f'<p class="setups">note: {_e(d.setups_differ)}</p>' if d.setups_differ else "")
+        f"{len(d.changed)} changed, {d.unchanged} unchanged; {escaped(_root_cause_counts(d))}</p>"
+        + (f'<p class="setups">note: {escaped(d.setups_differ)}</p>' if d.setups_differ else "")
         + "</header>"
         + section("new", "new", len(new_rows),
                   root_causes("new") + table(("id", "severity", "key", "culprit", "why", "cases", "bounds"), new_rows, "new", [b.key for b in d.new_buckets]),

@@ -39,10 +39,16 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import PythonLexer
+
 from divfuzz.reports import plots
 from divfuzz.reports.root_causes import (
     COMPILER_ORDER, EAGER_WORSE, RootCause, by_severity, culprit_of, fold_by_culprit, root_cause_groups, severity_rank,
 )
+from divfuzz.generators.spec import GraphSpec
+from divfuzz.records.errors import DivfuzzError
 
 # The per-element scatter: at most this many points per (bucket, dtype), taken case by case in
 # store order; errors under the floor (exact on one side) are drawn at it, on log axes.
@@ -78,7 +84,8 @@ def collect(store, *, run_id: int | None = None) -> ReportData:
     )
 
 
-def _e(value: Any) -> str:
+def escaped(value: Any) -> str:
+    """`value` as HTML text, quotes included: every stored string on a page goes through it."""
     return escape(str(value), quote=True)
 
 
@@ -90,9 +97,9 @@ def _link(target: Path, html_path: Path, text: str) -> str:
     """A link to a file beside the page, relative to it; plain text when the file is not there.
     The path is percent-quoted whole, so a stored folder like `javascript:...` stays a path."""
     if not target.is_file():
-        return f'<span class="missing">{_e(text)} (not found)</span>'
+        return f'<span class="missing">{escaped(text)} (not found)</span>'
     rel = os.path.relpath(target.resolve(), html_path.resolve().parent)
-    return f'<a href="{_e(quote(rel, safe="/"))}">{_e(text)}</a>'
+    return f'<a href="{escaped(quote(rel, safe="/"))}">{escaped(text)}</a>'
 
 
 # ---- the header ---------------------------------------------------------------------------------
@@ -107,9 +114,9 @@ def _run_seconds(run: dict, cases: list[dict]) -> float:
 def _header(data: ReportData) -> str:
     counts = Counter(b.severity for b in data.buckets)
     shown = COMPILER_ORDER + ((EAGER_WORSE,) if counts.get(EAGER_WORSE) else ())
-    chips = "".join(f'<span class="chip sev-{_e(s)}">{counts.get(s, 0)} {_e(s)}</span>' for s in shown)
+    chips = "".join(f'<span class="chip sev-{escaped(s)}">{counts.get(s, 0)} {escaped(s)}</span>' for s in shown)
     rc_counts = Counter(rc.severity for rc in root_cause_groups(data.buckets))
-    rc_chips = "".join(f'<span class="chip sev-{_e(s)}">{rc_counts.get(s, 0)} {_e(s)}</span>' for s in shown)
+    rc_chips = "".join(f'<span class="chip sev-{escaped(s)}">{rc_counts.get(s, 0)} {escaped(s)}</span>' for s in shown)
     rows = []
     for run in data.runs:
         v = run["versions"] or {}
@@ -132,7 +139,7 @@ def _header(data: ReportData) -> str:
         rows.append(
             "<tr>"
             + "".join(
-                f"<td>{_e(x)}</td>"
+                f"<td>{escaped(x)}</td>"
                 for x in (
                     run["id"], run["status"], _when(run["started_at"]), run["device"], hardware,
                     v.get("torch", "-"), v.get("triton") or "-", v.get("cuda") or "-", compile_desc,
@@ -155,7 +162,7 @@ def _header(data: ReportData) -> str:
     scope = f"run {data.run_id}" if data.run_id is not None else f"{len(data.runs)} run(s)"
     return (
         f"<header><h1>divfuzz report</h1>"
-        f'<p class="store">store <code>{_e(data.store_path)}</code>, {_e(scope)}, '
+        f'<p class="store">store <code>{escaped(data.store_path)}</code>, {escaped(scope)}, '
         f"{len(data.cases)} cases, {len(data.buckets)} buckets</p>"
         f'<p class="severities">root causes by severity: {rc_chips}</p>'
         f'<p class="severities">buckets by severity: {chips}'
@@ -179,8 +186,8 @@ def _verdict_table(verdict: dict) -> str:
     if verdict.get("error_type") or verdict.get("error_message"):
         msg = (verdict.get("error_message") or "")[:1500]
         return (
-            f'<p class="error">{_e(verdict.get("status", "?"))}: <code>{_e(verdict.get("error_type") or "-")}</code></p>'
-            f"<pre class=\"error-message\">{_e(msg)}</pre>"
+            f'<p class="error">{escaped(verdict.get("status", "?"))}: <code>{escaped(verdict.get("error_type") or "-")}</code></p>'
+            f"<pre class=\"error-message\">{escaped(msg)}</pre>"
         )
     if verdict.get("perf"):
         return _perf_table(verdict["perf"])
@@ -203,7 +210,7 @@ def _verdict_table(verdict: dict) -> str:
     head = ("output", "dtype", "differing", "max ULP / step", "fp64 triage", "RMSE vs fp64 eager / compiled", "NaN/Inf", "int flips")
     return (
         '<table class="verdict"><thead><tr>' + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>"
-        + "".join("<tr>" + "".join(f"<td>{_e(x)}</td>" for x in r) + "</tr>" for r in rows)
+        + "".join("<tr>" + "".join(f"<td>{escaped(x)}</td>" for x in r) + "</tr>" for r in rows)
         + "</tbody></table>"
     )
 
@@ -221,7 +228,7 @@ def _perf_table(phases: list[dict]) -> str:
             rows.append((str(p)[:200], "", "", "", "", "", "", "", ""))
     return (
         '<table class="verdict perf"><thead><tr>' + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>"
-        + "".join("<tr>" + "".join(f"<td>{_e(x)}</td>" for x in r) + "</tr>" for r in rows)
+        + "".join("<tr>" + "".join(f"<td>{escaped(x)}</td>" for x in r) + "</tr>" for r in rows)
         + "</tbody></table>"
     )
 
@@ -239,31 +246,30 @@ def _ladder(culprit: dict | None) -> str:
         return '<p class="ladder">not attributed (minimization off or not reached)</p>'
     ladder = [tuple(r) for r in culprit.get("ladder") or () if len(r) == 2]
     first = next((rung for rung, outcome in ladder if outcome != "ok"), None)
-    parts = [f'<p class="ladder">first rung that differs: <b>{_e(first or "none")}</b>'
-             f'{" — stage " + _e(culprit.get("stage")) if culprit.get("stage") else ""}</p>']
+    parts = [f'<p class="ladder">first rung that differs: <b>{escaped(first or "none")}</b>'
+             f'{" — stage " + escaped(culprit.get("stage")) if culprit.get("stage") else ""}</p>']
     if ladder:
         parts.append(
             '<table class="ladder"><thead><tr><th>rung</th><th>outcome</th></tr></thead><tbody>'
-            + "".join(f'<tr class="{"differs" if o != "ok" else "same"}"><td>{_e(r)}</td><td>{_e(o)}</td></tr>' for r, o in ladder)
+            + "".join(f'<tr class="{"differs" if o != "ok" else "same"}"><td>{escaped(r)}</td><td>{escaped(o)}</td></tr>' for r, o in ladder)
             + "</tbody></table>"
         )
     probes = [tuple(p) for p in culprit.get("probes") or () if len(p) == 2]
     if probes:
         parts.append(
             '<table class="probes"><thead><tr><th>probe</th><th>what it changed</th></tr></thead><tbody>'
-            + "".join(f"<tr><td>{_e(p)}</td><td>{_e(o)}</td></tr>" for p, o in probes)
+            + "".join(f"<tr><td>{escaped(p)}</td><td>{escaped(o)}</td></tr>" for p, o in probes)
             + "</tbody></table>"
         )
     if culprit.get("bisect"):
-        parts.append(f'<p class="bisect">compiler_bisector: <code>{_e(culprit["bisect"])}</code></p>')
+        parts.append(f'<p class="bisect">compiler_bisector: <code>{escaped(culprit["bisect"])}</code></p>')
     return "".join(parts)
 
 
 def _code(bucket, first_case: dict | None, *, highlight: bool = True) -> str:
     """The minimized graph (else the first case's) as highlighted Python, printed from a spec that
     GraphSpec validated; a spec that does not load is named, not printed."""
-    from divfuzz.generators.spec import GraphSpec
-    from divfuzz.records.errors import DivfuzzError
+    # lazy: torch-free module: it loads torch only when this runs
     from divfuzz.reports.repro import graph_code
 
     minimized = (bucket.minimized or {})
@@ -279,27 +285,22 @@ def _code(bucket, first_case: dict | None, *, highlight: bool = True) -> str:
             return '<p class="code-missing">no spec stored</p>'
         code = graph_code(spec)
     except (DivfuzzError, ValueError, KeyError, TypeError) as e:
-        return f'<p class="code-missing">the {where} does not load as code: {_e(e)}</p>'
+        return f'<p class="code-missing">the {where} does not load as code: {escaped(e)}</p>'
     shrink = ""
     if "ops_before" in minimized:
-        shrink = f" ({_e(minimized['ops_before'])} → {_e(minimized['ops_after'])} ops)"
-    shown = _highlight(code) if highlight else f'<div class="code"><pre>{_e(code)}</pre></div>'
-    return f'<p class="code-title">{_e(where)}{shrink}</p>' + shown
+        shrink = f" ({escaped(minimized['ops_before'])} → {escaped(minimized['ops_after'])} ops)"
+    shown = _highlight(code) if highlight else f'<div class="code"><pre>{escaped(code)}</pre></div>'
+    return f'<p class="code-title">{escaped(where)}{shrink}</p>' + shown
 
 
 @functools.lru_cache(maxsize=None)
 def _pygments():
     """One lexer and one formatter for the page (a formatter builds its style sheet when made)."""
-    from pygments.formatters import HtmlFormatter
-    from pygments.lexers import PythonLexer
-
     return PythonLexer(), HtmlFormatter(cssclass="code")
 
 
 @functools.lru_cache(maxsize=1024)
 def _highlight(code: str) -> str:
-    from pygments import highlight
-
     lexer, formatter = _pygments()
     return highlight(code, lexer, formatter)
 
@@ -397,18 +398,18 @@ def _card(bucket, cases_of: dict[int, list[dict]], html_path: Path, scope_run: i
     else:
         command = f"divfuzz report --out {store_dir} --bucket {bucket.id} --html bucket-{bucket.id}.html"
         body = (f'<details class="more"><summary>code, ladder, fp64 verdict</summary>{details}</details>'
-                f'<p class="plots-hint">plots: <code>{_e(command)}</code></p>')
+                f'<p class="plots-hint">plots: <code>{escaped(command)}</code></p>')
     return (
-        f'<article class="card sev-{_e(bucket.severity)}{"" if plots_of is not None else " compact"}" id="bucket-{bucket.id}" '
+        f'<article class="card sev-{escaped(bucket.severity)}{"" if plots_of is not None else " compact"}" id="bucket-{bucket.id}" '
         f'data-bucket="{bucket.id}">'
-        f'<h3><span class="chip sev-{_e(bucket.severity)}">{_e(bucket.severity)}</span> #{bucket.id} '
-        f"{_e(k.kind)}{' ' + _e(k.detail) if k.detail else ''} · {_e(k.dtype)} · {_e(k.device_type)}"
+        f'<h3><span class="chip sev-{escaped(bucket.severity)}">{escaped(bucket.severity)}</span> #{bucket.id} '
+        f"{escaped(k.kind)}{' ' + escaped(k.detail) if k.detail else ''} · {escaped(k.dtype)} · {escaped(k.device_type)}"
         f"{' <span class=new>new</span>' if new else ''}</h3>"
-        f'<p class="key">key <code>{_e(str(k))}</code></p>'
-        f'<p class="culprit">culprit: <b>{_e(culprit_of(bucket))}</b></p>'
-        f'<p class="reason">why {_e(bucket.severity)}: {_e(reason)}</p>'
-        f'<p class="counts">{bucket.count} cases, first seen {_e(_when(bucket.first_seen))} (run {bucket.first_run_id}), '
-        f"last seen {_e(_when(bucket.last_seen))} · {links}</p>"
+        f'<p class="key">key <code>{escaped(str(k))}</code></p>'
+        f'<p class="culprit">culprit: <b>{escaped(culprit_of(bucket))}</b></p>'
+        f'<p class="reason">why {escaped(bucket.severity)}: {escaped(reason)}</p>'
+        f'<p class="counts">{bucket.count} cases, first seen {escaped(_when(bucket.first_seen))} (run {bucket.first_run_id}), '
+        f"last seen {escaped(_when(bucket.last_seen))} · {links}</p>"
         f"{body}</article>"
     )
 
@@ -420,7 +421,7 @@ def _root_cause(rc: RootCause, cases_of: dict[int, list[dict]], html_path: Path,
     store_dir = str(Path(data.store_path).parent)
     lead = rc.lead
     plot_cases = [c for b in rc.buckets for c in cases_of.get(b.id, [])] if plots else None
-    pattern = (f'minimized pattern <code>{_e(rc.pattern)}</code>' if rc.pattern is not None
+    pattern = (f'minimized pattern <code>{escaped(rc.pattern)}</code>' if rc.pattern is not None
                else "not minimized yet: a raw bucket (<code>divfuzz minimize --pending</code> analyses it)")
     table = ""
     if len(rc.buckets) > 1:
@@ -428,9 +429,9 @@ def _root_cause(rc: RootCause, cases_of: dict[int, list[dict]], html_path: Path,
             '<table class="rc-buckets"><thead><tr><th>bucket</th><th>severity</th><th>kind</th><th>dtype</th><th>device</th>'
             "<th>cases</th><th>first seen</th></tr></thead><tbody>"
             + "".join(
-                f'<tr><td><a href="#bucket-{b.id}">#{b.id}</a></td><td>{_e(b.severity)}</td>'
-                f"<td>{_e(b.key.kind)}{' ' + _e(b.key.detail) if b.key.detail else ''}</td><td>{_e(b.key.dtype)}</td>"
-                f"<td>{_e(b.key.device_type)}</td><td>{b.count}</td><td>{_e(_when(b.first_seen))}</td></tr>"
+                f'<tr><td><a href="#bucket-{b.id}">#{b.id}</a></td><td>{escaped(b.severity)}</td>'
+                f"<td>{escaped(b.key.kind)}{' ' + escaped(b.key.detail) if b.key.detail else ''}</td><td>{escaped(b.key.dtype)}</td>"
+                f"<td>{escaped(b.key.device_type)}</td><td>{b.count}</td><td>{escaped(_when(b.first_seen))}</td></tr>"
                 for b in rc.buckets
             )
             + "</tbody></table>"
@@ -439,11 +440,11 @@ def _root_cause(rc: RootCause, cases_of: dict[int, list[dict]], html_path: Path,
     if others:
         others = f'<details class="rc-others"><summary>its {len(rc.buckets) - 1} other buckets</summary>{others}</details>'
     return (
-        f'<section class="root-cause sev-{_e(rc.severity)}" id="rc-{lead.id}" data-root-cause="{lead.id}" '
+        f'<section class="root-cause sev-{escaped(rc.severity)}" id="rc-{lead.id}" data-root-cause="{lead.id}" '
         f'data-buckets="{len(rc.buckets)}">'
-        f'<h3><span class="chip sev-{_e(rc.severity)}">{_e(rc.severity)}</span> root cause <code>{_e(rc.title)}</code>'
-        f' <span class="known">{_e(rc.known)}</span></h3>'
-        f'<p class="rc-counts">{_e(rc.counted())} · {pattern}</p>{table}'
+        f'<h3><span class="chip sev-{escaped(rc.severity)}">{escaped(rc.severity)}</span> root cause <code>{escaped(rc.title)}</code>'
+        f' <span class="known">{escaped(rc.known)}</span></h3>'
+        f'<p class="rc-counts">{escaped(rc.counted())} · {pattern}</p>{table}'
         + _card(lead, cases_of, html_path, data.run_id, plots_of=plot_cases, store_dir=store_dir)
         + others
         + "</section>"
@@ -594,7 +595,7 @@ def render_html(data: ReportData, html_path: Path, *, plots: str = "bug") -> str
             '<table class="fold"><thead><tr><th>culprit</th><th>root causes</th><th>buckets</th><th>cases</th><th>bucket ids</th>'
             "</tr></thead><tbody>"
             + "".join(
-                f"<tr><td>{_e(culprit)}</td><td>{n_rc}</td><td>{n}</td><td>{cases}</td><td>"
+                f"<tr><td>{escaped(culprit)}</td><td>{n_rc}</td><td>{n}</td><td>{cases}</td><td>"
                 + ", ".join(f'<a href="#bucket-{i}">{i}</a>' for i in ids) + "</td></tr>"
                 for _, culprit, n_rc, n, cases, ids in folds
             )
@@ -614,7 +615,7 @@ def render_html(data: ReportData, html_path: Path, *, plots: str = "bug") -> str
         _header(data)
         + "".join(sections)
         + f'<section class="campaign" id="campaign"><h2>campaign</h2><div class="plots">{campaign}</div></section>'
-        + f'<footer><p>written {_e(_when(time.time()))} by divfuzz from the stored verdicts; '
+        + f'<footer><p>written {escaped(_when(time.time()))} by divfuzz from the stored verdicts; '
         "buckets whose minimized pattern and culprit agree are one root cause; only bug root causes carry inline "
         "plots (each other card names the command that draws its own). "
         "Per-element error plots show each verdict's sample of differing elements (the largest excesses of compiled "
@@ -634,7 +635,7 @@ def page_shell(title: str, body: str, *, style: str = _CSS) -> str:
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         f"<meta http-equiv=\"Content-Security-Policy\" content=\"{CSP}\">"
-        f"<title>{_e(title)}</title><style>{style}</style></head><body>"
+        f"<title>{escaped(title)}</title><style>{style}</style></head><body>"
         + body
         + "</body></html>\n"
     )

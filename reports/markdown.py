@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 import datetime as _dt
+import html
+import json
+import re
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from divfuzz.reports.root_causes import culprit_of  # noqa: F401  (divfuzz.reports.markdown.culprit_of: the CLI and diff read it here)
+from divfuzz.reports.root_causes import COMPILER_ORDER, EAGER_WORSE, by_severity, fold_by_culprit, root_cause_groups, severity_line
+from divfuzz.generators.coverage import op_coverage
+from divfuzz.records.errors import UnsafePathError
+from divfuzz.records.severity import Severity
+from divfuzz.reports.safe_paths import read_text
 
 if TYPE_CHECKING:
     from divfuzz.records.verdict import Verdict
@@ -42,16 +51,12 @@ def verdict_table(verdict: "Verdict") -> str:
 def md_text(value) -> str:
     """A string from the store as inert markdown text: HTML tags and entities are shown, never
     rendered (`<`, `>`, `&` as entities), a `|` cannot end a table cell, a newline cannot start a block."""
-    import html
-
     return " ".join(html.escape(str(value), quote=False).replace("|", "\\|").split())
 
 
 def md_code(value) -> str:
     """A string from the store as an inline code span that it cannot close early (a fence longer
     than its longest run of backticks); `|` escaped so a table cell holds it whole."""
-    import re
-
     text = " ".join(str(value).split()).replace("|", "\\|")
     fence = "`" * (max((len(m) for m in re.findall(r"`+", text)), default=0) + 1)
     return f"{fence} {text} {fence}" if len(fence) > 1 else f"`{text}`"
@@ -66,11 +71,6 @@ def _when(ts: float) -> str:
 
 def _minimized(folder: str | None) -> str:
     """`ops before -> after, seconds` from the bucket folder's analysis.json ('' when not minimized)."""
-    import json
-    from pathlib import Path
-
-    from divfuzz.records.errors import UnsafePathError
-    from divfuzz.reports.safe_paths import read_text
 
     path = Path(folder) / "analysis.json" if folder else None
     try:  # the folder is a path read from the store: a FIFO or symlink there is not followed
@@ -98,8 +98,6 @@ BUCKETS_NAMED = 12
 def coverage_markdown(store, *, run_id: int | None = None) -> str:
     """The per-op coverage table (`divfuzz.generators.coverage.op_coverage`): cases drawn per op, by data
     dtype, and the buckets they landed in by severity; ops never drawn listed on one line."""
-    from divfuzz.generators.coverage import op_coverage
-
     severity = {b.id: b.severity for b in store.buckets()}
     rows = op_coverage(((c["spec_json"], c["bucket_id"]) for c in store.case_summaries(run_id=run_id)), severity)
     drawn = [r for r in rows if r.cases]
@@ -124,9 +122,6 @@ def buckets_markdown(store, *, run_id: int | None = None, min_severity: str = "n
 def root_causes_markdown(buckets, *, run_id: int | None = None, min_severity: str = "noise", new_only: bool = False) -> str:
     """`buckets_markdown` of bucket rows (`divfuzz.reports.root_causes` folds them); `new_only` lists only
     root causes that match no known upstream bug, and says how many it hid."""
-    from divfuzz.records.severity import Severity
-    from divfuzz.reports.root_causes import COMPILER_ORDER, EAGER_WORSE, by_severity, fold_by_culprit, root_cause_groups, severity_line
-
     floor = Severity(min_severity)
     title = f"# divfuzz root causes{f' of run {run_id}' if run_id else ''}"
     if not buckets:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.oracles import timing as timing_oracle
-from divfuzz.reports.repro import _carried_source, _int, carried_runtime, case_constants, docstring_literal, graph_code, inputs_code
+from divfuzz.reports.repro import carried_source, int_literal, carried_runtime, case_constants, docstring_literal, graph_code, inputs_code
 
 if TYPE_CHECKING:
     from divfuzz.records.config import CompileConfig
@@ -115,7 +115,7 @@ def render_perf_repro(
         f"""
         KNOB = {tuple(knob) if knob is not None else None!r}
         MARGIN = {float(margin)!r}
-        ROUNDS = {_int(rounds)}
+        ROUNDS = {int_literal(rounds)}
         INPUTS = None
         """
     ).strip()
@@ -123,6 +123,6 @@ def render_perf_repro(
                "from typing import Callable, Sequence\n\nimport torch\nimport torch.nn.functional as F")
     return (
         "#!/usr/bin/env python3\n" + docstring_literal("\n".join(header)) + "\n" + imports + "\n\n" + consts
-        + "\n\n\n" + _carried_source(timing_oracle) + "\n\n\n" + inputs_code(spec) + "\n\n\n" + graph_code(spec)
+        + "\n\n\n" + carried_source(timing_oracle) + "\n\n\n" + inputs_code(spec) + "\n\n\n" + graph_code(spec)
         + "\n\n" + carried_runtime() + "\n\n" + _RUNTIME
     )

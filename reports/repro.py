@@ -46,10 +46,10 @@ CARRIED_ORACLES: tuple[ModuleType, ...] = (ulp_oracle, boundary_oracle, compare_
 @functools.cache
 def carried_runtime() -> str:
     """`divfuzz.generators.runtime`'s source, as every generated script carries it (cotangents, backend lookup)."""
-    return "# divfuzz's generators/runtime.py (docstring and imports left out): what the engine runs too.\n" + _carried_source(runtime)
+    return "# divfuzz's generators/runtime.py (docstring and imports left out): what the engine runs too.\n" + carried_source(runtime)
 
 
-def _carried_source(module: ModuleType) -> str:
+def carried_source(module: ModuleType) -> str:
     """A module's own source minus its docstring and imports (comments kept): the names it imports
     are defined by the modules carried before it, or by `compare`'s preamble."""
     source = inspect.getsource(module)
@@ -66,7 +66,7 @@ def _carried_source(module: ModuleType) -> str:
 @functools.cache
 def carried_oracles() -> str:
     """The oracle modules' source, indented to sit inside the repro's `compare`."""
-    body = "\n\n".join(_carried_source(m) for m in CARRIED_ORACLES)
+    body = "\n\n".join(carried_source(m) for m in CARRIED_ORACLES)
     return textwrap.indent(body, "    ", lambda line: bool(line.strip()))
 
 
@@ -171,7 +171,8 @@ def _ident(name: str) -> str:
     return name
 
 
-def _int(v) -> str:
+def int_literal(v) -> str:
+    """An integer as Python source; anything else (a bool, a float, a string from a file) raises."""
     if isinstance(v, bool) or not isinstance(v, int):
         raise TypeError(f"expected an integer for generated code but got {v!r}")
     return repr(v)
@@ -212,11 +213,11 @@ def graph_code(spec: GraphSpec) -> str:
 def inputs_code(spec: GraphSpec) -> str:
     used = {spec.recipe.kind} | {t.init for t in spec.inputs if t.init != "data"}
     funcs = [inspect.getsource(getattr(recipes, _RECIPE_FUNCS[name])) for name in sorted(used)]
-    body = ["def make_inputs(device):", f"    g = torch.Generator().manual_seed({_int(spec.recipe.seed)})"]
+    body = ["def make_inputs(device):", f"    g = torch.Generator().manual_seed({int_literal(spec.recipe.seed)})"]
     for t in spec.inputs:
         make = _RECIPE_FUNCS[spec.recipe.kind if t.init == "data" else t.init]
         grad = ".requires_grad_(True)" if t.requires_grad else ""
-        shape = repr(tuple(int(_int(d)) for d in t.shape))
+        shape = repr(tuple(int(int_literal(d)) for d in t.shape))
         body.append(f"    {_ident(t.name)} = {make}({shape}, g).to({_DTYPE_CODE[t.dtype]}).to(device){grad}")
     body.append(f"    return [{', '.join(_ident(t.name) for t in spec.inputs)}]")
     return "\n\n".join(f.rstrip() for f in funcs) + "\n\n\n" + "\n".join(body)
@@ -229,7 +230,7 @@ def case_constants(spec: GraphSpec, device: str, config: "CompileConfig") -> str
         f"""
         DEVICE = {device!r}
         DEVICE_TYPE = {device.split(':')[0]!r}
-        SEED = {_int(spec.recipe.seed)}
+        SEED = {int_literal(spec.recipe.seed)}
         BACKWARD = {bool(spec.backward)!r}
         BACKEND = {config.backend!r}
         DYNAMIC = {config.dynamic!r}

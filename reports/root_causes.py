@@ -29,6 +29,8 @@ from typing import Any, Iterable, Sequence
 
 from divfuzz.records.errors import DivfuzzError
 from divfuzz.records.severity import COMPILER_SEVERITIES, ORDER, Severity
+from divfuzz.generators.spec import GraphSpec
+from divfuzz.records.known_bugs import default_known_bugs, describe, RootCausePattern
 
 # A finding about eager (rule "eager-gross-worse"), not the compiler: reported apart, never counted.
 EAGER_WORSE = Severity.EAGER_WORSE.value
@@ -67,8 +69,6 @@ def ops_of(bucket) -> str:
 def graph_pattern(spec_dict: Any) -> str | None:
     """The canonical pattern of a stored spec (see the module docstring), as readable text such as
     `v1 = div(x0; mode=floor) -> v1`, or None when the spec does not load."""
-    from divfuzz.generators.spec import GraphSpec
-
     try:
         spec = GraphSpec.from_dict(spec_dict, source="minimized spec")
     except (DivfuzzError, ValueError, KeyError, TypeError, AttributeError):
@@ -185,8 +185,6 @@ def known_label(rc: RootCause, known=None) -> str:
     """`RootCause.known`, against `known` (a `divfuzz.records.known_bugs.KnownBugs`; the committed file
     when None): the first of its buckets (most severe first) that matches an entry, each by its
     minimized spec when it has one, else by its bucket key."""
-    from divfuzz.records.known_bugs import default_known_bugs, describe
-
     if rc.about_eager:
         return "new"
     known = known or default_known_bugs()
@@ -200,8 +198,6 @@ def known_label(rc: RootCause, known=None) -> str:
 
 def _known_pattern(bucket, culprit: str):
     """A bucket as `divfuzz.records.known_bugs` matches it, or None when its stored data does not say."""
-    from divfuzz.records.known_bugs import RootCausePattern
-
     rule = _rule_of(bucket)
     try:
         m = bucket.minimized if isinstance(bucket.minimized, dict) else {}

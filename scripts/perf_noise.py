@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 
-from divfuzz.fuzzer.engine.perf import execute_perf_case  # noqa: E402
+from divfuzz.fuzzer.engine.execute_perf import execute_perf_case  # noqa: E402
 from divfuzz.generators.strategies import perf_graph_specs  # noqa: E402
 from divfuzz.oracles.perf import is_slower  # noqa: E402
 from divfuzz.records.config import CompileConfig  # noqa: E402

@@ -5,7 +5,7 @@ its severity: a new op that reads as a bug on a standard random input is a false
 For each (op, dtype): one graph holding the op once per distinct params set its own `draw_params`
 draws (up to `--variants`), every node an output, on `normal` inputs of `--shape`, with the
 backward when the op has one; `divfuzz.fuzzer.engine.execute.execute_case` runs it eager / compiled / fp64
-and `divfuzz.oracles.severity.severity_of` rates the verdict. Prints one line per (op, dtype): the worst
+and `divfuzz.oracles.severity_policy.severity_of` rates the verdict. Prints one line per (op, dtype): the worst
 severity, its rule and output, and its detail.
 
     python scripts/probe_new_ops.py --dtypes float32,bfloat16 [--ops argmax,sort] [--json out.json]
@@ -27,7 +27,7 @@ from divfuzz.generators.registry import get_op
 from divfuzz.generators.spec import InputRecipe
 from divfuzz.generators.strategies import op_params, op_spec
 from divfuzz.generators.validate import validate_spec
-from divfuzz.oracles.severity import severity_of
+from divfuzz.oracles.severity_policy import severity_of
 from divfuzz.records.config import CompileConfig
 
 

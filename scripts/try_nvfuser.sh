@@ -96,7 +96,7 @@ ran = [step(f"LayerNorm backward {d} through thunder.jit + nvFuser", lambda d=d:
 sys.exit(0 if all(ran) else 1)
 PY
 rc=$?
-if [ $rc -eq 0 ] && "$PY" -c "import divfuzz.fuzzer.engine.backends" 2>/dev/null; then
+if [ $rc -eq 0 ] && "$PY" -c "import divfuzz.fuzzer.engine.own_backends" 2>/dev/null; then
   echo "== divfuzz: replay a LayerNorm backward spec, nvfuser against inductor"
   "$PY" -c "from divfuzz.fuzzer.cli.main import main; main()" replay corpus/specs/norm-linear-float32-bwd.json --device cuda --backend nvfuser --against inductor | tail -4
 fi

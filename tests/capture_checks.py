@@ -7,9 +7,9 @@ import torch
 
 
 def assert_captured_and_lowered_bit_for_bit(model, args, kwargs, source_file: str, logits_width: int = 128) -> None:
-    from divfuzz.fuzzer.triage.capture import _RunSpec, capture_graphs, flatten_outputs, lower_to_aten
+    from divfuzz.fuzzer.triage.capture import ModelStep, capture_graphs, flatten_outputs, lower_to_aten
 
-    graphs, _, _ = capture_graphs(_RunSpec(model, args, kwargs, device="cpu", autocast=None, train=False))
+    graphs, _, _ = capture_graphs(ModelStep(model, args, kwargs, device="cpu", autocast=None, train=False))
     assert graphs and all(source_file in g.source for g in graphs), [g.describe() for g in graphs]
     biggest = max(graphs, key=lambda g: g.ops)
     aten, inputs = lower_to_aten(biggest, train=False)

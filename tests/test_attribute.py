@@ -9,7 +9,7 @@ import pytest
 from divfuzz.records.culprit import BisectResult, Culprit, bisect_text_of, summarize
 from divfuzz.records.errors import StoreError
 from divfuzz.fuzzer.triage.analysis import BucketAnalyzer
-from divfuzz.fuzzer.engine.buckets import bucket_key, graph_signature
+from divfuzz.fuzzer.engine.bucketing import bucket_key, graph_signature
 from divfuzz.records.config import CompileConfig
 from divfuzz.fuzzer.triage.analysis import analyze_finding
 from divfuzz.fuzzer.engine.store import Store

@@ -149,7 +149,7 @@ def test_gpu_layer_norm_backward_inductor_against_a_second_compiler(dtype):
 
     Measured with a standalone copy of the onnxrt backend on the H100 (torch 2.11, onnxruntime
     1.30 without its CUDA provider) on 2026-11-22: fp32 grad:x0 RMSE vs fp64 eager 7.57e-8, inductor
-    6.5e-8, onnxrt 7.55e-8 (before the host copies in `divfuzz.fuzzer.engine.backends` it was 7.7e-4: a
+    6.5e-8, onnxrt 7.55e-8 (before the host copies in `divfuzz.fuzzer.engine.own_backends` it was 7.7e-4: a
     use-after-free of CUDA inputs in torch.onnx's ONNXProgram.__call__); bf16: onnxrt cannot compile
     LayerNorm (declared unsupported), inductor's grad:x0 is as far from fp64 as eager's (1.69e-3)."""
     import torch
@@ -160,7 +160,7 @@ def test_gpu_layer_norm_backward_inductor_against_a_second_compiler(dtype):
 
     from divfuzz.fuzzer.cli.options import against_summary
     from divfuzz.fuzzer.engine.against import execute_against
-    from divfuzz.fuzzer.engine.backends import missing_requirement
+    from divfuzz.fuzzer.engine.own_backends import missing_requirement
     from divfuzz.records.config import CompileConfig
 
     second = "nvfuser" if missing_requirement("nvfuser") is None else "onnxrt"
@@ -191,9 +191,9 @@ def test_an_op_the_exporter_has_no_function_for_reads_unsupported_not_a_finding(
     pytest.importorskip("onnxscript")
     import torch
 
-    from divfuzz.fuzzer.engine.backends import unsupported_op_of
+    from divfuzz.fuzzer.engine.own_backends import unsupported_op_of
     from divfuzz.fuzzer.engine.compile import compiled
-    from divfuzz.fuzzer.engine.execute import _Clock, failure_verdict
+    from divfuzz.fuzzer.engine.execute import CaseClock, failure_verdict
     from divfuzz.records.config import CompileConfig
 
     config = CompileConfig(backend="onnxrt")
@@ -202,7 +202,7 @@ def test_an_op_the_exporter_has_no_function_for_reads_unsupported_not_a_finding(
         with compiled(lambda g, x: torch.ops.aten.silu_backward(g, x) * 2, config) as fn:
             fn(g, x)
     assert unsupported_op_of(caught.value) == "aten.silu_backward"
-    verdict = failure_verdict(_one_op_spec("sigmoid", "float32", False), config, caught.value, _Clock("cpu"))
+    verdict = failure_verdict(_one_op_spec("sigmoid", "float32", False), config, caught.value, CaseClock("cpu"))
     assert verdict.status == Status.UNSUPPORTED
     assert "no implementation of aten.silu_backward" in verdict.error_message
     # any other compile failure stays a finding

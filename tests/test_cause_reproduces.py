@@ -35,7 +35,7 @@ def _cause(sev, rule="float-gross-worse", reproduced=True, folder="out/01-induct
 
 
 def test_one_answer_per_model_says_why_the_whole_model_and_its_cause_disagree():
-    from divfuzz.fuzzer.cli.minimize import module_headline
+    from divfuzz.fuzzer.cli.minimize_command import module_headline
 
     whole = {"severity": "bug", "rule": "float-gross-worse"}
     line = module_headline({"severity": whole, "causes": [_cause("by-design", "precision-knob")]})

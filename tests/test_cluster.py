@@ -149,7 +149,7 @@ def test_live_view_shows_the_fleet_by_node_and_gpu():
     from rich.console import Console
 
     from divfuzz.fuzzer.campaign.loop import CampaignOptions, Progress
-    from divfuzz.fuzzer.cli.fuzz import live_progress
+    from divfuzz.fuzzer.cli.fuzz_command import live_progress
 
     opts = CampaignOptions(device="cuda", out_dir=Path("x"), max_cases=10)
     console = Console(width=200, record=True)

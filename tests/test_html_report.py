@@ -196,7 +196,7 @@ def test_cli_writes_the_page_and_a_bad_html_path_exits_2(tmp_path):
 
 
 def test_fuzz_not_writing_report_html_is_divfuzz_s_own_error(tmp_path):
-    from divfuzz.fuzzer.cli.fuzz import _write_report_html
+    from divfuzz.fuzzer.cli.fuzz_command import _write_report_html
 
     build_store(tmp_path)
     (tmp_path / "report.html").mkdir()  # a folder in the way: the rename fails

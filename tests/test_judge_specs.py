@@ -15,7 +15,7 @@ from divfuzz.generators.build import make_inputs
 from divfuzz.generators.spec import GraphSpec, InputRecipe, Node, TensorSpec
 from divfuzz.generators.validate import validate_spec
 from divfuzz.oracles.findings import finding_of
-from divfuzz.oracles.severity import severity_of
+from divfuzz.oracles.severity_policy import severity_of
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.severity import Severity
 

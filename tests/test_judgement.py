@@ -8,7 +8,7 @@ import torch
 from divfuzz.oracles.conditioning import CONDITIONING_DRAWS, perturb_inputs
 from divfuzz.oracles.findings import finding_of
 from divfuzz.oracles.judge import judge_outputs, verdict_of
-from divfuzz.oracles.severity import severity_of
+from divfuzz.oracles.severity_policy import severity_of
 from divfuzz.records.outcomes import FindingKind
 from divfuzz.records.severity import Severity
 

@@ -65,11 +65,11 @@ def test_the_file_holds_at_least_40_distinct_issues_including_the_seeds_and_the_
 
 def test_every_rule_id_is_one_the_severity_policy_emits():
     # records may not import oracles: the rule vocabulary is checked against the policy's source here.
-    import divfuzz.oracles.severity
+    import divfuzz.oracles.severity_policy
 
-    literals = {n.value for n in ast.walk(ast.parse(inspect.getsource(divfuzz.oracles.severity)))
+    literals = {n.value for n in ast.walk(ast.parse(inspect.getsource(divfuzz.oracles.severity_policy)))
                 if isinstance(n, ast.Constant) and isinstance(n.value, str)}
-    emitted = {n.args[1].value for n in ast.walk(ast.parse(inspect.getsource(divfuzz.oracles.severity)))
+    emitted = {n.args[1].value for n in ast.walk(ast.parse(inspect.getsource(divfuzz.oracles.severity_policy)))
                if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "SeverityReason" and len(n.args) > 1
                and isinstance(n.args[1], ast.Constant)}
     perf = {"slower-beyond-noise", "slower-within-noise", "wrapper-overhead"}

@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.console import Console
 
 from divfuzz.fuzzer.campaign.loop import CampaignOptions, Progress
-from divfuzz.fuzzer.cli.fuzz import live_progress, progress_fraction
+from divfuzz.fuzzer.cli.fuzz_command import live_progress, progress_fraction
 from divfuzz.records.severity import Severity
 
 
@@ -51,7 +51,7 @@ def test_bar_toward_the_budget():
 
 
 def test_off_a_terminal_the_lines_stay_plain():
-    from divfuzz.fuzzer.cli.fuzz import _status_line
+    from divfuzz.fuzzer.cli.fuzz_command import _status_line
 
     opts = CampaignOptions(device="cpu", out_dir=Path("unused"), max_cases=40)
     line = _status_line(opts, _progress())

@@ -42,7 +42,7 @@ def test_a_spent_budget_runs_no_phase_after_the_capture_and_says_so(tmp_path, mo
     # not a budget) only the capture runs (one
     # tiny Inductor compile of the whole model); every later phase is skipped with a line saying so.
     # The grace is widened so that a loaded CI box's slow first compile is not what this tests.
-    import divfuzz.fuzzer.cli.minimize as cli_minimize
+    import divfuzz.fuzzer.cli.minimize_command as cli_minimize
 
     monkeypatch.setattr(cli_minimize, "MODULE_GRACE_S", 600.0)
     out = tmp_path / "out"
@@ -139,7 +139,7 @@ def test_a_tiny_llama_training_step_ends_within_its_budget_plus_grace(tmp_path):
     # Before the deadline held for every phase, this run went past --budget + 300 s on this CPU
     # (the ladder, the reduction's first queries and the bisector all compiled the big joint graph).
     pytest.importorskip("transformers")
-    import divfuzz.fuzzer.cli.minimize as cli_minimize
+    import divfuzz.fuzzer.cli.minimize_command as cli_minimize
 
     out, budget = tmp_path / "out", 90
     t0 = time.monotonic()

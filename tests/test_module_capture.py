@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from capture_checks import assert_captured_and_lowered_bit_for_bit
 from divfuzz.fuzzer.cli.main import main
 from divfuzz.records.errors import ConfigError
-from divfuzz.fuzzer.triage.capture import _RunSpec, capture_graphs, flatten_outputs, lower_to_aten, normalize_case
+from divfuzz.fuzzer.triage.capture import ModelStep, capture_graphs, flatten_outputs, lower_to_aten, normalize_case
 
 MODULES = Path(__file__).parent / "modules"
 
@@ -33,9 +33,9 @@ def _graph_breaks_module():
     return module
 
 
-def _run_spec(name: str, *, train: bool = False) -> _RunSpec:
+def _run_spec(name: str, *, train: bool = False) -> ModelStep:
     model, args, kwargs = normalize_case(getattr(_graph_breaks_module(), name)(), name)
-    return _RunSpec(model, args, kwargs, device="cpu", autocast=None, train=train)
+    return ModelStep(model, args, kwargs, device="cpu", autocast=None, train=train)
 
 
 @pytest.mark.parametrize("name", ["item_scale", "inf_guard", "printing"])
@@ -98,7 +98,7 @@ def test_keyword_inputs_dicts_and_token_ids_are_carried():
     case = _graph_breaks_module().token_ids_and_kwargs()
     model, args, kwargs = normalize_case(case, "x")
     assert args[0].dtype == torch.int64 and "extra" in kwargs
-    graphs, breaks, _ = capture_graphs(_RunSpec(model, args, kwargs, device="cpu", autocast=None, train=False))
+    graphs, breaks, _ = capture_graphs(ModelStep(model, args, kwargs, device="cpu", autocast=None, train=False))
     assert len(graphs) == 1 and breaks == 0
     assert any(x.dtype == torch.int64 for x in graphs[0].inputs), "token ids reach the graph as a tensor"
 

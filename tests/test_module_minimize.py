@@ -92,7 +92,7 @@ def test_fp32_floor_division_off_by_one_is_a_bug_and_is_minimized(tmp_path):
 def test_budget_bounds_a_module_that_never_returns(tmp_path, monkeypatch):
     import time
 
-    import divfuzz.fuzzer.cli.minimize as cli_minimize
+    import divfuzz.fuzzer.cli.minimize_command as cli_minimize
 
     monkeypatch.setattr(cli_minimize, "MODULE_GRACE_S", 5.0)
     t0 = time.monotonic()

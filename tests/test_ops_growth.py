@@ -27,7 +27,7 @@ from divfuzz.generators.spec import RECIPE_KINDS, GraphSpec, InputRecipe
 from divfuzz.generators.strategies import FAMILY_WEIGHTS, graph_specs, op_params, op_spec
 from divfuzz.generators.validate import load_spec, validate_spec
 from divfuzz.oracles.compare import BOUNDARY_ULPS, compare_int
-from divfuzz.oracles.severity import output_severity, severity_of
+from divfuzz.oracles.severity_policy import output_severity, severity_of
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.severity import Severity
 from divfuzz.records.verdict import OutputVerdict

@@ -26,7 +26,7 @@ def block(tokens=8192, hidden=1024, op="rms_norm") -> GraphSpec:
 
 
 def test_planted_slow_kernels_and_the_aa_control_on_cuda():
-    from divfuzz.fuzzer.engine.perf import execute_perf_case
+    from divfuzz.fuzzer.engine.execute_perf import execute_perf_case
 
     spec = block()
     fwd = execute_perf_case(spec, "cuda", CompileConfig(backend="divfuzz.fuzzer.engine.planted:slow_forward"))
@@ -43,7 +43,7 @@ def test_planted_slow_kernels_and_the_aa_control_on_cuda():
 
 
 def test_inductor_on_a_training_norm_block_is_timed_in_both_phases():
-    from divfuzz.fuzzer.engine.perf import execute_perf_case
+    from divfuzz.fuzzer.engine.execute_perf import execute_perf_case
 
     for op in ("rms_norm", "layer_norm"):
         v = execute_perf_case(block(op=op), "cuda", CompileConfig())

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from divfuzz.generators.spec import GraphSpec, InputRecipe, Node, TensorSpec
 from divfuzz.oracles.findings import finding_of, target_score
 from divfuzz.oracles.perf import compare_timings, is_slower, median_interval, settled
-from divfuzz.oracles.severity import severity_of
+from divfuzz.oracles.severity_policy import severity_of
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.outcomes import Status
 from divfuzz.records.verdict import Verdict
@@ -113,7 +113,7 @@ def test_perf_verdicts_round_trip_and_numeric_verdicts_keep_their_form():
 
 
 def _run_in_worker(spec: GraphSpec, backend: str, *, self_check: bool = False, margin: float = 0.25) -> Verdict:
-    from divfuzz.fuzzer.engine.perf import execute_perf_case
+    from divfuzz.fuzzer.engine.execute_perf import execute_perf_case
 
     return execute_perf_case(spec, "cpu", CompileConfig(backend=backend), margin=margin, self_check=self_check)
 
@@ -137,7 +137,7 @@ def test_the_training_phase_runs_the_backward():
     the backward would time the forward twice)."""
     import torch
 
-    from divfuzz.fuzzer.engine.perf import phase_callables
+    from divfuzz.fuzzer.engine.execute_perf import phase_callables
     from divfuzz.generators.build import build_callable, make_inputs
 
     spec = norm_spec(64, 128)

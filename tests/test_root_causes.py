@@ -315,7 +315,7 @@ def test_fuzz_s_summary_fits_one_80x24_screen(tmp_path, monkeypatch):
     """40 bug root causes (one of them the floor division's 3 buckets), 60 suspects, an eager-worse
     one and a pending analysis: the summary and report.html's line fit 80x24 (the store in
     `divfuzz-out/`, as the README's command leaves it)."""
-    from divfuzz.fuzzer.cli.fuzz import _print_summary, _write_report_html
+    from divfuzz.fuzzer.cli.fuzz_command import _print_summary, _write_report_html
     from divfuzz.fuzzer.cli.options import console, out
 
     monkeypatch.chdir(tmp_path)

@@ -1,7 +1,7 @@
 """The severity policy on hand-built tensors: no compile, fast.
 
 Each test builds eager / compiled / fp64 outputs the way a real divergence class looks and asserts
-the severity and rule `divfuzz.oracles.severity` gives it (the classes of issue 8).
+the severity and rule `divfuzz.oracles.severity_policy` gives it (the classes of issue 8).
 """
 
 import subprocess
@@ -12,7 +12,7 @@ import torch
 from divfuzz.oracles.boundary import distance_to_grid_ulps, distance_to_value_ulps
 from divfuzz.oracles.compare import compare_float, compare_int
 from divfuzz.records.severity import Severity
-from divfuzz.oracles.severity import parse_severity, severity_of
+from divfuzz.oracles.severity_policy import parse_severity, severity_of
 from divfuzz.records.verdict import OutputVerdict, Verdict
 from divfuzz.records.outcomes import Status
 from divfuzz.oracles.findings import finding_of
@@ -27,7 +27,7 @@ def _int_verdict(eager, compiled, dist, ref=None):
 
 
 def test_severity_module_imports_no_torch():
-    code = "import sys, divfuzz.oracles.severity; sys.exit(1 if 'torch' in sys.modules else 0)"
+    code = "import sys, divfuzz.oracles.severity_policy; sys.exit(1 if 'torch' in sys.modules else 0)"
     assert subprocess.run([sys.executable, "-c", code], cwd=".").returncode == 0
 
 

@@ -6,7 +6,7 @@ float and integer outputs) and the seed specs' integer encoding."""
 from __future__ import annotations
 
 from divfuzz.fuzzer.campaign.loop import CampaignOptions, _StopCampaign, slot_engines
-from divfuzz.fuzzer.engine.execute import _single_thread, judge_case, judge_outputs, prepare_case, run_compiled
+from divfuzz.fuzzer.engine.execute import single_thread, judge_case, judge_outputs, prepare_case, run_compiled
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.outcomes import Status
 from divfuzz.records.verdict import Verdict
@@ -49,7 +49,7 @@ def test_skipping_the_fp64_reference_where_compiled_equals_eager_leaves_every_ve
         fast = _verdict(judge_case(case, compiled))
         took_reference = "reference" in case.clock.spans
         reference, bounds = case.reference, case.bounds  # run now if it was skipped
-        with _single_thread("cpu"):  # as the judgement always ran (a reduction's order changes its last bit)
+        with single_thread("cpu"):  # as the judgement always ran (a reduction's order changes its last bit)
             full = _verdict(judge_outputs(case.eager, compiled, reference, bounds))
         assert fast == full and fast.to_dict() == full.to_dict(), spec.to_json()
         skipped += not took_reference

@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from divfuzz.fuzzer.campaign.breakdown import Breakdown, campaign_breakdown
+from divfuzz.fuzzer.campaign.breakdown import Breakdown, breakdown_table, campaign_breakdown
 from divfuzz.fuzzer.campaign.loop import CampaignOptions, run_campaign
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.errors import InternalError
@@ -85,6 +85,7 @@ def torch_default_compile_threads() -> int:
     """What Inductor picks for `compile_threads` in a process where nothing sets it: torch's own
     `decide_compile_threads` (the usable cores, at most 32, on Linux), asked with
     `TORCHINDUCTOR_COMPILE_THREADS` unset."""
+    # lazy: heavy: Dynamo/Inductor cost ~0.8 s beyond torch; only processes that compile load them
     from torch._inductor.config import decide_compile_threads
 
     with _environment({"TORCHINDUCTOR_COMPILE_THREADS": None}):
@@ -214,8 +215,6 @@ def run_default_campaign(device: str, out_dir: Path, *, budget_s: float | None =
 
 def default_campaign_table(run: DefaultCampaign) -> str:
     """The command, its wall and rate as a user sees them, then the store's breakdown."""
-    from divfuzz.fuzzer.campaign.breakdown import breakdown_table
-
     b = run.breakdown
     head = (f"$ divfuzz {' '.join(run.command[3:])}\n"
             f"{b.cases} cases; wall {run.wall_s:.1f} s (the command's, start-up and report included)"

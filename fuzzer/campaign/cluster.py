@@ -34,6 +34,7 @@ Invariants:
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import re
 import socket
@@ -41,6 +42,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from concurrent.futures import CancelledError
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,6 +72,7 @@ _ADDRESS = re.compile(r"^(tcp|tls|ws|wss|ucx)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][
 def import_distributed():
     """The `distributed` module, or ConfigError naming the extra that installs it."""
     try:
+        # lazy: optional extra [cluster]
         import distributed
     except ImportError as e:
         raise ConfigError(f"--cluster needs Dask distributed, which is not installed here ({e}): {EXTRA}") from None
@@ -104,14 +107,13 @@ _NODE_LOCK = threading.Lock()
 def node_info(cuda: bool) -> dict:
     """What the driver plans with: host name, usable cores, visible GPU entries (CUDA_VISIBLE_DEVICES
     or the driver's indices), and whether this process may spawn divfuzz's worker."""
-    import multiprocessing
-
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     gpus: list[str] = []
     if cuda:
         if visible is not None:
             gpus = [e.strip() for e in visible.split(",") if e.strip()]
         else:
+            # lazy: torch-free module: it loads torch only when this runs
             import torch
 
             gpus = [str(i) for i in range(torch.cuda.device_count())]
@@ -448,8 +450,8 @@ class ClusterWorker:
 
     def _wait(self, future, timeout_s: float):
         distributed = import_distributed()
-        from concurrent.futures import CancelledError
 
+        # lazy: optional extra [cluster]
         from distributed.comm.core import CommClosedError
 
         # The node enforces the case's timeout (a HANG verdict); past that and a worker's start-up,

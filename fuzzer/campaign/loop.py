@@ -45,7 +45,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings, target
 from divfuzz.fuzzer.campaign import schedule
 from divfuzz.fuzzer.campaign.analysis_pool import AnalysisJob, AnalysisPool
 from divfuzz.fuzzer.campaign.sizing import SlotDevice, size_analysis_workers, slot_devices
-from divfuzz.fuzzer.engine.buckets import bucket_key, severity_under
+from divfuzz.fuzzer.engine.bucketing import bucket_key, severity_under
 from divfuzz.records.backends import ALL_DTYPES, capabilities_of
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.errors import ConfigError, DivfuzzError, InternalError
@@ -55,7 +55,7 @@ from divfuzz.fuzzer.engine.worker import CaseRequest, Worker
 from divfuzz.generators.coverage import DrawCounts
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.generators.strategies import graph_specs, perf_graph_specs
-from divfuzz.oracles.severity import severity_of
+from divfuzz.oracles.severity_policy import severity_of
 from divfuzz.oracles.findings import finding_of, target_score
 from divfuzz.records.verdict import Verdict
 from divfuzz.reports.files import bucket_folder_name, child_path, slugify, write_bucket_folder

@@ -22,6 +22,8 @@ from pathlib import Path
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.generators.validate import validate_spec
 from divfuzz.records.errors import DivfuzzError, SpecError
+from divfuzz.fuzzer.engine.store import Store
+from divfuzz.fuzzer.engine.worker import Worker
 
 # The slot number of replayed cases in the store: apart from the fuzzing slots (0, 1, ...).
 REPLAY_SLOT = -1
@@ -39,8 +41,6 @@ def known_specs(store_path: Path) -> list[KnownSpec]:
     """Every bucket's minimal spec in the store at `store_path` (none when there is no store yet),
     one per distinct spec, in bucket order. A spec that does not load raises SpecError naming the
     store and the bucket. Reads only."""
-    from divfuzz.fuzzer.engine.store import Store
-
     if not Path(store_path).exists():
         return []
     store = Store(store_path, create=False)
@@ -74,8 +74,6 @@ def known_specs(store_path: Path) -> list[KnownSpec]:
 def replay_known(campaign, known: list[KnownSpec]) -> int:
     """Run each known spec as a case of `campaign`'s run, before its slots (pass as
     `Campaign.run(before_slots=...)`); returns how many ran or were already stored."""
-    from divfuzz.fuzzer.engine.worker import Worker
-
     where = campaign.slot_devices[0]
     worker = Worker(where.worker_device, extra_env={**campaign.worker_env, **where.env})
     with campaign.lock:

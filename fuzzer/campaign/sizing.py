@@ -24,7 +24,7 @@ GIB = 2**30
 # this project's CPU campaigns; 1.5 GiB leaves room for the C++ compiler Inductor runs.
 HOST_BYTES_PER_WORKER = int(1.5 * GIB)
 # A CUDA worker's context, caching allocator and a case's tensors (the generator keeps a case's
-# tensors far below this; `execute._check_fits` refuses larger ones).
+# tensors far below this; `execute.check_fits` refuses larger ones).
 GPU_BYTES_PER_WORKER = 2 * GIB
 # On a GPU host a case is ~93% compile (issue 11), and compiling is CPU work: the Python of
 # Dynamo/Inductor plus Triton's compiler. So the cores bound the workers, not the GPUs; the rest
@@ -113,6 +113,7 @@ def host_available_bytes() -> int | None:
 def gpu_free_bytes(indices: list[int]) -> list[int]:
     """Free bytes of each listed GPU. Runs in a worker process (`Worker.call`): asking the CUDA
     driver creates a context on every GPU asked, which the campaign's driver must not keep."""
+    # lazy: torch-free module: it loads torch only when this runs
     import torch
 
     return [int(torch.cuda.mem_get_info(i)[0]) for i in indices]
@@ -120,6 +121,7 @@ def gpu_free_bytes(indices: list[int]) -> list[int]:
 
 def cuda_indices(device: str) -> list[int]:
     """The driver's GPU indices a campaign on `device` uses: all visible ones for 'cuda', one for 'cuda:N'."""
+    # lazy: torch-free module: it loads torch only when this runs
     import torch
 
     if ":" in device:
@@ -131,6 +133,7 @@ def probe_host(device: str) -> HostResources:
     """Measure this host for a campaign on `device` ('cpu', 'cuda' or 'cuda:N')."""
     gpus: tuple[int, ...] = ()
     if device.startswith("cuda"):
+        # lazy: CLI start-up: the CLI imports this module (`resolve_workers`); the worker module brings specs and verdicts
         from divfuzz.fuzzer.engine.worker import Worker
 
         probe = Worker("cpu")  # a CPU worker: it initialises no CUDA until asked
@@ -193,3 +196,23 @@ def size_analysis_workers(slots: int) -> WorkerSizing:
     count = max(1, int(slots * (1 - share) / share + 1e-9))
     return WorkerSizing(count, f"{count} analysis worker{'s' if count != 1 else ''} beside {slots} fuzzing "
                                f"(at most {1 - share:.0%} of the worker processes, at least 1)")
+
+
+def resolve_workers(workers: int | str, device: str, oracle: str = "numeric") -> tuple[int, str]:
+    """`--workers` as a count and the sentence that explains it: an explicit count as given;
+    'auto' sized from this host (the rule: `size_workers`). The perf oracle times on a device nobody else uses: one worker per GPU, one on the CPU;
+    asking for more exits 2 (their timings would measure each other)."""
+    if oracle == "perf":
+        # lazy: torch-free module: it loads torch only when this runs
+        import torch
+
+        alone = torch.cuda.device_count() if device == "cuda" else 1
+        if workers != "auto" and workers > alone:
+            raise ConfigError(f"--workers {workers} with --oracle perf: timings need the device alone; at most {alone} "
+                              f"worker{'s' if alone != 1 else ''} on {device} (one per GPU, one on the CPU)")
+        count = alone if workers == "auto" else workers
+        return count, f"{count} worker{'s' if count != 1 else ''} (--oracle perf: one per device)"
+    if workers != "auto":
+        return workers, f"{workers} worker{'s' if workers != 1 else ''}"
+    sizing = size_workers(probe_host(device), cuda=device.startswith("cuda"))
+    return sizing.workers, f"--workers auto: {sizing.reason}"

@@ -4,7 +4,7 @@ Exit codes: 0 when it ran (findings are results, not errors); 2 for bad input, w
 naming what was wrong; a killed campaign also exits 2 after saving, and resumes when re-run.
 A failure of divfuzz itself also exits 2, with one line and the path of a log holding the
 traceback: never 0, and never 1 (which `gate` and `repro.py` use for "the compiler diverges").
-Each command lives in its own module of `divfuzz.fuzzer.cli`; what they share is `divfuzz.fuzzer.cli.options`.
+Each command lives in its own module of `divfuzz.fuzzer.cli`, `<command>_command.py`; what they share is `divfuzz.fuzzer.cli.options`.
 """
 
 from __future__ import annotations
@@ -19,17 +19,17 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from divfuzz.fuzzer.cli.bench import bench
-from divfuzz.fuzzer.cli.corpus import corpus
-from divfuzz.fuzzer.cli.diff import diff
-from divfuzz.fuzzer.cli.fuzz import fuzz
-from divfuzz.fuzzer.cli.gate import gate
+from divfuzz.fuzzer.cli.bench_command import bench
+from divfuzz.fuzzer.cli.corpus_command import corpus
+from divfuzz.fuzzer.cli.diff_command import diff
+from divfuzz.fuzzer.cli.fuzz_command import fuzz
+from divfuzz.fuzzer.cli.gate_command import gate
 from divfuzz.fuzzer.cli.interrupts import INTERRUPTED_EXIT, stop_on_signals
-from divfuzz.fuzzer.cli.merge import merge
-from divfuzz.fuzzer.cli.minimize import minimize
+from divfuzz.fuzzer.cli.merge_command import merge
+from divfuzz.fuzzer.cli.minimize_command import minimize
 from divfuzz.fuzzer.cli.options import OS_REASONS, DivfuzzCommand, console
-from divfuzz.fuzzer.cli.replay import replay
-from divfuzz.fuzzer.cli.report import report
+from divfuzz.fuzzer.cli.replay_command import replay
+from divfuzz.fuzzer.cli.report_command import report
 from divfuzz.records.errors import DivfuzzError
 
 

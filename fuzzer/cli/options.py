@@ -11,11 +11,14 @@ import re
 import sys
 import tempfile
 from pathlib import Path
+from dataclasses import replace
 
 import click
 from rich.console import Console
 
 from divfuzz.records.severity import ORDER
+from divfuzz.records.errors import ConfigError, DeviceUnavailableError, OutputError, SpecError, UnknownOpError
+from divfuzz.records.numbers import checked_number, describe_range, parse_number
 
 SEVERITY_CHOICE = click.Choice([s.value for s in ORDER])
 
@@ -35,9 +38,6 @@ MAX_WORKERS = 1024
 def parse_budget(text: str, option: str = "--budget") -> float:
     """'90s', '10m', '8h', '1h30m' -> seconds; a bare number is seconds. More than 0 and at most
     a year (0 is not "no limit": leave the option out for that); errors name `option`."""
-    from divfuzz.records.errors import ConfigError
-    from divfuzz.records.numbers import checked_number
-
     t = str(text).strip().lower()
     if len(t) > 40:
         raise ConfigError(f"Expected a duration like 90s, 10m, 8h or 1h30m for {option} but got {t[:40]!r}...")
@@ -60,15 +60,10 @@ class Number(click.ParamType):
     naming the option, before any work."""
 
     def __init__(self, *, low=None, high=None, integer: bool = False):
-        from divfuzz.records.numbers import describe_range
-
         self.low, self.high, self.integer = low, high, integer
         self.name = describe_range(low=low, high=high, integer=integer)
 
     def convert(self, value, param, ctx):
-        from divfuzz.records.errors import ConfigError
-        from divfuzz.records.numbers import checked_number, parse_number
-
         try:
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 return checked_number(value, "value", low=self.low, high=self.high, integer=self.integer)
@@ -86,9 +81,8 @@ RUN_ID = Number(low=1, high=2**63 - 1, integer=True)
 
 def resolve_device(device: str) -> str:
     """'auto' -> 'cuda' when a GPU is there, else 'cpu'; a CUDA device that is not there is an error."""
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     import torch
-
-    from divfuzz.records.errors import DeviceUnavailableError
 
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
@@ -105,6 +99,7 @@ def resolve_device(device: str) -> str:
 
 
 def compile_config(backend: str, inductor: tuple[str, ...], dynamic: bool, mode: str | None):
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.records.config import CompileConfig, parse_inductor_overrides
     from divfuzz.fuzzer.engine.compile import resolve_backend, validate_inductor_overrides
 
@@ -117,8 +112,7 @@ def compile_config(backend: str, inductor: tuple[str, ...], dynamic: bool, mode:
 def against_compile_config(against: str | None, config):
     """`--against B`: `config` with B as its backend (the same Inductor overrides, dynamic and mode);
     ConfigError (exit 2) for a name that does not resolve."""
-    from dataclasses import replace
-
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.engine.compile import resolve_backend
     from divfuzz.records.config import check_backend_syntax
 
@@ -131,6 +125,7 @@ def against_compile_config(against: str | None, config):
 
 def check_backend_capabilities(config, against, ops, dtypes) -> None:
     """ConfigError (exit 2) when `--ops` or `--dtypes` ask for what a backend declares it cannot compile."""
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.records.backends import capabilities_of, check_requested
 
     names = " and ".join(repr(b) for b in (config.backend, against.backend if against else None) if b)
@@ -153,8 +148,6 @@ def check_out_dir(path: Path, option: str) -> Path:
     anything: a probe file is written to and removed from the deepest folder that exists on the way
     (the writers create the folder when they have something to write, so a refused input leaves no
     trace). Errors name the option and say why (a file in the way, read-only, disk full)."""
-    from divfuzz.records.errors import OutputError
-
     for parent in [path, *path.parents]:
         if parent.exists() and not parent.is_dir():
             raise OutputError(f"{option} {path}: {parent} is {'a regular file' if parent.is_file() else 'not a folder'}, not a folder")
@@ -173,8 +166,6 @@ def check_out_dir(path: Path, option: str) -> Path:
 
 def check_out_file(path: Path | None, option: str) -> None:
     """An output file's folder must be writable before the work starts (the file is written at the end)."""
-    from divfuzz.records.errors import OutputError
-
     if path is None:
         return
     if path.is_dir():
@@ -211,14 +202,13 @@ def oracle_options(f):
 
 
 def registered_ops() -> tuple[str, ...]:
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.generators.registry import all_ops
 
     return tuple(sorted(all_ops()))
 
 
 def names_option(text: str | None, option: str, *, known: tuple[str, ...]) -> tuple[str, ...] | None:
-    from divfuzz.records.errors import UnknownOpError
-
     if not text:
         return None
     names = tuple(n.strip() for n in text.split(",") if n.strip())
@@ -230,7 +220,7 @@ def names_option(text: str | None, option: str, *, known: tuple[str, ...]) -> tu
 
 def read_input(path: Path) -> str:
     """A file the user named (a spec): symlinks followed, but a FIFO or a device is refused, never waited on."""
-    from divfuzz.records.errors import SpecError
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.reports.safe_paths import read_user_file
 
     try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from divfuzz.fuzzer.engine.execute import _single_thread, prepare_case, run_compiled
+from divfuzz.fuzzer.engine.execute import single_thread, prepare_case, run_compiled
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.oracles.compare import compare_float
 from divfuzz.oracles.judge import judge_outputs
@@ -34,7 +34,7 @@ def execute_against(spec: GraphSpec, device: str, config: CompileConfig, against
     if failed is not None:
         return dataclasses.replace(failed, error_type=f"{b_name}: {failed.error_type}",
                                    against=Against(a_name, b_name, "-", failed="against"))
-    with case.clock.span("oracles"), _single_thread(case.device_type):
+    with case.clock.span("oracles"), single_thread(case.device_type):
         verdicts = judge_outputs(b_out, a_out, case.reference, case.bounds)
         points = _three_points(case.eager, a_out, b_out, case.reference)
     status = Status.DIVERGED if any(v.differs for v in verdicts) else Status.OK

@@ -16,9 +16,12 @@ import contextlib
 import os
 from typing import Any, Callable, Iterator
 
+import torch
+
 from divfuzz.generators.runtime import import_backend
 from divfuzz.records.config import CompileConfig, check_backend_syntax
 from divfuzz.records.errors import ConfigError
+from divfuzz.fuzzer.engine.own_backends import resolve_own_backend
 
 
 def resolve_backend(name: str):
@@ -26,6 +29,7 @@ def resolve_backend(name: str):
 
     Raises ConfigError for an unknown name or an import path that does not resolve.
     """
+    # lazy: heavy: Dynamo/Inductor cost ~0.8 s beyond torch; only processes that compile load them
     import torch._dynamo
 
     check_backend_syntax(name, where="--backend")
@@ -37,7 +41,6 @@ def resolve_backend(name: str):
             raise ConfigError(f"backend {name!r}: cannot import module {module_name!r} ({e})") from None
         except AttributeError:
             raise ConfigError(f"backend {name!r}: module {module_name!r} has no attribute {attr!r}") from None
-    from divfuzz.fuzzer.engine.backends import resolve_own_backend
 
     own = resolve_own_backend(name)  # divfuzz's own second compilers (onnxrt, nvfuser), by plain name
     if own is not None:
@@ -82,8 +85,6 @@ def compiled(
     Invariant: `torch._dynamo.reset()` runs first, so no earlier compile (nor its guards) is
     reused; the bisector relies on that, as it swaps backends between calls.
     """
-    import torch
-
     backend = backend_fn if backend_fn is not None else resolve_backend(config.backend)
     torch._dynamo.reset()
     with _inductor_overrides(config), decompositions_removed(decompositions):
@@ -93,12 +94,14 @@ def compiled(
 def _inductor_overrides(config: CompileConfig):
     if not config.inductor:
         return contextlib.nullcontext()
+    # lazy: heavy: Dynamo/Inductor cost ~0.8 s beyond torch; only processes that compile load them
     import torch._inductor.config as inductor_config
 
     return inductor_config.patch(dict(config.inductor))
 
 
 def validate_inductor_overrides(overrides: dict[str, Any], *, where: str = "--inductor") -> None:
+    # lazy: heavy: Dynamo/Inductor cost ~0.8 s beyond torch; only processes that compile load them
     import torch._inductor.config as inductor_config
 
     for key in overrides:
@@ -118,7 +121,7 @@ def decompositions_removed(op_names: tuple[str, ...] | list[str]):
     what else still diverges. It edits Inductor's shared decomposition tables (so that every
     backend on the ladder and the bisector see the same thing) and restores them on exit.
     """
-    import torch
+    # lazy: heavy: Dynamo/Inductor cost ~0.8 s beyond torch; only processes that compile load them
     import torch._functorch.config as functorch_config
     import torch._inductor.config as inductor_config
     from torch._inductor import decomposition as inductor_decomp

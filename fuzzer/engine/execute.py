@@ -44,6 +44,7 @@ from divfuzz.oracles.judge import judge_outputs, verdict_of
 from divfuzz.oracles.ulp import bitwise_equal
 from divfuzz.records.verdict import OutputVerdict, Verdict
 from divfuzz.records.outcomes import Status
+from divfuzz.fuzzer.engine.own_backends import unsupported_op_of
 
 Named = list[tuple[str, torch.Tensor]]
 
@@ -56,7 +57,9 @@ def nested_span(name: str) -> bool:
     return name.endswith("_backward")
 
 
-class _Clock:
+class CaseClock:
+    """Seconds per named span of one case (CUDA synchronized at each span's end), for its verdict's timings."""
+
     def __init__(self, device: str):
         self.device = device
         self.spans: dict[str, float] = {}
@@ -111,14 +114,16 @@ def run_forward_backward(spec: GraphSpec, fn, inputs: list[torch.Tensor], cots=N
     return named, cots
 
 
-def _error_type(e: BaseException) -> str:
+def error_type_of(e: BaseException) -> str:
+    """A verdict's `error_type`: the exception's type, and the inner one a compiler wrapped (`Outer(Inner)`)."""
     inner = getattr(e, "inner_exception", None)
     if inner is not None:
         return f"{type(e).__name__}({type(inner).__name__})"
     return type(e).__name__
 
 
-def _is_compile_error(e: BaseException) -> bool:
+def is_compile_error(e: BaseException) -> bool:
+    """Whether the compiler failed (Dynamo, Inductor, or a backend's wrapped error) rather than the compiled run."""
     mod = type(e).__module__ or ""
     return mod.startswith(("torch._dynamo", "torch._inductor")) or getattr(e, "inner_exception", None) is not None
 
@@ -145,7 +150,7 @@ def judge_case(case: "PreparedCase", compiled: Named) -> tuple[OutputVerdict, ..
         with case.clock.span("oracles"):
             return judge_outputs(case.eager, compiled, case.eager)
     reference, bounds = case.reference, case.bounds
-    with case.clock.span("oracles"), _single_thread(case.device_type):
+    with case.clock.span("oracles"), single_thread(case.device_type):
         return judge_outputs(case.eager, compiled, reference, bounds,
                              perturbed_reference=lambda draw: perturbed_reference(case, draw))
 
@@ -175,7 +180,7 @@ class PreparedCase:
     first use (`reference`, `bounds`), under the "reference" span."""
 
     device_type: str
-    clock: _Clock
+    clock: CaseClock
     inputs: list
     eager: Named
     cots: list
@@ -204,9 +209,9 @@ class PreparedCase:
 
 def prepare_case(spec: GraphSpec, device: str) -> PreparedCase | Verdict:
     """Everything but the compile; a Verdict instead when eager fails or is nondeterministic."""
-    clock = _Clock(device)
+    clock = CaseClock(device)
     device_type = torch.device(device).type
-    _check_fits(spec, device)
+    check_fits(spec, device)
     with clock.span("build"):
         inputs = make_inputs(spec, device)
         eager_fn = build_callable(spec, device_type)
@@ -217,7 +222,7 @@ def prepare_case(spec: GraphSpec, device: str) -> PreparedCase | Verdict:
             eager, cots = run_forward_backward(spec, probe_fn, inputs)
             eager2, _ = run_forward_backward(spec, eager_fn, inputs, cots)
     except Exception as e:  # a graph that fails eagerly is a divfuzz generator bug
-        return Verdict(Status.EAGER_ERROR, error_type=_error_type(e), error_message=str(e)[:2000])
+        return Verdict(Status.EAGER_ERROR, error_type=error_type_of(e), error_message=str(e)[:2000])
     with clock.span("oracles"):
         deterministic = all(bitwise_equal(a, b) for (_, a), (_, b) in zip(eager, eager2))
     if not deterministic:
@@ -225,7 +230,7 @@ def prepare_case(spec: GraphSpec, device: str) -> PreparedCase | Verdict:
     return PreparedCase(device_type, clock, inputs, eager, cots, spec, env)
 
 
-def run_compiled(spec: GraphSpec, device_type: str, config: CompileConfig, inputs, cots, clock: _Clock, *,
+def run_compiled(spec: GraphSpec, device_type: str, config: CompileConfig, inputs, cots, clock: CaseClock, *,
                  profile: bool = False, span: str = "compile") -> tuple[Named | None, Verdict | None]:
     """The graph compiled under `config` and run on `inputs`: (outputs, None), or (None, the error
     verdict) when the compiler under test fails."""
@@ -248,10 +253,10 @@ def graph_cells(spec: GraphSpec) -> list[tuple[str, str, bool]]:
     return [(n.op, dtypes.get(n.inputs[0], "?") if n.inputs else "?", spec.backward) for n in spec.nodes]
 
 
-def failure_verdict(spec: GraphSpec, config: CompileConfig, e: BaseException, clock: _Clock) -> Verdict:
+def failure_verdict(spec: GraphSpec, config: CompileConfig, e: BaseException, clock: CaseClock) -> Verdict:
     """A compiler failure as a verdict. A compile error in a graph holding a cell the backend
     declares unsupported (`divfuzz.records.backends`) is `UNSUPPORTED`, not a finding."""
-    status = Status.COMPILE_ERROR if _is_compile_error(e) else Status.RUNTIME_ERROR
+    status = Status.COMPILE_ERROR if is_compile_error(e) else Status.RUNTIME_ERROR
     message = str(e)[:2000]
     cell = capabilities_of(config.backend).unsupported_cell(graph_cells(spec)) if status == Status.COMPILE_ERROR else None
     if cell is not None:
@@ -259,16 +264,14 @@ def failure_verdict(spec: GraphSpec, config: CompileConfig, e: BaseException, cl
         status = Status.UNSUPPORTED
         message = f"{config.backend} declares {op} on {dtype}{' with backward' if backward else ''} unsupported: {message}"[:2000]
     elif status == Status.COMPILE_ERROR:
-        from divfuzz.fuzzer.engine.backends import unsupported_op_of
-
         op = unsupported_op_of(e)
         if op is not None:  # the second compiler says so itself, at compile time
             status = Status.UNSUPPORTED
             message = f"{config.backend} has no implementation of {op}: {message}"[:2000]
-    return Verdict(status, error_type=_error_type(e), error_message=message, timings=tuple(clock.spans.items()))
+    return Verdict(status, error_type=error_type_of(e), error_message=message, timings=tuple(clock.spans.items()))
 
 
-def _check_fits(spec: GraphSpec, device: str) -> None:
+def check_fits(spec: GraphSpec, device: str) -> None:
     """Refuse, before allocating, a spec whose tensors cannot fit this machine: allocating them
     would get the worker OOM-killed, which reads as a compiler crash. Counted at 8 bytes per
     element of every input and node (the fp64 reference holds them all); specs that load through
@@ -286,7 +289,7 @@ def _check_fits(spec: GraphSpec, device: str) -> None:
 
 
 @contextlib.contextmanager
-def _single_thread(device_type: str):
+def single_thread(device_type: str):
     """The oracles' many small CPU passes run faster on one thread than on a contended pool."""
     if device_type != "cpu":
         yield

@@ -343,7 +343,7 @@ def _merge_pending(db, source, case_ids: dict[int, int]) -> None:
 
 def _severity_under(verdict: dict, key: BucketKey) -> dict | None:
     """A moved case's severity reason under its new bucket key (as a campaign judges it)."""
-    from divfuzz.fuzzer.engine.buckets import severity_under
+    from divfuzz.fuzzer.engine.bucketing import severity_under
     from divfuzz.records.verdict import Verdict
 
     return severity_under(Verdict.from_dict(verdict), key)

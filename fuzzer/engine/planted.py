@@ -158,12 +158,14 @@ def _plain(gm: torch.fx.GraphModule, example_inputs):
 
 
 def slow_forward(gm: torch.fx.GraphModule, example_inputs):
+    # lazy: heavy: Dynamo/Inductor cost ~0.8 s beyond torch; only processes that compile load them
     from torch._dynamo.backends.common import aot_autograd
 
     return aot_autograd(fw_compiler=_slowed, bw_compiler=_plain)(gm, example_inputs)
 
 
 def slow_backward(gm: torch.fx.GraphModule, example_inputs):
+    # lazy: heavy: Dynamo/Inductor cost ~0.8 s beyond torch; only processes that compile load them
     from torch._dynamo.backends.common import aot_autograd
 
     return aot_autograd(fw_compiler=_plain, bw_compiler=_slowed)(gm, example_inputs)

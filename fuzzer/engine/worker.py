@@ -14,6 +14,8 @@ Invariants:
 from __future__ import annotations
 
 import atexit
+import ctypes
+import importlib
 import multiprocessing as mp
 import os
 import signal
@@ -21,6 +23,7 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass
+from multiprocessing import resource_tracker
 
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.errors import InternalError
@@ -45,7 +48,6 @@ def _reap_children_at_exit() -> None:
         child.kill()
     for child in mp.active_children():
         child.join(5)
-    from multiprocessing import resource_tracker
 
     tracker = resource_tracker._resource_tracker
     fd, pid = getattr(tracker, "_fd", None), getattr(tracker, "_pid", None)
@@ -67,6 +69,7 @@ def _reap_children_at_exit() -> None:
 
 def worker_facts() -> dict:
     """What a worker runs with (a `Worker.call` target): torch's threads, Inductor's compile threads."""
+    # lazy: heavy: Dynamo/Inductor cost ~0.8 s beyond torch; only processes that compile load them
     import torch
     import torch._inductor.config as inductor_config
 
@@ -86,7 +89,7 @@ class CaseRequest:
     device: str
     config: CompileConfig
     profile: bool = False
-    oracle: str = "numeric"  # divfuzz.records.outcomes.ORACLES: "perf" times the case (divfuzz.fuzzer.engine.perf)
+    oracle: str = "numeric"  # divfuzz.records.outcomes.ORACLES: "perf" times the case (divfuzz.fuzzer.engine.execute_perf)
     perf_margin: float | None = None  # the perf oracle's noise margin (None: the device's default)
     against: CompileConfig | None = None  # `--against`: a second compiler judged against `config`
 
@@ -108,8 +111,6 @@ def _detach_from_terminal_signals() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if sys.platform.startswith("linux"):
-        import ctypes
-
         try:
             ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
         except OSError:
@@ -123,6 +124,7 @@ def key_compile_caches_by_cpu_isa() -> str:
     256-bit vectors (measured: NaN and garbage). What picks the ISA (the capability ATen dispatches
     to, which Inductor follows, and the host's VNNI/AMX) goes into every cache key through torch's
     own cache tag, which this returns (idempotent). Cheap: no probe compile at worker start."""
+    # lazy: torch-free module: it loads torch only when this runs
     import torch
     import torch.compiler.config as compiler_config
 
@@ -144,10 +146,11 @@ def _worker_main(conn, device: str, extra_env: dict) -> None:
         # gets its share of the cores, as for torch's threads. Read at import, so set before it;
         # a value the user set is kept.
         os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(split))
+    # lazy: torch-free module: it loads torch only when this runs
     import torch
 
     from divfuzz.fuzzer.engine.execute import execute_case
-    from divfuzz.fuzzer.engine.perf import execute_perf_case
+    from divfuzz.fuzzer.engine.execute_perf import execute_perf_case
 
     threads = int(os.environ.get("DIVFUZZ_WORKER_THREADS", "0"))
     if threads > 0:  # a campaign splits the cores between its workers; otherwise keep torch's default
@@ -171,6 +174,7 @@ def _worker_main(conn, device: str, extra_env: dict) -> None:
             spec = GraphSpec.from_json(msg["spec"])
             config = CompileConfig.from_dict(msg["config"])
             if msg.get("against"):
+                # lazy: torch-free module: it loads torch only when this runs
                 from divfuzz.fuzzer.engine.against import execute_against
 
                 verdict = execute_against(spec, msg["device"], config, CompileConfig.from_dict(msg["against"]))
@@ -191,8 +195,6 @@ def _worker_main(conn, device: str, extra_env: dict) -> None:
 
 def _run_call(msg: dict) -> dict:
     """Run `module:function(**kwargs)` in this worker; the result must be JSON-able data."""
-    import importlib
-
     module_name, _, attr = msg["call"].partition(":")
     try:
         return {"result": getattr(importlib.import_module(module_name), attr)(**msg["kwargs"])}

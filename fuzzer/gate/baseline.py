@@ -35,6 +35,7 @@ from divfuzz.records.outcomes import Status
 from divfuzz.records.severity import Severity
 from divfuzz.records.verdict import Verdict
 from divfuzz.reports.safe_paths import read_user_file
+from divfuzz.oracles.severity_policy import severity_of
 
 BASELINE_SCHEMA_VERSION = 3  # 2: keyed by CPU capability / GPU architecture (`arch`); 3: the machine, severities required
 
@@ -44,6 +45,7 @@ KEY_PATTERNS = {"device_type": re.compile(r"cpu|cuda"), "torch": re.compile(r"[0
 
 
 def torch_minor() -> str:
+    # lazy: torch-free module: it loads torch only when this runs
     import torch
 
     major, minor = torch.__version__.split("+")[0].split(".")[:2]
@@ -54,6 +56,7 @@ def device_arch(device: str) -> str:
     """What picks the kernels on this device: the CPU capability ATen dispatches to (`avx512`,
     `avx2`, ...; `ATEN_CPU_CAPABILITY` lowers it, and Inductor's C++ codegen follows the same
     variable) or the GPU's compute capability (`sm_90`)."""
+    # lazy: torch-free module: it loads torch only when this runs
     import torch
 
     if device.startswith("cuda"):
@@ -112,11 +115,9 @@ def summarize_verdict(verdict: Verdict) -> dict[str, Any]:
 
 
 def severity_summary(verdict: Verdict) -> dict[str, str] | None:
-    """The severity policy's judgement of a verdict (`divfuzz.oracles.severity.severity_of`) as baseline
+    """The severity policy's judgement of a verdict (`divfuzz.oracles.severity_policy.severity_of`) as baseline
     data: severity, rule and output, or None when nothing diverges. The rule's sentence is left
     out: its numbers move run to run, and the gate judges the severity, not the numbers."""
-    from divfuzz.oracles.severity import severity_of
-
     reason = severity_of(verdict)
     return None if reason is None else {"severity": reason.severity.value, "rule": reason.rule, "output": reason.output}
 

@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from divfuzz.records.errors import SpecError
+from divfuzz.records.errors import SpecError, UnsafePathError
 from divfuzz.generators.registry import get_op
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.generators.validate import load_spec
@@ -133,8 +133,6 @@ def add_to_corpus(source: Path, corpus_specs: Path, *, name: str | None = None) 
     if source.is_dir():
         check_plain(path, root=source, what="bucket folder's spec")  # inside a folder: never a symlink
     if name is not None and not is_slug(name):
-        from divfuzz.records.errors import UnsafePathError
-
         raise UnsafePathError(
             f"--name {name!r} is not a safe corpus name: use letters, digits, '_' and '-' "
             "(starting with a letter or digit, at most 100 characters)"

@@ -87,6 +87,7 @@ def _cpuinfo() -> dict[str, str]:
 
 def inductor_isa_flags() -> list[str]:
     """The flags of INDUCTOR_ISA_PROBES this host has (the host's, whatever ATEN_CPU_CAPABILITY says)."""
+    # lazy: torch-free module: it loads torch only when this runs
     import torch
 
     if platform.machine() not in ("x86_64", "AMD64"):
@@ -103,6 +104,7 @@ def inductor_isa_flags() -> list[str]:
 
 def describe_machine(device: str) -> dict[str, Any]:
     """This process's machine as baseline data (a `Worker.call` target: JSON-able)."""
+    # lazy: torch-free module: it loads torch only when this runs
     import torch
 
     threads = torch.get_num_threads()

@@ -1,6 +1,6 @@
 """The gate's policy: one spec's observed verdict summary against its baseline entry.
 
-Judged by severity (the severity policy's judgement, `divfuzz.oracles.severity`, which every baseline
+Judged by severity (the severity policy's judgement, `divfuzz.oracles.severity_policy`, which every baseline
 entry records; `divfuzz.fuzzer.gate.baseline` refuses an entry without one). A spec FAILs when its verdict
 is more severe than the baseline's by the one severity order (clean < noise < by-design < suspect
 < bug), or shows a new kind of failure: a new or different error status, more NaN/Inf mismatches,

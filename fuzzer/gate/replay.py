@@ -178,7 +178,7 @@ class GateResult:
 
 
 def _bucket_of(verdict: Verdict, spec: GraphSpec, device: str) -> str | None:
-    from divfuzz.fuzzer.engine.buckets import bucket_key
+    from divfuzz.fuzzer.engine.bucketing import bucket_key
 
     finding = finding_of(verdict)
     return str(bucket_key(finding, spec, device)) if finding else None
@@ -186,7 +186,7 @@ def _bucket_of(verdict: Verdict, spec: GraphSpec, device: str) -> str | None:
 
 def _severity_of(verdict: Verdict) -> dict | None:
     """The severity policy's judgement, as it goes into the gate's JSON (exit codes do not use it)."""
-    from divfuzz.oracles.severity import severity_of
+    from divfuzz.oracles.severity_policy import severity_of
 
     reason = severity_of(verdict)
     return reason.to_dict() if reason else None
@@ -563,7 +563,7 @@ def write_failure_repros(result: GateResult, specs: list[CorpusSpec], opts: Gate
         notes = tuple(f"gate: {p}" for p in r.problems)
         title = f"divfuzz gate: {r.name}"
         if opts.oracle == "perf":
-            from divfuzz.fuzzer.engine.perf import default_margin
+            from divfuzz.fuzzer.engine.execute_perf import default_margin
             from divfuzz.reports.perf_repro import render_perf_repro
 
             margin = opts.perf_margin if opts.perf_margin is not None else default_margin(opts.device)

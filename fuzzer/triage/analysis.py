@@ -24,7 +24,7 @@ from pathlib import Path
 from divfuzz.records.buckets import BucketKey
 from divfuzz.fuzzer.triage.attribute import PERF_PROBES, attribute_case, guard_configs
 from divfuzz.fuzzer.triage.shrink import MinimizeResult, case_predicate, minimize_spec
-from divfuzz.oracles.severity import severity_of
+from divfuzz.oracles.severity_policy import severity_of
 from divfuzz.records.culprit import Culprit
 from divfuzz.records.errors import MinimizeError
 from divfuzz.records.severity import Severity
@@ -130,7 +130,7 @@ def analyze_finding(
 
 
 def _by_design(verdict, rough: Culprit) -> bool:
-    """The case's own verdict rated by-design once the cheap culprit is known (`divfuzz.oracles.severity`)."""
+    """The case's own verdict rated by-design once the cheap culprit is known (`divfuzz.oracles.severity_policy`)."""
     if verdict is None:
         return False
     reason = severity_of(verdict, culprit=rough.summary)

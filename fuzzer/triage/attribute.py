@@ -16,13 +16,17 @@ Invariant: deterministic for a deterministic compiler; every rung, probe and bis
 
 from __future__ import annotations
 
+import contextlib
+import io
 from dataclasses import replace
 from typing import Any
 
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.culprit import BisectResult, Culprit, summarize
-from divfuzz.records.outcomes import ERROR_KINDS, PERF_KINDS
+from divfuzz.records.outcomes import ERROR_KINDS, PERF_KINDS, Status
+from divfuzz.fuzzer.engine.worker import CaseRequest
+from divfuzz.oracles.findings import finding_of
 
 LADDER = ("aot_eager", "aot_eager_decomp_partition")
 
@@ -85,6 +89,7 @@ def guard_configs(culprit: Culprit, config: CompileConfig) -> tuple[CompileConfi
 
 def available_probes(device: str, table=PROBES) -> list[tuple[str, Any]]:
     """The probes of `table` this torch's Inductor config has, for this device type."""
+    # lazy: heavy: Dynamo/Inductor cost ~0.8 s beyond torch; only processes that compile load them
     import torch._inductor.config as ic
 
     device_type = device.split(":")[0]
@@ -95,9 +100,6 @@ def available_probes(device: str, table=PROBES) -> list[tuple[str, Any]]:
 def _outcome(verdict, kind: str, strict: bool) -> str:
     """The finding kind a rung or probe shows ("ok" for none, else the error status); a perf
     verdict's label adds the slowest phase's ratio, e.g. "slower-fwd 1.42x" or "ok 0.97x"."""
-    from divfuzz.records.outcomes import Status
-    from divfuzz.oracles.findings import finding_of
-
     finding = finding_of(verdict, strict=strict)
     label = finding.kind.value if finding is not None else ("ok" if verdict.status in (Status.OK, Status.DIVERGED) else verdict.status.value)
     if getattr(verdict, "perf", ()):
@@ -125,8 +127,6 @@ def attribute_case(
     (for Inductor) the probes, then (with `bisect`) the bisector's narrowing. A perf finding
     (`oracle="perf"`) is probed with the scheduling switches (`PERF_PROBES`) and never bisected:
     the bisector's many steps would each need a noisy timing."""
-    from divfuzz.fuzzer.engine.worker import CaseRequest
-
     def outcome(cfg: CompileConfig) -> str:
         verdict = worker.run(CaseRequest(spec, device, cfg, oracle=oracle, perf_margin=perf_margin), timeout_s)
         if on_verdict is not None:
@@ -212,14 +212,10 @@ def bisect_in_worker(*, spec_json: str, device: str, config: dict, kind: str, st
     The bisector replaces the backend of every `torch.compile` call while it runs, and
     `execute_case` calls torch.compile (and dynamo.reset) afresh each time, as it requires.
     """
-    import contextlib
-    import io
-
+    # lazy: heavy: Dynamo/Inductor cost ~0.8 s beyond torch; only processes that compile load them
     from torch._inductor.compiler_bisector import CompilerBisector
 
     from divfuzz.fuzzer.engine.execute import execute_case
-    from divfuzz.records.outcomes import Status
-    from divfuzz.oracles.findings import finding_of
 
     _BROKEN = {Status.COMPILE_ERROR, Status.RUNTIME_ERROR}
     spec = GraphSpec.from_json(spec_json)

@@ -19,7 +19,7 @@ lists, tuples and dicts (token ids included). This module
 Invariants: every captured graph's inputs are tensors (plain Python values are specialised by
 Dynamo into the graph, `dynamic=False`), so the repro carries them as raw bytes and needs only
 torch; anything else is a `ConfigError` naming the input. What counts as a divergence is not decided
-here: the whole model's outputs become a `Verdict` and the caller's predicate (`divfuzz.oracles.severity.
+here: the whole model's outputs become a `Verdict` and the caller's predicate (`divfuzz.oracles.severity_policy.
 worth_reducing`, `suspect` or worse) decides, so one policy judges every path.
 """
 
@@ -33,6 +33,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
+
+from divfuzz.fuzzer.triage.phase_clock import PhaseClock
+from divfuzz.oracles.severity_policy import severity_of, verdict_lines_of
+from divfuzz.records.config import CompileConfig
+from divfuzz.records.errors import ConfigError
 
 
 @dataclass
@@ -107,10 +112,9 @@ def normalize_case(case, ref: str):
 
     A single tensor for args is one argument. Raises ConfigError when the shape of the case is
     wrong or when no tensor at all reaches the model (there would be nothing to compare)."""
+    # lazy: torch-free module: it loads torch only when this runs
     import torch
     import torch.utils._pytree as pytree
-
-    from divfuzz.records.errors import ConfigError
 
     if not isinstance(case, (tuple, list)) or len(case) not in (2, 3):
         raise ConfigError(f"--module {ref}: expected NAME() to return (model, args) or (model, args, kwargs) but got {type(case).__name__}" + (f" of {len(case)}" if isinstance(case, (tuple, list)) else ""))
@@ -132,6 +136,7 @@ def normalize_case(case, ref: str):
 def flatten_outputs(out, prefix: str = "output") -> list[tuple[str, Any]]:
     """(path, tensor) for every tensor in a model's output: tensors, tuples, lists, dicts
     (Hugging Face `ModelOutput` is an ordered dict), dataclasses. Other leaves are ignored."""
+    # lazy: torch-free module: it loads torch only when this runs
     import torch
 
     if isinstance(out, torch.Tensor):
@@ -145,7 +150,9 @@ def flatten_outputs(out, prefix: str = "output") -> list[tuple[str, Any]]:
     return []
 
 
-def _prepare(model, args, kwargs, device: str, dtype: str | None):
+def prepare_model(model, args, kwargs, device: str, dtype: str | None):
+    """The user's model and inputs on `device` (floating ones in `dtype` when given), the model in inference mode."""
+    # lazy: torch-free module: it loads torch only when this runs
     import torch
     import torch.utils._pytree as pytree
 
@@ -168,7 +175,7 @@ def _prepare(model, args, kwargs, device: str, dtype: str | None):
 # ---------------------------------------------------------------- running the whole model
 
 
-class _RunSpec:
+class ModelStep:
     """How to run one step of the user's model: autocast, train (loss + backward) or not."""
 
     def __init__(self, model, args, kwargs, *, device: str, autocast: str | None, train: bool):
@@ -176,6 +183,7 @@ class _RunSpec:
         self.device, self.autocast, self.train = device, autocast, train
 
     def forward_fn(self, model, autocast: bool = True):
+        # lazy: torch-free module: it loads torch only when this runs
         import torch
 
         def forward(*args, **kwargs):
@@ -192,11 +200,11 @@ class _RunSpec:
         name compiles with that registered backend, a callable with that in-process backend
         (the recorder, the one-graph chooser), always static (`dynamic=False`) and through
         `divfuzz.fuzzer.engine.compile.compiled`, which holds for the backward too."""
+        # lazy: torch-free module: it loads torch only when this runs
         import torch
         import torch.utils._pytree as pytree
 
         from divfuzz.fuzzer.engine.compile import compiled
-        from divfuzz.records.config import CompileConfig
 
         model = copy.deepcopy(self.model) if isinstance(self.model, torch.nn.Module) else self.model
 
@@ -221,6 +229,7 @@ class _RunSpec:
 
     def _step(self, model, forward, args, kwargs) -> list[tuple[str, Any]]:
         """Run `forward` once: outputs, and under `--train` the loss, a backward and the gradients."""
+        # lazy: torch-free module: it loads torch only when this runs
         import torch
         import torch.utils._pytree as pytree
 
@@ -235,8 +244,6 @@ class _RunSpec:
         else:
             floats = [t.float().sum() for _, t in outs if t.is_floating_point() and t.requires_grad]
             if not floats:
-                from divfuzz.records.errors import ConfigError
-
                 raise ConfigError("--train: the model's outputs hold no float tensor that needs a gradient: no loss to take")
             loss = torch.stack(floats).sum()
         loss.backward()
@@ -250,9 +257,10 @@ class _RunSpec:
 
 def whole_model_verdict(eager: list, compiled: list, ref: list | None):
     """The model's own named outputs, eager vs compiled, each against fp64, by the one output judge
-    (`divfuzz.oracles.judge`): a `Verdict` that `divfuzz.oracles.severity` judges like a campaign's. Integer outputs
+    (`divfuzz.oracles.judge`): a `Verdict` that `divfuzz.oracles.severity_policy` judges like a campaign's. Integer outputs
     have no pre-image here (unknown boundary distance); their fp64 verdict comes from the float64
     run when it has one. Outputs are matched by position (their names are the model's own)."""
+    # lazy: torch-free module: it loads torch only when this runs
     from divfuzz.oracles.judge import judge_outputs, verdict_of
 
     names = [f"{i}:{name}" for i, (name, _) in enumerate(eager)]
@@ -273,6 +281,7 @@ class _Recorder:
         self.captured: list[tuple[Any, list]] = []
 
     def __call__(self, gm, example_inputs):
+        # lazy: torch-free module: it loads torch only when this runs
         import torch
 
         def keep(x):
@@ -292,6 +301,7 @@ class _CompileOne:
         self.chosen, self.backend, self.seen = chosen, backend, 0
 
     def __call__(self, gm, example_inputs):
+        # lazy: heavy: Dynamo/Inductor cost ~0.8 s beyond torch; only processes that compile load them
         from torch._dynamo.backends.registry import lookup_backend
 
         index, self.seen = self.seen, self.seen + 1
@@ -340,12 +350,11 @@ def _count_ops(gm) -> int:
     return sum(1 for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
 
 
-def capture_graphs(run: _RunSpec) -> tuple[list[CapturedGraph], int, list[str]]:
+def capture_graphs(run: ModelStep) -> tuple[list[CapturedGraph], int, list[str]]:
     """Every graph Dynamo hands the compiler during one eager-backed step of the model."""
+    # lazy: heavy: Dynamo/Inductor cost ~0.8 s beyond torch; only processes that compile load them
     import torch
     from torch._dynamo.backends.debugging import ExplainWithBackend
-
-    from divfuzz.records.errors import ConfigError
 
     recorder = _Recorder()
     explain = ExplainWithBackend(recorder)
@@ -374,6 +383,7 @@ def lower_to_aten(graph: CapturedGraph, *, train: bool):
     Under `train` it is the joint graph: outputs, then the gradients of `sum(out.float().sum())`
     with respect to the inputs that require grad, traced by make_fx through autograd, so that
     backward kernels are compiled and reduced like any other op. Returns (gm, inputs)."""
+    # lazy: torch-free module: it loads torch only when this runs
     import torch
     from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -400,6 +410,7 @@ def lower_to_aten(graph: CapturedGraph, *, train: bool):
 def _lift_constants(gm, inputs: list):
     """Tensor attributes (constants make_fx kept on the module) become trailing inputs, so the
     graph's code alone, printed into `repro.py`, runs with the inputs it is given."""
+    # lazy: torch-free module: it loads torch only when this runs
     import torch
 
     graph = gm.graph
@@ -432,23 +443,19 @@ def capture_user_case(case, *, ref: str, device: str, dtype: str | None, autocas
                       worth_reducing: Callable[[Any], bool], clock=None) -> CaseCapture:
     """Judge the whole model, capture its graphs through Dynamo, find the graph that introduces
     the divergence and lower it to aten. `worth_reducing(verdict)` is the caller's policy for
-    "a divergence worth a repro" (`divfuzz.oracles.severity.worth_reducing`).
+    "a divergence worth a repro" (`divfuzz.oracles.severity_policy.worth_reducing`).
 
     `clock` (a `divfuzz.fuzzer.triage.phase_clock.PhaseClock`) times the phases `judge_model` (eager,
     compiled and fp64 runs), `capture` (Dynamo), `locate` (one graph compiled at a time) and
     `lower` (make_fx); the first two always run, `locate` stops at the clock's deadline (the
     graphs found so far are kept; with none found nothing is lowered, and `cap.notes` says so)."""
-    from divfuzz.fuzzer.triage.phase_clock import PhaseClock
-    from divfuzz.oracles.severity import severity_of, verdict_lines_of
-
     clock = clock if clock is not None else PhaseClock(float("inf"))
     model, args, kwargs = normalize_case(case, ref)
-    model, args, kwargs = _prepare(model, args, kwargs, device, dtype)
-    run = _RunSpec(model, args, kwargs, device=device, autocast=autocast, train=train)
+    model, args, kwargs = prepare_model(model, args, kwargs, device, dtype)
+    run = ModelStep(model, args, kwargs, device=device, autocast=autocast, train=train)
     with clock.phase("judge_model"):
         eager = run.run()
         if not eager:  # None, a string, a number: bad input, never "eager and compiled agree"
-            from divfuzz.records.errors import ConfigError
 
             raise ConfigError(f"the model returned no tensor (in {ref}): nothing to compare")
         compiled = run.run("inductor")
@@ -508,7 +515,7 @@ def capture_user_case(case, *, ref: str, device: str, dtype: str | None, autocas
     return cap
 
 
-def _graphs_to_reduce(graphs: list, cap: CaseCapture, run: _RunSpec, eager, ref64, worth_reducing, clock) -> list:
+def _graphs_to_reduce(graphs: list, cap: CaseCapture, run: ModelStep, eager, ref64, worth_reducing, clock) -> list:
     """Every captured graph whose compiling alone (the others eager) makes the model diverge, in
     capture order (each noted in `cap.culprits`). When none does alone, every graph, and
     `cap.rank_by_own_verdict` tells the caller to judge each graph by itself and reduce them in
@@ -537,8 +544,9 @@ def _graphs_to_reduce(graphs: list, cap: CaseCapture, run: _RunSpec, eager, ref6
     return graphs
 
 
-def _make_fx_whole(run: _RunSpec):
+def _make_fx_whole(run: ModelStep):
     """The pre-Dynamo capture: make_fx of the whole forward, inputs flattened to positional tensors."""
+    # lazy: torch-free module: it loads torch only when this runs
     import torch
     import torch.utils._pytree as pytree
     from torch.fx.experimental.proxy_tensor import make_fx

@@ -31,6 +31,7 @@ def count_ops(gm) -> int:
 
 def node_values(gm, inputs: Sequence) -> dict[str, object]:
     """Every node's eager value, by node name."""
+    # lazy: torch-free module: it loads torch only when this runs
     import torch
     import torch.fx
 
@@ -49,6 +50,7 @@ def node_values(gm, inputs: Sequence) -> dict[str, object]:
 def _fits(v, dtype) -> bool:
     """Every value of float tensor `v` converts to integer `dtype` without undefined behaviour:
     finite, and truncating into the dtype's range."""
+    # lazy: torch-free module: it loads torch only when this runs
     import torch
 
     info = torch.iinfo(dtype)
@@ -61,6 +63,7 @@ def _fits(v, dtype) -> bool:
 def casts_out_of_range(gm, values: dict[str, object]) -> bool:
     """Does some node turn a float tensor into an integer tensor that cannot hold all its values
     (NaN, Inf, or out of range: undefined behaviour in C++ and CUDA)?"""
+    # lazy: torch-free module: it loads torch only when this runs
     import torch
 
     for n in gm.graph.nodes:
@@ -79,6 +82,7 @@ def casts_out_of_range(gm, values: dict[str, object]) -> bool:
 
 
 def _same_kind(a, b) -> bool:
+    # lazy: torch-free module: it loads torch only when this runs
     import torch
 
     return (
@@ -102,6 +106,7 @@ def _replacements(node, values) -> list[str]:
 
 def _bypassed(gm, inputs: Sequence, node_name: str, source_name: str):
     """A copy of `gm` with `node_name` replaced by `source_name`, dead code and unused inputs gone."""
+    # lazy: torch-free module: it loads torch only when this runs
     import torch.fx
 
     graph = copy.deepcopy(gm.graph)

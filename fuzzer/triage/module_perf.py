@@ -2,8 +2,8 @@
 which Inductor scheduling switch makes it so?
 
 Runs inside a worker (`Worker.call` -> `perf_module_in_worker`), like `divfuzz.fuzzer.triage.user_module`,
-and shares its loading and step logic (`divfuzz.fuzzer.triage.capture`: `normalize_case`, `_prepare`,
-`_RunSpec`). Steps:
+and shares its loading and step logic (`divfuzz.fuzzer.triage.capture`: `normalize_case`, `prepare_model`,
+`ModelStep`). Steps:
 1. time the model eager and compiled (`torch.compile` through `divfuzz.fuzzer.engine.compile.compiled`),
    interleaved call by call (`divfuzz.oracles.timing`): the forward, and with `--train` the training step
    (forward, loss, backward); judged by `divfuzz.oracles.perf` (paired ratios, their interval, the margin);
@@ -25,14 +25,17 @@ from pathlib import Path
 
 from divfuzz.fuzzer.triage.attribute import PERF_PROBES, available_probes
 from divfuzz.oracles.perf import DEFAULT_MARGIN, is_slower
-from divfuzz.oracles.severity import severity_of, verdict_lines_of
+from divfuzz.oracles.severity_policy import severity_of, verdict_lines_of
 from divfuzz.records.outcomes import Status
 from divfuzz.records.verdict import PerfComparison, Verdict
+from divfuzz.fuzzer.triage.capture import ModelStep, normalize_case, prepare_model
+from divfuzz.records.config import CompileConfig
 
 PHASE_BUDGET_S = 20.0
 
 
 def _phases(run, model, forward, args, kwargs) -> dict:
+    # lazy: torch-free module: it loads torch only when this runs
     import torch
 
     if not run.train:
@@ -44,10 +47,11 @@ def _phases(run, model, forward, args, kwargs) -> dict:
 
 
 def _time(timer, eager: dict, other: dict, *, margin: float, device: str, dtype: str) -> tuple[PerfComparison, ...]:
-    """Each phase warmed up, then timed like a case's (`divfuzz.fuzzer.engine.perf.time_phase`)."""
+    """Each phase warmed up, then timed like a case's (`divfuzz.fuzzer.engine.execute_perf.time_phase`)."""
+    # lazy: torch-free module: it loads torch only when this runs
     import torch
 
-    from divfuzz.fuzzer.engine.perf import time_phase
+    from divfuzz.fuzzer.engine.execute_perf import time_phase
     from divfuzz.oracles.timing import timer_description
 
     result = []
@@ -66,23 +70,22 @@ def perf_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: str 
                           backend: str = "inductor", inductor: dict | None = None) -> dict:
     """Time the user's model eager vs compiled, probe the scheduling switches when it is slower,
     write perf.json and report.md; returns a JSON-able summary."""
+    # lazy: torch-free module: it loads torch only when this runs
     import torch
     import torch.utils._pytree as pytree
 
     from divfuzz.fuzzer.engine.compile import compiled
-    from divfuzz.fuzzer.triage.capture import _prepare, _RunSpec, normalize_case
     from divfuzz.fuzzer.triage.user_module import load_user_module
     from divfuzz.oracles.timing import Timer
-    from divfuzz.records.config import CompileConfig
 
     deadline = time.monotonic() + budget_s
     margin = DEFAULT_MARGIN[device.split(":")[0]] if margin is None else margin
     model, args, kwargs = normalize_case(load_user_module(ref), ref)
-    model, args, kwargs = _prepare(model, args, kwargs, device, dtype)
+    model, args, kwargs = prepare_model(model, args, kwargs, device, dtype)
     if train:
         args, kwargs = pytree.tree_map(
             lambda x: x.detach().requires_grad_(True) if isinstance(x, torch.Tensor) and x.is_floating_point() else x, (args, kwargs))
-    run = _RunSpec(model, args, kwargs, device=device, autocast=autocast, train=train)
+    run = ModelStep(model, args, kwargs, device=device, autocast=autocast, train=train)
     leaves = [x for x in pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor) and x.is_floating_point()]
     params = [p for p in model.parameters()] if isinstance(model, torch.nn.Module) else []
     data_dtype = str((params or leaves or [torch.empty(0)])[0].dtype).removeprefix("torch.")
@@ -139,6 +142,7 @@ def perf_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: str 
 
 
 def _report(ref: str, device: str, lines: list[str]) -> str:
+    # lazy: torch-free module: it loads torch only when this runs
     import torch
 
     body = "\n".join(f"- {line}" for line in lines)

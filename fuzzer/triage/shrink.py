@@ -34,6 +34,10 @@ from divfuzz.generators.surgery import (
 )
 from divfuzz.records.dtypes import is_float
 from divfuzz.records.errors import MinimizeError
+from divfuzz.fuzzer.engine.worker import CaseRequest
+from divfuzz.oracles.findings import finding_of
+from divfuzz.oracles.severity_policy import severity_of
+from divfuzz.records.severity import Severity
 
 Predicate = Callable[[GraphSpec], bool]
 DEFAULT_EPS = 1e-5
@@ -368,15 +372,10 @@ def case_predicate(
 
     `must_pass_with`, a CompileConfig, keeps the culprit: the candidate must also show no
     finding of `kind` under it (e.g. with the Inductor switch that removes the divergence).
-    With `oracle="perf"` each candidate is timed (`divfuzz.fuzzer.engine.perf`: a bounded number of
+    With `oracle="perf"` each candidate is timed (`divfuzz.fuzzer.engine.execute_perf`: a bounded number of
     pairs) and must stay slower by the margin, at the same severity (a slowdown must not shrink
     into the compiled wrapper's fixed cost).
     """
-    from divfuzz.fuzzer.engine.worker import CaseRequest
-    from divfuzz.oracles.findings import finding_of
-
-    from divfuzz.records.severity import Severity
-    from divfuzz.oracles.severity import severity_of
 
     def same_kind(spec: GraphSpec, cfg, keep_severity: bool = False) -> bool:
         verdict = worker.run(CaseRequest(spec, device, cfg, oracle=oracle, perf_margin=perf_margin), timeout_s)

@@ -25,21 +25,35 @@ import copy
 import importlib.util
 import io
 import json
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from divfuzz.oracles.severity import verdict_lines_of, worth_reducing
+import torch
+import torch.fx
+import torch.utils._pytree as pytree
+
+from divfuzz.oracles.severity_policy import severity_of, verdict_lines_of, worth_reducing
 from divfuzz.reports.module_repro import RUNGS, render_module_repro
+from divfuzz.fuzzer.engine.compile import compiled
+from divfuzz.fuzzer.triage.attribute import bisect_result_of
+from divfuzz.fuzzer.triage.capture import capture_user_case, write_capture
+from divfuzz.fuzzer.triage.fx_bypass import bypass_reduce, count_ops
+from divfuzz.fuzzer.triage.phase_clock import PhaseClock
+from divfuzz.oracles.boundary import distance_to_grid_ulps, undefined_cast
+from divfuzz.oracles.conditioning import perturb_inputs
+from divfuzz.oracles.judge import judge_outputs, verdict_of
+from divfuzz.records.config import CompileConfig
+from divfuzz.records.culprit import Culprit, NOT_ATTRIBUTED, summarize
+from divfuzz.records.errors import ConfigError
 
 
 
 def load_user_module(ref: str):
     """`path/to/file.py:NAME` -> NAME() (the user's own code runs here, by their request)."""
-    from divfuzz.records.errors import ConfigError
-
     path, sep, name = ref.rpartition(":")
     if not sep or not path.endswith(".py") or not name:
         raise ConfigError(f"Expected --module path/to/file.py:NAME but got {ref!r}")
@@ -56,24 +70,16 @@ def load_user_module(ref: str):
 
 
 def _flat(out):
-    import torch
-    import torch.utils._pytree as pytree
-
     return [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
 
 
 def _rung_config(rung: str):
     """A ladder rung as a compile config (`dynamic=None`: torch.compile's own default)."""
-    from divfuzz.records.config import CompileConfig
-
     return CompileConfig(backend=rung, dynamic=None)
 
 
 def _run(gm, inputs, rung: str, decompositions: tuple[str, ...] = ()):
     """`gm`'s flat outputs at `rung`, compiled afresh with `decompositions` removed."""
-    import torch
-
-    from divfuzz.fuzzer.engine.compile import compiled
 
     with torch.no_grad():
         if rung == "eager":
@@ -84,8 +90,6 @@ def _run(gm, inputs, rung: str, decompositions: tuple[str, ...] = ()):
 
 def _to_float64(value):
     """A dtype argument or a floating tensor in float64; anything else unchanged."""
-    import torch
-
     if isinstance(value, torch.dtype) and value.is_floating_point:
         return torch.float64
     if isinstance(value, torch.Tensor) and value.is_floating_point():
@@ -99,8 +103,6 @@ def reference_graph(gm):
     """The fp64 reference of a captured aten graph: every floating dtype argument (casts, autocast's
     explicit `_to_copy`s, factory dtypes) and every floating constant mapped to float64, as
     `divfuzz.generators.build.BuildContext(reference=True)` does for specs."""
-    import torch
-
     ref = copy.deepcopy(gm)
     for node in ref.graph.nodes:
         if node.op == "call_function":
@@ -116,8 +118,6 @@ def reference_graph(gm):
 
 def _reference_outputs(gm, inputs):
     """The fp64 outputs of `gm` on `inputs` (floating inputs widened), or None if it cannot run."""
-    import torch
-
     try:
         with torch.no_grad():
             return _flat(reference_graph(gm)(*[_to_float64(x) for x in inputs]))
@@ -141,10 +141,6 @@ def _int_boundaries(gm, inputs) -> dict:
     The pre-image is the input of the rounding op (floor/ceil/trunc/round) found by walking back
     through clamps, shifts and casts; without one, the cast itself truncates its float input.
     """
-    import torch
-    import torch.fx
-
-    from divfuzz.oracles.boundary import distance_to_grid_ulps, undefined_cast
 
     values: dict = {}
 
@@ -160,7 +156,6 @@ def _int_boundaries(gm, inputs) -> dict:
     except Exception:
         return {}
     out_node = next(n for n in gm.graph.nodes if n.op == "output")
-    import torch.utils._pytree as pytree
 
     leaves = [n for n in pytree.tree_leaves(out_node.args[0]) if isinstance(n, torch.fx.Node)]
     maps = {}
@@ -195,11 +190,8 @@ def _int_boundaries(gm, inputs) -> dict:
 def _verdict(gm, inputs, a, b, ref=None, bounds=None):
     """Outputs `a` (the rung before) vs `b` (the rung under test), each against the fp64 reference
     of the same graph, judged by the one output judge (`divfuzz.oracles.judge`, conditioning included): a
-    `Verdict` that `divfuzz.oracles.severity.severity_of` judges like any other. Without an fp64 run of the
+    `Verdict` that `divfuzz.oracles.severity_policy.severity_of` judges like any other. Without an fp64 run of the
     graph (an op with no float64 kernel), outputs are judged with no reference, never against eager."""
-    from divfuzz.oracles.conditioning import perturb_inputs
-    from divfuzz.oracles.judge import judge_outputs, verdict_of
-
     ref = _reference_outputs(gm, inputs) if ref is None else ref
     bounds = _int_boundaries(gm, inputs) if bounds is None else bounds
 
@@ -229,15 +221,12 @@ class _BudgetSpent(Exception):
 
 def _bisect(gm, inputs, rung: str, ref, decompositions: tuple[str, ...] = (), deadline: float = float("inf")):
     """Bisect the cause that appears at `rung`: earlier backends count as good. `ref` is the output
-    of the rung before it (already computed by the caller); "bad" is what `divfuzz.oracles.severity.worth_reducing` says.
+    of the rung before it (already computed by the caller); "bad" is what `divfuzz.oracles.severity_policy.worth_reducing` says.
     Returns the bisector's result as a `divfuzz.records.culprit.BisectResult`, or None. Each step compiles
     the (reduced) graph once; past `deadline` no step starts and `_BudgetSpent` is raised (the
     bisector's own cleanup runs as the exception leaves `do_bisect`)."""
-    import torch
+    # lazy: heavy: Dynamo/Inductor cost ~0.8 s beyond torch; only processes that compile load them
     from torch._inductor.compiler_bisector import CompilerBisector
-
-    from divfuzz.fuzzer.engine.compile import compiled
-    from divfuzz.fuzzer.triage.attribute import bisect_result_of
 
     fp64, bounds = _reference_outputs(gm, inputs), _int_boundaries(gm, inputs)
 
@@ -264,8 +253,6 @@ def _bisect(gm, inputs, rung: str, ref, decompositions: tuple[str, ...] = (), de
 def _culprit(rung: str, bisect):
     """The culprit of the cause that appears at `rung`, named by the bisector's fields when it
     gave a result; its summary comes from `divfuzz.records.culprit.summarize`, as a campaign's does."""
-    from divfuzz.records.culprit import Culprit, summarize
-
     bare = Culprit(stage=rung, summary="")
     return bare.with_bisect(bisect) if bisect is not None else replace(bare, summary=summarize(bare))
 
@@ -274,16 +261,12 @@ def _culprit(rung: str, bisect):
 
 def _dense_layout(t) -> bool:
     """A layout `empty_strided` rebuilds from (shape, stride) alone: a permutation of dense strides."""
-    import torch
-
     return t.numel() == 0 or torch.empty_strided(t.shape, t.stride()).untyped_storage().nbytes() == t.numel() * 4
 
 
 def _save_inputs(tensors, folder: Path) -> None:
     """Inputs as raw bytes (in logical order) plus a JSON description with each input's strides, so
     `repro.py`'s `load_inputs` rebuilds the captured layout (a channels-last input stays one)."""
-    import torch
-
     metas, blobs = [], []
     for t in tensors:
         raw = t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
@@ -405,8 +388,6 @@ def _keeps_severity(diff: RungDifference, verdict=None):
     from the `before` rung's outputs alone, without compiling `diff.rung`. fx_minifier's truncations
     often cut a graph's integer encoding off (on seed 002's model: 20 of 57 queries, 42% of the
     reduction's time on a CPU)."""
-    from divfuzz.oracles.severity import severity_of
-
     verdict = verdict if verdict is not None else diff.verdict(diff.gm, diff.inputs)
     target = severity_of(verdict)
     about = next((o for o in verdict.outputs if target is not None and o.name == target.output), None)
@@ -432,8 +413,6 @@ def _shrink(diff: RungDifference, fails, *, max_granularity, deadline: float) ->
     Alternate the two until neither shrinks the graph, or until `deadline`: past it the graph that
     failed last (the smallest so far) is the result and `cut` says so. With no time at all the
     graph is not reduced."""
-    from divfuzz.fuzzer.triage.fx_bypass import bypass_reduce, count_ops
-
     start = time.monotonic()
     if start >= deadline:
         return _Reduced(diff.gm, diff.inputs, (), 0.0, 0.0,
@@ -461,6 +440,7 @@ def bounded_minify(gm, inputs, fails, deadline: float, max_granularity=None) -> 
     raises `_BudgetSpent`, which ends the minifier at once, and the graph that failed last (the
     minifier's best so far) is the result. The first query, the minifier's sanity check of its
     input, is always answered, so there is always a failing graph. Returns (graph, inputs, cut)."""
+    # lazy: heavy: Dynamo/Inductor cost ~0.8 s beyond torch; only processes that compile load them
     from torch._functorch.fx_minifier import minifier
 
     last: list = [gm, list(inputs)]
@@ -489,10 +469,6 @@ def _write_cause(diff: RungDifference, folders: CauseFolders, number: int, reduc
     when what is left covers fewer than `BISECT_MIN_STEPS` of its steps (each costs about what
     running the reduced graph at both rungs just took), and it stops between steps at the
     deadline; then the culprit says "culprit not attributed" with why."""
-    import torch
-
-    from divfuzz.fuzzer.triage.fx_bypass import count_ops
-    from divfuzz.records.culprit import NOT_ATTRIBUTED
 
     clock = folders.clock
     small, small_inputs = reduced.gm, reduced.inputs
@@ -540,8 +516,6 @@ def _check_reproduces(folder: Path, diff: RungDifference, deadline: float) -> tu
     still differs there). Otherwise says why it did not: a cut budget, a crash, or an exit 0 with
     the likely reason (decompositions the ladder removed, which the script does not remove;
     outputs that differ run to run)."""
-    import subprocess
-
     timeout = max(REPRO_CHECK_MIN_S, deadline - time.monotonic())
     try:
         proc = subprocess.run([sys.executable, "repro.py"], cwd=folder, capture_output=True, text=True, timeout=timeout)
@@ -564,10 +538,6 @@ def _write_folder(diff: RungDifference, folders: CauseFolders, number: int, redu
                   bisect, note: str | None) -> dict:
     """`NN-rung/`: the inputs as raw bytes, `repro.py` and `culprit.json` (the culprit named by
     `bisect`, or `note` saying why not). Returns the cause as `culprit.json` holds it."""
-    from divfuzz.fuzzer.triage.fx_bypass import count_ops
-    from divfuzz.oracles.severity import severity_of
-    from divfuzz.records.culprit import summarize
-
     before, rung, small, small_inputs = diff.before, diff.rung, reduced.gm, reduced.inputs
     culprit = _culprit(rung, bisect)
     if bisect is None and note:
@@ -614,7 +584,7 @@ def minimize_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: 
     Capture through Dynamo and judge the whole model (`divfuzz.fuzzer.triage.capture`); then ladder, reduce
     and attribute every captured graph that makes the model diverge when compiled alone (when none
     does alone: every graph that differs by itself, most severe first). One policy decides what is
-    worth reducing, for the whole model and for every candidate graph: `divfuzz.oracles.severity`.
+    worth reducing, for the whole model and for every candidate graph: `divfuzz.oracles.severity_policy`.
 
     `budget_s` is a deadline for all of it, from the call (`divfuzz.fuzzer.triage.phase_clock.PhaseClock`):
     the whole-model judgement and the Dynamo capture always run; every later phase gets what is
@@ -624,9 +594,6 @@ def minimize_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: 
     Cause folders are numbered across graphs (`01-inductor/`, `02-inductor/`, ...), and each
     `culprit.json` names its graph.
     """
-    from divfuzz.fuzzer.triage.capture import capture_user_case, write_capture
-    from divfuzz.fuzzer.triage.phase_clock import PhaseClock
-
     out = Path(out_dir)
     clock = PhaseClock(budget_s, progress=out / "phases.json")
     with clock.phase("load"):
@@ -665,8 +632,6 @@ def _judge_targets(cap, verdict_lines: list[str], *, memo: OutputMemo | None = N
     Past `clock`'s deadline no more graphs are judged: the ones already judged are kept (ranked),
     the others dropped with a note; when every target is kept anyway (not ranking) their
     judgement is only shown, and is skipped."""
-    from divfuzz.oracles.severity import severity_of
-
     run = memo.run if memo is not None else _run
     judged = []
     for i, target in enumerate(cap.targets):

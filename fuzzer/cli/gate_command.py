@@ -71,6 +71,7 @@ def gate(device, corpus_dir, baseline_path, margin, budget, workers, timeout_s, 
          oracle, perf_margin):
     """Replay the corpus and hold it to the baseline: the CI gate. With --oracle perf, time each
     spec eager vs compiled instead: a spec fails when compiled is slower as a bug (no baseline)."""
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.gate.baseline import default_baseline_path
     from divfuzz.fuzzer.gate.policy import gate_compile_config
     from divfuzz.fuzzer.gate.replay import GateOptions, run_gate
@@ -122,17 +123,19 @@ def gate(device, corpus_dir, baseline_path, margin, budget, workers, timeout_s, 
 def _check_perf_options(device, workers, update_baseline, fuzzing, baseline_path, baseline_any) -> None:
     """What --oracle perf cannot be combined with, refused before any work (exit 2). One worker per
     device, as for `fuzz --oracle perf`: side-by-side workers would time each other."""
-    from divfuzz.fuzzer.cli.fuzz import _resolve_workers
-
     for given, option in ((update_baseline, "--update-baseline"), (fuzzing, "--fuzz/--fuzz-cases"),
                           (baseline_path, "--baseline"), (baseline_any, "--baseline-any")):
         if given:
             raise ConfigError(f"{option} with --oracle perf: the perf gate judges each spec by the perf oracle's severity "
                               f"and reads no baseline")
-    _resolve_workers(workers, device, "perf")
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
+    from divfuzz.fuzzer.campaign.sizing import resolve_workers
+
+    resolve_workers(workers, device, "perf")
 
 
 def _write_baseline(opts, log) -> None:
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.gate.machine import machine_rows
     from divfuzz.fuzzer.gate.replay import update_baseline
 
@@ -149,6 +152,7 @@ def _write_baseline(opts, log) -> None:
 def _write_reports(data: dict, *, json_path, junit_path, markdown_path) -> None:
     """The result as JSON, JUnit and markdown where asked, and the markdown appended to GitHub's
     step summary when it runs there."""
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.reports.gate_markdown import gate_markdown
     from divfuzz.reports.junit import gate_junit
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import functools
+import importlib
 import logging
 import re
 from typing import Callable
@@ -83,7 +84,6 @@ def missing_requirement(name: str) -> str | None:
     # older ones `nvfuser`; Thunder takes either).
     modules = {"onnxrt": (("onnxruntime",), ("onnxscript",), ("onnx",)),
                "nvfuser": (("nvfuser_direct", "nvfuser"), ("thunder",))}[name]
-    import importlib
 
     extra = {"onnxrt": "pip install 'divfuzz[onnx]'", "nvfuser": "pip install 'divfuzz[nvfuser]'; see scripts/try_nvfuser.sh"}[name]
     for alternatives in modules:
@@ -124,6 +124,7 @@ def _export_in_fresh_thread(fn: Callable):
 def _ort_graph(gm, example_inputs):
     """One aten graph (forward, backward or inference) compiled for ONNX Runtime at its first call,
     with that call's real tensors (AOTAutograd's example inputs are fake)."""
+    # lazy: torch-free module: it loads torch only when this runs
     import torch
 
     state: dict = {}
@@ -189,6 +190,7 @@ def _ort_graph(gm, example_inputs):
 def _torchlib_registry():
     """torchlib's op table, built once per process: `torch.onnx.export` rebuilds it on every call
     (about 7 of a small graph's 10 s of export on this CPU)."""
+    # lazy: optional extra [onnx]: torch.onnx's exporter needs onnxscript
     from torch.onnx._internal.exporter import _registration
 
     return _registration.ONNXRegistry.from_torchlib()
@@ -197,9 +199,11 @@ def _torchlib_registry():
 def _onnx_export(module, args):
     """`torch.onnx.export(module, args, dynamo=True, optimize=False)`, with the torchlib registry
     cached (through the exporter's `_core.export`, which takes it; the public call where absent)."""
+    # lazy: torch-free module: it loads torch only when this runs
     import torch
 
     try:
+        # lazy: optional extra [onnx]: torch.onnx's exporter needs onnxscript
         from torch.onnx._internal.exporter import _core
 
         registry = _torchlib_registry()
@@ -216,6 +220,7 @@ def _first_lines(e: BaseException, limit: int = 600) -> str:
 
 def onnxrt_backend(gm, example_inputs):
     """`torch.compile(fn, backend=onnxrt_backend)`: forward and backward through ONNX Runtime."""
+    # lazy: heavy: Dynamo/Inductor cost ~0.8 s beyond torch; only processes that compile load them
     from torch._dynamo.backends.common import aot_autograd
 
     return aot_autograd(fw_compiler=_ort_graph, bw_compiler=_ort_graph)(gm, example_inputs)
@@ -230,6 +235,7 @@ def nvfuser_backend(gm, example_inputs):
     reason = missing_requirement("nvfuser")
     if reason is not None:
         raise ConfigError(f"backend 'nvfuser': {reason}")
+    # lazy: optional extra [nvfuser]
     from thunder.dynamo import ThunderCompiler
 
     return ThunderCompiler()(gm, example_inputs)

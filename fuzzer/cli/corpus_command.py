@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from divfuzz.fuzzer.cli.options import out
+from divfuzz.records.errors import SpecError
 
 
 @click.group()
@@ -20,6 +21,7 @@ def corpus() -> None:
 @click.option("--name", default=None, help="File stem in the corpus (default: the bucket folder's or file's name).")
 def corpus_add(source, corpus_dir, name):
     """Add a spec.json or a bucket folder's spec to the corpus."""
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.gate.corpus import add_to_corpus
     from divfuzz.fuzzer.gate.corpus import specs_folder
 
@@ -40,9 +42,9 @@ def corpus_add(source, corpus_dir, name):
 @click.option("--dry-run", is_flag=True, help="Only say what would be dropped.")
 def corpus_prune(corpus_dir, dry_run):
     """Keep the smallest set of specs that covers every (op, dtype, kind) feature; say what was dropped."""
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.gate.corpus import known_divergences, plan_prune, read_specs
     from divfuzz.fuzzer.gate.corpus import specs_folder
-    from divfuzz.records.errors import SpecError
 
     if not corpus_dir.is_dir():
         raise SpecError(f"{corpus_dir}: corpus folder does not exist")

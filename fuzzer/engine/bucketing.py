@@ -10,6 +10,7 @@ from divfuzz.generators.spec import GraphSpec
 from divfuzz.records.buckets import BucketKey
 from divfuzz.records.outcomes import ERROR_KINDS
 from divfuzz.records.verdict import Against, Finding
+from divfuzz.oracles.severity_policy import severity_of
 
 
 def graph_signature(spec: GraphSpec) -> str:
@@ -38,9 +39,7 @@ def bucket_key(finding: Finding, spec: GraphSpec, device: str, *, signature: str
 
 def severity_under(verdict, key: BucketKey) -> dict | None:
     """A case's severity reason (as stored) under the bucket key it is stored under: the key's
-    culprit counts (`divfuzz.oracles.severity.severity_of`). One rule for a campaign storing a case, an
+    culprit counts (`divfuzz.oracles.severity_policy.severity_of`). One rule for a campaign storing a case, an
     analysis re-keying it, and `merge` moving it."""
-    from divfuzz.oracles.severity import severity_of
-
     reason = severity_of(verdict, culprit=key.signature)
     return reason.to_dict() if reason is not None else None

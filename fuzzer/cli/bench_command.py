@@ -39,6 +39,7 @@ def _workers(value: str) -> int | str:
 def bench(device, budget, cases, seed, workers, no_minimize, out_dir, breakdown_store, run_id, before_after):
     """Run a default campaign and print its rates and where its time goes (or --breakdown STORE)."""
     if breakdown_store is not None:
+        # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
         from divfuzz.fuzzer.campaign.breakdown import breakdown_table, campaign_breakdown
 
         out.print(breakdown_table(campaign_breakdown(breakdown_store, run_id)), markup=False, highlight=False)
@@ -46,6 +47,7 @@ def bench(device, budget, cases, seed, workers, no_minimize, out_dir, breakdown_
     workers = _workers(workers)
     device = resolve_device(device)
     if before_after:
+        # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
         from divfuzz.fuzzer.campaign.bench import before_after_table, bench_table, run_before_after
 
         count = workers if isinstance(workers, int) else 1
@@ -55,6 +57,7 @@ def bench(device, budget, cases, seed, workers, no_minimize, out_dir, breakdown_
             out.print(bench_table(r), markup=False, highlight=False)
         out.print("\n" + before_after_table(results), markup=False, highlight=False)
         return
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.campaign.bench import default_campaign_table, run_default_campaign
 
     budget_s = None if cases else parse_budget(budget)

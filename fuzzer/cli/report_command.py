@@ -5,10 +5,12 @@ one bucket's page with all its plots (the command a compact card names)."""
 from __future__ import annotations
 
 from pathlib import Path
+from dataclasses import replace
 
 import click
 
 from divfuzz.fuzzer.cli.options import RUN_ID, SEVERITY_CHOICE, DivfuzzCommand, check_out_file, out
+from divfuzz.records.errors import ConfigError, StoreError
 
 
 @click.command(cls=DivfuzzCommand)
@@ -23,8 +25,8 @@ from divfuzz.fuzzer.cli.options import RUN_ID, SEVERITY_CHOICE, DivfuzzCommand, 
               help="Only this bucket, with all its plots (needs --html): what a compact card's command draws.")
 def report(out_dir, run_id, min_severity, html_path, bucket_id, new_only):
     """Print the root causes of a store as markdown, or write them as an HTML page (--html)."""
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.campaign.loop import STORE_NAME
-    from divfuzz.records.errors import StoreError
     from divfuzz.fuzzer.engine.store import Store
     from divfuzz.reports.markdown import buckets_markdown, coverage_markdown
 
@@ -32,8 +34,6 @@ def report(out_dir, run_id, min_severity, html_path, bucket_id, new_only):
     if not path.exists():
         raise StoreError(f"{path}: no store here (run `divfuzz fuzz --out {out_dir}` first)")
     if bucket_id is not None and html_path is None:
-        from divfuzz.records.errors import ConfigError
-
         raise ConfigError(f"--bucket {bucket_id}: give --html FILE too (the bucket's page with its plots)")
     check_out_file(html_path, "--html")
     store = Store(path, create=False)
@@ -54,9 +54,7 @@ def report(out_dir, run_id, min_severity, html_path, bucket_id, new_only):
 def write_report_html(store, html_path: Path, *, run_id: int | None = None, bucket_id: int | None = None) -> Path:
     """The store's HTML page (`divfuzz.reports.html`), written whole; `divfuzz fuzz` calls it too. With
     `bucket_id`, a page of that bucket alone with all its plots (StoreError when there is none)."""
-    from dataclasses import replace
-
-    from divfuzz.records.errors import StoreError
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.reports.html import collect, write_html
 
     data = collect(store, run_id=run_id)
@@ -73,7 +71,8 @@ def write_report_html(store, html_path: Path, *, run_id: int | None = None, buck
 def _judge_unjudged(store) -> None:
     """Buckets of a store written before severities existed get one, from their first case's
     stored verdict and their culprit (the same policy the campaign applies)."""
-    from divfuzz.oracles.severity import severity_of
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
+    from divfuzz.oracles.severity_policy import severity_of
     from divfuzz.records.verdict import Verdict
     from divfuzz.reports.markdown import culprit_of
 

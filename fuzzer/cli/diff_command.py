@@ -14,19 +14,20 @@ from pathlib import Path
 import click
 
 from divfuzz.fuzzer.cli.options import DivfuzzCommand, check_out_file, console
+from divfuzz.records.errors import ConfigError, OutputError, StoreError
+from divfuzz.records.numbers import parse_number
 
 _RUN_SUFFIX = re.compile(r"^(?P<store>.+):(?P<run>[0-9]+)$")
 
 
 def parse_side(text: str, name: str) -> tuple[Path, int | None]:
     """`STORE` or `STORE:RUN_ID` -> (path of the SQLite file, run id or None); errors name the side."""
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.campaign.loop import STORE_NAME
-    from divfuzz.records.errors import StoreError
 
     path, run_id = Path(text), None
     m = _RUN_SUFFIX.match(text)
     if m and not path.exists():  # a folder really named "x:3" stays a folder
-        from divfuzz.records.numbers import parse_number
 
         path = Path(m["store"])
         run_id = parse_number(m["run"], f"{name} {text[:60]!r}: run id", low=1, high=2**63 - 1, integer=True, error=StoreError)
@@ -38,8 +39,8 @@ def parse_side(text: str, name: str) -> tuple[Path, int | None]:
 
 
 def _open_side(text: str, name: str):
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.engine.store import Store
-    from divfuzz.records.errors import StoreError
     from divfuzz.reports.diff import side_from_store
 
     path, run_id = parse_side(text, name)
@@ -67,7 +68,7 @@ def _open_side(text: str, name: str):
 def diff(old, new, as_json, as_markdown, any_device, html_path):
     """What changed from OLD to NEW (each a store, or STORE:RUN_ID), by root cause: new buckets,
     buckets gone (fixed when NEW replayed their spec, else not reached), and severity or bounds changes."""
-    from divfuzz.records.errors import ConfigError
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.reports.diff import diff_html, diff_json, diff_markdown, diff_sides, diff_text
 
     if as_json and as_markdown:
@@ -77,7 +78,7 @@ def diff(old, new, as_json, as_markdown, any_device, html_path):
     render = diff_json if as_json else diff_markdown if as_markdown else diff_text
     click.echo(render(result), nl=as_json)  # plain text: rich would re-wrap JSON and keys on a terminal
     if html_path is not None:
-        from divfuzz.records.errors import OutputError
+        # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
         from divfuzz.reports.html import write_page
 
         try:

@@ -25,7 +25,7 @@ from typing import Callable
 import torch
 
 from divfuzz.fuzzer.engine.compile import compiled as compiled_under
-from divfuzz.fuzzer.engine.execute import _check_fits, _error_type, _is_compile_error, run_forward_backward
+from divfuzz.fuzzer.engine.execute import check_fits, error_type_of, is_compile_error, run_forward_backward
 from divfuzz.oracles.timing import Timer, clock_state, pinned_threads, timer_description
 from divfuzz.generators.build import build_callable, make_inputs
 from divfuzz.generators.runtime import cotangents
@@ -129,7 +129,7 @@ def execute_perf_case(spec: GraphSpec, device: str, config: CompileConfig, *, ma
     """Time one case eager vs compiled (or vs eager again with `self_check`) and judge the phases."""
     margin = default_margin(device) if margin is None else margin
     device_type = torch.device(device).type
-    _check_fits(spec, device)
+    check_fits(spec, device)
     spans: dict[str, float] = {}
     t0 = time.perf_counter()
     inputs = make_inputs(spec, device)
@@ -139,7 +139,7 @@ def execute_perf_case(spec: GraphSpec, device: str, config: CompileConfig, *, ma
         for run in eager_phases.values():
             run()
     except Exception as e:  # a graph that fails eagerly is a divfuzz generator bug
-        return Verdict(Status.EAGER_ERROR, error_type=_error_type(e), error_message=str(e)[:2000])
+        return Verdict(Status.EAGER_ERROR, error_type=error_type_of(e), error_message=str(e)[:2000])
     spans["build"] = time.perf_counter() - t0
     dtype = next((t.dtype for t in spec.inputs if t.init == "data"), "-")
     with pinned_threads(device, None) as threads, contextlib.ExitStack() as session:
@@ -163,8 +163,8 @@ def execute_perf_case(spec: GraphSpec, device: str, config: CompileConfig, *, ma
             if device_type == "cuda":
                 torch.cuda.synchronize()
         except Exception as e:
-            status = Status.COMPILE_ERROR if _is_compile_error(e) else Status.RUNTIME_ERROR
-            return Verdict(status, error_type=_error_type(e), error_message=str(e)[:2000],
+            status = Status.COMPILE_ERROR if is_compile_error(e) else Status.RUNTIME_ERROR
+            return Verdict(status, error_type=error_type_of(e), error_message=str(e)[:2000],
                            timings=tuple((spans | {"compile": time.perf_counter() - t0}).items()))
         spans["compile"] = time.perf_counter() - t0
         t0 = time.perf_counter()

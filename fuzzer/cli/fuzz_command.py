@@ -36,6 +36,8 @@ from divfuzz.fuzzer.cli.options import (
     registered_ops,
     resolve_device,
 )
+from divfuzz.records.errors import ConfigError, OutputError
+from divfuzz.records.severity import ORDER
 
 class _WorkersType(click.ParamType):
     """`auto` or a whole number of at least `minimum`."""
@@ -97,6 +99,7 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
          dynamic, mode):
     """Run a campaign: draw graphs, compare eager and compiled, bucket what diverges."""
     started = time.time()  # --budget counts from here: sizing and start-up are inside it
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
 
     check_out_dir(out_dir, "--out")  # first: before torch and Inductor are imported
@@ -110,14 +113,13 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
     check_backend_capabilities(config, against_config, op_names, dtype_names)
     if against_config is not None:
         if oracle == "perf":
-            from divfuzz.records.errors import ConfigError
-
             raise ConfigError("--against with --oracle perf: compiler against compiler is judged on numbers only")
         no_minimize = True  # the minimizer judges eager vs compiled; A-vs-B buckets keep the case as drawn
     fleet = None
     # Sized from this host or fleet: a resume keeps the run's own count (perf: one per device, always).
     workers_chosen_here = workers == "auto" and oracle != "perf"
     if cluster is not None:
+        # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
         from divfuzz.fuzzer.campaign.cluster import Fleet
 
         fleet = Fleet.connect(cluster, device, None if workers == "auto" else workers)
@@ -125,12 +127,14 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
         shared = [name for name in {p.where.name for p in fleet.plans} if sum(p.where.name == name for p in fleet.plans) > 1]
         if oracle == "perf" and shared:  # as on one host: timings need their device alone
             fleet.close()
-            from divfuzz.records.errors import ConfigError
 
             raise ConfigError(f"--cluster with --oracle perf: timings need the device alone, but {sorted(shared)[0]} has "
                               "several slots (start one Dask worker thread per GPU, or pass --workers)")
     else:
-        workers, workers_reason = _resolve_workers(workers, device, oracle)
+        # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
+        from divfuzz.fuzzer.campaign.sizing import resolve_workers
+
+        workers, workers_reason = resolve_workers(workers, device, oracle)
     opts = CampaignOptions(
         device=device,
         out_dir=out_dir,
@@ -176,6 +180,7 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
     lock_path, store_path = out_dir / "divfuzz.lock", out_dir / STORE_NAME
     lock_existed, store_existed = lock_path.exists(), store_path.exists()
     if store_existed:  # checked, and nothing written, before the campaign takes the lock or records a run
+        # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
         from divfuzz.fuzzer.engine.store import Store
 
         Store(store_path, create=False).close()
@@ -214,14 +219,15 @@ def _cluster_address(address: str | None, scheduler_file: Path | None, replay_kn
     checked before Dask is imported, so a wrong one is named on a host without the extra too."""
     if address is None and scheduler_file is None:
         return None
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.campaign.cluster import check_address, import_distributed, read_scheduler_file
-    from divfuzz.records.errors import ConfigError
 
     if address is not None and scheduler_file is not None:
         raise ConfigError("--cluster and --cluster-file: give one of them")
     if replay_known:
         raise ConfigError("--replay-known with --cluster: known specs are replayed on one host (run it without --cluster)")
     if scheduler_file is not None:  # a FIFO or a device is refused, never waited on
+        # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
         from divfuzz.reports.safe_paths import check_plain
 
         if not check_plain(scheduler_file.resolve() if scheduler_file.exists() else scheduler_file, what="--cluster-file"):
@@ -232,6 +238,7 @@ def _cluster_address(address: str | None, scheduler_file: Path | None, replay_kn
 
 
 def _known_specs(store_path: Path):
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.campaign.replay_known import known_specs
 
     return known_specs(store_path)
@@ -241,6 +248,7 @@ def _replayer(known):
     """What the campaign runs before its slots: the known specs (`divfuzz.fuzzer.campaign.replay_known`), or nothing."""
     if known is None:
         return None
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.campaign.replay_known import replay_known
 
     return lambda campaign: replay_known(campaign, known)
@@ -253,6 +261,7 @@ def _resumable_workers(store_path: Path, opts) -> tuple[int, int] | None:
     slot count give the same cases, so the resume takes the run's count instead of starting anew."""
     if not store_path.is_file():
         return None
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.engine.store import Store
 
     # As stored (JSON: tuples read back as lists), without the count.
@@ -271,9 +280,9 @@ def _resumable_workers(store_path: Path, opts) -> tuple[int, int] | None:
 
 def _write_report_html(store_path: Path, html_path: Path) -> None:
     """`report.html` beside the store: not writing it is divfuzz's own error (exit 2), never skipped."""
-    from divfuzz.fuzzer.cli.report import write_report_html
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
+    from divfuzz.fuzzer.cli.report_command import write_report_html
     from divfuzz.fuzzer.engine.store import Store
-    from divfuzz.records.errors import OutputError
 
     store = Store(store_path, create=False)
     try:
@@ -283,29 +292,6 @@ def _write_report_html(store_path: Path, html_path: Path) -> None:
     finally:
         store.close()
     console.print(f"report: {html_path}", highlight=False)
-
-
-def _resolve_workers(workers: int | str, device: str, oracle: str = "numeric") -> tuple[int, str]:
-    """An explicit count as given; 'auto' sized from this host (the rule: `size_workers`).
-    The perf oracle times on a device nobody else uses: one worker per GPU, one on the CPU;
-    asking for more exits 2 (their timings would measure each other)."""
-    if oracle == "perf":
-        import torch
-
-        from divfuzz.records.errors import ConfigError
-
-        alone = torch.cuda.device_count() if device == "cuda" else 1
-        if workers != "auto" and workers > alone:
-            raise ConfigError(f"--workers {workers} with --oracle perf: timings need the device alone; at most {alone} "
-                              f"worker{'s' if alone != 1 else ''} on {device} (one per GPU, one on the CPU)")
-        count = alone if workers == "auto" else workers
-        return count, f"{count} worker{'s' if count != 1 else ''} (--oracle perf: one per device)"
-    if workers != "auto":
-        return workers, f"{workers} worker{'s' if workers != 1 else ''}"
-    from divfuzz.fuzzer.campaign.sizing import probe_host, size_workers
-
-    sizing = size_workers(probe_host(device), cuda=device.startswith("cuda"))
-    return sizing.workers, f"--workers auto: {sizing.reason}"
 
 
 class _LineView:
@@ -357,8 +343,6 @@ def live_progress(opts, p, now: float | None = None, fleet_line: str | None = No
     """The live view's renderable: the bar with its percentage, cases and cases/s, then this
     run's buckets by severity, then on a fleet its workers by node and GPU (a pure function of
     the options, a `Progress` and the fleet's line)."""
-    from divfuzz.records.severity import ORDER
-
     now = now if now is not None else time.time()
     elapsed = now - p.started
     fraction = progress_fraction(opts, p, now)
@@ -395,6 +379,7 @@ def _print_summary(result, min_severity: str = "noise") -> None:
     numbers, buckets and root causes by severity, one line per bug root cause, and where the rest
     is; the caller then prints the path of report.html. `min_severity` names the floor that
     `divfuzz report` is pointed at (the screen lists bug root causes only)."""
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.engine.store import Store
     from divfuzz.reports.root_causes import SCREEN_WIDTH, clip, screen_summary
 

@@ -16,6 +16,7 @@ from divfuzz.fuzzer.cli.options import TIMEOUT, DivfuzzCommand, against_compile_
 @compile_options
 def replay(spec_file, device, timeout_s, against, backend, inductor, dynamic, mode):
     """Re-run one case from a spec.json (in a worker process) and print its verdict."""
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.engine.worker import CaseRequest, Worker
     from divfuzz.generators.validate import load_spec
     from divfuzz.oracles.findings import finding_of
@@ -39,7 +40,8 @@ def replay(spec_file, device, timeout_s, against, backend, inductor, dynamic, mo
     out.print(f"finding: {finding.kind.value} ({finding.triage})" if finding else "finding: none", highlight=False)
     if verdict.against is not None:
         out.print(against_summary(verdict.against), highlight=False, emoji=False)
-    from divfuzz.oracles.severity import severity_of
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
+    from divfuzz.oracles.severity_policy import severity_of
 
     reason = severity_of(verdict)
     out.print(f"severity: {reason}" if reason else "severity: none", highlight=False)

@@ -17,6 +17,7 @@ def merge(out_dir, stores):
 
     The inputs are only read. OUT may be new or an existing store (merging the same shard again adds nothing).
     """
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.engine.merge import merge_stores
 
     check_out_dir(out_dir, "OUT")

@@ -14,7 +14,20 @@ from pathlib import Path
 
 import click
 
-from divfuzz.fuzzer.cli.options import TIMEOUT, WORKER_COUNT, DivfuzzCommand, oracle_options
+from divfuzz.fuzzer.cli.options import (
+    check_out_dir,
+    compile_config,
+    DivfuzzCommand,
+    oracle_options,
+    out,
+    parse_budget,
+    read_input,
+    resolve_device,
+    TIMEOUT,
+    WORKER_COUNT,
+)
+from divfuzz.records.errors import ConfigError, StoreError
+from divfuzz.records.numbers import parse_number
 
 # `minimize --module --budget B`: B is a deadline for the whole command (the worker's phases check
 # it before each step); the step in flight at B (one compile of a captured graph, or the capture
@@ -54,8 +67,7 @@ PERF_MODULE_GRACE_S = 300.0
 def minimize(ctx, case, modules, store_dir, out_dir, device, budget, timeout_s, autocast, dtype, train, backend, inductor,
              pending, workers, oracle, perf_margin):
     """Shrink a diverging case (or your own module) to a minimal repro and name its culprit."""
-    from divfuzz.fuzzer.cli.options import check_out_dir, compile_config, out, parse_budget, read_input, resolve_device
-    from divfuzz.records.errors import ConfigError
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.engine.worker import Worker
 
     if pending:
@@ -124,7 +136,8 @@ def minimize(ctx, case, modules, store_dir, out_dir, device, budget, timeout_s, 
     folder, analysis = result
     for line in analysis.notes():
         out.print(line, highlight=False)
-    from divfuzz.oracles.severity import severity_of
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
+    from divfuzz.oracles.severity_policy import severity_of
 
     reason = severity_of(analysis.verdict, culprit=analysis.culprit.summary) if analysis.verdict is not None else None
     out.print(f"severity: {reason}" if reason else "severity: not judged (no verdict of the minimal spec)", highlight=False)
@@ -169,6 +182,7 @@ def _killed_at_deadline(ref: str, target: Path, budget_s: float) -> str:
     """The error of a worker killed at the budget plus the grace: the phase it was in (from the
     `phases.json` it kept up to date), the time each phase took and the cause folders already
     written (each holds a repro of the graph reduced so far)."""
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.triage.phase_clock import read_progress
 
     msg = f"--module {ref}: not done within --budget {budget_s:g} s plus {MODULE_GRACE_S:g} s of grace; the worker was killed"
@@ -185,8 +199,8 @@ def _killed_at_deadline(ref: str, target: Path, budget_s: float) -> str:
 
 def _finish_pending(campaign_dir: Path, *, budget_s: float, workers: int, timeout_s: float, cli_backend: str | None) -> None:
     """`--pending`: the campaign's open analyses, filed into its buckets (`divfuzz.fuzzer.campaign.loop.finish_pending`)."""
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.campaign.loop import finish_pending
-    from divfuzz.fuzzer.cli.options import out
 
     done = finish_pending(campaign_dir, budget_s=budget_s, workers=workers, timeout_s=timeout_s, cli_backend=cli_backend,
                           log=lambda line: out.print(line, highlight=False))
@@ -200,10 +214,10 @@ def _load_case(case: str, store_dir: Path, read, *, cli_backend: str | None = No
     A stored config is data: it is checked like command-line input, and its backend is used only
     when it is a registered torch backend or the `module:function` the user passed as --backend.
     """
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.campaign.loop import STORE_NAME
     from divfuzz.records.config import CompileConfig
     from divfuzz.fuzzer.engine.compile import check_stored_backend, validate_inductor_overrides
-    from divfuzz.records.errors import StoreError
     from divfuzz.fuzzer.engine.store import Store
     from divfuzz.generators.validate import load_spec
 
@@ -211,7 +225,6 @@ def _load_case(case: str, store_dir: Path, read, *, cli_backend: str | None = No
         path = store_dir / STORE_NAME
         if not path.exists():
             raise StoreError(f"{path}: no store here for case {case} (use --store DIR)")
-        from divfuzz.records.numbers import parse_number
 
         case_id = parse_number(case, "CASE-ID", low=1, high=2**63 - 1, integer=True)
         store = Store(path, create=False)
@@ -231,10 +244,9 @@ def _load_case(case: str, store_dir: Path, read, *, cli_backend: str | None = No
 def _perf_module(worker, ref: str, target: Path, *, device: str, autocast, dtype, train: bool, margin, budget_s: float,
                  backend: str, inductor: tuple[str, ...]) -> None:
     """`--module --oracle perf`: time the model and probe the scheduling switches in the worker."""
-    from divfuzz.fuzzer.cli.options import out
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.engine.compile import resolve_backend
     from divfuzz.records.config import parse_inductor_overrides
-    from divfuzz.records.errors import ConfigError
 
     resolve_backend(backend)
     res = worker.call(
@@ -253,8 +265,9 @@ def _perf_module(worker, ref: str, target: Path, *, device: str, autocast, dtype
 def minimize_case(spec, *, device: str, config, budget_s: float, timeout_s: float, out_dir: Path, oracle: str = "numeric",
                   perf_margin: float | None = None):
     """Run, minimize, attribute and write one case; None when it shows no finding."""
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.triage.analysis import write_bucket
-    from divfuzz.fuzzer.engine.buckets import bucket_key
+    from divfuzz.fuzzer.engine.bucketing import bucket_key
     from divfuzz.fuzzer.campaign.loop import environment_versions
     from divfuzz.fuzzer.triage.analysis import analyze_finding
     from divfuzz.fuzzer.engine.worker import CaseRequest, Worker
