@@ -18,6 +18,7 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
+from divfuzz.fuzzer.gate.policy import gate_compile_config
 from divfuzz.records.errors import ConfigError
 
 from divfuzz.fuzzer.cli.options import (
@@ -73,7 +74,6 @@ def gate(device, corpus_dir, baseline_path, margin, budget, workers, timeout_s, 
     spec eager vs compiled instead: a spec fails when compiled is slower as a bug (no baseline)."""
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.gate.baseline import default_baseline_path
-    from divfuzz.fuzzer.gate.policy import gate_compile_config
     from divfuzz.fuzzer.gate.replay import GateOptions, run_gate
 
     for path, option in ((junit_path, "--junit"), (markdown_path, "--markdown"), (json_path, "--json")):
