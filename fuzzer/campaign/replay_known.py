@@ -39,7 +39,7 @@ def known_specs(store_path: Path) -> list[KnownSpec]:
     """Every bucket's minimal spec in the store at `store_path` (none when there is no store yet),
     one per distinct spec, in bucket order. A spec that does not load raises SpecError naming the
     store and the bucket. Reads only."""
-    from divfuzz.fuzzer.engine.store import Store
+    from divfuzz.fuzzer.store import Store
 
     if not Path(store_path).exists():
         return []

@@ -20,7 +20,7 @@ _RUN_SUFFIX = re.compile(r"^(?P<store>.+):(?P<run>[0-9]+)$")
 
 def parse_side(text: str, name: str) -> tuple[Path, int | None]:
     """`STORE` or `STORE:RUN_ID` -> (path of the SQLite file, run id or None); errors name the side."""
-    from divfuzz.fuzzer.campaign.loop import STORE_NAME
+    from divfuzz.fuzzer.store import STORE_NAME
     from divfuzz.records.errors import StoreError
 
     path, run_id = Path(text), None
@@ -38,7 +38,7 @@ def parse_side(text: str, name: str) -> tuple[Path, int | None]:
 
 
 def _open_side(text: str, name: str):
-    from divfuzz.fuzzer.engine.store import Store
+    from divfuzz.fuzzer.store import Store
     from divfuzz.records.errors import StoreError
     from divfuzz.reports.diff import side_from_store
 

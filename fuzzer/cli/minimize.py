@@ -200,11 +200,10 @@ def _load_case(case: str, store_dir: Path, read, *, cli_backend: str | None = No
     A stored config is data: it is checked like command-line input, and its backend is used only
     when it is a registered torch backend or the `module:function` the user passed as --backend.
     """
-    from divfuzz.fuzzer.campaign.loop import STORE_NAME
+    from divfuzz.fuzzer.store import STORE_NAME, Store
     from divfuzz.records.config import CompileConfig
     from divfuzz.fuzzer.engine.compile import check_stored_backend, validate_inductor_overrides
     from divfuzz.records.errors import StoreError
-    from divfuzz.fuzzer.engine.store import Store
     from divfuzz.generators.validate import load_spec
 
     if case.isdigit() and not Path(case).exists():

@@ -23,9 +23,8 @@ from divfuzz.fuzzer.cli.options import RUN_ID, SEVERITY_CHOICE, DivfuzzCommand, 
               help="Only this bucket, with all its plots (needs --html): what a compact card's command draws.")
 def report(out_dir, run_id, min_severity, html_path, bucket_id, new_only):
     """Print the root causes of a store as markdown, or write them as an HTML page (--html)."""
-    from divfuzz.fuzzer.campaign.loop import STORE_NAME
+    from divfuzz.fuzzer.store import STORE_NAME, Store
     from divfuzz.records.errors import StoreError
-    from divfuzz.fuzzer.engine.store import Store
     from divfuzz.reports.markdown import buckets_markdown, coverage_markdown
 
     path = out_dir / STORE_NAME

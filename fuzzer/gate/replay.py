@@ -487,7 +487,7 @@ def run_fuzz(opts: GateOptions, *, known: tuple[str, ...], corpus_buckets: set[s
     budget the number of cases depends on the machine's speed.
     """
     from divfuzz.fuzzer.campaign.loop import CampaignOptions, run_campaign
-    from divfuzz.fuzzer.engine.store import Store
+    from divfuzz.fuzzer.store import Store
     from divfuzz.reports.files import child_path
 
     tmp = Path(tempfile.mkdtemp(prefix="divfuzz-gate-fuzz-"))
