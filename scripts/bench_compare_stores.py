@@ -22,7 +22,7 @@ def _verdicts_by_spec(path: Path) -> dict:
     import json
 
     from divfuzz.fuzzer.campaign.breakdown import _store_path
-    from divfuzz.fuzzer.engine.store import Store
+    from divfuzz.fuzzer.store import Store
     from divfuzz.records.verdict import Verdict
 
     store = Store(_store_path(path), create=False)

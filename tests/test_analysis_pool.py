@@ -14,9 +14,9 @@ import pytest
 
 import divfuzz.fuzzer.campaign.loop as loop
 from divfuzz.fuzzer.campaign import schedule
-from divfuzz.fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
+from divfuzz.fuzzer.campaign.loop import CampaignOptions, run_campaign
+from divfuzz.fuzzer.store import STORE_NAME, Store
 from divfuzz.fuzzer.campaign.sizing import ANALYSIS_MIN_FUZZING_SHARE, size_analysis_workers
-from divfuzz.fuzzer.engine.store import Store
 from divfuzz.records.config import CompileConfig
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,7 +12,7 @@ from divfuzz.fuzzer.triage.analysis import BucketAnalyzer
 from divfuzz.fuzzer.engine.bucketing import bucket_key, graph_signature
 from divfuzz.records.config import CompileConfig
 from divfuzz.fuzzer.triage.analysis import analyze_finding
-from divfuzz.fuzzer.engine.store import Store
+from divfuzz.fuzzer.store import Store
 from divfuzz.fuzzer.engine.worker import Worker
 from divfuzz.generators.spec import GraphSpec, Node, TensorSpec
 from divfuzz.records.verdict import Finding

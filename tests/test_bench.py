@@ -73,8 +73,7 @@ def test_divfuzz_bench_runs_a_default_campaign_and_reads_where_its_time_went_fro
 
 
 def test_a_timings_file_with_a_bad_number_exits_2_naming_the_file_and_field(tmp_path):
-    from divfuzz.fuzzer.campaign.loop import STORE_NAME
-    from divfuzz.fuzzer.engine.store import Store
+    from divfuzz.fuzzer.store import STORE_NAME, Store
 
     store = Store(tmp_path / STORE_NAME)
     store.start_run(seed=0, device="cpu", config={}, options={"workers": 1}, versions={})

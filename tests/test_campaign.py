@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from divfuzz.fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
+from divfuzz.fuzzer.campaign.loop import CampaignOptions, run_campaign
+from divfuzz.fuzzer.store import STORE_NAME, Store
 from divfuzz.records.config import CompileConfig
-from divfuzz.fuzzer.engine.store import Store
 
 
 def _campaign(tmp_path: Path, backend: str, **kw):

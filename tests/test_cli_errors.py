@@ -9,7 +9,8 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from divfuzz.fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
+from divfuzz.fuzzer.campaign.loop import CampaignOptions, run_campaign
+from divfuzz.fuzzer.store import STORE_NAME
 from divfuzz.fuzzer.cli.main import main
 from divfuzz.records.config import CompileConfig
 from divfuzz.generators.spec import SCHEMA_VERSION

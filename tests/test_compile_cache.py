@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from divfuzz.fuzzer.campaign.loop import COMPILE_CACHE, STORE_NAME, CampaignOptions, compile_cache_env, run_campaign
+from divfuzz.fuzzer.campaign.loop import COMPILE_CACHE, CampaignOptions, compile_cache_env, run_campaign
+from divfuzz.fuzzer.store import STORE_NAME
 from divfuzz.records.errors import UnsafePathError
 
 VERSIONS = {"torch": "2.13.0+cpu", "cpu_capability": "AVX512", "gpu": "NVIDIA H100 80GB HBM3"}

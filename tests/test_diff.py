@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from divfuzz.fuzzer.campaign.loop import STORE_NAME
+from divfuzz.fuzzer.store import STORE_NAME, Store
 from divfuzz.fuzzer.cli.main import main
-from divfuzz.fuzzer.engine.store import Store
 from divfuzz.records.buckets import BucketKey
 from divfuzz.records.outcomes import Status
 from divfuzz.records.verdict import FloatComparison, OutputVerdict, Verdict

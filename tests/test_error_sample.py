@@ -12,8 +12,7 @@ import re
 
 import torch
 
-from divfuzz.fuzzer.campaign.loop import STORE_NAME
-from divfuzz.fuzzer.engine.store import Store
+from divfuzz.fuzzer.store import STORE_NAME, Store
 from divfuzz.oracles.compare import ERROR_SAMPLE_STRIDE, ERROR_SAMPLE_TOP, _error_sample, compare_float
 from divfuzz.records.buckets import BucketKey
 from divfuzz.records.outcomes import Status

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from divfuzz.fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
+from divfuzz.fuzzer.campaign.loop import CampaignOptions, run_campaign
+from divfuzz.fuzzer.store import STORE_NAME, Store
 from divfuzz.records.config import CompileConfig
 from divfuzz.fuzzer.engine.execute import execute_case
-from divfuzz.fuzzer.engine.store import Store
 from divfuzz.records.outcomes import FindingKind, Status
 from divfuzz.oracles.findings import finding_of
 from seed_specs import e8m0, layer_norm_linear, sigmoid_gate, unary_bf16

@@ -16,11 +16,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from divfuzz.fuzzer.campaign.loop import STORE_NAME
+from divfuzz.fuzzer.store import STORE_NAME, Store
 from divfuzz.fuzzer.cli.main import main
 from divfuzz.records.errors import StoreError
 from divfuzz.fuzzer.gate.baseline import machine_key
-from divfuzz.fuzzer.engine.store import Store
 from test_internal_failures import corrupt_table
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from divfuzz.fuzzer.campaign.loop import STORE_NAME, Campaign, CampaignOptions
+from divfuzz.fuzzer.campaign.loop import Campaign, CampaignOptions
+from divfuzz.fuzzer.store import STORE_NAME, CampaignLock, Store
 from divfuzz.fuzzer.cli.main import main
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.errors import InternalError
-from divfuzz.fuzzer.engine.store import CampaignLock, Store
 from divfuzz.fuzzer.engine.worker import CaseRequest, Worker
 from divfuzz.generators.spec import InputRecipe, Node, TensorSpec
 from seed_specs import unary_bf16

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from divfuzz.fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
+from divfuzz.fuzzer.campaign.loop import CampaignOptions, run_campaign
+from divfuzz.fuzzer.store import STORE_NAME, Store
 from divfuzz.fuzzer.cli.main import main
-from divfuzz.fuzzer.engine.store import Store
 from divfuzz.records.buckets import BucketKey
 from divfuzz.records.config import CompileConfig
 
@@ -162,7 +162,7 @@ def test_bad_inputs_exit_2_naming_the_file_and_write_nothing(tmp_path):
 
 
 def test_a_store_a_campaign_is_writing_is_refused(tmp_path):
-    from divfuzz.fuzzer.engine.store import CampaignLock
+    from divfuzz.fuzzer.store import CampaignLock
 
     a = _store(tmp_path / "a", (1, SHARD_A))
     lock = CampaignLock(a / STORE_NAME)
@@ -191,6 +191,27 @@ def test_merge_of_two_real_shard_campaigns_equals_one_store_that_ran_both(tmp_pa
     assert sum(count for count, *_ in buckets.values()) >= 3  # the planted bump is found
     assert _cases(tmp_path / "merged") == _cases(tmp_path / "single")
     assert {c[-1] for c in _cases(tmp_path / "merged")} == {"cpu"}  # ran_on kept
+    folders = sorted((tmp_path / "merged" / "buckets").iterdir())
+    assert len(folders) == len(buckets) and all((f / "repro.py").is_file() for f in folders)
+
+
+def test_merge_of_two_tiny_real_campaigns_equals_one_store_that_ran_both(tmp_path):
+    """The fast tier's real-campaign merge (2 cases of at most 2 ops each, no minimization): real
+    stores written by the campaign loop, merged through the store's own methods."""
+    def campaign(out: Path, seed: int) -> None:
+        run_campaign(CampaignOptions(device="cpu", out_dir=out, config=CompileConfig(backend="divfuzz.fuzzer.engine.planted:ulp_bump"),
+                                     dtypes=("bfloat16",), max_cases=2, max_ops=2, seed=seed, workers=1))
+
+    for out, seeds in (("shard1", (11,)), ("shard2", (12,)), ("single", (11, 12))):
+        for seed in seeds:
+            campaign(tmp_path / out, seed)
+    before = {p: _digest_tree(tmp_path / p) for p in ("shard1", "shard2")}
+    result = _merge(tmp_path / "merged", tmp_path / "shard1", tmp_path / "shard2")
+    assert result.exit_code == 0, result.output
+    buckets = _buckets(tmp_path / "merged")
+    assert buckets and buckets == _buckets(tmp_path / "single")
+    assert _cases(tmp_path / "merged") == _cases(tmp_path / "single") and len(_cases(tmp_path / "merged")) == 4
+    assert {p: _digest_tree(tmp_path / p) for p in ("shard1", "shard2")} == before
     folders = sorted((tmp_path / "merged" / "buckets").iterdir())
     assert len(folders) == len(buckets) and all((f / "repro.py").is_file() for f in folders)
 

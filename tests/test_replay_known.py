@@ -17,10 +17,10 @@ import pytest
 
 from click.testing import CliRunner
 
-from divfuzz.fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
+from divfuzz.fuzzer.campaign.loop import CampaignOptions, run_campaign
+from divfuzz.fuzzer.store import STORE_NAME, Store
 from divfuzz.fuzzer.campaign.replay_known import REPLAY_SLOT, known_specs
 from divfuzz.fuzzer.cli.main import main
-from divfuzz.fuzzer.engine.store import Store
 from divfuzz.records.buckets import BucketKey
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.outcomes import Status

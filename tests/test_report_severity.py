@@ -7,9 +7,8 @@ import sqlite3
 from click.testing import CliRunner
 
 from divfuzz.records.buckets import BucketKey
-from divfuzz.fuzzer.campaign.loop import STORE_NAME
+from divfuzz.fuzzer.store import SCHEMA_VERSION, STORE_NAME, Store
 from divfuzz.fuzzer.cli.main import main
-from divfuzz.fuzzer.engine.store import SCHEMA_VERSION, Store
 from divfuzz.records.severity import Severity, SeverityReason
 from divfuzz.reports.markdown import buckets_markdown
 

@@ -22,9 +22,9 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
-from divfuzz.fuzzer.campaign.loop import STORE_NAME, CampaignResult, Progress
+from divfuzz.fuzzer.campaign.loop import CampaignResult, Progress
+from divfuzz.fuzzer.store import STORE_NAME, Store
 from divfuzz.fuzzer.cli.main import main
-from divfuzz.fuzzer.engine.store import Store
 from divfuzz.generators.spec import GraphSpec, InputRecipe, Node, TensorSpec
 from divfuzz.records.buckets import BucketKey
 from divfuzz.records.outcomes import Status
@@ -200,7 +200,7 @@ def test_the_rule_imports_no_torch(tmp_path):
     c = Campaign(tmp_path)
     plant_floor_division(c)
     c.close()
-    code = ("import sys; from divfuzz.fuzzer.engine.store import Store; from divfuzz.reports.root_causes import root_cause_groups; "
+    code = ("import sys; from divfuzz.fuzzer.store import Store; from divfuzz.reports.root_causes import root_cause_groups; "
             f"print(len(root_cause_groups(Store({str(tmp_path / STORE_NAME)!r}, create=False).buckets())), "
             "'torch' in sys.modules)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)

@@ -169,8 +169,7 @@ def test_an_undecodable_corpus_file_is_a_named_error_with_exit_2(tmp_path):
 
 def _store_with_a_case(out: Path, config: dict) -> None:
     """A real divfuzz store holding one case compiled with `config` (as a hostile store could)."""
-    from divfuzz.fuzzer.campaign.loop import STORE_NAME
-    from divfuzz.fuzzer.engine.store import Store
+    from divfuzz.fuzzer.store import STORE_NAME, Store
 
     store = Store(out / STORE_NAME)
     try:

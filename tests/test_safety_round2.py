@@ -176,7 +176,7 @@ def test_a_symlinked_lock_is_refused_and_its_target_left_byte_identical(tmp_path
 
 
 def test_a_symlinked_buckets_folder_or_store_is_refused(tmp_path):
-    from divfuzz.fuzzer.engine.store import Store
+    from divfuzz.fuzzer.store import Store
     from divfuzz.records.buckets import BucketKey
     from divfuzz.records.outcomes import Status
     from divfuzz.records.verdict import Verdict
@@ -371,7 +371,7 @@ def test_store_creation_on_a_full_disk_leaves_no_half_made_store(tmp_path):
         "import resource, signal, sys\n"
         "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
         "resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))\n"
-        "from divfuzz.fuzzer.engine.store import Store\n"
+        "from divfuzz.fuzzer.store import Store\n"
         "from divfuzz.records.errors import StoreError\n"
         "try:\n    Store(sys.argv[1])\nexcept StoreError as e:\n    print(e); sys.exit(2)\n"
     )
@@ -380,13 +380,13 @@ def test_store_creation_on_a_full_disk_leaves_no_half_made_store(tmp_path):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "cannot create the store" in proc.stdout and "nothing was created" in proc.stdout
     assert list(tmp_path.iterdir()) == []
-    from divfuzz.fuzzer.engine.store import Store
+    from divfuzz.fuzzer.store import Store
 
     Store(tmp_path / "divfuzz.sqlite").close()  # once there is room, the same path makes a real store
 
 
 def test_a_bucket_whose_folder_was_never_recorded_is_run_again_on_resume(tmp_path):
-    from divfuzz.fuzzer.engine.store import Store
+    from divfuzz.fuzzer.store import Store
     from divfuzz.records.buckets import BucketKey
 
     store = Store(tmp_path / "divfuzz.sqlite")
@@ -431,7 +431,7 @@ def test_refused_merge_and_fuzz_leave_no_lock_or_folder(tmp_path):
 
 
 def test_the_markdown_report_escapes_html_from_the_store(tmp_path):
-    from divfuzz.fuzzer.engine.store import Store
+    from divfuzz.fuzzer.store import Store
     from divfuzz.records.buckets import BucketKey
     from divfuzz.reports.markdown import buckets_markdown
 

@@ -9,7 +9,7 @@ from divfuzz.fuzzer.campaign import schedule
 from divfuzz.fuzzer.campaign.analysis_pool import AnalysisJob, AnalysisPool
 from divfuzz.fuzzer.campaign.loop import most_severe_first
 from divfuzz.fuzzer.campaign.schedule import Measured, analysis_budget, analysis_rank, drawing_reserve
-from divfuzz.fuzzer.engine.store import Store
+from divfuzz.fuzzer.store import Store
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.records.buckets import BucketKey
 from divfuzz.records.severity import Severity, SeverityReason

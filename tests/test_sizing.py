@@ -112,7 +112,8 @@ def test_a_cuda_campaign_spreads_its_slots_over_every_visible_gpu_and_records_ea
 
     import torch
 
-    from divfuzz.fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
+    from divfuzz.fuzzer.campaign.loop import CampaignOptions, run_campaign
+    from divfuzz.fuzzer.store import STORE_NAME
     from divfuzz.records.config import CompileConfig
 
     gpus = torch.cuda.device_count()
@@ -134,9 +135,9 @@ def test_auto_workers_resume_an_unfinished_run_with_its_own_count_not_a_new_run(
     import sys
     from pathlib import Path
 
-    from divfuzz.fuzzer.campaign.loop import STORE_NAME, CampaignOptions
+    from divfuzz.fuzzer.campaign.loop import CampaignOptions
+    from divfuzz.fuzzer.store import STORE_NAME, Store
     from divfuzz.fuzzer.campaign.sizing import probe_host, size_workers
-    from divfuzz.fuzzer.engine.store import Store
     from divfuzz.records.config import CompileConfig
 
     # The earlier run's count is one worker, unless that is what auto gives here (one worker starts

@@ -8,10 +8,10 @@ import re
 import pytest
 
 from divfuzz.records.buckets import BucketKey
-from divfuzz.fuzzer.campaign.loop import STORE_NAME, Campaign, CampaignOptions
+from divfuzz.fuzzer.campaign.loop import Campaign, CampaignOptions
+from divfuzz.fuzzer.store import STORE_NAME, Store
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.errors import StoreError
-from divfuzz.fuzzer.engine.store import Store
 from divfuzz.reports.markdown import _minimized, buckets_markdown
 
 
@@ -70,7 +70,7 @@ def test_a_second_campaign_on_the_same_store_does_not_minimize_known_root_causes
 def test_a_version_2_store_gains_ran_on_and_keeps_its_cases(tmp_path):
     import sqlite3
 
-    from divfuzz.fuzzer.engine.store import SCHEMA_VERSION
+    from divfuzz.fuzzer.store import SCHEMA_VERSION
 
     path = tmp_path / STORE_NAME
     store = Store(path)
@@ -102,7 +102,7 @@ def _finding_case(store, run_id, idx, raw, *, severity="suspect"):
 def test_a_version_3_store_gains_an_empty_pending_table_and_readers_see_it(tmp_path):
     import sqlite3
 
-    from divfuzz.fuzzer.engine.store import SCHEMA_VERSION
+    from divfuzz.fuzzer.store import SCHEMA_VERSION
 
     path = tmp_path / STORE_NAME
     Store(path).close()

@@ -22,10 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from divfuzz.fuzzer.engine.execute import nested_span
-from divfuzz.fuzzer.engine.store import Store
+from divfuzz.fuzzer.store import STORE_NAME, Store
 from divfuzz.records.errors import ConfigError
 
-STORE_NAME = "divfuzz.sqlite"
 # The in-worker spans, in the order a case runs them; others (a hang's "case") come after.
 SPAN_ORDER = ("build", "eager", "compile_forward", "compile_backward", "reference", "compiled_run", "oracles")
 

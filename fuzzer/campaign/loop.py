@@ -49,7 +49,7 @@ from divfuzz.fuzzer.engine.bucketing import bucket_key, severity_under
 from divfuzz.records.backends import ALL_DTYPES, capabilities_of
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.errors import ConfigError, DivfuzzError, InternalError
-from divfuzz.fuzzer.engine.store import CampaignLock, Store
+from divfuzz.fuzzer.store import STORE_NAME, CampaignLock, Store
 from divfuzz.fuzzer.engine.execute import nested_span
 from divfuzz.fuzzer.engine.worker import CaseRequest, Worker
 from divfuzz.generators.coverage import DrawCounts
@@ -59,8 +59,6 @@ from divfuzz.oracles.severity_policy import severity_of
 from divfuzz.oracles.findings import finding_of, target_score
 from divfuzz.records.verdict import Verdict
 from divfuzz.reports.files import bucket_folder_name, child_path, slugify, write_bucket_folder
-
-STORE_NAME = "divfuzz.sqlite"
 
 
 # Cases per Hypothesis engine. Hypothesis bounds each pass of its target optimiser (a quarter of

@@ -22,7 +22,7 @@ from pathlib import Path
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.generators.validate import validate_spec
 from divfuzz.records.errors import DivfuzzError, SpecError
-from divfuzz.fuzzer.engine.store import Store
+from divfuzz.fuzzer.store import Store
 from divfuzz.fuzzer.engine.worker import Worker
 
 # The slot number of replayed cases in the store: apart from the fuzzing slots (0, 1, ...).

@@ -23,7 +23,7 @@ _RUN_SUFFIX = re.compile(r"^(?P<store>.+):(?P<run>[0-9]+)$")
 def parse_side(text: str, name: str) -> tuple[Path, int | None]:
     """`STORE` or `STORE:RUN_ID` -> (path of the SQLite file, run id or None); errors name the side."""
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
-    from divfuzz.fuzzer.campaign.loop import STORE_NAME
+    from divfuzz.fuzzer.store import STORE_NAME
 
     path, run_id = Path(text), None
     m = _RUN_SUFFIX.match(text)
@@ -40,7 +40,7 @@ def parse_side(text: str, name: str) -> tuple[Path, int | None]:
 
 def _open_side(text: str, name: str):
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
-    from divfuzz.fuzzer.engine.store import Store
+    from divfuzz.fuzzer.store import Store
     from divfuzz.reports.diff import side_from_store
 
     path, run_id = parse_side(text, name)

@@ -100,7 +100,8 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
     """Run a campaign: draw graphs, compare eager and compiled, bucket what diverges."""
     started = time.time()  # --budget counts from here: sizing and start-up are inside it
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
-    from divfuzz.fuzzer.campaign.loop import STORE_NAME, CampaignOptions, run_campaign
+    from divfuzz.fuzzer.campaign.loop import CampaignOptions, run_campaign
+    from divfuzz.fuzzer.store import STORE_NAME
 
     check_out_dir(out_dir, "--out")  # first: before torch and Inductor are imported
     cluster = _cluster_address(cluster_address, cluster_file, replay_known)
@@ -170,7 +171,7 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
     console.print(
         f"divfuzz fuzz: device {device}, {workers_reason}, backend {config.describe()}{' against ' + against_config.describe() if against_config else ''}, oracle {oracle}, seed {seed}, "
         f"{'budget ' + str(int(budget_s)) + ' s, minimization included' if budget_s else ''}{' max ' + str(max_cases) + ' cases' if max_cases else ''}, "
-        f"store {out_dir / 'divfuzz.sqlite'}",
+        f"store {out_dir / STORE_NAME}",
         highlight=False,
     )
     if known is not None:
@@ -181,7 +182,7 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
     lock_existed, store_existed = lock_path.exists(), store_path.exists()
     if store_existed:  # checked, and nothing written, before the campaign takes the lock or records a run
         # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
-        from divfuzz.fuzzer.engine.store import Store
+        from divfuzz.fuzzer.store import Store
 
         Store(store_path, create=False).close()
     try:
@@ -262,7 +263,7 @@ def _resumable_workers(store_path: Path, opts) -> tuple[int, int] | None:
     if not store_path.is_file():
         return None
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
-    from divfuzz.fuzzer.engine.store import Store
+    from divfuzz.fuzzer.store import Store
 
     # As stored (JSON: tuples read back as lists), without the count.
     identity = json.loads(json.dumps({k: v for k, v in opts.identity().items() if k != "workers"}))
@@ -282,7 +283,7 @@ def _write_report_html(store_path: Path, html_path: Path) -> None:
     """`report.html` beside the store: not writing it is divfuzz's own error (exit 2), never skipped."""
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.cli.report_command import write_report_html
-    from divfuzz.fuzzer.engine.store import Store
+    from divfuzz.fuzzer.store import Store
 
     store = Store(store_path, create=False)
     try:
@@ -380,7 +381,7 @@ def _print_summary(result, min_severity: str = "noise") -> None:
     is; the caller then prints the path of report.html. `min_severity` names the floor that
     `divfuzz report` is pointed at (the screen lists bug root causes only)."""
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
-    from divfuzz.fuzzer.engine.store import Store
+    from divfuzz.fuzzer.store import Store
     from divfuzz.reports.root_causes import SCREEN_WIDTH, clip, screen_summary
 
     p = result.progress

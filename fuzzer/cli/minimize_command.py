@@ -215,10 +215,9 @@ def _load_case(case: str, store_dir: Path, read, *, cli_backend: str | None = No
     when it is a registered torch backend or the `module:function` the user passed as --backend.
     """
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
-    from divfuzz.fuzzer.campaign.loop import STORE_NAME
+    from divfuzz.fuzzer.store import STORE_NAME, Store
     from divfuzz.records.config import CompileConfig
     from divfuzz.fuzzer.engine.compile import check_stored_backend, validate_inductor_overrides
-    from divfuzz.fuzzer.engine.store import Store
     from divfuzz.generators.validate import load_spec
 
     if case.isdigit() and not Path(case).exists():

@@ -26,8 +26,7 @@ from divfuzz.records.errors import ConfigError, StoreError
 def report(out_dir, run_id, min_severity, html_path, bucket_id, new_only):
     """Print the root causes of a store as markdown, or write them as an HTML page (--html)."""
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
-    from divfuzz.fuzzer.campaign.loop import STORE_NAME
-    from divfuzz.fuzzer.engine.store import Store
+    from divfuzz.fuzzer.store import STORE_NAME, Store
     from divfuzz.reports.markdown import buckets_markdown, coverage_markdown
 
     path = out_dir / STORE_NAME

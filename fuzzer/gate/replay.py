@@ -73,7 +73,7 @@ class GateOptions:
     only: tuple[str, ...] = ()  # spec names to replay (empty: all)
     baseline_any: bool = False  # compare with a baseline written for another machine key (noted)
     workers: int = 1  # isolated worker processes replaying the corpus side by side
-    oracle: str = "numeric"  # "perf": time eager vs compiled (`divfuzz.fuzzer.engine.perf`), no baseline
+    oracle: str = "numeric"  # "perf": time eager vs compiled (`divfuzz.fuzzer.engine.execute_perf`), no baseline
     perf_margin: float | None = None  # the perf oracle's noise margin (None: the device's default)
 
 
@@ -87,7 +87,7 @@ class SpecResult:
     improvements: list[str]
     bucket: str | None  # the bucket key this verdict would land in, if any
     wall_s: float = 0.0
-    severity: dict | None = None  # divfuzz.oracles.severity.SeverityReason of the verdict, if it diverges
+    severity: dict | None = None  # divfuzz.oracles.severity_policy.SeverityReason of the verdict, if it diverges
     moved: list[str] = field(default_factory=list)  # bounds that grew at the baseline's severity (not failures)
     judged_by: str = "severity"  # "severity" (against the baseline) or "perf"
     perf: list[dict] = field(default_factory=list)  # the perf oracle's phases (ratio, interval, medians)
@@ -479,7 +479,7 @@ def _judge_spec(s: CorpusSpec, verdict: Verdict | None, expected: dict | None, w
 
 def run_fuzz(opts: GateOptions, *, known: tuple[str, ...], corpus_buckets: set[str]) -> dict[str, Any]:
     """A short seeded campaign; findings the one severity policy rates `bug` (errors, wrong
-    answers: `divfuzz.oracles.severity`, as in a campaign) and not known (in the baseline's known_buckets
+    answers: `divfuzz.oracles.severity_policy`, as in a campaign) and not known (in the baseline's known_buckets
     or a known corpus divergence) fail the gate. Each finding names its root cause and whether that
     is a known upstream bug (`divfuzz.reports.root_causes`).
 
@@ -487,7 +487,7 @@ def run_fuzz(opts: GateOptions, *, known: tuple[str, ...], corpus_buckets: set[s
     budget the number of cases depends on the machine's speed.
     """
     from divfuzz.fuzzer.campaign.loop import CampaignOptions, run_campaign
-    from divfuzz.fuzzer.engine.store import Store
+    from divfuzz.fuzzer.store import Store
     from divfuzz.reports.files import child_path
 
     tmp = Path(tempfile.mkdtemp(prefix="divfuzz-gate-fuzz-"))

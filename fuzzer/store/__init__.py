@@ -1,0 +1,20 @@
+"""The store, a stage of its own: everything that reads or writes a campaign's SQLite file.
+
+- `schema`: the file's name (`STORE_NAME`), tables and version; creating, recognising and
+  upgrading a store.
+- `connection`: connecting, the one `transaction()`, SQLite errors in words that name the file.
+- `rows`: each table's row as a named, frozen value.
+- `store`: `Store`, every query and every write.
+- `lock`: one live campaign per store (`CampaignLock`).
+- `merge`: `divfuzz merge`, folding shard stores into one through `Store`'s own methods.
+
+It sits beside the engine (neither imports the other), below campaign, triage and gate.
+"""
+
+from divfuzz.fuzzer.store.lock import CampaignLock
+from divfuzz.fuzzer.store.rows import BucketRow, CaseRow, PendingAnalysis, RootCauseFiled, RunRow
+from divfuzz.fuzzer.store.schema import SCHEMA_VERSION, STORE_NAME
+from divfuzz.fuzzer.store.store import Store
+
+__all__ = ["STORE_NAME", "SCHEMA_VERSION", "Store", "CampaignLock", "BucketRow", "CaseRow", "PendingAnalysis",
+           "RootCauseFiled", "RunRow"]
