@@ -255,7 +255,7 @@ def minimize_case(spec, *, device: str, config, budget_s: float, timeout_s: floa
     """Run, minimize, attribute and write one case; None when it shows no finding."""
     from divfuzz.fuzzer.triage.analysis import write_bucket
     from divfuzz.fuzzer.engine.buckets import bucket_key
-    from divfuzz.fuzzer.campaign.loop import environment_versions
+    from divfuzz.fuzzer.engine.environment import environment_versions
     from divfuzz.fuzzer.triage.analysis import analyze_finding
     from divfuzz.fuzzer.engine.worker import CaseRequest, Worker
     from divfuzz.oracles.findings import finding_of
