@@ -128,16 +128,17 @@ def test_the_gates_fuzz_judges_findings_by_severity_and_names_their_upstream_sta
     "new" upstream; the same campaign under a backend that changes nothing finds nothing."""
     from pathlib import Path
 
-    from divfuzz.fuzzer.gate.replay import GateOptions, run_fuzz
+    from divfuzz.fuzzer.gate.gate_fuzz import gate_fuzz
+    from divfuzz.fuzzer.gate.replay import GateOptions, fuzz_options
     from divfuzz.records.config import CompileConfig
 
-    broken = run_fuzz(GateOptions(device="cpu", corpus_dir=Path("corpus"), fuzz_cases=2, seed=1,
-                                  config=CompileConfig(backend="divfuzz.fuzzer.engine.planted:compile_error")),
+    broken = gate_fuzz(**fuzz_options(GateOptions(device="cpu", corpus_dir=Path("corpus"), fuzz_cases=2, seed=1,
+                                  config=CompileConfig(backend="divfuzz.fuzzer.engine.planted:compile_error"))),
                       known=(), corpus_buckets=set())
     assert broken["failing"] and all(f["severity"] == "bug" and f["upstream"] == "new" for f in broken["findings"])
     assert broken["root_causes"] and broken["root_causes"][0]["known"] == "new"
-    clean = run_fuzz(GateOptions(device="cpu", corpus_dir=Path("corpus"), fuzz_cases=2, seed=1,
-                                 config=CompileConfig(backend="divfuzz.fuzzer.engine.planted:eager_in_disguise")),
+    clean = gate_fuzz(**fuzz_options(GateOptions(device="cpu", corpus_dir=Path("corpus"), fuzz_cases=2, seed=1,
+                                 config=CompileConfig(backend="divfuzz.fuzzer.engine.planted:eager_in_disguise"))),
                      known=(), corpus_buckets=set())
     assert clean["failing"] == [] and clean["findings"] == []
 

@@ -433,7 +433,7 @@ def test_header_names_the_cpu_capability_and_the_gpu(tmp_path):
     GPU's name beside it when the run had one."""
     import torch
 
-    from divfuzz.fuzzer.campaign.loop import environment_versions
+    from divfuzz.fuzzer.engine.environment import environment_versions
 
     assert environment_versions("cpu")["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     store = Store(tmp_path / STORE_NAME)

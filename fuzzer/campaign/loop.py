@@ -6,6 +6,9 @@ the campaign seed, the slot and the epoch) in a thread that feeds one worker pro
 - same seed, same workers, same torch: the same cases in the same order (a campaign replays);
 - a case is stored before the next one starts, and a resumed campaign skips stored cases
   (it re-draws them, checks the spec digest and feeds the stored score to `target`);
+- a case's path is one step after another (`divfuzz.fuzzer.campaign.case_steps`: run in the worker,
+  judge, analyse in the slot, store, write a new bucket's folder, queue its analysis), called in
+  order from `Campaign._run_case`; its severity is judged once;
 - nothing the compiler under test does stops the campaign: it becomes a verdict;
 - with minimization on, a new raw key's analysis (minimize + attribute) runs in the analysis pool
   (`divfuzz.fuzzer.campaign.analysis_pool`) beside the slots, never in them: the case is stored at once
@@ -29,14 +32,12 @@ import functools
 import itertools
 import json
 import os
-import platform
-import shutil
 import tempfile
 import threading
 import time
 import traceback
 from collections import Counter
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -44,21 +45,33 @@ from hypothesis import HealthCheck, Phase, given, seed, settings, target
 
 from divfuzz.fuzzer.campaign import schedule
 from divfuzz.fuzzer.campaign.analysis_pool import AnalysisJob, AnalysisPool
+from divfuzz.fuzzer.campaign.bucket_folders import file_root_cause
+from divfuzz.fuzzer.campaign.case_steps import (
+    CaseAt,
+    CaseRun,
+    Judged,
+    Ran,
+    Stored,
+    analyse_in_slot,
+    judge,
+    queue_analysis,
+    run_in_worker,
+    store_case,
+    write_new_bucket_folder,
+)
 from divfuzz.fuzzer.campaign.sizing import SlotDevice, size_analysis_workers, slot_devices
-from divfuzz.fuzzer.engine.bucketing import bucket_key, severity_under
 from divfuzz.records.backends import ALL_DTYPES, capabilities_of
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.errors import ConfigError, DivfuzzError, InternalError
 from divfuzz.fuzzer.store import STORE_NAME, CampaignLock, Store
-from divfuzz.fuzzer.engine.execute import nested_span
-from divfuzz.fuzzer.engine.worker import CaseRequest, Worker
+from divfuzz.fuzzer.engine.environment import environment_versions
+from divfuzz.fuzzer.engine.worker import Worker
 from divfuzz.generators.coverage import DrawCounts
 from divfuzz.generators.spec import GraphSpec
+from divfuzz.generators.validate import load_spec
 from divfuzz.generators.strategies import graph_specs, perf_graph_specs
-from divfuzz.oracles.severity_policy import severity_of
-from divfuzz.oracles.findings import finding_of, target_score
-from divfuzz.records.verdict import Verdict
-from divfuzz.reports.files import bucket_folder_name, child_path, slugify, write_bucket_folder
+from divfuzz.records.severity import Severity
+from divfuzz.reports.files import child_path, slugify
 
 
 # Cases per Hypothesis engine. Hypothesis bounds each pass of its target optimiser (a quarter of
@@ -171,22 +184,6 @@ class CampaignResult:
 MIN_ANALYSIS_S = schedule.MIN_ANALYSIS_S
 
 
-def environment_versions(device: str) -> dict:
-    import torch
-
-    versions = {"torch": torch.__version__, "python": platform.python_version(), "cuda": torch.version.cuda,
-                "cpu_capability": torch.backends.cpu.get_cpu_capability()}
-    try:
-        import triton
-
-        versions["triton"] = triton.__version__
-    except ImportError:
-        versions["triton"] = None
-    if device.startswith("cuda") and torch.cuda.is_available():
-        versions["gpu"] = torch.cuda.get_device_name(torch.device(device))
-    return versions
-
-
 # The workers' Inductor (and Triton) cache, beside the store: `compile_cache_env`.
 COMPILE_CACHE = "compile-cache"
 
@@ -215,6 +212,7 @@ def user_compile_cache() -> str | None:
     if not value:
         return None
     try:
+        # lazy: heavy: torch._inductor, only to name the default cache folder
         from torch._inductor.runtime.cache_dir_utils import default_cache_dir
     except ImportError:  # an older torch: take the value as the user's
         return value
@@ -225,6 +223,7 @@ def campaign_slot_devices(device: str, workers: int) -> list[SlotDevice]:
     """Each slot's device: every visible GPU for 'cuda' (round-robin), one for 'cuda:N', else the CPU."""
     gpu_count = 0
     if device.startswith("cuda"):
+        # lazy: heavy: torch, only on a CUDA device
         import torch
 
         gpu_count = torch.cuda.device_count()
@@ -308,11 +307,22 @@ class Campaign:
             except BaseException:
                 self.close()
                 raise
+        self.case_run = self._case_run()
+
+    def _case_run(self) -> CaseRun:
+        """What each case's steps read (`divfuzz.fuzzer.campaign.case_steps`), fixed for this run."""
+        opts = self.opts
+        return CaseRun(store=self.store, run_id=self.run_id, out_dir=opts.out_dir, device=opts.device, config=opts.config,
+                       strict=opts.strict, timeout_s=opts.timeout_s, profile=opts.profile, oracle=opts.oracle,
+                       perf_margin=opts.perf_margin, against=opts.against, analyzer=self.analyzer, pool=self.pool,
+                       inline_analysis=self.inline_analysis, minimize_budget_s=opts.minimize_budget_s,
+                       work_end=self.work_end, interrupted=self.interrupted)
 
     def _make_analysis_pool(self) -> None:
         """The analyzer, and the pool of analysis workers (pinned round-robin after the slots, so
         GPUs share the load). An inline campaign still gets one pool worker for the analyses an
         earlier run left pending."""
+        # lazy: heavy: the triage imports torch._dynamo; only a run that minimizes needs it
         from divfuzz.fuzzer.triage.analysis import BucketAnalyzer
 
         opts = self.opts
@@ -428,7 +438,6 @@ class Campaign:
         """Start the analysis workers, with the analyses an earlier run left pending first."""
         if self.pool is None:
             return
-        from divfuzz.generators.validate import load_spec
 
         self.pool.start()
         for p in self.pending_at_start:  # the store is untrusted data: its spec is loaded as data, checked
@@ -459,6 +468,25 @@ class Campaign:
     def _choose_analysis(self, queued: list[AnalysisJob]) -> AnalysisJob | None:
         """The next analysis (`most_severe_first`): never a noise or by-design bucket in a campaign."""
         return most_severe_first(self.store, queued, campaign=True)
+
+    def _file_analysis(self, job: AnalysisJob, key, analysis) -> None:
+        """A pool analysis is done: file it (`file_root_cause`) and update this run's progress."""
+        opts = self.opts
+        filed = file_root_cause(self.store, opts.out_dir, job, key, analysis, device=opts.device, config=opts.config,
+                                timeout_s=opts.timeout_s)
+        with self.lock:
+            p = self.progress
+            p.pending_analyses = max(0, p.pending_analyses - 1)
+            p.analyses_filed += 1
+            raw_id = filed.raw_bucket_id
+            if raw_id is not None and raw_id in p.buckets and raw_id != filed.bucket_id:
+                p.buckets.discard(raw_id)
+                p.buckets.add(filed.bucket_id)
+                p.new_buckets -= 1  # merged into a root-cause bucket that already existed
+            p.bucket_severity.pop(raw_id, None)
+            if filed.severity is not None and filed.bucket_id is not None:
+                p.bucket_severity[filed.bucket_id] = Severity(filed.severity)
+        self.on_progress(self.progress)
 
     def _write_timings(self, pending: int, pending_by_severity: Counter) -> None:
         """`divfuzz-run<N>-timings.json` beside the store: what the store does not hold, for
@@ -503,7 +531,7 @@ class Campaign:
             with self.lock:
                 self.progress.skipped += 1
             return
-        self._run_case(_CaseAt(slot, idx, self.slot_devices[0]), spec, worker, steer=False)
+        self._run_case(CaseAt(slot, idx, self.slot_devices[0]), spec, worker, steer=False)
 
     def close(self) -> None:
         """Close the store and give up the store's lock (another campaign may then use it)."""
@@ -598,7 +626,7 @@ class Campaign:
                         self.progress.skipped += 1
                     target(stored[1])
                     return
-                self._run_case(_CaseAt(slot, idx, where), spec, worker)
+                self._run_case(CaseAt(slot, idx, where), spec, worker)
             except Exception as e:  # divfuzz's own: the store, the minimizer, a worker's internal error
                 self._fail(e)
                 raise _StopCampaign from None  # not a test failure: Hypothesis must not replay it
@@ -616,160 +644,38 @@ class Campaign:
             if self.pool is None or self.interrupted.is_set() or self.fleet is not None or not self.pool.adopt(worker):
                 worker.stop()
 
-    # ---- one case, in named steps: execute, judge, analyse, store, write folders, report ------------
-    def _run_case(self, at: "_CaseAt", spec: GraphSpec, worker: Worker, *, steer: bool = True) -> None:
+    # ---- one case, top to bottom: the steps of `divfuzz.fuzzer.campaign.case_steps` -----------------
+    def _run_case(self, at: CaseAt, spec: GraphSpec, worker: Worker, *, steer: bool = True) -> None:
         """Run one case to its stored row. Nothing is stored once the campaign is interrupted
         (the case in flight, or its analysis, was cut short; a resumed run redoes it). `steer`:
         feed its score to Hypothesis (only inside a slot's engine)."""
-        verdict, wall = self._execute(spec, worker, at)
-        if self.interrupted.is_set():  # its worker was killed under it: not a finding, run it on resume
+        run = self.case_run
+        ran = run_in_worker(run, at, spec, worker)
+        if ran is None:
             return
-        moved = getattr(worker, "where", None)  # a fleet slot moves when its node is lost: record where it ran
-        if isinstance(moved, SlotDevice) and moved != at.where:
-            at = replace(at, where=moved)
         t_analysis = time.perf_counter()
-        finding, key = self._judge(verdict, spec)
-        score = target_score(verdict, finding)
-        # A finding the pool analyses, or one no campaign minimizes (noise, inline too): stored now
-        # under its raw key (or its known root cause), its analysis pending.
-        if key is not None and self.analyzer is not None and (not self.inline_analysis or self._never_minimized(verdict, key)):
-            t_store = time.perf_counter()
-            raw_key = key
-            intake = self._store_case_for_analysis(at, spec, verdict, finding, key, score, wall)
-            case_id, bucket_id, is_new, key = intake.case_id, intake.bucket_id, intake.is_new, intake.key
-            t_store = time.perf_counter() - t_store
-            if is_new:
-                self._write_bucket_files(bucket_id, case_id, key, spec, verdict, None)
-            if intake.queued:  # after its folder is written: the pool's re-keying replaces it
-                with self.lock:
-                    self.progress.pending_analyses += 1
-                if self.pool is not None:
-                    self.pool.submit(AnalysisJob(raw_key, case_id, spec))
-            elif self.pool is not None:
-                self.pool.poke()  # the raw bucket's severity or count may have risen: its rank changed
-        else:
-            raw_key = key
-            key, analysis = self._analyse(spec, key, worker)
-            if self.interrupted.is_set():  # the analysis was cut short: store nothing half-done
-                return
-            if analysis is not None:  # filed like a pool's answer: a raw bucket left pending joins it
-                self.store.resolve_root_cause(raw_key, key, lambda v: self._severity(Verdict.from_dict(v), key))
-            t_store = time.perf_counter()
-            case_id, bucket_id, is_new = self._store_case(at, spec, verdict, finding, key, score, wall)
-            t_store = time.perf_counter() - t_store
-            if is_new:
-                self._write_bucket_files(bucket_id, case_id, key, spec, verdict, analysis)
+        judged = judge(run, spec, ran.verdict)
+        keyed = analyse_in_slot(run, spec, judged, worker)
+        if keyed is None:
+            return
+        stored = store_case(run, spec, ran, judged, keyed)
+        write_new_bucket_folder(run, spec, ran, keyed, stored)
+        self._note_stored(stored)  # before the pool may file its analysis
+        queue_analysis(run, spec, judged, stored)
         if steer:
-            target(score)
-        self._report_progress(verdict, finding, bucket_id, is_new, wall=wall, t_store=t_store,
-                              t_analysis=time.perf_counter() - t_analysis - t_store)
+            target(judged.score)
+        self._report_progress(ran, judged, stored, t_analysis=time.perf_counter() - t_analysis - stored.store_s)
 
-    def _execute(self, spec: GraphSpec, worker: Worker, at: "_CaseAt"):
-        """The verdict of eager vs compiled vs fp64 in the slot's worker, and the case's wall time
-        (the worker's start-up is not the case's)."""
-        opts = self.opts
-        t0 = time.perf_counter()
-        startup_before = worker.startup_s
-        request = CaseRequest(spec, at.where.worker_device, opts.config, profile=opts.profile, oracle=opts.oracle,
-                              perf_margin=opts.perf_margin, against=opts.against)
-        verdict = worker.run(request, opts.timeout_s)
-        return verdict, time.perf_counter() - t0 - (worker.startup_s - startup_before)
-
-    def _judge(self, verdict, spec: GraphSpec):
-        """The finding (None when compiled agrees well enough) and its raw bucket key."""
-        finding = finding_of(verdict, strict=self.opts.strict)
-        return finding, (bucket_key(finding, spec, self.opts.device, against=verdict.against) if finding else None)
-
-    def _analyse(self, spec: GraphSpec, key, worker: Worker):
-        """With minimization on: the root-cause key of a raw key (minimized and attributed once per
-        raw key), within what is left of the budget plus the grace."""
-        opts = self.opts
-        if key is None or self.analyzer is None:
-            return key, None
-        budget = opts.minimize_budget_s
-        if self.work_end:  # only what is left of the campaign's budget
-            budget = max(1.0, min(budget, self.work_end - time.time()))
-        return self.analyzer.key_for(spec, key, worker, budget_s=budget)
-
-    @staticmethod
-    def _never_minimized(verdict, raw_key) -> bool:
-        """Whether a case's own severity is one a campaign never minimizes (`schedule.NOT_MINIMIZED`)."""
-        reason = severity_of(verdict, culprit=raw_key.signature)
-        return reason is None or reason.severity in schedule.NOT_MINIMIZED
-
-    @staticmethod
-    def _severity(verdict, key) -> dict | None:
-        """A case's severity reason under the bucket key it is stored under (`severity_under`)."""
-        return severity_under(verdict, key)
-
-    def _store_case_for_analysis(self, at: "_CaseAt", spec: GraphSpec, verdict, finding, raw_key, score: float, wall: float):
-        """Store a finding before its analysis (`Store.add_case_for_analysis`): the intake."""
-        intake = self.store.add_case_for_analysis(
-            raw_key=raw_key, severity_for=lambda key: self._severity(verdict, key), triage=finding.triage,
-            run_id=self.run_id, slot=at.slot, idx=at.idx, spec_digest=spec.digest(), spec_json=spec.to_json(indent=None),
-            device=self.opts.device, config=self.opts.config.to_dict(), verdict=verdict.to_dict(), score=score,
-            wall_s=wall, finding_kind=finding.kind.value, ran_on=at.where.name,
-        )
-        reason = severity_of(verdict, culprit=intake.key.signature)
-        if reason is not None:
-            with self.lock:
-                self.progress.note_severity(intake.bucket_id, reason.severity)
-        return intake
-
-    def _file_analysis(self, job: AnalysisJob, key, analysis) -> None:
-        """A pool analysis is done: file it (`file_root_cause`) and update this run's progress."""
-        from divfuzz.records.severity import Severity
-
-        opts = self.opts
-        filed = file_root_cause(self.store, opts.out_dir, job, key, analysis, device=opts.device, config=opts.config,
-                                timeout_s=opts.timeout_s)
+    def _note_stored(self, stored: Stored) -> None:
+        """This run's progress learns a stored case's severity and the analysis it opened."""
         with self.lock:
-            p = self.progress
-            p.pending_analyses = max(0, p.pending_analyses - 1)
-            p.analyses_filed += 1
-            raw_id = filed.raw_bucket_id
-            if raw_id is not None and raw_id in p.buckets and raw_id != filed.bucket_id:
-                p.buckets.discard(raw_id)
-                p.buckets.add(filed.bucket_id)
-                p.new_buckets -= 1  # merged into a root-cause bucket that already existed
-            p.bucket_severity.pop(raw_id, None)
-            if filed.severity is not None and filed.bucket_id is not None:
-                p.bucket_severity[filed.bucket_id] = Severity(filed.severity)
-        self.on_progress(self.progress)
+            if stored.severity is not None:
+                self.progress.note_severity(stored.bucket_id, stored.severity)
+            if stored.queued:
+                self.progress.pending_analyses += 1
 
-    def _store_case(self, at: "_CaseAt", spec: GraphSpec, verdict, finding, key, score: float, wall: float):
-        """One committed row (and its bucket's update): (case id, bucket id, new bucket?)."""
-        opts = self.opts
-        reason = severity_of(verdict, culprit=key.signature) if key is not None else None
-        stored = self.store.add_case(
-            run_id=self.run_id,
-            slot=at.slot,
-            idx=at.idx,
-            spec_digest=spec.digest(),
-            spec_json=spec.to_json(indent=None),
-            device=opts.device,
-            config=opts.config.to_dict(),
-            verdict=verdict.to_dict(),
-            score=score,
-            wall_s=wall,
-            finding_kind=finding.kind.value if finding else None,
-            key=key,
-            triage=finding.triage if finding else "",
-            severity=reason.to_dict() if reason else None,
-            ran_on=at.where.name,
-        )
-        if reason is not None:
-            with self.lock:
-                self.progress.note_severity(stored[1], reason.severity)
-        return stored
-
-    def _write_bucket_files(self, bucket_id: int, case_id: int, key, spec: GraphSpec, verdict, analysis) -> Path:
-        opts = self.opts
-        return write_bucket_files(self.store, opts.out_dir, bucket_id=bucket_id, case_id=case_id, key=key, spec=spec,
-                                  verdict=verdict, analysis=analysis, device=opts.device, config=opts.config,
-                                  timeout_s=opts.timeout_s)
-
-    def _report_progress(self, verdict, finding, bucket_id, is_new: bool, *, wall: float, t_store: float, t_analysis: float) -> None:
+    def _report_progress(self, ran: Ran, judged: Judged, stored: Stored, *, t_analysis: float) -> None:
+        verdict, wall = ran.verdict, ran.wall_s
         with self.lock:
             p = self.progress
             p.cases += 1
@@ -778,76 +684,15 @@ class Campaign:
             self.case_walls.append(wall)
             for name, seconds in verdict.timings:
                 p.timings[name] += seconds
-            # Worker round trip: pipe, (de)serialising, what the worker does outside its spans.
-            p.timings["worker_ipc"] += max(0.0, wall - sum(s for name, s in verdict.timings if not nested_span(name)))
-            p.timings["store"] += t_store
+            p.timings["worker_ipc"] += ran.ipc_s
+            p.timings["store"] += stored.store_s
             p.timings["minimize_and_files"] += t_analysis
-            if finding:
+            if judged.finding:
                 p.findings += 1
-                p.buckets.add(bucket_id)
-            if is_new:
+                p.buckets.add(stored.bucket_id)
+            if stored.is_new:
                 p.new_buckets += 1
         self.on_progress(self.progress)
-
-
-# Bucket folders are written from the slots' and the pool's threads, and writing a repro parses
-# Python source (`ast.parse`), which CPython 3.11 does not make thread-safe (measured here, 3.11.7:
-# "SystemError: AST constructor recursion depth mismatch" with two slots writing at once).
-_FOLDER_WRITE = threading.Lock()
-
-
-def write_bucket_files(store: Store, out_dir: Path, *, bucket_id: int, case_id: int, key, spec: GraphSpec, verdict,
-                       analysis, device: str, config: CompileConfig, timeout_s: float) -> Path:
-    """A bucket's folder under `out_dir/buckets`: the minimized repro and its attribution when
-    analysed, else the case as drawn; the store records the folder (and the analysis). One folder
-    is written at a time (`_FOLDER_WRITE`)."""
-    with _FOLDER_WRITE:
-        return _write_bucket_files(store, out_dir, bucket_id=bucket_id, case_id=case_id, key=key, spec=spec,
-                                   verdict=verdict, analysis=analysis, device=device, config=config, timeout_s=timeout_s)
-
-
-def _write_bucket_files(store: Store, out_dir: Path, *, bucket_id: int, case_id: int, key, spec: GraphSpec, verdict,
-                        analysis, device: str, config: CompileConfig, timeout_s: float) -> Path:
-    if analysis is not None:
-        from divfuzz.fuzzer.triage.analysis import write_bucket
-
-        folder = write_bucket(out_dir / "buckets", bucket_id=bucket_id, key=key, analysis=analysis,
-                              device=device, config=config, fallback_verdict=verdict, case_id=case_id,
-                              timeout_s=int(timeout_s), versions=environment_versions(device))
-        store.set_bucket_folder(bucket_id, str(folder))
-        store.set_bucket_analysis(bucket_id, **analysis.to_dict())
-        return folder
-    folder = write_bucket_folder(out_dir / "buckets", bucket_id=bucket_id, key=key, spec=spec, device=device,
-                                 config=config, verdict=verdict, case_id=case_id, timeout_s=int(timeout_s))
-    store.set_bucket_folder(bucket_id, str(folder))
-    return folder
-
-
-def file_root_cause(store: Store, out_dir: Path, job: AnalysisJob, key, analysis, *, device: str, config: CompileConfig,
-                    timeout_s: float):
-    """File a finished analysis: re-key its raw bucket (`Store.resolve_root_cause`, the cases'
-    severities judged again under the root cause), give a bucket that became a root cause its
-    minimized folder, and remove the raw bucket's folder. The same for the pool and `minimize --pending`."""
-    filed = store.resolve_root_cause(job.raw_key, key, lambda v: Campaign._severity(Verdict.from_dict(v), key))
-    folder = None
-    if filed.created:
-        verdict = Verdict.from_dict(store.case(job.case_id).verdict)
-        folder = write_bucket_files(store, out_dir, bucket_id=filed.bucket_id, case_id=job.case_id, key=key, spec=job.spec,
-                                    verdict=verdict, analysis=analysis, device=device, config=config, timeout_s=timeout_s)
-    if filed.raw_bucket_id is not None:  # its path is built from ids and a sanitised slug, never read from the store
-        raw_folder = out_dir / "buckets" / bucket_folder_name(filed.raw_bucket_id, job.raw_key)
-        if raw_folder.is_dir() and raw_folder != folder:
-            shutil.rmtree(raw_folder)
-    return filed
-
-
-@dataclass(frozen=True)
-class _CaseAt:
-    """Where a case sits in the campaign: its slot, its index in the slot, the slot's device."""
-
-    slot: int
-    idx: int
-    where: SlotDevice
 
 
 def run_campaign(opts: CampaignOptions, on_progress: Callable[[Progress], None] | None = None,
@@ -888,7 +733,9 @@ def finish_pending(out_dir: Path, *, budget_s: float, workers: int = 1, timeout_
     `minimize_budget_s`), filed as the campaign files them (`file_root_cause`). Takes the store's
     campaign lock (no campaign may run on it meanwhile). The stored case's device and config are
     data: checked like command-line input before any worker runs them."""
+    # lazy: heavy: the compile site and the triage import torch._dynamo; only `minimize --pending` needs them
     from divfuzz.fuzzer.engine.compile import check_stored_backend, validate_inductor_overrides
+    # lazy: heavy: as above
     from divfuzz.fuzzer.triage.analysis import BucketAnalyzer
     from divfuzz.generators.validate import load_spec
 

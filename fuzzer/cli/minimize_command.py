@@ -267,7 +267,7 @@ def minimize_case(spec, *, device: str, config, budget_s: float, timeout_s: floa
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.triage.analysis import write_bucket
     from divfuzz.fuzzer.engine.bucketing import bucket_key
-    from divfuzz.fuzzer.campaign.loop import environment_versions
+    from divfuzz.fuzzer.engine.environment import environment_versions
     from divfuzz.fuzzer.triage.analysis import analyze_finding
     from divfuzz.fuzzer.engine.worker import CaseRequest, Worker
     from divfuzz.oracles.findings import finding_of

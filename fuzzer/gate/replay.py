@@ -15,9 +15,6 @@ Invariants:
 
 from __future__ import annotations
 
-import json
-import shutil
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from divfuzz.fuzzer.engine.bucketing import bucket_key
 from divfuzz.fuzzer.engine.worker import CaseRequest, Worker
 from divfuzz.fuzzer.gate.baseline import (
     Baseline,
@@ -35,6 +33,8 @@ from divfuzz.fuzzer.gate.baseline import (
     summarize_verdict,
 )
 from divfuzz.fuzzer.gate.corpus import CorpusSpec, load_corpus
+from divfuzz.fuzzer.gate.failure_repros import write_failure_repros
+from divfuzz.fuzzer.gate.gate_fuzz import gate_fuzz
 from divfuzz.fuzzer.gate.machine import machine_rows
 from divfuzz.fuzzer.gate.policy import (
     DEFAULT_MARGIN,
@@ -47,11 +47,11 @@ from divfuzz.fuzzer.gate.policy import (
 )
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.oracles.findings import finding_of
+from divfuzz.oracles.severity_policy import severity_of
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.errors import BaselineError, InternalError, SpecError
-from divfuzz.records.outcomes import Status
+from divfuzz.records.outcomes import COMPILER_FAILURES, NO_OUTPUT_STATUSES, Status
 from divfuzz.records.severity import Severity
-from divfuzz.reports.root_causes import root_cause_groups
 from divfuzz.records.verdict import PerfComparison, Verdict
 
 RESULT_SCHEMA_VERSION = 1
@@ -178,16 +178,12 @@ class GateResult:
 
 
 def _bucket_of(verdict: Verdict, spec: GraphSpec, device: str) -> str | None:
-    from divfuzz.fuzzer.engine.bucketing import bucket_key
-
     finding = finding_of(verdict)
     return str(bucket_key(finding, spec, device)) if finding else None
 
 
 def _severity_of(verdict: Verdict) -> dict | None:
     """The severity policy's judgement, as it goes into the gate's JSON (exit codes do not use it)."""
-    from divfuzz.oracles.severity_policy import severity_of
-
     reason = severity_of(verdict)
     return reason.to_dict() if reason else None
 
@@ -312,7 +308,7 @@ def update_baseline(opts: GateOptions, *, log=print) -> Baseline:
         entries[s.name] = entry
     known: list[str] = []
     if opts.fuzz_budget_s or opts.fuzz_cases:
-        fuzz = run_fuzz(opts, known=(), corpus_buckets=set())
+        fuzz = gate_fuzz(**fuzz_options(opts), known=(), corpus_buckets=set())
         known = sorted({f["bucket"] for f in fuzz["findings"]})
     key = machine_key(opts.device)
     baseline = Baseline(
@@ -351,6 +347,7 @@ def _refuse_unrecordable(verdicts: dict[str, Verdict | None], path: Path) -> Non
 
 def run_gate(opts: GateOptions, *, log=lambda msg: None) -> GateResult:
     """Replay the corpus, hold each spec to the baseline, then (optionally) fuzz briefly."""
+    # lazy: heavy: torch, imported when the replay starts, not when the CLI loads the gate
     import torch
 
     t0 = time.perf_counter()
@@ -385,7 +382,7 @@ def run_gate(opts: GateOptions, *, log=lambda msg: None) -> GateResult:
     fuzz = None
     if opts.fuzz_budget_s or opts.fuzz_cases:
         corpus_buckets = {r.bucket for r in results if r.bucket and r.expected and r.expected["status"] != "ok"}
-        fuzz = run_fuzz(opts, known=baseline.known_buckets, corpus_buckets=corpus_buckets)
+        fuzz = gate_fuzz(**fuzz_options(opts), known=baseline.known_buckets, corpus_buckets=corpus_buckets)
     result = GateResult(
         device=opts.device,
         torch_version=torch.__version__,
@@ -405,7 +402,8 @@ def run_gate(opts: GateOptions, *, log=lambda msg: None) -> GateResult:
         baseline_machine=baseline.machine if baseline else None,
     )
     if opts.repro_dir is not None:
-        write_failure_repros(result, specs, opts)
+        write_failure_repros(result.specs, specs, repro_dir=opts.repro_dir, device=opts.device, config=opts.config,
+                             oracle=opts.oracle, perf_margin=opts.perf_margin, timeout_s=opts.timeout_s)
     return result
 
 
@@ -419,9 +417,6 @@ def _judge_perf_spec(s: CorpusSpec, verdict: Verdict | None, wall_s: float, opts
     """One spec under the perf oracle: it FAILs when the severity policy rates the verdict a bug
     (a phase slower beyond the noise, or the compiler failed); a slowdown rated suspect or
     by-design (the compiled wrapper's fixed cost on a tiny graph) passes, its reason reported."""
-    from divfuzz.records.outcomes import COMPILER_FAILURES, NO_OUTPUT_STATUSES
-    from divfuzz.records.severity import Severity
-
     digest = s.spec.digest()
     if verdict is None:
         return SpecResult(s.name, digest, None, None, [f"not run: the gate's budget of {opts.budget_s:g} s ran out"], [], None,
@@ -477,100 +472,7 @@ def _judge_spec(s: CorpusSpec, verdict: Verdict | None, expected: dict | None, w
                       wall_s, severity, moved_bounds(observed, expected, margin=opts.margin))
 
 
-def run_fuzz(opts: GateOptions, *, known: tuple[str, ...], corpus_buckets: set[str]) -> dict[str, Any]:
-    """A short seeded campaign; findings the one severity policy rates `bug` (errors, wrong
-    answers: `divfuzz.oracles.severity_policy`, as in a campaign) and not known (in the baseline's known_buckets
-    or a known corpus divergence) fail the gate. Each finding names its root cause and whether that
-    is a known upstream bug (`divfuzz.reports.root_causes`).
-
-    With `fuzz_cases` the campaign is a fixed number of cases: deterministic. With only a time
-    budget the number of cases depends on the machine's speed.
-    """
-    from divfuzz.fuzzer.campaign.loop import CampaignOptions, run_campaign
-    from divfuzz.fuzzer.store import Store
-    from divfuzz.reports.files import child_path
-
-    tmp = Path(tempfile.mkdtemp(prefix="divfuzz-gate-fuzz-"))
-    try:
-        copts = CampaignOptions(
-            device=opts.device,
-            out_dir=tmp,
-            config=opts.config,
-            seed=opts.seed,
-            budget_s=opts.fuzz_budget_s,
-            max_cases=opts.fuzz_cases,
-            timeout_s=opts.timeout_s,
-        )
-        outcome = run_campaign(copts)
-        if outcome.interrupted:  # the campaign saved and stopped on a signal: so does the gate (exit 2)
-            raise KeyboardInterrupt
-        store = Store(outcome.store_path)
-        try:
-            findings = []
-            buckets = store.buckets(run_id=outcome.run_id)
-            causes = root_cause_groups(buckets)
-            cause_of = {b.id: rc for rc in causes for b in rc.buckets}
-            for b in buckets:
-                key = str(b.key)
-                # Judged as campaigns judge it: only a bug fails a pull request.
-                gate_worthy = b.severity == Severity.BUG.value
-                is_known = key in known or key in corpus_buckets
-                folder = None
-                if gate_worthy and not is_known and opts.repro_dir is not None and b.folder:
-                    (opts.repro_dir / "fuzz").mkdir(parents=True, exist_ok=True)
-                    dest = child_path(opts.repro_dir / "fuzz", Path(b.folder).name, what="bucket folder")
-                    shutil.copytree(b.folder, dest, dirs_exist_ok=True)
-                    folder = str(dest)
-                findings.append(
-                    {"bucket": key, "kind": b.key.kind, "triage": b.triage, "severity": b.severity, "cases": b.count,
-                     "fails_gate": gate_worthy and not is_known, "known": is_known, "repro": folder,
-                     "root_cause": cause_of[b.id].title, "upstream": cause_of[b.id].known}
-                )
-            stats = store.run_stats(outcome.run_id)
-        finally:
-            store.close()
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return {
-        "seed": opts.seed,
-        "max_cases": opts.fuzz_cases,
-        "budget_s": opts.fuzz_budget_s,
-        "cases": stats["cases"],
-        "by_status": dict(sorted(stats["by_status"].items())),
-        "findings": findings,
-        "root_causes": [rc.to_dict() for rc in causes],
-        "failing": [f["bucket"] for f in findings if f["fails_gate"]],
-    }
-
-
-def write_failure_repros(result: GateResult, specs: list[CorpusSpec], opts: GateOptions) -> list[Path]:
-    """For each failing spec: a folder with spec.json, gate.json (its result) and repro.py."""
-    from divfuzz.reports.files import child_path
-    from divfuzz.reports.repro import render_repro
-
-    by_name = {s.name: s for s in specs}
-    written = []
-    for r in result.specs:
-        if r.passed or r.observed is None:
-            continue
-        opts.repro_dir.mkdir(parents=True, exist_ok=True)
-        # The name comes from a corpus file: it must stay a direct child of --repro-dir.
-        folder = child_path(opts.repro_dir, r.name, what="corpus spec name")
-        folder.mkdir(exist_ok=True)
-        spec = by_name[r.name].spec
-        (folder / "spec.json").write_text(spec.to_json() + "\n")
-        (folder / "gate.json").write_text(json.dumps(r.to_dict(), indent=2) + "\n")
-        notes = tuple(f"gate: {p}" for p in r.problems)
-        title = f"divfuzz gate: {r.name}"
-        if opts.oracle == "perf":
-            from divfuzz.fuzzer.engine.execute_perf import default_margin
-            from divfuzz.reports.perf_repro import render_perf_repro
-
-            margin = opts.perf_margin if opts.perf_margin is not None else default_margin(opts.device)
-            text = render_perf_repro(spec, device=opts.device, config=opts.config, title=title, margin=margin, notes=notes)
-        else:
-            text = render_repro(spec, device=opts.device, config=opts.config, title=title, notes=notes, timeout_s=int(opts.timeout_s))
-        (folder / "repro.py").write_text(text)
-        (folder / "repro.py").chmod(0o755)
-        written.append(folder)
-    return written
+def fuzz_options(opts: GateOptions) -> dict[str, Any]:
+    """The part of the gate's options its short campaign takes (`divfuzz.fuzzer.gate.gate_fuzz`)."""
+    return {"device": opts.device, "config": opts.config, "seed": opts.seed, "budget_s": opts.fuzz_budget_s,
+            "cases": opts.fuzz_cases, "timeout_s": opts.timeout_s, "repro_dir": opts.repro_dir}

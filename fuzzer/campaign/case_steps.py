@@ -1,0 +1,221 @@
+"""One case's path through a campaign, one function per step, called in this order by
+`Campaign._run_case` (the slot drew the spec):
+
+    run_in_worker -> judge -> analyse_in_slot -> store_case -> write_new_bucket_folder -> queue_analysis
+
+Each step takes what the steps before it gave and returns a frozen record; none reads or writes
+the campaign's progress (the campaign records it from these records). Invariants:
+- a case's severity under a bucket key is judged once (`CaseSeverity`): the routing, the store's
+  row and the run's progress read that one judgement; it is judged again only under another key
+  (a root cause found by the analysis in the slot, whose culprit counts);
+- a finding the pool analyses (or one no campaign minimizes) is stored at once under its raw key,
+  or its root cause when that is known, and queued only after its bucket folder is written (the
+  pool's re-keying replaces that folder);
+- nothing is stored once the campaign is interrupted (the case or its analysis was cut short).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from divfuzz.fuzzer.campaign import schedule
+from divfuzz.fuzzer.campaign.analysis_pool import AnalysisJob, AnalysisPool
+from divfuzz.fuzzer.campaign.bucket_folders import write_bucket_files
+from divfuzz.fuzzer.campaign.sizing import SlotDevice
+from divfuzz.fuzzer.engine.bucketing import bucket_key, severity_under
+from divfuzz.fuzzer.engine.execute import nested_span
+from divfuzz.fuzzer.store import Store
+from divfuzz.fuzzer.engine.worker import CaseRequest, Worker
+from divfuzz.generators.spec import GraphSpec
+from divfuzz.oracles.findings import finding_of, target_score
+from divfuzz.records.buckets import BucketKey
+from divfuzz.records.config import CompileConfig
+from divfuzz.records.severity import Severity
+from divfuzz.records.verdict import Finding, Verdict
+
+
+@dataclass(frozen=True)
+class CaseAt:
+    """Where a case sits in the campaign: its slot, its index in the slot, the slot's device."""
+
+    slot: int
+    idx: int
+    where: SlotDevice
+
+
+@dataclass(frozen=True)
+class CaseRun:
+    """What every case of one campaign run shares, fixed when the run starts."""
+
+    store: Store
+    run_id: int
+    out_dir: Path
+    device: str
+    config: CompileConfig
+    strict: bool
+    timeout_s: float
+    profile: bool
+    oracle: str
+    perf_margin: float | None
+    against: CompileConfig | None
+    analyzer: object | None  # divfuzz.fuzzer.triage.analysis.BucketAnalyzer with minimization on, else None
+    pool: AnalysisPool | None
+    inline_analysis: bool  # the slot analyses its own findings (`analysis_workers=0`, or a fleet)
+    minimize_budget_s: float
+    work_end: float | None
+    interrupted: threading.Event
+
+
+class CaseSeverity:
+    """A case's severity reason under a bucket key (`severity_under`: the key's culprit counts),
+    judged once per key, for the one slot thread that runs the case."""
+
+    def __init__(self, verdict: Verdict):
+        self._verdict = verdict
+        self._under: dict[str, dict | None] = {}
+
+    def under(self, key: BucketKey) -> dict | None:
+        if str(key) not in self._under:
+            self._under[str(key)] = severity_under(self._verdict, key)
+        return self._under[str(key)]
+
+
+@dataclass(frozen=True)
+class Ran:
+    """A case's verdict from the worker, its wall time (not the worker's start-up), where it ran,
+    and its worker round trip (pipe, (de)serialising, what the worker does outside its spans)."""
+
+    verdict: Verdict
+    wall_s: float
+    at: CaseAt
+    ipc_s: float
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A verdict judged: its finding (None when compiled agrees well enough), raw bucket key,
+    Hypothesis score, severity, and whether the pool (not the slot) analyses it."""
+
+    finding: Finding | None
+    raw_key: BucketKey | None
+    score: float
+    severity: CaseSeverity
+    for_pool: bool
+
+
+@dataclass(frozen=True)
+class Keyed:
+    """The key a case is stored under, and the analysis that found it (None: none ran in the slot)."""
+
+    key: BucketKey | None
+    analysis: object | None  # divfuzz.fuzzer.triage.analysis.Analysis
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A case's committed row: its bucket, the key and severity it is stored under, and whether it
+    opened its raw key's pending analysis."""
+
+    case_id: int
+    bucket_id: int | None
+    is_new: bool
+    key: BucketKey | None
+    severity: Severity | None
+    queued: bool
+    store_s: float
+
+
+def run_in_worker(run: CaseRun, at: CaseAt, spec: GraphSpec, worker: Worker) -> Ran | None:
+    """Eager vs compiled vs fp64 in the slot's worker. None when the campaign was interrupted
+    meanwhile: its worker was killed under it, not a finding (a resumed run runs it again)."""
+    t0 = time.perf_counter()
+    startup_before = worker.startup_s
+    request = CaseRequest(spec, at.where.worker_device, run.config, profile=run.profile, oracle=run.oracle,
+                          perf_margin=run.perf_margin, against=run.against)
+    verdict = worker.run(request, run.timeout_s)
+    wall = time.perf_counter() - t0 - (worker.startup_s - startup_before)
+    if run.interrupted.is_set():
+        return None
+    moved = getattr(worker, "where", None)  # a fleet slot moves when its node is lost: record where it ran
+    if isinstance(moved, SlotDevice) and moved != at.where:
+        at = replace(at, where=moved)
+    ipc = max(0.0, wall - sum(seconds for name, seconds in verdict.timings if not nested_span(name)))
+    return Ran(verdict, wall, at, ipc)
+
+
+def judge(run: CaseRun, spec: GraphSpec, verdict: Verdict) -> Judged:
+    """The finding, its raw key and score; a finding goes to the pool when a pool analyses this
+    campaign's findings, or when its severity is one no campaign minimizes (noise, inline too)."""
+    finding = finding_of(verdict, strict=run.strict)
+    raw_key = bucket_key(finding, spec, run.device, against=verdict.against) if finding else None
+    severity = CaseSeverity(verdict)
+    for_pool = raw_key is not None and run.analyzer is not None and (not run.inline_analysis or _never_minimized(severity.under(raw_key)))
+    return Judged(finding, raw_key, target_score(verdict, finding), severity, for_pool)
+
+
+def _never_minimized(reason: dict | None) -> bool:
+    """Whether a case's own severity is one a campaign never minimizes (`schedule.NOT_MINIMIZED`)."""
+    return reason is None or Severity(reason["severity"]) in schedule.NOT_MINIMIZED
+
+
+def analyse_in_slot(run: CaseRun, spec: GraphSpec, judged: Judged, worker: Worker) -> Keyed | None:
+    """With minimization in the slot: the root-cause key of the raw key (minimized and attributed
+    once per raw key, within what is left of the budget), filed as the pool files its answers (a
+    raw bucket left pending joins it). The raw key unchanged otherwise; None when the campaign
+    was interrupted meanwhile (nothing half-done is stored)."""
+    if judged.for_pool:
+        return Keyed(judged.raw_key, None)
+    key, analysis = judged.raw_key, None
+    if key is not None and run.analyzer is not None:
+        budget = run.minimize_budget_s
+        if run.work_end:  # only what is left of the campaign's budget
+            budget = max(1.0, min(budget, run.work_end - time.time()))
+        key, analysis = run.analyzer.key_for(spec, judged.raw_key, worker, budget_s=budget)
+    if run.interrupted.is_set():
+        return None
+    if analysis is not None:
+        run.store.resolve_root_cause(judged.raw_key, key, lambda v: severity_under(Verdict.from_dict(v), key))
+    return Keyed(key, analysis)
+
+
+def store_case(run: CaseRun, spec: GraphSpec, ran: Ran, judged: Judged, keyed: Keyed) -> Stored:
+    """One committed row and its bucket's update. A finding for the pool goes in through
+    `Store.add_case_for_analysis` (which picks its key: a known root cause, else the raw key, and
+    opens its pending analysis); any other case under `keyed.key`."""
+    t0 = time.perf_counter()
+    row = dict(run_id=run.run_id, slot=ran.at.slot, idx=ran.at.idx, spec_digest=spec.digest(), spec_json=spec.to_json(indent=None),
+               device=run.device, config=run.config.to_dict(), verdict=ran.verdict.to_dict(), score=judged.score,
+               wall_s=ran.wall_s, finding_kind=judged.finding.kind.value if judged.finding else None, ran_on=ran.at.where.name)
+    if judged.for_pool:
+        intake = run.store.add_case_for_analysis(raw_key=judged.raw_key, severity_for=judged.severity.under,
+                                                 triage=judged.finding.triage, **row)
+        case_id, bucket_id, is_new, key, queued = intake.case_id, intake.bucket_id, intake.is_new, intake.key, intake.queued
+    else:
+        key, queued = keyed.key, False
+        case_id, bucket_id, is_new = run.store.add_case(**row, key=key, triage=judged.finding.triage if judged.finding else "",
+                                                        severity=judged.severity.under(key) if key is not None else None)
+    reason = judged.severity.under(key) if key is not None else None  # the judgement just stored
+    return Stored(case_id, bucket_id, is_new, key, Severity(reason["severity"]) if reason else None, queued,
+                  time.perf_counter() - t0)
+
+
+def write_new_bucket_folder(run: CaseRun, spec: GraphSpec, ran: Ran, keyed: Keyed, stored: Stored) -> None:
+    """A new bucket's folder (`write_bucket_files`): the analysis in the slot's, or the case as drawn."""
+    if stored.is_new:
+        write_bucket_files(run.store, run.out_dir, bucket_id=stored.bucket_id, case_id=stored.case_id, key=stored.key,
+                           spec=spec, verdict=ran.verdict, analysis=keyed.analysis, device=run.device, config=run.config,
+                           timeout_s=run.timeout_s)
+
+
+def queue_analysis(run: CaseRun, spec: GraphSpec, judged: Judged, stored: Stored) -> None:
+    """Hand the pool the analysis this case opened; else let it re-rank (the raw bucket's severity
+    or count may have risen). Without a pool the analysis stays pending in the store."""
+    if run.pool is None or not judged.for_pool:
+        return
+    if stored.queued:
+        run.pool.submit(AnalysisJob(judged.raw_key, stored.case_id, spec))
+    else:
+        run.pool.poke()
