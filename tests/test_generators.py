@@ -50,8 +50,9 @@ def test_every_registered_op_is_drawn_and_nothing_is_rejected():
     seen: Counter = Counter()
     drawn = [0]
 
-    # 78 ops: the least likely is about 0.6% of op draws, some 6 of which a graph holds.
-    @settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    # 78 ops: the least likely (abs) is about 0.2% of op draws, some 6 of which a graph holds; a fixed
+    # seed (derandomize) keeps this a check of the weights, not of luck.
+    @settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck), database=None, derandomize=True)
     @given(graph_specs())
     def draw(spec):
         drawn[0] += 1
