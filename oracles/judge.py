@@ -18,6 +18,7 @@ by a rule that an ill-conditioned input can fake (`CONDITIONED_RULES`): the call
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 
 import torch
@@ -59,9 +60,11 @@ def judge_output(name: str, e: torch.Tensor, c: torch.Tensor | None, r: torch.Te
 
 
 def judge_outputs(eager: Named, compiled: Named, reference: Named | None, bounds: dict | None = None, *,
-                  perturbed_reference: Callable[[int], Named] | None = None) -> tuple[OutputVerdict, ...]:
+                  perturbed_reference: Callable[[int], Named] | None = None,
+                  inputs: Sequence | None = None) -> tuple[OutputVerdict, ...]:
     """One `OutputVerdict` per eager output, matched to compiled and reference by name, then one per
-    compiled output eager lacks. See the module docstring for mismatches and conditioning."""
+    compiled output eager lacks. See the module docstring for mismatches and conditioning; with the
+    case's `inputs`, an output with new NaN/Inf records how close they come to its range's edge."""
     comp = dict(compiled)
     ref = dict(reference or ())
     bounds = bounds or {}
@@ -75,7 +78,31 @@ def judge_outputs(eager: Named, compiled: Named, reference: Named | None, bounds
             name, e = eager[i]
             verdicts[i] = judge_output(name, e, comp.get(name), ref.get(name), bounds.get(name),
                                        perturbed=[d[name] for d in draws if name in d])
+    if inputs is not None:
+        verdicts = [_with_input_peak(v, inputs) for v in verdicts]
     return tuple(verdicts)
+
+
+def input_peak_fraction(inputs: Sequence, dtype: torch.dtype) -> float:
+    """The largest finite magnitude among the floating `inputs`, over the largest finite value of
+    its own dtype or of `dtype`, whichever is smaller; 0.0 for no floating input."""
+    peak = 0.0
+    for x in inputs:
+        if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.numel() == 0:
+            continue
+        finite = x.detach()[torch.isfinite(x.detach())]
+        if finite.numel():
+            limit = min(torch.finfo(x.dtype).max, torch.finfo(dtype).max)
+            peak = max(peak, min(1.0, float(finite.abs().max().double()) / limit))
+    return peak
+
+
+def _with_input_peak(v: OutputVerdict, inputs: Sequence) -> OutputVerdict:
+    fc = v.float_cmp
+    if fc is None or not fc.n_nonfinite_new:
+        return v
+    fraction = input_peak_fraction(inputs, getattr(torch, fc.dtype))
+    return dataclasses.replace(v, float_cmp=dataclasses.replace(fc, input_peak_fraction=fraction))
 
 
 def _needs_conditioning(v: OutputVerdict) -> bool:

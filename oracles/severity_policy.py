@@ -110,7 +110,21 @@ def _ill_conditioned(measured: int, ill: int, total: int, eager_exact: int = 0, 
     return not (judged and eager_exact >= EAGER_EXACT_FRACTION * judged)
 
 
+# A new NaN/Inf on inputs within this fraction of the dtype's largest finite value is the range's
+# edge: four such values overflow when summed, so one evaluation order gives Inf (then Inf - Inf =
+# NaN) where another stays finite, and fp64 (which has the range) says nothing about which order
+# is right. Seen on the H100: `mean` of three fp32 values near 3.4e38 is NaN compiled, finite
+# eager. Inputs a user's model holds are far below it; a compiler that overflows on ordinary
+# magnitudes (an fp16 square not upcast) is still `nan-inf-new`.
+RANGE_EDGE_FRACTION = 0.25
+
+
 def _float_reason(name: str, fc) -> SeverityReason | None:
+    if fc.n_nonfinite_new and fc.input_peak_fraction >= RANGE_EDGE_FRACTION:
+        return SeverityReason(Severity.SUSPECT, "nan-inf-range-edge", name,
+                              f"{fc.n_nonfinite_new}/{fc.numel} {fc.dtype} elements are NaN/Inf in compiled where eager and fp64 are "
+                              f"finite, but the inputs reach {fc.input_peak_fraction:.2g} of the dtype's largest value: partial "
+                              f"results overflow in one evaluation order and not in another")
     if fc.n_nonfinite_new and _ill_conditioned(fc.conditioning_draws, fc.n_nonfinite_ill_conditioned, fc.n_nonfinite_new):
         return SeverityReason(Severity.SUSPECT, "nan-inf-ill-conditioned", name,
                               f"{fc.n_nonfinite_new}/{fc.numel} {fc.dtype} elements are NaN/Inf in compiled where eager and fp64 are "

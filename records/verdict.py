@@ -53,6 +53,9 @@ class FloatComparison:
     n_nonfinite_ill_conditioned: int = 0
     max_reference_shift: float = 0.0  # the largest such move of the reference, anywhere
     reference_rms: float = 0.0  # the fp64 output's RMS over its finite elements (its scale)
+    # Where compiled has new NaN/Inf: the largest finite input magnitude over the dtype's largest
+    # finite value (the input's dtype or this output's, the smaller); 0 = not measured.
+    input_peak_fraction: float = 0.0
 
     @property
     def fp32_worse(self) -> bool:

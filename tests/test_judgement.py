@@ -239,3 +239,40 @@ def test_a_new_nan_is_suspect_when_fp64_itself_goes_nan_a_ulp_away():
     assert severity_of(ill).rule == "nan-inf-ill-conditioned" and severity_of(ill).severity is Severity.SUSPECT
     steady = _one(eager, compiled, ref, perturbed_reference=lambda d: [("y", ref * (1 + 1e-7))])
     assert severity_of(steady).rule == "nan-inf-new"
+
+
+def test_a_new_nan_on_inputs_at_the_ranges_edge_is_suspect_and_on_ordinary_inputs_a_bug():
+    """The mean of three fp32 values near 3.4e38 (the `near_overflow` recipe): summed in one order
+    they overflow to Inf, then Inf - Inf = NaN; in another they stay finite. fp64 cannot say which
+    order is right, so compiled's NaN is the range's edge (suspect). The same NaN on ordinary
+    inputs, or on an fp16 output whose inputs are a few hundred (a square not upcast), is a bug."""
+    x = torch.tensor([3.0e38, 2.9e38, -3.3e38], dtype=torch.float32)
+    ref = x.double().mean().reshape(1)
+    eager = ref.to(torch.float32)
+    compiled = torch.full_like(eager, float("nan"))
+    edge = severity_of(_one(eager, compiled, ref, inputs=[x]))
+    assert (edge.severity, edge.rule) == (Severity.SUSPECT, "nan-inf-range-edge"), edge
+    assert severity_of(_one(eager, compiled, ref, inputs=[x / 1e36])).rule == "nan-inf-new"
+    assert severity_of(_one(eager, compiled, ref)).rule == "nan-inf-new"  # no inputs given: not measured
+    # The output's dtype bounds the edge too: fp32 inputs near fp16's largest value, an fp16 output.
+    h_ref = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    h_eager = h_ref.to(torch.float16)
+    h_compiled = h_eager.clone()
+    h_compiled[0] = float("inf")
+    near_fp16 = torch.tensor([30000.0, -60000.0])
+    assert severity_of(_one(h_eager, h_compiled, h_ref, inputs=[near_fp16])).rule == "nan-inf-range-edge"
+    assert severity_of(_one(h_eager, h_compiled, h_ref, inputs=[near_fp16.half() / 200])).rule == "nan-inf-new"
+
+
+def test_the_range_edge_rule_end_to_end_with_the_planted_nan_backend():
+    """The real engine on the planted `nan_first` backend (a NaN in the first float output): on the
+    `near_overflow` recipe the new NaN is the range's edge, on the `normal` recipe a bug."""
+    from divfuzz.fuzzer.engine.execute import execute_case
+    from divfuzz.records.config import CompileConfig
+    from seed_specs import unary_bf16
+
+    planted = CompileConfig(backend="divfuzz.fuzzer.engine.planted:nan_first")
+    edge = severity_of(execute_case(unary_bf16("relu", rows=8, dim=16, recipe="near_overflow"), "cpu", planted))
+    assert (edge.severity, edge.rule) == (Severity.SUSPECT, "nan-inf-range-edge"), edge
+    ordinary = severity_of(execute_case(unary_bf16("relu", rows=8, dim=16), "cpu", planted))
+    assert (ordinary.severity, ordinary.rule) == (Severity.BUG, "nan-inf-new"), ordinary

@@ -35,7 +35,7 @@ def execute_against(spec: GraphSpec, device: str, config: CompileConfig, against
         return dataclasses.replace(failed, error_type=f"{b_name}: {failed.error_type}",
                                    against=Against(a_name, b_name, "-", failed="against"))
     with case.clock.span("oracles"), single_thread(case.device_type):
-        verdicts = judge_outputs(b_out, a_out, case.reference, case.bounds)
+        verdicts = judge_outputs(b_out, a_out, case.reference, case.bounds, inputs=case.inputs)
         points = _three_points(case.eager, a_out, b_out, case.reference)
     status = Status.DIVERGED if any(v.differs for v in verdicts) else Status.OK
     judgement = further_from_fp64(points, a_name, b_name)

@@ -152,7 +152,7 @@ def judge_case(case: "PreparedCase", compiled: Named) -> tuple[OutputVerdict, ..
     reference, bounds = case.reference, case.bounds
     with case.clock.span("oracles"), single_thread(case.device_type):
         return judge_outputs(case.eager, compiled, reference, bounds,
-                             perturbed_reference=lambda draw: perturbed_reference(case, draw))
+                             perturbed_reference=lambda draw: perturbed_reference(case, draw), inputs=case.inputs)
 
 
 def perturbed_reference(case: "PreparedCase", draw: int) -> Named:

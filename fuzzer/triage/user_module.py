@@ -202,7 +202,7 @@ def _verdict(gm, inputs, a, b, ref=None, bounds=None):
         return named(_reference_outputs(gm, perturb_inputs(list(inputs), draw))) or []
 
     outputs = judge_outputs(named(a), named(b), named(ref), {f"output {i}": d for i, d in bounds.items()},
-                            perturbed_reference=perturbed if ref is not None else None)
+                            perturbed_reference=perturbed if ref is not None else None, inputs=list(inputs))
     return verdict_of(outputs)
 
 
