@@ -68,6 +68,10 @@ def test_divfuzz_bench_runs_a_default_campaign_and_reads_where_its_time_went_fro
     assert b.cases == 3 and b.workers == 1 and b.timings_file is not None
     # Every second of the slot's life is accounted for once: start-up + cases + waits + after its last case.
     assert abs(sum(b.slot_time.values()) - b.workers * b.span_s) < 0.5, (b.slot_time, b.span_s)
+    # The finish is timed: every slot ends after the last case and before the run does.
+    assert set(b.finish) == {"slots_done", "pool_done"}, b.finish  # --max-cases: no budget, no work end
+    assert b.last_case_s <= b.finish["slots_done"] <= b.finish["pool_done"] <= b.span_s, (b.finish, b.last_case_s, b.span_s)
+    assert "the finish: every slot ended at" in text
     assert b.stages["compile_forward"] > 0 and b.slot_time["in the worker"] >= b.stages["compile_forward"]
     assert 0 < b.rate_over_run < b.rate_past_startup
 

@@ -45,6 +45,9 @@ class Breakdown:
     analyses: dict = field(default_factory=dict)  # count, filed, seconds, workers (timings file)
     budget_s: float | None = None
     drawing_stopped_s: float | None = None
+    # After the start: the budget's work end, every slot ended, the analysis pool ended (the run's
+    # end is span_s; summary and report.html come after it).
+    finish: dict = field(default_factory=dict)
     pending_by_severity: dict = field(default_factory=dict)
     timings_file: Path | None = None
 
@@ -154,13 +157,14 @@ def campaign_breakdown(path: Path, run_id: int | None = None) -> Breakdown:
     if isinstance(extra.get("pending_by_severity"), dict):
         pending = {str(k): int(_number(v, f"{where}: pending_by_severity[{k!r}]")) for k, v in extra["pending_by_severity"].items()}
     stopped = opt("drawing_stopped")
+    finish = {k: opt(k) - start for k in ("work_end", "slots_done", "pool_done") if opt(k) is not None}
     return Breakdown(
         store=store_path, run_id=run["id"], device=str(run["device"]), workers=workers, cases=len(cases),
         span_s=end - start, first_case_s=(min(stamps) - start) if stamps else None,
         last_case_s=(max(stamps) - start) if stamps else None, stages=dict(stages), slot_time=dict(slot_time),
         driver=driver, analyses=analyses, budget_s=opt("budget_s"),
         drawing_stopped_s=(stopped - start) if stopped is not None else None, pending_by_severity=pending,
-        timings_file=extra_path,
+        timings_file=extra_path, finish=finish,
     )
 
 
@@ -191,6 +195,10 @@ def breakdown_table(b: Breakdown) -> str:
                    ("after its last case", "drawing stopped: minimizing, then shutdown")):
         v = b.slot_time.get(k, 0.0)
         lines.append(f"| {k} ({why}) | {v:.1f} | {v / n * 1000:.0f} | {v / slot_total * 100 if slot_total else 0:.1f}% |")
+    if b.finish:
+        names = {"work_end": "the budget's work end", "slots_done": "every slot ended", "pool_done": "the analysis pool ended"}
+        lines += ["", "the finish: " + ", ".join(f"{names[k]} at {v:.1f} s" for k, v in b.finish.items())
+                  + f", the run ended at {b.span_s:.1f} s (the summary and report.html follow)"]
     if b.driver:
         lines += ["", "the driver's own time, summed over the slots' threads: "
                   + ", ".join(f"{k} {v:.1f} s ({v / n * 1000:.0f} ms per case)" for k, v in b.driver.items())]

@@ -296,6 +296,9 @@ class Campaign:
         self.deadline = (opts.budget_from or time.time()) + opts.budget_s if opts.budget_s else None
         self.work_end = self.deadline - schedule.FINISH_RESERVE_S if self.deadline else None
         self.cut_at_end = False
+        # The finish, for `bench --breakdown`: when every slot had ended, when the analysis pool had.
+        self.slots_done_at: float | None = None
+        self.pool_done_at: float | None = None
         self.case_walls: list[float] = []
         self.threads_per_worker = int(self.worker_env["DIVFUZZ_WORKER_THREADS"])
         self.analyzer = None
@@ -378,6 +381,7 @@ class Campaign:
                     next_look = now + 1.0
                     if next_look >= self.work_end - self._drawing_reserve():  # the next look might come too late
                         self._stop_drawing()
+            self.slots_done_at = time.time()
             self._drain_pool(done)
         except KeyboardInterrupt:
             interrupted = True
@@ -385,6 +389,7 @@ class Campaign:
         if self.pool is not None:  # no pool thread may touch the store once the run is closed
             self.pool.abort()
             self.pool.wait(30)
+        self.pool_done_at = time.time()
         if self.failure is not None:
             self._interrupt(done)  # the other slots: their cases in flight are dropped, not stored
             self._record_failure()
@@ -496,6 +501,7 @@ class Campaign:
             "run_id": self.run_id, "workers": self.opts.workers, "budget_s": self.opts.budget_s,
             "budget_from": self.opts.budget_from, "started": p.started, "ended": time.time(),
             "deadline": self.deadline, "work_end": self.work_end, "drawing_stopped": p.drawing_stopped,
+            "slots_done": self.slots_done_at, "pool_done": self.pool_done_at,
             "cut_at_end": self.cut_at_end, "cases": p.cases, "driver_timings": dict(p.timings),
             "analysis_workers": (self.pool.size if self.pool is not None else 0),
             "analyses": [asdict(t) | {"wall_s": t.wall_s} for t in (self.pool.timings if self.pool is not None else ())],
