@@ -1070,48 +1070,34 @@ def _draw_index(draw, metas):
 
 
 INDEX_PARAMS = {"size": Choice(INDEX_SIZES), "pattern": Choice(INDEX_PATTERNS)}
-_edge(
-    OpDef(
-        name="gather",
+
+
+def _last_dim_index_op(name: str, code) -> OpDef:
+    """An index op whose output is its input with the last dim resized to `size` (gather,
+    index_select, scatter_add): one float input, the index drawn by `_draw_index`."""
+    return OpDef(
+        name=name,
         family="index",
         arity=1,
         accepts=_one_float,
         infer=lambda metas, p: Meta(metas[0].shape[:-1] + (p["size"],), metas[0].dtype),
-        code=lambda a, p: (
-            f"torch.gather({a[0]}, -1, {_index(p['pattern'], _num(p['size']), f'{a[0]}.shape[-1]', a[0])}"
-            f".expand({a[0]}.shape[:-1] + ({_num(p['size'])},)))"
-        ),
+        code=code,
         params=INDEX_PARAMS,
         draw_params=_draw_index,
     )
-)
-_edge(
-    OpDef(
-        name="index_select",
-        family="index",
-        arity=1,
-        accepts=_one_float,
-        infer=lambda metas, p: Meta(metas[0].shape[:-1] + (p["size"],), metas[0].dtype),
-        code=lambda a, p: f"torch.index_select({a[0]}, -1, {_index(p['pattern'], _num(p['size']), f'{a[0]}.shape[-1]', a[0])})",
-        params=INDEX_PARAMS,
-        draw_params=_draw_index,
-    )
-)
-_edge(
-    OpDef(
-        name="scatter_add",
-        family="index",
-        arity=1,
-        accepts=_one_float,
-        infer=lambda metas, p: Meta(metas[0].shape[:-1] + (p["size"],), metas[0].dtype),
-        code=lambda a, p: (
-            f"{a[0]}.new_zeros({a[0]}.shape[:-1] + ({_num(p['size'])},)).scatter_add(-1, "
-            f"{_index(p['pattern'], f'{a[0]}.shape[-1]', _num(p['size']), a[0])}.expand({a[0]}.shape), {a[0]})"
-        ),
-        params=INDEX_PARAMS,
-        draw_params=_draw_index,
-    )
-)
+
+
+_edge(_last_dim_index_op("gather", lambda a, p: (
+    f"torch.gather({a[0]}, -1, {_index(p['pattern'], _num(p['size']), f'{a[0]}.shape[-1]', a[0])}"
+    f".expand({a[0]}.shape[:-1] + ({_num(p['size'])},)))"
+)))
+_edge(_last_dim_index_op("index_select", lambda a, p: (
+    f"torch.index_select({a[0]}, -1, {_index(p['pattern'], _num(p['size']), f'{a[0]}.shape[-1]', a[0])})"
+)))
+_edge(_last_dim_index_op("scatter_add", lambda a, p: (
+    f"{a[0]}.new_zeros({a[0]}.shape[:-1] + ({_num(p['size'])},)).scatter_add(-1, "
+    f"{_index(p['pattern'], f'{a[0]}.shape[-1]', _num(p['size']), a[0])}.expand({a[0]}.shape), {a[0]})"
+)))
 _edge(
     OpDef(
         name="index_add",
