@@ -71,15 +71,15 @@ def judge_outputs(eager: Named, compiled: Named, reference: Named | None, bounds
     verdicts = [judge_output(name, e, comp.get(name), ref.get(name), bounds.get(name)) for name, e in eager]
     known = {name for name, _ in eager}
     verdicts += [OutputVerdict(name, mismatch=f"missing in eager, {_type_of(c)} compiled") for name, c in compiled if name not in known]
+    # First the range's edge (free), so that a NaN it explains costs no fp64 reruns.
+    verdicts = [_with_input_peak(v, inputs) for v in verdicts]
     suspects = [i for i, v in enumerate(verdicts) if _needs_conditioning(v)]
     if suspects and perturbed_reference is not None:
         draws = [dict(perturbed_reference(d)) for d in range(CONDITIONING_DRAWS)]
         for i in suspects:
             name, e = eager[i]
-            verdicts[i] = judge_output(name, e, comp.get(name), ref.get(name), bounds.get(name),
-                                       perturbed=[d[name] for d in draws if name in d])
-    if inputs is not None:
-        verdicts = [_with_input_peak(v, inputs) for v in verdicts]
+            verdicts[i] = _with_input_peak(judge_output(name, e, comp.get(name), ref.get(name), bounds.get(name),
+                                                        perturbed=[d[name] for d in draws if name in d]), inputs)
     return tuple(verdicts)
 
 
@@ -97,9 +97,9 @@ def input_peak_fraction(inputs: Sequence, dtype: torch.dtype) -> float:
     return peak
 
 
-def _with_input_peak(v: OutputVerdict, inputs: Sequence) -> OutputVerdict:
+def _with_input_peak(v: OutputVerdict, inputs: Sequence | None) -> OutputVerdict:
     fc = v.float_cmp
-    if fc is None or not fc.n_nonfinite_new:
+    if inputs is None or fc is None or not fc.n_nonfinite_new:
         return v
     fraction = input_peak_fraction(inputs, getattr(torch, fc.dtype))
     return dataclasses.replace(v, float_cmp=dataclasses.replace(fc, input_peak_fraction=fraction))

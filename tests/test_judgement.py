@@ -276,3 +276,22 @@ def test_the_range_edge_rule_end_to_end_with_the_planted_nan_backend():
     assert (edge.severity, edge.rule) == (Severity.SUSPECT, "nan-inf-range-edge"), edge
     ordinary = severity_of(execute_case(unary_bf16("relu", rows=8, dim=16), "cpu", planted))
     assert (ordinary.severity, ordinary.rule) == (Severity.BUG, "nan-inf-new"), ordinary
+
+
+def test_a_nan_at_the_ranges_edge_costs_no_fp64_reruns():
+    """The range's edge is read from the inputs before conditioning: a NaN it explains is not a bug
+    candidate, so the perturbed fp64 references are never run for it."""
+    x = torch.tensor([3.0e38, 2.9e38, -3.3e38], dtype=torch.float32)
+    ref = x.double().mean().reshape(1)
+    eager = ref.to(torch.float32)
+    compiled = torch.full_like(eager, float("nan"))
+    calls = []
+
+    def perturbed(draw):
+        calls.append(draw)
+        return [("y", ref)]
+
+    assert severity_of(_one(eager, compiled, ref, perturbed_reference=perturbed, inputs=[x])).rule == "nan-inf-range-edge"
+    assert calls == []
+    assert severity_of(_one(eager, compiled, ref, perturbed_reference=perturbed, inputs=[x / 1e36])).rule == "nan-inf-new"
+    assert calls == list(range(CONDITIONING_DRAWS))
