@@ -166,3 +166,34 @@ def test_a_user_modules_culprit_uses_the_same_summary_as_a_campaigns():
     campaign = Culprit(stage="aot_eager_decomp_partition", summary="").with_bisect(_DECOMPOSITION)
     assert named == campaign and named.summary == "decomposition of aten.native_layer_norm"
     assert named.subsystem == "decomposition" and named.detail == "aten.native_layer_norm"  # what peeling removes next
+
+
+class _CountingWorker:
+    """A real `Worker`, with every case it is asked to run counted by (spec digest, config)."""
+
+    def __init__(self, device: str):
+        self.inner = Worker(device)
+        self.runs: list[tuple[str, CompileConfig]] = []
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def run(self, request, timeout_s):
+        self.runs.append((request.spec.digest(), request.config))
+        return self.inner.run(request, timeout_s)
+
+
+def test_an_analysis_compiles_each_spec_and_config_once_and_probes_the_input_up_to_its_first_fix():
+    # Real Inductor on the CPU: the fused bf16 gate, which emulate_precision_casts (the first probe) removes.
+    spec = sigmoid_gate(64, 32)
+    worker = _CountingWorker("cpu")
+    try:
+        a = analyze_finding(spec, worker=worker, device="cpu", config=CompileConfig(), kind="bf16-ulp", budget_s=20, timeout_s=120)
+    finally:
+        worker.stop()
+    assert "emulate_precision_casts" in a.culprit.summary
+    repeated = [pair for pair in set(worker.runs) if worker.runs.count(pair) > 1]
+    assert not repeated, repeated
+    # On the input, no probe after the first fix runs: its culprit is named by that fix alone.
+    probed_on_input = [cfg for digest, cfg in worker.runs if digest == spec.digest() and cfg.inductor]
+    assert probed_on_input == [CompileConfig().with_inductor(emulate_precision_casts=True)]

@@ -92,11 +92,15 @@ def analyze_finding(
 ) -> Analysis:
     """Minimize a case that shows a finding of `kind`, keeping its culprit, and attribute the result.
 
-    1. a cheap culprit on the input (stage ladder and Inductor probes, no bisector);
+    1. a cheap culprit on the input (stage ladder and Inductor probes up to the first switch that
+       removes it, which alone names a culprit without the bisector; no bisector);
     2. `minimize_spec` with a predicate that keeps that culprit (`attribute.guard_configs`: a
        decomposition bug is checked on `aot_eager_decomp_partition`, an Inductor bug that a switch
        removes is checked with and without the switch);
     3. the full attribution (with `compiler_bisector`) of the minimal spec.
+    A (spec, config) pair is compiled once per analysis: every verdict is kept (`seen`), and a rung,
+    probe or guard run already (the input's when nothing shrank, the minimizer's last candidate's)
+    is read from there.
     """
     seen: dict = {}
 
@@ -104,11 +108,11 @@ def analyze_finding(
         seen[(s.digest(), cfg)] = verdict
 
     common = dict(worker=worker, device=device, strict=strict, timeout_s=timeout_s, on_verdict=record, oracle=oracle,
-                  perf_margin=perf_margin)
+                  perf_margin=perf_margin, known=seen)
     minimized, note = None, ""
     current = spec
     if kind not in _NO_MINIMIZE:
-        rough = attribute_case(spec, config=config, kind=kind, bisect=False, **common)
+        rough = attribute_case(spec, config=config, kind=kind, bisect=False, first_fix_only=True, **common)
         if _by_design(seen.get((spec.digest(), config)), rough):
             # A documented precision knob removes it: named by the cheap culprit, never minimized in a campaign.
             return Analysis(spec, rough, None, seen.get((spec.digest(), config)), f"not minimized: by-design ({rough.summary})")
@@ -116,7 +120,7 @@ def analyze_finding(
         predicate = case_predicate(
             worker, device=device, config=must_fail, kind=kind, timeout_s=timeout_s, strict=strict,
             must_pass_with=must_pass, on_verdict=record, severity=_severity_seen(seen.get((spec.digest(), must_fail))),
-            oracle=oracle, perf_margin=perf_margin,
+            oracle=oracle, perf_margin=perf_margin, known=seen,
         )
         try:
             minimized = minimize_spec(spec, predicate, budget_s=budget_s, log=log)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import io
 from dataclasses import replace
-from typing import Any
+from typing import Any, Mapping
 
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.records.config import CompileConfig
@@ -122,15 +122,25 @@ def attribute_case(
     on_verdict=None,
     oracle: str = "numeric",
     perf_margin: float | None = None,
+    known: Mapping | None = None,
+    first_fix_only: bool = False,
 ) -> Culprit:
     """The culprit of a case that shows a finding of `kind` under `config`: the stage ladder, then
     (for Inductor) the probes, then (with `bisect`) the bisector's narrowing. A perf finding
     (`oracle="perf"`) is probed with the scheduling switches (`PERF_PROBES`) and never bisected:
-    the bisector's many steps would each need a noisy timing."""
+    the bisector's many steps would each need a noisy timing.
+
+    `known` maps (spec digest, config) to a verdict already seen for this spec (the minimizer's
+    runs, an earlier attribution's): a rung or probe found there is not compiled again.
+    `first_fix_only` stops the probes at the first switch that removes the finding: a culprit
+    without the bisector is named by its first fix alone (`summarize`), so the summary and the
+    guard configs (`guard_configs`) are the same, with the later switches' compiles spared."""
     def outcome(cfg: CompileConfig) -> str:
-        verdict = worker.run(CaseRequest(spec, device, cfg, oracle=oracle, perf_margin=perf_margin), timeout_s)
-        if on_verdict is not None:
-            on_verdict(spec, cfg, verdict)
+        verdict = known.get((spec.digest(), cfg)) if known is not None else None
+        if verdict is None:
+            verdict = worker.run(CaseRequest(spec, device, cfg, oracle=oracle, perf_margin=perf_margin), timeout_s)
+            if on_verdict is not None:
+                on_verdict(spec, cfg, verdict)
         return _outcome(verdict, kind, strict)
 
     # A perf finding climbs aot_eager only: the decomposed graph run eagerly is slow by nature
@@ -142,7 +152,7 @@ def attribute_case(
     probes: tuple[tuple[str, str], ...] = ()
     fixes: tuple[str, ...] = ()
     if _kind_of(ladder[-1][1]) == kind:
-        probes, fixes = _probe_switches(outcome, config, kind, device=device, stage=stage)
+        probes, fixes = _probe_switches(outcome, config, kind, device=device, stage=stage, first_fix_only=first_fix_only)
     culprit = Culprit(stage=stage, summary="", fixes=fixes, ladder=ladder, probes=probes)
     if bisect and kind not in {k.value for k in PERF_KINDS}:
         return _narrow_by_bisector(culprit, worker, spec, device=device, config=config, kind=kind, strict=strict, timeout_s=timeout_s)
@@ -166,10 +176,13 @@ def _climb_ladder(outcome, config: CompileConfig, kind: str, rungs: tuple[str, .
     return tuple(ladder), stage
 
 
-def _probe_switches(outcome, config: CompileConfig, kind: str, *, device: str, stage: str) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+def _probe_switches(outcome, config: CompileConfig, kind: str, *, device: str, stage: str,
+                    first_fix_only: bool = False) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
     """(probes, fixes): each Inductor switch set alone, and the ones that remove `kind`.
     Past the AOT rungs only emulate_precision_casts is probed (for the report); when the stage is
-    Inductor itself every switch is."""
+    Inductor itself every switch is, up to the first fix when `first_fix_only` (numerics only:
+    perf fixes are ranked by how fast each makes compiled, which needs them all)."""
+    first_fix_only = first_fix_only and kind not in {k.value for k in PERF_KINDS}
     probes: list[tuple[str, str]] = []
     fixes: list[str] = []
     for key, value in available_probes(device, probe_table(kind)):
@@ -179,6 +192,8 @@ def _probe_switches(outcome, config: CompileConfig, kind: str, *, device: str, s
         probes.append((f"{key}={value!r}", got))
         if _kind_of(got) != kind:
             fixes.append(key)
+            if first_fix_only:
+                break
     if kind in {k.value for k in PERF_KINDS}:  # the switch that makes compiled fastest first
         ratio = {p.split("=", 1)[0]: float(o.rsplit(" ", 1)[-1].rstrip("x")) for p, o in probes if o.endswith("x")}
         fixes.sort(key=lambda k: ratio.get(k, float("inf")))

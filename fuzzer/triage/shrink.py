@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Mapping
 
 from divfuzz.generators.spec import GraphSpec, InputRecipe
 from divfuzz.generators.surgery import (
@@ -366,6 +366,7 @@ def case_predicate(
     severity: str | None = None,
     oracle: str = "numeric",
     perf_margin: float | None = None,
+    known: Mapping | None = None,
 ) -> Predicate:
     """`spec -> bool`: running `spec` under `config` in `worker` gives a finding of `kind`
     (and, when `severity` is given, one at least that severe: a bug must not shrink into noise).
@@ -374,13 +375,16 @@ def case_predicate(
     finding of `kind` under it (e.g. with the Inductor switch that removes the divergence).
     With `oracle="perf"` each candidate is timed (`divfuzz.fuzzer.engine.execute_perf`: a bounded number of
     pairs) and must stay slower by the margin, at the same severity (a slowdown must not shrink
-    into the compiled wrapper's fixed cost).
+    into the compiled wrapper's fixed cost). `known` maps (spec digest, config) to a verdict
+    already seen (the input's, from the culprit's rough pass): that pair is not run again.
     """
 
     def same_kind(spec: GraphSpec, cfg, keep_severity: bool = False) -> bool:
-        verdict = worker.run(CaseRequest(spec, device, cfg, oracle=oracle, perf_margin=perf_margin), timeout_s)
-        if on_verdict is not None:
-            on_verdict(spec, cfg, verdict)
+        verdict = known.get((spec.digest(), cfg)) if known is not None else None
+        if verdict is None:
+            verdict = worker.run(CaseRequest(spec, device, cfg, oracle=oracle, perf_margin=perf_margin), timeout_s)
+            if on_verdict is not None:
+                on_verdict(spec, cfg, verdict)
         finding = finding_of(verdict, strict=strict)
         if finding is None or finding.kind.value != kind:
             return False
