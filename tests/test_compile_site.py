@@ -109,3 +109,22 @@ def test_a_training_step_compiles_its_backward_under_the_overrides():
         fn(x).backward()
     assert seen == [not before, not before]  # forward, then backward
     assert x.grad is not None and torch.allclose(x.grad, 2 * x.detach().cos())
+
+
+def test_a_compared_compile_skips_pointwise_autotuning_and_a_timed_one_keeps_torchs_default():
+    import torch
+    import torch._inductor.config as inductor_config
+
+    from divfuzz.fuzzer.engine.compile import NUMERICS_NEUTRAL
+
+    assert ("triton.autotune_pointwise", False) in NUMERICS_NEUTRAL
+    default = inductor_config.triton.autotune_pointwise
+    assert default is True  # torch's own default: what the perf oracle times
+    with compiled(torch.sin, CompileConfig()):
+        assert inductor_config.triton.autotune_pointwise is False
+    with compiled(torch.sin, CompileConfig(), timed=True):
+        assert inductor_config.triton.autotune_pointwise is True
+    # the case's own overrides still apply on top (max_autotune_pointwise turns tuning back on in Triton's heuristics)
+    with compiled(torch.sin, CompileConfig().with_inductor(max_autotune_pointwise=True)):
+        assert inductor_config.max_autotune_pointwise is True and inductor_config.triton.autotune_pointwise is False
+    assert inductor_config.triton.autotune_pointwise is default

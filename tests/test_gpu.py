@@ -69,3 +69,34 @@ def test_cuda_campaign_writes_repros_that_exit_1(tmp_path):
             continue
         proc = subprocess.run([sys.executable, str(Path(b.folder) / "repro.py")], capture_output=True, text=True, timeout=600)
         assert proc.returncode == 1, proc.stdout[-1500:] + proc.stderr[-1500:]
+
+
+def test_pointwise_kernels_compiled_for_comparison_are_not_timed_and_give_the_same_bits():
+    """`compile.NUMERICS_NEUTRAL`: a compared compile builds one config per pointwise kernel and
+    times none (the autotuner's benchmark timer does not move), with the bits of torch's default
+    compile, forward and backward, on a 1-D and a 2-D (transposing) pointwise graph."""
+    import torch
+    from torch._dynamo.utils import compilation_time_metrics
+
+    from divfuzz.fuzzer.engine.compile import compiled
+
+    def graph(x, y):
+        return (torch.nn.functional.gelu(x) * y.sigmoid() + x.t().contiguous().t()).tanh()
+
+    def run(timed: bool):
+        torch.manual_seed(0)
+        x = torch.randn(384, 640, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        y = torch.randn(384, 640, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        with compiled(graph, CompileConfig().with_inductor(fx_graph_cache=False), timed=timed) as fn:
+            compilation_time_metrics.clear()  # (Dynamo's reset, on entering, may clear it too)
+            out = fn(x, y)
+            out.backward(torch.ones_like(out))
+            torch.cuda.synchronize()
+            benchmarks = len(compilation_time_metrics.get("CachingAutotuner.benchmark_all_configs", []))
+        return [out.detach(), x.grad, y.grad], benchmarks
+
+    tuned, tuned_benchmarks = run(timed=True)
+    compared, compared_benchmarks = run(timed=False)
+    assert tuned_benchmarks > 0 and compared_benchmarks == 0, (tuned_benchmarks, compared_benchmarks)
+    for name, a, b in zip(("out", "grad x", "grad y"), tuned, compared):
+        assert torch.equal(a.view(torch.int16), b.view(torch.int16)), f"{name}: {(a != b).sum().item()} elements differ"

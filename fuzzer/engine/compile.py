@@ -24,6 +24,16 @@ from divfuzz.records.errors import ConfigError
 from divfuzz.fuzzer.engine.own_backends import resolve_own_backend
 
 
+# Inductor settings that change how long a compile takes and how fast its kernels run, never the
+# bits they compute. Pointwise autotuning compiles each pointwise Triton kernel with several block
+# sizes (2 for a 1-D kernel, 6 for a 2-D one) and times every one on the GPU at its first call; a
+# pointwise kernel computes each element alone, so its block size cannot change a result (a
+# reduction's config can, and is left as torch picks it). Applied to every compile whose outputs
+# are compared; a compile whose speed is measured (the perf oracle: `compiled(..., timed=True)`)
+# keeps torch's defaults, since there the pick is what is under test.
+NUMERICS_NEUTRAL = (("triton.autotune_pointwise", False),)
+
+
 def resolve_backend(name: str):
     """The backend callable or registered name that `torch.compile(backend=...)` takes.
 
@@ -72,6 +82,7 @@ def compiled(
     *,
     decompositions: tuple[str, ...] | list[str] = (),
     backend_fn: Callable | None = None,
+    timed: bool = False,
 ) -> Iterator[Callable]:
     """Yield `fn` compiled under `config`, from a fresh Dynamo state, with `config`'s Inductor
     overrides applied (`torch._inductor.config.patch`) and the `decompositions` (aten op names)
@@ -84,20 +95,24 @@ def compiled(
     one-graph chooser); everything else about the compile still comes from `config`.
     Invariant: `torch._dynamo.reset()` runs first, so no earlier compile (nor its guards) is
     reused; the bisector relies on that, as it swaps backends between calls.
+    Unless `timed` (the compiled code's speed is what is measured), `NUMERICS_NEUTRAL` applies
+    beneath `config`'s own overrides: the same bits, fewer kernels compiled and timed.
     """
     backend = backend_fn if backend_fn is not None else resolve_backend(config.backend)
     torch._dynamo.reset()
-    with _inductor_overrides(config), decompositions_removed(decompositions):
+    with _inductor_overrides(config, timed=timed), decompositions_removed(decompositions):
         yield torch.compile(fn, backend=backend, dynamic=config.dynamic, mode=config.mode)
 
 
-def _inductor_overrides(config: CompileConfig):
-    if not config.inductor:
+def _inductor_overrides(config: CompileConfig, *, timed: bool = False):
+    """`config`'s Inductor overrides, over `NUMERICS_NEUTRAL` unless the compile is `timed`."""
+    overrides = ({} if timed else dict(NUMERICS_NEUTRAL)) | dict(config.inductor)
+    if not overrides:
         return contextlib.nullcontext()
     # lazy: heavy: Dynamo/Inductor cost ~0.8 s beyond torch; only processes that compile load them
     import torch._inductor.config as inductor_config
 
-    return inductor_config.patch(dict(config.inductor))
+    return inductor_config.patch(overrides)
 
 
 def validate_inductor_overrides(overrides: dict[str, Any], *, where: str = "--inductor") -> None:

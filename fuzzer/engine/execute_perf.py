@@ -107,7 +107,7 @@ def wrapper_overhead(device: str, config: CompileConfig, threads: int | None) ->
 
     timer = _timer(device)
     result: dict[str, float] = {}
-    with compiled_under(tiny, config) as fast:
+    with compiled_under(tiny, config, timed=True) as fast:
         for phase in OVERHEAD_PHASES:
             def run(f, phase=phase):
                 if phase == "fwd":
@@ -154,7 +154,7 @@ def execute_perf_case(spec: GraphSpec, device: str, config: CompileConfig, *, ma
             if self_check:
                 other_fn = build_callable(spec, device_type)
             else:
-                other_fn = session.enter_context(compiled_under(build_callable(spec, device_type), config))
+                other_fn = session.enter_context(compiled_under(build_callable(spec, device_type), config, timed=True))
             other_phases = phase_callables(spec, other_fn, inputs)
             for _ in range(WARMUP_CALLS):
                 for name in eager_phases:

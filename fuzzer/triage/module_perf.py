@@ -94,7 +94,7 @@ def perf_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: str 
     config = CompileConfig(backend=backend).with_inductor(**(inductor or {}))
 
     def timed(cfg: CompileConfig) -> tuple[PerfComparison, ...]:
-        with compiled(run.forward_fn(model), cfg) as fast:
+        with compiled(run.forward_fn(model), cfg, timed=True) as fast:
             return _time(timer, eager, _phases(run, model, fast, args, kwargs), margin=margin, device=device, dtype=data_dtype)
 
     phases = timed(config)
