@@ -197,3 +197,25 @@ def test_an_analysis_compiles_each_spec_and_config_once_and_probes_the_input_up_
     # On the input, no probe after the first fix runs: its culprit is named by that fix alone.
     probed_on_input = [cfg for digest, cfg in worker.runs if digest == spec.digest() and cfg.inductor]
     assert probed_on_input == [CompileConfig().with_inductor(emulate_precision_casts=True)]
+
+
+def test_an_analysis_past_its_deadline_files_the_ladders_culprit_without_probes_minimizer_or_bisector():
+    import time
+
+    from divfuzz.records.culprit import NOT_ATTRIBUTED
+
+    spec = sigmoid_gate(64, 32)
+    worker = _CountingWorker("cpu")
+    try:
+        t0 = time.monotonic()
+        a = analyze_finding(spec, worker=worker, device="cpu", config=CompileConfig(), kind="bf16-ulp", budget_s=20, timeout_s=120,
+                            deadline=time.monotonic() + 0.5)
+        wall = time.monotonic() - t0
+    finally:
+        worker.stop()
+    # Only the stage ladder ran (aot_eager, aot_eager_decomp_partition, the case's own config), each once.
+    assert sorted(cfg.backend for _, cfg in worker.runs) == ["aot_eager", "aot_eager_decomp_partition", "inductor"]
+    assert a.minimized is None and "time ran out" in a.note
+    assert a.culprit.probes == () and a.culprit.bisect_note.startswith(NOT_ATTRIBUTED)
+    assert NOT_ATTRIBUTED in a.signature()
+    assert wall < 60, wall

@@ -332,7 +332,8 @@ class Campaign:
         # Every worker is pinned and sees its GPU as plain 'cuda' (or runs on the CPU).
         self.analyzer = BucketAnalyzer(device=self.slot_devices[0].worker_device, config=opts.config, strict=opts.strict,
                                        budget_s=opts.minimize_budget_s, timeout_s=opts.timeout_s,
-                                       store=self.store, oracle=opts.oracle, perf_margin=opts.perf_margin)
+                                       store=self.store, oracle=opts.oracle, perf_margin=opts.perf_margin,
+                                       span_factor=schedule.ANALYSIS_SPAN_FACTOR)
         count = opts.analysis_workers if opts.analysis_workers is not None else size_analysis_workers(opts.workers).workers
         if count < 0:
             raise ConfigError(f"Expected analysis_workers >= 0 but got analysis_workers={count!r}")
@@ -409,10 +410,13 @@ class Campaign:
         if self.pool is None:
             return schedule.Measured(case_s=case_s)
         done = [t for t in self.pool.timings if t.filed]
-        running = self.pool.longest_running_s()  # a lower bound while none has finished (or one runs long)
-        walls = [sum(t.wall_s for t in done) / len(done)] if done else []
+        # The mean of the finished ones; while none has, the longest running (a lower bound). One
+        # that runs long does not raise the estimate for those queued: each ends by its own
+        # deadline (`schedule.ANALYSIS_SPAN_FACTOR`), which `analysis_budget` keeps before work_end.
+        running = self.pool.longest_running_s()
+        mean = sum(t.wall_s for t in done) / len(done) if done else None
         attribution = [t.wall_s - t.minimize_s for t in done if t.minimize_s is not None]
-        return schedule.Measured(case_s=case_s, analysis_s=max(walls + [running] if running else walls, default=None),
+        return schedule.Measured(case_s=case_s, analysis_s=mean if mean is not None else (running or None),
                                  attribution_s=sum(attribution) / len(attribution) if attribution else None)
 
     def _drawing_reserve(self) -> float:
@@ -773,7 +777,7 @@ def finish_pending(out_dir: Path, *, budget_s: float, workers: int = 1, timeout_
         filed: list = []
 
         def budget_for() -> float | None:
-            left = deadline - time.time()
+            left = (deadline - time.time()) / schedule.ANALYSIS_SPAN_FACTOR  # the whole analysis ends by the deadline
             return min(minimize_budget_s, left) if left >= MIN_ANALYSIS_S else None
 
         errors: list[BaseException] = []
@@ -781,7 +785,8 @@ def finish_pending(out_dir: Path, *, budget_s: float, workers: int = 1, timeout_
             config = CompileConfig.from_dict(json.loads(config_json))
             places = campaign_slot_devices(device, max(1, min(workers, len(jobs))))
             analyzer = BucketAnalyzer(device=places[0].worker_device, config=config, strict=strict, budget_s=minimize_budget_s,
-                                      timeout_s=timeout_s, oracle=oracle, perf_margin=perf_margin, log=None)
+                                      timeout_s=timeout_s, oracle=oracle, perf_margin=perf_margin, log=None,
+                                      span_factor=schedule.ANALYSIS_SPAN_FACTOR)
 
             def on_done(job, key, analysis, device=device, config=config):
                 result = file_root_cause(store, out_dir, job, key, analysis, device=device, config=config, timeout_s=timeout_s)

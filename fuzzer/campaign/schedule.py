@@ -36,6 +36,12 @@ MAX_RESERVE_SHARE = 0.5
 # CPU up to 10 s) and an analysis's attribution (stage ladder, probes and bisector of the minimal spec).
 DEFAULT_CASE_S = 10.0
 DEFAULT_ATTRIBUTION_S = 20.0
+# An analysis in a campaign ends within this many times its minimization budget: the culprit's
+# passes and the bisector get at most as long as the minimizer (`BucketAnalyzer.span_factor`).
+# Measured on the H100 (a 420 s campaign, torch 2.11): four compile-error analyses whose every
+# compile took 27-37 s (an assertion in Inductor's mix-order reduction) ran 139-265 s each, the
+# bisector unbounded, and were cut unfiled at the budget's end: 821 worker-seconds for nothing.
+ANALYSIS_SPAN_FACTOR = 2.0
 # Severities whose buckets a campaign never minimizes.
 NOT_MINIMIZED = (Severity.NOISE, Severity.BY_DESIGN)
 
@@ -73,12 +79,13 @@ def drawing_reserve(measured: Measured, *, open_bug_analyses: int, places: int, 
 
 def analysis_budget(now: float, work_end: float | None, measured: Measured, minimize_budget_s: float) -> float | None:
     """Minimization seconds for an analysis starting `now`: the per-root-cause budget, capped so that
-    its attribution (measured, else DEFAULT_ATTRIBUTION_S) still ends by `work_end`; None when
-    fewer than MIN_ANALYSIS_S would be left (it stays pending)."""
+    its attribution (measured, else DEFAULT_ATTRIBUTION_S) still ends by `work_end`, and so that the
+    whole analysis (at most ANALYSIS_SPAN_FACTOR times this budget) does; None when fewer than
+    MIN_ANALYSIS_S would be left (it stays pending)."""
     if work_end is None:
         return minimize_budget_s
     attribution = measured.attribution_s if measured.attribution_s is not None else DEFAULT_ATTRIBUTION_S
-    left = work_end - now - attribution
+    left = min(work_end - now - attribution, (work_end - now) / ANALYSIS_SPAN_FACTOR)
     if left < MIN_ANALYSIS_S:
         return None
     return min(minimize_budget_s, left)

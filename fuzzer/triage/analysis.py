@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from dataclasses import dataclass, replace
 from typing import Callable
 from pathlib import Path
@@ -68,6 +69,8 @@ class Analysis:
 
 
 _NO_MINIMIZE = {"hang"}  # each candidate would cost a whole timeout
+# Under a deadline, a minimization given fewer seconds than this is not started.
+MIN_MINIMIZE_S = 5.0
 
 
 def _severity_seen(verdict) -> str | None:
@@ -89,6 +92,7 @@ def analyze_finding(
     log: Callable[[str], None] | None = None,
     oracle: str = "numeric",
     perf_margin: float | None = None,
+    deadline: float | None = None,
 ) -> Analysis:
     """Minimize a case that shows a finding of `kind`, keeping its culprit, and attribute the result.
 
@@ -101,6 +105,14 @@ def analyze_finding(
     A (spec, config) pair is compiled once per analysis: every verdict is kept (`seen`), and a rung,
     probe or guard run already (the input's when nothing shrank, the minimizer's last candidate's)
     is read from there.
+
+    `deadline` (time.monotonic()) bounds the whole analysis, not only its minimization: the first
+    pass's probes stop at half the minimization budget; the minimizer gets what is left once the
+    final attribution has the time the first pass took (the same rungs and probes, on a graph no
+    larger), and none when under `MIN_MINIMIZE_S` is left; the final probes and the bisector stop
+    at the deadline (`attribute_case`). A case whose every compile is slow
+    (a 30 s compile that ends in an assertion) is filed with the culprit its time allowed,
+    instead of holding a worker past the campaign's end.
     """
     seen: dict = {}
 
@@ -108,11 +120,16 @@ def analyze_finding(
         seen[(s.digest(), cfg)] = verdict
 
     common = dict(worker=worker, device=device, strict=strict, timeout_s=timeout_s, on_verdict=record, oracle=oracle,
-                  perf_margin=perf_margin, known=seen)
+                  perf_margin=perf_margin, known=seen, deadline=deadline)
     minimized, note = None, ""
     current = spec
     if kind not in _NO_MINIMIZE:
-        rough = attribute_case(spec, config=config, kind=kind, bisect=False, first_fix_only=True, **common)
+        t_rough = time.monotonic()
+        # The first pass's probes only pick the minimizer's guard: they get half the minimization budget at most.
+        rough_deadline = None if deadline is None else min(deadline, t_rough + budget_s / 2)
+        rough = attribute_case(spec, config=config, kind=kind, bisect=False, first_fix_only=True,
+                               **(common | {"deadline": rough_deadline}))
+        rough_s = time.monotonic() - t_rough
         if _by_design(seen.get((spec.digest(), config)), rough):
             # A documented precision knob removes it: named by the cheap culprit, never minimized in a campaign.
             return Analysis(spec, rough, None, seen.get((spec.digest(), config)), f"not minimized: by-design ({rough.summary})")
@@ -122,11 +139,15 @@ def analyze_finding(
             must_pass_with=must_pass, on_verdict=record, severity=_severity_seen(seen.get((spec.digest(), must_fail))),
             oracle=oracle, perf_margin=perf_margin, known=seen,
         )
-        try:
-            minimized = minimize_spec(spec, predicate, budget_s=budget_s, log=log)
-            current = minimized.spec
-        except MinimizeError as e:
-            note = f"not minimized: {e}"
+        budget = budget_s if deadline is None else min(budget_s, deadline - time.monotonic() - rough_s)
+        if budget < MIN_MINIMIZE_S:
+            note = "not minimized: the analysis's time ran out after the culprit's first pass on the input"
+        else:
+            try:
+                minimized = minimize_spec(spec, predicate, budget_s=budget, log=log)
+                current = minimized.spec
+            except MinimizeError as e:
+                note = f"not minimized: {e}"
     else:
         note = f"not minimized: a {kind} finding costs a whole timeout per candidate"
     culprit = attribute_case(current, config=config, kind=kind, bisect=kind not in _NO_MINIMIZE, **common)
@@ -149,7 +170,7 @@ def perf_knob(culprit: Culprit) -> tuple | None:
 
 class BucketAnalyzer:
     def __init__(self, *, device: str, config, strict: bool, budget_s: float, timeout_s: float, log=None, store=None,
-                 oracle: str = "numeric", perf_margin: float | None = None):
+                 oracle: str = "numeric", perf_margin: float | None = None, span_factor: float | None = None):
         self.device = device
         self.config = config
         self.strict = strict
@@ -159,6 +180,7 @@ class BucketAnalyzer:
         self.store = store  # remembers raw key -> root-cause key across runs (resume)
         self.oracle = oracle
         self.perf_margin = perf_margin
+        self.span_factor = span_factor  # a campaign's: an analysis ends within span_factor x its minimization budget
         self._cache: dict[str, tuple[BucketKey, Analysis]] = {}
         self._lock = threading.Lock()
         self.analyses = 0
@@ -187,19 +209,23 @@ class BucketAnalyzer:
     def analyze(self, spec: GraphSpec, raw_key: BucketKey, worker, *, budget_s: float | None = None) -> tuple[BucketKey, Analysis]:
         """Minimize and attribute `spec` (a case of `raw_key`) in `worker`: its root-cause key and
         the analysis, with no cache and no store (the analysis pool files the answer itself,
-        `Store.resolve_root_cause`). Counted in `analyses` unless the worker was aborted under it."""
+        `Store.resolve_root_cause`). Counted in `analyses` unless the worker was aborted under it.
+        With `span_factor`, the whole analysis ends within that many times its minimization
+        budget (`analyze_finding`'s deadline)."""
+        budget = self.budget_s if budget_s is None else budget_s
         analysis = analyze_finding(
             spec,
             worker=worker,
             device=self.device,
             config=self.config,
             kind=raw_key.kind,
-            budget_s=self.budget_s if budget_s is None else budget_s,
+            budget_s=budget,
             timeout_s=min(self.timeout_s, 300.0),
             strict=self.strict,
             log=self.log,
             oracle=self.oracle,
             perf_margin=self.perf_margin,
+            deadline=None if self.span_factor is None else time.monotonic() + self.span_factor * budget,
         )
         if not worker.aborted:
             with self._lock:

@@ -18,17 +18,22 @@ from __future__ import annotations
 
 import contextlib
 import io
+import time
 from dataclasses import replace
 from typing import Any, Mapping
 
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.records.config import CompileConfig
-from divfuzz.records.culprit import BisectResult, Culprit, summarize
+from divfuzz.records.culprit import NOT_ATTRIBUTED, BisectResult, Culprit, summarize
 from divfuzz.records.outcomes import ERROR_KINDS, PERF_KINDS, Status
 from divfuzz.fuzzer.engine.worker import CaseRequest
 from divfuzz.oracles.findings import finding_of
 
 LADDER = ("aot_eager", "aot_eager_decomp_partition")
+
+# The bisector starts under a deadline only while this many runs as slow as the spec's slowest
+# rung or probe fit before it: it checks each backend, then each subsystem, then bisects one.
+BISECT_STEPS = 6
 
 # Inductor switches that change numerics, with the value that makes Inductor closer to eager.
 # (key, value, devices it means something on)
@@ -124,6 +129,7 @@ def attribute_case(
     perf_margin: float | None = None,
     known: Mapping | None = None,
     first_fix_only: bool = False,
+    deadline: float | None = None,
 ) -> Culprit:
     """The culprit of a case that shows a finding of `kind` under `config`: the stage ladder, then
     (for Inductor) the probes, then (with `bisect`) the bisector's narrowing. A perf finding
@@ -134,14 +140,26 @@ def attribute_case(
     runs, an earlier attribution's): a rung or probe found there is not compiled again.
     `first_fix_only` stops the probes at the first switch that removes the finding: a culprit
     without the bisector is named by its first fix alone (`summarize`), so the summary and the
-    guard configs (`guard_configs`) are the same, with the later switches' compiles spared."""
+    guard configs (`guard_configs`) are the same, with the later switches' compiles spared.
+
+    `deadline` (time.monotonic()) bounds the probes and the bisector, never the ladder (the
+    stage needs it): a probe starts only while one more run as slow as this spec's slowest so
+    far fits before it; the bisector (several such runs) starts only while `BISECT_STEPS` of them
+    fit, and is stopped at the deadline. What was not run says so (`NOT_ATTRIBUTED`)."""
+    slowest = [0.0]
+
     def outcome(cfg: CompileConfig) -> str:
         verdict = known.get((spec.digest(), cfg)) if known is not None else None
         if verdict is None:
+            t0 = time.monotonic()
             verdict = worker.run(CaseRequest(spec, device, cfg, oracle=oracle, perf_margin=perf_margin), timeout_s)
+            slowest[0] = max(slowest[0], time.monotonic() - t0)
             if on_verdict is not None:
                 on_verdict(spec, cfg, verdict)
         return _outcome(verdict, kind, strict)
+
+    def fits(runs: int) -> bool:
+        return deadline is None or time.monotonic() + runs * slowest[0] <= deadline
 
     # A perf finding climbs aot_eager only: the decomposed graph run eagerly is slow by nature
     # (many small kernels), so it says nothing about where compiled code lost time.
@@ -152,10 +170,16 @@ def attribute_case(
     probes: tuple[tuple[str, str], ...] = ()
     fixes: tuple[str, ...] = ()
     if _kind_of(ladder[-1][1]) == kind:
-        probes, fixes = _probe_switches(outcome, config, kind, device=device, stage=stage, first_fix_only=first_fix_only)
+        probes, fixes = _probe_switches(outcome, config, kind, device=device, stage=stage, first_fix_only=first_fix_only,
+                                        may_start=lambda: fits(1))
     culprit = Culprit(stage=stage, summary="", fixes=fixes, ladder=ladder, probes=probes)
     if bisect and kind not in {k.value for k in PERF_KINDS}:
-        return _narrow_by_bisector(culprit, worker, spec, device=device, config=config, kind=kind, strict=strict, timeout_s=timeout_s)
+        if not fits(BISECT_STEPS):
+            culprit = replace(culprit, bisect_note=f"{NOT_ATTRIBUTED}: the analysis's time ran out before the compiler bisector")
+            return replace(culprit, summary=summarize(culprit))
+        bisect_timeout = timeout_s * 4 if deadline is None else min(timeout_s * 4, deadline - time.monotonic())
+        return _narrow_by_bisector(culprit, worker, spec, device=device, config=config, kind=kind, strict=strict,
+                                   timeout_s=bisect_timeout, cut_by_deadline=deadline is not None)
     return replace(culprit, summary=summarize(culprit))
 
 
@@ -177,7 +201,7 @@ def _climb_ladder(outcome, config: CompileConfig, kind: str, rungs: tuple[str, .
 
 
 def _probe_switches(outcome, config: CompileConfig, kind: str, *, device: str, stage: str,
-                    first_fix_only: bool = False) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+                    first_fix_only: bool = False, may_start=lambda: True) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
     """(probes, fixes): each Inductor switch set alone, and the ones that remove `kind`.
     Past the AOT rungs only emulate_precision_casts is probed (for the report); when the stage is
     Inductor itself every switch is, up to the first fix when `first_fix_only` (numerics only:
@@ -188,6 +212,8 @@ def _probe_switches(outcome, config: CompileConfig, kind: str, *, device: str, s
     for key, value in available_probes(device, probe_table(kind)):
         if stage != "inductor" and key != "emulate_precision_casts":
             continue
+        if not may_start():  # the analysis's deadline: the probes run so far stand
+            break
         got = outcome(config.with_inductor(**{key: value}))
         probes.append((f"{key}={value!r}", got))
         if _kind_of(got) != kind:
@@ -201,17 +227,20 @@ def _probe_switches(outcome, config: CompileConfig, kind: str, *, device: str, s
 
 
 def _narrow_by_bisector(culprit: Culprit, worker, spec: GraphSpec, *, device: str, config: CompileConfig, kind: str,
-                        strict: bool, timeout_s: float) -> Culprit:
-    """`culprit` narrowed by `compiler_bisector` (run in the worker: it is in-process only), or
-    with a note saying why the bisector gave nothing; its summary rebuilt either way."""
+                        strict: bool, timeout_s: float, cut_by_deadline: bool = False) -> Culprit:
+    """`culprit` narrowed by `compiler_bisector` (run in the worker: it is in-process only, and
+    stopped after `timeout_s`), or with a note saying why the bisector gave nothing; its summary
+    rebuilt either way. With `cut_by_deadline`, a timeout is the analysis's deadline, not a hang."""
     res = worker.call(
         "divfuzz.fuzzer.triage.attribute:bisect_in_worker",
         {"spec_json": spec.to_json(indent=None), "device": device, "config": config.to_dict(), "kind": kind, "strict": strict},
-        timeout_s * 4,
+        timeout_s,
     )
     if res.error is None and res.value:
         return culprit.with_bisect(BisectResult.from_dict(res.value, where="the bisector's answer"))
-    if res.error is not None:
+    if res.error is not None and cut_by_deadline and res.error.startswith("Timeout"):
+        culprit = replace(culprit, bisect_note=f"{NOT_ATTRIBUTED}: the analysis's time ran out while the compiler bisector ran")
+    elif res.error is not None:
         culprit = replace(culprit, bisect_note=f"bisector failed: {res.error[:300]}")
     return replace(culprit, summary=summarize(culprit))
 
