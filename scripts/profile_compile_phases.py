@@ -1,0 +1,180 @@
+"""Where a campaign case's compile time goes, per Inductor phase, under each compile setting.
+
+    python scripts/profile_compile_phases.py --device cuda --cases 120 --procs 12 --seed 11 \
+        --variants default,default,pointwise1,deterministic
+
+The parent draws `--cases` specs from the campaign's own strategy (`CampaignOptions.strategy`,
+the slots' Hypothesis engines, seed `--seed`), then for each variant runs `--procs` fresh worker
+processes at once (as a campaign's slots: compile threads and torch threads split between them),
+each on every `procs`-th spec, with a fresh Inductor/Triton cache per variant. Each child runs
+`execute_case` per spec and reports its spans, the delta of torch's own per-phase compile timers
+(`torch._dynamo.utils.compilation_time_metrics`: Dynamo, AOT autograd, lowering, Triton
+compile, the autotuner's on-device benchmarks...) and the verdict without its timings.
+
+It prints, per variant: wall, cases/s, the children's start-up, compile forward/backward per case,
+the phases that cost most, and how many verdicts differ from the first variant's (run the first
+variant twice to see what differs between two runs of the same setting: on CUDA a reduction's
+kernel config is picked by timing it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Per variant: whether divfuzz's compile-time-only settings apply (`compile.NUMERICS_NEUTRAL`:
+# no pointwise autotuning), and further Inductor settings, (dotted key, value).
+VARIANTS = {
+    "default": (False, ()),  # torch's defaults, as divfuzz compiled before NUMERICS_NEUTRAL
+    "pointwise1": (True, ()),  # divfuzz's compile now
+    "deterministic": (False, (("deterministic", True),)),
+    "both": (True, (("deterministic", True),)),
+}
+
+
+def draw_specs(device: str, cases: int, seed: int) -> list[str]:
+    """`cases` specs as the campaign's slot 0.. draw them (round-robin over 12 slots' engines)."""
+    from divfuzz.fuzzer.campaign.loop import CampaignOptions, slot_engines
+
+    strategy = CampaignOptions(device=device, out_dir=Path(".")).strategy()
+    specs: list[str] = []
+    per_slot = -(-cases // 12)
+
+    class Enough(BaseException):
+        pass
+
+    for slot in range(12):
+        got: list[str] = []
+
+        def body(spec):
+            got.append(spec.to_json(indent=None))
+            if len(got) >= per_slot:
+                raise Enough
+
+        try:
+            for engine in slot_engines(strategy, seed, slot, body):
+                engine()
+        except Enough:
+            pass
+        specs += got
+    return specs[:cases]
+
+
+def child(args) -> None:
+    threads = int(os.environ.get("DIVFUZZ_WORKER_THREADS", "1"))
+    t0 = time.perf_counter()
+    import torch
+    import torch._inductor.config as ic
+    from torch._dynamo.utils import compilation_time_metrics
+
+    import divfuzz.fuzzer.engine.compile as compile_site
+    from divfuzz.fuzzer.engine.execute import execute_case
+    from divfuzz.generators.spec import GraphSpec
+    from divfuzz.records.config import CompileConfig
+
+    torch.set_num_threads(threads)
+    neutral, settings = VARIANTS[args.variant]
+    if not neutral:
+        compile_site.NUMERICS_NEUTRAL = ()
+    for key, value in settings:
+        obj = ic
+        *parts, last = key.split(".")
+        for p in parts:
+            obj = getattr(obj, p)
+        setattr(obj, last, value)
+    if args.device.startswith("cuda"):
+        torch.cuda.init()
+    started = time.perf_counter() - t0
+    specs = [line for line in Path(args.specs).read_text().splitlines() if line][args.shard::args.procs]
+    out = []
+    for i, text in enumerate(specs):
+        spec = GraphSpec.from_json(text)
+        compilation_time_metrics.clear()  # Dynamo's reset (each compile's start) may clear it too: this case's alone
+        t = time.perf_counter()
+        verdict = execute_case(spec, args.device, CompileConfig())
+        wall = time.perf_counter() - t
+        phases = {k: sum(v) for k, v in compilation_time_metrics.items() if sum(v) > 0}
+        d = verdict.to_dict()
+        spans = d.pop("timings", {})
+        out.append({"digest": spec.digest(), "wall": wall, "spans": spans, "phases": phases, "first": i == 0,
+                    "verdict": json.dumps(d, sort_keys=True)})
+    print(json.dumps({"startup": started, "cases": out}))
+
+
+def run_variant(args, variant: str, specs_file: Path, tmp: Path, n: int) -> dict:
+    cache = tmp / f"cache-{variant}-{n}"
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT),
+               DIVFUZZ_WORKER_THREADS=str(max(1, (os.cpu_count() or 1) // args.procs)),
+               TORCHINDUCTOR_COMPILE_THREADS=str(max(1, (os.cpu_count() or 1) // args.procs)))
+    t0 = time.time()
+    procs = [subprocess.Popen([sys.executable, __file__, "--child", "--variant", variant, "--specs", str(specs_file),
+                               "--shard", str(s), "--procs", str(args.procs), "--device", args.device],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for s in range(args.procs)]
+    results = []
+    for p in procs:
+        out, err = p.communicate()
+        if p.returncode != 0:
+            raise SystemExit(f"child failed ({p.returncode}): {err[-3000:]}")
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    wall = time.time() - t0
+    return {"wall": wall, "startup": [r["startup"] for r in results], "cases": [c for r in results for c in r["cases"]]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--cases", type=int, default=120)
+    ap.add_argument("--procs", type=int, default=12)
+    ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--variants", default="default,default,pointwise1,deterministic")
+    ap.add_argument("--child", action="store_true")
+    ap.add_argument("--variant", default="default")
+    ap.add_argument("--specs")
+    ap.add_argument("--shard", type=int, default=0)
+    args = ap.parse_args()
+    if args.child:
+        child(args)
+        return
+    with tempfile.TemporaryDirectory(prefix="divfuzz-phases-") as d:
+        tmp = Path(d)
+        specs = draw_specs(args.device, args.cases, args.seed)
+        specs_file = tmp / "specs.jsonl"
+        specs_file.write_text("\n".join(specs) + "\n")
+        print(f"{len(specs)} specs (seed {args.seed}), {args.procs} processes per variant, device {args.device}", flush=True)
+        first = None
+        for n, variant in enumerate(args.variants.split(",")):
+            r = run_variant(args, variant, specs_file, tmp, n)
+            cases = r["cases"]
+            warm = [c for c in cases if not c["first"]]
+            fwd = [c["spans"].get("compile", 0.0) - c["spans"].get("compile_backward", 0.0) for c in warm]
+            bwd = [c["spans"].get("compile_backward", 0.0) for c in warm]
+            phases: Counter = Counter()
+            for c in warm:
+                phases.update(c["phases"])
+            verdicts = {c["digest"]: c["verdict"] for c in cases}
+            if first is None:
+                first = verdicts
+            differ = sum(first.get(k) != v for k, v in verdicts.items())
+            print(f"\n## {variant} (run {n}): {len(cases)} cases in {r['wall']:.1f} s = {len(cases) / r['wall']:.2f} cases/s; "
+                  f"start-up (import+init) mean {statistics.mean(r['startup']):.1f} s", flush=True)
+            print(f"first case per process: mean wall {statistics.mean(c['wall'] for c in cases if c['first']):.2f} s; "
+                  f"later cases: wall {statistics.mean(c['wall'] for c in warm):.2f} s, compile fwd {statistics.mean(fwd):.3f} s, "
+                  f"bwd {statistics.mean(bwd):.3f} s per case")
+            print(f"verdicts differing from the first variant's: {differ} of {len(verdicts)}")
+            print("top phases (seconds per later case; nested phases overlap):")
+            for name, s in phases.most_common(16):
+                print(f"  {s / max(1, len(warm)):8.3f}  {name}")
+
+
+if __name__ == "__main__":
+    main()
