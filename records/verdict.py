@@ -228,6 +228,13 @@ class Against:
         return cls(**d)
 
 
+def nested_span(name: str) -> bool:
+    """A span timed inside another, whose seconds are also in the outer one (not added again when
+    a case's time is split by stage): "<span>_backward", the backward's compile and first run
+    inside its compile span ("compile_backward" inside "compile")."""
+    return name.endswith("_backward")
+
+
 @dataclass(frozen=True)
 class Verdict:
     status: Status
@@ -237,6 +244,10 @@ class Verdict:
     timings: tuple[tuple[str, float], ...] = field(default=(), compare=False)
     perf: tuple[PerfComparison, ...] = ()  # the perf oracle's phases; empty for a numeric verdict
     against: Against | None = None  # set only by `--against` cases; older verdicts read as None
+
+    def span_seconds(self) -> float:
+        """The seconds its case spent in the worker's timed spans (nested ones counted once)."""
+        return sum(seconds for name, seconds in self.timings if not nested_span(name))
 
     def to_dict(self) -> dict[str, Any]:
         d = {

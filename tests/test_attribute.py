@@ -219,3 +219,21 @@ def test_an_analysis_past_its_deadline_files_the_ladders_culprit_without_probes_
     assert a.culprit.probes == () and a.culprit.bisect_note.startswith(NOT_ATTRIBUTED)
     assert NOT_ATTRIBUTED in a.signature()
     assert wall < 60, wall
+
+
+def test_the_cases_own_verdict_stands_for_the_ladders_last_rung():
+    import time
+
+    from divfuzz.fuzzer.engine.worker import CaseRequest
+
+    spec = sigmoid_gate(64, 32)
+    worker = _CountingWorker("cpu")
+    try:
+        case_verdict = worker.inner.run(CaseRequest(spec, "cpu", CompileConfig()), 120)  # the campaign's run of the case
+        assert case_verdict.span_seconds() > 0
+        a = analyze_finding(spec, worker=worker, device="cpu", config=CompileConfig(), kind="bf16-ulp", budget_s=20, timeout_s=120,
+                            deadline=time.monotonic() + 0.5, case_verdict=case_verdict)
+    finally:
+        worker.stop()
+    assert sorted(cfg.backend for _, cfg in worker.runs) == ["aot_eager", "aot_eager_decomp_partition"]
+    assert a.verdict is case_verdict and a.culprit.stage == "inductor"

@@ -94,7 +94,7 @@ class _RecordingAnalyzer:
     def __init__(self):
         self.order: list[str] = []
 
-    def analyze(self, spec, raw_key, worker, *, budget_s=None):
+    def analyze(self, spec, raw_key, worker, *, budget_s=None, case_verdict=None):
         self.order.append(raw_key.signature)
         return raw_key, None
 

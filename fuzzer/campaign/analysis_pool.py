@@ -32,11 +32,14 @@ from divfuzz.records.buckets import BucketKey
 
 @dataclass(frozen=True)
 class AnalysisJob:
-    """One open analysis: the raw key and the stored case whose spec is minimized."""
+    """One open analysis: the raw key and the stored case whose spec is minimized, with that
+    case's own verdict when this run ran it under the analysis's config (the stage ladder's last
+    rung is then not compiled again: `analyze_finding`'s `case_verdict`)."""
 
     raw_key: BucketKey
     case_id: int
     spec: GraphSpec
+    verdict: object | None = None  # divfuzz.records.verdict.Verdict
 
 
 @dataclass(frozen=True)
@@ -190,7 +193,7 @@ class AnalysisPool:
                 job, budget = nxt
                 started, filed, minimized = time.time(), False, None
                 try:
-                    key, analysis = self.analyzer.analyze(job.spec, job.raw_key, worker, budget_s=budget)
+                    key, analysis = self.analyzer.analyze(job.spec, job.raw_key, worker, budget_s=budget, case_verdict=job.verdict)
                     minimized = getattr(getattr(analysis, "minimized", None), "wall_s", None)
                     if not worker.aborted:  # an aborted analysis is not an answer: its row stays pending
                         self.on_done(job, key, analysis)

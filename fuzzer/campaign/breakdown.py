@@ -21,7 +21,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from divfuzz.fuzzer.engine.execute import nested_span
+from divfuzz.records.verdict import nested_span
 from divfuzz.fuzzer.store import STORE_NAME, Store
 from divfuzz.records.errors import ConfigError
 

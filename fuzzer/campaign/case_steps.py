@@ -26,7 +26,6 @@ from divfuzz.fuzzer.campaign.analysis_pool import AnalysisJob, AnalysisPool
 from divfuzz.fuzzer.campaign.bucket_folders import write_bucket_files
 from divfuzz.fuzzer.campaign.sizing import SlotDevice
 from divfuzz.fuzzer.engine.bucketing import bucket_key, severity_under
-from divfuzz.fuzzer.engine.execute import nested_span
 from divfuzz.fuzzer.store import Store
 from divfuzz.fuzzer.engine.worker import CaseRequest, Worker
 from divfuzz.generators.spec import GraphSpec
@@ -142,7 +141,7 @@ def run_in_worker(run: CaseRun, at: CaseAt, spec: GraphSpec, worker: Worker) -> 
     moved = getattr(worker, "where", None)  # a fleet slot moves when its node is lost: record where it ran
     if isinstance(moved, SlotDevice) and moved != at.where:
         at = replace(at, where=moved)
-    ipc = max(0.0, wall - sum(seconds for name, seconds in verdict.timings if not nested_span(name)))
+    ipc = max(0.0, wall - verdict.span_seconds())
     return Ran(verdict, wall, at, ipc)
 
 
@@ -210,12 +209,14 @@ def write_new_bucket_folder(run: CaseRun, spec: GraphSpec, ran: Ran, keyed: Keye
                            timeout_s=run.timeout_s)
 
 
-def queue_analysis(run: CaseRun, spec: GraphSpec, judged: Judged, stored: Stored) -> None:
-    """Hand the pool the analysis this case opened; else let it re-rank (the raw bucket's severity
-    or count may have risen). Without a pool the analysis stays pending in the store."""
+def queue_analysis(run: CaseRun, spec: GraphSpec, ran: Ran, judged: Judged, stored: Stored) -> None:
+    """Hand the pool the analysis this case opened, with the case's verdict (a run of the spec
+    under the analysis's config; not so with `--against`, whose verdict judges two compilers);
+    else let the pool re-rank (the raw bucket's severity or count may have risen). Without a pool
+    the analysis stays pending in the store."""
     if run.pool is None or not judged.for_pool:
         return
     if stored.queued:
-        run.pool.submit(AnalysisJob(judged.raw_key, stored.case_id, spec))
+        run.pool.submit(AnalysisJob(judged.raw_key, stored.case_id, spec, ran.verdict if run.against is None else None))
     else:
         run.pool.poke()

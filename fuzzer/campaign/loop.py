@@ -671,7 +671,7 @@ class Campaign:
         stored = store_case(run, spec, ran, judged, keyed)
         write_new_bucket_folder(run, spec, ran, keyed, stored)
         self._note_stored(stored)  # before the pool may file its analysis
-        queue_analysis(run, spec, judged, stored)
+        queue_analysis(run, spec, ran, judged, stored)
         if steer:
             target(judged.score)
         self._report_progress(ran, judged, stored, t_analysis=time.perf_counter() - t_analysis - stored.store_s)

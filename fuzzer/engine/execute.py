@@ -50,13 +50,6 @@ Named = list[tuple[str, torch.Tensor]]
 
 
 
-def nested_span(name: str) -> bool:
-    """A span timed inside another, whose seconds are also in the outer one (not added again when
-    a case's time is split by stage): "<span>_backward", the backward's compile and first run
-    inside its compile span ("compile_backward" inside "compile")."""
-    return name.endswith("_backward")
-
-
 class CaseClock:
     """Seconds per named span of one case (CUDA synchronized at each span's end), for its verdict's timings."""
 

@@ -93,6 +93,7 @@ def analyze_finding(
     oracle: str = "numeric",
     perf_margin: float | None = None,
     deadline: float | None = None,
+    case_verdict=None,
 ) -> Analysis:
     """Minimize a case that shows a finding of `kind`, keeping its culprit, and attribute the result.
 
@@ -104,17 +105,19 @@ def analyze_finding(
     3. the full attribution (with `compiler_bisector`) of the minimal spec.
     A (spec, config) pair is compiled once per analysis: every verdict is kept (`seen`), and a rung,
     probe or guard run already (the input's when nothing shrank, the minimizer's last candidate's)
-    is read from there.
+    is read from there. `case_verdict`, the finding's own run of `spec` under `config` (a
+    campaign's case), is the first of them.
 
     `deadline` (time.monotonic()) bounds the whole analysis, not only its minimization: the first
     pass's probes stop at half the minimization budget; the minimizer gets what is left once the
     final attribution has the time the first pass took (the same rungs and probes, on a graph no
-    larger), and none when under `MIN_MINIMIZE_S` is left; the final probes and the bisector stop
+    larger) and its own last candidate one run of the input, and none when under
+    `MIN_MINIMIZE_S` is left; the final probes and the bisector stop
     at the deadline (`attribute_case`). A case whose every compile is slow
     (a 30 s compile that ends in an assertion) is filed with the culprit its time allowed,
     instead of holding a worker past the campaign's end.
     """
-    seen: dict = {}
+    seen: dict = {} if case_verdict is None else {(spec.digest(), config): case_verdict}
 
     def record(s, cfg, verdict):
         seen[(s.digest(), cfg)] = verdict
@@ -139,7 +142,10 @@ def analyze_finding(
             must_pass_with=must_pass, on_verdict=record, severity=_severity_seen(seen.get((spec.digest(), must_fail))),
             oracle=oracle, perf_margin=perf_margin, known=seen,
         )
-        budget = budget_s if deadline is None else min(budget_s, deadline - time.monotonic() - rough_s)
+        # The minimizer checks its budget between candidates: its last may run one step (a run
+        # of the input, the slowest seen) past it.
+        step = max((v.span_seconds() for v in seen.values() if v is not None), default=0.0)
+        budget = budget_s if deadline is None else min(budget_s, deadline - time.monotonic() - rough_s - step)
         if budget < MIN_MINIMIZE_S:
             note = "not minimized: the analysis's time ran out after the culprit's first pass on the input"
         else:
@@ -206,7 +212,8 @@ class BucketAnalyzer:
             self.store.remember_root_cause(raw_key, key)
         return key, analysis
 
-    def analyze(self, spec: GraphSpec, raw_key: BucketKey, worker, *, budget_s: float | None = None) -> tuple[BucketKey, Analysis]:
+    def analyze(self, spec: GraphSpec, raw_key: BucketKey, worker, *, budget_s: float | None = None,
+                case_verdict=None) -> tuple[BucketKey, Analysis]:
         """Minimize and attribute `spec` (a case of `raw_key`) in `worker`: its root-cause key and
         the analysis, with no cache and no store (the analysis pool files the answer itself,
         `Store.resolve_root_cause`). Counted in `analyses` unless the worker was aborted under it.
@@ -226,6 +233,7 @@ class BucketAnalyzer:
             oracle=self.oracle,
             perf_margin=self.perf_margin,
             deadline=None if self.span_factor is None else time.monotonic() + self.span_factor * budget,
+            case_verdict=case_verdict,
         )
         if not worker.aborted:
             with self._lock:
