@@ -40,15 +40,17 @@ def test_an_analysis_starts_only_with_time_for_its_attribution_and_some_minimiza
     assert analysis_budget(0.0, 40.0, Measured(), 120.0) == 40.0 - schedule.DEFAULT_ATTRIBUTION_S
 
 
-def test_bugs_come_first_then_suspects_by_case_count_and_noise_or_by_design_never_in_a_campaign():
+def test_bugs_come_first_then_suspects_by_case_count_and_noise_by_design_or_eager_worse_never_in_a_campaign():
     ranks = {name: analysis_rank(sev, count, case_id) for name, sev, count, case_id in [
         ("bug-1", "bug", 1, 9), ("bug-5", "bug", 5, 8), ("suspect-50", "suspect", 50, 1), ("suspect-3", "suspect", 3, 2),
-        ("suspect-3-later", "suspect", 3, 7), ("noise", "noise", 500, 0), ("by-design", "by-design", 500, 0)]}
-    assert ranks["noise"] is None and ranks["by-design"] is None
+        ("suspect-3-later", "suspect", 3, 7), ("noise", "noise", 500, 0), ("by-design", "by-design", 500, 0),
+        ("eager-worse", "eager-worse", 500, 0)]}
+    assert ranks["noise"] is None and ranks["by-design"] is None and ranks["eager-worse"] is None
     order = sorted((r, n) for n, r in ranks.items() if r is not None)
     assert [n for _, n in order] == ["bug-5", "bug-1", "suspect-50", "suspect-3", "suspect-3-later"]
     # `minimize --pending` (asked by a user) takes them too, last.
     assert analysis_rank("noise", 500, 0, campaign=False) > analysis_rank("suspect", 1, 99, campaign=False)
+    assert analysis_rank("eager-worse", 500, 0, campaign=False) > analysis_rank("noise", 1, 99, campaign=False)
 
 
 def _key(name: str) -> BucketKey:

@@ -13,7 +13,7 @@ the campaign seed, the slot and the epoch) in a thread that feeds one worker pro
 - with minimization on, a new raw key's analysis (minimize + attribute) runs in the analysis pool
   (`divfuzz.fuzzer.campaign.analysis_pool`) beside the slots, never in them: the case is stored at once
   under its raw key, and the pool re-keys the raw bucket to its root cause when done, bug buckets
-  first, never noise or by-design ones; a slot that stops drawing hands its worker to the pool.
+  first, never noise, by-design or eager-worse ones; a slot that stops drawing hands its worker to the pool.
   Analyses still open when the budget's work ends stay pending in the store, and a resumed
   campaign (or `divfuzz minimize --pending`) finishes them. `analysis_workers=0` analyses inline
   in the slot instead; both end in the same buckets (`Store.resolve_root_cause`);
@@ -475,7 +475,7 @@ class Campaign:
         return schedule.analysis_budget(time.time(), self.work_end, self._measured(), self.opts.minimize_budget_s)
 
     def _choose_analysis(self, queued: list[AnalysisJob]) -> AnalysisJob | None:
-        """The next analysis (`most_severe_first`): never a noise or by-design bucket in a campaign."""
+        """The next analysis (`most_severe_first`): never a noise, by-design or eager-worse bucket in a campaign."""
         return most_severe_first(self.store, queued, campaign=True)
 
     def _file_analysis(self, job: AnalysisJob, key, analysis) -> None:
@@ -717,8 +717,8 @@ def run_campaign(opts: CampaignOptions, on_progress: Callable[[Progress], None] 
 def most_severe_first(store: Store, queued: list[AnalysisJob], *, campaign: bool) -> AnalysisJob | None:
     """The queued analysis to run next: bug, then suspect, by case count, then the oldest
     (`schedule.analysis_rank` over the raw buckets' severities in the store, read now: a raw
-    bucket's severity and count grow while it waits). In a campaign, never a noise or by-design
-    bucket (None when only those are queued); `minimize --pending` takes every severity."""
+    bucket's severity and count grow while it waits). In a campaign, never a noise, by-design or
+    eager-worse bucket (None when only those are queued); `minimize --pending` takes every severity."""
     priorities = store.pending_priorities()
     ranked = []
     for job in queued:

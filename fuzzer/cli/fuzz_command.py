@@ -400,8 +400,8 @@ def _print_summary(result, min_severity: str = "noise") -> None:
     store_dir = result.store_path.parent
     if result.pending_analyses:
         by_severity = ", ".join(f"{n} {s}" for s, n in sorted(result.pending_by_severity.items()) if n)
-        head.append(f"{result.pending_analyses} analyses pending ({by_severity}; noise and by-design are never "
-                    f"minimized in a campaign): divfuzz minimize --pending --store {store_dir}")
+        head.append(f"{result.pending_analyses} analyses pending ({by_severity}; noise, by-design and eager-worse "
+                    f"are never minimized in a campaign): divfuzz minimize --pending --store {store_dir}")
     lines = screen_summary(buckets, head=head, store_dir=str(store_dir), run_id=result.run_id,
                            reserve=1 + bool(result.interrupted))  # report.html's line, and the interrupted one
     if min_severity != "noise":
