@@ -112,10 +112,10 @@ def analyze_finding(
     pass's probes stop at half the minimization budget; the minimizer gets what is left once the
     final attribution has the time the first pass took (the same rungs and probes, on a graph no
     larger) and its own last candidate one run of the input, and none when under
-    `MIN_MINIMIZE_S` is left; the final probes and the bisector stop
-    at the deadline (`attribute_case`). A case whose every compile is slow
-    (a 30 s compile that ends in an assertion) is filed with the culprit its time allowed,
-    instead of holding a worker past the campaign's end.
+    `MIN_MINIMIZE_S` is left; the final probes and the bisector stop at the deadline
+    (`attribute_case`). A case whose every compile is slow (a 30 s compile that ends in an
+    assertion) is filed with the culprit its time allowed, instead of holding a worker past the
+    campaign's end.
     """
     seen: dict = {} if case_verdict is None else {(spec.digest(), config): case_verdict}
 
@@ -144,7 +144,7 @@ def analyze_finding(
         )
         # The minimizer checks its budget between candidates: its last may run one step (a run
         # of the input, the slowest seen) past it.
-        step = max((v.span_seconds() for v in seen.values() if v is not None), default=0.0)
+        step = max((v.span_seconds() for v in seen.values()), default=0.0)
         budget = budget_s if deadline is None else min(budget_s, deadline - time.monotonic() - rough_s - step)
         if budget < MIN_MINIMIZE_S:
             note = "not minimized: the analysis's time ran out after the culprit's first pass on the input"

@@ -67,6 +67,19 @@ PERF_PROBES: tuple[tuple[str, Any, tuple[str, ...]], ...] = (
 )
 
 
+def known_or_run(worker, request: CaseRequest, timeout_s: float, *, known: Mapping | None, on_verdict=None):
+    """(verdict, ran): the verdict `known` holds for (request's spec digest, config), else the
+    request run in `worker` (and handed to `on_verdict`). Shared by the attribution and the
+    minimizer's predicate, so that no (spec, config) pair of one analysis runs twice."""
+    verdict = known.get((request.spec.digest(), request.config)) if known is not None else None
+    if verdict is not None:
+        return verdict, False
+    verdict = worker.run(request, timeout_s)
+    if on_verdict is not None:
+        on_verdict(request.spec, request.config, verdict)
+    return verdict, True
+
+
 def probe_table(kind: str) -> tuple[tuple[str, Any, tuple[str, ...]], ...]:
     """The switches that may explain a finding of `kind`: scheduling for perf, numerics otherwise."""
     return PERF_PROBES if kind in {k.value for k in PERF_KINDS} else PROBES
@@ -149,15 +162,11 @@ def attribute_case(
     slowest = [0.0]
 
     def outcome(cfg: CompileConfig) -> str:
-        verdict = known.get((spec.digest(), cfg)) if known is not None else None
-        if verdict is not None:  # not run again, but it tells what a run of this spec costs
-            slowest[0] = max(slowest[0], verdict.span_seconds())
-        else:
-            t0 = time.monotonic()
-            verdict = worker.run(CaseRequest(spec, device, cfg, oracle=oracle, perf_margin=perf_margin), timeout_s)
-            slowest[0] = max(slowest[0], time.monotonic() - t0)
-            if on_verdict is not None:
-                on_verdict(spec, cfg, verdict)
+        t0 = time.monotonic()
+        verdict, ran = known_or_run(worker, CaseRequest(spec, device, cfg, oracle=oracle, perf_margin=perf_margin), timeout_s,
+                                    known=known, on_verdict=on_verdict)
+        # a verdict not run again still tells what a run of this spec costs
+        slowest[0] = max(slowest[0], time.monotonic() - t0 if ran else verdict.span_seconds())
         return _outcome(verdict, kind, strict)
 
     def fits(runs: int) -> bool:

@@ -35,6 +35,7 @@ from divfuzz.generators.surgery import (
 from divfuzz.records.dtypes import is_float
 from divfuzz.records.errors import MinimizeError
 from divfuzz.fuzzer.engine.worker import CaseRequest
+from divfuzz.fuzzer.triage.attribute import known_or_run
 from divfuzz.oracles.findings import finding_of
 from divfuzz.oracles.severity_policy import severity_of
 from divfuzz.records.severity import Severity
@@ -380,11 +381,8 @@ def case_predicate(
     """
 
     def same_kind(spec: GraphSpec, cfg, keep_severity: bool = False) -> bool:
-        verdict = known.get((spec.digest(), cfg)) if known is not None else None
-        if verdict is None:
-            verdict = worker.run(CaseRequest(spec, device, cfg, oracle=oracle, perf_margin=perf_margin), timeout_s)
-            if on_verdict is not None:
-                on_verdict(spec, cfg, verdict)
+        verdict, _ = known_or_run(worker, CaseRequest(spec, device, cfg, oracle=oracle, perf_margin=perf_margin), timeout_s,
+                                  known=known, on_verdict=on_verdict)
         finding = finding_of(verdict, strict=strict)
         if finding is None or finding.kind.value != kind:
             return False
