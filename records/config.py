@@ -142,6 +142,9 @@ INDUCTOR_SWITCHES: dict[str, Switch] = {
     "triton.dense_indexing": _BOOL,
     "triton.divisible_by_16": _BOOL,
     "triton.autotune_pointwise": _BOOL,
+    # false: each reduction's config timed on the GPU, as torch's default (divfuzz's compared
+    # compiles set it true: divfuzz.fuzzer.engine.compile.REPRODUCIBLE)
+    "test_configs.force_filter_reduction_configs": _BOOL,
     "triton.prefer_nd_tiling": _BOOL,
     "triton.use_block_ptr": _BOOL,
     "triton.max_tiles": Switch(int, 1, 3, nullable=True),

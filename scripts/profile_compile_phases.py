@@ -1,7 +1,7 @@
 """Where a campaign case's compile time goes, per Inductor phase, under each compile setting.
 
     python scripts/profile_compile_phases.py --device cuda --cases 120 --procs 12 --seed 11 \
-        --variants default,default,pointwise1,deterministic
+        --variants pointwise1,pointwise1,compared,compared
 
 The parent draws `--cases` specs from the campaign's own strategy (`CampaignOptions.strategy`,
 the slots' Hypothesis engines, seed `--seed`), then for each variant runs `--procs` fresh worker
@@ -32,13 +32,19 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Per variant: whether divfuzz's compile-time-only settings apply (`compile.NUMERICS_NEUTRAL`:
-# no pointwise autotuning), and further Inductor settings, (dotted key, value).
+# Per variant: which of divfuzz's compared-compile settings apply (`compile.COMPARED_COMPILE`:
+# "none", "neutral" = NUMERICS_NEUTRAL alone, "compared" = all of it), further Inductor settings,
+# (dotted key, value), and environment variables the children start with (over the campaign's own
+# split of the cores).
 VARIANTS = {
-    "default": (False, ()),  # torch's defaults, as divfuzz compiled before NUMERICS_NEUTRAL
-    "pointwise1": (True, ()),  # divfuzz's compile now
-    "deterministic": (False, (("deterministic", True),)),
-    "both": (True, (("deterministic", True),)),
+    "default": ("none", (), {}),  # torch's defaults, as divfuzz compiled before NUMERICS_NEUTRAL
+    "pointwise1": ("neutral", (), {}),  # no pointwise autotuning; reductions' configs timed
+    # and each reduction compiled with one config, the one Inductor's deterministic mode picks by
+    # a fixed rule (`filter_reduction_configs_for_determinism`), and nothing else of that mode
+    "compared": ("compared", (), {}),  # divfuzz's compile now
+    "deterministic": ("none", (("deterministic", True),), {}),
+    # a compile-subprocess pool of 4 per process (the campaign's split gives 1): kernels compile in parallel
+    "threads4": ("compared", (), {"TORCHINDUCTOR_COMPILE_THREADS": "4"}),
 }
 
 
@@ -83,9 +89,9 @@ def child(args) -> None:
     from divfuzz.records.config import CompileConfig
 
     torch.set_num_threads(threads)
-    neutral, settings = VARIANTS[args.variant]
-    if not neutral:
-        compile_site.NUMERICS_NEUTRAL = ()
+    base, settings, _ = VARIANTS[args.variant]
+    compile_site.COMPARED_COMPILE = {"none": (), "neutral": compile_site.NUMERICS_NEUTRAL,
+                                     "compared": compile_site.COMPARED_COMPILE}[base]
     for key, value in settings:
         obj = ic
         *parts, last = key.split(".")
@@ -100,13 +106,14 @@ def child(args) -> None:
     for i, text in enumerate(specs):
         spec = GraphSpec.from_json(text)
         compilation_time_metrics.clear()  # Dynamo's reset (each compile's start) may clear it too: this case's alone
-        t = time.perf_counter()
+        t, c = time.perf_counter(), os.times()
         verdict = execute_case(spec, args.device, CompileConfig())
-        wall = time.perf_counter() - t
+        wall, c2 = time.perf_counter() - t, os.times()
+        cpu = sum(c2[:4]) - sum(c[:4])  # this process's and its waited children's (ptxas) CPU seconds
         phases = {k: sum(v) for k, v in compilation_time_metrics.items() if sum(v) > 0}
         d = verdict.to_dict()
         spans = d.pop("timings", {})
-        out.append({"digest": spec.digest(), "wall": wall, "spans": spans, "phases": phases, "first": i == 0,
+        out.append({"digest": spec.digest(), "wall": wall, "cpu": cpu, "spans": spans, "phases": phases, "first": i == 0,
                     "verdict": json.dumps(d, sort_keys=True)})
     print(json.dumps({"startup": started, "cases": out}))
 
@@ -116,6 +123,7 @@ def run_variant(args, variant: str, specs_file: Path, tmp: Path, n: int) -> dict
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT),
                DIVFUZZ_WORKER_THREADS=str(max(1, (os.cpu_count() or 1) // args.procs)),
                TORCHINDUCTOR_COMPILE_THREADS=str(max(1, (os.cpu_count() or 1) // args.procs)))
+    env.update(VARIANTS[variant][2])
     t0 = time.time()
     procs = [subprocess.Popen([sys.executable, __file__, "--child", "--variant", variant, "--specs", str(specs_file),
                                "--shard", str(s), "--procs", str(args.procs), "--device", args.device],
@@ -136,7 +144,8 @@ def main() -> None:
     ap.add_argument("--cases", type=int, default=120)
     ap.add_argument("--procs", type=int, default=12)
     ap.add_argument("--seed", type=int, default=11)
-    ap.add_argument("--variants", default="default,default,pointwise1,deterministic")
+    ap.add_argument("--variants", default="pointwise1,pointwise1,compared,compared")
+    ap.add_argument("--dump", help="a folder: each variant's verdicts go to <variant>-<n>.json there")
     ap.add_argument("--child", action="store_true")
     ap.add_argument("--variant", default="default")
     ap.add_argument("--specs")
@@ -162,6 +171,9 @@ def main() -> None:
             for c in warm:
                 phases.update(c["phases"])
             verdicts = {c["digest"]: c["verdict"] for c in cases}
+            if args.dump:
+                Path(args.dump).mkdir(parents=True, exist_ok=True)
+                (Path(args.dump) / f"{variant}-{n}.json").write_text(json.dumps(verdicts, sort_keys=True))
             if first is None:
                 first = verdicts
             differ = sum(first.get(k) != v for k, v in verdicts.items())
@@ -169,10 +181,10 @@ def main() -> None:
                   f"start-up (import+init) mean {statistics.mean(r['startup']):.1f} s", flush=True)
             print(f"first case per process: mean wall {statistics.mean(c['wall'] for c in cases if c['first']):.2f} s; "
                   f"later cases: wall {statistics.mean(c['wall'] for c in warm):.2f} s, compile fwd {statistics.mean(fwd):.3f} s, "
-                  f"bwd {statistics.mean(bwd):.3f} s per case")
+                  f"bwd {statistics.mean(bwd):.3f} s per case, CPU {statistics.mean(c['cpu'] for c in warm):.2f} s per case")
             print(f"verdicts differing from the first variant's: {differ} of {len(verdicts)}")
             print("top phases (seconds per later case; nested phases overlap):")
-            for name, s in phases.most_common(16):
+            for name, s in phases.most_common(24):
                 print(f"  {s / max(1, len(warm)):8.3f}  {name}")
 
 

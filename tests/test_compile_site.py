@@ -128,3 +128,24 @@ def test_a_compared_compile_skips_pointwise_autotuning_and_a_timed_one_keeps_tor
     with compiled(torch.sin, CompileConfig().with_inductor(max_autotune_pointwise=True)):
         assert inductor_config.max_autotune_pointwise is True and inductor_config.triton.autotune_pointwise is False
     assert inductor_config.triton.autotune_pointwise is default
+
+
+def test_a_compared_compile_keeps_one_reduction_config_and_a_user_can_ask_for_timed_ones():
+    import torch
+    import torch._inductor.config as inductor_config
+
+    from divfuzz.fuzzer.engine.compile import COMPARED_COMPILE, REPRODUCIBLE
+    from divfuzz.records.config import check_inductor_override
+
+    assert set(REPRODUCIBLE) <= set(COMPARED_COMPILE)
+    default = inductor_config.test_configs.force_filter_reduction_configs
+    assert default is False  # torch's own default: every candidate config compiled and timed
+    with compiled(torch.sin, CompileConfig()):
+        assert inductor_config.test_configs.force_filter_reduction_configs is True
+    with compiled(torch.sin, CompileConfig(), timed=True):
+        assert inductor_config.test_configs.force_filter_reduction_configs is False
+    key = "test_configs.force_filter_reduction_configs"
+    check_inductor_override(key, False)  # a config may turn timing back on (`--inductor key=false`)
+    with compiled(torch.sin, CompileConfig().with_inductor(**{key: False})):
+        assert inductor_config.test_configs.force_filter_reduction_configs is False
+    assert inductor_config.test_configs.force_filter_reduction_configs is default

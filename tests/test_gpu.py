@@ -71,6 +71,38 @@ def test_cuda_campaign_writes_repros_that_exit_1(tmp_path):
         assert proc.returncode == 1, proc.stdout[-1500:] + proc.stderr[-1500:]
 
 
+def test_a_reduction_compiled_for_comparison_times_no_config_and_a_timed_one_does():
+    """`compile.REPRODUCIBLE`: a compared compile builds one config per reduction kernel, so the
+    autotuner times none and the bits cannot follow a timing; a timed compile (the perf oracle)
+    keeps torch's default and times the candidates. Row sums and a row softmax, forward and
+    backward, in fp32."""
+    import torch
+    from torch._dynamo.utils import compilation_time_metrics
+
+    from divfuzz.fuzzer.engine.compile import compiled
+
+    def graph(x):
+        return x.softmax(-1) * x.sum(-1, keepdim=True)
+
+    def run(timed: bool):
+        torch.manual_seed(0)
+        x = torch.randn(512, 3000, device="cuda", requires_grad=True)
+        with compiled(graph, CompileConfig().with_inductor(fx_graph_cache=False, autotune_local_cache=False), timed=timed) as fn:
+            compilation_time_metrics.clear()  # (Dynamo's reset, on entering, may clear it too)
+            out = fn(x)
+            out.backward(torch.ones_like(out))
+            torch.cuda.synchronize()
+            benchmarks = len(compilation_time_metrics.get("CachingAutotuner.benchmark_all_configs", []))
+        return [out.detach(), x.grad], benchmarks
+
+    _, timed_benchmarks = run(timed=True)
+    first, compared_benchmarks = run(timed=False)
+    again, _ = run(timed=False)
+    assert timed_benchmarks > 0 and compared_benchmarks == 0, (timed_benchmarks, compared_benchmarks)
+    for a, b in zip(first, again):
+        assert torch.equal(a, b)
+
+
 def test_pointwise_kernels_compiled_for_comparison_are_not_timed_and_give_the_same_bits():
     """`compile.NUMERICS_NEUTRAL`: a compared compile builds one config per pointwise kernel and
     times none (the autotuner's benchmark timer does not move), with the bits of torch's default
@@ -87,7 +119,7 @@ def test_pointwise_kernels_compiled_for_comparison_are_not_timed_and_give_the_sa
         torch.manual_seed(0)
         x = torch.randn(384, 640, device="cuda", dtype=torch.bfloat16, requires_grad=True)
         y = torch.randn(384, 640, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-        with compiled(graph, CompileConfig().with_inductor(fx_graph_cache=False), timed=timed) as fn:
+        with compiled(graph, CompileConfig().with_inductor(fx_graph_cache=False, autotune_local_cache=False), timed=timed) as fn:
             compilation_time_metrics.clear()  # (Dynamo's reset, on entering, may clear it too)
             out = fn(x, y)
             out.backward(torch.ones_like(out))
