@@ -30,7 +30,10 @@ from divfuzz.records.severity import Severity
 # LayerNorm spec replayed 12/262144 differing bf16 elements (compiled-closer, noise) on a fresh
 # host, 5 times, and 20/262144 (fp64 triage "same", suspect) after the GPU tests had run there.
 # The gate must be a function of the compiler, not of the host's load: on CUDA it compiles in
-# Inductor's deterministic mode, which skips exactly those benchmarks. Campaigns keep the defaults.
+# Inductor's deterministic mode, which skips exactly those benchmarks. Every compared compile
+# (campaigns too) already keeps one config per reduction, the one that mode picks
+# (`divfuzz.fuzzer.engine.compile.REPRODUCIBLE`); the gate's mode also skips the rest of its timed
+# picks (mix-order split sizes, padding), as its baselines were written with it.
 DETERMINISTIC_DEVICE_TYPES = ("cuda",)
 
 
