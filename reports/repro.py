@@ -35,8 +35,9 @@ from divfuzz.oracles import ulp as ulp_oracle
 from divfuzz.generators.registry import get_op
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.generators.validate import name_problem
+from divfuzz.records.config import COMPARED_COMPILE
 
-if TYPE_CHECKING:  # reports depend on generators only; a config is read, never built here
+if TYPE_CHECKING:  # a config is read, never built here
     from divfuzz.records.config import CompileConfig
 
 # The engine's oracles, in dependency order: each module uses only names of those before it.
@@ -121,6 +122,20 @@ def run(fn, inputs, cots=None):
     return result, cots
 
 
+def compile_settings():
+    """COMPARED_COMPILE (the keys this torch's Inductor has), then INDUCTOR_CONFIG over it."""
+    def has(key):
+        obj = torch._inductor.config
+        *parts, last = key.split(".")
+        for part in parts:
+            obj = getattr(obj, part, None)
+            if obj is None:
+                return False
+        return hasattr(obj, last)
+
+    return {key: value for key, value in COMPARED_COMPILE.items() if has(key)} | INDUCTOR_CONFIG
+
+
 def main():
     device = sys.argv[1] if len(sys.argv) > 1 else DEVICE
     if hasattr(signal, "SIGALRM"):
@@ -143,7 +158,7 @@ def main():
     backend = import_backend(BACKEND)
     torch._dynamo.reset()
     try:
-        with torch._inductor.config.patch(INDUCTOR_CONFIG):
+        with torch._inductor.config.patch(compile_settings()):
             compiled, _ = run(torch.compile(model, backend=backend, dynamic=DYNAMIC, mode=MODE), inputs, cots)
     except Exception as e:
         print(f"compiling or running the compiled model failed: {type(e).__name__}: {str(e)[:500]}")
@@ -260,6 +275,10 @@ def render_repro(
     doc = docstring_literal("\n".join(header))
     consts = case_constants(spec, device, config) + "\n" + textwrap.dedent(
         f"""
+        # divfuzz compiled the case with these Inductor settings beneath INDUCTOR_CONFIG: no
+        # pointwise autotuning, and one config per reduction (the one Inductor's deterministic mode
+        # picks, not the fastest at the first call), so the bits do not follow a timing.
+        COMPARED_COMPILE = {dict(COMPARED_COMPILE)!r}
         TIMEOUT_S = {int(timeout_s)}
         OUTPUTS = {list(spec.outputs)!r}
         INPUT_NAMES = {[t.name for t in spec.inputs]!r}

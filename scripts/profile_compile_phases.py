@@ -32,7 +32,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Per variant: which of divfuzz's compared-compile settings apply (`compile.COMPARED_COMPILE`:
+# Per variant: which of divfuzz's compared-compile settings apply (`records.config.COMPARED_COMPILE`:
 # "none", "neutral" = NUMERICS_NEUTRAL alone, "compared" = all of it), further Inductor settings,
 # (dotted key, value), and environment variables the children start with (over the campaign's own
 # split of the cores).
@@ -86,12 +86,11 @@ def child(args) -> None:
     import divfuzz.fuzzer.engine.compile as compile_site
     from divfuzz.fuzzer.engine.execute import execute_case
     from divfuzz.generators.spec import GraphSpec
-    from divfuzz.records.config import CompileConfig
+    from divfuzz.records.config import COMPARED_COMPILE, NUMERICS_NEUTRAL, CompileConfig
 
     torch.set_num_threads(threads)
     base, settings, _ = VARIANTS[args.variant]
-    compile_site.COMPARED_COMPILE = {"none": (), "neutral": compile_site.NUMERICS_NEUTRAL,
-                                     "compared": compile_site.COMPARED_COMPILE}[base]
+    compile_site.COMPARED_COMPILE = {"none": (), "neutral": NUMERICS_NEUTRAL, "compared": COMPARED_COMPILE}[base]
     for key, value in settings:
         obj = ic
         *parts, last = key.split(".")

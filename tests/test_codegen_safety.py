@@ -34,7 +34,7 @@ from divfuzz.reports.repro import render_repro
 from test_spec_safety import base, rename
 
 RECIPE_NAMES = frozenset(recipes.RECIPES) | frozenset(recipes.INITS)
-CONSTS = {"DEVICE", "DEVICE_TYPE", "SEED", "BACKWARD", "BACKEND", "DYNAMIC", "MODE", "INDUCTOR_CONFIG",
+CONSTS = {"DEVICE", "DEVICE_TYPE", "SEED", "BACKWARD", "BACKEND", "DYNAMIC", "MODE", "INDUCTOR_CONFIG", "COMPARED_COMPILE",
           "TIMEOUT_S", "OUTPUTS", "INPUT_NAMES", "COTANGENT_SEED_OFFSET"}
 MODEL_GLOBALS = {"torch", "F", "D", "ref", "DEVICE_TYPE"}
 INPUTS_GLOBALS = {"torch", "g", "device"} | RECIPE_NAMES

@@ -115,7 +115,7 @@ def test_a_compared_compile_skips_pointwise_autotuning_and_a_timed_one_keeps_tor
     import torch
     import torch._inductor.config as inductor_config
 
-    from divfuzz.fuzzer.engine.compile import NUMERICS_NEUTRAL
+    from divfuzz.records.config import NUMERICS_NEUTRAL
 
     assert ("triton.autotune_pointwise", False) in NUMERICS_NEUTRAL
     default = inductor_config.triton.autotune_pointwise
@@ -134,7 +134,7 @@ def test_a_compared_compile_keeps_one_reduction_config_and_a_user_can_ask_for_ti
     import torch
     import torch._inductor.config as inductor_config
 
-    from divfuzz.fuzzer.engine.compile import COMPARED_COMPILE, REPRODUCIBLE
+    from divfuzz.records.config import COMPARED_COMPILE, REPRODUCIBLE
     from divfuzz.records.config import check_inductor_override
 
     assert set(REPRODUCIBLE) <= set(COMPARED_COMPILE)

@@ -72,7 +72,7 @@ def test_cuda_campaign_writes_repros_that_exit_1(tmp_path):
 
 
 def test_a_reduction_compiled_for_comparison_times_no_config_and_a_timed_one_does():
-    """`compile.REPRODUCIBLE`: a compared compile builds one config per reduction kernel, so the
+    """`records.config.REPRODUCIBLE`: a compared compile builds one config per reduction kernel, so the
     autotuner times none and the bits cannot follow a timing; a timed compile (the perf oracle)
     keeps torch's default and times the candidates. Row sums and a row softmax, forward and
     backward, in fp32."""
@@ -104,7 +104,7 @@ def test_a_reduction_compiled_for_comparison_times_no_config_and_a_timed_one_doe
 
 
 def test_pointwise_kernels_compiled_for_comparison_are_not_timed_and_give_the_same_bits():
-    """`compile.NUMERICS_NEUTRAL`: a compared compile builds one config per pointwise kernel and
+    """`records.config.NUMERICS_NEUTRAL`: a compared compile builds one config per pointwise kernel and
     times none (the autotuner's benchmark timer does not move), with the bits of torch's default
     compile, forward and backward, on a 1-D and a 2-D (transposing) pointwise graph."""
     import torch

@@ -66,3 +66,21 @@ def test_repro_script_runs_standalone_and_exits_1_on_divergence(tmp_path):
     proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "agree" in proc.stdout
+
+
+def test_repro_compiles_under_the_engines_compared_settings_with_the_cases_own_over_them():
+    """The script patches Inductor with what `compiled` applies to a compared compile (one config
+    per reduction, no pointwise autotuning: `records.config.COMPARED_COMPILE`), then the case's own
+    overrides, so it compiles the kernels the case ran."""
+    from divfuzz.records.config import COMPARED_COMPILE
+
+    key = "test_configs.force_filter_reduction_configs"
+    spec = layer_norm_linear()
+    for config, expected in (
+        (CompileConfig(), dict(COMPARED_COMPILE)),
+        (CompileConfig().with_inductor(**{key: False}), dict(COMPARED_COMPILE) | {key: False}),
+    ):
+        text = render_repro(spec, device="cpu", config=config, title="t")
+        ns: dict = {"__name__": "divfuzz_repro_under_test"}
+        exec(compile(text, "repro.py", "exec"), ns)  # our own generated code, in a test
+        assert ns["compile_settings"]() == expected

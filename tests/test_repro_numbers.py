@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from divfuzz.fuzzer.engine.execute import execute_case
 from divfuzz.generators.opdef import Choice, Flag, FloatRange, IntRange, Meta
@@ -111,7 +112,8 @@ def run_repros(paths: list[Path]) -> list[tuple[int, list[str]]]:
     proc = subprocess.run(
         [sys.executable, "-c", driver, *map(str, paths)],
         capture_output=True, text=True, timeout=900, cwd=ROOT,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},  # planted backends import `fuzzer`
+        # planted backends import `fuzzer`; one thread, as `check_cases` runs the engine (see there)
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"},
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     results, lines = [], []
@@ -158,8 +160,17 @@ def engine_numbers(verdict: Verdict) -> dict[str, dict]:
 def check_cases(cases, tmp_path: Path) -> list[Verdict]:
     """Render, run and parse every case's repro; assert its numbers are the engine's. Returns the verdicts."""
     paths, verdicts = [], []
+    # One thread on both sides: Inductor's CPU code adds an index_add or scatter_add with repeated
+    # indices by atomic adds across threads, so with two or more its fp32 sums change from run to
+    # run (seen on this 2-core machine: 26-28 of 256 elements differ, max 40-104 ULP, run after run).
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for i, (spec, config) in enumerate(cases):
+            verdicts.append(execute_case(spec, "cpu", config))
+    finally:
+        torch.set_num_threads(threads)
     for i, (spec, config) in enumerate(cases):
-        verdicts.append(execute_case(spec, "cpu", config))
         path = tmp_path / f"repro{i}.py"
         path.write_text(render_repro(spec, device="cpu", config=config, title=f"case {i}"))
         paths.append(path)

@@ -32,7 +32,7 @@ from divfuzz.records.severity import Severity
 # The gate must be a function of the compiler, not of the host's load: on CUDA it compiles in
 # Inductor's deterministic mode, which skips exactly those benchmarks. Every compared compile
 # (campaigns too) already keeps one config per reduction, the one that mode picks
-# (`divfuzz.fuzzer.engine.compile.REPRODUCIBLE`); the gate's mode also skips the rest of its timed
+# (`divfuzz.records.config.REPRODUCIBLE`); the gate's mode also skips the rest of its timed
 # picks (mix-order split sizes, padding), as its baselines were written with it.
 DETERMINISTIC_DEVICE_TYPES = ("cuda",)
 
