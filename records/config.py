@@ -169,8 +169,8 @@ NUMERICS_NEUTRAL = (("triton.autotune_pointwise", False),)
 # H100 19 of 141 campaign cases' verdicts differed between two runs of the same specs, and a
 # minimizer's or bisector's check could flip with them). This compiles one config per reduction,
 # the one Inductor's deterministic mode picks by a fixed rule from the same candidates, and
-# nothing else of that mode (1 of 141 verdicts differed between two runs, a backward with atomic
-# adds; the compile took 30% less; scripts/profile_compile_phases.py, DESIGN.md). A key this
+# nothing else of that mode (1 of 141 verdicts differed between two runs, in one gradient of a
+# backward graph; the compile took 30% less; scripts/profile_compile_phases.py, DESIGN.md). A key this
 # torch's Inductor lacks is left out.
 REPRODUCIBLE = (("test_configs.force_filter_reduction_configs", True),)
 
