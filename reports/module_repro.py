@@ -9,7 +9,7 @@ names, culprit) reaches the script only inside the escaped docstring.
 
 from __future__ import annotations
 
-from divfuzz.reports.repro import docstring_literal
+from divfuzz.reports.repro import compared_compile_code, docstring_literal
 
 RUNGS = ("eager", "aot_eager", "aot_eager_decomp_partition", "inductor")
 
@@ -21,6 +21,9 @@ import torch
 from torch import device  # noqa: F401  (captured graphs may name devices)
 
 {code}
+
+{compared}
+
 
 def load_inputs(device):
     """Raw little-endian bytes described by inputs.json (next to this file): no pickle, nothing executed."""
@@ -44,10 +47,11 @@ inputs = load_inputs({device!r})
 print(f"torch {{torch.__version__}}")
 with torch.no_grad():
     model = Repro()
-    torch._dynamo.reset()
-    a = model(*inputs) if {before!r} == "eager" else torch.compile(model, backend={before!r})(*inputs)
-    torch._dynamo.reset()
-    b = torch.compile(model, backend={rung!r})(*inputs)
+    with torch._inductor.config.patch(compile_settings()):
+        torch._dynamo.reset()
+        a = model(*inputs) if {before!r} == "eager" else torch.compile(model, backend={before!r})(*inputs)
+        torch._dynamo.reset()
+        b = torch.compile(model, backend={rung!r})(*inputs)
 a = a if isinstance(a, (tuple, list)) else (a,)
 b = b if isinstance(b, (tuple, list)) else (b,)
 bad = 0
@@ -72,4 +76,5 @@ def render_module_repro(title: str, notes: str, gm, *, before: str, rung: str, d
                             f"Run: python repro.py. Exits 1 while {before} and {rung} differ, 0 once they agree.")
     body = gm.code.strip()
     code = "class Repro(torch.nn.Module):\n" + "\n".join("    " + line for line in body.splitlines())
-    return _MODULE_REPRO.format(doc=doc, before=before, rung=rung, code=code, device=device)
+    return _MODULE_REPRO.format(doc=doc, before=before, rung=rung, code=code, device=device,
+                                compared=compared_compile_code())

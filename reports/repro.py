@@ -103,6 +103,35 @@ def compare(names, eager, compiled, reference):
     return diverged
 '''
 
+def compared_compile_code() -> str:
+    """Script text defining `COMPARED_COMPILE` (`divfuzz.records.config`: what divfuzz compiles a
+    compared case under) and `compile_settings(overrides)`, for a script to patch Inductor with,
+    so that it compiles the kernels divfuzz judged. Shared by repro.py and a module's repro."""
+    return _COMPARED_COMPILE_CODE % {"settings": repr(dict(COMPARED_COMPILE))}
+
+
+_COMPARED_COMPILE_CODE = '''
+# divfuzz compiled with these Inductor settings beneath the case's own: no pointwise autotuning,
+# and one config per reduction (the one Inductor's deterministic mode picks, not the fastest at
+# the first call), so the bits do not follow a timing.
+COMPARED_COMPILE = %(settings)s
+
+
+def compile_settings(overrides=None):
+    """COMPARED_COMPILE (the keys this torch's Inductor has), then `overrides` over it."""
+    def has(key):
+        obj = torch._inductor.config
+        *parts, last = key.split(".")
+        for part in parts:
+            obj = getattr(obj, part, None)
+            if obj is None:
+                return False
+        return hasattr(obj, last)
+
+    return {key: value for key, value in COMPARED_COMPILE.items() if has(key)} | dict(overrides or {})
+'''.strip()
+
+
 _RUNTIME = '''
 def run(fn, inputs, cots=None):
     """Outputs, then gradients of every input that requires grad (fixed random output grads)."""
@@ -120,20 +149,6 @@ def run(fn, inputs, cots=None):
                                     allow_unused=True)
         result += [g for g in grads if g is not None]
     return result, cots
-
-
-def compile_settings():
-    """COMPARED_COMPILE (the keys this torch's Inductor has), then INDUCTOR_CONFIG over it."""
-    def has(key):
-        obj = torch._inductor.config
-        *parts, last = key.split(".")
-        for part in parts:
-            obj = getattr(obj, part, None)
-            if obj is None:
-                return False
-        return hasattr(obj, last)
-
-    return {key: value for key, value in COMPARED_COMPILE.items() if has(key)} | INDUCTOR_CONFIG
 
 
 def main():
@@ -158,7 +173,7 @@ def main():
     backend = import_backend(BACKEND)
     torch._dynamo.reset()
     try:
-        with torch._inductor.config.patch(compile_settings()):
+        with torch._inductor.config.patch(compile_settings(INDUCTOR_CONFIG)):
             compiled, _ = run(torch.compile(model, backend=backend, dynamic=DYNAMIC, mode=MODE), inputs, cots)
     except Exception as e:
         print(f"compiling or running the compiled model failed: {type(e).__name__}: {str(e)[:500]}")
@@ -275,10 +290,6 @@ def render_repro(
     doc = docstring_literal("\n".join(header))
     consts = case_constants(spec, device, config) + "\n" + textwrap.dedent(
         f"""
-        # divfuzz compiled the case with these Inductor settings beneath INDUCTOR_CONFIG: no
-        # pointwise autotuning, and one config per reduction (the one Inductor's deterministic mode
-        # picks, not the fastest at the first call), so the bits do not follow a timing.
-        COMPARED_COMPILE = {dict(COMPARED_COMPILE)!r}
         TIMEOUT_S = {int(timeout_s)}
         OUTPUTS = {list(spec.outputs)!r}
         INPUT_NAMES = {[t.name for t in spec.inputs]!r}
@@ -292,6 +303,8 @@ def render_repro(
         + imports
         + "\n\n"
         + consts
+        + "\n\n\n"
+        + compared_compile_code()
         + "\n\n\n"
         + inputs_code(spec)
         + "\n\n\n"

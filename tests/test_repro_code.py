@@ -83,4 +83,27 @@ def test_repro_compiles_under_the_engines_compared_settings_with_the_cases_own_o
         text = render_repro(spec, device="cpu", config=config, title="t")
         ns: dict = {"__name__": "divfuzz_repro_under_test"}
         exec(compile(text, "repro.py", "exec"), ns)  # our own generated code, in a test
-        assert ns["compile_settings"]() == expected
+        assert ns["compile_settings"](ns["INDUCTOR_CONFIG"]) == expected
+        assert "torch._inductor.config.patch(compile_settings(INDUCTOR_CONFIG))" in text
+
+
+def test_a_modules_repro_compiles_both_rungs_under_the_compared_settings():
+    """`minimize --module`'s repro compiles its two rungs as divfuzz's ladder did (`compiled`):
+    under `COMPARED_COMPILE`, each `torch.compile` inside the patched block."""
+    import ast
+
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from divfuzz.records.config import COMPARED_COMPILE
+    from divfuzz.reports.module_repro import render_module_repro
+
+    gm = make_fx(lambda x: x.sum(-1))(torch.ones(2, 3))
+    tree = ast.parse(render_module_repro("m.py:make_case", "n", gm, before="aot_eager", rung="inductor", device="cpu"))
+    settings = next(n.value for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "COMPARED_COMPILE")
+    assert ast.literal_eval(settings) == dict(COMPARED_COMPILE)
+    patched = [w for w in ast.walk(tree) if isinstance(w, ast.With)
+               and "compile_settings()" in ast.unparse(w.items[0].context_expr)]
+    assert len(patched) == 1
+    compiles_inside = [c for c in ast.walk(patched[0]) if isinstance(c, ast.Call) and ast.unparse(c.func) == "torch.compile"]
+    compiles_all = [c for c in ast.walk(tree) if isinstance(c, ast.Call) and ast.unparse(c.func) == "torch.compile"]
+    assert len(compiles_inside) == len(compiles_all) == 2
