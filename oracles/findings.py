@@ -27,7 +27,7 @@ def finding_of(verdict: Verdict, *, strict: bool = False) -> Finding | None:
     """
     s = verdict.status
     if s in COMPILER_FAILURES:
-        return Finding(COMPILER_FAILURES[s], "-", verdict.error_type or "-", "-")
+        return Finding(COMPILER_FAILURES[s], "-", verdict.error_type or "-", "-", site=verdict.error_site)
     if s != Status.DIVERGED:
         return None
     if verdict.perf:

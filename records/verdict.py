@@ -242,6 +242,9 @@ class Verdict:
     error_type: str | None = None  # e.g. "BackendCompilerFailed(PlantedCompileError)"
     error_message: str | None = None
     timings: tuple[tuple[str, float], ...] = field(default=(), compare=False)
+    # Where in the compiler an error was raised (`divfuzz.fuzzer.engine.error_site`): errors of one
+    # site share a bucket whatever the graph. None for other statuses, and where no frame names it.
+    error_site: str | None = None
     perf: tuple[PerfComparison, ...] = ()  # the perf oracle's phases; empty for a numeric verdict
     against: Against | None = None  # set only by `--against` cases; older verdicts read as None
 
@@ -257,6 +260,8 @@ class Verdict:
             "error_message": self.error_message,
             "timings": dict(self.timings),
         } | ({"against": self.against.to_dict()} if self.against else {})
+        if self.error_site is not None:  # verdicts without one keep their stored form
+            d["error_site"] = self.error_site
         if self.perf:  # numeric verdicts keep their stored form
             d["perf"] = [p.to_dict() for p in self.perf]
         return d
@@ -271,6 +276,7 @@ class Verdict:
             timings=tuple(sorted((d.get("timings") or {}).items())),
             perf=tuple(PerfComparison.from_dict(p) for p in d.get("perf", ())),
             against=Against.from_dict(d["against"]) if d.get("against") else None,
+            error_site=d.get("error_site") if isinstance(d.get("error_site"), str) else None,
         )
 
 
@@ -282,3 +288,4 @@ class Finding:
     dtype: str  # the output dtype, or "-" for errors
     triage: str  # fp64 triage for float kinds, "boundary"/"gross" for ints, the error type for errors
     output: str  # which output shows it most
+    site: str | None = None  # errors: where the compiler raised it (`Verdict.error_site`), else None

@@ -187,7 +187,8 @@ def _verdict_table(verdict: dict) -> str:
         msg = (verdict.get("error_message") or "")[:1500]
         return (
             f'<p class="error">{escaped(verdict.get("status", "?"))}: <code>{escaped(verdict.get("error_type") or "-")}</code></p>'
-            f"<pre class=\"error-message\">{escaped(msg)}</pre>"
+            + (f'<p class="error-site">raised at <code>{escaped(str(verdict["error_site"]))}</code></p>' if verdict.get("error_site") else "")
+            + f"<pre class=\"error-message\">{escaped(msg)}</pre>"
         )
     if verdict.get("perf"):
         return _perf_table(verdict["perf"])

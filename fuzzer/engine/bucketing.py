@@ -1,7 +1,9 @@
 """Which bucket a finding goes in: its `BucketKey` (divfuzz.records.buckets) from the finding and its graph.
 
 The signature is the graph's sorted set of ops (and its autocast and backward modes) until the
-minimizer supplies the minimized op pattern and its culprit.
+minimizer supplies the minimized op pattern and its culprit. A compiler error raised at a known
+site (`divfuzz.fuzzer.engine.error_site`) is keyed by that site instead: graphs of any ops that
+trip one assertion share one bucket, and so one analysis in a campaign.
 """
 
 from __future__ import annotations
@@ -21,9 +23,17 @@ def graph_signature(spec: GraphSpec) -> str:
     return f"{ops} ({', '.join(modes)})" if modes else ops
 
 
+def raw_signature(finding: Finding, spec: GraphSpec) -> str:
+    """A finding's signature before analysis: a compiler error's site ("raised: <site>"), else the graph's ops."""
+    if finding.kind in ERROR_KINDS and finding.site:
+        return f"raised: {finding.site}"
+    return graph_signature(spec)
+
+
 def bucket_key(finding: Finding, spec: GraphSpec, device: str, *, signature: str | None = None,
                against: Against | None = None) -> BucketKey:
-    """`against` (an `--against` case) puts "A vs B" in front of the detail: an A-vs-B bucket never
+    """`signature` (an analysis's minimized pattern and culprit) replaces the raw one (`raw_signature`).
+    `against` (an `--against` case) puts "A vs B" in front of the detail: an A-vs-B bucket never
     shares a key with an eager-vs-compiled one."""
     detail = finding.triage if finding.kind in ERROR_KINDS else ""
     if against is not None:
@@ -32,7 +42,7 @@ def bucket_key(finding: Finding, spec: GraphSpec, device: str, *, signature: str
         kind=finding.kind.value,
         dtype=finding.dtype,
         device_type=device.split(":")[0],
-        signature=signature if signature is not None else graph_signature(spec),
+        signature=signature if signature is not None else raw_signature(finding, spec),
         detail=detail,
     )
 

@@ -29,6 +29,7 @@ import torch
 from divfuzz.records.backends import capabilities_of
 from divfuzz.records.config import CompileConfig
 from divfuzz.fuzzer.engine.compile import compiled as compiled_under
+from divfuzz.fuzzer.engine.error_site import error_site
 from divfuzz.generators.build import (
     build_callable,
     build_reference,
@@ -43,7 +44,7 @@ from divfuzz.oracles.conditioning import perturb_inputs
 from divfuzz.oracles.judge import judge_outputs, verdict_of
 from divfuzz.oracles.ulp import bitwise_equal
 from divfuzz.records.verdict import OutputVerdict, Verdict
-from divfuzz.records.outcomes import Status
+from divfuzz.records.outcomes import COMPILER_FAILURES, Status
 from divfuzz.fuzzer.engine.own_backends import unsupported_op_of
 
 Named = list[tuple[str, torch.Tensor]]
@@ -261,7 +262,8 @@ def failure_verdict(spec: GraphSpec, config: CompileConfig, e: BaseException, cl
         if op is not None:  # the second compiler says so itself, at compile time
             status = Status.UNSUPPORTED
             message = f"{config.backend} has no implementation of {op}: {message}"[:2000]
-    return Verdict(status, error_type=error_type_of(e), error_message=message, timings=tuple(clock.spans.items()))
+    return Verdict(status, error_type=error_type_of(e), error_message=message, timings=tuple(clock.spans.items()),
+                   error_site=error_site(e) if status in COMPILER_FAILURES else None)
 
 
 def check_fits(spec: GraphSpec, device: str) -> None:

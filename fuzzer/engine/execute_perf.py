@@ -25,6 +25,7 @@ from typing import Callable
 import torch
 
 from divfuzz.fuzzer.engine.compile import compiled as compiled_under
+from divfuzz.fuzzer.engine.error_site import error_site
 from divfuzz.fuzzer.engine.execute import check_fits, error_type_of, is_compile_error, run_forward_backward
 from divfuzz.oracles.timing import Timer, clock_state, pinned_threads, timer_description
 from divfuzz.generators.build import build_callable, make_inputs
@@ -165,7 +166,7 @@ def execute_perf_case(spec: GraphSpec, device: str, config: CompileConfig, *, ma
         except Exception as e:
             status = Status.COMPILE_ERROR if is_compile_error(e) else Status.RUNTIME_ERROR
             return Verdict(status, error_type=error_type_of(e), error_message=str(e)[:2000],
-                           timings=tuple((spans | {"compile": time.perf_counter() - t0}).items()))
+                           timings=tuple((spans | {"compile": time.perf_counter() - t0}).items()), error_site=error_site(e))
         spans["compile"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         timer = _timer(device)

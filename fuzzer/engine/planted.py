@@ -11,6 +11,8 @@ differs) and plants exactly one defect:
 - `wrong_dtype`: the first floating output comes back in another floating dtype (float32, or float64
   for a float32 output), its values unchanged: a type mismatch, judged before any value;
 - `compile_error`: raises `PlantedCompileError` while compiling;
+- `inductor_assertion`: real Inductor with its own test fault on (`_raise_error_for_testing`): every
+  graph fails Inductor's own assertion at one site in `compile_fx`, whatever its ops;
 - `kill_worker`: the process kills itself with SIGKILL while compiling;
 - `hang`: sleeps for an hour when the compiled graph first runs;
 - `slow_forward` / `slow_backward`: right numbers, but the forward (or the backward) graph runs
@@ -25,6 +27,8 @@ import signal
 import time
 
 import torch
+from torch._inductor import config as inductor_config
+from torch._inductor.compile_fx import compile_fx
 
 
 class PlantedCompileError(RuntimeError):
@@ -121,6 +125,11 @@ def wrong_dtype(gm: torch.fx.GraphModule, example_inputs):
 
 def compile_error(gm: torch.fx.GraphModule, example_inputs):
     raise PlantedCompileError("planted: this backend always fails to compile")
+
+
+def inductor_assertion(gm: torch.fx.GraphModule, example_inputs):
+    with inductor_config.patch(_raise_error_for_testing=True):
+        return compile_fx(gm, example_inputs)
 
 
 def kill_worker(gm: torch.fx.GraphModule, example_inputs):

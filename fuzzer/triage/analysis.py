@@ -79,6 +79,11 @@ def _severity_seen(verdict) -> str | None:
     return reason.severity.value if reason is not None else None
 
 
+def _site_seen(verdict) -> str | None:
+    """Where the compiler raised the input's error under the must-fail config, which the minimal spec keeps."""
+    return getattr(verdict, "error_site", None)
+
+
 def analyze_finding(
     spec: GraphSpec,
     *,
@@ -140,7 +145,7 @@ def analyze_finding(
         predicate = case_predicate(
             worker, device=device, config=must_fail, kind=kind, timeout_s=timeout_s, strict=strict,
             must_pass_with=must_pass, on_verdict=record, severity=_severity_seen(seen.get((spec.digest(), must_fail))),
-            oracle=oracle, perf_margin=perf_margin, known=seen,
+            oracle=oracle, perf_margin=perf_margin, known=seen, site=_site_seen(seen.get((spec.digest(), must_fail))),
         )
         # The minimizer checks its budget between candidates: its last may run one step (a run
         # of the input, the slowest seen) past it.

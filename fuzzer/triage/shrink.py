@@ -368,9 +368,12 @@ def case_predicate(
     oracle: str = "numeric",
     perf_margin: float | None = None,
     known: Mapping | None = None,
+    site: str | None = None,
 ) -> Predicate:
     """`spec -> bool`: running `spec` under `config` in `worker` gives a finding of `kind`
-    (and, when `severity` is given, one at least that severe: a bug must not shrink into noise).
+    (and, when `severity` is given, one at least that severe: a bug must not shrink into noise;
+    when `site` is given, a compiler error raised at that site (`Finding.site`): a crash must not
+    shrink into another crash).
 
     `must_pass_with`, a CompileConfig, keeps the culprit: the candidate must also show no
     finding of `kind` under it (e.g. with the Inductor switch that removes the divergence).
@@ -385,6 +388,8 @@ def case_predicate(
                                   known=known, on_verdict=on_verdict)
         finding = finding_of(verdict, strict=strict)
         if finding is None or finding.kind.value != kind:
+            return False
+        if keep_severity and site is not None and finding.site != site:
             return False
         if keep_severity and severity is not None:
             reason = severity_of(verdict)

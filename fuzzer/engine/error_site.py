@@ -1,0 +1,146 @@
+"""Where in the compiler a failure was raised: a short, stable text naming the crash site.
+
+A campaign draws many graphs that trip the same assertion in the compiler; each graph's op set
+differs, so keyed by ops they open one bucket and one analysis each (measured on the H100, a
+420 s campaign: seven raw keys for one Inductor mix-order-reduction assertion, 40% of the run's
+analysis time). Keyed by the site they open one. This is the crash deduplication fuzzers use
+(the innermost frame of the failing code plus its message), applied to the compiler under test.
+
+`error_site(e)` reads the exception a compiler raised, in the process that caught it:
+- the innermost exception: `inner_exception` (Dynamo's and Inductor's wrappers) and `__cause__`
+  (`raise ... from`) are followed; an implicit `__context__` is not (a handler that raised a new
+  error is the failure, not what it handled);
+- its deepest frame in code that is not the Python standard library and not generated code
+  (`<...>` names, Inductor's and Triton's cache and temporary folders): the compiler's own code,
+  or the backend's;
+- the text is "<Type> in <path>:<function>: <the frame's source line> | <message>", the path
+  relative to its `sys.path` entry; the message is the chain's first "error:" line (what a C++
+  compiler, ptxas or MLIR prints: a code generator's crash site is in the generated code, not in
+  the driver that ran the compiler), else the innermost message's first line, with paths,
+  addresses and numbers replaced, so that shapes, buffer names, sizes and cache folders do not split one site;
+- None when there is no such frame: the key then keeps the graph's ops.
+Invariant: the result contains no " @ " (a bucket signature's culprit separator) and is at most
+`MAX_SITE_CHARS` long.
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+import re
+import site
+import sys
+import sysconfig
+import tempfile
+import traceback
+
+MAX_SITE_CHARS = 240
+_MESSAGE_CHARS = 100
+_LINE_CHARS = 90
+_CHAIN_LIMIT = 16
+
+
+def exception_chain(e: BaseException) -> list[BaseException]:
+    """`e` and what its wrappers carry (`inner_exception`, then `__cause__`), outermost first."""
+    chain = [e]
+    for _ in range(_CHAIN_LIMIT):
+        inner = getattr(e, "inner_exception", None) or e.__cause__
+        if not isinstance(inner, BaseException) or any(inner is c for c in chain):
+            break
+        chain.append(inner)
+        e = inner
+    return chain
+
+
+def innermost_exception(e: BaseException) -> BaseException:
+    """The exception a compiler's wrappers carry innermost."""
+    return exception_chain(e)[-1]
+
+
+_ERROR_LINE = re.compile(r"\berror\b\s*:", re.IGNORECASE)
+
+
+def _normalized_line(line: str) -> str:
+    line = re.sub(r"(?:[A-Za-z]:)?(?:/[^\s'\":,;()\[\]]+)+", "<path>", line)
+    line = re.sub(r"\b0x[0-9a-fA-F]+", "<addr>", line)
+    line = re.sub(r"\d+", "N", line)
+    return " ".join(line.split())[:_MESSAGE_CHARS]
+
+
+def _lines(e: BaseException) -> list[str]:
+    try:
+        return [line for line in str(e).splitlines() if line.strip()]
+    except Exception:  # a broken __str__ in the compiler's exception: no message
+        return []
+
+
+def normalized_message(chain: list[BaseException]) -> str:
+    """The first "error:" line of the chain's messages (innermost first), else the innermost
+    message's first non-empty line; paths, addresses and numbers replaced, whitespace collapsed."""
+    error_line = next((line for e in reversed(chain) for line in _lines(e) if _ERROR_LINE.search(line)), None)
+    if error_line is not None:
+        return _normalized_line(error_line)
+    first = _lines(chain[-1])[:1]
+    return _normalized_line(first[0]) if first else ""
+
+
+def _folders(paths) -> tuple[str, ...]:
+    return tuple(os.path.realpath(p) + os.sep for p in paths if p)
+
+
+def _is_site_code(filename: str) -> bool:
+    """Whether a frame's file may be a crash site: not generated code (temporary and cache
+    folders), and not the standard library unless it is an installed package (a virtualenv's
+    site-packages sits inside its stdlib folder)."""
+    if filename.startswith("<") or not os.path.isabs(filename):
+        return False
+    real = os.path.realpath(filename)
+    generated = [tempfile.gettempdir()] + [os.environ.get(n, "") for n in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")]
+    if real.startswith(_folders(generated)):
+        return False
+    paths = sysconfig.get_paths()
+    packages = [paths.get("purelib", ""), paths.get("platlib", ""), *site.getsitepackages(), site.getusersitepackages()]
+    if real.startswith(_folders(packages)):
+        return True
+    return not real.startswith(_folders([paths.get("stdlib", ""), paths.get("platstdlib", "")]))
+
+
+def _shown_path(filename: str) -> str:
+    """The file relative to the longest `sys.path` entry holding it (`torch/_inductor/scheduler.py`), else its name."""
+    real = os.path.realpath(filename)
+    best = ""
+    for entry in sys.path:
+        root = os.path.realpath(entry or os.getcwd()) + os.sep
+        if real.startswith(root) and len(root) > len(best):
+            best = root
+    return real[len(best):] if best else os.path.basename(real)
+
+
+def site_frame(e: BaseException) -> traceback.FrameSummary | None:
+    """The deepest frame of `e`'s traceback in neither the standard library nor generated code,
+    with its function's qualified name where Python has it (3.11+)."""
+    found = None
+    for frame, lineno in traceback.walk_tb(e.__traceback__):
+        filename = frame.f_code.co_filename
+        if not _is_site_code(filename):
+            continue
+        name = getattr(frame.f_code, "co_qualname", frame.f_code.co_name)
+        found = traceback.FrameSummary(filename, lineno, name, lookup_line=False)
+    return found
+
+
+def error_site(e: BaseException) -> str | None:
+    """The crash site of a compiler failure (see the module docstring), or None."""
+    chain = exception_chain(e)
+    inner = chain[-1]
+    frame = site_frame(inner)
+    if frame is None:
+        return None
+    line = " ".join(linecache.getline(frame.filename, frame.lineno).split())[:_LINE_CHARS]
+    text = f"{type(inner).__name__} in {_shown_path(frame.filename)}:{frame.name}"
+    if line:
+        text += f": {line}"
+    message = normalized_message(chain)
+    if message:
+        text += f" | {message}"
+    return text.replace(" @ ", " at ")[:MAX_SITE_CHARS]
