@@ -10,6 +10,8 @@ from divfuzz.fuzzer.campaign.sizing import (
     GIB,
     GPU_HOST_CORE_FRACTION,
     HostResources,
+    gpu_free_bytes_from_smi,
+    parse_nvidia_smi,
     probe_host,
     size_workers,
     slot_devices,
@@ -183,3 +185,46 @@ def test_a_campaign_worker_gets_its_share_of_the_compile_threads_and_a_user_sett
         facts[name] = outcome.value
     assert facts["share"] == {"torch_threads": 1, "compile_threads": 1}
     assert facts["user"]["compile_threads"] == 3
+
+
+SMI_TWO_H100 = "NVIDIA H100 80GB HBM3, 80000\nNVIDIA H100 80GB HBM3, 1024\n"
+
+
+@pytest.mark.parametrize("text, indices, visible, expected", [
+    (SMI_TWO_H100, [0, 1], 2, [80000 * 2**20, 1024 * 2**20]),
+    (SMI_TWO_H100, [1], 2, [1024 * 2**20]),
+    # CUDA sees another number of GPUs than nvidia-smi: its numbering is not nvidia-smi's
+    (SMI_TWO_H100, [0], 1, None),
+    # unlike models: CUDA orders them fastest first, nvidia-smi by PCI bus
+    ("NVIDIA H100 80GB HBM3, 80000\nNVIDIA A10, 20000\n", [0, 1], 2, None),
+    ("No devices were found\n", [0], 1, None),
+    ("NVIDIA H100, [N/A]\n", [0], 1, None),
+    (SMI_TWO_H100, [2], 2, None),
+])
+def test_nvidia_smi_stands_in_for_the_probe_only_where_its_numbering_is_cudas(text, indices, visible, expected):
+    assert parse_nvidia_smi(text, indices, visible_count=visible) == expected
+
+
+def test_nvidia_smi_is_not_asked_when_cuda_visible_devices_renumbers_the_gpus(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert gpu_free_bytes_from_smi([0], visible_count=1) is None
+
+
+@pytest.mark.gpu
+def test_nvidia_smi_reads_the_free_memory_the_probe_worker_reads():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    from divfuzz.fuzzer.engine.worker import Worker
+
+    indices = list(range(torch.cuda.device_count()))
+    from_smi = gpu_free_bytes_from_smi(indices, visible_count=len(indices))
+    if from_smi is None:
+        pytest.skip("nvidia-smi cannot stand in on this host")
+    probe = Worker("cpu")
+    try:
+        from_worker = probe.call("divfuzz.fuzzer.campaign.sizing:gpu_free_bytes", {"indices": indices}, 120.0).value
+    finally:
+        probe.stop()
+    # The probe's own CUDA context (~0.5 GiB) is the difference.
+    assert all(abs(a - b) < GIB for a, b in zip(from_smi, from_worker)), (from_smi, from_worker)

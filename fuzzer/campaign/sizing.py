@@ -1,7 +1,8 @@
 """How many campaign slots a host runs, and which device each slot's worker is pinned to.
 
 `size_workers` is a pure function of what the host has (cores, host memory, each GPU's free
-memory), so the rule is tested without a GPU; `probe_host` measures those on the machine.
+memory), so the rule is tested without a GPU; `probe_host` measures those on the machine (the
+GPUs' free memory from `nvidia-smi` where its numbering is CUDA's, else from a probe worker).
 `slot_devices` pins slot i of a CUDA campaign to GPU i mod G. Invariants:
 - `--workers N` is never changed: sizing only answers `--workers auto`;
 - at least one worker, whatever the host reports;
@@ -14,6 +15,7 @@ memory), so the rule is tested without a GPU; `probe_host` measures those on the
 from __future__ import annotations
 
 import os
+import subprocess
 from dataclasses import dataclass, field
 
 from divfuzz.records.errors import ConfigError
@@ -119,6 +121,40 @@ def gpu_free_bytes(indices: list[int]) -> list[int]:
     return [int(torch.cuda.mem_get_info(i)[0]) for i in indices]
 
 
+# `nvidia-smi` answers in a fraction of a second what a probe worker answers in 5-9 s (it imports
+# torch and creates a CUDA context); that time is before any slot starts, so it is start-up.
+NVIDIA_SMI_QUERY = ("nvidia-smi", "--query-gpu=name,memory.free", "--format=csv,noheader,nounits")
+NVIDIA_SMI_TIMEOUT_S = 10.0
+
+
+def parse_nvidia_smi(text: str, indices: list[int], *, visible_count: int) -> list[int] | None:
+    """Free bytes of the listed GPUs from `NVIDIA_SMI_QUERY`'s output ("<name>, <MiB>" per GPU),
+    or None when its numbering may not be CUDA's: a GPU count other than CUDA's, or GPUs of more
+    than one model (CUDA orders unlike models fastest first, nvidia-smi by PCI bus). None for
+    anything unreadable too: the caller then asks a probe worker."""
+    rows = []
+    for line in text.strip().splitlines():
+        name, sep, free = line.rpartition(",")
+        if not sep or not free.strip().isdigit():
+            return None
+        rows.append((name.strip(), int(free.strip()) * 2**20))
+    if len(rows) != visible_count or len({name for name, _ in rows}) != 1 or not all(0 <= i < len(rows) for i in indices):
+        return None
+    return [rows[i][1] for i in indices]
+
+
+def gpu_free_bytes_from_smi(indices: list[int], *, visible_count: int) -> list[int] | None:
+    """`parse_nvidia_smi` of this host's `nvidia-smi`; None where it cannot stand in for CUDA's
+    own numbering (`CUDA_VISIBLE_DEVICES` or another `CUDA_DEVICE_ORDER` set) or does not run."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES") is not None or os.environ.get("CUDA_DEVICE_ORDER", "FASTEST_FIRST") not in ("FASTEST_FIRST", "PCI_BUS_ID"):
+        return None
+    try:
+        done = subprocess.run(NVIDIA_SMI_QUERY, capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return parse_nvidia_smi(done.stdout, indices, visible_count=visible_count) if done.returncode == 0 else None
+
+
 def cuda_indices(device: str) -> list[int]:
     """The driver's GPU indices a campaign on `device` uses: all visible ones for 'cuda', one for 'cuda:N'."""
     # lazy: torch-free module: it loads torch only when this runs
@@ -133,12 +169,16 @@ def probe_host(device: str) -> HostResources:
     """Measure this host for a campaign on `device` ('cpu', 'cuda' or 'cuda:N')."""
     gpus: tuple[int, ...] = ()
     if device.startswith("cuda"):
+        indices = cuda_indices(device)
+        from_smi = gpu_free_bytes_from_smi(indices, visible_count=len(cuda_indices("cuda")))
+        if from_smi is not None:
+            return HostResources(cores=usable_cores(), host_available_bytes=host_available_bytes(), gpu_free_bytes=tuple(from_smi))
         # lazy: CLI start-up: the CLI imports this module (`resolve_workers`); the worker module brings specs and verdicts
         from divfuzz.fuzzer.engine.worker import Worker
 
         probe = Worker("cpu")  # a CPU worker: it initialises no CUDA until asked
         try:
-            outcome = probe.call("divfuzz.fuzzer.campaign.sizing:gpu_free_bytes", {"indices": cuda_indices(device)}, 120.0)
+            outcome = probe.call("divfuzz.fuzzer.campaign.sizing:gpu_free_bytes", {"indices": indices}, 120.0)
         finally:
             probe.stop()
         if outcome.error:
