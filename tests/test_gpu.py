@@ -132,3 +132,23 @@ def test_pointwise_kernels_compiled_for_comparison_are_not_timed_and_give_the_sa
     assert tuned_benchmarks > 0 and compared_benchmarks == 0, (tuned_benchmarks, compared_benchmarks)
     for name, a, b in zip(("out", "grad x", "grad y"), tuned, compared):
         assert torch.equal(a.view(torch.int16), b.view(torch.int16)), f"{name}: {(a != b).sum().item()} elements differ"
+
+
+def test_cuda_workers_forked_from_the_warm_template_run_cases_as_spawned_ones_do(monkeypatch):
+    # The template imports torch and Inductor but must not initialise CUDA: a forked child could not.
+    from divfuzz.fuzzer.engine.worker import CaseRequest, Worker
+
+    request = CaseRequest(layer_norm_linear(256), "cuda", CompileConfig())
+    verdicts = {}
+    for kind, warm in (("ForkServerProcess", "1"), ("SpawnProcess", "0")):
+        monkeypatch.setenv("DIVFUZZ_WARM_WORKERS", warm)
+        worker = Worker("cuda", extra_env={"DIVFUZZ_WORKER_THREADS": "2"})
+        try:
+            worker.start()
+            assert type(worker.process).__name__ == kind
+            verdicts[kind] = worker.run(request, 300)
+        finally:
+            worker.stop()
+    forked, spawned = verdicts["ForkServerProcess"], verdicts["SpawnProcess"]
+    assert finding_of(forked).kind is FindingKind.BF16_ULP
+    assert forked.to_dict() | {"timings": {}} == spawned.to_dict() | {"timings": {}}

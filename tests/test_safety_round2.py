@@ -314,8 +314,10 @@ def _start(args: list[str], cwd: Path) -> subprocess.Popen:
 
 
 def _children(pid: int) -> list[int]:
+    """Every process below `pid` (a worker started from the warm template is its server's child)."""
     out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
-    return [int(p) for p in out.split()]
+    kids = [int(p) for p in out.split()]
+    return kids + [grandchild for kid in kids for grandchild in _children(kid)]
 
 
 def _wait_for_worker(proc: subprocess.Popen, limit: float = 60.0) -> None:

@@ -50,6 +50,7 @@ class Breakdown:
     finish: dict = field(default_factory=dict)
     pending_by_severity: dict = field(default_factory=dict)
     timings_file: Path | None = None
+    worker_starts: dict = field(default_factory=dict)  # how the campaign process's workers started -> count (timings file)
 
     @property
     def rate_over_run(self) -> float:
@@ -156,6 +157,9 @@ def campaign_breakdown(path: Path, run_id: int | None = None) -> Breakdown:
     pending = {}
     if isinstance(extra.get("pending_by_severity"), dict):
         pending = {str(k): int(_number(v, f"{where}: pending_by_severity[{k!r}]")) for k, v in extra["pending_by_severity"].items()}
+    starts = {}
+    if isinstance(extra.get("worker_starts"), dict):
+        starts = {str(k)[:200]: int(_number(v, f"{where}: worker_starts[{k!r}]")) for k, v in extra["worker_starts"].items()}
     stopped = opt("drawing_stopped")
     finish = {k: opt(k) - start for k in ("work_end", "slots_done", "pool_done") if opt(k) is not None}
     return Breakdown(
@@ -164,7 +168,7 @@ def campaign_breakdown(path: Path, run_id: int | None = None) -> Breakdown:
         last_case_s=(max(stamps) - start) if stamps else None, stages=dict(stages), slot_time=dict(slot_time),
         driver=driver, analyses=analyses, budget_s=opt("budget_s"),
         drawing_stopped_s=(stopped - start) if stopped is not None else None, pending_by_severity=pending,
-        timings_file=extra_path, finish=finish,
+        timings_file=extra_path, finish=finish, worker_starts=starts,
     )
 
 
@@ -207,6 +211,8 @@ def breakdown_table(b: Breakdown) -> str:
         lines.append(f"analyses: {a['count']} run by {a['workers']} worker(s) (slots included once they stopped drawing), "
                      f"{a['filed']} filed, {a['seconds']:.0f} s in all"
                      + (f", {a['seconds'] / a['count']:.0f} s each" if a["count"] else ""))
+    if b.worker_starts:
+        lines.append("worker starts (this process's): " + ", ".join(f"{v} {k}" for k, v in sorted(b.worker_starts.items())))
     if b.pending_by_severity:
         lines.append("pending at the end: " + ", ".join(f"{v} {k}" for k, v in sorted(b.pending_by_severity.items())))
     if b.timings_file is None:

@@ -65,6 +65,7 @@ from divfuzz.records.config import CompileConfig
 from divfuzz.records.errors import ConfigError, DivfuzzError, InternalError
 from divfuzz.fuzzer.store import STORE_NAME, CampaignLock, Store
 from divfuzz.fuzzer.engine.environment import environment_versions
+from divfuzz.fuzzer.engine import warm_template
 from divfuzz.fuzzer.engine.worker import Worker
 from divfuzz.generators.coverage import DrawCounts
 from divfuzz.generators.spec import GraphSpec
@@ -270,6 +271,8 @@ class Campaign:
         self.lock = threading.Lock()
         self.failure: tuple[BaseException, str] | None = None  # divfuzz's own first error, with its traceback
         self.slot_devices = fleet.slot_devices if fleet else campaign_slot_devices(opts.device, opts.workers)  # before the store: a bad device writes nothing
+        if fleet is None:  # the workers' template imports torch while the store opens (a fleet's workers start on its nodes)
+            warm_template.start_in_background()
         opts.out_dir.mkdir(parents=True, exist_ok=True)
         self.store_lock = CampaignLock(opts.out_dir / STORE_NAME)
         self.store_lock.acquire()
@@ -510,6 +513,7 @@ class Campaign:
             "analysis_workers": (self.pool.size if self.pool is not None else 0),
             "analyses": [asdict(t) | {"wall_s": t.wall_s} for t in (self.pool.timings if self.pool is not None else ())],
             "pending": pending, "pending_by_severity": dict(pending_by_severity),
+            "worker_starts": warm_template.starts(),
         }
         path = self.opts.out_dir / f"divfuzz-run{self.run_id}-timings.json"
         tmp = path.with_suffix(".json.tmp")

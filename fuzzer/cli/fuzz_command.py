@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from divfuzz.fuzzer.cli.interrupts import stop_on_signals
+from divfuzz.fuzzer.engine import warm_template
 from divfuzz.fuzzer.cli.options import (
     SEVERITY_CHOICE,
     CASE_COUNT,
@@ -99,6 +100,8 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
          dynamic, mode):
     """Run a campaign: draw graphs, compare eager and compiled, bucket what diverges."""
     started = time.time()  # --budget counts from here: sizing and start-up are inside it
+    if cluster_address is None and cluster_file is None:  # the workers' template imports torch beside the driver (a fleet's workers start on its nodes)
+        warm_template.start_in_background()
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.campaign.loop import CampaignOptions, run_campaign
     from divfuzz.fuzzer.store import STORE_NAME

@@ -25,6 +25,7 @@ import traceback
 from dataclasses import dataclass
 from multiprocessing import resource_tracker
 
+from divfuzz.fuzzer.engine import warm_template
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.errors import InternalError
 from divfuzz.generators.spec import GraphSpec
@@ -38,7 +39,7 @@ _REAPER_REGISTERED = False
 
 def _reap_children_at_exit() -> None:
     """At divfuzz's exit: kill and reap every multiprocessing child still alive (divfuzz's workers;
-    nothing else in divfuzz starts one), then stop multiprocessing's
+    nothing else in divfuzz starts one), then the warm template's fork server, then multiprocessing's
     resource tracker (started by the first spawn) and reap it too.
 
     Without this the tracker outlives divfuzz by a moment, and where the container's PID 1 reaps
@@ -48,6 +49,7 @@ def _reap_children_at_exit() -> None:
         child.kill()
     for child in mp.active_children():
         child.join(5)
+    warm_template.stop()
 
     tracker = resource_tracker._resource_tracker
     fd, pid = getattr(tracker, "_fd", None), getattr(tracker, "_pid", None)
@@ -135,10 +137,14 @@ def key_compile_caches_by_cpu_isa() -> str:
     return compiler_config.cache_key_tag
 
 
-def _worker_main(conn, device: str, extra_env: dict) -> None:
-    """The worker's loop: import torch once, then execute cases until told to stop."""
+def _worker_main(conn, device: str, extra_env: dict, parent_env: dict | None = None) -> None:
+    """The worker's loop: import torch once (a worker forked from the warm template has it
+    already: `parent_env` is then the environment it adopts), then execute cases until told to stop."""
     _detach_from_terminal_signals()
-    os.environ.update(extra_env)
+    if parent_env is not None:
+        warm_template.adopt_environment(parent_env, extra_env)
+    else:
+        os.environ.update(extra_env)
     split = int(os.environ.get("DIVFUZZ_WORKER_THREADS", "0"))
     if split > 0:
         # Inductor sizes its compile-subprocess pool from the host's cores, per process: W workers
@@ -146,6 +152,11 @@ def _worker_main(conn, device: str, extra_env: dict) -> None:
         # gets its share of the cores, as for torch's threads. Read at import, so set before it;
         # a value the user set is kept.
         os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(split))
+    imported = sys.modules.get("torch._inductor.config")
+    if imported is not None:  # the warm template imported Inductor under its own environment: decide again under ours
+        decide = getattr(imported, "decide_compile_threads", None)
+        if decide is not None:
+            imported.compile_threads = decide()
     # lazy: torch-free module: it loads torch only when this runs
     import torch
 
@@ -224,10 +235,28 @@ class Worker:
         self.aborted = False  # set by `abort`: no more starts, every request fails fast
 
     def start(self) -> None:
+        """Start the process: from the warm template where it may (`warm_template.context_for`),
+        else spawned. A worker that fails to start from the template is spawned instead."""
         t0 = time.perf_counter()
         _register_reaper()
-        parent, child = _CTX.Pipe()
-        self.process = _CTX.Process(target=_worker_main, args=(child, self.device, self.extra_env), daemon=True)
+        why_spawned = "aborted" if self.aborted else warm_template.refusal(self.extra_env)
+        if why_spawned is None:
+            try:
+                self._start_in(warm_template.context_for(self.extra_env), args=(self.device, self.extra_env, dict(os.environ)))
+            except RuntimeError as e:
+                if self.aborted:
+                    raise
+                warm_template.give_up()
+                sys.stderr.write(f"divfuzz: a worker did not start from the warm template ({e}); spawning workers instead\n")
+                why_spawned = "a worker failed to start from the template"
+        if why_spawned is not None:
+            self._start_in(_CTX, args=(self.device, self.extra_env))
+        warm_template.note_start(why_spawned)
+        self.startup_s += time.perf_counter() - t0
+
+    def _start_in(self, ctx, *, args: tuple) -> None:
+        parent, child = ctx.Pipe()
+        self.process = ctx.Process(target=_worker_main, args=(child, *args), daemon=True)
         self.process.start()
         child.close()
         self.conn = parent
@@ -240,7 +269,6 @@ class Worker:
             code = self.process.exitcode
             self.stop()
             raise RuntimeError(f"divfuzz worker for {self.device} died while starting (exit code {code})") from None
-        self.startup_s += time.perf_counter() - t0
 
     def _alive(self) -> bool:
         return self.process is not None and self.process.is_alive()

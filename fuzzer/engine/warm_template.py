@@ -1,0 +1,165 @@
+"""Worker processes started from a warm template: a fork server that has torch, Dynamo, Inductor
+and divfuzz's engine imported, so that a worker starts without importing them again.
+
+A spawned worker imports torch and divfuzz's engine (5-8 s on a GPU host, 12-13 s when a
+campaign's 12 workers start at once: measured on the H100, scripts/profile_compile_phases.py),
+and its first case then imports the rest of Dynamo and Inductor. A worker forked from the
+template has them already. Invariants:
+- the template imports modules and runs nothing else: no CUDA (a forked child could not
+  initialise it), no thread pool (a forked child would inherit a dead one);
+- a worker that fails to start from the template is started again by spawning, and the
+  template is not used again in this process (`give_up`): the template only ever saves time;
+- a worker gets the template only while this process's environment is the one the template
+  started with, apart from `LATE_READ_ENV` (read after the fork, so the child's own values
+  count) and `VOLATILE_ENV`; otherwise (a changed environment, `extra_env` naming other keys) it is spawned, as
+  before: what torch reads at import is then what the worker's own environment says;
+- the child makes its environment exactly this process's (at `Worker.start`) plus `extra_env`;
+- the template's server ignores SIGINT and SIGTERM, as the workers do: a worker dies with its
+  server, and a signal to the whole process group (Ctrl-C, `timeout`, a CI runner) must not kill
+  a worker mid-case (that would read as a crash of the compiler); the server ends when this
+  process does (multiprocessing's own rule) or at exit (`stop`);
+- `DIVFUZZ_WARM_WORKERS=0` turns the template off (every worker is spawned).
+"""
+
+from __future__ import annotations
+
+import atexit
+import multiprocessing as mp
+import os
+import signal
+import sys
+import threading
+from multiprocessing import forkserver
+
+# What the template imports: torch, Dynamo and Inductor's compile path (its C++ and Triton code
+# generators among them) and divfuzz's engine. A module this torch lacks is skipped.
+PRELOAD = (
+    "torch",
+    "torch._dynamo",
+    "torch._inductor.compile_fx",
+    "torch._inductor.codegen.cpp",
+    "torch._inductor.codegen.triton",
+    "divfuzz.fuzzer.engine.execute",
+    "divfuzz.fuzzer.engine.execute_perf",
+    "divfuzz.fuzzer.engine.warm_template",
+)
+
+# Environment a worker reads after it starts, never at import: the template's own value does not
+# matter, the child's (this process's, with `extra_env` on top) is what counts.
+LATE_READ_ENV = frozenset({"CUDA_VISIBLE_DEVICES", "DIVFUZZ_WORKER_THREADS", "TORCHINDUCTOR_CACHE_DIR",
+                           "TRITON_CACHE_DIR", "TORCHINDUCTOR_COMPILE_THREADS"})
+
+def _in_fork_server() -> bool:
+    """Whether this module is being imported by multiprocessing's fork server (as a preload)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "main" and frame.f_code.co_filename == forkserver.__file__:
+            return True
+        frame = frame.f_back
+    return False
+
+
+if _in_fork_server():  # the server's own process: see the module docstring
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+_lock = threading.Lock()
+_state: dict = {}
+
+
+def enabled() -> bool:
+    return os.environ.get("DIVFUZZ_WARM_WORKERS", "1") != "0"
+
+
+# Environment that changes while a process runs and that nothing reads at import: pytest names the
+# running test in it; the template's own switch is read here, in the parent; Inductor writes a
+# pointer into it each time it loads a C++ kernel in-process (and again in the child before use).
+VOLATILE_ENV = frozenset({"PYTEST_CURRENT_TEST", "DIVFUZZ_WARM_WORKERS", "_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR"})
+
+
+def _environment_key(env) -> dict:
+    return {k: v for k, v in env.items() if k not in LATE_READ_ENV | VOLATILE_ENV}
+
+
+def context_for(extra_env: dict):
+    """The multiprocessing context a worker with `extra_env` starts from: the warm template's
+    fork server where the invariants allow it, else None (spawn: `refusal` says why)."""
+    return None if refusal(extra_env) is not None else _state["context"]
+
+
+def refusal(extra_env: dict) -> str | None:
+    """Why a worker with `extra_env` would be spawned rather than forked from the template, or
+    None (it would be forked; the template is set up on the first call)."""
+    if not enabled():
+        return "DIVFUZZ_WARM_WORKERS=0"
+    if not set(extra_env) <= LATE_READ_ENV:
+        return f"the worker's environment sets {sorted(set(extra_env) - LATE_READ_ENV)}, which torch may read at import"
+    with _lock:
+        if _state.get("broken"):
+            return "a worker failed to start from the template"
+        if "context" not in _state:
+            ctx = mp.get_context("forkserver")
+            ctx.set_forkserver_preload(list(PRELOAD))
+            _state["context"] = ctx
+            _state["environment"] = _environment_key(os.environ)
+        now, then = _environment_key(os.environ), _state["environment"]
+        if now != then:
+            changed = sorted(k for k in now.keys() | then.keys() if now.get(k) != then.get(k))
+            return f"the environment changed since the template started: {changed}"
+    return None
+
+
+def note_start(reason: str | None) -> None:
+    """Count one worker start: forked from the template (`reason` None) or spawned, and why."""
+    with _lock:
+        key = "from the warm template" if reason is None else f"spawned: {reason}"
+        _state.setdefault("starts", {})
+        _state["starts"][key] = _state["starts"].get(key, 0) + 1
+
+
+def starts() -> dict[str, int]:
+    """This process's worker starts so far, by how each started (`note_start`)."""
+    with _lock:
+        return dict(_state.get("starts", {}))
+
+
+def give_up() -> None:
+    """No worker of this process starts from the template any more."""
+    with _lock:
+        _state["broken"] = True
+
+
+def start_in_background() -> None:
+    """Start the template now, in a thread, so that its imports overlap with what the caller does
+    before its first worker (a campaign: the store, the analyzer). Idempotent."""
+    ctx = context_for({})
+    if ctx is None:
+        return
+    with _lock:
+        if not _state.get("stop_at_exit"):  # a command that ends before its first worker leaves no server behind
+            _state["stop_at_exit"] = True
+            atexit.register(stop)
+    threading.Thread(target=forkserver.ensure_running, name="divfuzz-warm-template", daemon=True).start()
+
+
+def stop() -> None:
+    """Stop the template's fork server, if this process started one (at exit, after the workers:
+    an orphaned server would linger where PID 1 reaps no orphans). Uses the fork server's own
+    stop (CPython's, private but present from 3.8 to 3.13); where it is missing the server ends
+    by itself when this process exits."""
+    if "context" not in _state:
+        return
+    server = getattr(forkserver, "_forkserver", None)
+    stop_server = getattr(server, "_stop", None)
+    if stop_server is not None:
+        try:
+            stop_server()
+        except OSError:
+            pass
+
+
+def adopt_environment(parent_env: dict, extra_env: dict) -> None:
+    """In a forked child: this process's environment becomes the parent's plus `extra_env`."""
+    os.environ.clear()
+    os.environ.update(parent_env)
+    os.environ.update(extra_env)
