@@ -21,46 +21,36 @@ def _started(env: dict | None = None) -> Worker:
     return worker
 
 
-def _forked(worker: Worker) -> bool:
-    assert type(worker.process).__name__ == "ForkServerProcess", warm_template.refusal(worker.extra_env)
-    return True
+def _in_worker(env: dict | None, do):
+    """(how a worker with `env` started, what `do(worker)` returned); the worker is stopped."""
+    worker = _started(env)
+    try:
+        return type(worker.process).__name__, do(worker), warm_template.refusal(worker.device, worker.extra_env)
+    finally:
+        worker.stop()
 
 
 def test_a_worker_forked_from_the_template_gives_the_spawned_workers_verdict(monkeypatch):
     request = CaseRequest(sigmoid_gate(64), "cpu", CompileConfig())
-    forked = _started()
-    try:
-        assert _forked(forked)
-        from_template = forked.run(request, 300)
-    finally:
-        forked.stop()
+    forked, from_template, why = _in_worker(None, lambda w: w.run(request, 300))
+    assert forked == "ForkServerProcess", why
     monkeypatch.setenv("DIVFUZZ_WARM_WORKERS", "0")
-    spawned = _started()
-    try:
-        assert type(spawned.process).__name__ == "SpawnProcess"
-        from_spawn = spawned.run(request, 300)
-    finally:
-        spawned.stop()
+    spawned, from_spawn, _ = _in_worker(None, lambda w: w.run(request, 300))
+    assert spawned == "SpawnProcess"
     assert from_template.outputs and from_template.to_dict() | {"timings": {}} == from_spawn.to_dict() | {"timings": {}}
 
 
 def test_a_forked_worker_sees_its_own_environment_and_a_changed_one_is_spawned(monkeypatch, tmp_path):
     cache = str(tmp_path / "cache")
-    forked = _started({"DIVFUZZ_WORKER_THREADS": "1", "TORCHINDUCTOR_CACHE_DIR": cache})
-    try:
-        assert _forked(forked)
-        assert forked.call("os:getenv", {"key": "TORCHINDUCTOR_CACHE_DIR"}, 60).value == cache
-    finally:
-        forked.stop()
+    getenv = lambda key: lambda w: w.call("os:getenv", {"key": key}, 60).value  # noqa: E731
+    forked, seen, why = _in_worker({"DIVFUZZ_WORKER_THREADS": "1", "TORCHINDUCTOR_CACHE_DIR": cache}, getenv("TORCHINDUCTOR_CACHE_DIR"))
+    assert forked == "ForkServerProcess", why
+    assert seen == cache
     # What torch may read at import changed since the template started: the worker is spawned,
     # so it imports torch under the new value.
     monkeypatch.setenv("DIVFUZZ_TEMPLATE_PROBE", "changed")
-    spawned = _started()
-    try:
-        assert type(spawned.process).__name__ == "SpawnProcess"
-        assert spawned.call("os:getenv", {"key": "DIVFUZZ_TEMPLATE_PROBE"}, 60).value == "changed"
-    finally:
-        spawned.stop()
+    spawned, seen, why = _in_worker(None, getenv("DIVFUZZ_TEMPLATE_PROBE"))
+    assert spawned == "SpawnProcess" and seen == "changed" and "DIVFUZZ_TEMPLATE_PROBE" in why
 
 
 def test_a_template_that_cannot_start_a_worker_gives_way_to_spawning(tmp_path):
@@ -84,3 +74,13 @@ def test_a_template_that_cannot_start_a_worker_gives_way_to_spawning(tmp_path):
     lines = done.stdout.split()
     assert "error=None" in done.stdout and lines[-2:] == ["SpawnProcess", "SpawnProcess"], done.stdout
     assert "did not start from the warm template" in done.stderr
+
+
+def test_a_cpu_worker_on_a_host_with_an_nvidia_driver_is_spawned(monkeypatch, tmp_path):
+    # Not validated there: a forked CPU worker hung on the H100 host (warm_template.NVIDIA_DRIVER_NODE).
+    node = tmp_path / "nvidiactl"
+    node.write_text("")
+    monkeypatch.setattr(warm_template, "NVIDIA_DRIVER_NODE", str(node))
+    assert "NVIDIA driver" in warm_template.refusal("cpu", {})
+    assert warm_template.refusal("cuda", {}) is None
+    assert _in_worker(None, lambda w: None)[0] == "SpawnProcess"

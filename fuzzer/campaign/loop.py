@@ -272,7 +272,7 @@ class Campaign:
         self.failure: tuple[BaseException, str] | None = None  # divfuzz's own first error, with its traceback
         self.slot_devices = fleet.slot_devices if fleet else campaign_slot_devices(opts.device, opts.workers)  # before the store: a bad device writes nothing
         if fleet is None:  # the workers' template imports torch while the store opens (a fleet's workers start on its nodes)
-            warm_template.start_in_background()
+            warm_template.start_in_background(opts.device)
         opts.out_dir.mkdir(parents=True, exist_ok=True)
         self.store_lock = CampaignLock(opts.out_dir / STORE_NAME)
         self.store_lock.acquire()

@@ -101,7 +101,7 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
     """Run a campaign: draw graphs, compare eager and compiled, bucket what diverges."""
     started = time.time()  # --budget counts from here: sizing and start-up are inside it
     if cluster_address is None and cluster_file is None:  # the workers' template imports torch beside the driver (a fleet's workers start on its nodes)
-        warm_template.start_in_background()
+        warm_template.start_in_background(str(device))
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.campaign.loop import CampaignOptions, run_campaign
     from divfuzz.fuzzer.store import STORE_NAME

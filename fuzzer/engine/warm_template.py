@@ -1,12 +1,12 @@
-"""Worker processes started from a warm template: a fork server that has torch, Dynamo, Inductor
-and divfuzz's engine imported, so that a worker starts without importing them again.
+"""Worker processes started from a warm template: a fork server that has torch and Dynamo
+imported (`PRELOAD`), so that a worker starts without importing them again.
 
 A spawned worker imports torch and divfuzz's engine (5-8 s on a GPU host, 12-13 s when a
-campaign's 12 workers start at once: measured on the H100, scripts/profile_compile_phases.py),
-and its first case then imports the rest of Dynamo and Inductor. A worker forked from the
-template has them already. Invariants:
+campaign's 12 workers start at once: measured on the H100, scripts/profile_compile_phases.py).
+A worker forked from the template has torch already. Invariants:
 - the template imports modules and runs nothing else: no CUDA (a forked child could not
-  initialise it), no thread pool (a forked child would inherit a dead one);
+  initialise it), no thread pool (a forked child would inherit a dead one); a forked worker
+  checks the first before it is ready (`forked_child_is_usable`);
 - a worker that fails to start from the template is started again by spawning, and the
   template is not used again in this process (`give_up`): the template only ever saves time;
 - a worker gets the template only while this process's environment is the one the template
@@ -31,18 +31,24 @@ import sys
 import threading
 from multiprocessing import forkserver
 
-# What the template imports: torch, Dynamo and Inductor's compile path (its C++ and Triton code
-# generators among them) and divfuzz's engine. A module this torch lacks is skipped.
-PRELOAD = (
-    "torch",
-    "torch._dynamo",
-    "torch._inductor.compile_fx",
-    "torch._inductor.codegen.cpp",
-    "torch._inductor.codegen.triton",
-    "divfuzz.fuzzer.engine.execute",
-    "divfuzz.fuzzer.engine.execute_perf",
-    "divfuzz.fuzzer.engine.warm_template",
-)
+# What the template imports: torch and Dynamo. Not Inductor: importing `torch._inductor.compile_fx`
+# (and divfuzz's engine, which needs it) asks CUDA for its device count where a GPU is present,
+# which registers torch's fork handler, and every process forked after that cannot use CUDA
+# ("Cannot re-initialize CUDA in forked subprocess"; measured on the H100 host, torch 2.11: a
+# forked child of `import torch, torch._dynamo` ran a CUDA kernel, one of `torch._inductor.compile_fx`
+# could not, and a CPU case compiled in it failed the same way inside Dynamo). A module this
+# torch lacks is skipped.
+PRELOAD = ("torch", "torch._dynamo", "divfuzz.fuzzer.engine.warm_template")
+
+
+def forked_child_is_usable() -> bool:
+    """In a forked worker, before it says it is ready: whether torch may still initialise CUDA
+    here (no module the template imported touched it). A worker that may not is no worker:
+    it exits, and the parent spawns one instead."""
+    torch = sys.modules.get("torch")  # imported by the template, if at all
+    in_bad_fork = getattr(getattr(torch, "cuda", None), "_is_in_bad_fork", None)
+    return in_bad_fork is None or not in_bad_fork()
+
 
 # Environment a worker reads after it starts, never at import: the template's own value does not
 # matter, the child's (this process's, with `extra_env` on top) is what counts.
@@ -81,17 +87,26 @@ def _environment_key(env) -> dict:
     return {k: v for k, v in env.items() if k not in LATE_READ_ENV | VOLATILE_ENV}
 
 
-def context_for(extra_env: dict):
-    """The multiprocessing context a worker with `extra_env` starts from: the warm template's
-    fork server where the invariants allow it, else None (spawn: `refusal` says why)."""
-    return None if refusal(extra_env) is not None else _state["context"]
+# A CPU worker forked from the template hung in its first case on the H100 host (torch 2.11+cu130,
+# a CUDA build), where CUDA workers forked from it ran a 300 s campaign (2,191 cases) as spawned
+# ones do; on a host without an NVIDIA driver CPU workers ran the whole test suite forked. Until
+# that hang is understood, a CPU worker on a host with an NVIDIA driver is spawned.
+NVIDIA_DRIVER_NODE = "/dev/nvidiactl"
 
 
-def refusal(extra_env: dict) -> str | None:
-    """Why a worker with `extra_env` would be spawned rather than forked from the template, or
-    None (it would be forked; the template is set up on the first call)."""
+def context_for(device: str, extra_env: dict):
+    """The multiprocessing context a worker for `device` with `extra_env` starts from: the warm
+    template's fork server where the invariants allow it, else None (spawn: `refusal` says why)."""
+    return None if refusal(device, extra_env) is not None else _state["context"]
+
+
+def refusal(device: str, extra_env: dict) -> str | None:
+    """Why a worker for `device` with `extra_env` would be spawned rather than forked from the
+    template, or None (it would be forked; the template is set up on the first call)."""
     if not enabled():
         return "DIVFUZZ_WARM_WORKERS=0"
+    if not device.startswith("cuda") and os.path.exists(NVIDIA_DRIVER_NODE):
+        return "a CPU worker on a host with an NVIDIA driver (not validated there: see NVIDIA_DRIVER_NODE)"
     if not set(extra_env) <= LATE_READ_ENV:
         return f"the worker's environment sets {sorted(set(extra_env) - LATE_READ_ENV)}, which torch may read at import"
     with _lock:
@@ -129,10 +144,10 @@ def give_up() -> None:
         _state["broken"] = True
 
 
-def start_in_background() -> None:
+def start_in_background(device: str) -> None:
     """Start the template now, in a thread, so that its imports overlap with what the caller does
-    before its first worker (a campaign: the store, the analyzer). Idempotent."""
-    ctx = context_for({})
+    before its first worker (a campaign on `device`: the store, the analyzer). Idempotent."""
+    ctx = context_for(device, {})
     if ctx is None:
         return
     with _lock:

@@ -143,6 +143,8 @@ def _worker_main(conn, device: str, extra_env: dict, parent_env: dict | None = N
     _detach_from_terminal_signals()
     if parent_env is not None:
         warm_template.adopt_environment(parent_env, extra_env)
+        if not warm_template.forked_child_is_usable():
+            sys.exit(3)  # the parent spawns a worker instead (`Worker.start`)
     else:
         os.environ.update(extra_env)
     split = int(os.environ.get("DIVFUZZ_WORKER_THREADS", "0"))
@@ -239,10 +241,10 @@ class Worker:
         else spawned. A worker that fails to start from the template is spawned instead."""
         t0 = time.perf_counter()
         _register_reaper()
-        why_spawned = "aborted" if self.aborted else warm_template.refusal(self.extra_env)
+        why_spawned = "aborted" if self.aborted else warm_template.refusal(self.device, self.extra_env)
         if why_spawned is None:
             try:
-                self._start_in(warm_template.context_for(self.extra_env), args=(self.device, self.extra_env, dict(os.environ)))
+                self._start_in(warm_template.context_for(self.device, self.extra_env), args=(self.device, self.extra_env, dict(os.environ)))
             except RuntimeError as e:
                 if self.aborted:
                     raise
