@@ -11,8 +11,7 @@ analysis time). Keyed by the site they open one. This is the crash deduplication
   (`raise ... from`) are followed; an implicit `__context__` is not (a handler that raised a new
   error is the failure, not what it handled);
 - its deepest frame in code that is not the Python standard library and not generated code
-  (`<...>` names, Inductor's and Triton's cache and temporary folders): the compiler's own code,
-  or the backend's;
+  (`<...>` names, Inductor's and Triton's cache folders): the compiler's own code, or the backend's;
 - the text is "<Type> in <path>:<function>: <the frame's source line> | <message>", the path
   relative to its `sys.path` entry; the message is the chain's first "error:" line (what a C++
   compiler, ptxas or MLIR prints: a code generator's crash site is in the generated code, not in
@@ -31,7 +30,6 @@ import re
 import site
 import sys
 import sysconfig
-import tempfile
 import traceback
 
 MAX_SITE_CHARS = 240
@@ -88,20 +86,26 @@ def _folders(paths) -> tuple[str, ...]:
     return tuple(os.path.realpath(p) + os.sep for p in paths if p)
 
 
+def _generated(real: str) -> bool:
+    """Whether a file is code a compiler generated: under Inductor's or Triton's cache folder (the
+    ones set in the environment, `~/.triton`, or any `torchinductor_<user>` folder)."""
+    caches = [os.environ.get(n, "") for n in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")] + [os.path.expanduser("~/.triton")]
+    return real.startswith(_folders(caches)) or any(part.startswith("torchinductor_") for part in real.split(os.sep))
+
+
 def _is_site_code(filename: str) -> bool:
-    """Whether a frame's file may be a crash site: not generated code (temporary and cache
-    folders), and not the standard library unless it is an installed package (a virtualenv's
-    site-packages sits inside its stdlib folder)."""
+    """Whether a frame's file may be a crash site: an installed package's (a virtualenv's
+    site-packages sits inside its stdlib folder, and may sit in a temporary folder), else
+    neither generated code nor the standard library. A checkout in a temporary folder counts."""
     if filename.startswith("<") or not os.path.isabs(filename):
         return False
     real = os.path.realpath(filename)
-    generated = [tempfile.gettempdir()] + [os.environ.get(n, "") for n in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")]
-    if real.startswith(_folders(generated)):
-        return False
     paths = sysconfig.get_paths()
     packages = [paths.get("purelib", ""), paths.get("platlib", ""), *site.getsitepackages(), site.getusersitepackages()]
     if real.startswith(_folders(packages)):
         return True
+    if _generated(real):
+        return False
     return not real.startswith(_folders([paths.get("stdlib", ""), paths.get("platstdlib", "")]))
 
 
