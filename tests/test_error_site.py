@@ -61,6 +61,8 @@ def test_a_message_keeps_its_words_and_loses_numbers_paths_and_addresses():
     outer = Wrapped("wrapper")
     outer.inner_exception = inner
     assert normalized_message([outer, inner]) == "bufN has size N at <addr>, see <path>"
+    # Only absolute paths of two or more parts are paths: a ratio or markup-looking text stays.
+    assert normalized_message([ValueError("a/b over [/bold] from /home")]) == "a/b over [/bold] from /home"
 
 
 def test_a_site_holds_no_culprit_separator_and_is_bounded():

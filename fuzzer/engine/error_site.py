@@ -59,7 +59,7 @@ _ERROR_LINE = re.compile(r"\berror\b\s*:", re.IGNORECASE)
 
 
 def _normalized_line(line: str) -> str:
-    line = re.sub(r"(?:[A-Za-z]:)?(?:/[^\s'\":,;()\[\]]+)+", "<path>", line)
+    line = re.sub(r"(?<![\w/])(?:/[^\s'\":,;()\[\]/]+){2,}/?", "<path>", line)  # an absolute path: two or more parts
     line = re.sub(r"\b0x[0-9a-fA-F]+", "<addr>", line)
     line = re.sub(r"\d+", "N", line)
     return " ".join(line.split())[:_MESSAGE_CHARS]
