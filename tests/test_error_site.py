@@ -8,6 +8,8 @@ share one bucket; different sites must not.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 import torch._inductor.config as inductor_config
@@ -123,3 +125,36 @@ def test_the_minimizer_keeps_a_crash_at_its_site(site, kept):
     predicate = case_predicate(Worker("cpu"), device="cpu", config=config, kind="compile-error",
                                known={(spec.digest(), config): verdict}, site=wanted)
     assert predicate(spec) is kept
+
+
+def _from_a_subprocess(remote_traceback: str) -> BaseException:
+    class SubprocException(RuntimeError):  # as Inductor's compile subprocesses hand an error back
+        pass
+
+    try:
+        raise SubprocException("An exception occurred in a subprocess:\n\n" + remote_traceback)
+    except SubprocException as e:
+        return e
+
+
+def test_an_error_from_a_compile_subprocess_is_sited_where_it_was_raised_there():
+    torch_dir = Path(torch.__file__).parent
+
+    def remote(where: str, line: str, last: str) -> str:
+        return f'Traceback (most recent call last):\n  File "{torch_dir}/_inductor/{where}", line 7, in f\n    {line}\n{last}\n'
+
+    one = error_site(_from_a_subprocess(remote("codegen/triton.py", "assert ok", "AssertionError: triton_poi_fused_add_mul_0 got 12")))
+    same = error_site(_from_a_subprocess(remote("codegen/triton.py", "assert ok", "AssertionError: triton_red_fused_sum_3 got 99")))
+    other = error_site(_from_a_subprocess(remote("lowering.py", "raise ValueError(v)", "ValueError: no lowering")))
+    assert one == same == "AssertionError in torch/_inductor/codegen/triton.py:f: assert ok | <kernel> got N"
+    assert other.startswith("ValueError in torch/_inductor/lowering.py:f") and other != one
+
+
+def test_a_site_is_never_an_exception_of_its_own(monkeypatch):
+    import divfuzz.fuzzer.engine.error_site as error_site_module
+
+    def broken(e):
+        raise FileNotFoundError("the working folder was deleted")
+
+    monkeypatch.setattr(error_site_module, "site_frame", broken)
+    assert error_site(_raised(lambda x: torch.exp(x) * 3, {"_raise_error_for_testing": True})) is None

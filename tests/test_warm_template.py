@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from divfuzz.fuzzer.engine import warm_template
 from divfuzz.fuzzer.engine.worker import CaseRequest, Worker
 from divfuzz.records.config import CompileConfig
@@ -53,27 +55,56 @@ def test_a_forked_worker_sees_its_own_environment_and_a_changed_one_is_spawned(m
     assert spawned == "SpawnProcess" and seen == "changed" and "DIVFUZZ_TEMPLATE_PROBE" in why
 
 
-def test_a_template_that_cannot_start_a_worker_gives_way_to_spawning(tmp_path):
-    script = tmp_path / "broken_template.py"
-    script.write_text(
-        "from divfuzz.fuzzer.engine import warm_template\n"
-        "from divfuzz.fuzzer.engine.worker import Worker\n"
-        "if __name__ == '__main__':\n"
-        "    warm_template.PRELOAD = ('fork_breaker',)\n"
-        "    first, second = Worker('cpu'), Worker('cpu')\n"
-        "    print(first.call('os:getpid', {}, 120))\n"
-        "    print(type(first.process).__name__)\n"
-        "    second.start()\n"
-        "    print(type(second.process).__name__)\n"
-        "    first.stop(); second.stop()\n"
-    )
+def _script(tmp_path: Path, body: str) -> subprocess.CompletedProcess:
+    """Run `body` in a fresh Python (its own template), with tests/ importable; it must exit 0."""
+    script = tmp_path / "script.py"
+    script.write_text("from divfuzz.fuzzer.engine import warm_template\n"
+                      "from divfuzz.fuzzer.engine.worker import Worker\n"
+                      "if __name__ == '__main__':\n" + "".join(f"    {line}\n" for line in body.strip().splitlines()))
     tests = str(Path(__file__).resolve().parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+@pytest.mark.parametrize("preload", ["fork_breaker", "broken_preload"])
+def test_a_template_that_cannot_start_a_worker_gives_way_to_spawning(tmp_path, preload):
+    # fork_breaker: every forked child exits at once; broken_preload: the fork server itself dies.
+    done = _script(tmp_path, f"""
+warm_template.PRELOAD = ({preload!r},)
+first, second = Worker('cpu'), Worker('cpu')
+print(first.call('os:getpid', {{}}, 120))
+print(type(first.process).__name__)
+second.start()
+print(type(second.process).__name__)
+first.stop(); second.stop()
+""")
     lines = done.stdout.split()
     assert "error=None" in done.stdout and lines[-2:] == ["SpawnProcess", "SpawnProcess"], done.stdout
     assert "did not start from the warm template" in done.stderr
+
+
+def test_a_worker_whose_template_server_dies_mid_case_runs_it_again_spawned_not_as_a_crash(tmp_path):
+    # A forked worker dies with its server (PR_SET_PDEATHSIG): that is no crash of the compiler.
+    # The server is killed while the worker compiles its first case (a real Inductor compile, seconds).
+    done = _script(tmp_path, """
+import os, signal, threading
+from multiprocessing import forkserver
+from divfuzz.fuzzer.engine.worker import CaseRequest
+from divfuzz.records.config import CompileConfig
+from seed_specs import sigmoid_gate
+worker = Worker('cpu', extra_env={'DIVFUZZ_WORKER_THREADS': '1'})
+worker.start()
+print(type(worker.process).__name__)
+threading.Timer(0.3, os.kill, (forkserver._forkserver._forkserver_pid, signal.SIGKILL)).start()
+verdict = worker.run(CaseRequest(sigmoid_gate(256), 'cpu', CompileConfig()), 300)
+print(verdict.status.value, type(worker.process).__name__)
+worker.stop()
+""")
+    first, status, second = done.stdout.split()
+    assert (first, second) == ("ForkServerProcess", "SpawnProcess") and status in ("ok", "diverged"), done.stdout + done.stderr
+    assert "server died" in done.stderr
 
 
 def test_a_cpu_worker_on_a_host_with_an_nvidia_driver_is_spawned(monkeypatch, tmp_path):

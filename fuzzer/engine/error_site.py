@@ -17,7 +17,10 @@ analysis time). Keyed by the site they open one. This is the crash deduplication
   compiler, ptxas or MLIR prints: a code generator's crash site is in the generated code, not in
   the driver that ran the compiler), else the innermost message's first line, with paths,
   addresses and numbers replaced, so that shapes, buffer names, sizes and cache folders do not split one site;
-- None when there is no such frame: the key then keeps the graph's ops.
+- an error raised in another process whose traceback came back as text (Inductor's compile
+  subprocesses) is sited by that traceback's deepest frame and last line, not by the wrapper;
+- generated kernel names and hash-like module names in a message are replaced too;
+- None when there is no such frame (and never an exception): the key then keeps the graph's ops.
 Invariant: the result contains no " @ " (a bucket signature's culprit separator) and is at most
 `MAX_SITE_CHARS` long.
 """
@@ -58,9 +61,15 @@ def innermost_exception(e: BaseException) -> BaseException:
 _ERROR_LINE = re.compile(r"\berror\b\s*:", re.IGNORECASE)
 
 
+_KERNEL_NAME = re.compile(r"\b(?:triton|cpp)_(?:poi|red|per|tem|spl|fused)\w*|\bkernel_cpp_\w+")
+_HASH_LIKE = re.compile(r"\b(?=\w*\d)(?=\w*[A-Za-z])\w{16,}\b")
+
+
 def _normalized_line(line: str) -> str:
     line = re.sub(r"(?<![\w/])(?:/[^\s'\":,;()\[\]/]+){2,}/?", "<path>", line)  # an absolute path: two or more parts
     line = re.sub(r"\b0x[0-9a-fA-F]+", "<addr>", line)
+    line = _KERNEL_NAME.sub("<kernel>", line)  # generated kernel names carry the fused ops' names
+    line = _HASH_LIKE.sub("<hash>", line)  # generated module names (Inductor's cache keys)
     line = re.sub(r"\d+", "N", line)
     return " ".join(line.split())[:_MESSAGE_CHARS]
 
@@ -133,18 +142,54 @@ def site_frame(e: BaseException) -> traceback.FrameSummary | None:
     return found
 
 
+_REMOTE_FRAME = re.compile(r'File "([^"]+)", line (\d+), in ([^\n]+)\n(?:[ \t]+([^\n]*)\n)?')
+_TRACEBACK_HEAD = "Traceback (most recent call last):"
+
+
+def _remote_site(chain: list[BaseException]) -> str | None:
+    """The site of an error raised in another process whose traceback came back as text (Inductor's
+    compile subprocesses: `SubprocException`; anything that embeds a traceback): its deepest site
+    frame and its last line ("Type: message"). None where no message holds one."""
+    for e in reversed(chain):
+        text = "\n".join(_lines(e))
+        if _TRACEBACK_HEAD not in text:
+            continue
+        tail = text[text.rindex(_TRACEBACK_HEAD):]
+        frames = [m for m in _REMOTE_FRAME.finditer(tail + "\n") if _is_site_code(m.group(1))]
+        last = [line for line in tail.splitlines() if line.strip() and not line.startswith((" ", "\t"))][-1:]
+        if not frames or not last or last[0].startswith(_TRACEBACK_HEAD):
+            continue
+        path, _, function, code = frames[-1].groups()
+        kind, _, message = last[0].partition(": ")
+        text = f"{kind.strip()[:80]} in {_shown_path(path)}:{function.strip()}"
+        if code and code.strip():
+            text += f": {' '.join(code.split())[:_LINE_CHARS]}"
+        return text + (f" | {_normalized_line(message)}" if message.strip() else "")
+    return None
+
+
 def error_site(e: BaseException) -> str | None:
-    """The crash site of a compiler failure (see the module docstring), or None."""
-    chain = exception_chain(e)
-    inner = chain[-1]
-    frame = site_frame(inner)
-    if frame is None:
+    """The crash site of a compiler failure (see the module docstring), or None. Never raises: it
+    runs in the worker's handler of the compiler's error, where an exception would be divfuzz's."""
+    try:
+        return _site_text(e)
+    except Exception:  # a site is a grouping aid: without one the key keeps the graph's ops
         return None
-    line = " ".join(linecache.getline(frame.filename, frame.lineno).split())[:_LINE_CHARS]
-    text = f"{type(inner).__name__} in {_shown_path(frame.filename)}:{frame.name}"
-    if line:
-        text += f": {line}"
-    message = normalized_message(chain)
-    if message:
-        text += f" | {message}"
+
+
+def _site_text(e: BaseException) -> str | None:
+    chain = exception_chain(e)
+    text = _remote_site(chain)
+    if text is None:
+        # The innermost exception with a site frame (one re-raised from text has none of its own).
+        inner, frame = next(((x, f) for x in reversed(chain) if (f := site_frame(x)) is not None), (chain[-1], None))
+        if frame is None:
+            return None
+        line = " ".join(linecache.getline(frame.filename, frame.lineno).split())[:_LINE_CHARS]
+        text = f"{type(inner).__name__} in {_shown_path(frame.filename)}:{frame.name}"
+        if line:
+            text += f": {line}"
+        message = normalized_message(chain)
+        if message:
+            text += f" | {message}"
     return text.replace(" @ ", " at ")[:MAX_SITE_CHARS]

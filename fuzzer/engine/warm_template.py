@@ -29,6 +29,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from multiprocessing import forkserver
 
 # What the template imports: torch and Dynamo. Not Inductor: importing `torch._inductor.compile_fx`
@@ -57,10 +58,12 @@ LATE_READ_ENV = frozenset({"CUDA_VISIBLE_DEVICES", "DIVFUZZ_WORKER_THREADS", "TO
 
 def _in_fork_server() -> bool:
     """Whether this module is being imported by multiprocessing's fork server (as a preload)."""
+    if mp.current_process().name != "MainProcess":  # a child of some fork server that imports divfuzz
+        return False
     frame = sys._getframe(1)
     while frame is not None:
         if frame.f_code.co_name == "main" and frame.f_code.co_filename == forkserver.__file__:
-            return True
+            return __name__ in (frame.f_locals.get("preload") or ())
         frame = frame.f_back
     return False
 
@@ -95,23 +98,18 @@ NVIDIA_DRIVER_NODE = "/dev/nvidiactl"
 
 
 def context_for(device: str, extra_env: dict):
-    """The multiprocessing context a worker for `device` with `extra_env` starts from: the warm
-    template's fork server where the invariants allow it, else None (spawn: `refusal` says why)."""
-    return None if refusal(device, extra_env) is not None else _state["context"]
-
-
-def refusal(device: str, extra_env: dict) -> str | None:
-    """Why a worker for `device` with `extra_env` would be spawned rather than forked from the
-    template, or None (it would be forked; the template is set up on the first call)."""
+    """(the multiprocessing context a worker for `device` with `extra_env` starts from, None) where
+    the invariants allow the warm template, else (None, why it is spawned). One decision, under the
+    lock: a `give_up` on another thread cannot fall between the answer and the context."""
     if not enabled():
-        return "DIVFUZZ_WARM_WORKERS=0"
+        return None, "DIVFUZZ_WARM_WORKERS=0"
     if not device.startswith("cuda") and os.path.exists(NVIDIA_DRIVER_NODE):
-        return "a CPU worker on a host with an NVIDIA driver (not validated there: see NVIDIA_DRIVER_NODE)"
+        return None, "a CPU worker on a host with an NVIDIA driver (not validated there: see NVIDIA_DRIVER_NODE)"
     if not set(extra_env) <= LATE_READ_ENV:
-        return f"the worker's environment sets {sorted(set(extra_env) - LATE_READ_ENV)}, which torch may read at import"
+        return None, f"the worker's environment sets {sorted(set(extra_env) - LATE_READ_ENV)}, which torch may read at import"
     with _lock:
         if _state.get("broken"):
-            return "a worker failed to start from the template"
+            return None, "a worker failed to start from the template"
         if "context" not in _state:
             ctx = mp.get_context("forkserver")
             ctx.set_forkserver_preload(list(PRELOAD))
@@ -120,8 +118,13 @@ def refusal(device: str, extra_env: dict) -> str | None:
         now, then = _environment_key(os.environ), _state["environment"]
         if now != then:
             changed = sorted(k for k in now.keys() | then.keys() if now.get(k) != then.get(k))
-            return f"the environment changed since the template started: {changed}"
-    return None
+            return None, f"the environment changed since the template started: {changed}"
+        return _state["context"], None
+
+
+def refusal(device: str, extra_env: dict) -> str | None:
+    """Why a worker for `device` with `extra_env` would be spawned rather than forked, or None."""
+    return context_for(device, extra_env)[1]
 
 
 def note_start(reason: str | None) -> None:
@@ -147,7 +150,7 @@ def give_up() -> None:
 def start_in_background(device: str) -> None:
     """Start the template now, in a thread, so that its imports overlap with what the caller does
     before its first worker (a campaign on `device`: the store, the analyzer). Idempotent."""
-    ctx = context_for(device, {})
+    ctx, _ = context_for(device, {})
     if ctx is None:
         return
     with _lock:
@@ -157,20 +160,66 @@ def start_in_background(device: str) -> None:
     threading.Thread(target=forkserver.ensure_running, name="divfuzz-warm-template", daemon=True).start()
 
 
-def stop() -> None:
-    """Stop the template's fork server, if this process started one (at exit, after the workers:
-    an orphaned server would linger where PID 1 reaps no orphans). Uses the fork server's own
-    stop (CPython's, private but present from 3.8 to 3.13); where it is missing the server ends
-    by itself when this process exits."""
-    if "context" not in _state:
+def _server():
+    """multiprocessing's fork-server singleton (CPython's, private but present from 3.8 to 3.13), or None."""
+    return getattr(forkserver, "_forkserver", None)
+
+
+def server_alive() -> bool:
+    """Whether this process's fork server runs (a zombie does not): its workers die with it."""
+    pid = getattr(_server(), "_forkserver_pid", None)
+    if pid is None:
+        return False
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except (OSError, IndexError):  # no /proc here: kill(0) found it
+        return True
+
+
+def stop(wait_s: float = 5.0) -> None:
+    """Stop this process's fork server, if it started one (at exit: an orphaned server would
+    linger where PID 1 reaps no orphans). Bounded: the server is asked to stop (its "alive" pipe
+    closed), then killed after `wait_s`; it ignores SIGTERM, so SIGKILL."""
+    server = _server()
+    pid, fd = getattr(server, "_forkserver_pid", None), getattr(server, "_forkserver_alive_fd", None)
+    if "context" not in _state or pid is None:
         return
-    server = getattr(forkserver, "_forkserver", None)
-    stop_server = getattr(server, "_stop", None)
-    if stop_server is not None:
+    if fd is not None:
         try:
-            stop_server()
+            os.close(fd)
         except OSError:
             pass
+    deadline = time.monotonic() + wait_s
+    try:
+        while os.waitpid(pid, os.WNOHANG) == (0, 0):
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                break
+            time.sleep(0.02)
+    except (ChildProcessError, ProcessLookupError):
+        pass
+    server._forkserver_pid = server._forkserver_alive_fd = None
+
+
+def release_server_in_child() -> None:
+    """In a forked worker: drop its copy of the server's "alive" pipe, which the fork server hands
+    every child so that it outlives its clients. Without this a SIGKILLed divfuzz left the server
+    and its workers running (a worker in a hung case, forever); with it the server ends with
+    divfuzz and the workers with the server (PR_SET_PDEATHSIG)."""
+    server = _server()
+    fd = getattr(server, "_forkserver_alive_fd", None)
+    if fd is not None:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+        server._forkserver_alive_fd = None
 
 
 def adopt_environment(parent_env: dict, extra_env: dict) -> None:

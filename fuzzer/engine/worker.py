@@ -143,6 +143,7 @@ def _worker_main(conn, device: str, extra_env: dict, parent_env: dict | None = N
     _detach_from_terminal_signals()
     if parent_env is not None:
         warm_template.adopt_environment(parent_env, extra_env)
+        warm_template.release_server_in_child()
         if not warm_template.forked_child_is_usable():
             sys.exit(3)  # the parent spawns a worker instead (`Worker.start`)
     else:
@@ -235,21 +236,24 @@ class Worker:
         self.conn = None
         self.startup_s = 0.0
         self.aborted = False  # set by `abort`: no more starts, every request fails fast
+        self.forked = False  # the process came from the warm template (it dies with the template's server)
 
     def start(self) -> None:
         """Start the process: from the warm template where it may (`warm_template.context_for`),
         else spawned. A worker that fails to start from the template is spawned instead."""
         t0 = time.perf_counter()
         _register_reaper()
-        why_spawned = "aborted" if self.aborted else warm_template.refusal(self.device, self.extra_env)
-        if why_spawned is None:
+        ctx, why_spawned = (None, "aborted") if self.aborted else warm_template.context_for(self.device, self.extra_env)
+        if ctx is not None:
             try:
-                self._start_in(warm_template.context_for(self.device, self.extra_env), args=(self.device, self.extra_env, dict(os.environ)))
-            except RuntimeError as e:
+                self._start_in(ctx, args=(self.device, self.extra_env, dict(os.environ)))
+            except Exception as e:  # a dead or broken template: EOFError, OSError, a child that exited
+                self.kill()
                 if self.aborted:
-                    raise
+                    raise RuntimeError(f"divfuzz worker for {self.device} was aborted while starting") from e
                 warm_template.give_up()
-                sys.stderr.write(f"divfuzz: a worker did not start from the warm template ({e}); spawning workers instead\n")
+                sys.stderr.write(f"divfuzz: a worker did not start from the warm template ({type(e).__name__}: {e}); "
+                                 "spawning workers instead\n")
                 why_spawned = "a worker failed to start from the template"
         if why_spawned is not None:
             self._start_in(_CTX, args=(self.device, self.extra_env))
@@ -257,6 +261,7 @@ class Worker:
         self.startup_s += time.perf_counter() - t0
 
     def _start_in(self, ctx, *, args: tuple) -> None:
+        self.forked = ctx is not _CTX
         parent, child = ctx.Pipe()
         self.process = ctx.Process(target=_worker_main, args=(child, *args), daemon=True)
         self.process.start()
@@ -315,6 +320,8 @@ class Worker:
             self.process.join(5)
             code = self.process.exitcode
             self.kill()
+            if self._lost_with_the_template():
+                return self.run(request, timeout_s)
             sig = -code if code is not None and code < 0 else None
             reason = f"signal {signal.Signals(sig).name}" if sig else f"exit code {code}"
             return Verdict(
@@ -350,7 +357,20 @@ class Worker:
             self.process.join(5)
             code = self.process.exitcode
             self.kill()
+            if self._lost_with_the_template():
+                return self.call(target, kwargs, timeout_s)
             return CallOutcome(error=f"WorkerDied: exit code {code}")
+
+    def _lost_with_the_template(self) -> bool:
+        """Whether the worker that just died was forked from a template whose server is gone (it
+        died with its server: no crash of the compiler). The template is then given up, and the
+        caller runs its request again on a spawned worker."""
+        if not self.forked or self.aborted or warm_template.server_alive():
+            return False
+        warm_template.give_up()
+        sys.stderr.write("divfuzz: the warm template's server died, and its workers with it; running the case again "
+                         "on a spawned worker\n")
+        return True
 
     def kill(self) -> None:
         if self.process is not None and self.process.is_alive():
