@@ -189,6 +189,13 @@ def stop(wait_s: float = 5.0) -> None:
     pid, fd = getattr(server, "_forkserver_pid", None), getattr(server, "_forkserver_alive_fd", None)
     if "context" not in _state or pid is None:
         return
+    close_and_reap(fd, pid, wait_s)
+    server._forkserver_pid = server._forkserver_alive_fd = None
+
+
+def close_and_reap(fd: int | None, pid: int, wait_s: float) -> None:
+    """Close `fd`, the pipe whose end tells a helper process (a fork server, multiprocessing's
+    resource tracker) to exit, and reap it: killed after `wait_s` if still running (bounded)."""
     if fd is not None:
         try:
             os.close(fd)
@@ -200,11 +207,10 @@ def stop(wait_s: float = 5.0) -> None:
             if time.monotonic() > deadline:
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
-                break
-            time.sleep(0.02)
+                return
+            time.sleep(0.01)
     except (ChildProcessError, ProcessLookupError):
         pass
-    server._forkserver_pid = server._forkserver_alive_fd = None
 
 
 def release_server_in_child() -> None:

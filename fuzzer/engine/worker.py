@@ -55,18 +55,8 @@ def _reap_children_at_exit() -> None:
     fd, pid = getattr(tracker, "_fd", None), getattr(tracker, "_pid", None)
     if fd is None or pid is None:
         return
-    os.close(fd)  # the tracker exits at EOF, once no process holds the pipe
     tracker._fd = tracker._pid = None
-    deadline = time.monotonic() + 5
-    try:
-        while os.waitpid(pid, os.WNOHANG) == (0, 0):
-            if time.monotonic() > deadline:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                return
-            time.sleep(0.01)
-    except ChildProcessError:
-        pass
+    warm_template.close_and_reap(fd, pid, 5.0)  # the tracker exits at EOF, once no process holds the pipe
 
 
 def worker_facts() -> dict:
