@@ -32,13 +32,14 @@ import threading
 import time
 from multiprocessing import forkserver
 
-# What the template imports: torch and Dynamo. Not Inductor: importing `torch._inductor.compile_fx`
-# (and divfuzz's engine, which needs it) asks CUDA for its device count where a GPU is present,
-# which registers torch's fork handler, and every process forked after that cannot use CUDA
-# ("Cannot re-initialize CUDA in forked subprocess"; measured on the H100 host, torch 2.11: a
-# forked child of `import torch, torch._dynamo` ran a CUDA kernel, one of `torch._inductor.compile_fx`
-# could not, and a CPU case compiled in it failed the same way inside Dynamo). A module this
-# torch lacks is skipped.
+# What the template imports: torch and Dynamo (Dynamo brings Inductor's config). Not Inductor's
+# compile path: importing `torch._inductor.compile_fx` asks CUDA for its device count where a GPU
+# is present, which registers torch's fork handler, and every process forked after that cannot use
+# CUDA ("Cannot re-initialize CUDA in forked subprocess"). Measured on the H100 host (torch 2.11),
+# each module imported alone and then forked: `torch`, `torch._dynamo`, `torch._inductor`,
+# `triton`, `torch._inductor.codecache` and divfuzz's engine left the child able to use CUDA,
+# `torch._inductor.compile_fx` did not. Only torch and Dynamo have run a campaign preloaded, so
+# only they are preloaded. A module this torch lacks is skipped.
 PRELOAD = ("torch", "torch._dynamo", "divfuzz.fuzzer.engine.warm_template")
 
 
@@ -51,8 +52,9 @@ def forked_child_is_usable() -> bool:
     return in_bad_fork is None or not in_bad_fork()
 
 
-# Environment a worker reads after it starts, never at import: the template's own value does not
-# matter, the child's (this process's, with `extra_env` on top) is what counts.
+# Environment a worker reads after it starts (TORCHINDUCTOR_COMPILE_THREADS is read at import, and
+# the forked worker decides Inductor's compile threads again under its own): the template's own
+# value does not matter, the child's (this process's, with `extra_env` on top) is what counts.
 LATE_READ_ENV = frozenset({"CUDA_VISIBLE_DEVICES", "DIVFUZZ_WORKER_THREADS", "TORCHINDUCTOR_CACHE_DIR",
                            "TRITON_CACHE_DIR", "TORCHINDUCTOR_COMPILE_THREADS"})
 
