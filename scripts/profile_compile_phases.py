@@ -102,7 +102,14 @@ def child(args) -> None:
     started = time.perf_counter() - t0
     specs = [line for line in Path(args.specs).read_text().splitlines() if line][args.shard::args.procs]
     out = []
+    profiler = None
     for i, text in enumerate(specs):
+        if i == 1 and args.cprofile:  # later cases only: the first one's imports are start-up
+            # lazy: a profiling run's own tool
+            import cProfile
+
+            profiler = cProfile.Profile()
+            profiler.enable()
         spec = GraphSpec.from_json(text)
         compilation_time_metrics.clear()  # Dynamo's reset (each compile's start) may clear it too: this case's alone
         t, c = time.perf_counter(), os.times()
@@ -114,18 +121,24 @@ def child(args) -> None:
         spans = d.pop("timings", {})
         out.append({"digest": spec.digest(), "wall": wall, "cpu": cpu, "spans": spans, "phases": phases, "first": i == 0,
                     "verdict": json.dumps(d, sort_keys=True)})
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(str(Path(args.cprofile) / f"{args.variant}-{args.shard}.prof"))
     print(json.dumps({"startup": started, "cases": out}))
 
 
 def run_variant(args, variant: str, specs_file: Path, tmp: Path, n: int) -> dict:
     cache = tmp / f"cache-{variant}-{n}"
+    profiles = tmp / f"profiles-{variant}-{n}"
+    profiles.mkdir(exist_ok=True)
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT),
                DIVFUZZ_WORKER_THREADS=str(max(1, (os.cpu_count() or 1) // args.procs)),
                TORCHINDUCTOR_COMPILE_THREADS=str(max(1, (os.cpu_count() or 1) // args.procs)))
     env.update(VARIANTS[variant][2])
     t0 = time.time()
     procs = [subprocess.Popen([sys.executable, __file__, "--child", "--variant", variant, "--specs", str(specs_file),
-                               "--shard", str(s), "--procs", str(args.procs), "--device", args.device],
+                               "--shard", str(s), "--procs", str(args.procs), "--device", args.device]
+                              + (["--cprofile", str(profiles)] if args.cprofile else []),
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for s in range(args.procs)]
     results = []
     for p in procs:
@@ -134,7 +147,25 @@ def run_variant(args, variant: str, specs_file: Path, tmp: Path, n: int) -> dict
             raise SystemExit(f"child failed ({p.returncode}): {err[-3000:]}")
         results.append(json.loads(out.strip().splitlines()[-1]))
     wall = time.time() - t0
+    if args.cprofile:
+        report_profiles(sorted(profiles.glob("*.prof")), Path(args.cprofile) / f"{variant}-{n}.prof")
     return {"wall": wall, "startup": [r["startup"] for r in results], "cases": [c for r in results for c in r["cases"]]}
+
+
+def report_profiles(files: list[Path], merged: Path) -> None:
+    """Merge the children's cProfile files into `merged` and print the functions that cost most
+    (all processes' later cases together; cProfile slows Python-heavy code, so read shares, not seconds)."""
+    # lazy: a profiling run's own tool
+    import pstats
+
+    if not files:
+        return
+    merged.parent.mkdir(parents=True, exist_ok=True)
+    stats = pstats.Stats(*map(str, files))
+    stats.dump_stats(str(merged))
+    for order in ("cumulative", "tottime"):
+        print(f"\n### cProfile, by {order} (all {len(files)} processes)", flush=True)
+        stats.sort_stats(order).print_stats(45)
 
 
 def main() -> None:
@@ -145,6 +176,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--variants", default="pointwise1,pointwise1,compared,compared")
     ap.add_argument("--dump", help="a folder: each variant's verdicts go to <variant>-<n>.json there")
+    ap.add_argument("--cprofile", help="a folder: profile each child's later cases with cProfile, merged per variant there")
     ap.add_argument("--child", action="store_true")
     ap.add_argument("--variant", default="default")
     ap.add_argument("--specs")

@@ -23,11 +23,6 @@ def _started(env: dict | None = None) -> Worker:
     return worker
 
 
-# A CPU worker is spawned, not forked, on a host with an NVIDIA driver (warm_template.NVIDIA_DRIVER_NODE).
-forks_cpu_workers = pytest.mark.skipif(os.path.exists(warm_template.NVIDIA_DRIVER_NODE),
-                                       reason="CPU workers are not forked on a host with an NVIDIA driver")
-
-
 def _in_worker(env: dict | None, do):
     """(how a worker with `env` started, what `do(worker)` returned); the worker is stopped."""
     worker = _started(env)
@@ -37,7 +32,6 @@ def _in_worker(env: dict | None, do):
         worker.stop()
 
 
-@forks_cpu_workers
 def test_a_worker_forked_from_the_template_gives_the_spawned_workers_verdict(monkeypatch):
     request = CaseRequest(sigmoid_gate(64), "cpu", CompileConfig())
     forked, from_template, why = _in_worker(None, lambda w: w.run(request, 300))
@@ -48,7 +42,6 @@ def test_a_worker_forked_from_the_template_gives_the_spawned_workers_verdict(mon
     assert from_template.outputs and from_template.to_dict() | {"timings": {}} == from_spawn.to_dict() | {"timings": {}}
 
 
-@forks_cpu_workers
 def test_a_forked_worker_sees_its_own_environment_and_a_changed_one_is_spawned(monkeypatch, tmp_path):
     cache = str(tmp_path / "cache")
     getenv = lambda key: lambda w: w.call("os:getenv", {"key": key}, 60).value  # noqa: E731
@@ -92,7 +85,6 @@ first.stop(); second.stop()
     assert "did not start from the warm template" in done.stderr
 
 
-@forks_cpu_workers
 def test_a_worker_whose_template_server_dies_mid_case_runs_it_again_spawned_not_as_a_crash(tmp_path):
     # A forked worker dies with its server (PR_SET_PDEATHSIG): that is no crash of the compiler.
     # The server is killed while the worker compiles its first case (a real Inductor compile, seconds).
@@ -113,13 +105,3 @@ worker.stop()
     first, status, second = done.stdout.split()
     assert (first, second) == ("ForkServerProcess", "SpawnProcess") and status in ("ok", "diverged"), done.stdout + done.stderr
     assert "server died" in done.stderr
-
-
-def test_a_cpu_worker_on_a_host_with_an_nvidia_driver_is_spawned(monkeypatch, tmp_path):
-    # Not validated there: a forked CPU worker hung on the H100 host (warm_template.NVIDIA_DRIVER_NODE).
-    node = tmp_path / "nvidiactl"
-    node.write_text("")
-    monkeypatch.setattr(warm_template, "NVIDIA_DRIVER_NODE", str(node))
-    assert "NVIDIA driver" in warm_template.refusal("cpu", {})
-    assert warm_template.refusal("cuda", {}) is None
-    assert _in_worker(None, lambda w: None)[0] == "SpawnProcess"

@@ -92,11 +92,6 @@ def _environment_key(env) -> dict:
     return {k: v for k, v in env.items() if k not in LATE_READ_ENV | VOLATILE_ENV}
 
 
-# A CPU worker forked from the template hung in its first case on the H100 host (torch 2.11+cu130,
-# a CUDA build), where CUDA workers forked from it ran a 300 s campaign (2,191 cases) as spawned
-# ones do; on a host without an NVIDIA driver CPU workers ran the whole test suite forked. Until
-# that hang is understood, a CPU worker on a host with an NVIDIA driver is spawned.
-NVIDIA_DRIVER_NODE = "/dev/nvidiactl"
 
 
 def context_for(device: str, extra_env: dict):
@@ -105,8 +100,6 @@ def context_for(device: str, extra_env: dict):
     lock: a `give_up` on another thread cannot fall between the answer and the context."""
     if not enabled():
         return None, "DIVFUZZ_WARM_WORKERS=0"
-    if not device.startswith("cuda") and os.path.exists(NVIDIA_DRIVER_NODE):
-        return None, "a CPU worker on a host with an NVIDIA driver (not validated there: see NVIDIA_DRIVER_NODE)"
     if not set(extra_env) <= LATE_READ_ENV:
         return None, f"the worker's environment sets {sorted(set(extra_env) - LATE_READ_ENV)}, which torch may read at import"
     with _lock:
