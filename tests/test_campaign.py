@@ -66,6 +66,21 @@ def test_a_hang_past_the_timeout_is_a_finding_and_the_campaign_goes_on(tmp_path)
     assert {b.key.kind for b in buckets} == {"hang"}
 
 
+def test_a_slot_does_not_run_again_a_spec_it_drew_twice(tmp_path):
+    # Hypothesis draws the same graph from other choices: seed 7's first slot repeats a spec by
+    # its 4th draw (13 of its first 40). A repeat is not run, stored or counted as a case; its
+    # draw keeps its place (idx), so a resumed run's stored rows line up with the draws.
+    result, _ = _campaign(tmp_path, "divfuzz.fuzzer.engine.planted:eager_in_disguise", max_cases=12, seed=7)
+    db = sqlite3.connect(tmp_path / STORE_NAME)
+    rows = db.execute("SELECT idx, spec_digest FROM cases WHERE run_id=? ORDER BY idx", (result.run_id,)).fetchall()
+    db.close()
+    digests = [d for _, d in rows]
+    assert result.progress.cases == len(rows) == 12
+    assert len(set(digests)) == 12
+    assert result.progress.repeats > 0
+    assert rows[-1][0] + 1 == 12 + result.progress.repeats  # every draw up to the last case: a case or a repeat
+
+
 @pytest.mark.parametrize("cases", [40, pytest.param(100, marks=pytest.mark.slow)])  # CI runs the sample
 def test_eager_in_disguise_yields_no_findings(tmp_path, cases):
     result, buckets = _campaign(tmp_path, "divfuzz.fuzzer.engine.planted:eager_in_disguise", max_cases=cases, seed=7)

@@ -51,6 +51,7 @@ class Breakdown:
     pending_by_severity: dict = field(default_factory=dict)
     timings_file: Path | None = None
     worker_starts: dict = field(default_factory=dict)  # how the campaign process's workers started -> count (timings file)
+    repeats: int = 0  # draws of a spec their slot had already run, not run again and not among `cases` (timings file)
 
     @property
     def rate_over_run(self) -> float:
@@ -161,6 +162,7 @@ def campaign_breakdown(path: Path, run_id: int | None = None) -> Breakdown:
     if isinstance(extra.get("worker_starts"), dict):
         starts = {str(k)[:200]: int(_number(v, f"{where}: worker_starts[{k!r}]")) for k, v in extra["worker_starts"].items()}
     stopped = opt("drawing_stopped")
+    repeats = int(opt("repeats") or 0)
     finish = {k: opt(k) - start for k in ("work_end", "slots_done", "pool_done") if opt(k) is not None}
     return Breakdown(
         store=store_path, run_id=run["id"], device=str(run["device"]), workers=workers, cases=len(cases),
@@ -168,7 +170,7 @@ def campaign_breakdown(path: Path, run_id: int | None = None) -> Breakdown:
         last_case_s=(max(stamps) - start) if stamps else None, stages=dict(stages), slot_time=dict(slot_time),
         driver=driver, analyses=analyses, budget_s=opt("budget_s"),
         drawing_stopped_s=(stopped - start) if stopped is not None else None, pending_by_severity=pending,
-        timings_file=extra_path, finish=finish, worker_starts=starts,
+        timings_file=extra_path, finish=finish, worker_starts=starts, repeats=repeats,
     )
 
 
@@ -181,7 +183,8 @@ def breakdown_table(b: Breakdown) -> str:
         + (f", budget {b.budget_s:.0f} s" if b.budget_s else "") + ":",
         f"{b.cases} cases in {b.span_s:.1f} s: {b.rate_over_run:.2f} cases/s over the run, "
         f"{b.rate_past_startup:.2f} past start-up (first case at {b.first_case_s or 0:.1f} s, last at {b.last_case_s or 0:.1f} s"
-        + (f", drawing stopped at {b.drawing_stopped_s:.1f} s" if b.drawing_stopped_s is not None else "") + ")",
+        + (f", drawing stopped at {b.drawing_stopped_s:.1f} s" if b.drawing_stopped_s is not None else "") + ")"
+        + (f"; {b.repeats} more draws repeated a spec their slot had run, and were not run again" if b.repeats else ""),
         "",
         "| in the worker, per case | total s | per case ms | share |",
         "| --- | --- | --- | --- |",

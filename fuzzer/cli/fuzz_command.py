@@ -397,7 +397,8 @@ def _print_summary(result, min_severity: str = "noise") -> None:
     statuses = ", ".join(f"{k} {v}" for k, v in sorted(p.by_status.items()))
     head = [f"run {result.run_id}{' (resumed)' if result.resumed else ''}: {p.cases} cases in {elapsed:.0f} s "
             f"({p.cases / elapsed * 60 if elapsed else 0:.1f}/min)" + (f"; {statuses}" if statuses else "")
-            + (f"; {p.skipped} skipped (stored)" if p.skipped else "")]
+            + (f"; {p.skipped} skipped (stored)" if p.skipped else "")
+            + (f"; {p.repeats} repeated draws not run again" if p.repeats else "")]
     if result.cut_at_end:
         head.append("budget reached: work still in flight then was dropped (re-run resumes it)")
     store_dir = result.store_path.parent
