@@ -103,7 +103,7 @@ def test_seeded_inductor_campaign_finds_a_norm_or_gelu_bf16_bucket_with_working_
         assert proc.returncode == 1, (str(b.key), proc.stdout[-2000:], proc.stderr[-2000:])
 
 
-_NORMS_AND_ERF = {"layer_norm", "layer_norm_manual", "rms_norm", "rms_norm_manual", "group_norm", "batch_norm_eval", "gelu", "gelu_manual"}
+_NORMS_AND_ERF = {"layer_norm", "layer_norm_manual", "rms_norm", "rms_norm_manual", "group_norm", "batch_norm_eval", "gelu", "gelu_manual", "gelu_tanh"}
 
 
 def test_same_seed_same_cases_and_each_case_records_the_device_it_ran_on(tmp_path):
