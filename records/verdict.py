@@ -235,6 +235,16 @@ def nested_span(name: str) -> bool:
     return name.endswith("_backward")
 
 
+# The longest error message and error site a verdict holds: the worker clips what it reports,
+# and a verdict read from a store (data divfuzz may not have written) is clipped again.
+MAX_ERROR_MESSAGE_CHARS = 2000
+MAX_ERROR_SITE_CHARS = 240
+
+
+def _clipped(value: Any, limit: int) -> str | None:
+    return value[:limit] if isinstance(value, str) else None
+
+
 @dataclass(frozen=True)
 class Verdict:
     status: Status
@@ -272,11 +282,11 @@ class Verdict:
             status=Status(d["status"]),
             outputs=tuple(OutputVerdict.from_dict(o) for o in d.get("outputs", ())),
             error_type=d.get("error_type"),
-            error_message=d.get("error_message"),
+            error_message=_clipped(d.get("error_message"), MAX_ERROR_MESSAGE_CHARS),
             timings=tuple(sorted((d.get("timings") or {}).items())),
             perf=tuple(PerfComparison.from_dict(p) for p in d.get("perf", ())),
             against=Against.from_dict(d["against"]) if d.get("against") else None,
-            error_site=d.get("error_site") if isinstance(d.get("error_site"), str) else None,
+            error_site=_clipped(d.get("error_site"), MAX_ERROR_SITE_CHARS),
         )
 
 

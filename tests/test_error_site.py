@@ -23,7 +23,7 @@ from divfuzz.generators.spec import GraphSpec, InputRecipe, Node, TensorSpec
 from divfuzz.oracles.findings import finding_of
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.outcomes import Status
-from divfuzz.records.verdict import Verdict
+from divfuzz.records.verdict import MAX_ERROR_MESSAGE_CHARS, Verdict
 from divfuzz.reports.html import collect, render_html
 
 
@@ -158,3 +158,12 @@ def test_a_site_is_never_an_exception_of_its_own(monkeypatch):
 
     monkeypatch.setattr(error_site_module, "site_frame", broken)
     assert error_site(_raised(lambda x: torch.exp(x) * 3, {"_raise_error_for_testing": True})) is None
+
+
+def test_a_verdict_read_from_a_store_has_its_error_text_clipped():
+    # A store divfuzz did not write may hold any string: the site and the message are clipped on load.
+    stored = {"status": "compile-error", "error_type": "AssertionError", "error_message": "m" * 50_000,
+              "error_site": "s" * 50_000}
+    verdict = Verdict.from_dict(stored)
+    assert len(verdict.error_site) == MAX_SITE_CHARS and len(verdict.error_message) == MAX_ERROR_MESSAGE_CHARS
+    assert Verdict.from_dict({"status": "compile-error", "error_site": 7}).error_site is None

@@ -35,7 +35,9 @@ import sys
 import sysconfig
 import traceback
 
-MAX_SITE_CHARS = 240
+from divfuzz.records.verdict import MAX_ERROR_SITE_CHARS
+
+MAX_SITE_CHARS = MAX_ERROR_SITE_CHARS
 _MESSAGE_CHARS = 100
 _LINE_CHARS = 90
 _CHAIN_LIMIT = 16

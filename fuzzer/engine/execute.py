@@ -43,7 +43,7 @@ from divfuzz.oracles.boundary import distance_ulps
 from divfuzz.oracles.conditioning import perturb_inputs
 from divfuzz.oracles.judge import judge_outputs, verdict_of
 from divfuzz.oracles.ulp import bitwise_equal
-from divfuzz.records.verdict import OutputVerdict, Verdict
+from divfuzz.records.verdict import MAX_ERROR_MESSAGE_CHARS, OutputVerdict, Verdict
 from divfuzz.records.outcomes import COMPILER_FAILURES, Status
 from divfuzz.fuzzer.engine.own_backends import unsupported_op_of
 
@@ -216,7 +216,7 @@ def prepare_case(spec: GraphSpec, device: str) -> PreparedCase | Verdict:
             eager, cots = run_forward_backward(spec, probe_fn, inputs)
             eager2, _ = run_forward_backward(spec, eager_fn, inputs, cots)
     except Exception as e:  # a graph that fails eagerly is a divfuzz generator bug
-        return Verdict(Status.EAGER_ERROR, error_type=error_type_of(e), error_message=str(e)[:2000])
+        return Verdict(Status.EAGER_ERROR, error_type=error_type_of(e), error_message=str(e)[:MAX_ERROR_MESSAGE_CHARS])
     with clock.span("oracles"):
         deterministic = all(bitwise_equal(a, b) for (_, a), (_, b) in zip(eager, eager2))
     if not deterministic:
@@ -251,17 +251,17 @@ def failure_verdict(spec: GraphSpec, config: CompileConfig, e: BaseException, cl
     """A compiler failure as a verdict. A compile error in a graph holding a cell the backend
     declares unsupported (`divfuzz.records.backends`) is `UNSUPPORTED`, not a finding."""
     status = Status.COMPILE_ERROR if is_compile_error(e) else Status.RUNTIME_ERROR
-    message = str(e)[:2000]
+    message = str(e)[:MAX_ERROR_MESSAGE_CHARS]
     cell = capabilities_of(config.backend).unsupported_cell(graph_cells(spec)) if status == Status.COMPILE_ERROR else None
     if cell is not None:
         op, dtype, backward = cell
         status = Status.UNSUPPORTED
-        message = f"{config.backend} declares {op} on {dtype}{' with backward' if backward else ''} unsupported: {message}"[:2000]
+        message = f"{config.backend} declares {op} on {dtype}{' with backward' if backward else ''} unsupported: {message}"[:MAX_ERROR_MESSAGE_CHARS]
     elif status == Status.COMPILE_ERROR:
         op = unsupported_op_of(e)
         if op is not None:  # the second compiler says so itself, at compile time
             status = Status.UNSUPPORTED
-            message = f"{config.backend} has no implementation of {op}: {message}"[:2000]
+            message = f"{config.backend} has no implementation of {op}: {message}"[:MAX_ERROR_MESSAGE_CHARS]
     return Verdict(status, error_type=error_type_of(e), error_message=message, timings=tuple(clock.spans.items()),
                    error_site=error_site(e) if status in COMPILER_FAILURES else None)
 

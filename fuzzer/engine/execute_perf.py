@@ -34,7 +34,7 @@ from divfuzz.generators.spec import GraphSpec
 from divfuzz.oracles.perf import DEFAULT_MARGIN, MAX_PAIRS, MIN_PAIRS, compare_timings, is_slower, settled
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.outcomes import Status
-from divfuzz.records.verdict import PerfComparison, Verdict
+from divfuzz.records.verdict import MAX_ERROR_MESSAGE_CHARS, PerfComparison, Verdict
 
 WARMUP_CALLS = 3
 PHASE_BUDGET_S = 6.0  # timing seconds per phase, beyond which no more pairs are added
@@ -140,7 +140,7 @@ def execute_perf_case(spec: GraphSpec, device: str, config: CompileConfig, *, ma
         for run in eager_phases.values():
             run()
     except Exception as e:  # a graph that fails eagerly is a divfuzz generator bug
-        return Verdict(Status.EAGER_ERROR, error_type=error_type_of(e), error_message=str(e)[:2000])
+        return Verdict(Status.EAGER_ERROR, error_type=error_type_of(e), error_message=str(e)[:MAX_ERROR_MESSAGE_CHARS])
     spans["build"] = time.perf_counter() - t0
     dtype = next((t.dtype for t in spec.inputs if t.init == "data"), "-")
     with pinned_threads(device, None) as threads, contextlib.ExitStack() as session:
@@ -165,7 +165,7 @@ def execute_perf_case(spec: GraphSpec, device: str, config: CompileConfig, *, ma
                 torch.cuda.synchronize()
         except Exception as e:
             status = Status.COMPILE_ERROR if is_compile_error(e) else Status.RUNTIME_ERROR
-            return Verdict(status, error_type=error_type_of(e), error_message=str(e)[:2000],
+            return Verdict(status, error_type=error_type_of(e), error_message=str(e)[:MAX_ERROR_MESSAGE_CHARS],
                            timings=tuple((spans | {"compile": time.perf_counter() - t0}).items()), error_site=error_site(e))
         spans["compile"] = time.perf_counter() - t0
         t0 = time.perf_counter()
