@@ -81,6 +81,19 @@ def test_a_slot_does_not_run_again_a_spec_it_drew_twice(tmp_path):
     assert rows[-1][0] + 1 == 12 + result.progress.repeats  # every draw up to the last case: a case or a repeat
 
 
+def test_a_slot_whose_every_draw_repeats_stops_instead_of_drawing_forever(tmp_path, monkeypatch):
+    # Options that leave one graph: under --max-cases alone the slot would draw repeats forever.
+    from hypothesis import strategies as st
+
+    from divfuzz.fuzzer.campaign import loop
+    from seed_specs import sigmoid_gate
+
+    monkeypatch.setattr(loop.CampaignOptions, "strategy", lambda self: st.just(sigmoid_gate(64)))
+    monkeypatch.setattr(loop, "REPEATS_BEFORE_EXHAUSTED", 5)
+    result, _ = _campaign(tmp_path, "divfuzz.fuzzer.engine.planted:eager_in_disguise", max_cases=3)
+    assert (result.progress.cases, result.progress.repeats, result.progress.exhausted_slots) == (1, 5, 1)
+
+
 @pytest.mark.parametrize("cases", [40, pytest.param(100, marks=pytest.mark.slow)])  # CI runs the sample
 def test_eager_in_disguise_yields_no_findings(tmp_path, cases):
     result, buckets = _campaign(tmp_path, "divfuzz.fuzzer.engine.planted:eager_in_disguise", max_cases=cases, seed=7)

@@ -81,6 +81,11 @@ from divfuzz.reports.files import child_path, slugify
 # hundred cases and let generation take over again.
 EPOCH_CASES = 1000
 
+# A slot whose last this many draws all repeated specs it had run stops: its options leave no
+# graph it has not run (a narrow `--ops`/`--dtypes`/`--max-ops`), and it would otherwise draw
+# repeats until the budget, or forever under `--max-cases` alone (a repeat is not a case).
+REPEATS_BEFORE_EXHAUSTED = EPOCH_CASES
+
 
 class _StopCampaign(BaseException):
     """Raised inside a Hypothesis body to end that slot's loop (not a test failure)."""
@@ -147,6 +152,7 @@ class Progress:
     cases: int = 0
     skipped: int = 0  # stored by an earlier, interrupted run and not run again
     repeats: int = 0  # draws of a spec its slot already ran in this run: not run again, not cases
+    exhausted_slots: int = 0  # slots stopped after REPEATS_BEFORE_EXHAUSTED repeats in a row
     by_status: Counter = field(default_factory=Counter)
     findings: int = 0
     new_buckets: int = 0
@@ -632,6 +638,7 @@ class Campaign:
         # the slot's draws stay a function of seed and slot (no other slot's timing), and a
         # resume re-draws the first copy (stored: skipped) before its repeats.
         scores: dict[str, float] = {}
+        repeats_in_a_row = [0]
 
         def body(spec: GraphSpec) -> None:
             with self.lock:  # time Hypothesis spent drawing this spec since the last case
@@ -645,11 +652,16 @@ class Campaign:
             target(coverage.novelty(spec), label="coverage")  # run, skipped or repeated alike: a resume re-draws the same
             coverage.note(spec)
             if digest in scores:
+                repeats_in_a_row[0] += 1
                 with self.lock:
                     self.progress.repeats += 1
+                    if repeats_in_a_row[0] >= REPEATS_BEFORE_EXHAUSTED:
+                        self.progress.exhausted_slots += 1
+                        raise _StopCampaign
                 target(scores[digest])
                 last_exit[0] = time.perf_counter()
                 return
+            repeats_in_a_row[0] = 0
             try:
                 stored = self.store.stored_case(self.run_id, slot, idx)
                 if stored is not None and stored[0] == digest:

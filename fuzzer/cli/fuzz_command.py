@@ -398,7 +398,9 @@ def _print_summary(result, min_severity: str = "noise") -> None:
     head = [f"run {result.run_id}{' (resumed)' if result.resumed else ''}: {p.cases} cases in {elapsed:.0f} s "
             f"({p.cases / elapsed * 60 if elapsed else 0:.1f}/min)" + (f"; {statuses}" if statuses else "")
             + (f"; {p.skipped} skipped (stored)" if p.skipped else "")
-            + (f"; {p.repeats} repeated draws not run again" if p.repeats else "")]
+            + (f"; {p.repeats} repeated draws not run again" if p.repeats else "")
+            + (f"; {p.exhausted_slots} slot(s) stopped: every draw repeated a graph already run (narrow options)"
+               if p.exhausted_slots else "")]
     if result.cut_at_end:
         head.append("budget reached: work still in flight then was dropped (re-run resumes it)")
     store_dir = result.store_path.parent
