@@ -77,6 +77,13 @@ def _intersect(a: BackendCaps, b: BackendCaps) -> BackendCaps:
 #   in the input dtype where ONNX Runtime expects float (bf16 and fp16);
 # - InvalidGraph: a bf16 input to an op whose ONNX schema excludes bf16 (elu, group_norm, quantize);
 # - ConversionError: no torchlib function for aten.silu_backward.
+# The 43 ops the generator gained after that were probed on 2026-11-25 (docs/backends/onnxrt-probe-2026-11-25.json:
+# torch 2.13.0+cpu, onnxruntime 1.32.0, every cell, this repo's CPU box), with the same kinds of
+# failure (no bf16 kernel for ArgMax, Ceil, Floor, Clip, Mod, Pow, Reciprocal, Sqrt, Where...;
+# no bf16 in the ONNX schema of Round, TopK, MaxPool, AveragePool, SoftmaxCrossEntropyLoss; no torchlib
+# function for cummax, cumprod, median, sort, avg_pool1d's backward) and one more:
+# - RuntimeException when run: ScatterElements with reduction 'add' has no bf16 or fp16 kernel on the
+#   CPU provider (scatter_add, index_add, and the backward of gather and index_select).
 # (add_eps's backward passes its gradient through: an identity graph, which divfuzz's backend hands
 # back without exporting; it failed in the probe before that, and compiles since.)
 # Op-level cells: a cell holds for the smallest graph of its op; other parameters of the same op may differ.
@@ -90,39 +97,92 @@ ONNXRT = BackendCaps(
     unsupported=(
         ("add", "bfloat16", "*"),  # NotImplemented (Add)
         ("add_eps", "bfloat16", "*"),  # NotImplemented (Add)
+        ("argmax", "bfloat16", "*"),  # NotImplemented
+        ("argmin", "bfloat16", "*"),  # NotImplemented
+        ("avg_pool1d", "bfloat16", "*"),  # InvalidGraph
+        ("avg_pool1d", "float16", "bwd"),  # ConversionError
+        ("avg_pool1d", "float32", "bwd"),  # ConversionError
         ("batch_norm_eval", "bfloat16", "*"),  # Fail (Type Error)
         ("batch_norm_eval", "float16", "*"),  # Fail (Type Error)
+        ("cast_guard", "bfloat16", "*"),  # NotImplemented
+        ("ceil", "bfloat16", "*"),  # NotImplemented
+        ("clamp_scalar", "bfloat16", "*"),  # NotImplemented
+        ("cross_entropy", "bfloat16", "*"),  # InvalidGraph
+        ("cummax", "bfloat16", "*"),  # ConversionError
+        ("cummax", "float16", "*"),  # ConversionError
+        ("cummax", "float32", "*"),  # ConversionError
+        ("cumprod", "bfloat16", "*"),  # ConversionError
+        ("cumprod", "float16", "*"),  # ConversionError
+        ("cumprod", "float32", "*"),  # ConversionError
         ("div", "bfloat16", "*"),  # NotImplemented
         ("e8m0_encode", "bfloat16", "*"),  # NotImplemented
         ("elu", "bfloat16", "*"),  # InvalidGraph
         ("exp", "bfloat16", "*"),  # NotImplemented
+        ("floor", "bfloat16", "*"),  # NotImplemented
+        ("fmod", "bfloat16", "*"),  # NotImplemented
+        ("fmod_tensor", "bfloat16", "*"),  # NotImplemented
         ("gate", "bfloat16", "*"),  # NotImplemented (Sigmoid)
+        ("gather", "bfloat16", "bwd"),  # RuntimeException when run
+        ("gather", "float16", "bwd"),  # RuntimeException when run
         ("gelu", "bfloat16", "*"),  # NotImplemented (Div)
         ("gelu_manual", "bfloat16", "*"),  # NotImplemented (Mul)
         ("gelu_tanh", "bfloat16", "*"),  # NotImplemented (Pow)
         ("group_norm", "bfloat16", "*"),  # InvalidGraph
+        ("index_add", "bfloat16", "*"),  # RuntimeException when run
+        ("index_add", "float16", "*"),  # RuntimeException when run
+        ("index_select", "bfloat16", "bwd"),  # RuntimeException when run
+        ("index_select", "float16", "bwd"),  # RuntimeException when run
         ("layer_norm", "bfloat16", "*"),  # Fail (Type Error)
         ("layer_norm", "float16", "*"),  # Fail (Type Error)
         ("layer_norm_manual", "bfloat16", "*"),  # NotImplemented (ReduceMean)
         ("linear", "bfloat16", "*"),  # NotImplemented (MatMul)
         ("log", "bfloat16", "*"),  # NotImplemented
         ("log_softmax", "bfloat16", "*"),  # NotImplemented (ReduceMax)
+        ("logcumsumexp", "bfloat16", "*"),  # NotImplemented
+        ("margin_ranking_loss", "bfloat16", "*"),  # NotImplemented
         ("matmul", "bfloat16", "*"),  # NotImplemented (MatMul)
+        ("max_dim", "bfloat16", "*"),  # NotImplemented
+        ("max_pool1d", "bfloat16", "*"),  # InvalidGraph
+        ("max_pool2d", "bfloat16", "*"),  # InvalidGraph
         ("mean", "bfloat16", "*"),  # NotImplemented (ReduceMean)
+        ("median", "bfloat16", "*"),  # ConversionError
+        ("median", "float16", "*"),  # ConversionError
+        ("median", "float32", "*"),  # ConversionError
+        ("min_dim", "bfloat16", "*"),  # NotImplemented
+        ("mse_loss", "bfloat16", "bwd"),  # NotImplemented
         ("mul", "bfloat16", "*"),  # NotImplemented
+        ("pow_scalar", "bfloat16", "*"),  # NotImplemented
         ("quantize", "bfloat16", "*"),  # InvalidGraph
+        ("reciprocal", "bfloat16", "*"),  # NotImplemented
         ("relu", "bfloat16", "*"),  # NotImplemented (Max)
+        ("remainder", "bfloat16", "*"),  # NotImplemented
+        ("remainder_tensor", "bfloat16", "*"),  # NotImplemented
         ("rms_norm_manual", "bfloat16", "*"),  # NotImplemented (Pow)
+        ("round", "bfloat16", "*"),  # InvalidGraph
+        ("rsqrt", "bfloat16", "*"),  # NotImplemented
+        ("scatter_add", "bfloat16", "*"),  # RuntimeException when run
+        ("scatter_add", "float16", "*"),  # RuntimeException when run
         ("sigmoid", "bfloat16", "*"),  # NotImplemented
         ("sign", "bfloat16", "bwd"),  # NotImplemented (Expand, zeros_like)
-        ("silu", "float32", "bwd"),  # ConversionError (aten.silu_backward)
         ("silu", "bfloat16", "*"),  # NotImplemented (Sigmoid)
         ("silu", "float16", "bwd"),  # ConversionError (aten.silu_backward)
+        ("silu", "float32", "bwd"),  # ConversionError (aten.silu_backward)
         ("softmax", "bfloat16", "*"),  # NotImplemented (ReduceMax)
+        ("sort", "bfloat16", "*"),  # ConversionError
+        ("sort", "float16", "*"),  # ConversionError
+        ("sort", "float32", "*"),  # ConversionError
+        ("sqrt", "bfloat16", "*"),  # NotImplemented
+        ("std", "bfloat16", "bwd"),  # NotImplemented
         ("tanh", "bfloat16", "*"),  # NotImplemented
+        ("topk", "bfloat16", "*"),  # InvalidGraph
+        ("trunc", "bfloat16", "*"),  # NotImplemented
+        ("var", "bfloat16", "bwd"),  # NotImplemented
+        ("var_mean", "bfloat16", "bwd"),  # NotImplemented
         ("where_cmp", "bfloat16", "*"),  # NotImplemented
+        ("where_scalar", "bfloat16", "*"),  # NotImplemented
     ),
-    measured="scripts/probe_backend_ops.py onnxrt, 2026-11-22: torch 2.11 + onnxruntime 1.30 and torch 2.13 + onnxruntime 1.31, CPU provider",
+    measured="scripts/probe_backend_ops.py onnxrt, 2026-11-22: torch 2.11 + onnxruntime 1.30 and torch 2.13 + onnxruntime 1.31, CPU provider; "
+             "the 43 ops added since, 2026-11-25: torch 2.13 + onnxruntime 1.32, CPU provider",
 )
 
 # Not measured (no GPU here): Thunder's nvFuser executor is CUDA only, forward and backward; the
