@@ -110,8 +110,12 @@ def test_budget_bounds_a_module_that_never_returns(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_fp32_result_of_a_bf16_computation_is_not_skipped(tmp_path):
+def test_fp32_result_of_a_bf16_computation_is_judged_against_fp64_not_skipped(tmp_path):
+    # Before issue 8 `--module` skipped every fp32 output and called this "agree". It is judged:
+    # compiled is further from fp64 on about 7% of the outputs (up to 7 ULPs), within same()'s 2x
+    # RMSE margin with no element grossly further, so it is noise by that rule and gets no repro.
     causes = _minimize(tmp_path, "logsoftmax_bf16_fp32.py", "--device", "cpu")
-    assert causes, "an fp32 output that compiled makes worse must be reduced, not called 'agree'"
-    assert causes[0]["outputs"][0].startswith("float32")
-    assert causes[0]["severity"]["severity"] in ("bug", "suspect", "by-design"), causes[0]
+    judged = json.loads((tmp_path / "out" / "capture.json").read_text())["severity"]
+    assert (judged["severity"], judged["rule"]) == ("noise", "within-same"), judged
+    assert "float32 elements differ" in judged["detail"] and "compiled-worse" in judged["detail"], judged
+    assert causes == []
