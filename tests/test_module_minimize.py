@@ -31,17 +31,16 @@ def _repro_exit_code(cause: dict) -> int:
 
 
 @pytest.mark.slow
-def test_seed_000_gated_model_yields_the_gate_as_by_design_and_not_the_layer_norm_noise(tmp_path):
-    # Issue 8: the layer-norm decomposition's few 1-ULP bf16 differences (83 of 262,144 on this
-    # CPU) are expected noise and are no longer presented as a root cause; the fused sigmoid gate
-    # (a quarter of the elements) is reduced, and emulate_precision_casts makes it by-design.
+def test_seed_000_gated_model_holds_no_bug_and_gets_no_repro(tmp_path):
+    # Seed 000 (a bf16 sigmoid gate after a layer norm): the fused gate keeps its intermediates in
+    # fp32 and rounds once, where eager rounds each step. Judged against fp64, compiled is closer
+    # over the output and no element is grossly further (same()'s rule), so no graph is reduced and
+    # no repro is written. Issue 8 first reduced the gate as by-design (emulate_precision_casts);
+    # the fp64 rule that came after it calls the whole model noise.
     causes = _minimize(tmp_path, "seed000_gated.py", "--device", "cpu", "--autocast", "bfloat16", "--budget", "600s")
-    summaries = [c["summary"] for c in causes]
-    assert len(causes) == 1, (summaries, (tmp_path / "out" / "ladder.json").read_text())
-    assert "emulate_precision_casts" in causes[0]["summary"]
-    assert causes[0]["severity"]["severity"] == "by-design"  # the bf16 sigmoid gate
-    assert causes[0]["ops"] <= 3 < causes[0]["ops_before"]
-    assert _repro_exit_code(causes[0]) == 1
+    judged = json.loads((tmp_path / "out" / "capture.json").read_text())["severity"]
+    assert (judged["severity"], judged["rule"]) == ("noise", "compiled-closer"), judged
+    assert causes == []
 
 
 def _assert_small_and_still_flipping(cause: dict) -> None:
