@@ -207,8 +207,9 @@ def test_a_tiny_llama_in_bf16_is_captured_judged_and_reduced_or_agrees_with_a_re
         # query, a compile of the candidate, may run past it).
         assert all(c["reduce_s"] <= c["reduce_budget_s"] + 120 for c in causes), [(c["reduce_s"], c["reduce_budget_s"]) for c in causes]
         assert _repro_exit_code(causes[0]) == 1
-    else:
-        assert "agree" in " ".join(capture["notes"])
+    else:  # no graph to reduce, and the notes say why: the outputs agree, or differ only at noise severity
+        notes = " ".join(capture["notes"])
+        assert "agree" in notes or "only at noise severity" in notes, notes
 
 
 def test_a_tiny_llama_is_captured_through_dynamo_where_make_fx_of_the_whole_model_fails():
