@@ -153,11 +153,11 @@ def _repro_exit_code(cause: dict) -> int:
 
 
 @pytest.mark.slow
-def test_a_branch_on_a_tensor_is_captured_judged_and_the_gate_graph_reduced(tmp_path):
-    capture, causes, output = _minimize(tmp_path, f"{MODULES / 'graph_breaks.py'}:inf_guard", "--budget", "120s")
+def test_a_branch_on_a_tensor_is_captured_judged_and_the_graph_after_it_reduced(tmp_path):
+    capture, causes, output = _minimize(tmp_path, f"{MODULES / 'graph_breaks.py'}:floor_after_branch", "--budget", "120s")
     assert len(capture["graphs"]) >= 2 and capture["graph_breaks"] >= 1
     assert capture["whole_model_differs"]
-    # Only the graph after the break holds the fused gate: it alone makes the model differ.
+    # Only the graph after the break holds the floor division: it alone makes the model differ.
     assert capture["culprit_graphs"] == [len(capture["graphs"])], capture
     assert "introduces the divergence" in output
     assert causes and all(c["ops"] < c["ops_before"] for c in causes)
@@ -165,7 +165,7 @@ def test_a_branch_on_a_tensor_is_captured_judged_and_the_gate_graph_reduced(tmp_
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["item_scale", "printing"])
+@pytest.mark.parametrize("name", ["floor_after_item", "floor_after_print"])
 def test_item_and_print_models_are_reduced_from_the_graph_after_the_break(tmp_path, name):
     capture, causes, _ = _minimize(tmp_path, f"{MODULES / 'graph_breaks.py'}:{name}", "--budget", "120s")
     assert len(capture["graphs"]) >= 2
@@ -266,7 +266,7 @@ def test_when_no_graph_differs_alone_each_is_judged_by_itself_and_reduced_most_s
 
 @pytest.mark.slow
 def test_every_graph_that_differs_alone_is_reduced_each_in_its_own_folder(tmp_path):
-    capture, causes, output = _minimize(tmp_path, f"{MODULES / 'graph_breaks.py'}:two_gates", "--budget", "180s")
+    capture, causes, output = _minimize(tmp_path, f"{MODULES / 'graph_breaks.py'}:two_floors", "--budget", "180s")
     assert len(capture["graphs"]) == 2 and capture["culprit_graphs"] == [1, 2], capture
     assert capture["reduced_graphs"] == [1, 2]
     assert sorted({c["graph"] for c in causes}) == [1, 2], [(c["graph"], c["folder"]) for c in causes]

@@ -2,7 +2,8 @@
 a branch on a tensor (`if y.isinf().any()`), a `print`, and one whose outputs include an `argmax`
 (int64). Each holds the same compiler difference after the break: a fused sigmoid gate
 `p(y) * sigmoid(g(y))` that Inductor computes in fp32 where eager rounds to bf16 in between.
-make_fx cannot trace `.item()` or the branch; Dynamo breaks the graph there."""
+make_fx cannot trace `.item()` or the branch; Dynamo breaks the graph there. The `floor_*` models
+put the same breaks in front of a floor division that Inductor gets wrong (below)."""
 
 import torch
 
@@ -85,19 +86,61 @@ def no_tensors():
     return _case(ItemScale)[0], (3, "text")
 
 
-class TwoGates(_Gate):
-    """Two fused gates on either side of a `print`: each captured graph diverges on its own."""
+# The same breaks in front of a divergence that the fp64 judge calls a bug on the CPU: Inductor's
+# floor division by 0.1 is off by one on some exact tenths where eager and fp64 agree (torch 2.13
+# CPU; `floordiv_fp32.py`). The fused bf16 gate above is closer to fp64 compiled than eager, which
+# the judge calls noise, so a test of which graph gets reduced needs a finding like this one.
+def _floor_tenths(y):
+    return torch.div(torch.relu(y) - torch.relu(-y), 0.1, rounding_mode="floor")
 
-    def __init__(self, dim: int = 64):
-        super().__init__(dim)
-        self.p2 = torch.nn.Linear(dim, dim)
-        self.g2 = torch.nn.Linear(dim, dim)
+
+def _tenths():
+    x = torch.arange(-2000, 2000, dtype=torch.float32) * 0.1
+    return (torch.cat([x, x.nextafter(torch.tensor(1e9)), x.nextafter(torch.tensor(-1e9))]),)
+
+
+class FloorAfterItem(torch.nn.Module):
+    def forward(self, x):
+        scale = x.abs().max().item()  # graph break: a Python float from a tensor
+        return _floor_tenths(x) * scale
+
+
+class FloorAfterBranch(torch.nn.Module):
+    def forward(self, x):
+        y = torch.relu(x) - torch.relu(-x)  # exact: y == x
+        if y.isinf().any():  # graph break: data-dependent control flow
+            y = torch.nan_to_num(y)
+        return _floor_tenths(y)
+
+
+class FloorAfterPrint(torch.nn.Module):
+    def forward(self, x):
+        y = torch.relu(x) - torch.relu(-x)
+        print("divfuzz test: forward ran")  # graph break: a side effect
+        return _floor_tenths(y)
+
+
+class TwoFloors(torch.nn.Module):
+    """A floor division on either side of a `print`: each captured graph diverges on its own
+    (the second divides tenths again: the first's whole numbers times 0.1)."""
 
     def forward(self, x):
-        y = self.gate(x)
-        print("divfuzz test: between the gates")  # graph break
-        return self.p2(y) * self.g2(y).sigmoid()
+        y = _floor_tenths(x)
+        print("divfuzz test: between the divisions")  # graph break
+        return _floor_tenths(y * 0.1)
 
 
-def two_gates():
-    return _case(TwoGates)
+def floor_after_item():
+    return FloorAfterItem(), _tenths()
+
+
+def floor_after_branch():
+    return FloorAfterBranch(), _tenths()
+
+
+def floor_after_print():
+    return FloorAfterPrint(), _tenths()
+
+
+def two_floors():
+    return TwoFloors(), _tenths()
