@@ -318,7 +318,7 @@ def verdict_lines_of(verdict) -> list[str]:
         lines.append(p.describe())
     if verdict.error_type:
         lines.append(f"{verdict.error_type}: {verdict.error_message or ''}".rstrip(": "))
-    if getattr(verdict, "error_site", None):
+    if verdict.error_site:
         lines.append(f"raised at: {verdict.error_site}")
     reason = severity_of(verdict)
     lines.append(f"severity: {reason}" if reason else "severity: none (no divergence)")

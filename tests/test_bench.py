@@ -76,7 +76,7 @@ def test_divfuzz_bench_runs_a_default_campaign_and_reads_where_its_time_went_fro
     assert b.stages["compile_forward"] > 0 and b.slot_time["in the worker"] >= b.stages["compile_forward"]
     assert 0 < b.rate_over_run < b.rate_past_startup
     # Its one worker started from the warm template (torch imported once, in the template), or
-    # spawned where the template does not serve a CPU worker, and it says which.
+    # spawned where the template is off (DIVFUZZ_WARM_WORKERS=0), and it says which.
     why = warm_template.refusal("cpu", {})
     started = "from the warm template" if why is None else f"spawned: {why}"
     assert b.worker_starts == {started: 1}, b.worker_starts

@@ -16,14 +16,14 @@ import torch._inductor.config as inductor_config
 
 from divfuzz.fuzzer.campaign.loop import CampaignOptions, run_campaign
 from divfuzz.fuzzer.engine.bucketing import bucket_key, graph_signature
-from divfuzz.fuzzer.engine.error_site import MAX_SITE_CHARS, error_site, normalized_message
+from divfuzz.fuzzer.engine.error_site import error_site, normalized_message
 from divfuzz.fuzzer.engine.execute import execute_case
 from divfuzz.fuzzer.store import STORE_NAME, Store
 from divfuzz.generators.spec import GraphSpec, InputRecipe, Node, TensorSpec
 from divfuzz.oracles.findings import finding_of
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.outcomes import Status
-from divfuzz.records.verdict import MAX_ERROR_MESSAGE_CHARS, Verdict
+from divfuzz.records.verdict import MAX_ERROR_MESSAGE_CHARS, MAX_ERROR_SITE_CHARS, Verdict
 from divfuzz.reports.html import collect, render_html
 
 
@@ -75,7 +75,7 @@ def test_a_site_holds_no_culprit_separator_and_is_bounded():
         deep()
     except RuntimeError as e:
         site = error_site(e)
-    assert " @ " not in site and len(site) <= MAX_SITE_CHARS
+    assert " @ " not in site and len(site) <= MAX_ERROR_SITE_CHARS
     assert "test_error_site.py:" in site and "deep" in site and "/work" not in site
 
 
@@ -165,5 +165,5 @@ def test_a_verdict_read_from_a_store_has_its_error_text_clipped():
     stored = {"status": "compile-error", "error_type": "AssertionError", "error_message": "m" * 50_000,
               "error_site": "s" * 50_000}
     verdict = Verdict.from_dict(stored)
-    assert len(verdict.error_site) == MAX_SITE_CHARS and len(verdict.error_message) == MAX_ERROR_MESSAGE_CHARS
+    assert len(verdict.error_site) == MAX_ERROR_SITE_CHARS and len(verdict.error_message) == MAX_ERROR_MESSAGE_CHARS
     assert Verdict.from_dict({"status": "compile-error", "error_site": 7}).error_site is None

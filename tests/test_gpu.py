@@ -135,7 +135,7 @@ def test_pointwise_kernels_compiled_for_comparison_are_not_timed_and_give_the_sa
 
 
 def test_cuda_workers_forked_from_the_warm_template_run_cases_as_spawned_ones_do(monkeypatch):
-    # The template imports torch and Inductor but must not initialise CUDA: a forked child could not.
+    # The template imports torch and Dynamo but must not initialise CUDA: a forked child could not.
     from divfuzz.fuzzer.engine.worker import CaseRequest, Worker
 
     request = CaseRequest(layer_norm_linear(256), "cuda", CompileConfig())

@@ -22,7 +22,7 @@ analysis time). Keyed by the site they open one. This is the crash deduplication
 - generated kernel names and hash-like module names in a message are replaced too;
 - None when there is no such frame (and never an exception): the key then keeps the graph's ops.
 Invariant: the result contains no " @ " (a bucket signature's culprit separator) and is at most
-`MAX_SITE_CHARS` long.
+`MAX_ERROR_SITE_CHARS` (divfuzz.records.verdict) long.
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ import traceback
 
 from divfuzz.records.verdict import MAX_ERROR_SITE_CHARS
 
-MAX_SITE_CHARS = MAX_ERROR_SITE_CHARS
 _MESSAGE_CHARS = 100
 _LINE_CHARS = 90
 _CHAIN_LIMIT = 16
@@ -53,11 +52,6 @@ def exception_chain(e: BaseException) -> list[BaseException]:
         chain.append(inner)
         e = inner
     return chain
-
-
-def innermost_exception(e: BaseException) -> BaseException:
-    """The exception a compiler's wrappers carry innermost."""
-    return exception_chain(e)[-1]
 
 
 _ERROR_LINE = re.compile(r"\berror\b\s*:", re.IGNORECASE)
@@ -194,4 +188,4 @@ def _site_text(e: BaseException) -> str | None:
         message = normalized_message(chain)
         if message:
             text += f" | {message}"
-    return text.replace(" @ ", " at ")[:MAX_SITE_CHARS]
+    return text.replace(" @ ", " at ")[:MAX_ERROR_SITE_CHARS]

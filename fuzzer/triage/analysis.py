@@ -81,7 +81,7 @@ def _severity_seen(verdict) -> str | None:
 
 def _site_seen(verdict) -> str | None:
     """Where the compiler raised the input's error under the must-fail config, which the minimal spec keeps."""
-    return getattr(verdict, "error_site", None)
+    return verdict.error_site if verdict is not None else None
 
 
 def analyze_finding(
