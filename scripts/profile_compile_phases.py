@@ -45,11 +45,19 @@ VARIANTS = {
     "deterministic": ("none", (("deterministic", True),), {}),
     # a compile-subprocess pool of 4 per process (the campaign's split gives 1): kernels compile in parallel
     "threads4": ("compared", (), {"TORCHINDUCTOR_COMPILE_THREADS": "4"}),
+    # no FX-graph cache and no AOT-autograd cache: neither their keys (the graph pickled and
+    # hashed) nor their writes, for a campaign whose graphs rarely repeat
+    "nocaches": ("compared", (), {"TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"}),
+    # every Triton kernel named `triton_` in its source (the wrapper keeps descriptive names):
+    # the same kernel text in two graphs is then one source file, one Triton cache entry and,
+    # within a process, one compiled kernel (Inductor's own "maximize caching" setting)
+    "samenames": ("compared", (("triton.unique_kernel_names", False),), {}),
 }
 
 
 def draw_specs(device: str, cases: int, seed: int) -> list[str]:
-    """`cases` specs as the campaign's slot 0.. draw them (round-robin over 12 slots' engines)."""
+    """`cases` distinct specs as the campaign's slots 0..11 draw them (each slot's first
+    `cases / 12` specs that no earlier slot drew)."""
     from divfuzz.fuzzer.campaign.loop import CampaignOptions, slot_engines
 
     strategy = CampaignOptions(device=device, out_dir=Path(".")).strategy()
@@ -59,10 +67,16 @@ def draw_specs(device: str, cases: int, seed: int) -> list[str]:
     class Enough(BaseException):
         pass
 
+    seen: set[str] = set()
     for slot in range(12):
         got: list[str] = []
 
         def body(spec):
+            # distinct specs only, as a campaign's slot runs them (every slot's engine starts
+            # from the same simplest examples)
+            if spec.digest() in seen:
+                return
+            seen.add(spec.digest())
             got.append(spec.to_json(indent=None))
             if len(got) >= per_slot:
                 raise Enough
@@ -112,14 +126,17 @@ def child(args) -> None:
             profiler.enable()
         spec = GraphSpec.from_json(text)
         compilation_time_metrics.clear()  # Dynamo's reset (each compile's start) may clear it too: this case's alone
+        before = _cache_counters()
         t, c = time.perf_counter(), os.times()
         verdict = execute_case(spec, args.device, CompileConfig())
         wall, c2 = time.perf_counter() - t, os.times()
         cpu = sum(c2[:4]) - sum(c[:4])  # this process's and its waited children's (ptxas) CPU seconds
         phases = {k: sum(v) for k, v in compilation_time_metrics.items() if sum(v) > 0}
+        after = _cache_counters()
+        caches = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
         d = verdict.to_dict()
         spans = d.pop("timings", {})
-        out.append({"digest": spec.digest(), "wall": wall, "cpu": cpu, "spans": spans, "phases": phases, "first": i == 0,
+        out.append({"digest": spec.digest(), "wall": wall, "cpu": cpu, "spans": spans, "phases": phases, "caches": caches, "first": i == 0,
                     "verdict": json.dumps(d, sort_keys=True)})
     if profiler is not None:
         profiler.disable()
@@ -127,8 +144,16 @@ def child(args) -> None:
     print(json.dumps({"startup": started, "cases": out}))
 
 
+def _cache_counters() -> dict[str, int]:
+    """torch's cache hit/miss counters so far in this process (FX graph, AOT autograd, Triton)."""
+    from torch._dynamo.utils import counters
+
+    return {f"{group}.{name}": n for group in ("inductor", "aot_autograd") for name, n in counters[group].items()
+            if "cache" in name}
+
+
 def run_variant(args, variant: str, specs_file: Path, tmp: Path, n: int) -> dict:
-    cache = tmp / f"cache-{variant}-{n}"
+    cache = (Path(args.keep_caches) if args.keep_caches else tmp) / f"cache-{variant}-{n}"
     profiles = tmp / f"profiles-{variant}-{n}"
     profiles.mkdir(exist_ok=True)
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT),
@@ -177,6 +202,7 @@ def main() -> None:
     ap.add_argument("--variants", default="pointwise1,pointwise1,compared,compared")
     ap.add_argument("--dump", help="a folder: each variant's verdicts go to <variant>-<n>.json there")
     ap.add_argument("--cprofile", help="a folder: profile each child's later cases with cProfile, merged per variant there")
+    ap.add_argument("--keep-caches", help="a folder: each variant's Inductor/Triton cache is kept there (cache-<variant>-<n>)")
     ap.add_argument("--child", action="store_true")
     ap.add_argument("--variant", default="default")
     ap.add_argument("--specs")
@@ -214,6 +240,11 @@ def main() -> None:
                   f"later cases: wall {statistics.mean(c['wall'] for c in warm):.2f} s, compile fwd {statistics.mean(fwd):.3f} s, "
                   f"bwd {statistics.mean(bwd):.3f} s per case, CPU {statistics.mean(c['cpu'] for c in warm):.2f} s per case")
             print(f"verdicts differing from the first variant's: {differ} of {len(verdicts)}")
+            caches: Counter = Counter()
+            for c in warm:
+                caches.update(c.get("caches", {}))
+            if caches:
+                print("cache counters over the later cases: " + ", ".join(f"{k} {v}" for k, v in sorted(caches.items())))
             print("top phases (seconds per later case; nested phases overlap):")
             for name, s in phases.most_common(24):
                 print(f"  {s / max(1, len(warm)):8.3f}  {name}")
