@@ -34,10 +34,13 @@ def test_an_analysis_starts_only_with_time_for_its_attribution_and_some_minimiza
     measured = Measured(attribution_s=10.0)
     assert analysis_budget(0.0, None, measured, 120.0) == 120.0  # no budget: the per-root-cause one
     assert analysis_budget(0.0, 500.0, measured, 120.0) == 120.0
-    assert analysis_budget(0.0, 40.0, measured, 120.0) == 40.0 / schedule.ANALYSIS_SPAN_FACTOR  # the whole analysis ends by work_end
-    assert analysis_budget(0.0, 200.0, Measured(attribution_s=170.0), 120.0) == 30.0  # cut so that attribution ends by work_end
-    assert analysis_budget(0.0, 10.0 + schedule.MIN_ANALYSIS_S - 0.1, measured, 120.0) is None  # stays pending
-    assert analysis_budget(0.0, 40.0, Measured(), 120.0) == 40.0 - schedule.DEFAULT_ATTRIBUTION_S
+    # The whole analysis, and its filing, end by work_end (its span ends ANALYSIS_FILING_S before it).
+    filing = schedule.ANALYSIS_FILING_S
+    assert analysis_budget(0.0, 40.0, measured, 120.0) == (40.0 - filing) / schedule.ANALYSIS_SPAN_FACTOR
+    assert analysis_budget(0.0, 200.0, Measured(attribution_s=170.0), 120.0) == 30.0 - filing  # attribution ends in time
+    assert analysis_budget(0.0, 10.0 + filing + schedule.MIN_ANALYSIS_S - 0.1, measured, 120.0) is None  # stays pending
+    assert analysis_budget(0.0, 10.0 + filing + schedule.MIN_ANALYSIS_S + 0.1, measured, 120.0) is not None
+    assert analysis_budget(0.0, 40.0, Measured(), 120.0) == 40.0 - filing - schedule.DEFAULT_ATTRIBUTION_S
 
 
 def test_bugs_come_first_then_suspects_by_case_count_and_noise_by_design_or_eager_worse_never_in_a_campaign():
