@@ -152,3 +152,21 @@ def test_cuda_workers_forked_from_the_warm_template_run_cases_as_spawned_ones_do
     forked, spawned = verdicts["ForkServerProcess"], verdicts["SpawnProcess"]
     assert forked.status in (Status.OK, Status.DIVERGED) and forked.outputs, forked.to_dict()
     assert forked.to_dict() | {"timings": {}} == spawned.to_dict() | {"timings": {}}
+
+
+@pytest.mark.parametrize("spec", [e8m0(rows=256, dim=512), layer_norm_linear(rows=512), sigmoid_gate(rows=512)],
+                         ids=["e8m0", "layer-norm-linear", "sigmoid-gate"])
+def test_input_siblings_through_one_cuda_compile_get_the_verdicts_of_their_own_compiles(spec):
+    # Triton kernels are specialised on shapes, dtypes and alignment, never values: a sibling run
+    # through the drawn spec's compile gets the verdict a compile of its own gives.
+    from divfuzz.fuzzer.engine.execute import execute_group
+    from divfuzz.generators.input_siblings import input_siblings
+
+    group = [spec, *input_siblings(spec, 4)]
+    verdicts = []
+    execute_group(group, "cuda", CompileConfig(), on_verdict=verdicts.append)
+    alone = [execute_case(s, "cuda", CompileConfig()) for s in group]
+    strip = [{k: v for k, v in x.to_dict().items() if k != "timings"} for x in verdicts], \
+        [{k: v for k, v in x.to_dict().items() if k != "timings"} for x in alone]
+    assert strip[0] == strip[1]
+    assert all("compile" not in dict(v.timings) for v in verdicts[1:])

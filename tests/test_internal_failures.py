@@ -26,6 +26,7 @@ from divfuzz.fuzzer.cli.main import main
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.errors import InternalError
 from divfuzz.fuzzer.engine.worker import CaseRequest, Worker
+from divfuzz.generators.input_siblings import DEFAULT_INPUTS_PER_COMPILE
 from divfuzz.generators.spec import InputRecipe, Node, TensorSpec
 from seed_specs import unary_bf16
 
@@ -46,7 +47,7 @@ def corrupt_table(path: Path, table: str) -> None:
 def cli_fuzz_options(out: Path, max_cases: int) -> CampaignOptions:
     """What `divfuzz fuzz --device cpu --backend eager --no-minimize --max-cases N` runs."""
     return CampaignOptions(device="cpu", out_dir=out, config=CompileConfig(backend="eager"), seed=0,
-                           budget_s=None, max_cases=max_cases, minimize=False)
+                           budget_s=None, max_cases=max_cases, minimize=False, inputs_per_compile=DEFAULT_INPUTS_PER_COMPILE)
 
 
 def test_a_corrupt_cases_page_stops_the_campaign_records_it_failed_and_exits_2(tmp_path):

@@ -140,6 +140,7 @@ def test_auto_workers_resume_an_unfinished_run_with_its_own_count_not_a_new_run(
     from divfuzz.fuzzer.campaign.loop import CampaignOptions
     from divfuzz.fuzzer.store import STORE_NAME, Store
     from divfuzz.fuzzer.campaign.sizing import probe_host, size_workers
+    from divfuzz.generators.input_siblings import DEFAULT_INPUTS_PER_COMPILE
     from divfuzz.records.config import CompileConfig
 
     # The earlier run's count is one worker, unless that is what auto gives here (one worker starts
@@ -147,7 +148,7 @@ def test_auto_workers_resume_an_unfinished_run_with_its_own_count_not_a_new_run(
     auto = size_workers(probe_host("cpu"), cuda=False).workers
     count = 1 if auto != 1 else 2
     earlier = CampaignOptions(device="cpu", out_dir=tmp_path, config=CompileConfig(backend="eager"), seed=5, max_cases=3,
-                              workers=count)
+                              workers=count, inputs_per_compile=DEFAULT_INPUTS_PER_COMPILE)  # the CLI's default
     store = Store(tmp_path / STORE_NAME)
     try:
         run_id, _ = store.start_run(seed=5, device="cpu", config=earlier.config.to_dict(), options=earlier.identity(),

@@ -52,6 +52,8 @@ class Breakdown:
     timings_file: Path | None = None
     worker_starts: dict = field(default_factory=dict)  # how the campaign process's workers started -> count (timings file)
     repeats: int = 0  # draws of a spec their slot had already run, not run again and not among `cases` (timings file)
+    graphs: int = 0  # cases with a compile of their own
+    siblings: int = 0  # input siblings: cases run through their drawn spec's compile (the rest never compiled: eager failed)
 
     @property
     def rate_over_run(self) -> float:
@@ -121,12 +123,17 @@ def campaign_breakdown(path: Path, run_id: int | None = None) -> Breakdown:
     slot_time: Counter = Counter()
     by_slot = defaultdict(list)
     stamps = []
+    graphs = 0  # cases that compiled
+    siblings = 0  # input siblings: cases run through their drawn spec's compile (none of their own)
     for c in cases:
         at = f"{store_path}: case slot {c['slot']} idx {c['idx']}"
         created, wall = _number(c["created_at"], f"{at} created_at"), _number(c["wall_s"], f"{at} wall_s")
         spans = {str(k): _number(v, f"{at} timings[{k!r}]") for k, v in c["timings"].items()}
         if "compile" in spans:  # the forward's compile and first run: the compile span less the backward's
             spans["compile_forward"] = spans.pop("compile") - spans.get("compile_backward", 0.0)
+            graphs += 1
+        elif "compiled_run" in spans:  # an input sibling: run through its drawn spec's compile
+            siblings += 1
         for name, seconds in spans.items():
             stages[name] += seconds
         stages["worker_ipc"] += max(0.0, wall - sum(s for n, s in spans.items() if not nested_span(n) or n == "compile_backward"))
@@ -139,7 +146,9 @@ def campaign_breakdown(path: Path, run_id: int | None = None) -> Breakdown:
         first_start = rows[0][0] - rows[0][1]
         slot_time["start-up"] += max(0.0, first_start - start)
         slot_time["in the worker"] += sum(w for _, w in rows)
-        slot_time["between cases"] += sum(max(0.0, created - wall - prev) for (prev, _), (created, wall) in zip(rows, rows[1:]))
+        # The rest of the slot's span from its first case's start to its last case stored (a drawn
+        # spec's input siblings are stored after their group ran, each with its own share of it)
+        slot_time["between cases"] += max(0.0, rows[-1][0] - first_start - sum(w for _, w in rows))
         slot_time["after its last case"] += max(0.0, end - rows[-1][0])
     idle_slots = workers - len([s for s in by_slot if s >= 0])
     if idle_slots > 0:  # a slot that stored no case waited (or started) the whole run
@@ -170,7 +179,8 @@ def campaign_breakdown(path: Path, run_id: int | None = None) -> Breakdown:
         last_case_s=(max(stamps) - start) if stamps else None, stages=dict(stages), slot_time=dict(slot_time),
         driver=driver, analyses=analyses, budget_s=opt("budget_s"),
         drawing_stopped_s=(stopped - start) if stopped is not None else None, pending_by_severity=pending,
-        timings_file=extra_path, finish=finish, worker_starts=starts, repeats=repeats,
+        timings_file=extra_path, finish=finish, worker_starts=starts, repeats=repeats, graphs=graphs,
+        siblings=siblings,
     )
 
 
@@ -185,6 +195,8 @@ def breakdown_table(b: Breakdown) -> str:
         f"{b.rate_past_startup:.2f} past start-up (first case at {b.first_case_s or 0:.1f} s, last at {b.last_case_s or 0:.1f} s"
         + (f", drawing stopped at {b.drawing_stopped_s:.1f} s" if b.drawing_stopped_s is not None else "") + ")"
         + (f"; {b.repeats} more draws repeated a spec their slot had run, and were not run again" if b.repeats else ""),
+        f"{b.graphs} graphs compiled: {b.graphs / b.span_s if b.span_s > 0 else 0:.2f} per second over the run"
+        + (f"; {b.siblings} more cases (input siblings) ran through a drawn spec's compile on other inputs" if b.siblings else ""),
         "",
         "| in the worker, per case | total s | per case ms | share |",
         "| --- | --- | --- | --- |",
@@ -206,6 +218,9 @@ def breakdown_table(b: Breakdown) -> str:
         names = {"work_end": "the budget's work end", "slots_done": "every slot ended", "pool_done": "the analysis pool ended"}
         lines += ["", "the finish: " + ", ".join(f"{names[k]} at {v:.1f} s" for k, v in b.finish.items())
                   + f", the run ended at {b.span_s:.1f} s (the summary and report.html follow)"]
+    if b.graphs and b.siblings:
+        per_graph = {k: b.stages.get(k, 0.0) / b.graphs * 1000 for k in ("compile_forward", "compile_backward")}
+        lines += ["", "per compiled graph: " + ", ".join(f"{k} {v:.0f} ms" for k, v in per_graph.items())]
     if b.driver:
         lines += ["", "the driver's own time, summed over the slots' threads: "
                   + ", ".join(f"{k} {v:.1f} s ({v / n * 1000:.0f} ms per case)" for k, v in b.driver.items())]

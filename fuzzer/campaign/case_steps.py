@@ -3,6 +3,9 @@
 
     run_in_worker -> judge -> analyse_in_slot -> store_case -> write_new_bucket_folder -> queue_analysis
 
+(`run_group_in_worker` replaces the first step for a drawn spec and its input siblings, which
+one compile serves; each member then takes the other steps as a case of its own.)
+
 Each step takes what the steps before it gave and returns a frozen record; none reads or writes
 the campaign's progress (the campaign records it from these records). Invariants:
 - a case's severity under a bucket key is judged once (`CaseSeverity`): the routing, the store's
@@ -143,6 +146,21 @@ def run_in_worker(run: CaseRun, at: CaseAt, spec: GraphSpec, worker: Worker) -> 
         at = replace(at, where=moved)
     ipc = max(0.0, wall - verdict.span_seconds())
     return Ran(verdict, wall, at, ipc)
+
+
+def run_group_in_worker(run: CaseRun, members: list[tuple[CaseAt, GraphSpec]], worker: Worker) -> list[Ran] | None:
+    """A drawn spec and its input siblings (`members`, the first compiled, the rest run through
+    its compile: `Worker.run_group`) in the slot's worker: a `Ran` per member that ran, in order,
+    each with its own wall (the seconds since the member before it). None when the campaign was
+    interrupted meanwhile, as `run_in_worker`."""
+    (at, spec), *rest = members
+    request = CaseRequest(spec, at.where.worker_device, run.config, profile=run.profile, oracle=run.oracle,
+                          perf_margin=run.perf_margin, against=run.against, siblings=tuple(s for _, s in rest))
+    got = worker.run_group(request, run.timeout_s)  # its seconds start after any (re)start of the worker
+    if run.interrupted.is_set():
+        return None
+    return [Ran(verdict, seconds, member_at, max(0.0, seconds - verdict.span_seconds()))
+            for (member_at, _), (verdict, seconds) in zip(members, got)]
 
 
 def judge(run: CaseRun, spec: GraphSpec, verdict: Verdict) -> Judged:

@@ -55,6 +55,7 @@ from divfuzz.fuzzer.campaign.case_steps import (
     analyse_in_slot,
     judge,
     queue_analysis,
+    run_group_in_worker,
     run_in_worker,
     store_case,
     write_new_bucket_folder,
@@ -68,6 +69,7 @@ from divfuzz.fuzzer.engine.environment import environment_versions
 from divfuzz.fuzzer.engine import warm_template
 from divfuzz.fuzzer.engine.worker import Worker
 from divfuzz.generators.coverage import DrawCounts
+from divfuzz.generators.input_siblings import MAX_INPUTS_PER_COMPILE, input_siblings
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.generators.validate import load_spec
 from divfuzz.generators.strategies import graph_specs, perf_graph_specs
@@ -85,6 +87,22 @@ EPOCH_CASES = 1000
 # graph it has not run (a narrow `--ops`/`--dtypes`/`--max-ops`), and it would otherwise draw
 # repeats until the budget, or forever under `--max-cases` alone (a repeat is not a case).
 REPEATS_BEFORE_EXHAUSTED = EPOCH_CASES
+
+
+def check_inputs_per_compile(opts: "CampaignOptions", *, fleet: bool) -> None:
+    """ConfigError unless `opts.inputs_per_compile` is 1, or within 1..MAX_INPUTS_PER_COMPILE for a
+    numeric campaign of one compiler on this host (a perf case times its own compile's code, an
+    `--against` case runs two compiles, a fleet's node runs one case per request)."""
+    n = opts.inputs_per_compile
+    if n == 1:
+        return
+    if not isinstance(n, int) or not 1 <= n <= MAX_INPUTS_PER_COMPILE:
+        raise ConfigError(f"--inputs-per-compile: expected 1 to {MAX_INPUTS_PER_COMPILE} (one per input recipe) but got {n!r}")
+    for on, why in ((opts.oracle != "numeric", f"--oracle {opts.oracle}"), (opts.against is not None, "--against"),
+                    (fleet, "--cluster")):
+        if on:
+            raise ConfigError(f"--inputs-per-compile {n} with {why}: input siblings run under the numeric oracle "
+                              "of one compiler on this host; pass --inputs-per-compile 1")
 
 
 class _StopCampaign(BaseException):
@@ -112,6 +130,10 @@ class CampaignOptions:
     perf_margin: float | None = None  # the perf oracle's noise margin (None: divfuzz.oracles.perf.DEFAULT_MARGIN)
     against: CompileConfig | None = None  # `--against`: judge config's compiler against this one (divfuzz.fuzzer.engine.against)
     unguarded_casts: bool = False  # `--unguarded-casts`: draw float->int casts without their NaN/range guard
+    # Inputs one compile serves: each drawn spec, then its `inputs_per_compile - 1` input siblings
+    # (`divfuzz.generators.input_siblings`: the same graph under other recipes) through its
+    # compile, each a case of its own. 1 with the perf oracle, `--against` or a fleet.
+    inputs_per_compile: int = 1
     # With minimize: bucket analysis workers beside the slots (None: `size_analysis_workers`);
     # 0 analyses inline, in the slot. Not part of `identity`: it changes when buckets are
     # re-keyed, never which cases run or where they end up.
@@ -130,7 +152,8 @@ class CampaignOptions:
             "ops": list(self.ops) if self.ops else None,
             "dtypes": list(self.dtypes) if self.dtypes else None,
             **({"oracle": self.oracle, "perf_margin": self.perf_margin} if self.oracle != "numeric" else {}),
-        } | ({"against": self.against.to_dict()} if self.against else {}) | ({"unguarded_casts": True} if self.unguarded_casts else {})
+        } | ({"against": self.against.to_dict()} if self.against else {}) | ({"unguarded_casts": True} if self.unguarded_casts else {}) | (
+            {"inputs_per_compile": self.inputs_per_compile} if self.inputs_per_compile != 1 else {})
 
     def strategy(self):
         if self.oracle == "perf":
@@ -152,6 +175,7 @@ class Progress:
     cases: int = 0
     skipped: int = 0  # stored by an earlier, interrupted run and not run again
     repeats: int = 0  # draws of a spec its slot already ran in this run: not run again, not cases
+    graphs: int = 0  # compiles run for cases: one per case, or one per drawn spec and its input siblings
     exhausted_slots: int = 0  # slots stopped after REPEATS_BEFORE_EXHAUSTED repeats in a row
     by_status: Counter = field(default_factory=Counter)
     findings: int = 0
@@ -277,6 +301,7 @@ class Campaign:
         self.slot_workers: list[Worker] = []
         self.lock = threading.Lock()
         self.failure: tuple[BaseException, str] | None = None  # divfuzz's own first error, with its traceback
+        check_inputs_per_compile(opts, fleet=fleet is not None)
         self.slot_devices = fleet.slot_devices if fleet else campaign_slot_devices(opts.device, opts.workers)  # before the store: a bad device writes nothing
         if fleet is None:  # the workers' template imports torch while the store opens (a fleet's workers start on its nodes)
             warm_template.start_in_background(opts.device)
@@ -627,7 +652,8 @@ class Campaign:
         with self.lock:
             self.slot_workers.append(worker)
         counter = itertools.count()
-        cases = itertools.count()  # the slot's cases toward its quota: run or stored, not repeats
+        used = [0]  # the slot's cases toward its quota: run or stored, not repeats
+        per_compile = opts.inputs_per_compile
         last_exit = [time.perf_counter()]
         coverage = DrawCounts()  # this slot's own: its cases stay a function of seed and slot (divfuzz.generators.coverage)
         # The score of each spec this slot ran (or found stored) in this run, by digest. Hypothesis
@@ -647,8 +673,13 @@ class Campaign:
                 raise _StopCampaign
             idx = next(counter)  # the draw's place in the slot: repeats too (a resume's stored rows line up)
             digest = spec.digest()
-            if quota is not None and digest not in scores and next(cases) >= quota:
-                raise _StopCampaign
+            # The drawn spec and its input siblings: member j is stored at idx * per_compile + j.
+            group = [spec, *input_siblings(spec, per_compile)] if per_compile > 1 else [spec]
+            if quota is not None and digest not in scores:
+                if used[0] >= quota:
+                    raise _StopCampaign
+                group = group[: quota - used[0]]
+                used[0] += len(group)
             target(coverage.novelty(spec), label="coverage")  # run, skipped or repeated alike: a resume re-draws the same
             coverage.note(spec)
             if digest in scores:
@@ -663,16 +694,21 @@ class Campaign:
                 return
             repeats_in_a_row[0] = 0
             try:
-                stored = self.store.stored_case(self.run_id, slot, idx)
-                if stored is not None and stored[0] == digest:
-                    with self.lock:
-                        self.progress.skipped += 1
-                    scores[digest] = stored[1]
-                    target(stored[1])
-                    return
-                score = self._run_case(CaseAt(slot, idx, where), spec, worker)
-                if score is not None:
-                    scores[digest] = score
+                todo = []  # the members to run: not stored by an earlier run, nor run earlier in this one
+                for j, member in enumerate(group):
+                    at = CaseAt(slot, idx * per_compile + j, where)
+                    stored = self.store.stored_case(self.run_id, slot, at.idx)
+                    if stored is not None and stored[0] == member.digest():
+                        with self.lock:
+                            self.progress.skipped += 1
+                        scores[member.digest()] = stored[1]
+                    elif member.digest() not in scores:
+                        todo.append((at, member))
+                if todo:
+                    scores.update(self._run_group(todo, worker) if len(todo) > 1 else
+                                  self._run_one(todo[0], worker))
+                if digest in scores:
+                    target(scores[digest])
             except Exception as e:  # divfuzz's own: the store, the minimizer, a worker's internal error
                 self._fail(e)
                 raise _StopCampaign from None  # not a test failure: Hypothesis must not replay it
@@ -695,10 +731,46 @@ class Campaign:
         """Run one case to its stored row, and return its score; None when nothing was stored:
         once the campaign is interrupted (the case in flight, or its analysis, was cut short; a
         resumed run redoes it). `steer`: feed its score to Hypothesis (only inside a slot's engine)."""
-        run = self.case_run
-        ran = run_in_worker(run, at, spec, worker)
+        ran = run_in_worker(self.case_run, at, spec, worker)
         if ran is None:
             return None
+        with self.lock:
+            self.progress.graphs += 1
+            self.case_walls.append(ran.wall_s)
+        score = self._after_worker(spec, ran, worker)
+        if score is not None and steer:
+            target(score)
+        return score
+
+    def _run_one(self, member: tuple[CaseAt, GraphSpec], worker: Worker) -> dict[str, float]:
+        """`_run_case` of a slot's one member to run, unsteered (the slot steers): its score by digest."""
+        score = self._run_case(*member, worker, steer=False)
+        return {} if score is None else {member[1].digest(): score}
+
+    def _run_group(self, members: list[tuple[CaseAt, GraphSpec]], worker: Worker) -> dict[str, float]:
+        """Run a drawn spec and its input siblings through one compile (`run_group_in_worker`), then
+        each member that ran to its stored row as a case of its own; return their scores by digest
+        (none once the campaign is interrupted). The group's wall counts once among the case walls
+        (the drain before the budget's end waits for a whole group)."""
+        rans = run_group_in_worker(self.case_run, members, worker)
+        if rans is None:
+            return {}
+        with self.lock:
+            self.progress.graphs += 1
+            self.case_walls.append(sum(r.wall_s for r in rans))
+        scores = {}
+        for (_, spec), ran in zip(members, rans):
+            score = self._after_worker(spec, ran, worker)
+            if score is None:
+                break
+            scores[spec.digest()] = score
+        return scores
+
+    def _after_worker(self, spec: GraphSpec, ran: Ran, worker: Worker) -> float | None:
+        """A case's steps after the worker: judged, analysed in the slot where it is, stored, its
+        bucket folder written, its analysis queued; its score, None when the campaign was
+        interrupted meanwhile (nothing stored)."""
+        run = self.case_run
         t_analysis = time.perf_counter()
         judged = judge(run, spec, ran.verdict)
         keyed = analyse_in_slot(run, spec, judged, worker)
@@ -708,8 +780,6 @@ class Campaign:
         write_new_bucket_folder(run, spec, ran, keyed, stored)
         self._note_stored(stored)  # before the pool may file its analysis
         queue_analysis(run, spec, ran, judged, stored)
-        if steer:
-            target(judged.score)
         self._report_progress(ran, judged, stored, t_analysis=time.perf_counter() - t_analysis - stored.store_s)
         return judged.score
 
@@ -728,7 +798,6 @@ class Campaign:
             p.cases += 1
             p.by_status[verdict.status.value] += 1
             p.case_wall_s += wall
-            self.case_walls.append(wall)
             for name, seconds in verdict.timings:
                 p.timings[name] += seconds
             p.timings["worker_ipc"] += ran.ipc_s

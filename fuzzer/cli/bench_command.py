@@ -29,6 +29,8 @@ def _workers(value: str) -> int | str:
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--workers", default="auto", show_default=True, help="auto (as `divfuzz fuzz`) or a count.")
 @click.option("--no-minimize", is_flag=True, help="Pass --no-minimize to the campaign.")
+@click.option("--inputs-per-compile", type=click.IntRange(min=1), default=None,
+              help="Pass --inputs-per-compile to the campaign (default: the campaign's own).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Keep the campaign's store here (default: a temporary folder, removed after).")
 @click.option("--breakdown", "breakdown_store", type=click.Path(path_type=Path), default=None, metavar="STORE",
@@ -36,7 +38,7 @@ def _workers(value: str) -> int | str:
 @click.option("--run", "run_id", type=int, default=None, help="With --breakdown: that run (default: the latest).")
 @click.option("--before-after", is_flag=True,
               help="Run the same cases under torch's compile defaults, divfuzz's, and divfuzz's on a warm cache.")
-def bench(device, budget, cases, seed, workers, no_minimize, out_dir, breakdown_store, run_id, before_after):
+def bench(device, budget, cases, seed, workers, no_minimize, inputs_per_compile, out_dir, breakdown_store, run_id, before_after):
     """Run a default campaign and print its rates and where its time goes (or --breakdown STORE)."""
     if breakdown_store is not None:
         # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
@@ -64,5 +66,6 @@ def bench(device, budget, cases, seed, workers, no_minimize, out_dir, breakdown_
     with tempfile.TemporaryDirectory(prefix="divfuzz-bench-") as tmp:
         folder = out_dir if out_dir is not None else Path(tmp) / "out"
         run = run_default_campaign(device, folder, budget_s=budget_s, max_cases=cases, workers=workers, seed=seed,
-                                   minimize=not no_minimize)
+                                   minimize=not no_minimize,
+                                   extra=("--inputs-per-compile", str(inputs_per_compile)) if inputs_per_compile else ())
         out.print(default_campaign_table(run), markup=False, highlight=False)

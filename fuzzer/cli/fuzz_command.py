@@ -37,6 +37,7 @@ from divfuzz.fuzzer.cli.options import (
     registered_ops,
     resolve_device,
 )
+from divfuzz.generators.input_siblings import DEFAULT_INPUTS_PER_COMPILE, MAX_INPUTS_PER_COMPILE
 from divfuzz.records.errors import ConfigError, OutputError
 from divfuzz.records.severity import ORDER
 
@@ -89,6 +90,9 @@ WORKERS = _WorkersType()
 @click.option("--against", default=None, metavar="BACKEND", help="Judge --backend against this second compiler (and both against fp64).")
 @click.option("--unguarded-casts", is_flag=True,
               help="Draw float->integer casts without their guard (NaN to 0, clamped to range): undefined casts, filed as such, not as findings.")
+@click.option("--inputs-per-compile", type=click.IntRange(1, MAX_INPUTS_PER_COMPILE), default=None,
+              help=f"Inputs each compiled graph runs on: the drawn recipe, then others through the same compile, each a "
+                   f"case of its own (default {DEFAULT_INPUTS_PER_COMPILE}; 1 with --oracle perf, --against or --cluster).")
 @click.option("--cluster", "cluster_address", default=None, metavar="ADDRESS",
               help="Run the slots' cases on a Dask cluster (tcp://host:8786); needs divfuzz[cluster].")
 @click.option("--cluster-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -96,8 +100,8 @@ WORKERS = _WorkersType()
 @oracle_options
 @compile_options
 def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, strict, ops, dtypes, no_live, no_minimize, analysis_workers,
-         min_severity, replay_known, against, unguarded_casts, cluster_address, cluster_file, oracle, perf_margin, backend, inductor,
-         dynamic, mode):
+         min_severity, replay_known, against, unguarded_casts, inputs_per_compile, cluster_address, cluster_file, oracle, perf_margin,
+         backend, inductor, dynamic, mode):
     """Run a campaign: draw graphs, compare eager and compiled, bucket what diverges."""
     started = time.time()  # --budget counts from here: sizing and start-up are inside it
     if cluster_address is None and cluster_file is None:  # the workers' template imports torch beside the driver (a fleet's workers start on its nodes)
@@ -139,6 +143,9 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
         from divfuzz.fuzzer.campaign.sizing import resolve_workers
 
         workers, workers_reason = resolve_workers(workers, device, oracle)
+    if inputs_per_compile is None:  # siblings run under the numeric oracle of one compiler, on this host
+        one_compile = oracle == "numeric" and against_config is None and cluster is None
+        inputs_per_compile = DEFAULT_INPUTS_PER_COMPILE if one_compile else 1
     opts = CampaignOptions(
         device=device,
         out_dir=out_dir,
@@ -158,6 +165,7 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
         perf_margin=perf_margin,
         against=against_config,
         unguarded_casts=unguarded_casts,
+        inputs_per_compile=inputs_per_compile,
         budget_from=started,
     )
     if workers_chosen_here:
@@ -398,6 +406,7 @@ def _print_summary(result, min_severity: str = "noise") -> None:
     head = [f"run {result.run_id}{' (resumed)' if result.resumed else ''}: {p.cases} cases in {elapsed:.0f} s "
             f"({p.cases / elapsed * 60 if elapsed else 0:.1f}/min)" + (f"; {statuses}" if statuses else "")
             + (f"; {p.skipped} skipped (stored)" if p.skipped else "")
+            + (f"; {p.graphs} graphs compiled ({p.cases / p.graphs:.1f} inputs each)" if 0 < p.graphs < p.cases else "")
             + (f"; {p.repeats} repeated draws not run again" if p.repeats else "")
             + (f"; {p.exhausted_slots} slot(s) stopped: every draw repeated a graph already run (narrow options)"
                if p.exhausted_slots else "")]

@@ -22,7 +22,7 @@ import math
 import os
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -37,6 +37,7 @@ from divfuzz.generators.build import (
     reference_inputs,
     rounding_boundaries,
 )
+from divfuzz.generators.input_siblings import same_graph
 from divfuzz.generators.runtime import cotangents
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.oracles.boundary import distance_ulps
@@ -123,14 +124,70 @@ def is_compile_error(e: BaseException) -> bool:
 
 
 def execute_case(spec: GraphSpec, device: str, config: CompileConfig, *, profile: bool = False) -> Verdict:
-    """Run one case and judge it. With `profile`, also time a second (warm) compiled run."""
+    """Run one case and judge it (a group of one: `execute_group`). With `profile`, also time a
+    second (warm) compiled run."""
+    verdicts: list[Verdict] = []
+    execute_group([spec], device, config, profile=profile, on_verdict=verdicts.append)
+    return verdicts[0]
+
+
+def execute_group(specs: list[GraphSpec] | tuple[GraphSpec, ...], device: str, config: CompileConfig, *,
+                  profile: bool = False, on_verdict: Callable[[Verdict], None]) -> int:
+    """Run `specs` (a drawn spec, then its input siblings: `divfuzz.generators.input_siblings`, one
+    graph under several recipes) through one compile, handing each verdict to `on_verdict` as it
+    is judged; return how many ran.
+
+    The first spec is `execute_case` exactly. Each later one is prepared alone (its inputs, eager
+    twice) and run through the first spec's compiled function, still inside its compile session
+    (the config's Inductor overrides held), so it takes no compile: its verdict has no "compile"
+    span, and its compiled outputs are the ones a compile of its own would give, since a compile
+    depends on the inputs' shapes, dtypes and strides, never their values (`tests/test_input_siblings.py`
+    checks it on real Inductor). Invariants: the group stops after the first spec whose compiled
+    run failed (or that did not reach one: eager failed, or was nondeterministic), since the
+    siblings would meet the same compile, and a CUDA fault can leave the process unusable; a
+    sibling whose own eager fails gets that verdict and the group goes on.
+    """
+    first, *siblings = specs
+    if any(not same_graph(first, s) for s in siblings):
+        raise ValueError("execute_group: every spec after the first must be the same graph under another recipe")
+    case = prepare_case(first, device)
+    if isinstance(case, Verdict):
+        on_verdict(case)
+        return 1
+    ran = 1
+    with contextlib.ExitStack() as session:
+        try:
+            with case.clock.span("compile"):
+                compiled_fn = session.enter_context(compiled_under(build_callable(first, case.device_type), config))
+                compiled, _ = run_forward_backward(first, compiled_fn, case.inputs, case.cots,
+                                                   backward_span=case.clock.span("compile_backward"))
+            if profile:
+                with case.clock.span("compiled_run"):
+                    run_forward_backward(first, compiled_fn, case.inputs, case.cots)
+        except Exception as e:  # the compiler under test failed on the first spec: its verdict ends the group
+            on_verdict(failure_verdict(first, config, e, case.clock))
+            return ran
+        on_verdict(verdict_of(judge_case(case, compiled), timings=tuple(case.clock.spans.items())))
+        for sibling in siblings:
+            ran += 1
+            verdict = _run_sibling(sibling, device, config, compiled_fn)
+            on_verdict(verdict)
+            if verdict.status in COMPILER_FAILURES:
+                break
+    return ran
+
+
+def _run_sibling(spec: GraphSpec, device: str, config: CompileConfig, compiled_fn) -> Verdict:
+    """A sibling's verdict: prepared alone, its compiled outputs from the group's compiled function
+    (span "compiled_run"); a failure of that run is the compiler's, as in `run_compiled`."""
     case = prepare_case(spec, device)
     if isinstance(case, Verdict):
         return case
-    compiled, failed = run_compiled(spec, case.device_type, config, case.inputs, case.cots, case.clock, profile=profile)
-    if failed is not None:
-        return failed
-
+    try:
+        with case.clock.span("compiled_run"):
+            compiled, _ = run_forward_backward(spec, compiled_fn, case.inputs, case.cots)
+    except Exception as e:
+        return failure_verdict(spec, config, e, case.clock)
     return verdict_of(judge_case(case, compiled), timings=tuple(case.clock.spans.items()))
 
 

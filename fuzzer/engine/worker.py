@@ -84,6 +84,13 @@ class CaseRequest:
     oracle: str = "numeric"  # divfuzz.records.outcomes.ORACLES: "perf" times the case (divfuzz.fuzzer.engine.execute_perf)
     perf_margin: float | None = None  # the perf oracle's noise margin (None: the device's default)
     against: CompileConfig | None = None  # `--against`: a second compiler judged against `config`
+    # `spec`'s input siblings (`divfuzz.generators.input_siblings`), run through its compile after
+    # it (`divfuzz.fuzzer.engine.execute.execute_group`); numeric oracle, one compiler, only
+    siblings: tuple[GraphSpec, ...] = ()
+
+    def __post_init__(self):
+        if self.siblings and (self.oracle != "numeric" or self.against is not None):
+            raise ValueError("CaseRequest: input siblings run under the numeric oracle of one compiler only")
 
     def to_message(self) -> dict:
         return {
@@ -93,7 +100,8 @@ class CaseRequest:
             "profile": self.profile,
             "oracle": self.oracle,
             "perf_margin": self.perf_margin,
-        } | ({"against": self.against.to_dict()} if self.against else {})
+        } | ({"against": self.against.to_dict()} if self.against else {}) | (
+            {"siblings": [s.to_json(indent=None) for s in self.siblings]} if self.siblings else {})
 
 
 def _detach_from_terminal_signals() -> None:
@@ -153,7 +161,7 @@ def _worker_main(conn, device: str, extra_env: dict, parent_env: dict | None = N
     # lazy: torch-free module: it loads torch only when this runs
     import torch
 
-    from divfuzz.fuzzer.engine.execute import execute_case
+    from divfuzz.fuzzer.engine.execute import execute_group
     from divfuzz.fuzzer.engine.execute_perf import execute_perf_case
 
     threads = int(os.environ.get("DIVFUZZ_WORKER_THREADS", "0"))
@@ -174,6 +182,12 @@ def _worker_main(conn, device: str, extra_env: dict, parent_env: dict | None = N
         if "call" in msg:  # a generic in-worker function call (see `Worker.call`)
             conn.send(_run_call(msg))
             continue
+        sent: list[Verdict] = []
+
+        def send(verdict: Verdict, *, more: bool) -> None:
+            conn.send({"verdict": verdict.to_dict(), "more": more})
+            sent.append(verdict)
+
         try:
             spec = GraphSpec.from_json(msg["spec"])
             config = CompileConfig.from_dict(msg["config"])
@@ -181,16 +195,25 @@ def _worker_main(conn, device: str, extra_env: dict, parent_env: dict | None = N
                 # lazy: torch-free module: it loads torch only when this runs
                 from divfuzz.fuzzer.engine.against import execute_against
 
-                verdict = execute_against(spec, msg["device"], config, CompileConfig.from_dict(msg["against"]))
+                send(execute_against(spec, msg["device"], config, CompileConfig.from_dict(msg["against"])), more=False)
             elif msg.get("oracle") == "perf":
-                verdict = execute_perf_case(spec, msg["device"], config, margin=msg.get("perf_margin"))
+                send(execute_perf_case(spec, msg["device"], config, margin=msg.get("perf_margin")), more=False)
             else:
-                verdict = execute_case(spec, msg["device"], config, profile=msg.get("profile", False))
-        except Exception as e:  # `execute_case` turns every compiler failure into a verdict: this is divfuzz's
+                # Each verdict goes to the parent as soon as it is judged ("more": the group has
+                # specs left), so a crash in a later sibling loses none of the earlier ones; a group
+                # that stops early (`execute_group`) says so with "end".
+                group = [spec, *(GraphSpec.from_json(s) for s in msg.get("siblings", ()))]
+
+                def stream(verdict: Verdict) -> None:
+                    send(verdict, more=len(sent) + 1 < len(group))
+
+                execute_group(group, msg["device"], config, profile=msg.get("profile", False), on_verdict=stream)
+                if len(sent) < len(group):
+                    conn.send({"end": True})
+        except Exception as e:  # `execute_group` turns every compiler failure into a verdict: this is divfuzz's
             conn.send({"internal": {"error": " ".join(f"{type(e).__name__}: {e}".split())[:500], "traceback": traceback.format_exc()[-8000:]}})
             continue
-        conn.send({"verdict": verdict.to_dict()})
-        if device.startswith("cuda") and verdict.status == Status.RUNTIME_ERROR:
+        if device.startswith("cuda") and any(v.status == Status.RUNTIME_ERROR for v in sent):
             try:
                 torch.cuda.synchronize()
             except Exception:  # a sticky CUDA fault: this process cannot run more cases
@@ -279,47 +302,62 @@ class Worker:
             process.kill()
 
     def run(self, request: CaseRequest, timeout_s: float) -> Verdict:
+        """The verdict of `request`'s spec (its siblings' verdicts: `run_group`)."""
+        return self.run_group(request, timeout_s)[0][0]
+
+    def run_group(self, request: CaseRequest, timeout_s: float) -> list[tuple[Verdict, float]]:
+        """A verdict for `request.spec` and for each of its siblings that ran, in order, each with
+        the seconds from the one before it (from sending the request, for the first). Each
+        verdict has `timeout_s`. A group ends early where the worker stops it (`execute_group`),
+        or with the verdict of the spec in flight when the process died (`Status.CRASH`) or timed
+        out (`Status.HANG`): the process is then replaced, and the specs after it do not run."""
         if self.aborted:
-            return Verdict(Status.CRASH, error_type="Aborted", error_message="divfuzz was interrupted")
+            return [(Verdict(Status.CRASH, error_type="Aborted", error_message="divfuzz was interrupted"), 0.0)]
         if not self._alive():
             try:
                 self.start()
             except RuntimeError:
                 if self.aborted:  # killed while starting by an interrupt or the budget's end: no case ran
-                    return Verdict(Status.CRASH, error_type="Aborted", error_message="divfuzz was interrupted")
+                    return [(Verdict(Status.CRASH, error_type="Aborted", error_message="divfuzz was interrupted"), 0.0)]
                 raise
+        got: list[tuple[Verdict, float]] = []
         t0 = time.perf_counter()
         try:
             self.conn.send(request.to_message())
-            if self.conn.poll(timeout_s):
+            while True:
+                if not self.conn.poll(timeout_s):
+                    self.kill()
+                    got.append((Verdict(Status.HANG, error_type="Timeout", error_message=f"no result after {timeout_s:.0f} s",
+                                        timings=(("case", time.perf_counter() - t0),)), time.perf_counter() - t0))
+                    return got
                 reply = self.conn.recv()
                 if "internal" in reply:
                     raise InternalError(
                         f"divfuzz's own code failed in the worker (not the compiler under test): {reply['internal']['error']}",
                         details=reply["internal"]["traceback"],
                     )
-                return Verdict.from_dict(reply["verdict"])
-            self.kill()
-            return Verdict(
-                Status.HANG,
-                error_type="Timeout",
-                error_message=f"no result after {timeout_s:.0f} s",
-                timings=(("case", time.perf_counter() - t0),),
-            )
+                if "end" in reply:
+                    return got
+                now = time.perf_counter()
+                got.append((Verdict.from_dict(reply["verdict"]), now - t0))
+                t0 = now
+                if not reply.get("more"):
+                    return got
         except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
             self.process.join(5)
             code = self.process.exitcode
             self.kill()
-            if self._lost_with_the_template():
-                return self.run(request, timeout_s)
+            if self._lost_with_the_template():  # not the compiler: the spec in flight runs again, or the group ends
+                return got if got else self.run_group(request, timeout_s)
             sig = -code if code is not None and code < 0 else None
             reason = f"signal {signal.Signals(sig).name}" if sig else f"exit code {code}"
-            return Verdict(
+            got.append((Verdict(
                 Status.CRASH,
                 error_type=f"WorkerDied({reason})",
                 error_message=f"the worker process died during the case ({reason})",
                 timings=(("case", time.perf_counter() - t0),),
-            )
+            ), time.perf_counter() - t0))
+            return got
 
     def call(self, target: str, kwargs: dict, timeout_s: float) -> CallOutcome:
         """Call an importable `module:function` with JSON-able kwargs inside the worker.

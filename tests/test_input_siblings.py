@@ -1,0 +1,114 @@
+"""One compile, several inputs: a drawn spec's input siblings (`divfuzz.generators.input_siblings`)
+run through its compile (`execute_group`, `Worker.run_group`) and are stored as cases of their own.
+
+The real Inductor proves a sibling's verdict is the one a compile of its own gives; a planted
+bug that only infinite values meet proves a sibling finds what the drawn inputs hide.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from hypothesis import strategies as st
+
+from divfuzz.fuzzer.campaign import loop
+from divfuzz.fuzzer.campaign.loop import CampaignOptions, run_campaign
+from divfuzz.fuzzer.engine.execute import execute_case, execute_group
+from divfuzz.fuzzer.store import STORE_NAME, Store
+from divfuzz.generators.input_siblings import MAX_INPUTS_PER_COMPILE, input_siblings, same_graph
+from divfuzz.generators.spec import RECIPE_KINDS, GraphSpec, InputRecipe, Node, TensorSpec
+from divfuzz.records.config import CompileConfig
+from divfuzz.records.errors import ConfigError
+from seed_specs import e8m0, unary_bf16
+
+
+def _without_timings(verdict) -> dict:
+    d = verdict.to_dict()
+    d.pop("timings", None)
+    return d
+
+
+def _relu_fp32(recipe: str = "normal") -> GraphSpec:
+    return GraphSpec(inputs=(TensorSpec("x0", (8, 16), "float32"),),
+                     nodes=(Node("v1", "relu", ("x0",), (), "float32", (8, 16)),), outputs=("v1",),
+                     recipe=InputRecipe(recipe, 5))
+
+
+def test_siblings_are_the_same_graph_under_other_recipes_and_a_function_of_the_spec():
+    spec = e8m0(16, 16)
+    siblings = input_siblings(spec, 4)
+    assert len(siblings) == 3
+    kinds = [s.recipe.kind for s in siblings]
+    assert len(set(kinds)) == 3 and spec.recipe.kind not in kinds
+    assert all(s.recipe.seed == spec.recipe.seed and same_graph(spec, s) for s in siblings)
+    assert input_siblings(spec, 4) == siblings  # no state: the same spec, the same siblings
+    assert input_siblings(spec, 1) == ()
+    every = input_siblings(spec, MAX_INPUTS_PER_COMPILE)
+    assert {s.recipe.kind for s in every} | {spec.recipe.kind} == set(RECIPE_KINDS)
+    assert not same_graph(spec, e8m0(16, 32))
+    with pytest.raises(ValueError):
+        input_siblings(spec, MAX_INPUTS_PER_COMPILE + 1)
+
+
+@pytest.mark.parametrize("spec", [e8m0(64, 64), unary_bf16("gelu", 32, 48)], ids=["e8m0", "gelu-bf16"])
+def test_a_sibling_run_through_the_drawn_specs_compile_gets_the_verdict_of_its_own_compile(spec):
+    # Real Inductor on the CPU: the group compiles once; each sibling's verdict (timings aside)
+    # equals a fresh execute_case of that sibling, which compiles it alone.
+    group = [spec, *input_siblings(spec, 3)]
+    verdicts = []
+    assert execute_group(group, "cpu", CompileConfig(), on_verdict=verdicts.append) == 3
+    assert [_without_timings(v) for v in verdicts] == [_without_timings(execute_case(s, "cpu", CompileConfig())) for s in group]
+    spans = [dict(v.timings) for v in verdicts]
+    assert "compile" in spans[0] and all("compile" not in s and "compiled_run" in s for s in spans[1:])
+
+
+def test_a_group_of_other_graphs_is_refused():
+    with pytest.raises(ValueError, match="same graph"):
+        execute_group([e8m0(16, 16), e8m0(16, 32)], "cpu", CompileConfig(), on_verdict=lambda v: None)
+
+
+def test_a_campaign_stores_each_sibling_as_a_case_at_its_own_place(tmp_path):
+    opts = CampaignOptions(device="cpu", out_dir=tmp_path, config=CompileConfig(backend="divfuzz.fuzzer.engine.planted:eager_in_disguise"),
+                           max_cases=7, seed=7, inputs_per_compile=3)
+    result = run_campaign(opts)
+    db = sqlite3.connect(tmp_path / STORE_NAME)
+    rows = db.execute("SELECT idx, spec_json, verdict_json FROM cases WHERE run_id=? ORDER BY idx", (result.run_id,)).fetchall()
+    db.close()
+    assert result.progress.cases == len(rows) == 7
+    assert result.progress.graphs == 3  # 3 + 3 + the quota's last 1
+    specs = {idx: GraphSpec.from_json(text) for idx, text, _ in rows}
+    compiled = [idx for idx, _, v in rows if '"compile"' in v]
+    assert compiled == [i for i in specs if i % 3 == 0]
+    for idx, spec in specs.items():  # member j of draw d at d * 3 + j, the drawn spec first
+        if idx % 3:
+            drawn = specs[idx - idx % 3]
+            assert spec == input_siblings(drawn, 3)[idx % 3 - 1]
+
+
+def test_a_sibling_finds_a_bug_the_drawn_inputs_hide(tmp_path, monkeypatch):
+    # The planted backend turns infinities into NaN. The drawn recipe (normal) has none, so alone
+    # it finds nothing; run on every recipe, the infinite inputs (inf_divisors) meet the bug.
+    monkeypatch.setattr(loop.CampaignOptions, "strategy", lambda self: st.just(_relu_fp32()))
+    monkeypatch.setattr(loop, "REPEATS_BEFORE_EXHAUSTED", 2)
+    backend = CompileConfig(backend="divfuzz.fuzzer.engine.planted:inf_to_nan")
+
+    def buckets_with(n: int, out):
+        result = run_campaign(CampaignOptions(device="cpu", out_dir=out, config=backend, max_cases=20, inputs_per_compile=n))
+        store = Store(out / STORE_NAME)
+        try:
+            return result, store.buckets(run_id=result.run_id)
+        finally:
+            store.close()
+
+    alone, none = buckets_with(1, tmp_path / "alone")
+    assert alone.progress.cases == 1 and none == []
+    every, found = buckets_with(MAX_INPUTS_PER_COMPILE, tmp_path / "every")
+    assert every.progress.cases == MAX_INPUTS_PER_COMPILE and every.progress.graphs == 1
+    assert found and all(b.key.dtype == "float32" for b in found), [str(b.key) for b in found]
+
+
+@pytest.mark.parametrize("kw, flag", [({"oracle": "perf"}, "--oracle perf"), ({"against": CompileConfig(backend="aot_eager")}, "--against")])
+def test_siblings_are_refused_where_one_compile_does_not_serve(tmp_path, kw, flag):
+    with pytest.raises(ConfigError, match=flag):
+        run_campaign(CampaignOptions(device="cpu", out_dir=tmp_path, max_cases=2, inputs_per_compile=2, **kw))
