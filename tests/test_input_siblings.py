@@ -112,3 +112,23 @@ def test_a_sibling_finds_a_bug_the_drawn_inputs_hide(tmp_path, monkeypatch):
 def test_siblings_are_refused_where_one_compile_does_not_serve(tmp_path, kw, flag):
     with pytest.raises(ConfigError, match=flag):
         run_campaign(CampaignOptions(device="cpu", out_dir=tmp_path, max_cases=2, inputs_per_compile=2, **kw))
+
+
+def test_a_resumed_run_runs_only_the_members_it_had_not_stored(tmp_path):
+    # An interrupted run that stored a drawn spec but not its last sibling: the resume skips what
+    # is stored and runs the sibling alone (it compiles it, as the group would have served it).
+    opts = CampaignOptions(device="cpu", out_dir=tmp_path, config=CompileConfig(backend="divfuzz.fuzzer.engine.planted:eager_in_disguise"),
+                           max_cases=6, seed=7, inputs_per_compile=3)
+    first = run_campaign(opts)
+    db = sqlite3.connect(tmp_path / STORE_NAME)
+    with db:
+        kept = db.execute("SELECT idx, spec_digest FROM cases ORDER BY idx").fetchall()
+        db.execute("DELETE FROM cases WHERE run_id=? AND idx=5", (first.run_id,))
+        db.execute("UPDATE runs SET status='interrupted' WHERE id=?", (first.run_id,))
+    db.close()
+    again = run_campaign(opts)
+    assert (again.run_id, again.resumed) == (first.run_id, True)
+    assert (again.progress.skipped, again.progress.cases, again.progress.graphs) == (5, 1, 1)
+    db = sqlite3.connect(tmp_path / STORE_NAME)
+    assert db.execute("SELECT idx, spec_digest FROM cases ORDER BY idx").fetchall() == kept
+    db.close()
