@@ -166,7 +166,9 @@ def test_input_siblings_through_one_cuda_compile_get_the_verdicts_of_their_own_c
     verdicts = []
     execute_group(group, "cuda", CompileConfig(), on_verdict=verdicts.append)
     alone = [execute_case(s, "cuda", CompileConfig()) for s in group]
-    strip = [{k: v for k, v in x.to_dict().items() if k != "timings"} for x in verdicts], \
-        [{k: v for k, v in x.to_dict().items() if k != "timings"} for x in alone]
-    assert strip[0] == strip[1]
+    grouped = [{k: v for k, v in x.to_dict().items() if k != "timings"} for x in verdicts]
+    fresh = [{k: v for k, v in x.to_dict().items() if k != "timings"} for x in alone]
+    differ = [(s.recipe.kind, k, g.get(k), f.get(k)) for s, g, f in zip(group, grouped, fresh) for k in g.keys() | f.keys()
+              if g.get(k) != f.get(k)]
+    assert not differ, str(differ)[:3000]
     assert all("compile" not in dict(v.timings) for v in verdicts[1:])
