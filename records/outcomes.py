@@ -55,6 +55,24 @@ COMPILER_FAILURES: dict[Status, FindingKind] = {
 ERROR_KINDS = frozenset(COMPILER_FAILURES.values())
 # Statuses that carry no output comparisons: the compiler's failures, and eager's own.
 NO_OUTPUT_STATUSES = frozenset(COMPILER_FAILURES) | {Status.EAGER_ERROR, Status.UNSUPPORTED}
+
+
+def ends_group(status: Status | str, *, first: bool) -> bool:
+    """Whether a member of a group of input siblings (one graph under several recipes, one
+    compile: `divfuzz.fuzzer.engine.execute.execute_group`) with this verdict status is the last
+    of its group that runs: any member whose compiler failed (or whose graph the backend does not
+    support), and the first member when it reached no compiled result (eager failed or was
+    nondeterministic: the siblings would need a compile of their own). A status that is not one
+    (a store's text) ends nothing."""
+    try:
+        status = Status(status)
+    except ValueError:
+        return False
+    if status in COMPILER_FAILURES or status is Status.UNSUPPORTED:
+        return True
+    return first and status in (Status.EAGER_ERROR, Status.NONDETERMINISTIC)
+
+
 # What the perf oracle finds (`--oracle perf`): right numbers, computed slower.
 PERF_KINDS = frozenset({FindingKind.SLOWER_FWD, FindingKind.SLOWER_BWD})
 # The oracles a case can be judged by: eager vs compiled vs fp64 numbers, or eager vs compiled time.

@@ -138,8 +138,10 @@ def test_same_seed_same_cases_and_each_case_records_the_device_it_ran_on(tmp_pat
 
 def test_killed_campaign_resumes_without_losing_stored_cases(tmp_path):
     total = 16  # killed at 5 or more stored: the resume has cases stored and cases to run
+    # One input per compile: four to a compile, the 16 cases would end in a second, before the kill
+    # (a resume of a group: tests/test_input_siblings.py).
     cmd = [sys.executable, "-m", "divfuzz.fuzzer", "fuzz", "--device", "cpu", "--backend", "eager", "--max-cases", str(total), "--workers", "1",
-           "--seed", "2", "--out", str(tmp_path), "--no-live"]
+           "--seed", "2", "--out", str(tmp_path), "--no-live", "--inputs-per-compile", "1"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     db_path = tmp_path / STORE_NAME
     import time

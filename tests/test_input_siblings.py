@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
+import torch
 from hypothesis import strategies as st
 
 from divfuzz.fuzzer.campaign import loop
@@ -55,10 +56,18 @@ def test_siblings_are_the_same_graph_under_other_recipes_and_a_function_of_the_s
 def test_a_sibling_run_through_the_drawn_specs_compile_gets_the_verdict_of_its_own_compile(spec):
     # Real Inductor on the CPU: the group compiles once; each sibling's verdict (timings aside)
     # equals a fresh execute_case of that sibling, which compiles it alone.
+    # One torch thread, as a campaign's CPU workers on a 2-core host: the GELU -> E8M0 chain's eager
+    # runs differ between themselves on more threads (then nondeterministic: the group ends there).
     group = [spec, *input_siblings(spec, 3)]
     verdicts = []
-    assert execute_group(group, "cpu", CompileConfig(), on_verdict=verdicts.append) == 3
-    assert [_without_timings(v) for v in verdicts] == [_without_timings(execute_case(s, "cpu", CompileConfig())) for s in group]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        assert execute_group(group, "cpu", CompileConfig(), on_verdict=verdicts.append) == 3
+        alone = [execute_case(s, "cpu", CompileConfig()) for s in group]
+    finally:
+        torch.set_num_threads(threads)
+    assert [_without_timings(v) for v in verdicts] == [_without_timings(v) for v in alone]
     spans = [dict(v.timings) for v in verdicts]
     assert "compile" in spans[0] and all("compile" not in s and "compiled_run" in s for s in spans[1:])
 
@@ -131,4 +140,47 @@ def test_a_resumed_run_runs_only_the_members_it_had_not_stored(tmp_path):
     assert (again.progress.skipped, again.progress.cases, again.progress.graphs) == (5, 1, 1)
     db = sqlite3.connect(tmp_path / STORE_NAME)
     assert db.execute("SELECT idx, spec_digest FROM cases ORDER BY idx").fetchall() == kept
+    db.close()
+
+
+def test_a_group_that_ends_early_leaves_its_quota_to_later_draws_and_a_resume_does_not_run_the_rest(tmp_path):
+    # Every compile fails: each group ends after its drawn spec (its siblings would meet the same
+    # compile). The quota counts cases that ran, so 6 draws give 6 cases; a resume of the
+    # interrupted run finds each group ended and runs nothing.
+    opts = CampaignOptions(device="cpu", out_dir=tmp_path, config=CompileConfig(backend="divfuzz.fuzzer.engine.planted:compile_error"),
+                           max_cases=6, seed=3, inputs_per_compile=4)
+    first = run_campaign(opts)
+    db = sqlite3.connect(tmp_path / STORE_NAME)
+    idxs = [i for (i,) in db.execute("SELECT idx FROM cases ORDER BY idx")]
+    with db:
+        db.execute("UPDATE runs SET status='interrupted' WHERE id=?", (first.run_id,))
+    db.close()
+    assert first.progress.cases == first.progress.graphs == 6  # one compile (failed) per case: no sibling ran
+    assert len(idxs) == 6 and all(i % 4 == 0 for i in idxs)
+    again = run_campaign(opts)
+    assert again.resumed and (again.progress.skipped, again.progress.cases) == (6, 0)
+
+
+def test_the_cli_resumes_a_run_from_before_input_siblings_with_its_own_one_input(tmp_path):
+    # A run interrupted before --inputs-per-compile existed stored no such option: the same command
+    # (no --inputs-per-compile) resumes it with 1 instead of starting a new run.
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    earlier = CampaignOptions(device="cpu", out_dir=tmp_path, config=CompileConfig(backend="eager"), seed=5, max_cases=2, workers=1)
+    store = Store(tmp_path / STORE_NAME)
+    try:
+        run_id, _ = store.start_run(seed=5, device="cpu", config=earlier.config.to_dict(), options=earlier.identity(), versions={})
+        store.finish_run(run_id, "interrupted")
+    finally:
+        store.close()
+    cmd = [sys.executable, "-m", "divfuzz.fuzzer", "fuzz", "--device", "cpu", "--backend", "eager", "--max-cases", "2", "--seed", "5",
+           "--workers", "1", "--no-minimize", "--no-live", "--out", str(tmp_path)]
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1], timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "run 1 (resumed)" in " ".join(done.stdout.split())
+    db = sqlite3.connect(tmp_path / STORE_NAME)
+    assert db.execute("SELECT id, status FROM runs").fetchall() == [(1, "finished")]
+    assert [i for (i,) in db.execute("SELECT idx FROM cases ORDER BY idx")] == [0, 1]  # one input per compile: no siblings
     db.close()

@@ -117,6 +117,8 @@ def campaign_breakdown(path: Path, run_id: int | None = None) -> Breakdown:
     start = opt("budget_from") or _number(run["started_at"], f"{store_path}: run {run['id']} started_at")
     end = opt("ended") or (run["finished_at"] if isinstance(run["finished_at"], (int, float)) else None)
     workers = run["options"].get("workers") if isinstance(run["options"], dict) else None
+    per_compile = run["options"].get("inputs_per_compile", 1) if isinstance(run["options"], dict) else 1
+    per_compile = per_compile if isinstance(per_compile, int) and not isinstance(per_compile, bool) and per_compile >= 1 else 1
     workers = int(workers) if isinstance(workers, int) and workers > 0 else len({c["slot"] for c in cases if c["slot"] >= 0}) or 1
 
     stages: Counter = Counter()
@@ -137,18 +139,21 @@ def campaign_breakdown(path: Path, run_id: int | None = None) -> Breakdown:
         for name, seconds in spans.items():
             stages[name] += seconds
         stages["worker_ipc"] += max(0.0, wall - sum(s for n, s in spans.items() if not nested_span(n) or n == "compile_backward"))
-        by_slot[c["slot"]].append((created, wall))
+        by_slot[c["slot"]].append((created, wall, c["idx"]))
         stamps.append(created)
     end = end if end is not None else max(stamps, default=start)
     for slot, rows in by_slot.items():
         if slot < 0:  # replays of known specs run before the slots, one after another
             continue
-        first_start = rows[0][0] - rows[0][1]
+        # The slot's first group (a drawn spec and its input siblings, stored one after another once
+        # it ran) started its walls before its first row was stored.
+        first_group = [w for _, w, i in rows if i // per_compile == rows[0][2] // per_compile]
+        first_start = rows[0][0] - sum(first_group)
         slot_time["start-up"] += max(0.0, first_start - start)
-        slot_time["in the worker"] += sum(w for _, w in rows)
+        slot_time["in the worker"] += sum(w for _, w, _ in rows)
         # The rest of the slot's span from its first case's start to its last case stored (a drawn
         # spec's input siblings are stored after their group ran, each with its own share of it)
-        slot_time["between cases"] += max(0.0, rows[-1][0] - first_start - sum(w for _, w in rows))
+        slot_time["between cases"] += max(0.0, rows[-1][0] - first_start - sum(w for _, w, _ in rows))
         slot_time["after its last case"] += max(0.0, end - rows[-1][0])
     idle_slots = workers - len([s for s in by_slot if s >= 0])
     if idle_slots > 0:  # a slot that stored no case waited (or started) the whole run

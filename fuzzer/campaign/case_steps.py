@@ -188,8 +188,8 @@ def analyse_in_slot(run: CaseRun, spec: GraphSpec, judged: Judged, worker: Worke
     key, analysis = judged.raw_key, None
     if key is not None and run.analyzer is not None:
         budget = run.minimize_budget_s
-        if run.work_end:  # only what is left of the campaign's budget
-            budget = max(1.0, min(budget, run.work_end - time.time()))
+        if run.work_end:  # only what is left of the campaign's budget, its filing included
+            budget = max(1.0, min(budget, run.work_end - schedule.ANALYSIS_FILING_S - time.time()))
         key, analysis = run.analyzer.key_for(spec, judged.raw_key, worker, budget_s=budget)
     if run.interrupted.is_set():
         return None

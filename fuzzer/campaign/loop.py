@@ -73,6 +73,7 @@ from divfuzz.generators.input_siblings import MAX_INPUTS_PER_COMPILE, input_sibl
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.generators.validate import load_spec
 from divfuzz.generators.strategies import graph_specs, perf_graph_specs
+from divfuzz.records.outcomes import ends_group
 from divfuzz.records.severity import Severity
 from divfuzz.reports.files import child_path, slugify
 
@@ -87,6 +88,14 @@ EPOCH_CASES = 1000
 # graph it has not run (a narrow `--ops`/`--dtypes`/`--max-ops`), and it would otherwise draw
 # repeats until the budget, or forever under `--max-cases` alone (a repeat is not a case).
 REPEATS_BEFORE_EXHAUSTED = EPOCH_CASES
+
+
+def compiled_a_graph(verdict) -> bool:
+    """Whether a case ran a compile of its graph (its verdict has a "compile" span; a compile that
+    failed cost one too): not an input sibling, which ran through its drawn spec's compile, nor a
+    case whose eager failed first. The breakdown (`divfuzz.fuzzer.campaign.breakdown`) counts the
+    stored cases the same way."""
+    return any(name == "compile" for name, _ in verdict.timings)
 
 
 def check_inputs_per_compile(opts: "CampaignOptions", *, fleet: bool) -> None:
@@ -175,7 +184,7 @@ class Progress:
     cases: int = 0
     skipped: int = 0  # stored by an earlier, interrupted run and not run again
     repeats: int = 0  # draws of a spec its slot already ran in this run: not run again, not cases
-    graphs: int = 0  # compiles run for cases: one per case, or one per drawn spec and its input siblings
+    graphs: int = 0  # cases that compiled their graph (`compiled_a_graph`); their input siblings ran through it
     exhausted_slots: int = 0  # slots stopped after REPEATS_BEFORE_EXHAUSTED repeats in a row
     by_status: Counter = field(default_factory=Counter)
     findings: int = 0
@@ -664,6 +673,7 @@ class Campaign:
         # the slot's draws stay a function of seed and slot (no other slot's timing), and a
         # resume re-draws the first copy (stored: skipped) before its repeats.
         scores: dict[str, float] = {}
+        steer: dict[str, float] = {}  # what each drawn spec fed its engine: its group's best score
         repeats_in_a_row = [0]
 
         def body(spec: GraphSpec) -> None:
@@ -679,7 +689,6 @@ class Campaign:
                 if used[0] >= quota:
                     raise _StopCampaign
                 group = group[: quota - used[0]]
-                used[0] += len(group)
             target(coverage.novelty(spec), label="coverage")  # run, skipped or repeated alike: a resume re-draws the same
             coverage.note(spec)
             if digest in scores:
@@ -689,26 +698,20 @@ class Campaign:
                     if repeats_in_a_row[0] >= REPEATS_BEFORE_EXHAUSTED:
                         self.progress.exhausted_slots += 1
                         raise _StopCampaign
-                target(scores[digest])
+                target(steer.get(digest, scores[digest]))
                 last_exit[0] = time.perf_counter()
                 return
             repeats_in_a_row[0] = 0
             try:
-                todo = []  # the members to run: not stored by an earlier run, nor run earlier in this one
-                for j, member in enumerate(group):
-                    at = CaseAt(slot, idx * per_compile + j, where)
-                    stored = self.store.stored_case(self.run_id, slot, at.idx)
-                    if stored is not None and stored[0] == member.digest():
-                        with self.lock:
-                            self.progress.skipped += 1
-                        scores[member.digest()] = stored[1]
-                    elif member.digest() not in scores:
-                        todo.append((at, member))
+                todo, members = self._members_to_run(slot, idx, where, group, scores)
                 if todo:
-                    scores.update(self._run_group(todo, worker) if len(todo) > 1 else
-                                  self._run_one(todo[0], worker))
-                if digest in scores:
-                    target(scores[digest])
+                    ran = self._run_group(todo, worker) if len(todo) > 1 else self._run_one(todo[0], worker)
+                    scores.update(ran)
+                    members += list(ran)
+                used[0] += len(members)  # a member the group never ran (it ended early) is no case: the quota keeps it
+                if members:  # the group's best: a graph whose siblings' inputs diverge is worth drawing near
+                    steer[digest] = max(scores[d] for d in members)
+                    target(steer[digest])
             except Exception as e:  # divfuzz's own: the store, the minimizer, a worker's internal error
                 self._fail(e)
                 raise _StopCampaign from None  # not a test failure: Hypothesis must not replay it
@@ -726,6 +729,28 @@ class Campaign:
             if self.pool is None or self.interrupted.is_set() or self.fleet is not None or not self.pool.adopt(worker):
                 worker.stop()
 
+    def _members_to_run(self, slot: int, idx: int, where: SlotDevice, group: list[GraphSpec],
+                        scores: dict[str, float]) -> tuple[list[tuple[CaseAt, GraphSpec]], list[str]]:
+        """The members of draw `idx`'s group still to run, and the digests of those an earlier run
+        stored (skipped: their scores join `scores`). A member after a stored one that ended its
+        group (`ends_group`) never ran and does not now; a member this slot already ran in this
+        run (a sibling equal to an earlier spec) is not run again."""
+        todo, stored_members = [], []
+        for j, member in enumerate(group):
+            at = CaseAt(slot, idx * self.opts.inputs_per_compile + j, where)
+            stored = self.store.stored_case(self.run_id, slot, at.idx)
+            if stored is not None and stored[0] == member.digest():
+                with self.lock:
+                    self.progress.skipped += 1
+                scores[member.digest()] = stored[1]
+                stored_members.append(member.digest())
+                row = self.store.case_at(self.run_id, slot, at.idx)
+                if row is not None and ends_group(row.status, first=j == 0):
+                    break
+            elif member.digest() not in scores:
+                todo.append((at, member))
+        return todo, stored_members
+
     # ---- one case, top to bottom: the steps of `divfuzz.fuzzer.campaign.case_steps` -----------------
     def _run_case(self, at: CaseAt, spec: GraphSpec, worker: Worker, *, steer: bool = True) -> float | None:
         """Run one case to its stored row, and return its score; None when nothing was stored:
@@ -735,7 +760,7 @@ class Campaign:
         if ran is None:
             return None
         with self.lock:
-            self.progress.graphs += 1
+            self.progress.graphs += compiled_a_graph(ran.verdict)
             self.case_walls.append(ran.wall_s)
         score = self._after_worker(spec, ran, worker)
         if score is not None and steer:
@@ -756,7 +781,7 @@ class Campaign:
         if rans is None:
             return {}
         with self.lock:
-            self.progress.graphs += 1
+            self.progress.graphs += bool(rans) and compiled_a_graph(rans[0].verdict)
             self.case_walls.append(sum(r.wall_s for r in rans))
         scores = {}
         for (_, spec), ran in zip(members, rans):

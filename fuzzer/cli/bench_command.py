@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from divfuzz.fuzzer.cli.options import DivfuzzCommand, out, parse_budget, resolve_device
+from divfuzz.generators.input_siblings import MAX_INPUTS_PER_COMPILE
 
 
 def _workers(value: str) -> int | str:
@@ -29,7 +30,7 @@ def _workers(value: str) -> int | str:
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--workers", default="auto", show_default=True, help="auto (as `divfuzz fuzz`) or a count.")
 @click.option("--no-minimize", is_flag=True, help="Pass --no-minimize to the campaign.")
-@click.option("--inputs-per-compile", type=click.IntRange(min=1), default=None,
+@click.option("--inputs-per-compile", type=click.IntRange(1, MAX_INPUTS_PER_COMPILE), default=None,
               help="Pass --inputs-per-compile to the campaign (default: the campaign's own).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Keep the campaign's store here (default: a temporary folder, removed after).")

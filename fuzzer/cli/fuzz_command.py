@@ -143,7 +143,8 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
         from divfuzz.fuzzer.campaign.sizing import resolve_workers
 
         workers, workers_reason = resolve_workers(workers, device, oracle)
-    if inputs_per_compile is None:  # siblings run under the numeric oracle of one compiler, on this host
+    inputs_chosen_here = inputs_per_compile is None
+    if inputs_chosen_here:  # siblings run under the numeric oracle of one compiler, on this host
         one_compile = oracle == "numeric" and against_config is None and cluster is None
         inputs_per_compile = DEFAULT_INPUTS_PER_COMPILE if one_compile else 1
     opts = CampaignOptions(
@@ -168,14 +169,17 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
         inputs_per_compile=inputs_per_compile,
         budget_from=started,
     )
-    if workers_chosen_here:
-        resumed = _resumable_workers(out_dir / STORE_NAME, opts)
-        if resumed is not None and resumed[1] != opts.workers:
-            run_id, count = resumed
-            opts = replace(opts, workers=count)
+    free = ({"workers"} if workers_chosen_here else set()) | (
+        {"inputs_per_compile"} if inputs_chosen_here and inputs_per_compile != 1 else set())
+    resumed = _resumable_run(out_dir / STORE_NAME, opts, free) if free else None
+    if resumed is not None:
+        run_id, chosen = resumed
+        if chosen["workers"] != opts.workers:
+            count = chosen["workers"]
             if fleet is not None:
                 fleet.replan(count)
             workers, workers_reason = count, f"{count} worker{'s' if count != 1 else ''} (resuming run {run_id}, which ran with {count})"
+        opts = replace(opts, **chosen)
     # Read and checked before the run starts: a stored spec that does not load exits 2, store untouched.
     known = _known_specs(out_dir / STORE_NAME) if replay_known else None
     stop_on_signals()  # again: the campaign turns the KeyboardInterrupt into a saved, resumable stop
@@ -266,27 +270,33 @@ def _replayer(known):
     return lambda campaign: replay_known(campaign, known)
 
 
-def _resumable_workers(store_path: Path, opts) -> tuple[int, int] | None:
-    """(run id, worker count) of the newest unfinished run in the store that differs from `opts`
-    only in its worker count, or None. With `--workers auto` (or a fleet's own slot count) the
-    count can change between a run and its resume (another host, a node lost); the same seed and
-    slot count give the same cases, so the resume takes the run's count instead of starting anew."""
+def _resumable_run(store_path: Path, opts, free: set[str]) -> tuple[int, dict] | None:
+    """(run id, its values of the `free` options) of the newest unfinished run in the store that
+    differs from `opts` only in those, or None. Free are the options the user left to divfuzz:
+    with `--workers auto` (or a fleet's own slot count) the count can change between a run and its
+    resume (another host, a node lost), and a run from before `--inputs-per-compile` (none stored:
+    1) or with another default ran its own number; the same seed and the same values give the same
+    cases, so the resume takes the run's values instead of starting anew. A stored value that is
+    not a valid one (the store is untrusted data) makes the run not resumable this way."""
     if not store_path.is_file():
         return None
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.store import Store
 
-    # As stored (JSON: tuples read back as lists), without the count.
-    identity = json.loads(json.dumps({k: v for k, v in opts.identity().items() if k != "workers"}))
+    # As stored (JSON: tuples read back as lists), without the free options.
+    identity = json.loads(json.dumps({k: v for k, v in opts.identity().items() if k not in free}))
     store = Store(store_path, create=False)
     try:
         runs = store.unfinished_runs(seed=opts.seed, device=opts.device, config=opts.config.to_dict())
     finally:
         store.close()
     for run_id, options in runs:
-        count = options.get("workers")
-        if isinstance(count, int) and count >= 1 and {k: v for k, v in options.items() if k != "workers"} == identity:
-            return run_id, count
+        chosen = {"workers": options.get("workers", opts.workers) if "workers" in free else opts.workers,
+                  "inputs_per_compile": options.get("inputs_per_compile", 1) if "inputs_per_compile" in free else opts.inputs_per_compile}
+        valid = all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in chosen.values()) and \
+            chosen["inputs_per_compile"] <= MAX_INPUTS_PER_COMPILE
+        if valid and {k: v for k, v in options.items() if k not in free} == identity:
+            return run_id, chosen
     return None
 
 

@@ -45,7 +45,7 @@ from divfuzz.oracles.conditioning import perturb_inputs
 from divfuzz.oracles.judge import judge_outputs, verdict_of
 from divfuzz.oracles.ulp import bitwise_equal
 from divfuzz.records.verdict import MAX_ERROR_MESSAGE_CHARS, OutputVerdict, Verdict
-from divfuzz.records.outcomes import COMPILER_FAILURES, Status
+from divfuzz.records.outcomes import COMPILER_FAILURES, Status, ends_group
 from divfuzz.fuzzer.engine.own_backends import unsupported_op_of
 
 Named = list[tuple[str, torch.Tensor]]
@@ -142,10 +142,11 @@ def execute_group(specs: list[GraphSpec] | tuple[GraphSpec, ...], device: str, c
     (the config's Inductor overrides held), so it takes no compile: its verdict has no "compile"
     span, and its compiled outputs are the ones a compile of its own would give, since a compile
     depends on the inputs' shapes, dtypes and strides, never their values (`tests/test_input_siblings.py`
-    checks it on real Inductor). Invariants: the group stops after the first spec whose compiled
-    run failed (or that did not reach one: eager failed, or was nondeterministic), since the
-    siblings would meet the same compile, and a CUDA fault can leave the process unusable; a
-    sibling whose own eager fails gets that verdict and the group goes on.
+    checks it on real Inductor). Invariants: the group stops after a member that `ends_group`: the
+    first spec when it did not reach a compiled result (eager failed or was nondeterministic, or
+    the compiler failed: the siblings would meet the same compile), and any member whose compiled
+    run failed (a CUDA fault can leave the process unusable); a sibling whose own eager fails gets
+    that verdict and the group goes on. The first spec's tensors are freed before the siblings run.
     """
     first, *siblings = specs
     if any(not same_graph(first, s) for s in siblings):
@@ -168,11 +169,12 @@ def execute_group(specs: list[GraphSpec] | tuple[GraphSpec, ...], device: str, c
             on_verdict(failure_verdict(first, config, e, case.clock))
             return ran
         on_verdict(verdict_of(judge_case(case, compiled), timings=tuple(case.clock.spans.items())))
+        del case, compiled  # the first member's tensors: a sibling needs the memory a case of its own would have
         for sibling in siblings:
             ran += 1
             verdict = _run_sibling(sibling, device, config, compiled_fn)
             on_verdict(verdict)
-            if verdict.status in COMPILER_FAILURES:
+            if ends_group(verdict.status, first=False):
                 break
     return ran
 

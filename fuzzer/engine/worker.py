@@ -22,7 +22,7 @@ import signal
 import sys
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing import resource_tracker
 
 from divfuzz.fuzzer.engine import warm_template
@@ -310,7 +310,9 @@ class Worker:
         the seconds from the one before it (from sending the request, for the first). Each
         verdict has `timeout_s`. A group ends early where the worker stops it (`execute_group`),
         or with the verdict of the spec in flight when the process died (`Status.CRASH`) or timed
-        out (`Status.HANG`): the process is then replaced, and the specs after it do not run."""
+        out (`Status.HANG`): the process is then replaced, and the specs after it do not run. A
+        worker that died with the warm template's server (not the compiler) is no verdict: the
+        members it had not answered run again on a spawned worker, the first of them compiling."""
         if self.aborted:
             return [(Verdict(Status.CRASH, error_type="Aborted", error_message="divfuzz was interrupted"), 0.0)]
         if not self._alive():
@@ -347,8 +349,9 @@ class Worker:
             self.process.join(5)
             code = self.process.exitcode
             self.kill()
-            if self._lost_with_the_template():  # not the compiler: the spec in flight runs again, or the group ends
-                return got if got else self.run_group(request, timeout_s)
+            if self._lost_with_the_template():  # not the compiler: the members not answered run again, spawned
+                rest = [request.spec, *request.siblings][len(got):]
+                return got + self.run_group(replace(request, spec=rest[0], siblings=tuple(rest[1:])), timeout_s)
             sig = -code if code is not None and code < 0 else None
             reason = f"signal {signal.Signals(sig).name}" if sig else f"exit code {code}"
             got.append((Verdict(
