@@ -4,11 +4,14 @@ Each worker slot runs Hypothesis engines of `EPOCH_CASES` cases one after anothe
 the campaign seed, the slot and the epoch) in a thread that feeds one worker process;
 `hypothesis.target` steers them towards larger findings (`target_score`). Invariants:
 - same seed, same workers, same torch: the same cases in the same order (a campaign replays);
-- a case is stored before the next one starts, and a resumed campaign skips stored cases
-  (it re-draws them, checks the spec digest and feeds the stored score to `target`);
+- each drawn spec runs with its input siblings (`inputs_per_compile - 1` copies under other
+  recipes, `divfuzz.generators.input_siblings`) through one compile, each a case stored at
+  `idx * inputs_per_compile + j`; a group is stored before the next draw runs, and a resumed
+  campaign skips stored cases (it re-draws them, checks the spec digests and feeds the stored
+  scores to `target`);
 - a case's path is one step after another (`divfuzz.fuzzer.campaign.case_steps`: run in the worker,
   judge, analyse in the slot, store, write a new bucket's folder, queue its analysis), called in
-  order from `Campaign._run_case`; its severity is judged once;
+  order from `Campaign._run_case` (a group: `_run_group`); its severity is judged once;
 - nothing the compiler under test does stops the campaign: it becomes a verdict;
 - with minimization on, a new raw key's analysis (minimize + attribute) runs in the analysis pool
   (`divfuzz.fuzzer.campaign.analysis_pool`) beside the slots, never in them: the case is stored at once
