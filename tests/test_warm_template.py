@@ -68,6 +68,39 @@ def _script(tmp_path: Path, body: str) -> subprocess.CompletedProcess:
     return done
 
 
+def test_a_group_whose_worker_dies_with_the_template_runs_its_unanswered_members_again_spawned(tmp_path):
+    # The server is killed once the group's first verdict is in, while the worker runs a sibling
+    # (each compiled run takes 2 s): the siblings run again on a spawned worker, none is a crash.
+    done = _script(tmp_path, """
+import os, signal
+from multiprocessing import forkserver
+from divfuzz.fuzzer.engine.worker import CaseRequest
+from divfuzz.generators.input_siblings import input_siblings
+from divfuzz.records.config import CompileConfig
+from seed_specs import unary_bf16
+spec = unary_bf16('relu', 8, 8)
+worker = Worker('cpu', extra_env={'DIVFUZZ_WORKER_THREADS': '1'})
+worker.start()
+print(type(worker.process).__name__)
+conn, killed = worker.conn, []
+def recv():
+    reply = type(conn).recv(conn)
+    if not killed:
+        killed.append(1)
+        os.kill(forkserver._forkserver._forkserver_pid, signal.SIGKILL)
+    return reply
+conn.recv = recv
+request = CaseRequest(spec, 'cpu', CompileConfig(backend='divfuzz.fuzzer.engine.planted:slow_to_run'), siblings=input_siblings(spec, 3))
+got = worker.run_group(request, 120)
+print(','.join(v.status.value for v, _ in got), type(worker.process).__name__)
+worker.stop()
+""")
+    first, statuses, second = done.stdout.split()
+    assert (first, second) == ("ForkServerProcess", "SpawnProcess"), done.stdout + done.stderr
+    assert statuses == "ok,ok,ok", done.stdout + done.stderr
+    assert "server died" in done.stderr
+
+
 @pytest.mark.parametrize("preload", ["fork_breaker", "broken_preload"])
 def test_a_template_that_cannot_start_a_worker_gives_way_to_spawning(tmp_path, preload):
     # fork_breaker: every forked child exits at once; broken_preload: the fork server itself dies.

@@ -158,6 +158,16 @@ def hang(gm: torch.fx.GraphModule, example_inputs):
     return run
 
 
+def slow_to_run(gm: torch.fx.GraphModule, example_inputs):
+    """Eager's numbers, each call 2 s late: a test's window to act while a case (or a group's
+    sibling) runs in the worker."""
+    def run(*args):
+        time.sleep(2.0)
+        return gm.forward(*args)
+
+    return run
+
+
 # How many times more the slow planted backends run their graph per call (results discarded):
 # the slowed side costs about 1 + SLOW_REPEATS times its own work, on any device and any size,
 # so a perf oracle that misses it is broken, not unlucky.
