@@ -184,3 +184,30 @@ def test_the_cli_resumes_a_run_from_before_input_siblings_with_its_own_one_input
     assert db.execute("SELECT id, status FROM runs").fetchall() == [(1, "finished")]
     assert [i for (i,) in db.execute("SELECT idx FROM cases ORDER BY idx")] == [0, 1]  # one input per compile: no siblings
     db.close()
+
+
+def test_the_first_members_tensors_are_freed_before_its_siblings_run(monkeypatch):
+    # A sibling needs the memory a case of its own would have: by its verdict, neither the first
+    # member's inputs nor its compiled outputs are held (a GPU graph near the limit would
+    # otherwise fail on a sibling as it would not alone).
+    import gc
+    import weakref
+
+    from divfuzz.fuzzer.engine import execute
+
+    held, alive = [], []
+    judge = execute.judge_case
+
+    def watching_judge(case, compiled):
+        if not held:
+            held.extend([weakref.ref(case.inputs[0]), weakref.ref(compiled[0][1])])
+        return judge(case, compiled)
+
+    def on_verdict(verdict):
+        gc.collect()
+        alive.append([ref() is not None for ref in held])
+
+    monkeypatch.setattr(execute, "judge_case", watching_judge)
+    spec = unary_bf16("relu", 8, 8)
+    execute_group([spec, *input_siblings(spec, 3)], "cpu", CompileConfig(backend="eager"), on_verdict=on_verdict)
+    assert alive == [[True, True], [False, False], [False, False]]

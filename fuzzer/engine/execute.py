@@ -156,17 +156,10 @@ def execute_group(specs: list[GraphSpec] | tuple[GraphSpec, ...], device: str, c
         on_verdict(case)
         return 1
     ran = 1
-    with contextlib.ExitStack() as session:
-        try:
-            with case.clock.span("compile"):
-                compiled_fn = session.enter_context(compiled_under(build_callable(first, case.device_type), config))
-                compiled, _ = run_forward_backward(first, compiled_fn, case.inputs, case.cots,
-                                                   backward_span=case.clock.span("compile_backward"))
-            if profile:
-                with case.clock.span("compiled_run"):
-                    run_forward_backward(first, compiled_fn, case.inputs, case.cots)
-        except Exception as e:  # the compiler under test failed on the first spec: its verdict ends the group
-            on_verdict(failure_verdict(first, config, e, case.clock))
+    with compile_session(first, case.device_type, config, case.inputs, case.cots, case.clock, profile=profile) as (
+            compiled, failed, compiled_fn):
+        if failed is not None:  # the compiler under test failed on the first spec: its verdict ends the group
+            on_verdict(failed)
             return ran
         on_verdict(verdict_of(judge_case(case, compiled), timings=tuple(case.clock.spans.items())))
         del case, compiled  # the first member's tensors: a sibling needs the memory a case of its own would have
@@ -286,18 +279,36 @@ def prepare_case(spec: GraphSpec, device: str) -> PreparedCase | Verdict:
 def run_compiled(spec: GraphSpec, device_type: str, config: CompileConfig, inputs, cots, clock: CaseClock, *,
                  profile: bool = False, span: str = "compile") -> tuple[Named | None, Verdict | None]:
     """The graph compiled under `config` and run on `inputs`: (outputs, None), or (None, the error
-    verdict) when the compiler under test fails."""
-    try:
-        with contextlib.ExitStack() as session:
+    verdict) when the compiler under test fails (`compile_session`, closed at once)."""
+    with compile_session(spec, device_type, config, inputs, cots, clock, profile=profile, span=span) as (compiled, failed, _):
+        return compiled, failed
+
+
+@contextlib.contextmanager
+def compile_session(spec: GraphSpec, device_type: str, config: CompileConfig, inputs, cots, clock: CaseClock, *,
+                    profile: bool = False, span: str = "compile"):
+    """Yield (outputs, None, the compiled function) of the graph compiled under `config` and run on
+    `inputs`, with the compile session (`compiled`: its Inductor overrides and removed
+    decompositions) held for the block, so that the compiled function can run again on other
+    inputs; or (None, the error verdict, None) when the compiler under test fails. The compile
+    and the first run are timed under `span` (its backward under `<span>_backward`); with
+    `profile`, a second run under "compiled_run". The session holds no reference to the run's
+    inputs or outputs while the block runs."""
+    with contextlib.ExitStack() as session:
+        try:
             with clock.span(span):
                 compiled_fn = session.enter_context(compiled_under(build_callable(spec, device_type), config))
                 compiled, _ = run_forward_backward(spec, compiled_fn, inputs, cots, backward_span=clock.span(f"{span}_backward"))
             if profile:
                 with clock.span("compiled_run"):
                     run_forward_backward(spec, compiled_fn, inputs, cots)
-    except Exception as e:
-        return None, failure_verdict(spec, config, e, clock)
-    return compiled, None
+        except Exception as e:
+            held = [(None, failure_verdict(spec, config, e, clock), None)]
+        else:
+            held = [(compiled, None, compiled_fn)]
+            del compiled
+        inputs = cots = None  # the block may free them (`execute_group`): this frame keeps no tensor of the run
+        yield held.pop()
 
 
 def graph_cells(spec: GraphSpec) -> list[tuple[str, str, bool]]:
