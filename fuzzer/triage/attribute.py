@@ -67,14 +67,30 @@ PERF_PROBES: tuple[tuple[str, Any, tuple[str, ...]], ...] = (
 )
 
 
-def known_or_run(worker, request: CaseRequest, timeout_s: float, *, known: Mapping | None, on_verdict=None):
+class OutOfTime(Exception):
+    """A run that the analysis's deadline left no time for, or cut: it gives no verdict, and none is
+    recorded (a run stopped by the deadline says nothing of how the compiler behaves)."""
+
+
+def known_or_run(worker, request: CaseRequest, timeout_s: float, *, known: Mapping | None, on_verdict=None,
+                 deadline: float | None = None):
     """(verdict, ran): the verdict `known` holds for (request's spec digest, config), else the
     request run in `worker` (and handed to `on_verdict`). Shared by the attribution and the
-    minimizer's predicate, so that no (spec, config) pair of one analysis runs twice."""
+    minimizer's predicate, so that no (spec, config) pair of one analysis runs twice.
+
+    With `deadline` (time.monotonic()) a run is stopped there when that comes before its own
+    `timeout_s`: `OutOfTime` is raised in place of a hang verdict, as it is when the deadline
+    has passed before the run would start."""
     verdict = known.get((request.spec.digest(), request.config)) if known is not None else None
     if verdict is not None:
         return verdict, False
-    verdict = worker.run(request, timeout_s)
+    left = None if deadline is None else deadline - time.monotonic()
+    if left is not None and left <= 0:
+        raise OutOfTime(f"the analysis's deadline passed before {request.config.describe()} ran")
+    cut_by_deadline = left is not None and left < timeout_s
+    verdict = worker.run(request, left if cut_by_deadline else timeout_s)
+    if cut_by_deadline and verdict.status is Status.HANG and verdict.error_type == "Timeout":
+        raise OutOfTime(f"the analysis's deadline stopped {request.config.describe()} after {left:.0f} s")
     if on_verdict is not None:
         on_verdict(request.spec, request.config, verdict)
     return verdict, True
@@ -155,34 +171,44 @@ def attribute_case(
     without the bisector is named by its first fix alone (`summarize`), so the summary and the
     guard configs (`guard_configs`) are the same, with the later switches' compiles spared.
 
-    `deadline` (time.monotonic()) bounds the probes and the bisector, never the ladder (the
-    stage needs it): a probe starts only while one more run as slow as this spec's slowest so
-    far fits before it; the bisector (several such runs) starts only while `BISECT_STEPS` of them
-    fit, and is stopped at the deadline. What was not run says so (`NOT_ATTRIBUTED`)."""
-    slowest = [0.0]
-
-    def outcome(cfg: CompileConfig) -> str:
-        t0 = time.monotonic()
-        verdict, ran = known_or_run(worker, CaseRequest(spec, device, cfg, oracle=oracle, perf_margin=perf_margin), timeout_s,
-                                    known=known, on_verdict=on_verdict)
-        # a verdict not run again still tells what a run of this spec costs
-        slowest[0] = max(slowest[0], time.monotonic() - t0 if ran else verdict.span_seconds())
-        return _outcome(verdict, kind, strict)
+    `deadline` (time.monotonic()) bounds every run: the ladder's rungs, the probes and the
+    bisector. A rung or probe starts only while one more run as slow as this spec's slowest so
+    far (its verdicts in `known` count) fits before it, and a run is stopped at the deadline
+    (`OutOfTime`, never a hang verdict); the bisector (several such runs) starts only while
+    `BISECT_STEPS` of them fit, and is stopped at the deadline. What was not run says so
+    (`NOT_ATTRIBUTED`): a ladder cut short names the case's own backend as the stage, with no
+    claim past it, and runs no probe and no bisector."""
+    digest = spec.digest()
+    slowest = [max((v.span_seconds() for (d, _), v in (known or {}).items() if d == digest), default=0.0)]
 
     def fits(runs: int) -> bool:
         return deadline is None or time.monotonic() + runs * slowest[0] <= deadline
 
+    def outcome(cfg: CompileConfig) -> str:
+        t0 = time.monotonic()
+        request = CaseRequest(spec, device, cfg, oracle=oracle, perf_margin=perf_margin)
+        if (known is None or (digest, cfg) not in known) and not fits(1):
+            raise OutOfTime(f"no time left for {cfg.describe()}")
+        verdict, ran = known_or_run(worker, request, timeout_s, known=known, on_verdict=on_verdict, deadline=deadline)
+        # a verdict not run again still tells what a run of this spec costs
+        slowest[0] = max(slowest[0], time.monotonic() - t0 if ran else verdict.span_seconds())
+        return _outcome(verdict, kind, strict)
+
     # A perf finding climbs aot_eager only: the decomposed graph run eagerly is slow by nature
     # (many small kernels), so it says nothing about where compiled code lost time.
     rungs = LADDER[:1] if kind in {k.value for k in PERF_KINDS} else LADDER
-    ladder, stage = _climb_ladder(outcome, config, kind, rungs)
+    try:
+        ladder, stage = _climb_ladder(outcome, config, kind, rungs)
+    except LadderCut as cut:
+        culprit = Culprit(stage=config.backend, summary="", ladder=cut.ladder,
+                          bisect_note=f"{NOT_ATTRIBUTED}: the analysis's time ran out in the stage ladder")
+        return replace(culprit, summary=summarize(culprit))
     if config.backend != "inductor":
         return Culprit(stage=config.backend, summary=f"backend {config.backend}", ladder=ladder)
     probes: tuple[tuple[str, str], ...] = ()
     fixes: tuple[str, ...] = ()
     if _kind_of(ladder[-1][1]) == kind:
-        probes, fixes = _probe_switches(outcome, config, kind, device=device, stage=stage, first_fix_only=first_fix_only,
-                                        may_start=lambda: fits(1))
+        probes, fixes = _probe_switches(outcome, config, kind, device=device, stage=stage, first_fix_only=first_fix_only)
     culprit = Culprit(stage=stage, summary="", fixes=fixes, ladder=ladder, probes=probes)
     if bisect and kind not in {k.value for k in PERF_KINDS}:
         if not fits(BISECT_STEPS):
@@ -194,25 +220,36 @@ def attribute_case(
     return replace(culprit, summary=summarize(culprit))
 
 
+class LadderCut(Exception):
+    """The stage ladder stopped by the analysis's deadline, with the rungs it ran."""
+
+    def __init__(self, ladder: tuple[tuple[str, str], ...]):
+        super().__init__(f"the stage ladder was cut after {len(ladder)} rungs")
+        self.ladder = ladder
+
+
 def _climb_ladder(outcome, config: CompileConfig, kind: str, rungs: tuple[str, ...] = LADDER) -> tuple[tuple[tuple[str, str], ...], str]:
     """(ladder, stage): each rung of `LADDER` up to the first that shows `kind`, then the case's
     own config (always run, last); the stage is that first rung, else the config's backend."""
     ladder: list[tuple[str, str]] = []
     stage = None
-    for rung in rungs:
-        got = outcome(CompileConfig(backend=rung, dynamic=config.dynamic))
-        ladder.append((rung, got))
-        if _kind_of(got) == kind:
-            stage = rung
-            break
-    ladder.append((config.describe(), outcome(config)))
+    try:
+        for rung in rungs:
+            got = outcome(CompileConfig(backend=rung, dynamic=config.dynamic))
+            ladder.append((rung, got))
+            if _kind_of(got) == kind:
+                stage = rung
+                break
+        ladder.append((config.describe(), outcome(config)))
+    except OutOfTime as e:
+        raise LadderCut(tuple(ladder)) from e
     if stage is None:
         stage = "inductor" if config.backend == "inductor" else config.backend
     return tuple(ladder), stage
 
 
 def _probe_switches(outcome, config: CompileConfig, kind: str, *, device: str, stage: str,
-                    first_fix_only: bool = False, may_start=lambda: True) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+                    first_fix_only: bool = False) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
     """(probes, fixes): each Inductor switch set alone, and the ones that remove `kind`.
     Past the AOT rungs only emulate_precision_casts is probed (for the report); when the stage is
     Inductor itself every switch is, up to the first fix when `first_fix_only` (numerics only:
@@ -223,9 +260,10 @@ def _probe_switches(outcome, config: CompileConfig, kind: str, *, device: str, s
     for key, value in available_probes(device, probe_table(kind)):
         if stage != "inductor" and key != "emulate_precision_casts":
             continue
-        if not may_start():  # the analysis's deadline: the probes run so far stand
+        try:
+            got = outcome(config.with_inductor(**{key: value}))
+        except OutOfTime:  # the analysis's deadline: the probes run so far stand
             break
-        got = outcome(config.with_inductor(**{key: value}))
         probes.append((f"{key}={value!r}", got))
         if _kind_of(got) != kind:
             fixes.append(key)

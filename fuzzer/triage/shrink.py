@@ -35,7 +35,7 @@ from divfuzz.generators.surgery import (
 from divfuzz.records.dtypes import is_float
 from divfuzz.records.errors import MinimizeError
 from divfuzz.fuzzer.engine.worker import CaseRequest
-from divfuzz.fuzzer.triage.attribute import known_or_run
+from divfuzz.fuzzer.triage.attribute import OutOfTime, known_or_run
 from divfuzz.oracles.findings import finding_of
 from divfuzz.oracles.severity_policy import severity_of
 from divfuzz.records.severity import Severity
@@ -369,6 +369,7 @@ def case_predicate(
     perf_margin: float | None = None,
     known: Mapping | None = None,
     site: str | None = None,
+    deadline: float | None = None,
 ) -> Predicate:
     """`spec -> bool`: running `spec` under `config` in `worker` gives a finding of `kind`
     (and, when `severity` is given, one at least that severe: a bug must not shrink into noise;
@@ -381,11 +382,17 @@ def case_predicate(
     pairs) and must stay slower by the margin, at the same severity (a slowdown must not shrink
     into the compiled wrapper's fixed cost). `known` maps (spec digest, config) to a verdict
     already seen (the input's, from the culprit's rough pass): that pair is not run again.
+    `deadline` (time.monotonic()) stops a candidate's run there (a hang would otherwise hold the
+    analysis for a whole `timeout_s`): a candidate the deadline stopped does not hold, and
+    nothing is recorded of it (`attribute.known_or_run`).
     """
 
     def same_kind(spec: GraphSpec, cfg, keep_severity: bool = False) -> bool:
-        verdict, _ = known_or_run(worker, CaseRequest(spec, device, cfg, oracle=oracle, perf_margin=perf_margin), timeout_s,
-                                  known=known, on_verdict=on_verdict)
+        try:
+            verdict, _ = known_or_run(worker, CaseRequest(spec, device, cfg, oracle=oracle, perf_margin=perf_margin), timeout_s,
+                                      known=known, on_verdict=on_verdict, deadline=deadline)
+        except OutOfTime:
+            return False
         finding = finding_of(verdict, strict=strict)
         if finding is None or finding.kind.value != kind:
             return False
