@@ -104,3 +104,50 @@ def test_a_later_campaign_on_the_store_finishes_the_pending_analyses(tmp_path, m
     assert second.pending_analyses == 0 and second.progress.analyses_filed >= first.pending_analyses
     buckets, pending, _ = _buckets(tmp_path)
     assert pending == 0 and all("@" in b.key.signature for b in buckets)
+
+
+def test_an_analysis_starts_on_its_raw_buckets_most_severe_case_with_that_cases_verdict(tmp_path):
+    # In a 420 s H100 campaign (4 inputs per compile) 5 of 104 bug buckets were never minimized:
+    # each analysis ran on the first case stored under its raw key, a by-design difference on
+    # normal inputs, while a sibling on other inputs was a bug under the same raw key.
+    from dataclasses import replace
+
+    from divfuzz.fuzzer.campaign.analysis_pool import AnalysisJob
+    from divfuzz.fuzzer.campaign.loop import severest_case_job
+    from divfuzz.records.buckets import BucketKey
+    from divfuzz.records.outcomes import Status
+    from divfuzz.generators.spec import RECIPE_KINDS, InputRecipe
+    from divfuzz.records.verdict import Verdict
+    from seed_specs import sigmoid_gate
+
+    config = CompileConfig()
+    store = Store(tmp_path / STORE_NAME)
+    run_id, _ = store.start_run(seed=0, device="cpu", config=config.to_dict(), options={}, versions={})
+    raw = BucketKey("bf16-ulp", "bfloat16", "cpu", "gate+linear")
+    # The stored verdict carries the severity this test's judge gives it (`error_message`).
+    specs = [sigmoid_gate(64, 32).with_recipe(InputRecipe(kind, 0)) for kind in RECIPE_KINDS[:4]]
+
+    def stored(idx, severity, cfg=config):
+        verdict = Verdict(Status.DIVERGED, error_message=severity)
+        return store.add_case_for_analysis(
+            raw_key=raw, severity_for=lambda key: {"severity": severity, "rule": "r", "output": "out", "detail": ""},
+            run_id=run_id, slot=0, idx=idx, spec_digest=specs[idx].digest(), spec_json=specs[idx].to_json(indent=None),
+            device="cpu", config=cfg.to_dict(), verdict=verdict.to_dict(), score=1.0, wall_s=0.1, finding_kind="bf16-ulp"), verdict
+
+    judge = lambda verdict: {"severity": verdict["error_message"], "rule": "r", "output": "out", "detail": ""}
+    (first, first_verdict), _ = stored(0, "by-design"), stored(1, "suspect")
+    job = AnalysisJob(raw, first.case_id, specs[0], first_verdict)
+    assert first.queued and store.bucket(first.bucket_id).severity == "suspect"
+    moved = severest_case_job(store, job, config=config, severity_for=judge)
+    assert moved.case_id == first.case_id + 1 and moved.spec == specs[1] and moved.verdict.error_message == "suspect"
+    (bug, _), _ = stored(2, "bug"), stored(3, "bug")  # the first of the most severe
+    moved = severest_case_job(store, job, config=config, severity_for=judge)
+    assert moved.case_id == bug.case_id and moved.spec == specs[2] and moved.raw_key == raw
+    # Its stored verdict stands only for a run under the analysis's config, and only where the job had one.
+    assert severest_case_job(store, job, config=config.with_inductor(emulate_precision_casts=True), severity_for=judge).verdict is None
+    assert severest_case_job(store, replace(job, verdict=None), config=config, severity_for=judge).verdict is None
+    # The job unchanged when its own case is the severest, or nothing is stored under its raw key.
+    assert severest_case_job(store, replace(job, case_id=bug.case_id), config=config, severity_for=judge).case_id == bug.case_id
+    other = AnalysisJob(BucketKey("bf16-ulp", "bfloat16", "cpu", "relu"), 99, specs[0])
+    assert severest_case_job(store, other, config=config, severity_for=judge) is other
+    store.close()

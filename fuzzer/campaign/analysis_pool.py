@@ -9,7 +9,8 @@ case (`BucketAnalyzer.analyze`) and hands the root-cause key to `on_done`, which
   the store's pending rows, so nothing is lost when the pool stops early;
 - the next job is the one `choose` picks from the queue when a thread is free (a campaign: bug
   first, then suspect by case count, `divfuzz.fuzzer.campaign.schedule`); a job it passes over stays
-  queued, and pending in the store when the pool ends;
+  queued, and pending in the store when the pool ends; `prepare` gives the job as it runs, read
+  when it starts (a campaign's: on the raw bucket's most severe case);
 - a job starts only while `budget_for()` gives it time; otherwise it stays pending in the store
   (`divfuzz minimize --pending`, or a resumed campaign, finishes it);
 - `adopt` adds a worker started elsewhere (a fuzzing slot's, once drawing stops): no start-up;
@@ -68,7 +69,8 @@ class AnalysisPool:
     def __init__(self, places: list[SlotDevice], analyzer, *, budget_for: Callable[[], float | None],
                  on_done: Callable[[AnalysisJob, BucketKey, object], None], on_error: Callable[[BaseException], None],
                  worker_env: dict | None = None, worker_factory: Callable[..., Worker] = Worker,
-                 choose: Callable[[list[AnalysisJob]], AnalysisJob | None] = first_come):
+                 choose: Callable[[list[AnalysisJob]], AnalysisJob | None] = first_come,
+                 prepare: Callable[[AnalysisJob], AnalysisJob] = lambda job: job):
         self.places = places
         self.analyzer = analyzer
         self.budget_for = budget_for
@@ -77,6 +79,7 @@ class AnalysisPool:
         self.worker_env = dict(worker_env or {})
         self.worker_factory = worker_factory
         self.choose = choose
+        self.prepare = prepare  # the job as it runs, read when it starts (`severest_case_job`)
         self.workers: list[Worker] = []
         self.timings: list[AnalysisTiming] = []
         self._started: dict[int, float] = {}  # running jobs: thread ident -> time.time() at start
@@ -193,6 +196,7 @@ class AnalysisPool:
                 job, budget = nxt
                 started, filed, minimized = time.time(), False, None
                 try:
+                    job = self.prepare(job)
                     key, analysis = self.analyzer.analyze(job.spec, job.raw_key, worker, budget_s=budget, case_verdict=job.verdict)
                     minimized = getattr(getattr(analysis, "minimized", None), "wall_s", None)
                     if not worker.aborted:  # an aborted analysis is not an answer: its row stays pending

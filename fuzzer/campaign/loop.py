@@ -70,6 +70,7 @@ from divfuzz.records.errors import ConfigError, DivfuzzError, InternalError
 from divfuzz.fuzzer.store import STORE_NAME, CampaignLock, Store
 from divfuzz.fuzzer.engine.environment import environment_versions
 from divfuzz.fuzzer.engine import warm_template
+from divfuzz.fuzzer.engine.bucketing import severity_under
 from divfuzz.fuzzer.engine.worker import Worker
 from divfuzz.generators.coverage import DrawCounts
 from divfuzz.generators.input_siblings import MAX_INPUTS_PER_COMPILE, input_siblings
@@ -78,6 +79,7 @@ from divfuzz.generators.validate import load_spec
 from divfuzz.generators.strategies import graph_specs, perf_graph_specs
 from divfuzz.records.outcomes import ends_group
 from divfuzz.records.severity import Severity
+from divfuzz.records.verdict import Verdict
 from divfuzz.reports.files import child_path, slugify
 
 
@@ -396,7 +398,8 @@ class Campaign:
             places = campaign_slot_devices(opts.device, opts.workers + count)[opts.workers:]
             self.pool = AnalysisPool(places, self.analyzer, budget_for=self._analysis_budget, on_done=self._file_analysis,
                                      on_error=self._fail, worker_env=self.worker_env,
-                                     choose=self._choose_analysis)
+                                     choose=self._choose_analysis,
+                                     prepare=functools.partial(severest_case_job, self.store, config=opts.config))
 
     def run(self, before_slots: Callable[["Campaign"], None] | None = None) -> CampaignResult:
         """Run the slots to the end; `before_slots(self)` first, in this run (`fuzz --replay-known`)."""
@@ -779,7 +782,9 @@ class Campaign:
         """Run a drawn spec and its input siblings through one compile (`run_group_in_worker`), then
         each member that ran to its stored row as a case of its own; return their scores by digest
         (none once the campaign is interrupted). The group's wall counts once among the case walls
-        (the drain before the budget's end waits for a whole group)."""
+        (the drain before the budget's end waits for a whole group). The analyses its members
+        open are handed to the pool once every member is stored: an analysis then starts on the
+        raw bucket's most severe member (`severest_case_job`), not on whichever was stored first."""
         rans = run_group_in_worker(self.case_run, members, worker)
         if rans is None:
             return {}
@@ -787,16 +792,20 @@ class Campaign:
             self.progress.graphs += bool(rans) and compiled_a_graph(rans[0].verdict)
             self.case_walls.append(sum(r.wall_s for r in rans))
         scores = {}
+        opened: list[tuple] = []
         for (_, spec), ran in zip(members, rans):
-            score = self._after_worker(spec, ran, worker)
+            score = self._after_worker(spec, ran, worker, opened=opened)
             if score is None:
                 break
             scores[spec.digest()] = score
+        for step in opened:
+            queue_analysis(self.case_run, *step)
         return scores
 
-    def _after_worker(self, spec: GraphSpec, ran: Ran, worker: Worker) -> float | None:
+    def _after_worker(self, spec: GraphSpec, ran: Ran, worker: Worker, opened: list | None = None) -> float | None:
         """A case's steps after the worker: judged, analysed in the slot where it is, stored, its
-        bucket folder written, its analysis queued; its score, None when the campaign was
+        bucket folder written, its analysis queued (or, given `opened`, its `queue_analysis`
+        arguments added there for the caller to queue); its score, None when the campaign was
         interrupted meanwhile (nothing stored)."""
         run = self.case_run
         t_analysis = time.perf_counter()
@@ -807,7 +816,10 @@ class Campaign:
         stored = store_case(run, spec, ran, judged, keyed)
         write_new_bucket_folder(run, spec, ran, keyed, stored)
         self._note_stored(stored)  # before the pool may file its analysis
-        queue_analysis(run, spec, ran, judged, stored)
+        if opened is None:
+            queue_analysis(run, spec, ran, judged, stored)
+        else:
+            opened.append((spec, ran, judged, stored))
         self._report_progress(ran, judged, stored, t_analysis=time.perf_counter() - t_analysis - stored.store_s)
         return judged.score
 
@@ -861,6 +873,30 @@ def most_severe_first(store: Store, queued: list[AnalysisJob], *, campaign: bool
         if rank is not None:
             ranked.append((rank, job))
     return min(ranked, key=lambda r: r[0])[1] if ranked else None
+
+
+def severest_case_job(store: Store, job: AnalysisJob, *, config: CompileConfig, severity_for=None) -> AnalysisJob:
+    """`job` on its raw bucket's most severe case (`Store.severest_case_id`, each case judged
+    under the raw key), read as the analysis starts: the same raw key holds a graph's cases on
+    several inputs (its input siblings, later draws of the same ops), and the first case stored
+    may show a by-design difference where a later one shows a bug. The analysis minimizes and
+    files what the bucket's severity says, and its repro shows that. The job as it is when its
+    own case is the severest (or none is stored). The case's stored verdict stands for its run
+    under `config` only when it was run under `config` (else the analysis runs it again)."""
+    if severity_for is None:
+        severity_for = functools.partial(_severity_of_stored, key=job.raw_key)
+    case_id = store.severest_case_id(job.raw_key, severity_for)
+    if case_id is None or case_id == job.case_id:
+        return job
+    case = store.case(case_id)  # the store is untrusted data: its spec is loaded as data, checked
+    spec = load_spec(case.spec_json, source=f"case {case_id} in {store.path}")
+    same_config = job.verdict is not None and CompileConfig.from_dict(case.config) == config
+    return AnalysisJob(job.raw_key, case_id, spec, Verdict.from_dict(case.verdict) if same_config else None)
+
+
+def _severity_of_stored(verdict: dict, *, key) -> dict | None:
+    """A stored case's severity under `key`, judged again from its verdict."""
+    return severity_under(Verdict.from_dict(verdict), key)
 
 
 @dataclass(frozen=True)
@@ -933,7 +969,8 @@ def finish_pending(out_dir: Path, *, budget_s: float, workers: int = 1, timeout_
                 pool.abort()
 
             pool = AnalysisPool(places, analyzer, budget_for=budget_for, on_done=on_done, on_error=on_error,
-                                choose=functools.partial(most_severe_first, store, campaign=False))
+                                choose=functools.partial(most_severe_first, store, campaign=False),
+                                prepare=functools.partial(severest_case_job, store, config=config))
             pool.start()
             for job in jobs:
                 pool.submit(job)
