@@ -117,9 +117,9 @@ def analyze_finding(
     pass (its ladder and probes) stops at half the minimization budget, and a ladder cut there
     leaves the minimizer the case's own config as its guard (the finding and its severity kept,
     no stage claimed); the minimizer gets what is left once the final attribution has the time
-    the first pass took (the same rungs and probes, on a graph no larger) and its own last
-    candidate one run of the input, and none when under `MIN_MINIMIZE_S` is left; a candidate's
-    run stops there too; the final ladder, probes and bisector stop at the deadline
+    the first pass took (the same rungs and probes, on a graph no larger), and none when under
+    `MIN_MINIMIZE_S` is left; a candidate's run stops at the minimizer's own deadline; the final
+    ladder, probes and bisector stop at the analysis's deadline
     (`attribute_case`). A case whose every compile is slow (a 30 s compile that ends in an
     assertion), or one of whose rungs hangs, is filed with the culprit its time allowed, instead
     of holding a worker past the campaign's end.
@@ -144,15 +144,16 @@ def analyze_finding(
             # A documented precision knob removes it: named by the cheap culprit, never minimized in a campaign.
             return Analysis(spec, rough, None, seen.get((spec.digest(), config)), f"not minimized: by-design ({rough.summary})")
         must_fail, must_pass = guard_configs(rough, config)
-        # The minimizer checks its budget between candidates: its last may run one step (a run
-        # of the input, the slowest seen) past it, and no further (the predicate's deadline).
-        step = max((v.span_seconds() for v in seen.values()), default=0.0)
-        budget = budget_s if deadline is None else min(budget_s, deadline - time.monotonic() - rough_s - step)
+        # The minimizer checks its budget between candidates, and a candidate's run is stopped
+        # at its end (the predicate's deadline): a candidate as slow as the input (a 137 s
+        # compile) does not hold the analysis past it, and a smaller one (its backward dropped)
+        # may still be fast.
+        budget = budget_s if deadline is None else min(budget_s, deadline - time.monotonic() - rough_s)
         predicate = case_predicate(
             worker, device=device, config=must_fail, kind=kind, timeout_s=timeout_s, strict=strict,
             must_pass_with=must_pass, on_verdict=record, severity=_severity_seen(seen.get((spec.digest(), must_fail))),
             oracle=oracle, perf_margin=perf_margin, known=seen, site=_site_seen(seen.get((spec.digest(), must_fail))),
-            deadline=None if deadline is None else time.monotonic() + max(budget, 0.0) + step,
+            deadline=None if deadline is None else time.monotonic() + max(budget, 0.0),
         )
         if budget < MIN_MINIMIZE_S:
             note = "not minimized: the analysis's time ran out after the culprit's first pass on the input"

@@ -173,13 +173,15 @@ def attribute_case(
 
     `deadline` (time.monotonic()) bounds every run: the ladder's rungs, the probes and the
     bisector. A rung or probe starts only while one more run as slow as this spec's slowest so
-    far (its verdicts in `known` count) fits before it, and a run is stopped at the deadline
+    far (a verdict read from `known` counts once read) fits before it, and a run is stopped at the deadline
     (`OutOfTime`, never a hang verdict); the bisector (several such runs) starts only while
     `BISECT_STEPS` of them fit, and is stopped at the deadline. What was not run says so
     (`NOT_ATTRIBUTED`): a ladder cut short names the case's own backend as the stage, with no
     claim past it, and runs no probe and no bisector."""
+    # Not seeded from `known`: the case's own Inductor run (a 137 s compile, once, on the H100)
+    # says little of what the AOT rungs before it cost.
     digest = spec.digest()
-    slowest = [max((v.span_seconds() for (d, _), v in (known or {}).items() if d == digest), default=0.0)]
+    slowest = [0.0]
 
     def fits(runs: int) -> bool:
         return deadline is None or time.monotonic() + runs * slowest[0] <= deadline
