@@ -16,13 +16,16 @@ from divfuzz.records.errors import StoreError
 # The bisector's debug_info for a decomposition is the OpOverload's repr:
 # "<OpOverload(op='aten.native_layer_norm', overload='default')>".
 _OPOVERLOAD = re.compile(r"op='([^']+)'")
-# For a lowering it is the FX node's repr; its target names the op.
+# For a lowering it is the FX node's repr: torch 2.x gives the node's name, which is its op's name
+# and, from the graph's second node of that op on, "_N" ("div_1"); a longer repr names a target.
 _TARGET = re.compile(r"target=([^,)\s]+)")
+_NODE_NUMBER = re.compile(r"_\d+$")
 _FIELD_TEXT_LIMIT = 500
 
 
 def readable_detail(subsystem: str | None, debug_info: str | None) -> str | None:
-    """The op (or a short text) that a bisector's `debug_info` names for `subsystem`."""
+    """The op (or a short text) that a bisector's `debug_info` names for `subsystem`: a lowered
+    node's name without its number ("div_1" and "div" are both the lowering of div)."""
     if not debug_info:
         return None
     m = _OPOVERLOAD.search(debug_info)
@@ -30,7 +33,7 @@ def readable_detail(subsystem: str | None, debug_info: str | None) -> str | None
         return m.group(1)
     if subsystem == "lowerings":
         t = _TARGET.search(debug_info)
-        return t.group(1) if t else debug_info[:80]
+        return t.group(1) if t else _NODE_NUMBER.sub("", debug_info[:80])
     return debug_info[:80]
 
 

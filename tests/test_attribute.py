@@ -49,6 +49,16 @@ def test_a_bisected_culprit_reads_from_its_fields_never_from_a_repr():
         assert Culprit.from_dict(c.to_dict()) == c
 
 
+def test_the_lowering_of_a_numbered_node_is_its_ops_lowering():
+    # The bisector names a lowering by the FX node's repr, its name: "div_1" is the graph's second div.
+    # On the H100, "inductor lowering of div" and "... of div_1" split one lowering's bug reports.
+    for name, op in (("div_1", "div"), ("var_mean_12", "var_mean"), ("div", "div"), ("avg_pool2d", "avg_pool2d"),
+                     ("prepare_softmax_online_default", "prepare_softmax_online_default")):
+        result = BisectResult(backend="inductor", subsystem="lowerings", bisect_number=0, debug_info=name)
+        assert Culprit(stage="inductor", summary="").with_bisect(result).summary == f"inductor lowering of {op}"
+        assert result.describe().endswith(f"({op})") and result.debug_info == name  # torch's own text kept as it was
+
+
 def test_an_older_stored_culprit_with_the_bisector_as_text_still_reads():
     old = {"stage": "inductor", "summary": "inductor lowering of eq", "subsystem": "lowerings", "detail": "eq",
            "fixes": [], "ladder": [["aot_eager", "ok"]], "probes": [],
