@@ -184,6 +184,18 @@ def bisect_text_of(culprit: dict) -> str | None:
 NOT_ATTRIBUTED = "culprit not attributed"
 
 
+# How `summarize` begins a culprit that names one part of the compiler: a decomposition, a
+# lowering, one of Inductor's graph passes.
+_ONE_PART = re.compile(r"^(decomposition of |inductor lowering of |inductor (pre grad|joint graph|post grad) passes: )")
+
+
+def names_one_part(summary: str) -> bool:
+    """Whether a culprit summary (`summarize`'s) names one part of the compiler (a decomposition,
+    a lowering, a graph pass): what a maintainer mends once for every graph that meets it. A
+    switch that removes a finding, a stage alone or an unattributed culprit does not."""
+    return bool(_ONE_PART.match(summary))
+
+
 def summarize(c: Culprit) -> str:
     """A short sentence naming the culprit, from its fields: used in bucket keys, repro headers
     and reports, for campaign cases and user modules alike."""

@@ -30,6 +30,7 @@ from typing import Any, Iterable, Sequence
 from divfuzz.records.errors import DivfuzzError
 from divfuzz.records.severity import COMPILER_SEVERITIES, ORDER, Severity
 from divfuzz.generators.spec import GraphSpec
+from divfuzz.records.culprit import names_one_part
 from divfuzz.records.known_bugs import default_known_bugs, describe, RootCausePattern
 
 # A finding about eager (rule "eager-gross-worse"), not the compiler: reported apart, never counted.
@@ -266,24 +267,57 @@ def severity_line(causes: Sequence[RootCause]) -> str:
     return text
 
 
+def by_culprit(causes: Sequence[RootCause]) -> list[tuple[RootCause, ...]]:
+    """`causes` folded where their culprit names one part of the compiler (`names_one_part`: a
+    lowering, a decomposition, a graph pass), one tuple per part; every other root cause alone.
+    The largest by cases first, then in `causes`' order. A maintainer mends a lowering once,
+    whichever op patterns met it: on the H100, 12 of 100 bug root causes were Inductor's lowering
+    of div, met through fmod, remainder and div."""
+    groups: dict[str, list[RootCause]] = {}
+    for i, rc in enumerate(causes):
+        groups.setdefault(rc.culprit if names_one_part(rc.culprit) else f"#{i}", []).append(rc)
+    order = {id(rc): i for i, rc in enumerate(causes)}
+    return sorted((tuple(g) for g in groups.values()), key=lambda g: (-sum(rc.cases for rc in g), order[id(g[0])]))
+
+
+def _upstream(group: Sequence[RootCause]) -> str:
+    """The first known upstream issue among a group's root causes (`pytorch#N`, then `+` when
+    there are more), else `new`."""
+    ids = list(dict.fromkeys(rc.known.split(" ", 2)[1] for rc in group if rc.known.startswith("known: ")))
+    return ids[0] + ("+" if len(ids) > 1 else "") if ids else "new"
+
+
 def summary_lines(causes: Sequence[RootCause], *, width: int = 80, max_lines: int = 15,
                   severity: str = "bug", new_in_run: int | None = None) -> list[str]:
-    """One line per root cause of `severity`, at most `width` columns (cut with '…'), at most
-    `max_lines` lines in all, the last of them `... and N more` when they do not all fit: the
-    terminal summary's list, and the gate's. A line reads
-    `#6 x5 +run 1,250 cases  pytorch#197895  div+floor @ inductor lowering of aten.div` (lead bucket,
-    buckets when more than one, `+run` when one of them was first seen in run `new_in_run`, cases,
-    the known upstream issue or `new`, title)."""
-    chosen = [rc for rc in causes if rc.severity == severity]
-    shown = chosen if len(chosen) <= max_lines else chosen[: max(0, max_lines - 1)]
+    """One line per culprit of `severity`'s root causes (`by_culprit`: one for each part of the
+    compiler, one for each other root cause), at most `width` columns (cut with '…'), at most
+    `max_lines` lines in all, the last of them `... and N more` (root causes) when they do not
+    all fit: the terminal summary's list. A root cause alone reads
+    `#6 x5 +run 1,250 cases  pytorch#197895  div+floor @ inductor lowering of aten.div` (lead
+    bucket, buckets when more than one, `+run` when one of them was first seen in run
+    `new_in_run`, cases, the known upstream issue or `new`, title); a part met by several reads
+    `#6 +run 1,400 cases  pytorch#197895+  inductor lowering of aten.div (3): div+floor, fmod, …`
+    (the lead of its largest root cause, the first known upstream issue and `+` for more, the
+    count of its root causes and their op patterns, largest first)."""
+    groups = by_culprit([rc for rc in causes if rc.severity == severity])
+    total = sum(len(g) for g in groups)
+    shown = groups if len(groups) <= max_lines else groups[: max(0, max_lines - 1)]
     lines = []
-    for rc in shown:
-        count = f" x{len(rc.buckets)}" if len(rc.buckets) > 1 else ""
-        new = " +run" if new_in_run is not None and any(b.first_run_id == new_in_run for b in rc.buckets) else ""
-        upstream = rc.known.split(" ", 2)[1] if rc.known.startswith("known: ") else "new"
-        lines.append(clip(f"  #{rc.lead.id}{count}{new} {rc.cases:,} case{'s' if rc.cases != 1 else ''}  {upstream}  {rc.title}", width))
-    if len(shown) < len(chosen):
-        lines.append(clip(f"  ... and {len(chosen) - len(shown)} more {severity} root causes", width))
+    for group in shown:
+        lead = group[0]
+        new = " +run" if new_in_run is not None and any(b.first_run_id == new_in_run for rc in group for b in rc.buckets) else ""
+        cases = sum(rc.cases for rc in group)
+        counted = f"{cases:,} case{'s' if cases != 1 else ''}"
+        if len(group) == 1:
+            count = f" x{len(lead.buckets)}" if len(lead.buckets) > 1 else ""
+            lines.append(clip(f"  #{lead.lead.id}{count}{new} {counted}  {_upstream(group)}  {lead.title}", width))
+        else:
+            patterns = ", ".join(ops_of(rc.lead) for rc in group)
+            lines.append(clip(f"  #{lead.lead.id}{new} {counted}  {_upstream(group)}  {lead.culprit} ({len(group)}): {patterns}",
+                              width))
+    left = total - sum(len(g) for g in shown)
+    if left:
+        lines.append(clip(f"  ... and {left} more {severity} root causes", width))
     return lines
 
 
@@ -310,7 +344,7 @@ def screen_summary(buckets: Sequence, *, head: Sequence[str], store_dir: str, ru
     bug = rc_count.get("bug", 0)
     tail = [clip(f"the rest, by root cause: divfuzz report --out {store_dir}", width)]
     if bug:
-        lines.append(clip("bug root causes (lead bucket, buckets, cases, ops @ culprit):", width))
+        lines.append(clip("bug root causes by culprit (lead bucket, cases, upstream, ops @ culprit):", width))
         room = height - reserve - len(lines) - len(tail)
         lines += summary_lines(causes, width=width, max_lines=max(1, min(MAX_BUG_LINES, room)), new_in_run=run_id)
     else:

@@ -355,6 +355,39 @@ def test_fuzz_s_summary_fits_one_80x24_screen(tmp_path, monkeypatch):
     assert lines[-1] == "report: divfuzz-out/report.html"
 
 
+def test_the_first_screen_gives_one_line_to_a_lowering_met_through_several_op_patterns(tmp_path):
+    """Three patterns that shrink to three root causes of one lowering read as one line; two of a
+    switch that removes them (many different bugs may share a switch) and one alone keep theirs."""
+    from divfuzz.reports.root_causes import by_culprit, summary_lines
+
+    c = Campaign(tmp_path)
+    plant_floor_division(c)  # 15 cases: div @ LOWERING
+    sin = c.find(floor_div(before=("sin", "relu")), cases=4)
+    c.file(sin, floor_div(before=("sin",)), LOWERING)
+    wired = c.find(mul_then_div(), cases=2)
+    c.file(wired, mul_then_div(), LOWERING)
+    switch = "inductor: emulate_precision_casts removes it"
+    for ops, n in ((("cos",), 3), (("tanh",), 1)):
+        raw = c.find(floor_div("bfloat16", before=ops), cases=n)
+        c.file(raw, floor_div("bfloat16", before=ops), switch)
+    alone = c.find(floor_div(before=("exp",), mode=None), cases=5)
+    c.file(alone, floor_div(mode=None), "decomposition of aten.div")
+    causes = root_cause_groups(c.store.buckets())
+    assert len(causes) == 6
+    groups = by_culprit(causes)
+    assert [len(g) for g in groups] == [3, 1, 1, 1]  # 21 cases, 5, 3, 1
+    assert {rc.culprit for rc in groups[0]} == {LOWERING} and groups[0][0].cases == 15
+    lines = summary_lines(causes, width=200, new_in_run=c.run)
+    assert re.fullmatch(r"  #\d+ \+run 21 cases  pytorch#197895  inductor lowering of aten\.div \(3\): div, sin\+div, mul\+div",
+                        lines[0]), lines[0]
+    assert lines[1].endswith("div @ decomposition of aten.div") and " 5 cases " in lines[1]
+    assert [line.endswith(f"@ {switch}") for line in lines[2:]] == [True, True]
+    # Cut to fit: the lines left out count the root causes they hold.
+    cut = summary_lines(causes, width=80, max_lines=2)
+    assert cut[-1] == "  ... and 3 more bug root causes" and len(cut) == 2 and max(map(len, cut)) <= 80
+    c.close()
+
+
 def test_report_new_only_hides_root_causes_that_match_a_known_upstream_bug(tmp_path):
     mixed_store(tmp_path)
     r = CliRunner().invoke(main, ["report", "--out", str(tmp_path), "--new-only"], catch_exceptions=False)
