@@ -184,31 +184,41 @@ class _CountingWorker:
     def __init__(self, device: str):
         self.inner = Worker(device)
         self.runs: list[tuple[str, CompileConfig]] = []
+        self.verdicts: list = []  # each run's, in the order of `runs`
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
 
     def run(self, request, timeout_s):
         self.runs.append((request.spec.digest(), request.config))
-        return self.inner.run(request, timeout_s)
+        verdict = self.inner.run(request, timeout_s)
+        self.verdicts.append(verdict)
+        return verdict
 
 
 def test_an_analysis_compiles_each_spec_and_config_once_and_probes_the_input_up_to_its_first_fix():
-    # Real Inductor on the CPU: the fused bf16 gate, which emulate_precision_casts (the first probe) removes.
+    # Real Inductor on the CPU: the fused bf16 gate. Which switch removes it first, and what the
+    # minimal gate is blamed on, depend on the host's CPU (here emulate_precision_casts, the first
+    # probe; the GPU host's AVX512 CPU blames the lowering of mul for a 1x8 gate).
+    from divfuzz.fuzzer.triage.attribute import available_probes
+    from divfuzz.oracles.findings import finding_of
+
     spec = sigmoid_gate(64, 32)
     worker = _CountingWorker("cpu")
     try:
         a = analyze_finding(spec, worker=worker, device="cpu", config=CompileConfig(), kind="bf16-ulp", budget_s=20, timeout_s=120)
     finally:
         worker.stop()
-    # The minimal spec's own culprit depends on the host's CPU (the GPU host's, AVX512, blames
-    # Inductor's lowering of mul for a 1x8 gate): what is checked here is what was compiled.
     assert a.minimized is not None and a.culprit.summary
     repeated = [pair for pair in set(worker.runs) if worker.runs.count(pair) > 1]
     assert not repeated, repeated
-    # On the input, no probe after the first fix runs: its culprit is named by that fix alone.
-    probed_on_input = [cfg for digest, cfg in worker.runs if digest == spec.digest() and cfg.inductor]
-    assert probed_on_input == [CompileConfig().with_inductor(emulate_precision_casts=True)]
+    # On the input, the probes run in the table's order, and none after the first that removes
+    # the finding: its culprit is named by that fix alone.
+    probed = [(cfg, v) for (digest, cfg), v in zip(worker.runs, worker.verdicts) if digest == spec.digest() and cfg.inductor]
+    table = [CompileConfig().with_inductor(**{k: v}) for k, v in available_probes("cpu")]
+    assert probed and [cfg for cfg, _ in probed] == table[:len(probed)]
+    removed = [finding_of(v) is None or finding_of(v).kind.value != "bf16-ulp" for _, v in probed]
+    assert removed.index(True) == len(probed) - 1 if any(removed) else len(probed) == len(table), removed
 
 
 def test_an_analysis_past_its_deadline_runs_nothing_and_files_a_culprit_that_claims_no_stage():
