@@ -143,6 +143,7 @@ def test_an_analysis_starts_on_its_raw_buckets_most_severe_case_with_that_cases_
     (bug, _), _ = stored(2, "bug"), stored(3, "bug")  # the first of the most severe
     moved = severest_case_job(store, job, config=config, severity_for=judge)
     assert moved.case_id == bug.case_id and moved.spec == specs[2] and moved.raw_key == raw
+    assert [store.severest_case_id(raw, judge, page=n) for n in (1, 2, 500)] == [bug.case_id] * 3  # read a page at a time
     # Its stored verdict stands only for a run under the analysis's config, and only where the job had one.
     assert severest_case_job(store, job, config=config.with_inductor(emulate_precision_casts=True), severity_for=judge).verdict is None
     assert severest_case_job(store, replace(job, verdict=None), config=config, severity_for=judge).verdict is None

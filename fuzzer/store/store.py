@@ -625,20 +625,28 @@ class Store:
             rows = self.db.execute(q + " ORDER BY id", args).fetchall()
         return [{**{name: r[name] for name in self._CASE_SUMMARY}, "verdict": json.loads(r["verdict_json"])} for r in rows]
 
-    def severest_case_id(self, raw_key: BucketKey, severity_for: Callable[[dict], dict | None]) -> int | None:
+    def severest_case_id(self, raw_key: BucketKey, severity_for: Callable[[dict], dict | None], *,
+                         page: int = _CASE_PAGE) -> int | None:
         """The first case stored under `raw_key`'s bucket whose severity (`severity_for(verdict
         dict)`, judged again now) is the bucket's own, the most severe of its cases; None when
-        no bucket or case is stored under the raw key, or none is judged that severe."""
+        no bucket or case is stored under the raw key, or none is judged that severe. Reads `page`
+        cases at a time."""
         with self._lock:
             bucket = self.db.execute("SELECT id, severity FROM buckets WHERE key=?", (str(raw_key),)).fetchone()
-            if bucket is None:
+        if bucket is None:
+            return None
+        after = 0
+        while True:  # a page at a time: a nightly's raw bucket may hold thousands of cases
+            with self._lock:
+                rows = self.db.execute("SELECT id, verdict_json FROM cases WHERE bucket_id=? AND id > ? ORDER BY id LIMIT ?",
+                                       (bucket["id"], after, page)).fetchall()
+            if not rows:
                 return None
-            rows = self.db.execute("SELECT id, verdict_json FROM cases WHERE bucket_id=? ORDER BY id", (bucket["id"],)).fetchall()
-        for r in rows:
-            reason = severity_for(json.loads(r["verdict_json"]))
-            if reason is not None and reason.get("severity") == bucket["severity"]:
-                return r["id"]
-        return None
+            for r in rows:
+                reason = severity_for(json.loads(r["verdict_json"]))
+                if reason is not None and reason.get("severity") == bucket["severity"]:
+                    return r["id"]
+            after = rows[-1]["id"]
 
     def pending_priorities(self) -> dict[str, tuple[str, int]]:
         """Each open analysis's raw key (as text) -> its raw bucket's severity and case count (suspect
