@@ -330,8 +330,9 @@ def screen_summary(buckets: Sequence, *, head: Sequence[str], store_dir: str, ru
                    reserve: int = 1, width: int = SCREEN_WIDTH, height: int = SCREEN_HEIGHT) -> list[str]:
     """The end of a campaign as at most `height - reserve` lines of at most `width` columns (the
     caller prints `reserve` more: the path of report.html): `head` (the run's own lines), the
-    bucket and root-cause counts by severity, the eager-worse count apart, one line per bug root
-    cause (at most MAX_BUG_LINES, then `... and N more`), and where the rest is."""
+    bucket and root-cause counts by severity, the eager-worse count apart, one line per culprit of
+    the bug root causes (`summary_lines`: at most MAX_BUG_LINES, then `... and N more`), and where
+    the rest is."""
     causes = root_cause_groups(buckets)
     b_count = Counter(b.severity for b in buckets)
     rc_count = Counter(rc.severity for rc in causes)

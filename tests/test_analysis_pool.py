@@ -125,7 +125,7 @@ def test_an_analysis_starts_on_its_raw_buckets_most_severe_case_with_that_cases_
     run_id, _ = store.start_run(seed=0, device="cpu", config=config.to_dict(), options={}, versions={})
     raw = BucketKey("bf16-ulp", "bfloat16", "cpu", "gate+linear")
     # The stored verdict carries the severity this test's judge gives it (`error_message`).
-    specs = [sigmoid_gate(64, 32).with_recipe(InputRecipe(kind, 0)) for kind in RECIPE_KINDS[:4]]
+    specs = [sigmoid_gate(64, 32).with_recipe(InputRecipe(kind, 0)) for kind in RECIPE_KINDS[:5]]
 
     def stored(idx, severity, cfg=config):
         verdict = Verdict(Status.DIVERGED, error_message=severity)
@@ -140,12 +140,15 @@ def test_an_analysis_starts_on_its_raw_buckets_most_severe_case_with_that_cases_
     assert first.queued and store.bucket(first.bucket_id).severity == "suspect"
     moved = severest_case_job(store, job, config=config, severity_for=judge)
     assert moved.case_id == first.case_id + 1 and moved.spec == specs[1] and moved.verdict.error_message == "suspect"
-    (bug, _), _ = stored(2, "bug"), stored(3, "bug")  # the first of the most severe
+    other_config = config.with_inductor(emulate_precision_casts=True)
+    stored(2, "bug", other_config)  # a merged shard's case: another config, not what this analysis runs
+    (bug, _), _ = stored(3, "bug"), stored(4, "bug")  # the first of the most severe under this config
     moved = severest_case_job(store, job, config=config, severity_for=judge)
-    assert moved.case_id == bug.case_id and moved.spec == specs[2] and moved.raw_key == raw
-    assert [store.severest_case_id(raw, judge, page=n) for n in (1, 2, 500)] == [bug.case_id] * 3  # read a page at a time
-    # Its stored verdict stands only for a run under the analysis's config, and only where the job had one.
-    assert severest_case_job(store, job, config=config.with_inductor(emulate_precision_casts=True), severity_for=judge).verdict is None
+    assert moved.case_id == bug.case_id and moved.spec == specs[3] and moved.raw_key == raw
+    plain = config.to_dict()
+    assert [store.severest_case_id(raw, judge, config=plain, page=n) for n in (1, 2, 500)] == [bug.case_id] * 3  # a page at a time
+    # Under the other config only its own case counts; its stored verdict stands only where the job had one.
+    assert severest_case_job(store, job, config=other_config, severity_for=judge).case_id == bug.case_id - 1
     assert severest_case_job(store, replace(job, verdict=None), config=config, severity_for=judge).verdict is None
     # The job unchanged when its own case is the severest, or nothing is stored under its raw key.
     assert severest_case_job(store, replace(job, case_id=bug.case_id), config=config, severity_for=judge).case_id == bug.case_id

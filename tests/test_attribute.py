@@ -323,3 +323,48 @@ def test_an_analysis_whose_rung_hangs_is_still_minimized_and_filed_by_its_deadli
     assert wall < 70, wall
     assert a.minimized is not None and a.spec.op_names == ("gate",), a.note
     assert a.culprit.bisect_note.startswith(NOT_ATTRIBUTED)
+
+
+def test_a_candidate_whose_must_pass_run_is_cut_by_the_deadline_does_not_hold():
+    # Found in review: a cut run counted as "no finding", so a cut must-pass run (the run with
+    # the fix switch) accepted an unchecked candidate.
+    import time
+
+    from divfuzz.fuzzer.engine.worker import CaseRequest
+    from divfuzz.fuzzer.triage.shrink import case_predicate
+
+    spec = sigmoid_gate(64, 32)
+    worker = _CountingWorker("cpu")
+    fix = CompileConfig().with_inductor(emulate_precision_casts=True)
+    try:
+        finding = worker.inner.run(CaseRequest(spec, "cpu", CompileConfig()), 120)
+        known = {(spec.digest(), CompileConfig()): finding}  # the must-fail run, seen: it shows the finding
+        assert case_predicate(worker, device="cpu", config=CompileConfig(), kind="bf16-ulp", known=known,
+                              deadline=time.monotonic() + 300)(spec)  # no guard: holds
+        cut = case_predicate(worker, device="cpu", config=CompileConfig(), kind="bf16-ulp", must_pass_with=fix, known=known,
+                             deadline=time.monotonic() - 1.0)
+        assert cut(spec) is False and worker.runs == [] and (spec.digest(), fix) not in known
+    finally:
+        worker.stop()
+
+
+def test_a_ladder_cut_before_the_input_ran_under_its_config_leaves_it_unminimized():
+    # With no case verdict (`minimize --pending`, `--against`) the severity the minimizer must keep
+    # comes from the first pass's run of the input: cut before it, nothing is minimized.
+    import time
+
+    from divfuzz.records.culprit import NOT_ATTRIBUTED
+
+    spec = sigmoid_gate(64, 32)
+    worker = _HangingRungWorker("cpu")
+    try:
+        worker.ensure_started()
+        t0 = time.monotonic()
+        a = analyze_finding(spec, worker=worker, device="cpu", config=CompileConfig(), kind="bf16-ulp", budget_s=12,
+                            timeout_s=120, deadline=t0 + 20)
+        wall = time.monotonic() - t0
+    finally:
+        worker.stop()
+    assert a.minimized is None and a.note == "not minimized: the analysis's time ran out before the input ran under its config"
+    assert CompileConfig() not in [cfg for _, cfg in worker.runs] and a.culprit.bisect_note.startswith(NOT_ATTRIBUTED)
+    assert wall < 20 + 30, wall  # a worker restart after each cut is not counted against the deadline

@@ -880,18 +880,22 @@ def severest_case_job(store: Store, job: AnalysisJob, *, config: CompileConfig, 
     under the raw key), read as the analysis starts: the same raw key holds a graph's cases on
     several inputs (its input siblings, later draws of the same ops), and the first case stored
     may show a by-design difference where a later one shows a bug. The analysis minimizes and
-    files what the bucket's severity says, and its repro shows that. The job as it is when its
-    own case is the severest (or none is stored). The case's stored verdict stands for its run
-    under `config` only when it was run under `config` (else the analysis runs it again)."""
+    files what the bucket's severity says, and its repro shows that. Only cases run under the
+    analysis's `config` count. The job as it is when its own case is the first such (or none is
+    stored, or its spec does not load: the job's own, already checked, is used). The case's
+    stored verdict stands for its run under `config` where the job had one (not under
+    `--against`, whose verdicts judge two compilers)."""
     if severity_for is None:
         severity_for = functools.partial(_severity_of_stored, key=job.raw_key)
-    case_id = store.severest_case_id(job.raw_key, severity_for)
+    case_id = store.severest_case_id(job.raw_key, severity_for, config=config.to_dict())
     if case_id is None or case_id == job.case_id:
         return job
-    case = store.case(case_id)  # the store is untrusted data: its spec is loaded as data, checked
-    spec = load_spec(case.spec_json, source=f"case {case_id} in {store.path}")
-    same_config = job.verdict is not None and CompileConfig.from_dict(case.config) == config
-    return AnalysisJob(job.raw_key, case_id, spec, Verdict.from_dict(case.verdict) if same_config else None)
+    case = store.case(case_id)
+    try:  # the store is untrusted data: its spec is loaded as data, checked
+        spec = load_spec(case.spec_json, source=f"case {case_id} in {store.path}")
+    except DivfuzzError:
+        return job
+    return AnalysisJob(job.raw_key, case_id, spec, Verdict.from_dict(case.verdict) if job.verdict is not None else None)
 
 
 def _severity_of_stored(verdict: dict, *, key) -> dict | None:

@@ -293,6 +293,18 @@ class Worker:
     def _alive(self) -> bool:
         return self.process is not None and self.process.is_alive()
 
+    def ensure_started(self) -> None:
+        """Start the process unless it runs, or the worker was aborted (`run_group` then answers
+        without one): a caller that gives a request only what is left of a deadline calls this
+        first, so the start-up (seconds forked, tens of seconds spawned) is not taken from it."""
+        if self.aborted or self._alive():
+            return
+        try:
+            self.start()
+        except RuntimeError:
+            if not self.aborted:
+                raise
+
     def abort(self) -> None:
         """From another thread (an interrupted campaign): kill the process and start no other.
         The owning thread sees the death at its next read; what it gets then is not a finding."""

@@ -625,12 +625,12 @@ class Store:
             rows = self.db.execute(q + " ORDER BY id", args).fetchall()
         return [{**{name: r[name] for name in self._CASE_SUMMARY}, "verdict": json.loads(r["verdict_json"])} for r in rows]
 
-    def severest_case_id(self, raw_key: BucketKey, severity_for: Callable[[dict], dict | None], *,
+    def severest_case_id(self, raw_key: BucketKey, severity_for: Callable[[dict], dict | None], *, config: dict,
                          page: int = _CASE_PAGE) -> int | None:
-        """The first case stored under `raw_key`'s bucket whose severity (`severity_for(verdict
-        dict)`, judged again now) is the bucket's own, the most severe of its cases; None when
-        no bucket or case is stored under the raw key, or none is judged that severe. Reads `page`
-        cases at a time."""
+        """The first case stored under `raw_key`'s bucket and run under `config` (a raw key names
+        no config: merged shards may differ) whose severity (`severity_for(verdict dict)`, judged
+        again now) is the bucket's own, the most severe of its cases; None when no bucket or such
+        case is stored under the raw key, or none is judged that severe. Reads `page` cases at a time."""
         with self._lock:
             bucket = self.db.execute("SELECT id, severity FROM buckets WHERE key=?", (str(raw_key),)).fetchone()
         if bucket is None:
@@ -638,8 +638,9 @@ class Store:
         after = 0
         while True:  # a page at a time: a nightly's raw bucket may hold thousands of cases
             with self._lock:
-                rows = self.db.execute("SELECT id, verdict_json FROM cases WHERE bucket_id=? AND id > ? ORDER BY id LIMIT ?",
-                                       (bucket["id"], after, page)).fetchall()
+                rows = self.db.execute("SELECT id, verdict_json FROM cases WHERE bucket_id=? AND config_json=? AND id > ?"
+                                       " ORDER BY id LIMIT ?",
+                                       (bucket["id"], json.dumps(config, sort_keys=True), after, page)).fetchall()
             if not rows:
                 return None
             for r in rows:

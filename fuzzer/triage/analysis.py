@@ -157,6 +157,11 @@ def analyze_finding(
         )
         if budget < MIN_MINIMIZE_S:
             note = "not minimized: the analysis's time ran out after the culprit's first pass on the input"
+        elif seen.get((spec.digest(), must_fail)) is None:
+            # A ladder cut before the input ran under its guard (no case verdict given: `minimize
+            # --pending`, `--against`): without that run the severity and error site it must keep
+            # are unknown, and a bug could shrink into noise.
+            note = "not minimized: the analysis's time ran out before the input ran under its config"
         else:
             try:
                 minimized = minimize_spec(spec, predicate, budget_s=budget, log=log)

@@ -80,13 +80,19 @@ def known_or_run(worker, request: CaseRequest, timeout_s: float, *, known: Mappi
 
     With `deadline` (time.monotonic()) a run is stopped there when that comes before its own
     `timeout_s`: `OutOfTime` is raised in place of a hang verdict, as it is when the deadline
-    has passed before the run would start."""
+    has passed before the run would start. A worker that is not running is started first, and
+    its start-up may end past the deadline (the run then does not start)."""
     verdict = known.get((request.spec.digest(), request.config)) if known is not None else None
     if verdict is not None:
         return verdict, False
-    left = None if deadline is None else deadline - time.monotonic()
-    if left is not None and left <= 0:
-        raise OutOfTime(f"the analysis's deadline passed before {request.config.describe()} ran")
+    left = None
+    if deadline is not None:
+        if deadline <= time.monotonic():
+            raise OutOfTime(f"the analysis's deadline passed before {request.config.describe()} ran")
+        worker.ensure_started()  # a worker killed by an earlier cut restarts first: not on the run's time
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise OutOfTime(f"the analysis's deadline passed while the worker for {request.config.describe()} started")
     cut_by_deadline = left is not None and left < timeout_s
     verdict = worker.run(request, left if cut_by_deadline else timeout_s)
     if cut_by_deadline and verdict.status is Status.HANG and verdict.error_type == "Timeout":
