@@ -368,3 +368,20 @@ def test_a_ladder_cut_before_the_input_ran_under_its_config_leaves_it_unminimize
     assert a.minimized is None and a.note == "not minimized: the analysis's time ran out before the input ran under its config"
     assert CompileConfig() not in [cfg for _, cfg in worker.runs] and a.culprit.bisect_note.startswith(NOT_ATTRIBUTED)
     assert wall < 20 + 30, wall  # a worker restart after each cut is not counted against the deadline
+
+
+def test_a_cut_ladder_of_another_backend_names_that_backend_as_an_uncut_one_does():
+    # One bug, one root-cause key: a planted or user backend is its own culprit however far the ladder got.
+    import time
+
+    from divfuzz.fuzzer.triage.attribute import attribute_case
+
+    config = CompileConfig(backend="divfuzz.fuzzer.engine.planted:ulp_bump")
+    worker = _CountingWorker("cpu")
+    try:
+        culprit = attribute_case(sigmoid_gate(64, 32), worker=worker, device="cpu", config=config, kind="bf16-ulp",
+                                 deadline=time.monotonic() - 1.0)
+    finally:
+        worker.stop()
+    assert worker.runs == [] and culprit.ladder == ()
+    assert culprit.summary == "backend divfuzz.fuzzer.engine.planted:ulp_bump" and culprit.bisect_note is None

@@ -208,6 +208,8 @@ def attribute_case(
     try:
         ladder, stage = _climb_ladder(outcome, config, kind, rungs)
     except LadderCut as cut:
+        if config.backend != "inductor":  # not Inductor: the backend is the culprit, cut or not
+            return Culprit(stage=config.backend, summary=f"backend {config.backend}", ladder=cut.ladder)
         culprit = Culprit(stage=config.backend, summary="", ladder=cut.ladder,
                           bisect_note=f"{NOT_ATTRIBUTED}: the analysis's time ran out in the stage ladder")
         return replace(culprit, summary=summarize(culprit))
