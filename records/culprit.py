@@ -184,16 +184,18 @@ def bisect_text_of(culprit: dict) -> str | None:
 NOT_ATTRIBUTED = "culprit not attributed"
 
 
-# How `summarize` begins a culprit that names one part of the compiler: a decomposition, a
-# lowering, one of Inductor's graph passes.
-_ONE_PART = re.compile(r"^(decomposition of |inductor lowering of |inductor (pre grad|joint graph|post grad) passes: )")
+# The bisector's subsystems that name one part of the compiler once it gives the op it touched.
+_ONE_PART_SUBSYSTEMS = ("decomposition", "lowerings", "pre_grad_passes", "joint_graph_passes", "post_grad_passes")
 
 
-def names_one_part(summary: str) -> bool:
-    """Whether a culprit summary (`summarize`'s) names one part of the compiler (a decomposition,
-    a lowering, a graph pass): what a maintainer mends once for every graph that meets it. A
-    switch that removes a finding, a stage alone or an unattributed culprit does not."""
-    return bool(_ONE_PART.match(summary))
+def names_one_part(culprit: Any) -> bool:
+    """Whether a culprit, as stored (`Culprit.to_dict`), names one part of the compiler from its
+    fields: a decomposition, a lowering or a graph pass with the op it touched (what `summarize`
+    writes as "decomposition of X", "inductor lowering of X", "inductor ... passes: X"), which a
+    maintainer mends once for every graph that meets it. A switch that removes a finding, a stage
+    alone or an unattributed culprit does not."""
+    return (isinstance(culprit, dict) and culprit.get("subsystem") in _ONE_PART_SUBSYSTEMS
+            and isinstance(culprit.get("detail"), str) and bool(culprit["detail"]))
 
 
 def summarize(c: Culprit) -> str:

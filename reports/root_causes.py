@@ -268,16 +268,16 @@ def severity_line(causes: Sequence[RootCause]) -> str:
 
 
 def by_culprit(causes: Sequence[RootCause]) -> list[tuple[RootCause, ...]]:
-    """`causes` folded where their culprit names one part of the compiler (`names_one_part`: a
-    lowering, a decomposition, a graph pass), one tuple per part; every other root cause alone.
-    The largest by cases first, then in `causes`' order. A maintainer mends a lowering once,
-    whichever op patterns met it: on the H100, 12 of 100 bug root causes were Inductor's lowering
-    of div, met through fmod, remainder and div."""
+    """`causes` folded where their culprit names one part of the compiler (`names_one_part`, read
+    from the lead bucket's stored culprit fields: a lowering, a decomposition, a graph pass), one
+    tuple per part (by its summary); every other root cause alone. The largest by cases first,
+    then in `causes`' order (a stable sort). A maintainer mends a lowering once, whichever op
+    patterns met it: on the H100 (k5), 11 of 100 bug root causes were Inductor's lowering of div,
+    met through fmod, remainder and div."""
     groups: dict[str, list[RootCause]] = {}
     for i, rc in enumerate(causes):
-        groups.setdefault(rc.culprit if names_one_part(rc.culprit) else f"#{i}", []).append(rc)
-    order = {id(rc): i for i, rc in enumerate(causes)}
-    return sorted((tuple(g) for g in groups.values()), key=lambda g: (-sum(rc.cases for rc in g), order[id(g[0])]))
+        groups.setdefault(rc.culprit if names_one_part(rc.lead.culprit) else f"#{i}", []).append(rc)
+    return sorted((tuple(g) for g in groups.values()), key=lambda g: -sum(rc.cases for rc in g))
 
 
 def _upstream(group: Sequence[RootCause]) -> str:

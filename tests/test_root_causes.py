@@ -103,7 +103,7 @@ class Campaign:
         return raw
 
     def file(self, raw: BucketKey, minimal: GraphSpec | None, culprit: str, *, severity: str = "bug",
-             minimized: bool = True) -> int:
+             minimized: bool = True, subsystem: str | None = "lowerings") -> int:
         """File `raw`'s analysis: its root-cause key (the minimal spec's ops @ culprit), the store's
         own re-keying, and the analysis record on the bucket it created (as `write_bucket_files`)."""
         spec = minimal or floor_div()
@@ -114,7 +114,7 @@ class Campaign:
                   if minimized else {"spec": spec.to_dict(), "note": "not minimized: a hang finding costs a whole timeout"})
         if filed.created:
             self.store.set_bucket_analysis(filed.bucket_id, minimized=record, culprit={
-                "stage": "inductor", "summary": culprit, "subsystem": "lowerings", "detail": "aten.div",
+                "stage": "inductor", "summary": culprit, "subsystem": subsystem, "detail": "aten.div",
                 "ladder": [["aot_eager", "ok"], ["aot_eager_decomp_partition", "ok"], ["inductor", raw.kind]]})
         return filed.bucket_id
 
@@ -369,9 +369,9 @@ def test_the_first_screen_gives_one_line_to_a_lowering_met_through_several_op_pa
     switch = "inductor: emulate_precision_casts removes it"
     for ops, n in ((("cos",), 3), (("tanh",), 1)):
         raw = c.find(floor_div("bfloat16", before=ops), cases=n)
-        c.file(raw, floor_div("bfloat16", before=ops), switch)
+        c.file(raw, floor_div("bfloat16", before=ops), switch, subsystem="inductor_emulate_precision_casts")
     alone = c.find(floor_div(before=("exp",), mode=None), cases=5)
-    c.file(alone, floor_div(mode=None), "decomposition of aten.div")
+    c.file(alone, floor_div(mode=None), "decomposition of aten.div", subsystem="decomposition")
     causes = root_cause_groups(c.store.buckets())
     assert len(causes) == 6
     groups = by_culprit(causes)

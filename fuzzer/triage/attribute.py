@@ -184,9 +184,9 @@ def attribute_case(
     `BISECT_STEPS` of them fit, and is stopped at the deadline. What was not run says so
     (`NOT_ATTRIBUTED`): a ladder cut short names the case's own backend as the stage, with no
     claim past it, and runs no probe and no bisector."""
+    digest = spec.digest()
     # Not seeded from `known`: the case's own Inductor run (a 137 s compile, once, on the H100)
     # says little of what the AOT rungs before it cost.
-    digest = spec.digest()
     slowest = [0.0]
 
     def fits(runs: int) -> bool:
@@ -206,15 +206,15 @@ def attribute_case(
     # (many small kernels), so it says nothing about where compiled code lost time.
     rungs = LADDER[:1] if kind in {k.value for k in PERF_KINDS} else LADDER
     try:
-        ladder, stage = _climb_ladder(outcome, config, kind, rungs)
-    except LadderCut as cut:
-        if config.backend != "inductor":  # not Inductor: the backend is the culprit, cut or not
-            return Culprit(stage=config.backend, summary=f"backend {config.backend}", ladder=cut.ladder)
-        culprit = Culprit(stage=config.backend, summary="", ladder=cut.ladder,
+        ladder, stage, cut = *_climb_ladder(outcome, config, kind, rungs), False
+    except LadderCut as e:
+        ladder, stage, cut = e.ladder, config.backend, True
+    if config.backend != "inductor":  # the backend is the culprit, the ladder cut or not
+        return Culprit(stage=config.backend, summary=f"backend {config.backend}", ladder=ladder)
+    if cut:
+        culprit = Culprit(stage=stage, summary="", ladder=ladder,
                           bisect_note=f"{NOT_ATTRIBUTED}: the analysis's time ran out in the stage ladder")
         return replace(culprit, summary=summarize(culprit))
-    if config.backend != "inductor":
-        return Culprit(stage=config.backend, summary=f"backend {config.backend}", ladder=ladder)
     probes: tuple[tuple[str, str], ...] = ()
     fixes: tuple[str, ...] = ()
     if _kind_of(ladder[-1][1]) == kind:
