@@ -60,7 +60,7 @@ def child_path(root: Path, name: str, *, what: str = "name") -> Path:
 
 
 def bucket_folder_name(bucket_id: int, key: "BucketKey") -> str:
-    slug = re.sub(r"[^A-Za-z0-9]+", "-", f"{key.kind}-{key.signature}").strip("-")[:60]
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", f"{key.kind}-{key.ops_text()}").strip("-")[:60]
     return f"{int(bucket_id):04d}-{slug}".rstrip("-")
 
 

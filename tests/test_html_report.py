@@ -27,7 +27,8 @@ from click.testing import CliRunner
 
 from divfuzz.fuzzer.store import STORE_NAME, Store
 from divfuzz.fuzzer.cli.main import main
-from divfuzz.records.buckets import BucketKey
+from divfuzz.oracles.severity_policy import key_severity
+from divfuzz.records.buckets import BucketKey, CulpritKey
 from divfuzz.records.errors import OutputError
 from divfuzz.records.outcomes import Status
 from divfuzz.records.verdict import FloatComparison, IntComparison, OutputVerdict, Verdict
@@ -60,34 +61,44 @@ def _error_verdict() -> dict:
                    error_message=f"lowering failed: </pre>{HOSTILE}").to_dict()
 
 
-def _reason(sev: str, detail: str = "") -> dict:
-    return {"severity": sev, "rule": "planted", "output": "v2", "detail": detail or f"planted {sev} reason"}
+def _reason(key: BucketKey, detail: str = "") -> dict:
+    sev = key_severity(key).value
+    return {"severity": sev, "rule": key.rule, "output": "v2", "detail": detail or f"planted {sev} reason"}
 
 
 def build_store(out_dir: Path) -> dict[str, int]:
-    """A store with one bucket per severity (float bug, integer suspect, by-design, error noise)
-    and one bucket whose every stored text is hostile; returns bucket ids by name."""
+    """A store with one bucket per severity (float bug, integer suspect, by-design, float noise),
+    a compiler error (a bug) and one bucket whose every stored text is hostile; returns bucket ids by name."""
     out_dir.mkdir(parents=True, exist_ok=True)
     store = Store(out_dir / STORE_NAME)
     run, _ = store.start_run(seed=7, device="cpu", config={"backend": "inductor", "inductor": {}}, options={"max_cases": 6},
                              versions={"torch": "2.13.0+cpu", "triton": None, "cuda": None, "cpu_capability": "AVX512"})
     spec = layer_norm_linear(rows=4, dim=8)
+    layer_norm = BucketKey("bf16-ulp", "bfloat16", "cpu", ops=("layer_norm", "linear"), rule="float-gross-worse",
+                           culprit=CulpritKey("aot_eager_decomp_partition", "decomposition", "aten.native_layer_norm"))
     plan = [
-        ("bug", BucketKey("bf16-ulp", "bfloat16", "cpu", "layer_norm+linear @ decomposition of aten.native_layer_norm"), _float_verdict(), "bug"),
-        ("bug2", BucketKey("bf16-ulp", "bfloat16", "cpu", "layer_norm+linear @ decomposition of aten.native_layer_norm"), _float_verdict(max_ulp=7, rmse=(2e-3, 9e-3)), "bug"),
-        ("suspect", BucketKey("int-boundary", "uint8", "cpu", "log2+ceil+clamp+cast @ inductor"), _int_verdict(), "suspect"),
-        ("by-design", BucketKey("bf16-ulp", "bfloat16", "cpu", "linear+sigmoid @ emulate_precision_casts removes it"), _float_verdict(), "by-design"),
-        ("noise", BucketKey("compile-error", "-", "cpu", "gelu @ inductor", "BackendCompilerFailed(RuntimeError)"), _error_verdict(), "noise"),
-        ("hostile", BucketKey("bf16-ulp", "bfloat16", "cpu", f"relu @ {HOSTILE}"), _float_verdict(), "suspect"),
+        ("bug", layer_norm, _float_verdict(), "bug"),
+        ("bug2", layer_norm, _float_verdict(max_ulp=7, rmse=(2e-3, 9e-3)), "bug"),
+        ("suspect", BucketKey("int-boundary", "uint8", "cpu", ops=("log2", "ceil", "clamp", "cast"), rule="int-boundary",
+                              culprit=CulpritKey("inductor")), _int_verdict(), "suspect"),
+        ("by-design", BucketKey("bf16-ulp", "bfloat16", "cpu", ops=("linear", "sigmoid"), rule="many-ulps",
+                                culprit=CulpritKey("inductor", switch="emulate_precision_casts")), _float_verdict(), "by-design"),
+        ("noise", BucketKey("bf16-ulp", "bfloat16", "cpu", ops=("gelu",), rule="few-ulps", culprit=CulpritKey("inductor")),
+         _float_verdict(max_ulp=1), "noise"),
+        ("error", BucketKey("compile-error", "-", "cpu", detail="BackendCompilerFailed(RuntimeError)",
+                            site=f"torch/_inductor/lowering.py:N in {HOSTILE}", rule="compile-error"), _error_verdict(), "bug"),
+        ("hostile", BucketKey("bf16-ulp", "bfloat16", "cpu", ops=("relu",), rule="many-ulps", culprit=CulpritKey("inductor", HOSTILE)),
+         _float_verdict(), "suspect"),
     ]
     ids: dict[str, int] = {}
     for idx, (name, key, verdict, sev) in enumerate(plan):
+        assert key_severity(key).value == sev, name
         spec_json = spec.to_json(indent=None) if name != "hostile" else json.dumps(
             {"schema_version": 1, "inputs": [{"name": HOSTILE, "dtype": "bfloat16"}], "nodes": [{"op": HOSTILE, "dtype": HOSTILE}]})
         _, bucket_id, _ = store.add_case(
             run_id=run, slot=0, idx=idx, spec_digest=f"d{idx}", spec_json=spec_json, device="cpu", config={"backend": "inductor"},
             verdict=verdict, score=1.0, wall_s=1.2, finding_kind=key.kind, key=key, triage="compiled-worse",
-            severity=_reason(sev, f"why: {HOSTILE_IMG}" if name == "hostile" else ""),
+            severity=_reason(key, f"why: {HOSTILE_IMG}" if name == "hostile" else ""),
         )
         ids[name] = bucket_id
     for idx in range(len(plan), len(plan) + 3):  # cases that matched: coverage counts them, no bucket
@@ -133,7 +144,7 @@ def test_sections_lead_with_bug_and_every_bucket_has_a_card_only_bug_cards_with_
     page = _page(tmp_path, tmp_path / "report.html")
     order = [page.index(f'id="{s}"') for s in ("sev-bug", "sev-suspect", "sev-by-design", "sev-noise", "campaign")]
     assert order == sorted(order)
-    assert len(re.findall(r'<article class="card', page)) == len(set(ids.values())) == 5  # bug and bug2 share a key
+    assert len(re.findall(r'<article class="card', page)) == len(set(ids.values())) == 6  # bug and bug2 share a key
     assert re.search(r'<details class="severity" id="sev-by-design">.*?data-bucket="%d"' % ids["by-design"], page, re.S)
     assert re.search(r'<details class="severity" id="sev-noise">.*?data-bucket="%d"' % ids["noise"], page, re.S)
     # the float bug's plots: its ULP histogram is the stored bins summed over its two cases
@@ -148,10 +159,10 @@ def test_sections_lead_with_bug_and_every_bucket_has_a_card_only_bug_cards_with_
     assert f'data-plot="int-flips-{ids["suspect"]}-uint8"' not in page
     for name in ("throughput", "new-buckets", "op-coverage", "dtype-coverage", "time-per-stage"):
         assert f'data-plot="{name}"' in page
-    assert "<title>layer_norm, cases drawing it: 8</title>" in page  # 6 findings' specs but the hostile one, + 3 ok
+    assert "<title>layer_norm, cases drawing it: 9</title>" in page  # 7 findings' specs but the hostile one, + 3 ok
     # header: versions, capability, cases, severities; the card: culprit, ladder, minimized code
-    assert "2.13.0+cpu" in page and "AVX512" in page and "9 cases" in page
-    assert '<span class="chip sev-bug">1 bug</span>' in page  # bug and bug2 share a key: one bucket, 2 cases
+    assert "2.13.0+cpu" in page and "AVX512" in page and "10 cases" in page
+    assert '<span class="chip sev-bug">2 bug</span>' in page  # bug and bug2 share a key: one bucket, 2 cases; and the error
     assert "first rung that differs: <b>aot_eager_decomp_partition</b>" in page
     assert "minimized spec (6 → 2 ops)" in page and 'class="code"' in page
     assert not re.search(r'(src|href)="(https?:)?//', page)  # nothing to fetch: no external URL at all

@@ -216,7 +216,7 @@ def small_store(out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     store = Store(out / STORE_NAME)
     run_id, _ = store.start_run(seed=0, device="cpu", config={}, options={}, versions={})
-    key = BucketKey(kind="ulp", dtype="bfloat16", device_type="cpu", signature="gelu", detail="")
+    key = BucketKey(kind="ulp", dtype="bfloat16", device_type="cpu", ops=("gelu",), detail="")
     store.add_case(run_id=run_id, slot=0, idx=0, spec_digest="d0", spec_json="{}", device="cpu", config={},
                    verdict={"status": "diverged"}, score=1.0, wall_s=0.1, finding_kind="ulp", key=key, triage="same")
     store.finish_run(run_id)
@@ -259,6 +259,23 @@ def test_a_damaged_row_in_a_store_exits_2_naming_the_store(tmp_path):
     result = _report(tmp_path)
     assert result.exit_code == 2, result.output
     assert "damaged row" in flat(result.output) and str(path) in result.output.replace("\n", "")
+    assert _sha(path) == before
+
+
+def test_a_schema_4_key_in_a_current_store_exits_2_naming_the_store(tmp_path):
+    """A key row in the text form of schema 4 ("signature") where schema 5 keeps fields (a hand
+    copy between stores): refused, naming the store and saying how such a key is converted."""
+    path = small_store(tmp_path)
+    db = sqlite3.connect(path)
+    db.execute("UPDATE buckets SET key_json=?", (json.dumps(
+        {"kind": "ulp", "dtype": "bfloat16", "device_type": "cpu", "signature": "gelu", "detail": ""}),))
+    db.commit()
+    db.close()
+    before = _sha(path)
+    result = _report(tmp_path)
+    assert result.exit_code == 2, result.output
+    assert "before schema 5" in flat(result.output) and "damaged row" in flat(result.output) and str(path) in result.output.replace("\n", ""), result.output
+    assert "Traceback" not in result.output
     assert _sha(path) == before
 
 

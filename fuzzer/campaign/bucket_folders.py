@@ -15,7 +15,6 @@ import threading
 from pathlib import Path
 
 from divfuzz.fuzzer.campaign.analysis_pool import AnalysisJob
-from divfuzz.fuzzer.engine.bucketing import severity_under
 from divfuzz.fuzzer.engine.environment import environment_versions
 from divfuzz.fuzzer.store import Store
 from divfuzz.generators.spec import GraphSpec
@@ -59,11 +58,11 @@ def _write_bucket_files(store: Store, out_dir: Path, *, bucket_id: int, case_id:
 
 def file_root_cause(store: Store, out_dir: Path, job: AnalysisJob, key, analysis, *, device: str, config: CompileConfig,
                     timeout_s: float):
-    """File a finished analysis: re-key its raw bucket (`Store.resolve_root_cause`, the cases'
-    severities judged again under the root cause), give a bucket that became a root cause its
+    """File a finished analysis: re-key its raw bucket (`Store.resolve_root_cause`: its severity
+    becomes the root-cause key's), give a bucket that became a root cause its
     minimized folder, and remove the raw bucket's folder. The same for the pool and `minimize
     --pending`."""
-    filed = store.resolve_root_cause(job.raw_key, key, lambda v: severity_under(Verdict.from_dict(v), key))
+    filed = store.resolve_root_cause(job.raw_key, key)
     folder = None
     if filed.created:
         verdict = Verdict.from_dict(store.case(job.case_id).verdict)

@@ -70,7 +70,6 @@ from divfuzz.records.errors import ConfigError, DivfuzzError, InternalError
 from divfuzz.fuzzer.store import STORE_NAME, CampaignLock, Store
 from divfuzz.fuzzer.engine.environment import environment_versions
 from divfuzz.fuzzer.engine import warm_template
-from divfuzz.fuzzer.engine.bucketing import severity_under
 from divfuzz.fuzzer.engine.worker import Worker
 from divfuzz.generators.coverage import DrawCounts
 from divfuzz.generators.input_siblings import MAX_INPUTS_PER_COMPILE, input_siblings
@@ -79,7 +78,6 @@ from divfuzz.generators.validate import load_spec
 from divfuzz.generators.strategies import graph_specs, perf_graph_specs
 from divfuzz.records.outcomes import ends_group
 from divfuzz.records.severity import Severity
-from divfuzz.records.verdict import Verdict
 from divfuzz.reports.files import child_path, slugify
 
 
@@ -398,8 +396,7 @@ class Campaign:
             places = campaign_slot_devices(opts.device, opts.workers + count)[opts.workers:]
             self.pool = AnalysisPool(places, self.analyzer, budget_for=self._analysis_budget, on_done=self._file_analysis,
                                      on_error=self._fail, worker_env=self.worker_env,
-                                     choose=self._choose_analysis,
-                                     prepare=functools.partial(severest_case_job, self.store, config=opts.config))
+                                     choose=self._choose_analysis)
 
     def run(self, before_slots: Callable[["Campaign"], None] | None = None) -> CampaignResult:
         """Run the slots to the end; `before_slots(self)` first, in this run (`fuzz --replay-known`)."""
@@ -783,8 +780,8 @@ class Campaign:
         each member that ran to its stored row as a case of its own; return their scores by digest
         (none once the campaign is interrupted). The group's wall counts once among the case walls
         (the drain before the budget's end waits for a whole group). The analyses its members
-        open are handed to the pool once every member is stored: an analysis then starts on the
-        raw bucket's most severe member (`severest_case_job`), not on whichever was stored first."""
+        open are handed to the pool once every member is stored (each raw key holds one severity
+        rule, so the member that opened it shows what its bucket says)."""
         rans = run_group_in_worker(self.case_run, members, worker)
         if rans is None:
             return {}
@@ -868,39 +865,11 @@ def most_severe_first(store: Store, queued: list[AnalysisJob], *, campaign: bool
     priorities = store.pending_priorities()
     ranked = []
     for job in queued:
-        severity, count = priorities.get(str(job.raw_key), ("suspect", 0))
+        severity, count = priorities.get(job.raw_key.identity(), ("suspect", 0))
         rank = schedule.analysis_rank(severity, count, job.case_id, campaign=campaign)
         if rank is not None:
             ranked.append((rank, job))
     return min(ranked, key=lambda r: r[0])[1] if ranked else None
-
-
-def severest_case_job(store: Store, job: AnalysisJob, *, config: CompileConfig, severity_for=None) -> AnalysisJob:
-    """`job` on its raw bucket's most severe case (`Store.severest_case_id`, each case judged
-    under the raw key), read as the analysis starts: the same raw key holds a graph's cases on
-    several inputs (its input siblings, later draws of the same ops), and the first case stored
-    may show a by-design difference where a later one shows a bug. The analysis minimizes and
-    files what the bucket's severity says, and its repro shows that. Only cases run under the
-    analysis's `config` count. The job as it is when its own case is the first such (or none is
-    stored, or its spec does not load: the job's own, already checked, is used). The case's
-    stored verdict stands for its run under `config` where the job had one (not under
-    `--against`, whose verdicts judge two compilers)."""
-    if severity_for is None:
-        severity_for = functools.partial(_severity_of_stored, key=job.raw_key)
-    case_id = store.severest_case_id(job.raw_key, severity_for, config=config.to_dict())
-    if case_id is None or case_id == job.case_id:
-        return job
-    case = store.case(case_id)
-    try:  # the store is untrusted data: its spec is loaded as data, checked
-        spec = load_spec(case.spec_json, source=f"case {case_id} in {store.path}")
-    except DivfuzzError:
-        return job
-    return AnalysisJob(job.raw_key, case_id, spec, Verdict.from_dict(case.verdict) if job.verdict is not None else None)
-
-
-def _severity_of_stored(verdict: dict, *, key) -> dict | None:
-    """A stored case's severity under `key`, judged again from its verdict."""
-    return severity_under(Verdict.from_dict(verdict), key)
 
 
 @dataclass(frozen=True)
@@ -973,8 +942,7 @@ def finish_pending(out_dir: Path, *, budget_s: float, workers: int = 1, timeout_
                 pool.abort()
 
             pool = AnalysisPool(places, analyzer, budget_for=budget_for, on_done=on_done, on_error=on_error,
-                                choose=functools.partial(most_severe_first, store, campaign=False),
-                                prepare=functools.partial(severest_case_job, store, config=config))
+                                choose=functools.partial(most_severe_first, store, campaign=False))
             pool.start()
             for job in jobs:
                 pool.submit(job)

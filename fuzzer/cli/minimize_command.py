@@ -136,10 +136,7 @@ def minimize(ctx, case, modules, store_dir, out_dir, device, budget, timeout_s, 
     folder, analysis = result
     for line in analysis.notes():
         out.print(line, highlight=False)
-    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
-    from divfuzz.oracles.severity_policy import severity_of
-
-    reason = severity_of(analysis.verdict, culprit=analysis.culprit.summary) if analysis.verdict is not None else None
+    reason = analysis.reason
     out.print(f"severity: {reason}" if reason else "severity: not judged (no verdict of the minimal spec)", highlight=False)
     out.print(f"written: {folder}/repro.py, report.md, spec.json", highlight=False)
 
@@ -266,7 +263,8 @@ def minimize_case(spec, *, device: str, config, budget_s: float, timeout_s: floa
     """Run, minimize, attribute and write one case; None when it shows no finding."""
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.triage.analysis import write_bucket
-    from divfuzz.fuzzer.engine.bucketing import bucket_key
+    from divfuzz.fuzzer.engine.bucketing import bucket_key, root_cause_key
+    from divfuzz.oracles.severity_policy import severity_of
     from divfuzz.fuzzer.engine.environment import environment_versions
     from divfuzz.fuzzer.triage.analysis import analyze_finding
     from divfuzz.fuzzer.engine.worker import CaseRequest, Worker
@@ -285,7 +283,7 @@ def minimize_case(spec, *, device: str, config, budget_s: float, timeout_s: floa
         raise
     finally:
         worker.stop()
-    key = bucket_key(finding, analysis.spec, device, signature=analysis.signature())
+    key = root_cause_key(bucket_key(finding, spec, device, reason=severity_of(verdict), explanation=verdict.explanation), analysis.spec, analysis.culprit.key())
     folder = write_bucket(out_dir, bucket_id=1, key=key, analysis=analysis, device=device, config=config,
                           fallback_verdict=verdict, case_id=None, timeout_s=int(timeout_s),
                           versions=environment_versions(device))

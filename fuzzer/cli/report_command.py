@@ -39,7 +39,6 @@ def report(out_dir, run_id, min_severity, html_path, bucket_id, new_only):
     try:
         if run_id is not None and not store.has_run(run_id):
             raise StoreError(f"--run {run_id}: {path} has no run {run_id}")
-        _judge_unjudged(store)
         if html_path is not None:
             written = write_report_html(store, html_path, run_id=run_id, bucket_id=bucket_id)
             out.print(f"wrote {written}", markup=False, highlight=False)
@@ -65,19 +64,3 @@ def write_report_html(store, html_path: Path, *, run_id: int | None = None, buck
                          + (f" in run {run_id}" if run_id is not None else ""))
     data = replace(data, buckets=chosen, cases=[c for c in data.cases if c["bucket_id"] == bucket_id])
     return write_html(data, html_path, plots="all")
-
-
-def _judge_unjudged(store) -> None:
-    """Buckets of a store written before severities existed get one, from their first case's
-    stored verdict and their culprit (the same policy the campaign applies)."""
-    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
-    from divfuzz.oracles.severity_policy import severity_of
-    from divfuzz.records.verdict import Verdict
-    from divfuzz.reports.markdown import culprit_of
-
-    for b in store.buckets():
-        if b.severity_reason is not None or b.first_case_id is None:
-            continue
-        reason = severity_of(Verdict.from_dict(store.case(b.first_case_id).verdict), culprit=culprit_of(b))
-        if reason is not None:
-            store.set_bucket_severity(b.id, reason.to_dict())
