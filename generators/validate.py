@@ -50,7 +50,7 @@ REPRO_NAMES = frozenset(
         # module level of repro.py and of report.md's code
         "torch", "F", "importlib", "os", "platform", "signal", "sys", "ordered_bits", "run", "compare",
         "main", "make_inputs", "model", "inputs", "eager", "compiled", "eager_out", "compiled_out",
-        "DEVICE", "DEVICE_TYPE", "SEED", "BACKWARD", "BACKEND", "DYNAMIC", "MODE", "INDUCTOR_CONFIG",
+        "DEVICE", "DEVICE_TYPE", "REF_ON_CPU", "SEED", "BACKWARD", "BACKEND", "DYNAMIC", "MODE", "INDUCTOR_CONFIG",
         "TIMEOUT_S", "OUTPUTS", "INPUT_NAMES", "COMPARED_COMPILE", "compile_settings",
         # the fixed locals of model() and make_inputs(), where graph values live
         "D", "ref", "g", "device",

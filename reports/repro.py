@@ -29,6 +29,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from divfuzz.generators import recipes, runtime
+from divfuzz.generators.build import reference_params
 from divfuzz.oracles import boundary as boundary_oracle
 from divfuzz.oracles import compare as compare_oracle
 from divfuzz.oracles import ulp as ulp_oracle
@@ -163,8 +164,9 @@ def main():
         print(f"triton {triton.__version__}")
     except ImportError:
         pass
-    global DEVICE_TYPE
+    global DEVICE_TYPE, REF_ON_CPU
     DEVICE_TYPE = torch.device(device).type
+    REF_ON_CPU = DEVICE_TYPE == "cpu"  # eager rounds some scalars on the CPU only (divfuzz.records.reference_rules)
     inputs = make_inputs(device)
     eager, cots = run(model, inputs)
     ref_inputs = [x.detach().double().requires_grad_(x.requires_grad) if x.is_floating_point() else x for x in inputs]
@@ -224,6 +226,25 @@ def docstring_literal(text: str) -> str:
     return '"""' + "".join(out) + '\n"""'
 
 
+def node_expression(op, args: list[str], params: dict, cpu_ref_params: dict, other_ref_params: dict) -> str:
+    """One node's expression in `model(*inputs, ref=False)`: the op's template, and where the fp64
+    reference means something else (`divfuzz.records.reference_rules`) the reference's version
+    behind `ref`: its scalars rounded as eager rounds them (on the CPU only, or everywhere), and
+    an explicit cast's rounding kept."""
+    real = op.code(args, params)
+    on_cpu, elsewhere = op.code(args, cpu_ref_params), op.code(args, other_ref_params)
+    if on_cpu == elsewhere == real:
+        expression = real
+    elif on_cpu == elsewhere:
+        expression = f"({on_cpu} if ref else {real})"
+    else:
+        expression = f"({on_cpu} if ref and REF_ON_CPU else {elsewhere} if ref else {real})"
+    kept = params.get(op.rounds_to_param) if op.rounds_to_param else None
+    if kept in ("bfloat16", "float16", "float32"):
+        expression = f"(({expression}).to({_DTYPE_CODE[kept]}).double() if ref else {expression})"
+    return expression
+
+
 def graph_code(spec: GraphSpec) -> str:
     """The graph as a Python function `model(*inputs, ref=False)`."""
     args = ", ".join(_ident(t.name) for t in spec.inputs)
@@ -235,7 +256,9 @@ def graph_code(spec: GraphSpec) -> str:
         indent = "        "
     for n in spec.nodes:
         op = get_op(n.op)
-        lines.append(f"{indent}{_ident(n.name)} = {op.code([_ident(i) for i in n.inputs], n.kwargs)}")
+        args = [_ident(i) for i in n.inputs]
+        params = {d: reference_params(spec, n, d) for d in ("cpu", "cuda")}
+        lines.append(f"{indent}{_ident(n.name)} = {node_expression(op, args, n.kwargs, params['cpu'], params['cuda'])}")
     lines.append(f"    return ({', '.join(_ident(o) for o in spec.outputs)},)")
     return "\n".join(lines)
 
@@ -260,6 +283,7 @@ def case_constants(spec: GraphSpec, device: str, config: "CompileConfig") -> str
         f"""
         DEVICE = {device!r}
         DEVICE_TYPE = {device.split(':')[0]!r}
+        REF_ON_CPU = {device.split(':')[0] == 'cpu'!r}
         SEED = {int_literal(spec.recipe.seed)}
         BACKWARD = {bool(spec.backward)!r}
         BACKEND = {config.backend!r}
