@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from divfuzz.oracles.mechanisms import MECHANISMS
+
 import datetime as _dt
 import html
 import json
@@ -162,6 +164,9 @@ def _root_cause_item(n: int, rc) -> list[str]:
     lead = rc.lead
     lines = [f"### {n}. {md_code(rc.title)} ({_plain(rc.severity)} · {_plain(lead.key.device_type)} · {_plain(rc.known)})", "",
              f"* why {_plain(lead.severity)}: {_plain(_reason(lead))}"]
+    mechanism = MECHANISMS.get(lead.key.mechanism)
+    if mechanism is not None:
+        lines.append(f"* explained: {_plain(mechanism.title)}; {_plain(mechanism.reason)}")
     if rc.pattern is not None:
         lines.append(f"* minimized pattern: {md_code(rc.pattern)}")
     else:
@@ -174,7 +179,7 @@ def _root_cause_item(n: int, rc) -> list[str]:
     for b in rc.buckets[:BUCKETS_NAMED]:
         k = b.key
         lines.append(f"| {b.id} | {_plain(b.severity)} | {_plain(k.kind)}{' ' + _plain(k.detail) if k.detail else ''} | "
-                     f"{_plain(k.dtype)} | {md_code(k.signature)} | {_minimized_of(b)} | {b.count} | {_when(b.first_seen)} |")
+                     f"{_plain(k.dtype)} | {md_code(k.ops_text())} | {_minimized_of(b)} | {b.count} | {_when(b.first_seen)} |")
     if len(rc.buckets) > BUCKETS_NAMED:
         lines.append(f"| ... | and {len(rc.buckets) - BUCKETS_NAMED} more buckets | | | | | | |")
     return lines + [""]
