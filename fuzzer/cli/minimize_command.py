@@ -288,6 +288,6 @@ def minimize_case(spec, *, device: str, config, budget_s: float, timeout_s: floa
     key = bucket_key(finding, analysis.spec, device, signature=analysis.signature())
     folder = write_bucket(out_dir, bucket_id=1, key=key, analysis=analysis, device=device, config=config,
                           fallback_verdict=verdict, case_id=None, timeout_s=int(timeout_s),
-                          versions=environment_versions(device))
+                          versions=environment_versions(device), compile_log=worker.output_since(0))
     (folder / "bucket.json").write_text(json.dumps({"key": key.to_dict(), "str": str(key)}, indent=2) + "\n")
     return folder, analysis
