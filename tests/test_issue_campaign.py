@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from click.testing import CliRunner
 
 from divfuzz.fuzzer.campaign.loop import CampaignOptions, run_campaign
+from divfuzz.fuzzer.cli.main import main
 from divfuzz.fuzzer.store import STORE_NAME, Store
 from divfuzz.generators.validate import load_spec
 from divfuzz.records.config import CompileConfig
@@ -80,6 +82,13 @@ def check_issue_files(buckets, *, device: str, planted: bool) -> int:
 def test_a_campaign_of_inductor_with_a_planted_nan_gives_every_bug_bucket_a_failing_issue_py(tmp_path):
     buckets = _campaign(tmp_path, PLANTED + "inductor_nan_first", seed=5, max_cases=2, max_ops=3)
     assert check_issue_files(buckets, device="cpu", planted=True) >= 1
+    # `divfuzz report --bucket N --issue` prints the bug's issue.md as it is, ready to paste
+    bug = next(b for b in buckets if b.severity == "bug")
+    printed = CliRunner().invoke(main, ["report", "--out", str(tmp_path), "--bucket", str(bug.id), "--issue"])
+    assert printed.exit_code == 0, printed.output
+    assert printed.output == (Path(bug.folder) / ISSUE_MARKDOWN).read_text()
+    missing = CliRunner().invoke(main, ["report", "--out", str(tmp_path), "--bucket", "999", "--issue"])
+    assert missing.exit_code == 2 and "no bucket 999" in missing.output
 
 
 @pytest.mark.slow
