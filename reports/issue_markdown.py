@@ -12,6 +12,7 @@ plain prose, never into code; an Inductor switch is printed only when it is one 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
 from divfuzz.generators.spec import GraphSpec
@@ -46,16 +47,33 @@ def removing_switch(culprit: dict | None) -> str | None:
     return None
 
 
-def _op_words(spec: GraphSpec) -> str:
-    return " -> ".join(dict.fromkeys(spec.op_names)) or "(no op)"
+@dataclass(frozen=True)
+class Subject:
+    """What a finding is about, as issue.md names it: its ops in order, its input dtypes, the
+    autocast dtype, whether a backward pass runs (from a spec, or from a user module's graph)."""
+
+    ops: tuple[str, ...]
+    dtypes: tuple[str, ...]
+    autocast: str | None = None
+    backward: bool = False
+
+    @classmethod
+    def of(cls, spec: "GraphSpec | Subject") -> "Subject":
+        if isinstance(spec, Subject):
+            return spec
+        return cls(spec.op_names, tuple(t.dtype for t in spec.inputs), spec.autocast, spec.backward)
 
 
-def _input_dtypes(spec: GraphSpec) -> str:
-    dtypes = list(dict.fromkeys(t.dtype for t in spec.inputs))
-    return "/".join(dtypes) + (f" under {spec.autocast} autocast" if spec.autocast else "")
+def _op_words(spec: "GraphSpec | Subject") -> str:
+    return " -> ".join(dict.fromkeys(Subject.of(spec).ops)) or "(no op)"
 
 
-def title_of(spec: GraphSpec, *, device: str, reason: "SeverityReason", verdict: "Verdict | None") -> str:
+def _input_dtypes(spec: "GraphSpec | Subject") -> str:
+    subject = Subject.of(spec)
+    return "/".join(dict.fromkeys(subject.dtypes)) + (f" under {subject.autocast} autocast" if subject.autocast else "")
+
+
+def title_of(spec: "GraphSpec | Subject", *, device: str, reason: "SeverityReason", verdict: "Verdict | None") -> str:
     """What differs, in one line: the ops, the dtype, the device and the numbers."""
     where = f"`{_op_words(spec)}` on {_input_dtypes(spec)} ({device.split(':')[0].upper()})"
     out = next((o for o in (verdict.outputs if verdict is not None else ()) if o.name == reason.output), None)
@@ -100,7 +118,8 @@ def fp64_verdict(reason: "SeverityReason", verdict: "Verdict | None") -> str:
         return line
     if out is not None and out.int_cmp is not None:
         ic = out.int_cmp
-        return (f"Integers are compared exactly, with the integer the same graph computes in float64 as the referee: "
+        return (f"Integers are compared exactly (as `torch._dynamo.utils.same` compares them), with the integer the same "
+                f"graph computes in float64 as the referee: "
                 f"of {ic.flips} differing elements, eager matches fp64 on {ic.eager_correct}, compiled on {ic.compiled_correct}, "
                 f"neither on {ic.neither_correct}. {reason.detail}.")
     return reason.detail
@@ -134,7 +153,7 @@ def _longest_backticks(text: str) -> int:
     return best
 
 
-def render_issue_markdown(spec: GraphSpec, script: "IssueScript", *, device: str, reason: "SeverityReason",
+def render_issue_markdown(spec: "GraphSpec | Subject", script: "IssueScript", *, device: str, reason: "SeverityReason",
                           verdict: "Verdict | None", culprit: dict | None = None, versions: dict | None = None,
                           known: Iterable[str] = (), config_desc: str = "", error_log: str | None = None) -> str:
     """issue.md's text. `known`: the upstream matches as lines ("pytorch#N (state): title"), best
@@ -150,7 +169,7 @@ def render_issue_markdown(spec: GraphSpec, script: "IssueScript", *, device: str
         "### 🐛 Describe the bug",
         "",
         f"`torch.compile` ({config_desc or 'inductor'}, {device}) gives another result than eager for "
-        f"`{_op_words(spec)}` on {_input_dtypes(spec)} inputs{' with a backward pass' if spec.backward else ''}. "
+        f"`{_op_words(spec)}` on {_input_dtypes(spec)} inputs{' with a backward pass' if Subject.of(spec).backward else ''}. "
         f"The script below fails while this holds: {script.check}.",
         "",
         f"**fp64 verdict.** {fp64_verdict(reason, verdict)}",

@@ -90,11 +90,13 @@ def minimize(ctx, case, modules, store_dir, out_dir, device, budget, timeout_s, 
                     _perf_module(worker, ref, target, device=device, autocast=autocast, dtype=dtype, train=train,
                                  margin=perf_margin, budget_s=budget_s, backend=backend, inductor=inductor)
                     continue
+                mark = worker.output_mark()
                 res = worker.call(
                     "divfuzz.fuzzer.triage.user_module:minimize_module_in_worker",
                     {"ref": ref, "device": device, "out_dir": str(target), "autocast": autocast, "dtype": dtype, "budget_s": budget_s, "train": train},
                     budget_s + MODULE_GRACE_S,
                 )
+                _keep_compile_log(target, worker.output_since(mark))
                 if res.error and res.error.startswith("Timeout"):
                     raise ConfigError(_killed_at_deadline(ref, target, budget_s))
                 if res.error:
@@ -142,6 +144,15 @@ def minimize(ctx, case, modules, store_dir, out_dir, device, budget, timeout_s, 
     reason = severity_of(analysis.verdict, culprit=analysis.culprit.summary) if analysis.verdict is not None else None
     out.print(f"severity: {reason}" if reason else "severity: not judged (no verdict of the minimal spec)", highlight=False)
     out.print(f"written: {folder}/repro.py, report.md, spec.json", highlight=False)
+
+
+def _keep_compile_log(target: Path, text: str) -> None:
+    """What the compiler (and the user's module) printed in the worker, kept as `target/compile.log`."""
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
+    from divfuzz.reports.issue_folder import COMPILE_LOG, clipped_log
+
+    if text.strip() and target.is_dir():
+        (target / COMPILE_LOG).write_text(clipped_log(text))
 
 
 def module_headline(value: dict) -> str:
