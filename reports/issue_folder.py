@@ -45,9 +45,12 @@ def issue_files(spec: GraphSpec, *, device: str, config: "CompileConfig", verdic
                 reason: "SeverityReason | None" = None, culprit: dict | None = None, versions: dict | None = None,
                 error_log: str | None = None) -> dict[str, bytes]:
     """The files a folder gets for this finding (name -> bytes): issue.py (and its input file) and
-    issue.md for a bug, nothing otherwise. `reason` defaults to the verdict's severity under the
-    culprit."""
+    issue.md for a bug, nothing otherwise. `reason` is the stored judgement of the finding (a
+    severity is judged once: it is not judged again here); without one, or when it names an output
+    the verdict lacks (a minimal spec's), the verdict's severity under the culprit."""
     summary = culprit.get("summary") if isinstance(culprit, dict) else None
+    if reason is not None and verdict is not None and reason.output != "-" and all(o.name != reason.output for o in verdict.outputs):
+        reason = None  # the stored judgement names an output the minimal spec's verdict lacks: judge that verdict
     if reason is None and verdict is not None:
         reason = severity_of(verdict, culprit=summary)
     script = render_issue_script(spec, device=device, config=config, reason=reason, verdict=verdict)

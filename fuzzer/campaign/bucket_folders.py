@@ -56,19 +56,21 @@ def compile_log_text(case_id: int | None, case_output: str, analysis) -> str:
 def _write_bucket_files(store: Store, out_dir: Path, *, bucket_id: int, case_id: int, key, spec: GraphSpec, verdict,
                         analysis, device: str, config: CompileConfig, timeout_s: float, case_output: str = "") -> Path:
     log = compile_log_text(case_id, case_output, analysis)
+    stored = store.bucket(bucket_id).severity_reason  # judged once, when its case was stored: read, not judged again
     if analysis is not None:
         # lazy: heavy: the triage imports torch._dynamo; only an analysed bucket needs it
         from divfuzz.fuzzer.triage.analysis import write_bucket
 
         folder = write_bucket(out_dir / "buckets", bucket_id=bucket_id, key=key, analysis=analysis,
                               device=device, config=config, fallback_verdict=verdict, case_id=case_id,
-                              timeout_s=int(timeout_s), versions=environment_versions(device), compile_log=log)
+                              timeout_s=int(timeout_s), versions=environment_versions(device), compile_log=log,
+                              severity=stored)
         store.set_bucket_folder(bucket_id, str(folder))
         store.set_bucket_analysis(bucket_id, **analysis.to_dict())
         return folder
     folder = write_bucket_folder(out_dir / "buckets", bucket_id=bucket_id, key=key, spec=spec, device=device,
                                  config=config, verdict=verdict, case_id=case_id, timeout_s=int(timeout_s),
-                                 versions=environment_versions(device), compile_log=log)
+                                 versions=environment_versions(device), compile_log=log, severity=stored)
     store.set_bucket_folder(bucket_id, str(folder))
     return folder
 

@@ -272,6 +272,7 @@ def write_bucket(
     timeout_s: int,
     versions: dict,
     compile_log: str | None = None,
+    severity: dict | None = None,
 ) -> Path:
     """The bucket folder for a minimized case, with `report.md` and `analysis.json` (and, for a
     bug, issue.py and issue.md; `compile_log`, what the compiler printed, as compile.log)."""
@@ -291,6 +292,7 @@ def write_bucket(
         culprit=analysis.culprit.to_dict(),
         versions=versions,
         compile_log=analysis.compile_log if compile_log is None else compile_log,
+        severity=severity,
     )
     data = analysis.to_dict()
     (folder / "analysis.json").write_text(json.dumps(data, indent=2) + "\n")
