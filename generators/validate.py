@@ -48,7 +48,7 @@ MAX_DIMS = 8
 REPRO_NAMES = frozenset(
     {
         # module level of repro.py and of report.md's code
-        "torch", "F", "importlib", "os", "platform", "signal", "sys", "ordered_bits", "run", "compare",
+        "torch", "F", "importlib", "os", "platform", "signal", "sys", "ordered_bits", "run", "compare", "type_changes",
         "main", "make_inputs", "model", "inputs", "eager", "compiled", "eager_out", "compiled_out",
         "DEVICE", "DEVICE_TYPE", "REF_ON_CPU", "SEED", "BACKWARD", "BACKEND", "DYNAMIC", "MODE", "INDUCTOR_CONFIG",
         "TIMEOUT_S", "OUTPUTS", "INPUT_NAMES", "COMPARED_COMPILE", "compile_settings",

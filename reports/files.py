@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from divfuzz.records.errors import UnsafePathError
+from divfuzz.records.severity import SeverityReason
 from divfuzz.reports.safe_paths import plain_folder
 from divfuzz.generators.spec import GraphSpec
+from divfuzz.reports.issue_folder import issue_files, write_issue_files
 from divfuzz.reports.perf_repro import render_perf_repro
 from divfuzz.reports.repro import render_repro
 
@@ -77,10 +79,17 @@ def write_bucket_folder(
     notes: tuple[str, ...] = (),
     timeout_s: int = 600,
     knob: tuple | None = None,
+    culprit: dict | None = None,
+    versions: dict | None = None,
+    compile_log: str | None = None,
+    severity: dict | None = None,
 ) -> Path:
     """A bucket's folder: spec.json, case.json, verdict.json and repro.py (the perf repro, with
-    `knob` the culprit switch flipped, for a perf verdict), written to a temporary folder and
-    moved into place whole."""
+    `knob` the culprit switch flipped, for a perf verdict); for a bug, issue.py and issue.md
+    (`divfuzz.reports.issue_folder`, with the `culprit` as a dict, the `versions`, and the bucket's
+    stored `severity` reason as a dict); what the
+    compiler printed while the case and its analysis ran, as compile.log. Written to a temporary
+    folder and moved into place whole."""
     root.parent.mkdir(parents=True, exist_ok=True)
     plain_folder(root, create=True, what="buckets folder")  # a symlinked buckets/ is refused, never followed
     final = child_path(root, bucket_folder_name(bucket_id, key), what="bucket folder")
@@ -100,6 +109,9 @@ def write_bucket_folder(
         repro = render_repro(spec, device=device, config=config, title=str(key), notes=notes, timeout_s=timeout_s)
     (tmp / "repro.py").write_text(repro)
     os.chmod(tmp / "repro.py", 0o755)
+    reason = SeverityReason.from_dict(severity) if severity else None
+    write_issue_files(tmp, issue_files(spec, device=device, config=config, verdict=verdict, reason=reason, culprit=culprit,
+                                       versions=versions), compile_log)
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)

@@ -152,6 +152,19 @@ def run(fn, inputs, cots=None):
     return result, cots
 
 
+def type_changes(names, eager, compiled):
+    """One line naming the outputs whose dtype, shape or count compiled changed, or None: such
+    outputs have no values to compare."""
+    if len(compiled) != len(eager):
+        return f"outputs changed: eager returns {len(eager)}, compiled {len(compiled)}"
+    kind = lambda e, c: "dtype" if e.dtype != c.dtype else "shape"
+    changed = [(kind(e, c), f"{n}: eager {str(e.dtype)[6:]} {list(e.shape)}, compiled {str(c.dtype)[6:]} {list(c.shape)}")
+               for n, e, c in zip(names, eager, compiled) if e.dtype != c.dtype or e.shape != c.shape]
+    if not changed:
+        return None
+    return f"{changed[0][0]} changed: " + "; ".join(text for _, text in changed)
+
+
 def main():
     device = sys.argv[1] if len(sys.argv) > 1 else DEVICE
     if hasattr(signal, "SIGALRM"):
@@ -178,9 +191,15 @@ def main():
         with torch._inductor.config.patch(compile_settings(INDUCTOR_CONFIG)):
             compiled, _ = run(torch.compile(model, backend=backend, dynamic=DYNAMIC, mode=MODE), inputs, cots)
     except Exception as e:
-        print(f"compiling or running the compiled model failed: {type(e).__name__}: {str(e)[:500]}")
+        # One line: the message's lines up to torch's hints on how to debug it.
+        lines = [line.strip() for line in str(e).split("Set TORCHDYNAMO_VERBOSE")[0].splitlines() if line.strip()]
+        print(f"compile error: {type(e).__name__}: {' '.join(lines)[:300]}")
         return 1
     names = OUTPUTS + [f"grad:{n}" for n, x in zip(INPUT_NAMES, inputs) if x.requires_grad]
+    changed = type_changes(names, eager, compiled)
+    if changed:
+        print(changed)
+        return 1
     diverged = compare(names, eager, compiled, reference)
     print("DIVERGES" if diverged else "eager and compiled agree")
     return 1 if diverged else 0

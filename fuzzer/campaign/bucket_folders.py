@@ -29,29 +29,47 @@ _FOLDER_WRITE = threading.Lock()
 
 
 def write_bucket_files(store: Store, out_dir: Path, *, bucket_id: int, case_id: int, key, spec: GraphSpec, verdict,
-                       analysis, device: str, config: CompileConfig, timeout_s: float) -> Path:
+                       analysis, device: str, config: CompileConfig, timeout_s: float, case_output: str = "") -> Path:
     """A bucket's folder under `out_dir/buckets`: the minimized repro and its attribution when
     analysed, else the case as drawn; the store records the folder (and the analysis). One folder
-    is written at a time (`_FOLDER_WRITE`)."""
+    is written at a time (`_FOLDER_WRITE`). What the compiler printed while the case ran
+    (`case_output`) and while its analysis ran goes to the folder's compile.log."""
     with _FOLDER_WRITE:
         return _write_bucket_files(store, out_dir, bucket_id=bucket_id, case_id=case_id, key=key, spec=spec,
-                                   verdict=verdict, analysis=analysis, device=device, config=config, timeout_s=timeout_s)
+                                   verdict=verdict, analysis=analysis, device=device, config=config, timeout_s=timeout_s,
+                                   case_output=case_output)
+
+
+def compile_log_text(case_id: int | None, case_output: str, analysis) -> str:
+    """compile.log's text: what the compiler printed for the case, then for its analysis, each
+    under a heading line; empty when it printed nothing."""
+    parts = []
+    if case_output.strip():
+        parts.append(f"=== case {case_id}: what the compiler printed ===\n{case_output}")
+    analysis_output = getattr(analysis, "compile_log", "") or ""
+    if analysis_output.strip():
+        parts.append(f"=== its analysis (minimization, stage ladder, probes, bisector) ===\n{analysis_output}")
+    return "\n".join(parts)
 
 
 def _write_bucket_files(store: Store, out_dir: Path, *, bucket_id: int, case_id: int, key, spec: GraphSpec, verdict,
-                        analysis, device: str, config: CompileConfig, timeout_s: float) -> Path:
+                        analysis, device: str, config: CompileConfig, timeout_s: float, case_output: str = "") -> Path:
+    log = compile_log_text(case_id, case_output, analysis)
+    stored = store.bucket(bucket_id).severity_reason  # judged once, when its case was stored: read, not judged again
     if analysis is not None:
         # lazy: heavy: the triage imports torch._dynamo; only an analysed bucket needs it
         from divfuzz.fuzzer.triage.analysis import write_bucket
 
         folder = write_bucket(out_dir / "buckets", bucket_id=bucket_id, key=key, analysis=analysis,
                               device=device, config=config, fallback_verdict=verdict, case_id=case_id,
-                              timeout_s=int(timeout_s), versions=environment_versions(device))
+                              timeout_s=int(timeout_s), versions=environment_versions(device), compile_log=log,
+                              severity=stored)
         store.set_bucket_folder(bucket_id, str(folder))
         store.set_bucket_analysis(bucket_id, **analysis.to_dict())
         return folder
     folder = write_bucket_folder(out_dir / "buckets", bucket_id=bucket_id, key=key, spec=spec, device=device,
-                                 config=config, verdict=verdict, case_id=case_id, timeout_s=int(timeout_s))
+                                 config=config, verdict=verdict, case_id=case_id, timeout_s=int(timeout_s),
+                                 versions=environment_versions(device), compile_log=log, severity=stored)
     store.set_bucket_folder(bucket_id, str(folder))
     return folder
 

@@ -81,6 +81,7 @@ class Ran:
     wall_s: float
     at: CaseAt
     ipc_s: float
+    output: str = ""  # what the compiler printed in the worker while it ran (a group's: each member's)
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,7 @@ def run_in_worker(run: CaseRun, at: CaseAt, spec: GraphSpec, worker: Worker) -> 
     if isinstance(moved, SlotDevice) and moved != at.where:
         at = replace(at, where=moved)
     ipc = max(0.0, wall - verdict.span_seconds())
-    return Ran(verdict, wall, at, ipc)
+    return Ran(verdict, wall, at, ipc, getattr(worker, "last_output", ""))
 
 
 def run_group_in_worker(run: CaseRun, members: list[tuple[CaseAt, GraphSpec]], worker: Worker) -> list[Ran] | None:
@@ -147,7 +148,7 @@ def run_group_in_worker(run: CaseRun, members: list[tuple[CaseAt, GraphSpec]], w
     got = worker.run_group(request, run.timeout_s)  # its seconds start after any (re)start of the worker
     if run.interrupted.is_set():
         return None
-    return [Ran(verdict, seconds, member_at, max(0.0, seconds - verdict.span_seconds()))
+    return [Ran(verdict, seconds, member_at, max(0.0, seconds - verdict.span_seconds()), getattr(worker, "last_output", ""))
             for (member_at, _), (verdict, seconds) in zip(members, got)]
 
 
@@ -209,7 +210,7 @@ def write_new_bucket_folder(run: CaseRun, spec: GraphSpec, ran: Ran, keyed: Keye
     if stored.is_new:
         write_bucket_files(run.store, run.out_dir, bucket_id=stored.bucket_id, case_id=stored.case_id, key=stored.key,
                            spec=spec, verdict=ran.verdict, analysis=keyed.analysis, device=run.device, config=run.config,
-                           timeout_s=run.timeout_s)
+                           timeout_s=run.timeout_s, case_output=ran.output)
 
 
 def queue_analysis(run: CaseRun, spec: GraphSpec, ran: Ran, judged: Judged, stored: Stored) -> None:

@@ -90,11 +90,13 @@ def minimize(ctx, case, modules, store_dir, out_dir, device, budget, timeout_s, 
                     _perf_module(worker, ref, target, device=device, autocast=autocast, dtype=dtype, train=train,
                                  margin=perf_margin, budget_s=budget_s, backend=backend, inductor=inductor)
                     continue
+                mark = worker.output_mark()
                 res = worker.call(
                     "divfuzz.fuzzer.triage.user_module:minimize_module_in_worker",
                     {"ref": ref, "device": device, "out_dir": str(target), "autocast": autocast, "dtype": dtype, "budget_s": budget_s, "train": train},
                     budget_s + MODULE_GRACE_S,
                 )
+                _keep_compile_log(target, worker.output_since(mark))
                 if res.error and res.error.startswith("Timeout"):
                     raise ConfigError(_killed_at_deadline(ref, target, budget_s))
                 if res.error:
@@ -139,6 +141,15 @@ def minimize(ctx, case, modules, store_dir, out_dir, device, budget, timeout_s, 
     reason = analysis.reason
     out.print(f"severity: {reason}" if reason else "severity: not judged (no verdict of the minimal spec)", highlight=False)
     out.print(f"written: {folder}/repro.py, report.md, spec.json", highlight=False)
+
+
+def _keep_compile_log(target: Path, text: str) -> None:
+    """What the compiler (and the user's module) printed in the worker, kept as `target/compile.log`."""
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
+    from divfuzz.reports.issue_folder import COMPILE_LOG, clipped_log
+
+    if text.strip() and target.is_dir():
+        (target / COMPILE_LOG).write_text(clipped_log(text))
 
 
 def module_headline(value: dict) -> str:
@@ -286,6 +297,6 @@ def minimize_case(spec, *, device: str, config, budget_s: float, timeout_s: floa
     key = root_cause_key(bucket_key(finding, spec, device, reason=severity_of(verdict), explanation=verdict.explanation), analysis.spec, analysis.culprit.key())
     folder = write_bucket(out_dir, bucket_id=1, key=key, analysis=analysis, device=device, config=config,
                           fallback_verdict=verdict, case_id=None, timeout_s=int(timeout_s),
-                          versions=environment_versions(device))
+                          versions=environment_versions(device), compile_log=worker.output_since(0))
     (folder / "bucket.json").write_text(json.dumps({"key": key.to_dict(), "str": str(key)}, indent=2) + "\n")
     return folder, analysis

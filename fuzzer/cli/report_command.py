@@ -22,8 +22,10 @@ from divfuzz.records.errors import ConfigError, StoreError
 @click.option("--new-only", is_flag=True, default=False,
               help="With --min-severity: only root causes that match no known upstream bug (corpus/known-bugs.json).")
 @click.option("--bucket", "bucket_id", type=click.IntRange(min=1), default=None,
-              help="Only this bucket, with all its plots (needs --html): what a compact card's command draws.")
-def report(out_dir, run_id, min_severity, html_path, bucket_id, new_only):
+              help="Only this bucket, with all its plots (needs --html or --issue): what a compact card's command draws.")
+@click.option("--issue", "issue", is_flag=True, default=False,
+              help="With --bucket: print the bucket's issue.md (PyTorch's torch.compile bug template, issue.py inline), ready to paste.")
+def report(out_dir, run_id, min_severity, html_path, bucket_id, new_only, issue):
     """Print the root causes of a store as markdown, or write them as an HTML page (--html)."""
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.store import STORE_NAME, Store
@@ -32,8 +34,11 @@ def report(out_dir, run_id, min_severity, html_path, bucket_id, new_only):
     path = out_dir / STORE_NAME
     if not path.exists():
         raise StoreError(f"{path}: no store here (run `divfuzz fuzz --out {out_dir}` first)")
+    if issue:
+        click.echo(bucket_issue(path, out_dir, bucket_id), nl=False)  # as written: no wrapping, ready to paste
+        return
     if bucket_id is not None and html_path is None:
-        raise ConfigError(f"--bucket {bucket_id}: give --html FILE too (the bucket's page with its plots)")
+        raise ConfigError(f"--bucket {bucket_id}: give --html FILE (the bucket's page with its plots) or --issue")
     check_out_file(html_path, "--html")
     store = Store(path, create=False)
     try:
@@ -47,6 +52,32 @@ def report(out_dir, run_id, min_severity, html_path, bucket_id, new_only):
             out.print(coverage_markdown(store, run_id=run_id), markup=False, highlight=False)
     finally:
         store.close()
+
+
+def bucket_issue(store_path: Path, out_dir: Path, bucket_id: int | None) -> str:
+    """`--bucket N --issue`: the text of bucket N's issue.md, read from its folder (a path built
+    from the bucket's id and key, never read from the store; a plain file, not a link)."""
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
+    from divfuzz.fuzzer.store import Store
+    from divfuzz.reports.files import bucket_folder_name
+    from divfuzz.reports.issue_folder import ISSUE_MARKDOWN
+    from divfuzz.reports.safe_paths import read_text
+
+    if bucket_id is None:
+        raise ConfigError("--issue prints one bucket's issue.md: give --bucket N")
+    store = Store(store_path, create=False)
+    try:
+        bucket = next((b for b in store.buckets() if b.id == bucket_id), None)
+    finally:
+        store.close()
+    if bucket is None:
+        raise StoreError(f"--bucket {bucket_id}: {store_path} has no bucket {bucket_id}")
+    folder = out_dir / "buckets" / bucket_folder_name(bucket.id, bucket.key)
+    path = folder / ISSUE_MARKDOWN
+    if not path.exists():
+        raise StoreError(f"--bucket {bucket_id}: no {ISSUE_MARKDOWN} in {folder}: divfuzz writes one for a bug "
+                         f"(this bucket is {bucket.severity})")
+    return read_text(path, root=out_dir, what="issue.md")
 
 
 def write_report_html(store, html_path: Path, *, run_id: int | None = None, bucket_id: int | None = None) -> Path:

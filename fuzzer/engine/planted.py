@@ -8,6 +8,7 @@ differs) and plants exactly one defect:
 - `uint8_flip`: element 0 of the first uint8 output increased by one (mod 256);
 - `drift`: the first floating output scaled by 1 + 2^-5 (always further from fp64, for `--against`);
 - `nan_first`: element 0 of the first floating output becomes NaN (a `bug` wherever eager is finite);
+- `inductor_nan_first`: the real Inductor (its kernels, logs and warnings), then `nan_first`'s defect;
 - `wrong_dtype`: the first floating output comes back in another floating dtype (float32, or float64
   for a float32 output), its values unchanged: a type mismatch, judged before any value;
 - `flush_subnormals`: every value of the graph (its inputs and each op's result, and the gradients
@@ -110,6 +111,15 @@ def _nan_first(t: torch.Tensor) -> torch.Tensor:
 def nan_first(gm: torch.fx.GraphModule, example_inputs):
     def run(*args):
         return _first_float(gm.forward(*args), _nan_first)
+
+    return run
+
+
+def inductor_nan_first(gm: torch.fx.GraphModule, example_inputs):
+    compiled_fn = compile_fx(gm, example_inputs)
+
+    def run(*args):
+        return _first_float(compiled_fn(*args), _nan_first)
 
     return run
 

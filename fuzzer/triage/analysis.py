@@ -19,7 +19,7 @@ import functools
 import json
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 from pathlib import Path
 
@@ -45,6 +45,7 @@ class Analysis:
     minimized: MinimizeResult | None
     verdict: object | None  # the minimal spec's verdict under the case's config, when seen
     note: str = ""  # why minimization was skipped, if it was
+    compile_log: str = ""  # what the compiler printed while the analysis ran (the worker's output)
 
     @functools.cached_property
     def reason(self):
@@ -250,6 +251,7 @@ class BucketAnalyzer:
         With `span_factor`, the whole analysis ends within that many times its minimization
         budget (`analyze_finding`'s deadline)."""
         budget = self.budget_s if budget_s is None else budget_s
+        mark = worker.output_mark() if hasattr(worker, "output_mark") else None  # a fleet's worker keeps its output on its node
         analysis = analyze_finding(
             spec,
             worker=worker,
@@ -265,6 +267,8 @@ class BucketAnalyzer:
             deadline=None if self.span_factor is None else time.monotonic() + self.span_factor * budget,
             case_verdict=case_verdict,
         )
+        if mark is not None:
+            analysis = replace(analysis, compile_log=worker.output_since(mark))
         if not worker.aborted:
             with self._lock:
                 self.analyses += 1
@@ -283,8 +287,11 @@ def write_bucket(
     case_id: int | None,
     timeout_s: int,
     versions: dict,
+    compile_log: str | None = None,
+    severity: dict | None = None,
 ) -> Path:
-    """The bucket folder for a minimized case, with `report.md` and `analysis.json`."""
+    """The bucket folder for a minimized case, with `report.md` and `analysis.json` (and, for a
+    bug, issue.py and issue.md; `compile_log`, what the compiler printed, as compile.log)."""
     verdict = analysis.verdict if analysis.verdict is not None else fallback_verdict
     folder = write_bucket_folder(
         root,
@@ -298,6 +305,10 @@ def write_bucket(
         case_id=case_id,
         notes=analysis.notes(),
         timeout_s=timeout_s,
+        culprit=analysis.culprit.to_dict(),
+        versions=versions,
+        compile_log=analysis.compile_log if compile_log is None else compile_log,
+        severity=severity,
     )
     data = analysis.to_dict()
     (folder / "analysis.json").write_text(json.dumps(data, indent=2) + "\n")

@@ -37,6 +37,9 @@ import torch.fx
 import torch.utils._pytree as pytree
 
 from divfuzz.oracles.severity_policy import severity_of, verdict_lines_of, worth_reducing
+from divfuzz.reports.issue_folder import ISSUE_MARKDOWN, ISSUE_SCRIPT, known_lines
+from divfuzz.reports.issue_markdown import render_issue_markdown
+from divfuzz.reports.module_issue import module_subject, render_module_issue_script
 from divfuzz.reports.module_repro import RUNGS, render_module_repro
 from divfuzz.fuzzer.engine.compile import compiled
 from divfuzz.fuzzer.triage.attribute import bisect_result_of
@@ -617,7 +620,8 @@ def _write_folder(diff: RungDifference, folders: CauseFolders, number: int, redu
         culprit = replace(culprit, bisect_note=note)
         culprit = replace(culprit, summary=summarize(culprit))
     summary = culprit.summary
-    reason = severity_of(_verdict(small, small_inputs, before_out, after_out), switch=culprit.key().switch or None)
+    verdict = _verdict(small, small_inputs, before_out, after_out)
+    reason = severity_of(verdict, switch=culprit.key().switch or None)
     folder = folders.out / f"{number:02d}-{rung}"
     folder.mkdir(parents=True, exist_ok=True)
     _save_inputs([t.detach().cpu() for t in small_inputs], folder)
@@ -626,6 +630,8 @@ def _write_folder(diff: RungDifference, folders: CauseFolders, number: int, redu
                        removed, *([reduced.cut] if reduced.cut else []), *folders.verdict_lines])
     (folder / "repro.py").write_text(render_module_repro(f"{folders.ref}: {summary}", notes, small, before=before, rung=rung,
                                                          device=folders.device))
+    _write_issue(folder, small, small_inputs, before=before, rung=rung, device=folders.device, reason=reason, verdict=verdict,
+                 culprit=culprit.to_dict())
     shown = list(zip(before_out, after_out))
     cause = {
         "rung": rung,
@@ -649,6 +655,35 @@ def _write_folder(diff: RungDifference, folders: CauseFolders, number: int, redu
     }
     (folder / "culprit.json").write_text(json.dumps(cause, indent=2) + "\n")
     return cause
+
+
+def _write_issue(folder: Path, gm, inputs, *, before: str, rung: str, device: str, reason, verdict, culprit: dict) -> None:
+    """A bug cause's issue.py and issue.md (`divfuzz.reports.module_issue`): the reduced graph in plain
+    torch, and PyTorch's bug template around it. Nothing for a cause that is not a bug."""
+    script = render_module_issue_script(gm, reference_graph(gm), inputs, before=before, rung=rung, device=device,
+                                        reason=reason, verdict=verdict)
+    if script is None:
+        return
+    subject = module_subject(gm, inputs)
+    known = known_lines(_KnownProbe(subject.ops, subject.dtypes), reason, device=device, culprit=culprit.get("summary"))
+    # lazy: torch is loaded here already; the versions are read in this process, which ran the graph
+    from divfuzz.fuzzer.engine.environment import environment_versions
+
+    (folder / ISSUE_SCRIPT).write_text(script.text)
+    (folder / ISSUE_MARKDOWN).write_text(render_issue_markdown(
+        subject, script, device=device, reason=reason, verdict=verdict, culprit=culprit,
+        versions=environment_versions(device), known=known, config_desc=f"{rung}, {before} as the baseline"))
+
+
+@dataclass(frozen=True)
+class _KnownProbe:
+    """A reduced aten graph as the known-bug matcher reads a spec (`RootCausePattern.from_spec_dict`)."""
+
+    ops: tuple[str, ...]
+    dtypes: tuple[str, ...]
+
+    def to_dict(self) -> dict:
+        return {"nodes": [{"op": op} for op in self.ops], "inputs": [{"dtype": d} for d in self.dtypes], "backward": False}
 
 
 def minimize_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: str | None = None, dtype: str | None = None, max_granularity: int | None = None, budget_s: float = 300.0, train: bool = False) -> dict:
