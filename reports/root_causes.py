@@ -296,6 +296,18 @@ def by_culprit(causes: Sequence[RootCause]) -> list[tuple[RootCause, ...]]:
     return sorted((tuple(g) for g in groups.values()), key=lambda g: -sum(rc.cases for rc in g))
 
 
+def by_upstream(groups: Sequence[tuple[RootCause, ...]]) -> list[tuple[RootCause, ...]]:
+    """`groups` (`by_culprit`'s) with the groups that match one known upstream issue folded into
+    one, in the order of their first: a maintainer reads one line per filed bug, whichever parts
+    of the compiler or op patterns its root causes named. New groups stay as they are."""
+    merged: dict[str, list[RootCause]] = {}
+    for i, group in enumerate(groups):
+        upstream = _upstream(group)
+        key = upstream if upstream != "new" and not upstream.endswith("+") else f"#{i}"
+        merged.setdefault(key, []).extend(group)
+    return [tuple(g) for g in merged.values()]
+
+
 def _upstream(group: Sequence[RootCause]) -> str:
     """The first known upstream issue among a group's root causes (`pytorch#N`, then `+` when
     there are more), else `new`."""
@@ -315,7 +327,7 @@ def summary_lines(causes: Sequence[RootCause], *, width: int = 80, max_lines: in
     `#6 +run 1,400 cases  pytorch#197895+  inductor lowering of aten.div (3): div+floor, fmod, …`
     (the lead of its largest root cause, the first known upstream issue and `+` for more, the
     count of its root causes and their op patterns, largest first)."""
-    groups = by_culprit([rc for rc in causes if rc.severity == severity])
+    groups = by_upstream(by_culprit([rc for rc in causes if rc.severity == severity]))
     # New root causes first (what nobody has filed), then the known upstream ones; stable otherwise.
     groups.sort(key=lambda g: _upstream(g) != "new")
     total = sum(len(g) for g in groups)
@@ -330,8 +342,10 @@ def summary_lines(causes: Sequence[RootCause], *, width: int = 80, max_lines: in
             count = f" x{len(lead.buckets)}" if len(lead.buckets) > 1 else ""
             lines.append(clip(f"  #{lead.lead.id}{count}{new} {counted}  {_upstream(group)}  {lead.title}", width))
         else:
-            patterns = ", ".join(ops_of(rc.lead) for rc in group)
-            lines.append(clip(f"  #{lead.lead.id}{new} {counted}  {_upstream(group)}  {lead.culprit} ({len(group)}): {patterns}",
+            patterns = ", ".join(dict.fromkeys(ops_of(rc.lead) for rc in group))
+            culprits = {rc.culprit for rc in group}
+            head = lead.culprit if len(culprits) == 1 else f"{len(culprits)} culprits"
+            lines.append(clip(f"  #{lead.lead.id}{new} {counted}  {_upstream(group)}  {head} ({len(group)}): {patterns}",
                               width))
     left = total - sum(len(g) for g in shown)
     if left:
