@@ -374,8 +374,13 @@ def test_a_real_campaign_s_page_in_headless_chromium(tmp_path):
     if binary is None:
         pytest.skip("needs Debian's chromium (apt-get install -y chromium)")
     out = tmp_path / "campaign"
+    # `--ops linear`: every drawn graph has a bfloat16 output for ulp_bump to bump, with or without
+    # autocast. Without it, a slot's first draw is Hypothesis's simplest graph (batch_norm_eval
+    # under bf16 autocast, whose output stays float32), and with 4 inputs per compile a 2-slot run of
+    # 6 cases compiles nothing else: 0 buckets. `--workers 2`: the same slots on any host.
     r = subprocess.run(
         [sys.executable, "-m", "divfuzz.fuzzer", "fuzz", "--device", "cpu", "--max-cases", "6", "--seed", "2", "--dtypes", "bfloat16",
+         "--ops", "linear", "--workers", "2",
          "--backend", "divfuzz.fuzzer.engine.planted:ulp_bump", "--no-minimize", "--no-live", "--out", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
