@@ -20,16 +20,20 @@ from divfuzz.fuzzer.engine import warm_template
 from divfuzz.fuzzer.cli.options import (
     SEVERITY_CHOICE,
     CASE_COUNT,
-    MAX_WORKERS,
     SEED,
     TIMEOUT,
+    WORKERS,
+    WORKERS_HELP,
     DivfuzzCommand,
+    WorkersType,
     against_compile_config,
     check_backend_capabilities,
+    check_device_early,
     check_out_dir,
     compile_config,
     compile_options,
     console,
+    device_option,
     oracle_options,
     names_option,
     out,
@@ -41,56 +45,34 @@ from divfuzz.generators.input_siblings import DEFAULT_INPUTS_PER_COMPILE, MAX_IN
 from divfuzz.records.errors import ConfigError, OutputError
 from divfuzz.records.severity import ORDER
 
-class _WorkersType(click.ParamType):
-    """`auto` or a whole number of at least `minimum`."""
-
-    name = "auto|N"
-
-    def __init__(self, minimum: int = 1):
-        self.minimum = minimum
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, int) or value == "auto":
-            return value
-        try:
-            count = int(value) if len(str(value)) <= 20 else None
-            if count is None or count > MAX_WORKERS:
-                raise ValueError(value)
-        except (TypeError, ValueError):
-            self.fail(f"Expected auto or a whole number from {self.minimum} to {MAX_WORKERS} but got {str(value)[:40]!r}", param, ctx)
-        if count < self.minimum:
-            self.fail(f"Expected auto or a whole number of at least {self.minimum} but got {value!r}", param, ctx)
-        return count
-
-
-WORKERS = _WorkersType()
 
 
 @click.command(cls=DivfuzzCommand)
-@click.option("--device", default="auto", show_default=True, help="auto, cpu or cuda[:N].")
-@click.option("--budget", default=None, help="Wall-clock budget, e.g. 10m or 8h (default 10m unless --max-cases).")
+@device_option
+@click.option("--budget", default=None, metavar="DURATION",
+              help="Wall-clock budget, minimization included, e.g. 90s, 10m, 8h (default 10m unless --max-cases).")
 @click.option("--max-cases", type=CASE_COUNT, default=None, help="Stop after this many cases.")
-@click.option("--seed", type=SEED, default=0, show_default=True)
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("divfuzz-out"), show_default=True)
-@click.option("--workers", type=WORKERS, default="auto", show_default=True,
-              help="Worker processes: auto (sized from cores, GPUs and free memory: divfuzz.fuzzer.campaign.sizing) or a count.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the draws: the same seed draws the same graphs.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("divfuzz-out"), show_default=True,
+              metavar="DIR", help="The campaign folder: its store, bucket folders and report.html (a re-run resumes it).")
+@click.option("--workers", type=WORKERS, default="auto", show_default=True, help=WORKERS_HELP)
 @click.option("--timeout", "timeout_s", type=TIMEOUT, default=300.0, show_default=True, help="Seconds per case.")
-@click.option("--max-ops", type=click.IntRange(1, 40), default=12, show_default=True)
+@click.option("--max-ops", type=click.IntRange(1, 40), default=12, show_default=True, metavar="N", help="Most ops in a drawn graph (1 to 40).")
 @click.option("--strict", is_flag=True, help="Bucket every fp32 bit difference, not only compiled-worse ones.")
-@click.option("--ops", default=None, help="Comma-separated op names to draw from (default: all).")
-@click.option("--dtypes", default=None, help="Comma-separated data dtypes (float32,bfloat16,float16).")
+@click.option("--ops", default=None, metavar="OP,...", help="Comma-separated op names to draw from (default: all).")
+@click.option("--dtypes", default=None, metavar="DTYPE,...", help="Comma-separated data dtypes: float32, bfloat16, float16 (default: all).")
 @click.option("--no-live", is_flag=True, help="No live view (plain progress lines).")
 @click.option("--no-minimize", is_flag=True, help="Do not minimize and attribute new buckets.")
-@click.option("--analysis-workers", type=_WorkersType(minimum=0), default="auto", show_default=True,
-              help="Workers that minimize and attribute new buckets beside the fuzzing ones: auto (fuzzing keeps >= 70% of "
-                   "the worker processes: divfuzz.fuzzer.campaign.sizing), a count, or 0 (analyse inline, in the fuzzing worker).")
+@click.option("--analysis-workers", type=WorkersType(minimum=0), default="auto", show_default=True,
+              help="Workers that minimize and attribute new buckets beside the fuzzing ones: auto (fuzzing keeps at "
+                   "least 70% of the worker processes), a count, or 0 (analyse inline, in the fuzzing worker).")
 @click.option("--min-severity", type=SEVERITY_CHOICE, default="noise", show_default=True, help="Hide buckets below this severity in the summary.")
 @click.option("--replay-known", is_flag=True,
               help="First re-run every known bucket's minimal spec in this run, so `divfuzz diff` can tell fixed from not reached.")
 @click.option("--against", default=None, metavar="BACKEND", help="Judge --backend against this second compiler (and both against fp64).")
 @click.option("--unguarded-casts", is_flag=True,
               help="Draw float->integer casts without their guard (NaN to 0, clamped to range): undefined casts, filed as such, not as findings.")
-@click.option("--inputs-per-compile", type=click.IntRange(1, MAX_INPUTS_PER_COMPILE), default=None,
+@click.option("--inputs-per-compile", type=click.IntRange(1, MAX_INPUTS_PER_COMPILE), default=None, metavar="N",
               help=f"Inputs each compiled graph runs on: the drawn recipe, then others through the same compile, each a "
                    f"case of its own (default {DEFAULT_INPUTS_PER_COMPILE}; 1 with --oracle perf, --against or --cluster).")
 @click.option("--cluster", "cluster_address", default=None, metavar="ADDRESS",
@@ -104,17 +86,18 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
          backend, inductor, dynamic, mode):
     """Run a campaign: draw graphs, compare eager and compiled, bucket what diverges."""
     started = time.time()  # --budget counts from here: sizing and start-up are inside it
-    if cluster_address is None and cluster_file is None:  # the workers' template imports torch beside the driver (a fleet's workers start on its nodes)
-        warm_template.start_in_background(str(device))
-    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
-    from divfuzz.fuzzer.campaign.loop import CampaignOptions, run_campaign
-    from divfuzz.fuzzer.store import STORE_NAME
-
+    if cluster_address is None and cluster_file is None:  # a fleet's nodes have the GPUs, not the driver
+        check_device_early(device)  # first: before torch is imported (by the template or below)
+        warm_template.start_in_background(str(device))  # the workers' template imports torch beside the driver
     check_out_dir(out_dir, "--out")  # first: before torch and Inductor are imported
     cluster = _cluster_address(cluster_address, cluster_file, replay_known)
     budget_s = parse_budget(budget) if budget else (None if max_cases else 600.0)
     op_names = names_option(ops, "--ops", known=registered_ops())
     dtype_names = names_option(dtypes, "--dtypes", known=("float32", "bfloat16", "float16"))
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
+    from divfuzz.fuzzer.campaign.loop import CampaignOptions, run_campaign
+    from divfuzz.fuzzer.store import STORE_NAME
+
     device = resolve_device(device) if cluster is None else device  # on a fleet the nodes have the GPUs, not the driver
     config = compile_config(backend, inductor, dynamic, mode)
     against_config = against_compile_config(against, config)

@@ -89,8 +89,8 @@ class DivfuzzGroup(click.Group):
             sys.exit(2)
 
 
-@click.group(cls=DivfuzzGroup)
-@click.version_option(package_name="divfuzz")
+@click.group(cls=DivfuzzGroup, context_settings={"help_option_names": ["-h", "--help"]})  # every command inherits -h
+@click.version_option(package_name="divfuzz", help="Show divfuzz's version and exit.")
 def main() -> None:
     """divfuzz: find where torch.compile computes different numbers than eager."""
 
