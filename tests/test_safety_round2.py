@@ -453,8 +453,8 @@ def test_the_markdown_report_escapes_html_from_the_store(tmp_path):
     import re
 
     outside = re.sub(r"(`+) .*? \1|`[^`]*`", "", text)  # every code span removed
-    assert "<script>" not in outside and "<img" not in outside and "<b>" not in outside
-    assert "&lt;b&gt;bold&lt;/b&gt;" in text
+    assert re.search(r"(?<!\\)<", outside) is None  # every `<` backslash-escaped (CommonMark): no tag, no autolink
+    assert "\\<b>bold\\</b>" in text and "&lt;" not in text  # read as itself on a terminal, not as entities
 
 
 @pytest.mark.timeout(300)

@@ -355,7 +355,8 @@ def live_progress(opts, p, now: float | None = None, fleet_line: str | None = No
     toward = (f"/{opts.max_cases} cases" if opts.max_cases else " cases") + (
         f", {max(0.0, opts.budget_s - elapsed):.0f} s of {opts.budget_s:.0f} s left" if opts.budget_s else "")
     replays = f" (+{p.replays} known replayed)" if p.replays else ""
-    head = Text(f" {fraction:4.0%}  {p.cases + p.skipped - p.replays}{toward}{replays}, {rate:.2f} cases/s", no_wrap=True)
+    # Wrapped within its column, not cut: on a narrow terminal the rate and the time left still show.
+    head = Text(f" {fraction:4.0%}  {p.cases + p.skipped - p.replays}{toward}{replays}, {rate:.2f} cases/s")
     counts = p.by_severity
     sev = Text("buckets: ")
     for i, s in enumerate(ORDER):
@@ -365,7 +366,7 @@ def live_progress(opts, p, now: float | None = None, fleet_line: str | None = No
                + (f", {p.pending_analyses} analyses pending" if p.pending_analyses else "") + ")")
     bar = Table.grid(padding=(0, 1))
     bar.add_row(ProgressBar(total=1000, completed=round(fraction * 1000), width=40), head)
-    return Group(bar, sev, Text(fleet_line, no_wrap=True)) if fleet_line else Group(bar, sev)
+    return Group(bar, sev, Text(fleet_line)) if fleet_line else Group(bar, sev)
 
 
 def _status_line(opts, p) -> str:
@@ -380,39 +381,63 @@ def _status_line(opts, p) -> str:
 
 
 def _print_summary(result, min_severity: str = "noise") -> None:
-    """The end of the run on one 80x24 screen (`divfuzz.reports.root_causes.screen_summary`): the run's
-    numbers, buckets and root causes by severity, one line per bug root cause, and where the rest
-    is; the caller then prints the path of report.html. `min_severity` names the floor that
-    `divfuzz report` is pointed at (the screen lists bug root causes only)."""
+    """The end of the run on one screen, at most the terminal's width (80 columns off a terminal)
+    and 24 lines: `summary_screen`. The caller then prints the path of report.html."""
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.store import Store
-    from divfuzz.reports.root_causes import SCREEN_WIDTH, clip, screen_summary
+    from divfuzz.reports.root_causes import SCREEN_WIDTH
 
-    p = result.progress
     store = Store(result.store_path, create=False)
     try:
         buckets = store.buckets(run_id=result.run_id)
     finally:
         store.close()
-    elapsed = time.time() - p.started
+    width = out.size.width if out.is_terminal else SCREEN_WIDTH
+    for line in summary_screen(result, buckets, elapsed=time.time() - result.progress.started, width=width,
+                               min_severity=min_severity):
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def summary_screen(result, buckets, *, elapsed: float, width: int, min_severity: str = "noise") -> list[str]:
+    """The summary's lines, none wider than `width` (a pure function of the run's result and its
+    buckets): the run's own facts, each wrapped onto lines of its own (what the run did, the graphs
+    compiled, what was cut, why analyses are pending and the command that finishes them), then
+    `divfuzz.reports.root_causes.screen_summary` (the counts by severity, a line per bug culprit).
+    A bug line too long for the screen is cut with '…'; the last line then says where it is whole.
+    `min_severity` names the floor that `divfuzz report` is pointed at (the screen lists bug root
+    causes only)."""
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
+    from divfuzz.reports.root_causes import screen_summary
+
+    p = result.progress
     statuses = ", ".join(f"{k} {v}" for k, v in sorted(p.by_status.items()))
-    head = [f"run {result.run_id}{' (resumed)' if result.resumed else ''}: {p.cases} cases in {elapsed:.0f} s "
-            f"({p.cases / elapsed * 60 if elapsed else 0:.1f}/min)" + (f"; {statuses}" if statuses else "")
-            + (f"; {p.skipped} skipped (stored)" if p.skipped else "")
-            + (f"; {p.graphs} graphs compiled ({p.cases / p.graphs:.1f} inputs each)" if 0 < p.graphs < p.cases else "")
-            + (f"; {p.repeats} repeated draws not run again" if p.repeats else "")
-            + (f"; {p.exhausted_slots} slot(s) stopped: every draw repeated a graph already run (narrow options)"
-               if p.exhausted_slots else "")]
+    facts = [f"run {result.run_id}{' (resumed)' if result.resumed else ''}: {p.cases} cases in {elapsed:.0f} s "
+             f"({p.cases / elapsed * 60 if elapsed else 0:.1f}/min)" + (f"; {statuses}" if statuses else "")
+             + (f"; {p.skipped} skipped (stored)" if p.skipped else "")]
+    compiled = ([f"{p.graphs} graphs compiled ({p.cases / p.graphs:.1f} inputs each)"] if 0 < p.graphs < p.cases else []) + (
+        [f"{p.repeats} repeated draws not run again"] if p.repeats else []) + (
+        [f"{p.exhausted_slots} slot(s) stopped: every draw repeated a graph already run (narrow options)"] if p.exhausted_slots else [])
+    if compiled:
+        facts.append("; ".join(compiled))
     if result.cut_at_end:
-        head.append("budget reached: work still in flight then was dropped (re-run resumes it)")
+        facts.append("budget reached: work still in flight then was dropped (re-run resumes it)")
     store_dir = result.store_path.parent
     if result.pending_analyses:
         by_severity = ", ".join(f"{n} {s}" for s, n in sorted(result.pending_by_severity.items()) if n)
-        head.append(f"{result.pending_analyses} analyses pending ({by_severity}; noise, by-design and eager-worse "
-                    f"are never minimized in a campaign): divfuzz minimize --pending --store {store_dir}")
-    lines = screen_summary(buckets, head=head, store_dir=str(store_dir), run_id=result.run_id,
+        facts.append(f"{result.pending_analyses} analyses pending ({by_severity}); a campaign never minimizes noise, "
+                     f"by-design or eager-worse; to finish them: divfuzz minimize --pending --out {store_dir}")
+    head = [line for fact in facts for line in wrap_line(fact, width)]
+    lines = screen_summary(buckets, head=head, store_dir=str(store_dir), run_id=result.run_id, width=width,
                            reserve=1 + bool(result.interrupted))  # report.html's line, and the interrupted one
-    if min_severity != "noise":
-        lines[-1] = clip(f"{lines[-1]} --min-severity {min_severity}", SCREEN_WIDTH)
-    for line in lines:
-        out.print(line, markup=False, highlight=False, soft_wrap=True)
+    rest = f"divfuzz report --out {store_dir}" + (f" --min-severity {min_severity}" if min_severity != "noise" else "")
+    cut = any(line.endswith("…") for line in lines[len(head):-1])
+    lines[-1:] = wrap_line(f"{'lines cut with … in full, and' if cut else 'the rest,'} by root cause: {rest}", width)
+    return lines
+
+
+def wrap_line(text: str, width: int) -> list[str]:
+    """`text` on lines of at most `width` columns, the ones after the first indented by two;
+    a word longer than a line (a path) is split rather than let past the edge."""
+    import textwrap
+
+    return textwrap.wrap(text, width=max(20, width), subsequent_indent="  ", break_on_hyphens=False) or [""]
