@@ -135,3 +135,20 @@ def test_a_root_cause_s_pattern_line_is_short_and_points_to_its_spec():
     line = pattern_text(long, spec="divfuzz-out/buckets/0007-x/spec.json")
     assert len(line) <= PATTERN_CHARS + 80 and "…" in line
     assert line.endswith("(30 ops; whole in `divfuzz-out/buckets/0007-x/spec.json`)")
+
+
+def test_plain_progress_lines_are_never_the_same_line_twice():
+    """Off a terminal, the end of a run waits on its analyses and the view is updated again and again
+    at the same case count: a line is printed only when the cases or the open analyses move."""
+    from divfuzz.fuzzer.cli.fuzz_command import _LineView
+    from divfuzz.fuzzer.cli.options import console
+
+    opts = CampaignOptions(device="cpu", out_dir=Path("unused"), max_cases=30)
+    p = Progress(started=time.time())
+    view = _LineView(opts)
+    with console.capture() as captured:
+        for cases, pending in ((9, 0), (10, 0), (10, 0), (20, 3), (30, 3), (30, 3), (30, 2), (30, 2), (30, 0)):
+            p.cases, p.pending_analyses = cases, pending
+            view.update(p)
+    lines = [re.sub(r"\(.*?/min\)", "", line) for line in captured.get().splitlines()]
+    assert len(lines) == 5 and len(set(lines)) == 5, lines

@@ -925,7 +925,7 @@ def finish_pending(out_dir: Path, *, budget_s: float, workers: int | str = 1, ti
 
     path = out_dir / STORE_NAME
     if not path.exists():
-        raise ConfigError(f"{path}: no campaign store here (--pending finishes a campaign's analyses; use --store DIR)")
+        raise ConfigError(f"{path}: no campaign store here (--pending finishes a campaign's analyses; use --out DIR, the campaign folder)")
     lock = CampaignLock(path)
     lock.acquire()
     store = Store(path, create=False)

@@ -166,10 +166,11 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
     # Read and checked before the run starts: a stored spec that does not load exits 2, store untouched.
     known = _known_specs(out_dir / STORE_NAME) if replay_known else None
     stop_on_signals()  # again: the campaign turns the KeyboardInterrupt into a saved, resumable stop
+    bounds = ([f"budget {int(budget_s)} s, minimization included"] if budget_s else []) + (
+        [f"max {max_cases} cases"] if max_cases else [])
     console.print(
         f"divfuzz fuzz: device {device}, {workers_reason}, backend {config.describe()}{' against ' + against_config.describe() if against_config else ''}, oracle {oracle}, seed {seed}, "
-        f"{'budget ' + str(int(budget_s)) + ' s, minimization included' if budget_s else ''}{' max ' + str(max_cases) + ' cases' if max_cases else ''}, "
-        f"store {out_dir / STORE_NAME}",
+        + "".join(f"{b}, " for b in bounds) + f"store {out_dir / STORE_NAME}",
         highlight=False,
     )
     if known is not None:
@@ -313,7 +314,10 @@ class _LineView:
         return False
 
     def update(self, p) -> None:
-        if p.cases % 10 == 0:
+        # Every 10 cases, and once more when only the analyses move (the end of a run waits on
+        # them): never the same line twice.
+        if p.cases % 10 == 0 and (p.cases, p.pending_analyses) != getattr(self, "_last", None):
+            self._last = (p.cases, p.pending_analyses)
             console.print(_status_line(self.opts, p) + (f"; {self.fleet.progress_line()}" if self.fleet else ""), highlight=False)
 
 
