@@ -538,11 +538,12 @@ h1{margin:.6em 0 .2em}h2{border-bottom:2px solid #ddd;padding-bottom:.2em;margin
 table{border-collapse:collapse;margin:.4em 0;font-size:13px}td,th{border:1px solid #ddd;padding:2px 6px;text-align:left;vertical-align:top}
 th{background:#f4f4f4}code{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12.5px;word-break:break-all}
 .chip{display:inline-block;border-radius:9px;padding:0 8px;margin-right:4px;color:#fff;font-size:12px;font-weight:600}
-.sev-bug{background:#c0392b}.sev-suspect{background:#d68910}.sev-by-design{background:#2874a6}.sev-noise{background:#7f8c8d}
+.chip.sev-bug{background:#c0392b}.chip.sev-suspect{background:#a85f00}.chip.sev-by-design{background:#2874a6}.chip.sev-noise{background:#6b7778}
+section.root-cause.sev-bug{border-left:6px solid #c0392b;padding-left:10px}section.root-cause.sev-suspect{border-left:6px solid #a85f00;padding-left:10px}
 article.card{border:1px solid #ccc;border-left:6px solid #999;border-radius:4px;padding:6px 12px;margin:12px 0;background:#fff}
 article.card.sev-bug{border-left-color:#c0392b;background:#fff}article.card.sev-suspect{border-left-color:#d68910;background:#fff}
 article.card.sev-by-design,article.card.sev-noise{background:#fff}
-article.card h3{margin:.3em 0}.new{color:#c0392b;font-weight:700}.missing{color:#999}
+article.card h3{margin:.3em 0}.new{color:#c0392b;font-weight:700}.missing{color:#6e6e6e}
 .plots{display:flex;flex-wrap:wrap;gap:8px}figure.plot-box{margin:0}
 svg.plot{background:#fcfcfc;border:1px solid #eee}svg .plot-title{font-size:12px;font-weight:600}
 svg .tick,svg .value,svg .legend{font-size:10px;fill:#333}svg .axis-label{font-size:11px;fill:#333}svg .no-data{font-size:12px;fill:#888}

@@ -338,6 +338,27 @@ def _png_ink(png: bytes) -> float:
     return ink / (rows * width)
 
 
+LOW_CONTRAST_JS = """
+(() => {
+  const rgb = c => (c.match(/[\\d.]+/g) || []).map(Number);
+  const lum = ([r, g, b]) => [r, g, b].map(v => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; })
+                                     .reduce((s, v, i) => s + v * [0.2126, 0.7152, 0.0722][i], 0);
+  const behind = el => { for (; el; el = el.parentElement) { const c = rgb(getComputedStyle(el).backgroundColor);
+                           if (c.length === 3 || c[3] > 0.5) return c.slice(0, 3); } return [255, 255, 255]; };
+  const bad = [];
+  for (const el of document.querySelectorAll('body *')) {
+    if (el.closest('svg') || !getComputedStyle(el).visibility.startsWith('visible')) continue;
+    const own = [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
+    if (!own || !el.getClientRects().length) continue;
+    const [a, b] = [lum(rgb(getComputedStyle(el).color).slice(0, 3)), lum(behind(el))];
+    const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+    if (ratio < 4.5) bad.push(`${el.tagName.toLowerCase()}.${el.className}: ${el.textContent.trim().slice(0, 40)} (${ratio.toFixed(2)})`);
+  }
+  return bad;
+})()
+"""
+
+
 def _open_and_check(browser: Chromium, html_path: Path, shot: Path) -> dict:
     target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
     session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
@@ -359,6 +380,14 @@ def _open_and_check(browser: Chromium, html_path: Path, shot: Path) -> dict:
         "drawn_plots": js("[...document.querySelectorAll('svg.plot')].filter(s => s.getBoundingClientRect().width > 100 && s.getBoundingClientRect().height > 50 && s.querySelectorAll('rect,circle,path,text').length > 2).length"),
         "scripts": js("document.scripts.length"),
     }
+    # Text a reader cannot read (issue 35: the bug card was dark text on red): every element with
+    # its own text, its colour against the first opaque background behind it (WCAG's contrast
+    # ratio; 4.5 for body text). And every plot title inside its plot (an SVG text does not wrap).
+    facts["low_contrast"] = js(LOW_CONTRAST_JS)
+    facts["clipped_titles"] = js(
+        "[...document.querySelectorAll('svg.plot')].flatMap(svg => [...svg.querySelectorAll('text.plot-title')]"
+        ".filter(t => { const b = t.getBBox(); return b.x < 0 || b.x + b.width > svg.viewBox.baseVal.width; })"
+        ".map(t => t.textContent))")
     png = base64.b64decode(browser.send("Page.captureScreenshot", {"format": "png"}, session=session)["data"])
     shot.write_bytes(png)
     facts["ink"] = _png_ink(png)
@@ -385,8 +414,13 @@ def test_a_real_campaign_s_page_in_headless_chromium(tmp_path):
     if binary is None:
         pytest.skip("needs Debian's chromium (apt-get install -y chromium)")
     out = tmp_path / "campaign"
+    # `--ops linear`: every drawn graph has a bfloat16 output for ulp_bump to bump, with or without
+    # autocast. Without it, a slot's first draw is Hypothesis's simplest graph (batch_norm_eval
+    # under bf16 autocast, whose output stays float32), and with 4 inputs per compile a 2-slot run of
+    # 6 cases compiles nothing else: 0 buckets. `--workers 2`: the same slots on any host.
     r = subprocess.run(
         [sys.executable, "-m", "divfuzz.fuzzer", "fuzz", "--device", "cpu", "--max-cases", "6", "--seed", "2", "--dtypes", "bfloat16",
+         "--ops", "linear", "--workers", "2",
          "--backend", "divfuzz.fuzzer.engine.planted:ulp_bump", "--no-minimize", "--no-live", "--out", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
@@ -412,6 +446,8 @@ def test_a_real_campaign_s_page_in_headless_chromium(tmp_path):
             assert facts["cards"] == expected_cards
             assert facts["plots"] == source.count('<svg class="plot"') >= 5
             assert facts["drawn_plots"] == facts["plots"]
+            assert facts["low_contrast"] == [], facts["low_contrast"]
+            assert facts["clipped_titles"] == [], facts["clipped_titles"]
             assert facts["ink"] > 0.01, f"screenshot {page.with_suffix('.png')} looks blank ({facts['ink']:.4f} ink)"
         # `divfuzz diff --html` of the hostile store against the campaign's: the same shell, checked the same way
         from divfuzz.reports.diff import diff_html, diff_sides, side_from_store
@@ -428,6 +464,24 @@ def test_a_real_campaign_s_page_in_headless_chromium(tmp_path):
         assert facts["errors"] == [] and facts["requests"] == [facts["url"]] and facts["scripts"] == 0, facts
         assert facts["ink"] > 0.01
         assert diff_page.read_text().count("<tr data-key=") == len(diffed.new_buckets) + len(diffed.gone) + len(diffed.changed) > 0
+        # Long plot titles (the scatter's note on points it cannot draw, a long output name) stay
+        # inside their plots: wrapped onto a second line, then cut, the whole title on hover.
+        from divfuzz.reports import plots
+        from divfuzz.reports.html import page_shell
+
+        long_titles = page_shell("plots", "".join([
+            plots.scatter("s1", "float16: element errors vs fp64, ULP (1024 shown)", [(0.0, 1.0), (2.0, 3.0), (float("nan"), 1.0)] * 9,
+                          x_label="eager error (ULP)", y_label="compiled error (ULP)", diagonal=True),
+            plots.bar_chart("b1", "grad:x0_with_a_long_input_name WWWWWWWWWWWWWWWWWWWWWWWWWWWW: compiled vs eager distance, ULP "
+                            + "and more words " * 12, [("1", 3.0), ("2", 1.0)], x_label="ULP distance", y_label="elements"),
+            plots.hbar_chart("h1", "where a case's time goes (12345 cases), over every stage of every worker of the campaign",
+                             [("compile", (3.0,)), ("eager", (1.0,))], series=("seconds",), x_label="seconds"),
+        ]))
+        titles_page = tmp_path / "titles.html"
+        titles_page.write_text(long_titles)
+        facts = _open_and_check(browser, titles_page, titles_page.with_suffix(".png"))
+        assert facts["errors"] == [] and facts["drawn_plots"] == facts["plots"] == 3, facts
+        assert facts["clipped_titles"] == [], facts["clipped_titles"]
         # The checks can fail: a page with a script and a remote image is caught (the page's own
         # Content-Security-Policy refuses both, and says so on the console).
         planted = hostile.parent / "planted.html"

@@ -94,8 +94,8 @@ def test_out_under_a_regular_file_exits_2_before_any_work(tmp_path):
     blocker.write_text("keep me\n")
     for args in (
         ("fuzz", "--device", "cpu", "--max-cases", "1", "--out", str(blocker / "out")),
-        ("minimize", str(SPEC), "--device", "cpu", "--out", str(blocker / "out")),
-        ("minimize", "--module", "nowhere.py:make", "--device", "cpu", "--out", str(blocker / "out")),
+        ("minimize", str(SPEC), "--device", "cpu", "--repro-dir", str(blocker / "out")),
+        ("minimize", "--module", "nowhere.py:make", "--device", "cpu", "--repro-dir", str(blocker / "out")),
         ("gate", "--device", "cpu", "--corpus", str(ROOT / "corpus"), "--repro-dir", str(blocker / "r")),
     ):
         t0 = time.perf_counter()
@@ -137,7 +137,7 @@ def test_out_on_a_read_only_file_system_exits_2_saying_so(mount_point):
     _mount_tmpfs(mount_point, "ro,size=1m")
     for args in (
         ("fuzz", "--device", "cpu", "--max-cases", "1", "--out", str(mount_point / "out")),
-        ("minimize", str(SPEC), "--device", "cpu", "--out", str(mount_point / "out")),
+        ("minimize", str(SPEC), "--device", "cpu", "--repro-dir", str(mount_point / "out")),
     ):
         result = invoke(*args)
         assert result.exit_code == 2, result.output
@@ -200,8 +200,8 @@ def test_report_and_minimize_refuse_another_application_s_sqlite_file_byte_ident
     before = foreign_store(tmp_path / STORE_NAME)
     result = _report(tmp_path)
     assert result.exit_code == 2 and "not a divfuzz store" in flat(result.output)
-    # Own attack: `minimize CASE-ID --store DIR` opened it for writing (WAL mode, divfuzz's tables).
-    result = invoke("minimize", "1", "--store", str(tmp_path), "--device", "cpu", "--out", str(tmp_path / "min"))
+    # Own attack: `minimize CASE-ID --out DIR` opened it for writing (WAL mode, divfuzz's tables).
+    result = invoke("minimize", "1", "--out", str(tmp_path), "--device", "cpu", "--repro-dir", str(tmp_path / "min"))
     assert result.exit_code == 2 and "not a divfuzz store" in flat(result.output)
     result = invoke("fuzz", "--device", "cpu", "--max-cases", "1", "--out", str(tmp_path))
     assert result.exit_code == 2 and "not a divfuzz store" in flat(result.output)

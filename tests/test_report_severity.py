@@ -60,8 +60,9 @@ def test_report_lists_bug_first_then_suspect_and_folds_the_rest_by_culprit(tmp_p
     assert text.index("int-valued-wrong detail 4") < text.index("many-ulps detail 3")
     folded = [line for line in text.splitlines() if line.startswith(("- by-design", "- noise"))]
     # not minimized: each bucket is a root cause of its own, folded by culprit with the others
-    assert folded[0] == "- by-design: inductor: emulate_precision_casts removes it: 2 buckets, 2 cases, 2 root causes (buckets 1, 2)"
-    assert folded[1].startswith("- noise: inductor (no single subsystem): 1 buckets, 1 cases, 1 root causes")
+    assert folded[0] == ("- by-design, culprit inductor: emulate_precision_casts removes it: 2 buckets, 2 cases, 2 root causes "
+                         "(buckets 1, 2)")
+    assert folded[1].startswith("- noise, culprit inductor (no single subsystem): 1 buckets, 1 cases, 1 root causes")
 
 
 def test_min_severity_hides_what_is_below_it(tmp_path):

@@ -63,7 +63,7 @@ from divfuzz.fuzzer.campaign.case_steps import (
     store_case,
     write_new_bucket_folder,
 )
-from divfuzz.fuzzer.campaign.sizing import SlotDevice, size_analysis_workers, slot_devices
+from divfuzz.fuzzer.campaign.sizing import SlotDevice, resolve_workers, size_analysis_workers, slot_devices
 from divfuzz.records.backends import ALL_DTYPES, capabilities_of
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.errors import ConfigError, DivfuzzError, InternalError
@@ -878,7 +878,7 @@ class PendingOutcome:
     left: int  # still pending (the budget ran out)
 
 
-def finish_pending(out_dir: Path, *, budget_s: float, workers: int = 1, timeout_s: float = 300.0,
+def finish_pending(out_dir: Path, *, budget_s: float, workers: int | str = 1, timeout_s: float = 300.0,
                    minimize_budget_s: float = 120.0, log: Callable[[str], None] | None = None,
                    cli_backend: str | None = None) -> PendingOutcome:
     """`divfuzz minimize --pending`: finish the analyses a campaign left pending in `out_dir`'s
@@ -894,7 +894,7 @@ def finish_pending(out_dir: Path, *, budget_s: float, workers: int = 1, timeout_
 
     path = out_dir / STORE_NAME
     if not path.exists():
-        raise ConfigError(f"{path}: no campaign store here (--pending finishes a campaign's analyses; use --store DIR)")
+        raise ConfigError(f"{path}: no campaign store here (--pending finishes a campaign's analyses; use --out DIR, the campaign folder)")
     lock = CampaignLock(path)
     lock.acquire()
     store = Store(path, create=False)
@@ -926,7 +926,8 @@ def finish_pending(out_dir: Path, *, budget_s: float, workers: int = 1, timeout_
         errors: list[BaseException] = []
         for (device, config_json, strict, oracle, perf_margin), jobs in groups.items():
             config = CompileConfig.from_dict(json.loads(config_json))
-            places = campaign_slot_devices(device, max(1, min(workers, len(jobs))))
+            count = resolve_workers(workers, device)[0] if workers == "auto" else workers  # auto: sized as `fuzz` sizes its slots
+            places = campaign_slot_devices(device, max(1, min(count, len(jobs))))
             analyzer = BucketAnalyzer(device=places[0].worker_device, config=config, strict=strict, budget_s=minimize_budget_s,
                                       timeout_s=timeout_s, oracle=oracle, perf_margin=perf_margin, log=None,
                                       span_factor=schedule.ANALYSIS_SPAN_FACTOR)

@@ -58,8 +58,8 @@ def _open_side(text: str, name: str):
 
 
 @click.command(cls=DivfuzzCommand)
-@click.argument("old")
-@click.argument("new")
+@click.argument("old", metavar="OLD")
+@click.argument("new", metavar="NEW")
 @click.option("--json", "as_json", is_flag=True, help="Print the diff as JSON.")
 @click.option("--markdown", "as_markdown", is_flag=True, help="Print the diff as markdown.")
 @click.option("--any-device", is_flag=True, help="Match buckets across device types (a CPU store against a GPU store).")

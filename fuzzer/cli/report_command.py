@@ -14,14 +14,15 @@ from divfuzz.records.errors import ConfigError, StoreError
 
 
 @click.command(cls=DivfuzzCommand)
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("divfuzz-out"), show_default=True)
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("divfuzz-out"), show_default=True,
+              metavar="DIR", help="The campaign folder whose store is reported (as `divfuzz fuzz --out`).")
 @click.option("--run", "run_id", type=RUN_ID, default=None, help="Only buckets seen in this run.")
 @click.option("--min-severity", type=SEVERITY_CHOICE, default="noise", show_default=True, help="Hide buckets below this severity.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write one self-contained HTML page (plots, cards, no network) to this file instead of markdown.")
 @click.option("--new-only", is_flag=True, default=False,
               help="With --min-severity: only root causes that match no known upstream bug (corpus/known-bugs.json).")
-@click.option("--bucket", "bucket_id", type=click.IntRange(min=1), default=None,
+@click.option("--bucket", "bucket_id", type=click.IntRange(min=1), default=None, metavar="N",
               help="Only this bucket, with all its plots (needs --html or --issue): what a compact card's command draws.")
 @click.option("--issue", "issue", is_flag=True, default=False,
               help="With --bucket: print the bucket's issue.md (PyTorch's torch.compile bug template, issue.py inline), ready to paste.")

@@ -23,6 +23,7 @@ import multiprocessing as mp
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 from dataclasses import dataclass, replace
@@ -141,12 +142,34 @@ def key_compile_caches_by_cpu_isa() -> str:
     return compiler_config.cache_key_tag
 
 
+def _tqdm_lock_without_a_semaphore() -> None:
+    """torch.fx's Interpreter opens a tqdm bar (disabled) on every run, and tqdm's first bar makes
+    its global lock a multiprocessing RLock: a named semaphore, registered with multiprocessing's
+    resource tracker. A worker killed mid-case (Ctrl-C, a timeout, the end of a campaign) never
+    unregisters it, and the tracker warned "leaked semaphore objects" on the user's terminal at
+    exit. A worker draws no bars shared with other processes: a thread lock is enough."""
+    try:
+        from tqdm import tqdm
+    except ImportError:  # no tqdm: nothing to replace
+        return
+    tqdm.set_lock(threading.RLock())
+
+
 def _worker_main(conn, device: str, extra_env: dict, parent_env: dict | None = None, output_path: str | None = None) -> None:
     """The worker's loop: import torch once (a worker forked from the warm template has it
     already: `parent_env` is then the environment it adopts), then execute cases until told to stop.
-    With `output_path`, everything the process prints goes there (`redirect_output`)."""
+    With `output_path`, everything the process prints goes there (`redirect_output`). A parent
+    that has gone (its end of the pipe closed: interrupted, or killed) ends the worker quietly:
+    there is no one to answer, and a traceback would land on the user's terminal."""
     if output_path is not None:
         redirect_output(output_path)
+    try:
+        _serve(conn, device, extra_env, parent_env)
+    except (BrokenPipeError, ConnectionResetError):
+        return
+
+
+def _serve(conn, device: str, extra_env: dict, parent_env: dict | None) -> None:
     _detach_from_terminal_signals()
     if parent_env is not None:
         warm_template.adopt_environment(parent_env, extra_env)
@@ -180,6 +203,7 @@ def _worker_main(conn, device: str, extra_env: dict, parent_env: dict | None = N
         torch.cuda.init()
     else:
         key_compile_caches_by_cpu_isa()
+    _tqdm_lock_without_a_semaphore()
     conn.send({"ready": True, "pid": os.getpid()})
     while True:
         try:
@@ -276,6 +300,7 @@ class Worker:
         ctx, why_spawned = (None, "aborted") if self.aborted else warm_template.context_for(self.device, self.extra_env)
         if ctx is not None:
             try:
+                warm_template.ensure_server_running()  # here, not inside `Process.start`: signals blocked while it spawns
                 self._start_in(ctx, args=(self.device, self.extra_env, dict(os.environ), self._output_path()))
             except Exception as e:  # a dead or broken template: EOFError, OSError, a child that exited
                 self.kill()
@@ -297,7 +322,12 @@ class Worker:
         self.process.start()
         child.close()
         self.conn = parent
-        if not parent.poll(STARTUP_TIMEOUT_S):
+        try:
+            ready = parent.poll(STARTUP_TIMEOUT_S)
+        except KeyboardInterrupt:  # interrupted while it starts: it goes now, not at exit
+            self.kill()
+            raise
+        if not ready:
             self.stop()
             raise RuntimeError(f"divfuzz worker for {self.device} did not start within {STARTUP_TIMEOUT_S:.0f} s")
         try:

@@ -53,17 +53,14 @@ from divfuzz.records.config import CompileConfig
 from divfuzz.records.reference_rules import BINARY, COMPARE, EXPLICIT_CAST_METHODS, MUL_DIV, eager_rounds_scalar, round_scalar
 from divfuzz.records.culprit import Culprit, NOT_ATTRIBUTED, summarize
 from divfuzz.records.errors import ConfigError
+from divfuzz.fuzzer.triage.module_ref import parse_module_ref
 
 
 
 def load_user_module(ref: str):
     """`path/to/file.py:NAME` -> NAME() (the user's own code runs here, by their request)."""
-    path, sep, name = ref.rpartition(":")
-    if not sep or not path.endswith(".py") or not name:
-        raise ConfigError(f"Expected --module path/to/file.py:NAME but got {ref!r}")
-    file = Path(path)
-    if not file.is_file():
-        raise ConfigError(f"--module {ref!r}: no file {path}")
+    file, name = parse_module_ref(ref)
+    path = str(file)
     spec = importlib.util.spec_from_file_location(f"divfuzz_user_{file.stem}", file)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
