@@ -26,7 +26,7 @@ import torch
 from divfuzz.generators.build import make_inputs
 from divfuzz.generators.ops import DTYPE_CODE
 from divfuzz.generators.spec import GraphSpec
-from divfuzz.reports.repro import _ident, int_literal
+from divfuzz.reports.repro import graph_name, int_literal
 
 # Inputs of at most this many elements are written as literal values.
 LITERAL_MAX = 16
@@ -161,7 +161,7 @@ def input_lines(spec: GraphSpec, device: str) -> IssueInputs:
         how = "written as literals (the exact bits divfuzz used)"
     blob = bytearray()
     for i, (t, value) in enumerate(zip(spec.inputs, values)):
-        name = _ident(t.name)
+        name = graph_name(t.name)
         grad = ".requires_grad_()" if t.requires_grad else ""
         if i not in drawn:
             lines.append(f"{name} = {literal_code(value, device)}{grad}")

@@ -32,7 +32,7 @@ from divfuzz.records.config import BACKEND_IMPORT_PATH, BACKEND_NAME, COMPARED_C
 from divfuzz.records.outcomes import COMPILER_FAILURES
 from divfuzz.records.severity import Severity
 from divfuzz.reports.issue_inputs import input_lines
-from divfuzz.reports.repro import _ident, docstring_literal, int_literal
+from divfuzz.reports.repro import graph_name, docstring_literal, int_literal
 
 if TYPE_CHECKING:
     from divfuzz.records.config import CompileConfig
@@ -87,14 +87,14 @@ def _names(spec: GraphSpec) -> dict[str, str]:
     taken = {t.name for t in spec.inputs} | {n.name for n in spec.nodes}
     out = {}
     for name in taken:
-        new = _ident(name)
+        new = graph_name(name)
         while new in SCRIPT_NAMES or (new != name and new in taken):
             new += "_"
         out[name] = new
     return out
 
 
-def _setting_lines(config: "CompileConfig", device: str) -> list[str]:
+def setting_lines(config: "CompileConfig", device: str) -> list[str]:
     """`torch._inductor.config.KEY = VALUE` for each Inductor setting the case ran under that
     differs from this torch's default (keys from `INDUCTOR_SWITCHES`, values by `repr`); on CUDA
     also the compared-compile settings that choose a reduction's kernel (not the timing-only ones)."""
@@ -170,7 +170,7 @@ def _model_lines(spec: GraphSpec, names: dict[str, str], device_type: str) -> tu
     return lines, takes_ref
 
 
-def _check_lines(rule: str, dtype: str) -> list[str]:
+def check_lines(rule: str, dtype: str) -> list[str]:
     """The comparison of `eager`, `compiled` and `ref` (one output each) for a numeric bug rule."""
     if rule == "float-gross-worse":
         floor = GROSS_MIN_ULPS_BY_DTYPE.get(dtype, GROSS_MIN_ULPS)
@@ -269,7 +269,7 @@ def render_issue_script(spec: GraphSpec, *, device: str, config: "CompileConfig"
                 f"{pad}ref = {ref_call}[{k}]{tail}",
             ]
     if rule not in ERROR_RULES and rule != "output-type-mismatch":
-        run += _check_lines(rule, dtype)
+        run += check_lines(rule, dtype)
     imports = ["import torch"]
     if any("F." in line for line in model):
         imports.append("import torch.nn.functional as F")
@@ -281,9 +281,9 @@ def render_issue_script(spec: GraphSpec, *, device: str, config: "CompileConfig"
                            f"signal.alarm({HANG_S})"]
     what = check_words(rule, dtype)
     backend = config.backend if BACKEND_NAME.fullmatch(config.backend) else "a custom backend"
-    doc = _one_line_doc(f"torch.compile ({backend}, {device}): {spec.op_signature().replace('+', ', ')}. "
+    doc = one_line_doc(f"torch.compile ({backend}, {device}): {spec.op_signature().replace('+', ', ')}. "
                         + _headline(rule, what))
-    lines = [doc, *imports, *_setting_lines(config, device), *before, *inputs.lines, *model, *run]
+    lines = [doc, *imports, *setting_lines(config, device), *before, *inputs.lines, *model, *run]
     return IssueScript("\n".join(lines) + "\n", dict(inputs.files), what, inputs.how)
 
 
@@ -296,7 +296,7 @@ def _headline(rule: str, what: str) -> str:
     return f"Exits 1 while {what}."
 
 
-def _one_line_doc(text: str) -> str:
+def one_line_doc(text: str) -> str:
     """`text` as a one-line docstring (escaped as `docstring_literal` escapes it)."""
     return docstring_literal(text).replace("\n\"\"\"", '"""')
 

@@ -21,7 +21,7 @@ from divfuzz.records.config import CompileConfig
 from divfuzz.records.severity import Severity
 from divfuzz.reports.issue_inputs import LITERAL_MAX, literal_code
 from divfuzz.reports.issue_markdown import Subject
-from divfuzz.reports.issue_script import CHECKS, IssueScript, _check_lines, _one_line_doc, _setting_lines, check_words
+from divfuzz.reports.issue_script import CHECKS, IssueScript, check_lines, one_line_doc, setting_lines, check_words
 from divfuzz.reports.module_repro import RUNGS
 
 if TYPE_CHECKING:
@@ -83,13 +83,13 @@ def render_module_issue_script(gm, ref_gm, inputs, *, before: str, rung: str, de
         head.append("from pathlib import Path")
         lines.insert(0, f"raw = (Path(__file__).parent / {MODULE_INPUTS_FILE!r}).read_bytes()  # the captured inputs (little-endian)")
     what = check_words(reason.rule, dtype)
-    doc = _one_line_doc(f"torch.compile ({rung}, {device}): a graph reduced from a user's model, {before} vs {rung}. "
+    doc = one_line_doc(f"torch.compile ({rung}, {device}): a graph reduced from a user's model, {before} vs {rung}. "
                         f"Exits 1 while {what}.")
     leaves = "torch.utils._pytree.tree_leaves"  # output k is the k-th tensor of the graph's outputs, flattened
     run = ["with torch.no_grad():", f"    eager = {leaves}({eager}({call}))[{k}]  # {before}",
            f"    compiled = {leaves}({compiled}({call}))[{k}]", f"    ref = {leaves}(Ref()({ref_call}))[{k}]  # in float64"]
-    text = "\n".join([doc, *head, *_setting_lines(CompileConfig(backend=rung), device), *lines, *_class_lines("Repro", gm),
-                      *_class_lines("Ref", ref_gm), *run, *_check_lines(reason.rule, dtype)]) + "\n"
+    text = "\n".join([doc, *head, *setting_lines(CompileConfig(backend=rung), device), *lines, *_class_lines("Repro", gm),
+                      *_class_lines("Ref", ref_gm), *run, *check_lines(reason.rule, dtype)]) + "\n"
     how = ("written as literals (the captured values)" if all(t.numel() <= LITERAL_MAX for t in inputs)
            else f"read from `{MODULE_INPUTS_FILE}` beside the script (the captured values: a user's inputs have no seed)")
     return IssueScript(text, {}, what, how)

@@ -214,7 +214,7 @@ _DTYPE_CODE = {d: f"torch.{d}" for d in ("float32", "bfloat16", "float16", "floa
 _RECIPE_FUNCS = {name: name for name in (*recipes.RECIPES, *recipes.INITS)}
 
 
-def _ident(name: str) -> str:
+def graph_name(name: str) -> str:
     """A graph value's name, printed only once it is a safe identifier."""
     problem = name_problem(name)
     if problem:
@@ -266,7 +266,7 @@ def node_expression(op, args: list[str], params: dict, cpu_ref_params: dict, oth
 
 def graph_code(spec: GraphSpec) -> str:
     """The graph as a Python function `model(*inputs, ref=False)`."""
-    args = ", ".join(_ident(t.name) for t in spec.inputs)
+    args = ", ".join(graph_name(t.name) for t in spec.inputs)
     lines = [f"def model({args}, ref=False):"]
     lines.append("    D = lambda d: torch.float64 if ref and d.is_floating_point else d")
     indent = "    "
@@ -275,10 +275,10 @@ def graph_code(spec: GraphSpec) -> str:
         indent = "        "
     for n in spec.nodes:
         op = get_op(n.op)
-        args = [_ident(i) for i in n.inputs]
+        args = [graph_name(i) for i in n.inputs]
         params = {d: reference_params(spec, n, d) for d in ("cpu", "cuda")}
-        lines.append(f"{indent}{_ident(n.name)} = {node_expression(op, args, n.kwargs, params['cpu'], params['cuda'])}")
-    lines.append(f"    return ({', '.join(_ident(o) for o in spec.outputs)},)")
+        lines.append(f"{indent}{graph_name(n.name)} = {node_expression(op, args, n.kwargs, params['cpu'], params['cuda'])}")
+    lines.append(f"    return ({', '.join(graph_name(o) for o in spec.outputs)},)")
     return "\n".join(lines)
 
 
@@ -290,8 +290,8 @@ def inputs_code(spec: GraphSpec) -> str:
         make = _RECIPE_FUNCS[spec.recipe.kind if t.init == "data" else t.init]
         grad = ".requires_grad_(True)" if t.requires_grad else ""
         shape = repr(tuple(int(int_literal(d)) for d in t.shape))
-        body.append(f"    {_ident(t.name)} = {make}({shape}, g).to({_DTYPE_CODE[t.dtype]}).to(device){grad}")
-    body.append(f"    return [{', '.join(_ident(t.name) for t in spec.inputs)}]")
+        body.append(f"    {graph_name(t.name)} = {make}({shape}, g).to({_DTYPE_CODE[t.dtype]}).to(device){grad}")
+    body.append(f"    return [{', '.join(graph_name(t.name) for t in spec.inputs)}]")
     return "\n\n".join(f.rstrip() for f in funcs) + "\n\n\n" + "\n".join(body)
 
 

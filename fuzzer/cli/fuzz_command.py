@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 import json
 import sys
 import time
@@ -442,6 +444,4 @@ def summary_screen(result, buckets, *, elapsed: float, width: int, min_severity:
 def wrap_line(text: str, width: int) -> list[str]:
     """`text` on lines of at most `width` columns, the ones after the first indented by two;
     a word longer than a line (a path) is split rather than let past the edge."""
-    import textwrap
-
     return textwrap.wrap(text, width=max(20, width), subsequent_indent="  ", break_on_hyphens=False) or [""]

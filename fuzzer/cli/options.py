@@ -5,6 +5,9 @@ commands themselves (they import this).
 
 from __future__ import annotations
 
+import ast
+import importlib.util
+
 import errno
 import os
 import re
@@ -139,9 +142,6 @@ def check_device_early(device: str) -> None:
 def _torch_build() -> dict | None:
     """The installed torch's `torch/version.py` literals (`__version__`, `cuda`, `hip`), read as
     data without importing torch; None when it cannot be read so."""
-    import ast
-    import importlib.util
-
     try:
         found = importlib.util.find_spec("torch")
         folders = list(found.submodule_search_locations or []) if found else []

@@ -149,6 +149,7 @@ def _tqdm_lock_without_a_semaphore() -> None:
     unregisters it, and the tracker warned "leaked semaphore objects" on the user's terminal at
     exit. A worker draws no bars shared with other processes: a thread lock is enough."""
     try:
+        # lazy: optional extra: tqdm comes with torch's dependencies, not divfuzz's; imported in the worker only
         from tqdm import tqdm
     except ImportError:  # no tqdm: nothing to replace
         return

@@ -42,6 +42,7 @@ from divfuzz.reports.issue_markdown import render_issue_markdown
 from divfuzz.reports.module_issue import module_subject, render_module_issue_script
 from divfuzz.reports.module_repro import RUNGS, render_module_repro
 from divfuzz.fuzzer.engine.compile import compiled
+from divfuzz.fuzzer.engine.environment import environment_versions
 from divfuzz.fuzzer.triage.attribute import bisect_result_of
 from divfuzz.fuzzer.triage.capture import capture_user_case, write_capture
 from divfuzz.fuzzer.triage.fx_bypass import bypass_reduce, count_ops
@@ -663,9 +664,6 @@ def _write_issue(folder: Path, gm, inputs, *, before: str, rung: str, device: st
         return
     subject = module_subject(gm, inputs)
     known = known_lines(_KnownProbe(subject.ops, subject.dtypes), reason, device=device, culprit=culprit.get("summary"))
-    # lazy: torch is loaded here already; the versions are read in this process, which ran the graph
-    from divfuzz.fuzzer.engine.environment import environment_versions
-
     (folder / ISSUE_SCRIPT).write_text(script.text)
     (folder / ISSUE_MARKDOWN).write_text(render_issue_markdown(
         subject, script, device=device, reason=reason, verdict=verdict, culprit=culprit,
