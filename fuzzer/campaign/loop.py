@@ -70,6 +70,7 @@ from divfuzz.records.errors import ConfigError, DivfuzzError, InternalError
 from divfuzz.fuzzer.store import STORE_NAME, CampaignLock, Store
 from divfuzz.fuzzer.engine.environment import environment_versions
 from divfuzz.fuzzer.engine import warm_template
+from divfuzz.fuzzer.engine.compile_cache import private_compile_cache
 from divfuzz.fuzzer.engine.bucketing import severity_under
 from divfuzz.fuzzer.engine.worker import Worker
 from divfuzz.generators.coverage import DrawCounts
@@ -80,7 +81,6 @@ from divfuzz.generators.strategies import graph_specs, perf_graph_specs
 from divfuzz.records.outcomes import ends_group
 from divfuzz.records.severity import Severity
 from divfuzz.records.verdict import Verdict
-from divfuzz.reports.files import child_path, slugify
 
 
 # Cases per Hypothesis engine. Hypothesis bounds each pass of its target optimiser (a quarter of
@@ -230,24 +230,17 @@ class CampaignResult:
 MIN_ANALYSIS_S = schedule.MIN_ANALYSIS_S
 
 
-# The workers' Inductor (and Triton) cache, beside the store: `compile_cache_env`.
-COMPILE_CACHE = "compile-cache"
-
-
-def compile_cache_env(out_dir: Path, versions: dict, device: str) -> dict:
-    """The workers' `TORCHINDUCTOR_CACHE_DIR`: `out_dir/compile-cache/torch-<version>-<device>`, so
-    that a nightly store's compiles outlive the night (a resume, `--replay-known`, each analysis's
-    recompile of its case, the next night's repeats) where /tmp does not, and never mix torch
-    versions or devices (Triton's cache lives inside it unless TRITON_CACHE_DIR is set; CPU
-    kernels are also keyed by their vector ISA, `worker.key_compile_caches_by_cpu_isa`). The user's
-    own TORCHINDUCTOR_CACHE_DIR wins: {} then. Names are slugs under `out_dir` (`child_path`)."""
+def compile_cache_env(versions: dict, device: str) -> dict:
+    """The workers' `TORCHINDUCTOR_CACHE_DIR`: this user's own folder for this torch version and
+    device (`divfuzz.fuzzer.engine.compile_cache.private_compile_cache`), never a folder beside the
+    store: a store is data from anyone, and Inductor runs code from its cache (issue 40). It outlives
+    a night where /tmp does not (a resume, `--replay-known`, each analysis's recompile of its case,
+    the next night's repeats); Triton's cache lives inside it unless TRITON_CACHE_DIR is set; CPU
+    kernels are also keyed by their vector ISA, `worker.key_compile_caches_by_cpu_isa`. The user's
+    own TORCHINDUCTOR_CACHE_DIR wins: {} then."""
     if user_compile_cache() is not None:
         return {}
-    where = f"cuda-{versions.get('gpu')}" if device.startswith("cuda") else f"cpu-{versions.get('cpu_capability')}"
-    name = slugify(f"torch-{versions.get('torch')}-{where}".replace(".", "_"), limit=100)
-    root = child_path(out_dir, COMPILE_CACHE, what="the compile cache folder")
-    root.mkdir(exist_ok=True)
-    return {"TORCHINDUCTOR_CACHE_DIR": str(child_path(root, name, what="the compile cache folder"))}
+    return {"TORCHINDUCTOR_CACHE_DIR": str(private_compile_cache(versions, device))}
 
 
 def user_compile_cache() -> str | None:
@@ -332,9 +325,9 @@ class Campaign:
                 options=opts.identity(),
                 versions=versions,
             )
-            # Every worker here (slots and analyses) gets its share of the cores and the compile cache beside the store.
+            # Every worker here (slots and analyses) gets its share of the cores and this user's own compile cache.
             self.worker_env = {"DIVFUZZ_WORKER_THREADS": str(max(1, (os.cpu_count() or 1) // max(1, opts.workers))),
-                               **(compile_cache_env(opts.out_dir, versions, opts.device) if fleet is None else {})}
+                               **(compile_cache_env(versions, opts.device) if fleet is None else {})}
         except BaseException:
             if getattr(self, "store", None) is not None:
                 self.store.close()
