@@ -169,11 +169,13 @@ class CampaignOptions:
         } | ({"against": self.against.to_dict()} if self.against else {}) | ({"unguarded_casts": True} if self.unguarded_casts else {}) | (
             {"inputs_per_compile": self.inputs_per_compile} if self.inputs_per_compile != 1 else {})
 
-    def strategy(self):
+    def strategy(self, slot: int = 0):
+        """What slot `slot` draws from: each slot starts its ops at its own place (`graph_specs`'s
+        `op_offset`), so that two slots' first draws (Hypothesis's simplest ones) differ."""
         if self.oracle == "perf":
             return perf_graph_specs(device_type=self.device.split(":")[0], max_ops=self.max_ops, ops=self.ops,
-                                    **({"dtypes": self.dtypes} if self.dtypes else {}))
-        kwargs = {"max_ops": self.max_ops, "ops": self.ops, "guard_casts": not self.unguarded_casts}
+                                    op_offset=slot, **({"dtypes": self.dtypes} if self.dtypes else {}))
+        kwargs = {"max_ops": self.max_ops, "ops": self.ops, "guard_casts": not self.unguarded_casts, "op_offset": slot}
         if self.dtypes:
             kwargs["dtypes"] = self.dtypes
         caps = capabilities_of(self.config.backend, self.against.backend if self.against else None)
@@ -719,7 +721,7 @@ class Campaign:
                 self._stop_drawing()
 
         try:
-            for engine in slot_engines(opts.strategy(), opts.seed, slot, body):
+            for engine in slot_engines(opts.strategy(slot), opts.seed, slot, body):
                 engine()
         except _StopCampaign:
             pass
