@@ -89,3 +89,64 @@ def test_each_slot_draws_its_own_specs_as_a_pure_function_of_seed_and_slot():
             return graph_specs(max_ops=self.max_ops, ops=self.ops, guard_casts=True)
 
     assert _slot_draws(Unrotated(device="cpu", out_dir=Path("unused"), max_cases=30, seed=5, max_ops=4), 0, 12) == draws[0]
+
+
+# ---- 5: a cap on a spec's size in ops --------------------------------------------------------
+
+def _chained_tanh(n: int) -> dict:
+    return {"schema_version": 1,
+            "inputs": [{"name": "x", "shape": [4, 4], "dtype": "float32", "requires_grad": False, "init": "data"}],
+            "nodes": [{"name": f"v{i}", "op": "tanh", "inputs": [f"v{i - 1}" if i > 1 else "x"], "params": {},
+                       "dtype": "float32", "shape": [4, 4]} for i in range(1, n + 1)],
+            "outputs": [f"v{n}"], "recipe": {"kind": "normal", "seed": 0}, "autocast": None, "backward": False}
+
+
+def _invoke(*args):
+    from click.testing import CliRunner
+
+    from divfuzz.fuzzer.cli.main import main
+
+    result = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+    return result.exit_code, " ".join(result.output.split())
+
+
+def test_an_oversized_spec_is_refused_by_replay_corpus_add_and_minimize_pending_never_filed_as_a_hang(tmp_path):
+    """3,000 chained tanh on a 4x4 input: `replay` filed it as "finding: hang, severity: bug",
+    `corpus add` took it (every later gate spent its timeout on it), `minimize --pending` ran it."""
+    import json
+
+    from divfuzz.fuzzer.store import STORE_NAME, Store
+    from divfuzz.generators.validate import MAX_DEPTH, MAX_NODES
+    from divfuzz.records.buckets import BucketKey
+
+    spec = tmp_path / "tanh3000.json"
+    spec.write_text(json.dumps(_chained_tanh(3000)))
+    code, text = _invoke("replay", spec, "--device", "cpu")
+    assert code == 2 and f"{spec}: field 'nodes' holds 3000 nodes, over the cap of {MAX_NODES}" in text, text
+    assert "hang" not in text
+    corpus = tmp_path / "corpus"
+    code, text = _invoke("corpus", "add", spec, "--corpus", corpus)
+    assert code == 2 and str(spec) in text and "field 'nodes'" in text, text
+    assert not corpus.exists() or not any(corpus.rglob("*.json"))
+    deep = tmp_path / "deep.json"  # under the node cap, over the depth cap
+    deep.write_text(json.dumps(_chained_tanh(MAX_DEPTH + 1)))
+    code, text = _invoke("replay", deep, "--device", "cpu")
+    assert code == 2 and f"chain of {MAX_DEPTH + 1} nodes, deeper than the cap of {MAX_DEPTH}" in text, text
+
+    campaign = tmp_path / "campaign"
+    campaign.mkdir()
+    store = Store(campaign / STORE_NAME)
+    try:
+        run_id, _ = store.start_run(seed=0, device="cpu", config={}, options={}, versions={})
+        store.add_case_for_analysis(raw_key=BucketKey("hang", "-", "cpu", "tanh", "Timeout"), severity_for=lambda key: None,
+                                    run_id=run_id, slot=0, idx=0, spec_digest="d", spec_json=spec.read_text(),
+                                    device="cpu", config={"backend": "inductor", "dynamic": False, "mode": None,
+                                                          "inductor": {}},
+                                    verdict={"status": "timeout"}, score=1.0, wall_s=300.0, finding_kind="hang")
+        store.finish_run(run_id)
+    finally:
+        store.close()
+    before = (campaign / STORE_NAME).read_bytes()
+    code, text = _invoke("minimize", "--pending", "--out", campaign, "--device", "cpu")
+    assert code == 2 and "case 1" in text and str(campaign) in text and "field 'nodes'" in text, text
+    assert (campaign / STORE_NAME).read_bytes() == before
