@@ -48,7 +48,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings, target
 
 from divfuzz.fuzzer.campaign import schedule
 from divfuzz.fuzzer.campaign.analysis_pool import AnalysisJob, AnalysisPool
-from divfuzz.fuzzer.campaign.bucket_folders import file_root_cause
+from divfuzz.fuzzer.campaign.bucket_folders import file_root_cause, finish_interrupted_buckets
 from divfuzz.fuzzer.campaign.case_steps import (
     CaseAt,
     CaseRun,
@@ -327,6 +327,8 @@ class Campaign:
                 options=opts.identity(),
                 versions=versions,
             )
+            # What a kill left (a `.tmp-*` folder, a bucket without its folder or its first case) is put right before any draw.
+            finish_interrupted_buckets(self.store, opts.out_dir, timeout_s=opts.timeout_s)
             # Every worker here (slots and analyses) gets its share of the cores and this user's own compile cache.
             self.worker_env = {"DIVFUZZ_WORKER_THREADS": str(max(1, (os.cpu_count() or 1) // max(1, opts.workers))),
                                **(compile_cache_env(versions, opts.device) if fleet is None else {})}

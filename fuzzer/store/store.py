@@ -486,6 +486,23 @@ class Store:
         with self.transaction():
             self.db.execute("UPDATE buckets SET folder=? WHERE id=?", (folder, bucket_id))
 
+    def repair_interrupted_buckets(self) -> list[int]:
+        """After a kill (before a campaign on this store draws): every bucket points at a stored
+        case. One transaction: a bucket whose first case is gone (a case dropped to run again,
+        `_drop_unfinished_case`, while another slot's case had joined its bucket) points at its
+        earliest stored case; a bucket with no stored case left is removed. Returns the ids of the
+        buckets that have no folder recorded, for the caller to write (`bucket_folders`)."""
+        with self.transaction():
+            dangling = self.db.execute(
+                "SELECT b.id, (SELECT min(c.id) FROM cases c WHERE c.bucket_id = b.id) AS earliest FROM buckets b"
+                " WHERE b.first_case_id IS NULL OR NOT EXISTS (SELECT 1 FROM cases c WHERE c.id = b.first_case_id)").fetchall()
+            for row in dangling:
+                if row["earliest"] is None:
+                    self.db.execute("DELETE FROM buckets WHERE id=?", (row["id"],))
+                else:
+                    self.db.execute("UPDATE buckets SET first_case_id=? WHERE id=?", (row["earliest"], row["id"]))
+            return [r["id"] for r in self.db.execute("SELECT id FROM buckets WHERE folder IS NULL ORDER BY id")]
+
     def set_bucket_analysis(self, bucket_id: int, *, minimized: dict | None, culprit: dict | None) -> None:
         with self.transaction():
             self.db.execute(

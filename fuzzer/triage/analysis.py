@@ -270,7 +270,12 @@ def write_bucket(
 ) -> Path:
     """The bucket folder for a minimized case, with `report.md` and `analysis.json`."""
     verdict = analysis.verdict if analysis.verdict is not None else fallback_verdict
-    folder = write_bucket_folder(
+    data = analysis.to_dict()
+    report = render_bug_report(analysis.spec, title=str(key), culprit=data["culprit"], versions=versions, device=device,
+                               config_desc=config.describe(), verdict=verdict, minimized=data["minimized"])
+    # Every file goes into the folder before it is moved into place: a kill never leaves a bucket
+    # folder without its analysis.
+    return write_bucket_folder(
         root,
         knob=perf_knob(analysis.culprit),
         bucket_id=bucket_id,
@@ -282,19 +287,5 @@ def write_bucket(
         case_id=case_id,
         notes=analysis.notes(),
         timeout_s=timeout_s,
+        extra_files={"analysis.json": json.dumps(data, indent=2) + "\n", "report.md": report},
     )
-    data = analysis.to_dict()
-    (folder / "analysis.json").write_text(json.dumps(data, indent=2) + "\n")
-    (folder / "report.md").write_text(
-        render_bug_report(
-            analysis.spec,
-            title=str(key),
-            culprit=data["culprit"],
-            versions=versions,
-            device=device,
-            config_desc=config.describe(),
-            verdict=verdict,
-            minimized=data["minimized"],
-        )
-    )
-    return folder
