@@ -150,3 +150,45 @@ def test_an_oversized_spec_is_refused_by_replay_corpus_add_and_minimize_pending_
     code, text = _invoke("minimize", "--pending", "--out", campaign, "--device", "cpu")
     assert code == 2 and "case 1" in text and str(campaign) in text and "field 'nodes'" in text, text
     assert (campaign / STORE_NAME).read_bytes() == before
+
+
+# ---- 6: messages name the file, the case and the field ---------------------------------------
+
+def _store_with_pending(folder: Path, config: dict) -> None:
+    import json
+
+    from divfuzz.fuzzer.store import STORE_NAME, Store
+    from divfuzz.records.buckets import BucketKey
+    from test_spec_safety import base
+
+    folder.mkdir()
+    store = Store(folder / STORE_NAME)
+    try:
+        run_id, _ = store.start_run(seed=0, device="cpu", config=config, options={}, versions={})
+        store.add_case_for_analysis(raw_key=BucketKey("fp32-ulp", "float32", "cpu", "gelu"), severity_for=lambda key: None,
+                                    run_id=run_id, slot=0, idx=0, spec_digest="d", spec_json=json.dumps(base()),
+                                    device="cpu", config=config, verdict={"status": "diverged"}, score=1.0, wall_s=0.1,
+                                    finding_kind="fp32-ulp")
+        store.finish_run(run_id)
+    finally:
+        store.close()
+
+
+def test_a_stored_mode_with_injected_text_is_refused_naming_the_store_and_the_case(tmp_path):
+    from divfuzz.fuzzer.store import STORE_NAME
+
+    _store_with_pending(tmp_path / "c", {"backend": "inductor", "dynamic": False, "mode": "x'; import os", "inductor": {}})
+    before = (tmp_path / "c" / STORE_NAME).read_bytes()
+    code, text = _invoke("minimize", "--pending", "--out", tmp_path / "c", "--device", "cpu")
+    assert code == 2, text
+    assert f"the stored config of case 1 in {tmp_path / 'c' / STORE_NAME}: mode:" in text, text
+    assert (tmp_path / "c" / STORE_NAME).read_bytes() == before
+
+
+def test_a_timings_file_nested_200000_deep_is_refused_by_name_not_an_internal_error(tmp_path):
+    _store_with_pending(tmp_path / "c", {"backend": "inductor", "dynamic": False, "mode": None, "inductor": {}})
+    timings = tmp_path / "c" / "divfuzz-run1-timings.json"
+    timings.write_text('{"a":' * 200_000 + "1" + "}" * 200_000)
+    code, text = _invoke("bench", "--breakdown", tmp_path / "c")
+    assert code == 2 and "internal error" not in text and "RecursionError" not in text, text
+    assert f"{timings}: not a divfuzz timings file (its JSON is nested deeper than Python reads)" in text, text

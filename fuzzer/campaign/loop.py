@@ -931,7 +931,7 @@ def finish_pending(out_dir: Path, *, budget_s: float, workers: int = 1, timeout_
         for p in store.pending_analyses():
             case = store.case(p.case_id)
             where = f"case {p.case_id} in {path}"
-            config = CompileConfig.from_dict(case.config)
+            config = CompileConfig.from_dict(case.config, where=f"the stored config of {where}")
             check_stored_backend(config.backend, cli_backend, source=where)  # an import path only when named by --backend
             validate_inductor_overrides(dict(config.inductor), where=f"the stored config of {where}")
             run = next(r for r in store.runs() if r["id"] == case.run_id)

@@ -68,9 +68,9 @@ class DivfuzzGroup(click.Group):
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
         except OSError as e:
-            where = f" {e.filename}" if e.filename else ""
+            where = f" {e.filename}:" if e.filename else ""  # no file named: "error: reason", never "error:: reason"
             reason = OS_REASONS.get(e.errno, e.strerror or str(e))
-            console.print(f"[bold red]error:[/]{escape(where)}: {escape(str(reason))} ({type(e).__name__})", markup=True, soft_wrap=True)
+            console.print(f"[bold red]error:[/]{escape(where)} {escape(str(reason))} ({type(e).__name__})", markup=True, soft_wrap=True)
             sys.exit(2)
         except Exception as e:
             log = _internal_failure_log(ctx)
