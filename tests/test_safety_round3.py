@@ -192,3 +192,33 @@ def test_a_timings_file_nested_200000_deep_is_refused_by_name_not_an_internal_er
     code, text = _invoke("bench", "--breakdown", tmp_path / "c")
     assert code == 2 and "internal error" not in text and "RecursionError" not in text, text
     assert f"{timings}: not a divfuzz timings file (its JSON is nested deeper than Python reads)" in text, text
+
+
+# ---- 7: nothing from a file drives the terminal ----------------------------------------------
+
+HOSTILE_TEXT = "bug\x1b]0;pwned\x07\x1b[2J\x1b[31mred\x9b1m\u202egnp.exe"
+
+
+def test_keys_of_a_timings_file_reach_the_terminal_escaped(tmp_path):
+    """`bench --breakdown` printed a timings file's keys raw: they set the window title, cleared
+    the screen and recoloured. Every string the CLI's consoles print is terminal-safe."""
+    import json
+
+    _store_with_pending(tmp_path / "c", {"backend": "inductor", "dynamic": False, "mode": None, "inductor": {}})
+    (tmp_path / "c" / "divfuzz-run1-timings.json").write_text(json.dumps({"pending_by_severity": {HOSTILE_TEXT: 1}}))
+    ran = subprocess.run([sys.executable, "-m", "divfuzz.fuzzer", "bench", "--breakdown", str(tmp_path / "c")],
+                         capture_output=True, text=True, timeout=300)
+    shown = ran.stdout + ran.stderr
+    assert ran.returncode == 0, shown
+    assert "bug\\x1b]0;pwned" in shown and "\\x9b1m" in shown and "\\u202egnp" in shown, shown
+    assert not any(c in shown for c in "\x1b\x07\x9b\u202e"), repr(shown)
+
+
+def test_terminal_safe_escapes_every_control_and_bidi_character_and_keeps_the_rest():
+    from divfuzz.reports.terminal import terminal_safe
+
+    assert terminal_safe("plain text, tabs\tand\nnewlines; é, ü, 漢字, ✓") == "plain text, tabs\tand\nnewlines; é, ü, 漢字, ✓"
+    unsafe = [chr(c) for c in [*range(0x00, 0x09), *range(0x0b, 0x20), *range(0x7f, 0xa0)]] + ["\u202e", "\u2066", "\u200f", "\ufeff"]
+    for c in unsafe:
+        shown = terminal_safe(f"a{c}b")
+        assert c not in shown and shown.startswith("a\\") and shown.endswith("b"), repr(shown)
