@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS_SPEC = sorted((ROOT / "corpus" / "specs").glob("*.json"))[0]
 
@@ -222,3 +224,88 @@ def test_terminal_safe_escapes_every_control_and_bidi_character_and_keeps_the_re
     for c in unsafe:
         shown = terminal_safe(f"a{c}b")
         assert c not in shown and shown.startswith("a\\") and shown.endswith("b"), repr(shown)
+
+
+# ---- 8: a large store's report is bounded ------------------------------------------------------
+
+def _big_verdict() -> dict:
+    from divfuzz.records.outcomes import Status
+    from divfuzz.records.verdict import FloatComparison, OutputVerdict, Verdict
+
+    f = FloatComparison(dtype="bfloat16", numel=4096, n_diff=9, max_ulp=3, ulp_histogram=(("1", 5), ("2", 4)),
+                        nan_inf_mismatch=0, triage="compiled-worse", n_worse=9, n_closer=0, rmse_eager=1e-3,
+                        rmse_compiled=4e-3, max_abs_diff=0.02, error_sample=tuple((0.25 + i, 3.0 + i) for i in range(64)))
+    outputs = tuple(OutputVerdict(f"v{i}", float_cmp=f) for i in range(8))
+    return Verdict(Status.DIVERGED, outputs=outputs, timings=(("compile", 0.8), ("eager", 0.1))).to_dict()
+
+
+def _report_store(folder: Path, *, buckets: int, cases: int) -> None:
+    import json
+
+    from divfuzz.fuzzer.store import STORE_NAME, Store
+    from divfuzz.records.buckets import BucketKey
+    from test_spec_safety import base
+
+    folder.mkdir()
+    verdict, spec = _big_verdict(), json.dumps(base())
+    store = Store(folder / STORE_NAME)
+    try:
+        run_id, _ = store.start_run(seed=0, device="cpu", config={}, options={"workers": 1}, versions={"torch": "x"})
+        with store.transaction():
+            for i in range(cases):
+                b = i % buckets
+                store.add_case(run_id=run_id, slot=0, idx=i, spec_digest=f"d{i}", spec_json=spec, device="cpu", config={},
+                               verdict=verdict, score=1.0, wall_s=1.0, finding_kind="fp32-ulp",
+                               key=BucketKey("fp32-ulp", "bfloat16", "cpu", f"op{b}\x00\x1b]0;t\x07"),
+                               triage="compiled-worse", severity={"severity": ("bug", "noise")[b % 2], "rule": "t",
+                                                                  "output": "v0", "detail": "d"})
+        store.finish_run(run_id)
+    finally:
+        store.close()
+
+
+def _report_peak(folder: Path, page: Path) -> int:
+    """Peak Python memory (tracemalloc) of reading the store and writing its page."""
+    import tracemalloc
+
+    from divfuzz.fuzzer.store import STORE_NAME, Store
+    from divfuzz.reports.html import collect, write_html
+
+    store = Store(folder / STORE_NAME, create=False)
+    try:
+        tracemalloc.start()
+        write_html(collect(store), page)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    finally:
+        store.close()
+    return peak
+
+
+@pytest.mark.slow
+def test_a_reports_memory_grows_with_what_it_shows_not_with_the_cases(tmp_path):
+    """`report --html` on a store of 100,001 buckets and 100,012 cases took 7.2 GB: every case's
+    verdict was held. The cases stream by, a page of them in memory at a time."""
+    # Past what a page shows (64 cases plotted per root cause), three times the cases, each verdict
+    # ~25 KB of JSON: the same peak. Before, every case's verdict was held: about 60 MB more here.
+    _report_store(tmp_path / "few", buckets=4, cases=400)
+    _report_store(tmp_path / "many", buckets=4, cases=1200)
+    few, many = _report_peak(tmp_path / "few", tmp_path / "few.html"), _report_peak(tmp_path / "many", tmp_path / "many.html")
+    assert many < few + 2 * 2**20, (few, many)
+
+
+def test_a_reports_page_is_bounded_counts_what_it_leaves_out_and_has_no_raw_control_bytes(tmp_path):
+    """The 100,001-bucket page was 394 MB with raw NUL bytes: a section shows a bounded number of
+    root causes and counts the rest with the command that lists them; stored text is escaped."""
+    from divfuzz.reports.html import MAX_ROOT_CAUSES_PER_SECTION
+
+    wide = tmp_path / "wide"
+    _report_store(wide, buckets=2 * MAX_ROOT_CAUSES_PER_SECTION + 20, cases=2 * MAX_ROOT_CAUSES_PER_SECTION + 20)
+    _report_peak(wide, tmp_path / "wide.html")
+    page = (tmp_path / "wide.html").read_bytes()
+    assert not any(b in page for b in (b"\x00", b"\x1b", b"\x07")), "raw control bytes in the page"
+    assert b"op0\\x00\\x1b]0;t\\x07" in page
+    text = page.decode()
+    assert text.count('<section class="root-cause sev-bug"') == MAX_ROOT_CAUSES_PER_SECTION
+    assert "and 10 more bug root causes (10 buckets) not shown on this page" in text
+    assert "--min-severity bug</code> lists every one" in text

@@ -642,6 +642,32 @@ class Store:
             rows = self.db.execute(q + " ORDER BY id", args).fetchall()
         return [{**{name: r[name] for name in self._CASE_SUMMARY}, "verdict": json.loads(r["verdict_json"])} for r in rows]
 
+    def iter_case_summaries(self, *, run_id: int | None = None) -> Iterator[dict[str, Any]]:
+        """`case_summaries` one at a time, by id, read a page at a time: a report of a store of any
+        size holds one page of cases, not the store (`divfuzz.reports.html`)."""
+        after = 0
+        where = "" if run_id is None else " AND run_id=?"
+        while True:
+            with self._lock:
+                rows = self.db.execute(f"SELECT {', '.join(self._CASE_SUMMARY)}, verdict_json FROM cases WHERE id > ?{where}"
+                                       " ORDER BY id LIMIT ?", (after, *(() if run_id is None else (run_id,)), _CASE_PAGE)).fetchall()
+            if not rows:
+                return
+            for r in rows:
+                yield {**{name: r[name] for name in self._CASE_SUMMARY}, "verdict": json.loads(r["verdict_json"])}
+            after = rows[-1]["id"]
+
+    def bucket_case_summaries(self, bucket_id: int, *, limit: int, also: int | None = None) -> list[dict[str, Any]]:
+        """The first `limit` cases of a bucket, by id, as `case_summaries` gives them, and case
+        `also` (its first case) when it is in the bucket and not among them."""
+        with self._lock:
+            rows = self.db.execute(f"SELECT {', '.join(self._CASE_SUMMARY)}, verdict_json FROM cases WHERE bucket_id=?"
+                                   " ORDER BY id LIMIT ?", (bucket_id, limit)).fetchall()
+            if also is not None and all(r["id"] != also for r in rows):
+                rows += self.db.execute(f"SELECT {', '.join(self._CASE_SUMMARY)}, verdict_json FROM cases"
+                                        " WHERE id=? AND bucket_id=?", (also, bucket_id)).fetchall()
+        return [{**{name: r[name] for name in self._CASE_SUMMARY}, "verdict": json.loads(r["verdict_json"])} for r in rows]
+
     def severest_case_id(self, raw_key: BucketKey, severity_for: Callable[[dict], dict | None], *, config: dict,
                          page: int = _CASE_PAGE) -> int | None:
         """The first case stored under `raw_key`'s bucket and run under `config` (a raw key names
