@@ -102,6 +102,8 @@ def test_a_campaign_killed_at_each_phase_resumes_to_a_whole_store(tmp_path, poin
     out, xdg = tmp_path / "out", tmp_path.parent / "kill-phases-cache"
     killed = _fuzz(out, xdg, kill_at=point)
     assert killed.returncode == -signal.SIGKILL, (point, killed.returncode, killed.stdout[-2000:], killed.stderr[-2000:])
+    if point.split(":")[0] in ("case-stored", "folder-written", "folder-moved"):
+        assert broken_buckets(out), "the kill left a whole store: this phase is not tested"  # what the resume must put right
     resumed = _fuzz(out, xdg)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     assert broken_buckets(out) == []

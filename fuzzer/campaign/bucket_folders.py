@@ -92,18 +92,15 @@ def file_root_cause(store: Store, out_dir: Path, job: AnalysisJob, key, analysis
 def finish_interrupted_buckets(store: Store, out_dir: Path, *, timeout_s: float) -> list[int]:
     """Put right what a kill left (a campaign calls this on its store before it draws; no other
     campaign holds the store): remove `buckets/.tmp-*`; point every bucket at a stored case
-    (`Store.repair_interrupted_buckets`); and write the folder of every bucket that has none
-    recorded, or whose recorded folder is gone, from its first case as stored (the case as drawn,
-    as a slot writes a new bucket's). The stored spec and config are untrusted data, loaded and
+    (`Store.repair_interrupted_buckets`); and write the folder of every bucket that a run which
+    did not finish opened without recording its folder, from its first case as stored (the case
+    as drawn, as a slot writes a new bucket's). A recorded folder is always in place: it is moved
+    in before the store records it. The stored spec and config are untrusted data, loaded and
     checked as such (`load_spec`, `CompileConfig.from_dict`): a bad one stops the campaign (exit 2)
     naming the case and the store. Returns the ids of the buckets whose folder was written."""
-    buckets = out_dir / "buckets"
-    remove_unfinished_folders(buckets)
-    unwritten = set(store.repair_interrupted_buckets())
-    for b in store.buckets():
-        if b.folder is not None and b.id not in unwritten and not (buckets / Path(b.folder).name).is_dir():
-            unwritten.add(b.id)
-    for bucket_id in sorted(unwritten):
+    remove_unfinished_folders(out_dir / "buckets")
+    unwritten = store.repair_interrupted_buckets()
+    for bucket_id in unwritten:
         b = store.bucket(bucket_id)
         case = store.case(b.first_case_id)
         where = f"case {case.id} in {store.path}"
@@ -111,4 +108,4 @@ def finish_interrupted_buckets(store: Store, out_dir: Path, *, timeout_s: float)
         write_bucket_files(store, out_dir, bucket_id=b.id, case_id=case.id, key=b.key,
                            spec=load_spec(case.spec_json, source=where), verdict=Verdict.from_dict(case.verdict),
                            analysis=None, device=case.device, config=config, timeout_s=timeout_s)
-    return sorted(unwritten)
+    return unwritten

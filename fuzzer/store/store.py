@@ -491,7 +491,9 @@ class Store:
         case. One transaction: a bucket whose first case is gone (a case dropped to run again,
         `_drop_unfinished_case`, while another slot's case had joined its bucket) points at its
         earliest stored case; a bucket with no stored case left is removed. Returns the ids of the
-        buckets that have no folder recorded, for the caller to write (`bucket_folders`)."""
+        buckets that have no folder recorded and were opened by a run that did not finish (killed,
+        interrupted or failed), for the caller to write (`bucket_folders`); a finished run's
+        bucket without a folder (a merged shard's folder that was missing) is left as it is."""
         with self.transaction():
             dangling = self.db.execute(
                 "SELECT b.id, (SELECT min(c.id) FROM cases c WHERE c.bucket_id = b.id) AS earliest FROM buckets b"
@@ -501,7 +503,9 @@ class Store:
                     self.db.execute("DELETE FROM buckets WHERE id=?", (row["id"],))
                 else:
                     self.db.execute("UPDATE buckets SET first_case_id=? WHERE id=?", (row["earliest"], row["id"]))
-            return [r["id"] for r in self.db.execute("SELECT id FROM buckets WHERE folder IS NULL ORDER BY id")]
+            return [r["id"] for r in self.db.execute(
+                "SELECT b.id FROM buckets b JOIN cases c ON c.id = b.first_case_id JOIN runs r ON r.id = c.run_id"
+                " WHERE b.folder IS NULL AND r.status != 'finished' ORDER BY b.id")]
 
     def set_bucket_analysis(self, bucket_id: int, *, minimized: dict | None, culprit: dict | None) -> None:
         with self.transaction():
