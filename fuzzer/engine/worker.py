@@ -28,6 +28,7 @@ from multiprocessing import resource_tracker
 from divfuzz.fuzzer.engine import warm_template
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.errors import InternalError
+from divfuzz.reports.terminal import terminal_safe
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.records.outcomes import Status
 from divfuzz.records.verdict import Verdict
@@ -265,8 +266,8 @@ class Worker:
                 if self.aborted:
                     raise RuntimeError(f"divfuzz worker for {self.device} was aborted while starting") from e
                 warm_template.give_up()
-                sys.stderr.write(f"divfuzz: a worker did not start from the warm template ({type(e).__name__}: {e}); "
-                                 "spawning workers instead\n")
+                sys.stderr.write(terminal_safe(f"divfuzz: a worker did not start from the warm template ({type(e).__name__}: {e}); "
+                                               "spawning workers instead") + "\n")
                 why_spawned = "a worker failed to start from the template"
         if why_spawned is not None:
             self._start_in(_CTX, args=(self.device, self.extra_env))
