@@ -22,7 +22,6 @@ string (title, notes, outputs, backend, config) is a `repr` or an escaped docstr
 from __future__ import annotations
 
 import ast
-import functools
 import inspect
 import textwrap
 from types import ModuleType
@@ -45,15 +44,16 @@ if TYPE_CHECKING:  # a config is read, never built here
 CARRIED_ORACLES: tuple[ModuleType, ...] = (ulp_oracle, boundary_oracle, compare_oracle)
 
 
-@functools.cache
 def carried_runtime() -> str:
     """`divfuzz.generators.runtime`'s source, as every generated script carries it (cotangents, backend lookup)."""
-    return "# divfuzz's generators/runtime.py (docstring and imports left out): what the engine runs too.\n" + carried_source(runtime)
+    return _CARRIED_RUNTIME
 
 
 def carried_source(module: ModuleType) -> str:
     """A module's own source minus its docstring and imports (comments kept): the names it imports
-    are defined by the modules carried before it, or by `compare`'s preamble."""
+    are defined by the modules carried before it, or by `compare`'s preamble. It parses Python
+    (`ast.parse`), which is not thread-safe in CPython 3.11: call it at import time only (the
+    texts every script carries are computed below, once, when this module is imported)."""
     source = inspect.getsource(module)
     tree = ast.parse(source)
     drop: set[int] = set()
@@ -65,11 +65,21 @@ def carried_source(module: ModuleType) -> str:
     return "\n".join(lines).strip("\n")
 
 
-@functools.cache
 def carried_oracles() -> str:
     """The oracle modules' source, indented to sit inside the repro's `compare`."""
-    body = "\n\n".join(carried_source(m) for m in CARRIED_ORACLES)
-    return textwrap.indent(body, "    ", lambda line: bool(line.strip()))
+    return _CARRIED_ORACLES
+
+
+# Computed once, here, at import. Parsing Python source is not thread-safe in CPython 3.11: the
+# AST constructor keeps its recursion depth in interpreter-wide state, so two threads parsing at
+# once can fail with "SystemError: AST constructor recursion depth mismatch" (issue 40: 2 of 3
+# two-slot campaigns aborted, a slot writing a bucket's repro while Hypothesis, drawing in the
+# other slot, parsed newly imported modules for its constants). Module import is serialized and
+# a campaign imports this module before its first thread starts (through `divfuzz.reports.files`),
+# so no slot, pool or report thread ever parses Python to write a script.
+_CARRIED_RUNTIME = ("# divfuzz's generators/runtime.py (docstring and imports left out): what the engine runs too.\n"
+                    + carried_source(runtime))
+_CARRIED_ORACLES = textwrap.indent("\n\n".join(carried_source(m) for m in CARRIED_ORACLES), "    ", lambda line: bool(line.strip()))
 
 
 _COMPARE = '''

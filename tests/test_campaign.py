@@ -88,7 +88,7 @@ def test_a_slot_whose_every_draw_repeats_stops_instead_of_drawing_forever(tmp_pa
     from divfuzz.fuzzer.campaign import loop
     from seed_specs import sigmoid_gate
 
-    monkeypatch.setattr(loop.CampaignOptions, "strategy", lambda self: st.just(sigmoid_gate(64)))
+    monkeypatch.setattr(loop.CampaignOptions, "strategy", lambda self, slot=0: st.just(sigmoid_gate(64)))
     monkeypatch.setattr(loop, "REPEATS_BEFORE_EXHAUSTED", 5)
     result, _ = _campaign(tmp_path, "divfuzz.fuzzer.engine.planted:eager_in_disguise", max_cases=3)
     assert (result.progress.cases, result.progress.repeats, result.progress.exhausted_slots) == (1, 5, 1)

@@ -7,6 +7,11 @@ campaigns with a planted backend and compares with one store that ran both.
 from __future__ import annotations
 
 import hashlib
+import os
+import resource
+import stat
+import subprocess
+import sys
 import json
 import sqlite3
 from pathlib import Path
@@ -290,3 +295,48 @@ def test_a_raw_key_one_shard_left_open_and_another_filed_ends_filed_whatever_the
     buckets = _buckets(merged)
     assert RAW.identity() not in buckets and buckets[ROOT.identity()][0] == 3  # every case under the root cause
     assert "1 closed" in " ".join(result.output.split())
+
+
+def _mknod_zero(path: Path) -> None:
+    os.mknod(path, 0o644 | stat.S_IFCHR, os.makedev(1, 5))  # /dev/zero's numbers
+
+
+@pytest.mark.parametrize("plant, kind, out_exists", [
+    (_mknod_zero, "a character device", False),
+    pytest.param(_mknod_zero, "a character device", True, marks=pytest.mark.slow),
+    (os.mkfifo, "a FIFO", False),
+    (os.mkfifo, "a FIFO", True),
+])
+def test_a_device_or_fifo_in_a_shards_bucket_folder_is_refused_by_name_and_leaves_out_as_it_was(tmp_path, plant, kind,
+                                                                                                   out_exists):
+    """A character device (/dev/zero) in a shard's bucket folder was read until the output disk
+    was full; a FIFO's refusal was a raw Python list of tuples; both left an empty `buckets/`."""
+    if kind == "a character device" and os.getuid() != 0:
+        pytest.skip("mknod of a character device needs root")
+    a = _store(tmp_path / "a", (1, SHARD_A))
+    folder = a / "buckets" / "0002-ulp-layer-norm"
+    folder.mkdir(parents=True)
+    (folder / "repro.py").write_text("print('repro')\n")
+    plant(folder / "zero")
+    with sqlite3.connect(a / STORE_NAME) as db:
+        db.execute("UPDATE buckets SET folder=? WHERE key=?", (str(folder), str(NORM)))
+    out = tmp_path / "m"
+    if out_exists:
+        _store(out, (2, SHARD_B))
+    before = _digest_tree(out) if out_exists else None
+    if kind == "a FIFO":  # refused or not, a FIFO never blocks the copy: in process
+        result = _merge(out, a)
+        code, text = result.exit_code, " ".join(result.output.split())
+    else:  # a real process under a 64 MiB file-size limit: were the device read, the test fails, not the disk
+        limit = lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 26, 1 << 26))  # noqa: E731
+        ran = subprocess.run([sys.executable, "-m", "divfuzz.fuzzer", "merge", str(out), str(a)], capture_output=True,
+                             text=True, timeout=300, preexec_fn=limit)
+        code, text = ran.returncode, " ".join((ran.stdout + ran.stderr).split())
+    assert code == 2, text
+    assert f"{folder / 'zero'} is {kind}, not a regular file or folder; refused without reading it" in text
+    assert "nothing was merged" in text and "[(" not in text
+    if out_exists:
+        after = {name: digest for name, digest in _digest_tree(out).items() if name != "divfuzz.lock"}  # the lock: as any merge
+        assert not (out / "buckets").exists() and after == before
+    else:
+        assert not out.exists()

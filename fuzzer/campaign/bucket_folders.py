@@ -2,10 +2,13 @@
 
 One owner for both, used by a campaign's slots (a new bucket's folder), its analysis pool and
 `divfuzz minimize --pending` (`file_root_cause`). Invariants:
-- the store records the folder it wrote (and the analysis, when there is one);
-- one folder is written at a time (`_FOLDER_WRITE`);
+- the store records the folder it wrote (and the analysis, when there is one, in the same
+  transaction); a root cause is filed, its folder written and recorded in one transaction;
+- one folder is written at a time (`_FOLDER_WRITE`, always taken before the store's lock);
 - a raw bucket's folder is removed once its analysis re-keys it; its path is built from ids and
-  a sanitised slug, never read from the store.
+  a sanitised slug, never read from the store;
+- after a kill at any moment, `finish_interrupted_buckets` (a campaign calls it before it draws)
+  leaves every bucket pointing at a stored case and with its folder, and no `buckets/.tmp-*`.
 """
 
 from __future__ import annotations
@@ -20,12 +23,14 @@ from divfuzz.fuzzer.store import Store
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.verdict import Verdict
-from divfuzz.reports.files import bucket_folder_name, write_bucket_folder
+from divfuzz.generators.validate import load_spec
+from divfuzz.reports.files import bucket_folder_name, remove_unfinished_folders, write_bucket_folder
+from divfuzz.reports.kill_points import kill_point
 
-# Bucket folders are written from the slots' and the pool's threads, and writing a repro parses
-# Python source (`ast.parse`), which CPython 3.11 does not make thread-safe (measured here, 3.11.7:
-# "SystemError: AST constructor recursion depth mismatch" with two slots writing at once).
-_FOLDER_WRITE = threading.Lock()
+# Bucket folders are written from the slots' and the pool's threads: one at a time, so that two
+# writers never race on one bucket's folder name. Reentrant: filing a root cause holds it around
+# its transaction and the folder it writes there.
+_FOLDER_WRITE = threading.RLock()
 
 
 def write_bucket_files(store: Store, out_dir: Path, *, bucket_id: int, case_id: int, key, spec: GraphSpec, verdict,
@@ -64,12 +69,15 @@ def _write_bucket_files(store: Store, out_dir: Path, *, bucket_id: int, case_id:
                               device=device, config=config, fallback_verdict=verdict, case_id=case_id,
                               timeout_s=int(timeout_s), versions=environment_versions(device), compile_log=log,
                               severity=stored)
-        store.set_bucket_folder(bucket_id, str(folder))
-        store.set_bucket_analysis(bucket_id, **analysis.to_dict())
+        kill_point("folder-moved")
+        with store.transaction():  # the folder and the analysis it shows, together
+            store.set_bucket_folder(bucket_id, str(folder))
+            store.set_bucket_analysis(bucket_id, **analysis.to_dict())
         return folder
     folder = write_bucket_folder(out_dir / "buckets", bucket_id=bucket_id, key=key, spec=spec, device=device,
                                  config=config, verdict=verdict, case_id=case_id, timeout_s=int(timeout_s),
                                  versions=environment_versions(device), compile_log=log, severity=stored)
+    kill_point("folder-moved")
     store.set_bucket_folder(bucket_id, str(folder))
     return folder
 
@@ -79,15 +87,42 @@ def file_root_cause(store: Store, out_dir: Path, job: AnalysisJob, key, analysis
     """File a finished analysis: re-key its raw bucket (`Store.resolve_root_cause`: its severity
     becomes the root-cause key's), give a bucket that became a root cause its
     minimized folder, and remove the raw bucket's folder. The same for the pool and `minimize
-    --pending`."""
-    filed = store.resolve_root_cause(job.raw_key, key)
-    folder = None
-    if filed.created:
-        verdict = Verdict.from_dict(store.case(job.case_id).verdict)
-        folder = write_bucket_files(store, out_dir, bucket_id=filed.bucket_id, case_id=job.case_id, key=key, spec=job.spec,
-                                    verdict=verdict, analysis=analysis, device=device, config=config, timeout_s=timeout_s)
+    --pending`. Filing, the new root cause's folder and its record are one transaction: a kill
+    before it commits leaves the raw bucket and its open analysis as they were (the analysis runs
+    again), never a filed root cause without its folder and analysis."""
+    with _FOLDER_WRITE, store.transaction():
+        filed = store.resolve_root_cause(job.raw_key, key)
+        kill_point("root-cause-filed")
+        folder = None
+        if filed.created:
+            verdict = Verdict.from_dict(store.case(job.case_id).verdict)
+            folder = write_bucket_files(store, out_dir, bucket_id=filed.bucket_id, case_id=job.case_id, key=key,
+                                        spec=job.spec, verdict=verdict, analysis=analysis, device=device, config=config,
+                                        timeout_s=timeout_s)
     if filed.raw_bucket_id is not None:  # its path is built from ids and a sanitised slug, never read from the store
         raw_folder = out_dir / "buckets" / bucket_folder_name(filed.raw_bucket_id, job.raw_key)
         if raw_folder.is_dir() and raw_folder != folder:
             shutil.rmtree(raw_folder)
     return filed
+
+
+def finish_interrupted_buckets(store: Store, out_dir: Path, *, timeout_s: float) -> list[int]:
+    """Put right what a kill left (a campaign calls this on its store before it draws; no other
+    campaign holds the store): remove `buckets/.tmp-*`; point every bucket at a stored case
+    (`Store.repair_interrupted_buckets`); and write the folder of every bucket that a run which
+    did not finish opened without recording its folder, from its first case as stored (the case
+    as drawn, as a slot writes a new bucket's). A recorded folder is always in place: it is moved
+    in before the store records it. The stored spec and config are untrusted data, loaded and
+    checked as such (`load_spec`, `CompileConfig.from_dict`): a bad one stops the campaign (exit 2)
+    naming the case and the store. Returns the ids of the buckets whose folder was written."""
+    remove_unfinished_folders(out_dir / "buckets")
+    unwritten = store.repair_interrupted_buckets()
+    for bucket_id in unwritten:
+        b = store.bucket(bucket_id)
+        case = store.case(b.first_case_id)
+        where = f"case {case.id} in {store.path}"
+        config = CompileConfig.from_dict(case.config, where=f"the stored config of {where}")
+        write_bucket_files(store, out_dir, bucket_id=b.id, case_id=case.id, key=b.key,
+                           spec=load_spec(case.spec_json, source=where), verdict=Verdict.from_dict(case.verdict),
+                           analysis=None, device=case.device, config=config, timeout_s=timeout_s)
+    return unwritten

@@ -27,6 +27,7 @@ from pathlib import Path
 from divfuzz.fuzzer.campaign import schedule
 from divfuzz.fuzzer.campaign.analysis_pool import AnalysisJob, AnalysisPool
 from divfuzz.fuzzer.campaign.bucket_folders import write_bucket_files
+from divfuzz.reports.kill_points import kill_point
 from divfuzz.fuzzer.campaign.sizing import SlotDevice
 from divfuzz.fuzzer.engine.bucketing import bucket_key
 from divfuzz.fuzzer.store import Store
@@ -208,6 +209,7 @@ def store_case(run: CaseRun, spec: GraphSpec, ran: Ran, judged: Judged, keyed: K
 def write_new_bucket_folder(run: CaseRun, spec: GraphSpec, ran: Ran, keyed: Keyed, stored: Stored) -> None:
     """A new bucket's folder (`write_bucket_files`): the analysis in the slot's, or the case as drawn."""
     if stored.is_new:
+        kill_point("case-stored")
         write_bucket_files(run.store, run.out_dir, bucket_id=stored.bucket_id, case_id=stored.case_id, key=stored.key,
                            spec=spec, verdict=ran.verdict, analysis=keyed.analysis, device=run.device, config=run.config,
                            timeout_s=run.timeout_s, case_output=ran.output)

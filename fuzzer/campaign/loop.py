@@ -48,7 +48,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings, target
 
 from divfuzz.fuzzer.campaign import schedule
 from divfuzz.fuzzer.campaign.analysis_pool import AnalysisJob, AnalysisPool
-from divfuzz.fuzzer.campaign.bucket_folders import file_root_cause
+from divfuzz.fuzzer.campaign.bucket_folders import file_root_cause, finish_interrupted_buckets
 from divfuzz.fuzzer.campaign.case_steps import (
     CaseAt,
     CaseRun,
@@ -70,6 +70,7 @@ from divfuzz.records.errors import ConfigError, DivfuzzError, InternalError
 from divfuzz.fuzzer.store import STORE_NAME, CampaignLock, Store
 from divfuzz.fuzzer.engine.environment import environment_versions
 from divfuzz.fuzzer.engine import warm_template
+from divfuzz.fuzzer.engine.compile_cache import private_compile_cache
 from divfuzz.fuzzer.engine.worker import Worker
 from divfuzz.generators.coverage import DrawCounts
 from divfuzz.generators.input_siblings import MAX_INPUTS_PER_COMPILE, input_siblings
@@ -78,7 +79,6 @@ from divfuzz.generators.validate import load_spec
 from divfuzz.generators.strategies import graph_specs, perf_graph_specs
 from divfuzz.records.outcomes import ends_group
 from divfuzz.records.severity import Severity
-from divfuzz.reports.files import child_path, slugify
 
 
 # Cases per Hypothesis engine. Hypothesis bounds each pass of its target optimiser (a quarter of
@@ -167,11 +167,13 @@ class CampaignOptions:
         } | ({"against": self.against.to_dict()} if self.against else {}) | ({"unguarded_casts": True} if self.unguarded_casts else {}) | (
             {"inputs_per_compile": self.inputs_per_compile} if self.inputs_per_compile != 1 else {})
 
-    def strategy(self):
+    def strategy(self, slot: int = 0):
+        """What slot `slot` draws from: each slot starts its ops at its own place (`graph_specs`'s
+        `op_offset`), so that two slots' first draws (Hypothesis's simplest ones) differ."""
         if self.oracle == "perf":
             return perf_graph_specs(device_type=self.device.split(":")[0], max_ops=self.max_ops, ops=self.ops,
-                                    **({"dtypes": self.dtypes} if self.dtypes else {}))
-        kwargs = {"max_ops": self.max_ops, "ops": self.ops, "guard_casts": not self.unguarded_casts}
+                                    op_offset=slot, **({"dtypes": self.dtypes} if self.dtypes else {}))
+        kwargs = {"max_ops": self.max_ops, "ops": self.ops, "guard_casts": not self.unguarded_casts, "op_offset": slot}
         if self.dtypes:
             kwargs["dtypes"] = self.dtypes
         caps = capabilities_of(self.config.backend, self.against.backend if self.against else None)
@@ -228,24 +230,17 @@ class CampaignResult:
 MIN_ANALYSIS_S = schedule.MIN_ANALYSIS_S
 
 
-# The workers' Inductor (and Triton) cache, beside the store: `compile_cache_env`.
-COMPILE_CACHE = "compile-cache"
-
-
-def compile_cache_env(out_dir: Path, versions: dict, device: str) -> dict:
-    """The workers' `TORCHINDUCTOR_CACHE_DIR`: `out_dir/compile-cache/torch-<version>-<device>`, so
-    that a nightly store's compiles outlive the night (a resume, `--replay-known`, each analysis's
-    recompile of its case, the next night's repeats) where /tmp does not, and never mix torch
-    versions or devices (Triton's cache lives inside it unless TRITON_CACHE_DIR is set; CPU
-    kernels are also keyed by their vector ISA, `worker.key_compile_caches_by_cpu_isa`). The user's
-    own TORCHINDUCTOR_CACHE_DIR wins: {} then. Names are slugs under `out_dir` (`child_path`)."""
+def compile_cache_env(versions: dict, device: str) -> dict:
+    """The workers' `TORCHINDUCTOR_CACHE_DIR`: this user's own folder for this torch version and
+    device (`divfuzz.fuzzer.engine.compile_cache.private_compile_cache`), never a folder beside the
+    store: a store is data from anyone, and Inductor runs code from its cache (issue 40). It outlives
+    a night where /tmp does not (a resume, `--replay-known`, each analysis's recompile of its case,
+    the next night's repeats); Triton's cache lives inside it unless TRITON_CACHE_DIR is set; CPU
+    kernels are also keyed by their vector ISA, `worker.key_compile_caches_by_cpu_isa`. The user's
+    own TORCHINDUCTOR_CACHE_DIR wins: {} then."""
     if user_compile_cache() is not None:
         return {}
-    where = f"cuda-{versions.get('gpu')}" if device.startswith("cuda") else f"cpu-{versions.get('cpu_capability')}"
-    name = slugify(f"torch-{versions.get('torch')}-{where}".replace(".", "_"), limit=100)
-    root = child_path(out_dir, COMPILE_CACHE, what="the compile cache folder")
-    root.mkdir(exist_ok=True)
-    return {"TORCHINDUCTOR_CACHE_DIR": str(child_path(root, name, what="the compile cache folder"))}
+    return {"TORCHINDUCTOR_CACHE_DIR": str(private_compile_cache(versions, device))}
 
 
 def user_compile_cache() -> str | None:
@@ -330,9 +325,11 @@ class Campaign:
                 options=opts.identity(),
                 versions=versions,
             )
-            # Every worker here (slots and analyses) gets its share of the cores and the compile cache beside the store.
+            # What a kill left (a `.tmp-*` folder, a bucket without its folder or its first case) is put right before any draw.
+            finish_interrupted_buckets(self.store, opts.out_dir, timeout_s=opts.timeout_s)
+            # Every worker here (slots and analyses) gets its share of the cores and this user's own compile cache.
             self.worker_env = {"DIVFUZZ_WORKER_THREADS": str(max(1, (os.cpu_count() or 1) // max(1, opts.workers))),
-                               **(compile_cache_env(opts.out_dir, versions, opts.device) if fleet is None else {})}
+                               **(compile_cache_env(versions, opts.device) if fleet is None else {})}
         except BaseException:
             if getattr(self, "store", None) is not None:
                 self.store.close()
@@ -723,7 +720,7 @@ class Campaign:
                 self._stop_drawing()
 
         try:
-            for engine in slot_engines(opts.strategy(), opts.seed, slot, body):
+            for engine in slot_engines(opts.strategy(slot), opts.seed, slot, body):
                 engine()
         except _StopCampaign:
             pass
@@ -903,7 +900,7 @@ def finish_pending(out_dir: Path, *, budget_s: float, workers: int | str = 1, ti
         for p in store.pending_analyses():
             case = store.case(p.case_id)
             where = f"case {p.case_id} in {path}"
-            config = CompileConfig.from_dict(case.config)
+            config = CompileConfig.from_dict(case.config, where=f"the stored config of {where}")
             check_stored_backend(config.backend, cli_backend, source=where)  # an import path only when named by --backend
             validate_inductor_overrides(dict(config.inductor), where=f"the stored config of {where}")
             run = next(r for r in store.runs() if r["id"] == case.run_id)

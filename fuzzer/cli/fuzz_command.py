@@ -292,8 +292,11 @@ def _write_report_html(store_path: Path, html_path: Path) -> None:
     from divfuzz.fuzzer.cli.report_command import write_report_html
     from divfuzz.fuzzer.store import Store
 
+    from divfuzz.reports.kill_points import kill_point
+
     store = Store(store_path, create=False)
     try:
+        kill_point("report")
         write_report_html(store, html_path)
     except OSError as e:
         raise OutputError(f"{html_path}: could not write the HTML report ({e.strerror or e})") from e

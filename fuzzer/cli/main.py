@@ -74,9 +74,9 @@ class DivfuzzGroup(click.Group):
         except OSError as e:
             if signal_received():  # e.g. a write cut by the stop: the signal's consequence
                 _exit_interrupted(ctx)
-            where = f" {e.filename}" if e.filename else ""
+            where = f" {e.filename}:" if e.filename else ""  # no file named: "error: reason", never "error:: reason"
             reason = OS_REASONS.get(e.errno, e.strerror or str(e))
-            console.print(f"[bold red]error:[/]{escape(where)}: {escape(str(reason))} ({type(e).__name__})", markup=True, soft_wrap=True)
+            console.print(f"[bold red]error:[/]{escape(where)} {escape(str(reason))} ({type(e).__name__})", markup=True, soft_wrap=True)
             sys.exit(2)
         except Exception as e:
             if signal_received():  # raised while the command stopped on a signal (interrupts.signal_received)

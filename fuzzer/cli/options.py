@@ -18,8 +18,10 @@ from dataclasses import replace
 
 import click
 from rich.console import Console
+from rich.segment import Segment
 
 from divfuzz.records.severity import ORDER
+from divfuzz.reports.terminal import terminal_safe
 from divfuzz.records.errors import ConfigError, DeviceUnavailableError, OutputError, SpecError, UnknownOpError
 from divfuzz.records.numbers import checked_number, describe_range, parse_number
 
@@ -29,9 +31,23 @@ SEVERITY_CHOICE = click.Choice([s.value for s in ORDER])
 # emoji codes, no highlighting unless a call asks for markup (`markup=True`) for its own fixed
 # words and escapes (`rich.markup.escape`) whatever it interpolates.
 _PLAIN = {"markup": False, "emoji": False, "highlight": False}
-console = Console(stderr=True, **_PLAIN)
+
+
+class TerminalSafeConsole(Console):
+    """A console that prints every piece of text terminal-safe (`divfuzz.reports.terminal`): an
+    ESC, OSC, C1 or bidirectional character from a file is shown as an escape, whatever the call
+    and whatever holds the text (a string, a table cell, a live view). Rich's own styles and
+    cursor moves are added after, so they still work."""
+
+    def _render_buffer(self, buffer):
+        return super()._render_buffer(
+            Segment(terminal_safe(text), style, control) if not control else Segment(text, style, control)
+            for text, style, control in buffer)
+
+
+console = TerminalSafeConsole(stderr=True, **_PLAIN)
 # Wide when piped (CI logs), so tables are not squeezed to 80 columns.
-out = Console(**_PLAIN) if sys.stdout.isatty() else Console(width=200, soft_wrap=True, **_PLAIN)  # piped: lines stay whole
+out = TerminalSafeConsole(**_PLAIN) if sys.stdout.isatty() else TerminalSafeConsole(width=200, soft_wrap=True, **_PLAIN)  # piped: lines stay whole
 
 _BUDGET = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 MAX_DURATION_S = 366 * 24 * 3600  # a year: longer is a typo, and past it timers overflow

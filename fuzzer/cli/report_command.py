@@ -5,7 +5,6 @@ one bucket's page with all its plots (the command a compact card names)."""
 from __future__ import annotations
 
 from pathlib import Path
-from dataclasses import replace
 
 import click
 
@@ -87,12 +86,10 @@ def write_report_html(store, html_path: Path, *, run_id: int | None = None, buck
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.reports.html import collect, write_html
 
-    data = collect(store, run_id=run_id)
     if bucket_id is None:
-        return write_html(data, html_path)
-    chosen = [b for b in data.buckets if b.id == bucket_id]
-    if not chosen:
+        return write_html(collect(store, run_id=run_id), html_path)
+    data = collect(store, run_id=run_id, bucket_id=bucket_id, plots="all")
+    if not data.buckets:
         raise StoreError(f"--bucket {bucket_id}: {store.path} has no bucket {bucket_id}"
                          + (f" in run {run_id}" if run_id is not None else ""))
-    data = replace(data, buckets=chosen, cases=[c for c in data.cases if c["bucket_id"] == bucket_id])
     return write_html(data, html_path, plots="all")

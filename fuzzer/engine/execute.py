@@ -21,6 +21,7 @@ import contextlib
 import math
 import os
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -28,8 +29,10 @@ import torch
 
 from divfuzz.records.backends import capabilities_of
 from divfuzz.records.config import CompileConfig
+from divfuzz.records.errors import CompileCacheError
 from divfuzz.fuzzer.engine.compile import compiled as compiled_under
-from divfuzz.fuzzer.engine.error_site import error_site
+from divfuzz.fuzzer.engine.compile_cache import came_from_cache_read
+from divfuzz.fuzzer.engine.error_site import error_site, exception_chain
 from divfuzz.fuzzer.engine.explain import explain_case
 from divfuzz.fuzzer.engine.graph_run import Named, boundary_distances, run_forward_backward
 from divfuzz.generators.build import build_callable, build_reference, make_inputs, reference_inputs
@@ -261,13 +264,37 @@ def compile_session(spec: GraphSpec, device_type: str, config: CompileConfig, in
     `profile`, a second run under "compiled_run". The session holds no reference to the run's
     inputs or outputs while the block runs."""
     with contextlib.ExitStack() as session:
-        try:
+
+        def compile_and_run():
             with clock.span(span):
                 compiled_fn = session.enter_context(compiled_under(build_callable(spec, device_type), config))
                 compiled, _ = run_forward_backward(spec, compiled_fn, inputs, cots, backward_span=clock.span(f"{span}_backward"))
             if profile:
                 with clock.span("compiled_run"):
                     run_forward_backward(spec, compiled_fn, inputs, cots)
+            return compiled, compiled_fn
+
+        try:
+            try:
+                compiled, compiled_fn = compile_and_run()
+            except Exception as e:
+                if not came_from_cache_read(e):
+                    raise
+                # Raised while Inductor read its cache: the compile again without the caches says
+                # whose error it is. The compiler's again: that verdict. Gone: the cache's (issue 40).
+                session.close()
+                session.enter_context(torch.compiler.config.patch(force_disable_caches=True))
+                session.enter_context(warnings.catch_warnings())
+                warnings.simplefilter("ignore")  # Dynamo warns that the caches are off: this compile means it
+                compiled, compiled_fn = compile_and_run()
+                inner = exception_chain(e)[-1]
+                raise CompileCacheError(
+                    f"the compile cache {os.environ.get('TORCHINDUCTOR_CACHE_DIR') or '(Inductor default)'} is corrupt "
+                    f"or was tampered with: delete that folder. Inductor raised {type(inner).__name__} while it read a "
+                    f"cached graph, and the same graph compiles without the cache "
+                    f"({' '.join(str(inner).split())[:120] or 'no message'})") from None
+        except CompileCacheError:
+            raise
         except Exception as e:
             held = [(None, failure_verdict(spec, config, e, clock), None)]
         else:

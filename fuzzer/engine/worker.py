@@ -33,6 +33,7 @@ from divfuzz.fuzzer.engine import warm_template
 from divfuzz.fuzzer.engine.compile_output import OutputCapture, flush_output, redirect_output, show_warnings_again
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.errors import InternalError
+from divfuzz.reports.terminal import terminal_safe
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.records.outcomes import Status
 from divfuzz.records.verdict import Verdict
@@ -308,8 +309,8 @@ class Worker:
                 if self.aborted:
                     raise RuntimeError(f"divfuzz worker for {self.device} was aborted while starting") from e
                 warm_template.give_up()
-                sys.stderr.write(f"divfuzz: a worker did not start from the warm template ({type(e).__name__}: {e}); "
-                                 "spawning workers instead\n")
+                sys.stderr.write(terminal_safe(f"divfuzz: a worker did not start from the warm template ({type(e).__name__}: {e}); "
+                                               "spawning workers instead") + "\n")
                 why_spawned = "a worker failed to start from the template"
         if why_spawned is not None:
             self._start_in(_CTX, args=(self.device, self.extra_env, None, self._output_path()))

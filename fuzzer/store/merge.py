@@ -41,7 +41,7 @@ from divfuzz.fuzzer.store.store import Store
 from divfuzz.records.errors import StoreError, UnsafePathError
 from divfuzz.records.severity import Severity
 from divfuzz.reports.files import bucket_folder_name, child_path
-from divfuzz.reports.safe_paths import plain_folder
+from divfuzz.reports.safe_paths import copy_plain_tree, plain_folder
 
 @dataclass
 class MergeSummary:
@@ -81,6 +81,7 @@ def merge_stores(out_dir: Path, inputs: list[Path]) -> MergeSummary:
         seen[real] = Path(given)
     out_existed = out_path.exists()
     made = [p for p in reversed([out_dir, *out_dir.parents]) if not p.exists()]  # removed again if the merge is refused
+    buckets_made = not (out_dir / "buckets").exists()  # likewise, when empty
     out_dir.mkdir(parents=True, exist_ok=True)
     lock = CampaignLock(out_path)
     lock_existed = lock.path.exists()
@@ -107,6 +108,11 @@ def merge_stores(out_dir: Path, inputs: list[Path]) -> MergeSummary:
     except BaseException as e:
         for folder in copied:
             shutil.rmtree(folder, ignore_errors=True)
+        if buckets_made:
+            try:
+                (out_dir / "buckets").rmdir()  # only when empty: what this merge made and nothing else
+            except OSError:
+                pass
         if store is not None:
             store.close()
             store = None
@@ -241,6 +247,9 @@ def _finish_buckets(store: Store, path: Path, bucket_ids: dict[int, int], folder
             raise StoreError(f"{dest}: already exists, and the output store names no bucket folder there; move it away")
         plain_folder(out_dir / "buckets", root=out_dir, create=True, what="merge OUT's buckets folder")
         copied.append(dest)
-        shutil.copytree(origin, dest, ignore=lambda d, names: [n for n in names if (Path(d) / n).is_symlink()])
+        try:
+            copy_plain_tree(origin, dest, what=f"{path}: bucket {old_id}'s folder")
+        except UnsafePathError as e:
+            raise StoreError(f"{e}; nothing was merged") from None
         store.set_bucket_folder(out_id, str(dest.resolve()))
         summary.folders_copied += 1

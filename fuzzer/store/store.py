@@ -476,6 +476,27 @@ class Store:
         with self.transaction():
             self.db.execute("UPDATE buckets SET folder=? WHERE id=?", (folder, bucket_id))
 
+    def repair_interrupted_buckets(self) -> list[int]:
+        """After a kill (before a campaign on this store draws): every bucket points at a stored
+        case. One transaction: a bucket whose first case is gone (a case dropped to run again,
+        `_drop_unfinished_case`, while another slot's case had joined its bucket) points at its
+        earliest stored case; a bucket with no stored case left is removed. Returns the ids of the
+        buckets that have no folder recorded and were opened by a run that did not finish (killed,
+        interrupted or failed), for the caller to write (`bucket_folders`); a finished run's
+        bucket without a folder (a merged shard's folder that was missing) is left as it is."""
+        with self.transaction():
+            dangling = self.db.execute(
+                "SELECT b.id, (SELECT min(c.id) FROM cases c WHERE c.bucket_id = b.id) AS earliest FROM buckets b"
+                " WHERE b.first_case_id IS NULL OR NOT EXISTS (SELECT 1 FROM cases c WHERE c.id = b.first_case_id)").fetchall()
+            for row in dangling:
+                if row["earliest"] is None:
+                    self.db.execute("DELETE FROM buckets WHERE id=?", (row["id"],))
+                else:
+                    self.db.execute("UPDATE buckets SET first_case_id=? WHERE id=?", (row["earliest"], row["id"]))
+            return [r["id"] for r in self.db.execute(
+                "SELECT b.id FROM buckets b JOIN cases c ON c.id = b.first_case_id JOIN runs r ON r.id = c.run_id"
+                " WHERE b.folder IS NULL AND r.status != 'finished' ORDER BY b.id")]
+
     def set_bucket_analysis(self, bucket_id: int, *, minimized: dict | None, culprit: dict | None) -> None:
         with self.transaction():
             self.db.execute(
@@ -613,6 +634,32 @@ class Store:
             args = (run_id,)
         with self._lock:
             rows = self.db.execute(q + " ORDER BY id", args).fetchall()
+        return [{**{name: r[name] for name in self._CASE_SUMMARY}, "verdict": json.loads(r["verdict_json"])} for r in rows]
+
+    def iter_case_summaries(self, *, run_id: int | None = None) -> Iterator[dict[str, Any]]:
+        """`case_summaries` one at a time, by id, read a page at a time: a report of a store of any
+        size holds one page of cases, not the store (`divfuzz.reports.html`)."""
+        after = 0
+        where = "" if run_id is None else " AND run_id=?"
+        while True:
+            with self._lock:
+                rows = self.db.execute(f"SELECT {', '.join(self._CASE_SUMMARY)}, verdict_json FROM cases WHERE id > ?{where}"
+                                       " ORDER BY id LIMIT ?", (after, *(() if run_id is None else (run_id,)), _CASE_PAGE)).fetchall()
+            if not rows:
+                return
+            for r in rows:
+                yield {**{name: r[name] for name in self._CASE_SUMMARY}, "verdict": json.loads(r["verdict_json"])}
+            after = rows[-1]["id"]
+
+    def bucket_case_summaries(self, bucket_id: int, *, limit: int, also: int | None = None) -> list[dict[str, Any]]:
+        """The first `limit` cases of a bucket, by id, as `case_summaries` gives them, and case
+        `also` (its first case) when it is in the bucket and not among them."""
+        with self._lock:
+            rows = self.db.execute(f"SELECT {', '.join(self._CASE_SUMMARY)}, verdict_json FROM cases WHERE bucket_id=?"
+                                   " ORDER BY id LIMIT ?", (bucket_id, limit)).fetchall()
+            if also is not None and all(r["id"] != also for r in rows):
+                rows += self.db.execute(f"SELECT {', '.join(self._CASE_SUMMARY)}, verdict_json FROM cases"
+                                        " WHERE id=? AND bucket_id=?", (also, bucket_id)).fetchall()
         return [{**{name: r[name] for name in self._CASE_SUMMARY}, "verdict": json.loads(r["verdict_json"])} for r in rows]
 
     def pending_priorities(self) -> dict[str, tuple[str, int]]:

@@ -291,9 +291,16 @@ def write_bucket(
     severity: dict | None = None,
 ) -> Path:
     """The bucket folder for a minimized case, with `report.md` and `analysis.json` (and, for a
-    bug, issue.py and issue.md; `compile_log`, what the compiler printed, as compile.log)."""
+    bug, issue.py and issue.md; `compile_log`, what the compiler printed, as compile.log), every
+    file written before the folder is moved into place."""
     verdict = analysis.verdict if analysis.verdict is not None else fallback_verdict
-    folder = write_bucket_folder(
+    data = analysis.to_dict()
+    report = render_bug_report(analysis.spec, title=str(key), reason=analysis.reason if analysis.verdict is not None else None,
+                               culprit=data["culprit"], versions=versions, device=device, config_desc=config.describe(),
+                               verdict=verdict, minimized=data["minimized"])
+    # Every file goes into the folder before it is moved into place: a kill never leaves a bucket
+    # folder without its analysis.
+    return write_bucket_folder(
         root,
         knob=perf_knob(analysis.culprit),
         bucket_id=bucket_id,
@@ -309,20 +316,5 @@ def write_bucket(
         versions=versions,
         compile_log=analysis.compile_log if compile_log is None else compile_log,
         severity=severity,
+        extra_files={"analysis.json": json.dumps(data, indent=2) + "\n", "report.md": report},
     )
-    data = analysis.to_dict()
-    (folder / "analysis.json").write_text(json.dumps(data, indent=2) + "\n")
-    (folder / "report.md").write_text(
-        render_bug_report(
-            analysis.spec,
-            title=str(key),
-            reason=analysis.reason if analysis.verdict is not None else None,
-            culprit=data["culprit"],
-            versions=versions,
-            device=device,
-            config_desc=config.describe(),
-            verdict=verdict,
-            minimized=data["minimized"],
-        )
-    )
-    return folder
