@@ -22,7 +22,6 @@ import pytest
 from divfuzz.fuzzer.campaign.bucket_folders import finish_interrupted_buckets
 from divfuzz.fuzzer.store import STORE_NAME, Store
 from divfuzz.records.buckets import BucketKey
-from divfuzz.reports.kill_points import KILL_POINTS
 from test_spec_safety import base
 
 

@@ -32,7 +32,6 @@ from divfuzz.records.outcomes import Status
 from divfuzz.records.verdict import FloatComparison, OutputVerdict, Verdict
 from divfuzz.reports.diff import diff_sides, diff_text, side_from_store
 from divfuzz.reports.html import collect, render_html
-from divfuzz.reports.markdown import buckets_markdown
 from divfuzz.reports.root_causes import EAGER_WORSE, graph_pattern, root_cause_groups
 
 ROOT = Path(__file__).resolve().parents[1]

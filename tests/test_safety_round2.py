@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -29,7 +28,7 @@ from click.testing import CliRunner
 
 from divfuzz.fuzzer.cli.main import main
 from divfuzz.records.config import INDUCTOR_SWITCHES, CompileConfig, check_inductor_override
-from divfuzz.records.errors import ConfigError, SpecError, UnsafePathError
+from divfuzz.records.errors import ConfigError, UnsafePathError
 from divfuzz.records.numbers import checked_number, number_problem, parse_number
 from test_safety_cli import _store_with_a_case
 from test_spec_safety import base

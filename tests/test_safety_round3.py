@@ -140,7 +140,7 @@ def test_an_oversized_spec_is_refused_by_replay_corpus_add_and_minimize_pending_
     store = Store(campaign / STORE_NAME)
     try:
         run_id, _ = store.start_run(seed=0, device="cpu", config={}, options={}, versions={})
-        store.add_case_for_analysis(raw_key=BucketKey("hang", "-", "cpu", "tanh", "Timeout"), severity_for=lambda key: None,
+        store.add_case_for_analysis(raw_key=BucketKey("hang", "-", "cpu", ("tanh",), detail="Timeout", rule="hang"),
                                     run_id=run_id, slot=0, idx=0, spec_digest="d", spec_json=spec.read_text(),
                                     device="cpu", config={"backend": "inductor", "dynamic": False, "mode": None,
                                                           "inductor": {}},
@@ -167,7 +167,7 @@ def _store_with_pending(folder: Path, config: dict) -> None:
     store = Store(folder / STORE_NAME)
     try:
         run_id, _ = store.start_run(seed=0, device="cpu", config=config, options={}, versions={})
-        store.add_case_for_analysis(raw_key=BucketKey("fp32-ulp", "float32", "cpu", "gelu"), severity_for=lambda key: None,
+        store.add_case_for_analysis(raw_key=BucketKey("fp32-ulp", "float32", "cpu", ("gelu",), rule="many-ulps"),
                                     run_id=run_id, slot=0, idx=0, spec_digest="d", spec_json=json.dumps(base()),
                                     device="cpu", config=config, verdict={"status": "diverged"}, score=1.0, wall_s=0.1,
                                     finding_kind="fp32-ulp")
