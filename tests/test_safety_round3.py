@@ -256,8 +256,10 @@ def _report_store(folder: Path, *, buckets: int, cases: int) -> None:
                 b = i % buckets
                 store.add_case(run_id=run_id, slot=0, idx=i, spec_digest=f"d{i}", spec_json=spec, device="cpu", config={},
                                verdict=verdict, score=1.0, wall_s=1.0, finding_kind="fp32-ulp",
-                               key=BucketKey("fp32-ulp", "bfloat16", "cpu", f"op{b}\x00\x1b]0;t\x07"),
-                               triage="compiled-worse", severity={"severity": ("bug", "noise")[b % 2], "rule": "t",
+                               key=BucketKey("fp32-ulp", "bfloat16", "cpu", (f"op{b}\x00\x1b]0;t\x07",),
+                                             rule=("float-gross-worse", "few-ulps")[b % 2]),
+                               triage="compiled-worse", severity={"severity": ("bug", "noise")[b % 2],
+                                                                  "rule": ("float-gross-worse", "few-ulps")[b % 2],
                                                                   "output": "v0", "detail": "d"})
         store.finish_run(run_id)
     finally:

@@ -35,7 +35,8 @@ def test_the_summary_wraps_its_facts_and_points_to_cut_lines(tmp_path, width):
     c = Campaign(out_dir)
     plant_floor_division(c)
     long_culprit = "inductor lowering of aten.div through a decomposition with a very long description " + "y" * 40
-    c.file(c.find(floor_div(before=("relu", "abs", "neg", "exp"))), floor_div(before=("relu", "abs")), long_culprit)
+    long_ops = ("relu", "abs", "neg", "exp", "sigmoid", "tanh", "log", "sin", "cos", "sign")
+    c.file(c.find(floor_div(before=long_ops)), floor_div(before=long_ops), long_culprit)  # a long line, cut
     c.close()
     store = c.reopen()
     buckets = store.buckets(run_id=c.run)
@@ -98,14 +99,17 @@ def test_report_markdown_reads_as_itself_and_renders_no_html_from_the_store(tmp_
 
     store = Store(tmp_path / STORE_NAME)
     run_id, _ = store.start_run(seed=0, device="cpu", config={}, options={}, versions={})
-    hostile = BucketKey("bf16-ulp", "bfloat16", "cpu", "mul+<img src=x onerror=alert(1)> @ inductor: <script>alert(2)</script>")
+    from divfuzz.records.buckets import CulpritKey
+
+    hostile = BucketKey("bf16-ulp", "bfloat16", "cpu", ("mul", "<img src=x onerror=alert(1)>"), rule="float-gross-worse",
+                        culprit=CulpritKey("inductor", "lowerings", "<script>alert(2)</script>"))
     for i, (key, severity, detail) in enumerate((
             (hostile, "bug", "compiled > 4 ULP further from fp64 &amp; <b>bold</b> \\<i>"),
-            (BucketKey("fp32-ulp", "float32", "cpu", "add+mul (backward)"), "noise", "1 ULP"),
-            (BucketKey("fp32-ulp", "float32", "cpu", "sub (backward)"), "noise", "1 ULP"))):
+            (BucketKey("fp32-ulp", "float32", "cpu", ("add", "mul"), backward=True, rule="few-ulps"), "noise", "1 ULP"),
+            (BucketKey("fp32-ulp", "float32", "cpu", ("sub",), backward=True, rule="few-ulps"), "noise", "1 ULP"))):
         store.add_case(run_id=run_id, slot=0, idx=i, spec_digest=f"d{i}", spec_json="{}", device="cpu", config={},
                        verdict={"status": "diverged"}, score=1.0, wall_s=0.1, finding_kind=key.kind, key=key,
-                       severity={"severity": severity, "rule": "r", "output": "o", "detail": detail})
+                       severity={"severity": severity, "rule": key.rule, "output": "o", "detail": detail})
     text = buckets_markdown(store)
     store.close()
     assert "&gt;" not in text and "&lt;" not in text
