@@ -42,8 +42,8 @@ def broken_buckets(out: Path) -> list[str]:
 
 # ---- the store's own calls: the state the issue found ----------------------------------------
 
-def _key(signature: str) -> BucketKey:
-    return BucketKey(kind="fp32-ulp", dtype="float32", device_type="cpu", signature=signature)
+def _key(op: str) -> BucketKey:
+    return BucketKey(kind="fp32-ulp", dtype="float32", device_type="cpu", ops=(op,), rule="many-ulps")
 
 
 def _add(store: Store, run_id: int, slot: int, key: BucketKey):

@@ -319,7 +319,7 @@ def test_a_device_or_fifo_in_a_shards_bucket_folder_is_refused_by_name_and_leave
     (folder / "repro.py").write_text("print('repro')\n")
     plant(folder / "zero")
     with sqlite3.connect(a / STORE_NAME) as db:
-        db.execute("UPDATE buckets SET folder=? WHERE key=?", (str(folder), str(NORM)))
+        db.execute("UPDATE buckets SET folder=? WHERE key=?", (str(folder), NORM.identity()))
     out = tmp_path / "m"
     if out_exists:
         _store(out, (2, SHARD_B))

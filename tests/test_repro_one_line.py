@@ -28,7 +28,7 @@ def _repro_of(tmp_path, worker, backend: str, kind: str):
     spec = unary_bf16("gelu", rows=2, dim=4)
     config = CompileConfig(backend=backend)
     verdict = worker.run(CaseRequest(spec, "cpu", config), 120)
-    key = BucketKey(kind=kind, detail="-", dtype="bfloat16", device_type="cpu", signature=spec.op_signature())
+    key = BucketKey(kind=kind, detail="-", dtype="bfloat16", device_type="cpu", ops=tuple(dict.fromkeys(spec.op_names)))
     folder = write_bucket_folder(tmp_path, bucket_id=1, key=key, spec=spec, device="cpu", config=config, verdict=verdict)
     return folder, subprocess.run([sys.executable, str(folder / "repro.py")], capture_output=True, text=True, timeout=300)
 
