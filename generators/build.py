@@ -25,6 +25,7 @@ import torch.nn.functional as F
 
 from divfuzz.generators.recipes import INITS, RECIPES
 from divfuzz.generators.opdef import OpDef, RoundingBoundary
+from divfuzz.records.reference_rules import eager_rounds_scalar, round_scalar
 from divfuzz.generators.registry import get_op
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.records.dtypes import ALL_DTYPES
@@ -101,25 +102,55 @@ def _op_function(op_name: str, n_args: int, key: tuple) -> Callable[..., Any]:
 Plan = tuple[tuple[str, tuple[str, ...], Callable[..., Any]], ...]
 
 
-def _plan(spec: GraphSpec) -> Plan:
+def _plan(spec: GraphSpec, params_of: Callable[[Any], dict[str, Any]] | None = None) -> Plan:
     """Each node's (name, input names, op function), resolved before any tracing: Dynamo then sees
-    only the ops' own expressions, never the lookup and compile that produce them."""
-    return tuple((n.name, tuple(n.inputs), op_function(get_op(n.op), len(n.inputs), n.kwargs)) for n in spec.nodes)
+    only the ops' own expressions, never the lookup and compile that produce them. `params_of(node)`
+    gives the params to build it with (the node's own by default)."""
+    params_of = params_of or (lambda n: n.kwargs)
+    return tuple((n.name, tuple(n.inputs), op_function(get_op(n.op), len(n.inputs), params_of(n))) for n in spec.nodes)
 
 
-def _run(spec: GraphSpec, plan: Plan, tensors, ctx: BuildContext, keep: dict | None = None):
+def reference_params(spec: GraphSpec, node, device_type: str) -> dict[str, Any]:
+    """The params a node is built with in the fp64 reference: its own, with each scalar that eager
+    rounds to its bfloat16/float16 input's dtype on `device_type` (`OpDef.eager_rounds_scalars`,
+    `divfuzz.records.reference_rules`) rounded the same way: the reference means what eager's op means."""
+    op = get_op(node.op)
+    params = node.kwargs
+    if not op.eager_rounds_scalars or not node.inputs:
+        return params
+    dtype = spec.meta(node.inputs[0])[1]
+    if dtype not in ("bfloat16", "float16"):
+        return params
+    rounded = dict(params)
+    for name, kind in op.eager_rounds_scalars.items():
+        if name in rounded and eager_rounds_scalar(kind, device_type):
+            rounded[name] = round_scalar(rounded[name], dtype)
+    return rounded
+
+
+# A value hook for experiments (`divfuzz.fuzzer.engine.explain`): (the input's or node's name,
+# its value) -> the value the graph goes on with. Never used for a compiled graph.
+ValueHook = Callable[[str, Any], Any]
+
+
+def _run(spec: GraphSpec, plan: Plan, tensors, ctx: BuildContext, keep: dict | None = None, hook: ValueHook | None = None):
     env = {t.name: v for t, v in zip(spec.inputs, tensors)}
+    if hook is not None:
+        env = {name: hook(name, v) for name, v in env.items()}
     for name, inputs, fn in plan:
-        env[name] = fn(ctx.dt, *[env[i] for i in inputs])
+        value = fn(ctx.dt, *[env[i] for i in inputs])
+        env[name] = value if hook is None else hook(name, value)
     if keep is not None:
         keep.update(env)
     return tuple(env[o] for o in spec.outputs)
 
 
-def build_callable(spec: GraphSpec, device_type: str = "cpu", keep: dict | None = None) -> Callable[..., tuple]:
+def build_callable(spec: GraphSpec, device_type: str = "cpu", keep: dict | None = None,
+                   hook: ValueHook | None = None) -> Callable[..., tuple]:
     """The real graph as a torch function of its inputs, with the spec's autocast region inside.
 
-    `keep`, when given, receives every intermediate value (for eager runs only: not under compile).
+    `keep`, when given, receives every intermediate value (for eager runs only: not under compile);
+    `hook` replaces each input's and node's value as the graph runs (eager experiments only).
     """
     ctx = BuildContext(reference=False)
     plan = _plan(spec)
@@ -130,19 +161,38 @@ def build_callable(spec: GraphSpec, device_type: str = "cpu", keep: dict | None 
             torch.autocast(device_type=device_type, dtype=autocast) if autocast else contextlib.nullcontext()
         )
         with region:
-            return _run(spec, plan, tensors, ctx, keep)
+            return _run(spec, plan, tensors, ctx, keep, hook)
 
     graph.__name__ = f"divfuzz_graph_{spec.digest()}"
     return graph
 
 
-def build_reference(spec: GraphSpec) -> Callable[..., tuple]:
-    """The float64 reference: same ops, every floating dtype mapped to float64, no autocast."""
+def _keeping_explicit_cast(node, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn` for the fp64 reference: an explicit cast to a lower floating precision
+    (`OpDef.rounds_to_param`) rounds its float64 result to that dtype and back."""
+    param = get_op(node.op).rounds_to_param
+    dtype = TORCH_DTYPES.get(node.kwargs.get(param)) if param else None
+    if dtype is None or not dtype.is_floating_point or dtype == torch.float64:
+        return fn
+
+    def rounded(D, *args):
+        value = fn(D, *args)
+        return value.to(dtype).to(torch.float64) if value.is_floating_point() else value
+
+    return rounded
+
+
+def build_reference(spec: GraphSpec, keep: dict | None = None, hook: ValueHook | None = None, *,
+                    device_type: str = "cpu") -> Callable[..., tuple]:
+    """The float64 reference, one semantics for every path: the same ops with every floating dtype
+    mapped to float64 and no autocast, but the graph's explicit casts kept (`_keeping_explicit_cast`)
+    and a scalar rounded where eager rounds it on `device_type` (`reference_params`). `keep` and `hook` as for `build_callable` (the values are float64 here)."""
     ctx = BuildContext(reference=True)
-    plan = _plan(spec)
+    plan = tuple((name, inputs, _keeping_explicit_cast(spec.node(name), fn))
+                 for name, inputs, fn in _plan(spec, lambda n: reference_params(spec, n, device_type)))
 
     def reference(*tensors):
-        return _run(spec, plan, tensors, ctx)
+        return _run(spec, plan, tensors, ctx, keep, hook)
 
     return reference
 

@@ -175,6 +175,14 @@ class OpDef:
     # Whether `code` mixes the weights into the result by type promotion (`x * weight + bias`), so
     # that float32 weights under autocast make the output float32 (`divfuzz.generators.node_typing`).
     promotes_weights: bool = False
+    # The scalar params the op combines with its (bfloat16 or float16) tensor, each with its kind
+    # of use (`divfuzz.records.reference_rules`: COMPARE, BINARY, MUL_DIV): where eager rounds such a
+    # scalar to the tensor's dtype, the fp64 reference rounds it too (`build.reference_params`).
+    eager_rounds_scalars: Mapping[str, str] = field(default_factory=dict)
+    # An explicit cast: the param naming the dtype its output is rounded to. The fp64 reference
+    # keeps that rounding (round to the dtype, then back to float64): a model's own casts are part
+    # of what it computes, unlike autocast's, which the reference drops.
+    rounds_to_param: str | None = None
 
     def param_problems(self, params: Mapping[str, Any]) -> list[str]:
         """What is wrong with `params` against this op's schema, one phrase per problem ([] when valid)."""

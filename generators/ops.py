@@ -20,7 +20,6 @@ Every op declares its `params` schema; `validate_spec` holds every loaded spec t
 from __future__ import annotations
 
 import math
-import struct
 from typing import Any
 
 from hypothesis import strategies as st
@@ -28,6 +27,7 @@ from hypothesis import strategies as st
 from divfuzz.generators.node_typing import promote
 from divfuzz.generators.opdef import FP32, LOWER_PRECISION, Choice, Flag, FloatRange, IntRange, JumpRule, Meta, OpDef, WeightSpec
 from divfuzz.records.dtypes import ALL_DTYPES, DATA_DTYPES, DTYPES, FLOAT_DTYPES
+from divfuzz.records.reference_rules import BINARY, round_scalar
 
 # Every registered op by name, in registration order (`divfuzz.generators.registry` looks them up).
 OPS: dict[str, OpDef] = {}
@@ -361,6 +361,7 @@ _unary(
     lambda a, p: f"{a[0]} + {_num(p['eps'])}",
     params={"eps": EPS},
     draw_params=lambda draw, metas: {"eps": draw(st.sampled_from([1e-7, 1e-6, 1e-5, 1e-3]))},
+    eager_rounds_scalars={"eps": BINARY},
 )
 
 DIVISORS = (3.0, 7.0, 0.1, 0.3, 2.5, -1.5)
@@ -456,6 +457,7 @@ register(
         code=lambda a, p: f"{a[0]}.to(D({DTYPE_CODE[p['to']]}))",
         params={"to": Choice(DATA_DTYPES)},
         draw_params=_cast_params,
+        rounds_to_param="to",
     )
 )
 
@@ -752,6 +754,7 @@ for _name in ("remainder", "fmod"):
         (lambda f: lambda a, p: f"torch.{f}({a[0]}, {_num(p['divisor'])})")(_name),
         params={"divisor": FloatRange(-1e30, 1e30)},
         draw_params=lambda draw, metas: {"divisor": draw(st.sampled_from(REMAINDER_DIVISORS))},
+        eager_rounds_scalars={"divisor": BINARY},
     )
     _edge(
         OpDef(
@@ -773,29 +776,6 @@ for _name in ("remainder", "fmod"):
 # `D(torch.float32) is torch.float32` is true in the real graph and false in the reference.
 
 CMP_SCALARS = (0.1, 0.3, 1 / 3, -0.7, 2.2, 1e-3, 0.5, 0.0)
-
-
-def round_scalar(value: float, dtype: str) -> float:
-    """A Python float as PyTorch converts it to `dtype` (bf16 and fp16 through float32);
-    ValueError when it does not fit."""
-    if dtype == "float64":
-        return float(value)
-    try:
-        f32 = struct.unpack("<f", struct.pack("<f", value))[0]
-        if dtype == "float16":
-            return struct.unpack("<e", struct.pack("<e", f32))[0]
-    except OverflowError:
-        raise ValueError(f"scalar {value!r} does not fit {dtype}") from None
-    if dtype == "bfloat16":
-        bits = struct.unpack("<I", struct.pack("<f", f32))[0]
-        bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16  # round to nearest even
-        rounded = struct.unpack("<f", struct.pack("<I", bits & 0xFFFFFFFF))[0]
-        if not math.isfinite(rounded):
-            raise ValueError(f"scalar {value!r} does not fit {dtype}")
-        return rounded
-    if dtype == "float32":
-        return f32
-    raise ValueError(f"Expected a floating dtype but got dtype={dtype!r}")
 
 
 def _promoted_scalar(p) -> str:

@@ -94,6 +94,7 @@ def graph_specs(
     first_ops: tuple[str, ...] | None = None,
     allowed: Callable[[str, str, bool], bool] | None = None,
     guard_casts: bool = True,
+    op_offset: int = 0,
 ) -> GraphSpec:
     """A valid graph of `min_ops` to `max_ops` registered ops, its input recipe, autocast and backward.
 
@@ -110,6 +111,12 @@ def graph_specs(
     graphs without the guards. A guarded encoding is two nodes: it is drawn only while two fit in
     the drawn op count, or as the first op when nothing else applies. `cast_guard` itself is not
     drawn unless `ops` names it.
+
+    `op_offset` rotates each step's candidate ops (with their weights) by that many places: the
+    same ops in the same proportions, but all-zero choices, where Hypothesis starts (its simplest
+    example, then short random prefixes extended with zeros), land on another op. A campaign's
+    slot `s` draws with `op_offset=s`, so that its slots' first draws differ; 0 draws the same
+    graphs as before it existed.
     """
     if not 1 <= min_ops <= max_ops:
         raise ValueError(f"Expected 1 <= min_ops <= max_ops but got min_ops={min_ops!r}, max_ops={max_ops!r}")
@@ -144,6 +151,8 @@ def graph_specs(
         if not applicable:
             break
         shares = base if pool is names else _base_weights(registry, pool)
+        turn = op_offset % len(applicable)
+        applicable = applicable[turn:] + applicable[:turn]
         op = registry[applicable[_weighted_index(draw, [shares[n] for n in applicable])]]
         node, weights = _draw_node(draw, op, f"v{step + 1}", usable[op.name], values, autocast=autocast, backward=backward)
         inputs.extend(weights)
@@ -268,12 +277,13 @@ def perf_shapes(draw, device_type: str = "cuda") -> tuple[int, int]:
 
 
 def perf_graph_specs(*, device_type: str = "cuda", dtypes: tuple[str, ...] = ("bfloat16",), max_ops: int = 4,
-                     ops: tuple[str, ...] | None = None) -> st.SearchStrategy[GraphSpec]:
-    """Training-like norm blocks for the perf oracle (`--oracle perf`): backward always on."""
+                     ops: tuple[str, ...] | None = None, op_offset: int = 0) -> st.SearchStrategy[GraphSpec]:
+    """Training-like norm blocks for the perf oracle (`--oracle perf`): backward always on
+    (`op_offset`: as for `graph_specs`)."""
     return graph_specs(
         min_ops=1, max_ops=max(1, min(max_ops, 4)), dtypes=dtypes, ops=ops or PERF_OPS, allow_autocast=False,
         backward=True, shapes=perf_shapes(device_type),
-        first_ops=tuple(n for n in PERF_NORMS if ops is None or n in ops) or None,
+        first_ops=tuple(n for n in PERF_NORMS if ops is None or n in ops) or None, op_offset=op_offset,
     )
 
 

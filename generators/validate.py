@@ -10,6 +10,7 @@ A spec that passes it holds only:
 - node dtypes and shapes equal to what `divfuzz.generators.node_typing` gives for its op, params, inputs
   and the spec's autocast (a linear under autocast gives the autocast dtype);
 - tensors of at most `MAX_TENSOR_ELEMENTS` elements, `MAX_TOTAL_ELEMENTS` in all, `MAX_DIMS` dims;
+- at most `MAX_NODES` nodes, no chain of them deeper than `MAX_DEPTH`;
 - nodes that all reach an output, and outputs that are distinct nodes.
 So code generation can print names as they are and params through `repr` or lookup tables.
 """
@@ -39,6 +40,11 @@ MAX_NAME_LENGTH = 64
 MAX_TENSOR_ELEMENTS = 2**24
 MAX_TOTAL_ELEMENTS = 2**26
 MAX_DIMS = 8
+# A graph's size in ops: the strategies draw at most 40 ops (`fuzz --max-ops`), 80 nodes with their
+# cast guards, and the corpus holds 14 at most, 3 deep. A spec of thousands of nodes (3,000 chained
+# `tanh` on a 4x4 input) only spends a whole timeout compiling and was filed as a compiler "hang".
+MAX_NODES = 256
+MAX_DEPTH = 128  # the longest chain of nodes from an input to an output
 
 # Graph values become locals of the generated `model()` and `make_inputs()`: a value named like
 # a global those functions use, or like their fixed locals, would shadow it. These are the names
@@ -48,9 +54,9 @@ MAX_DIMS = 8
 REPRO_NAMES = frozenset(
     {
         # module level of repro.py and of report.md's code
-        "torch", "F", "importlib", "os", "platform", "signal", "sys", "ordered_bits", "run", "compare",
+        "torch", "F", "importlib", "os", "platform", "signal", "sys", "ordered_bits", "run", "compare", "type_changes",
         "main", "make_inputs", "model", "inputs", "eager", "compiled", "eager_out", "compiled_out",
-        "DEVICE", "DEVICE_TYPE", "SEED", "BACKWARD", "BACKEND", "DYNAMIC", "MODE", "INDUCTOR_CONFIG",
+        "DEVICE", "DEVICE_TYPE", "REF_ON_CPU", "SEED", "BACKWARD", "BACKEND", "DYNAMIC", "MODE", "INDUCTOR_CONFIG",
         "TIMEOUT_S", "OUTPUTS", "INPUT_NAMES", "COMPARED_COMPILE", "compile_settings",
         # the fixed locals of model() and make_inputs(), where graph values live
         "D", "ref", "g", "device",
@@ -94,6 +100,7 @@ def validate_spec(spec: GraphSpec, *, source: str = "spec") -> GraphSpec:
     inputs defined before it and accepted by the op, its shape and dtype what the op infers (weights
     included); sizes under the caps; at least one output, each a distinct node; no dead nodes.
     """
+    _check_graph_size(spec, source)
     metas: dict[str, Meta] = {}
     older: dict[str, Meta] = {}  # each value as the rule before the fp32 list typed it (see `_check_node`)
     total = 0
@@ -114,6 +121,20 @@ def validate_spec(spec: GraphSpec, *, source: str = "spec") -> GraphSpec:
     if any(n.dtype != metas[n.name].dtype for n in spec.nodes):
         return replace(spec, nodes=tuple(replace(n, dtype=metas[n.name].dtype) for n in spec.nodes))
     return spec
+
+
+def _check_graph_size(spec: GraphSpec, source: str) -> None:
+    """Refuse more than `MAX_NODES` nodes, or a chain deeper than `MAX_DEPTH`, before anything else
+    is checked (an input named later is not yet known: it counts as depth 0 here, and is refused
+    by `_check_node` after)."""
+    if len(spec.nodes) > MAX_NODES:
+        raise InvalidGraphError(f"{source}: field 'nodes' holds {len(spec.nodes)} nodes, over the cap of {MAX_NODES}")
+    depth: dict[str, int] = {}
+    for n in spec.nodes:
+        depth[n.name] = 1 + max((depth.get(i, 0) for i in n.inputs), default=0)
+        if depth[n.name] > MAX_DEPTH:
+            raise InvalidGraphError(f"{source}: field 'nodes': node {short_repr(n.name, 80)} ends a chain of "
+                                    f"{depth[n.name]} nodes, deeper than the cap of {MAX_DEPTH}")
 
 
 def _check_name(source: str, kind: str, name: str, defined: dict[str, Meta]) -> None:

@@ -2,16 +2,23 @@
 
 A compiler cannot be blamed for a difference that the exact answer makes too when its inputs
 move by one rounding step: a LayerNorm over a near-constant row, `log2` -> `ceil` of such a
-row. Before a bug verdict, the judge (`divfuzz.oracles.judge`) reruns the fp64 reference on
-`CONDITIONING_DRAWS` perturbed copies of the inputs, and `divfuzz.oracles.compare` counts the elements
-whose reference moved at least as far as compiled differs from eager.
+row. Nor when its intermediates do: every op of the graph rounds its result once, so a value
+made near zero or near constant inside the graph (a norm over one element, a difference of
+nearly equal terms) is rounding noise whatever its inputs. Before a bug verdict, the judge
+(`divfuzz.oracles.judge`) reruns the fp64 reference `CONDITIONING_DRAWS` times with the inputs
+moved (`perturb_inputs`) and every intermediate moved (`IntermediateNudge`) by one rounding
+step, and `divfuzz.oracles.compare` counts the elements whose reference moved at least as far as
+compiled differs from eager.
 
 Invariants:
 - a perturbation is a pure function of (inputs, draw): replays and the gate see the same draws;
 - each floating input moves by exactly one ULP of its own dtype, up or down, per distinct value:
   equal elements move together, so exact ties (repeated maxima, equal rows) stay ties. A tie is
   part of the input's meaning (argmax returns the first maximum), a near-tie is not;
-- integer inputs (indices, masks) never move, and a perturbed copy keeps `requires_grad`.
+- integer inputs (indices, masks) never move, and a perturbed copy keeps `requires_grad`;
+- an intermediate moves by one step of the dtype the real graph computes it in, at the scale of
+  its own value or of its operands, whichever is larger (a rounding error is relative to the
+  operands: `x - mean(x)` near zero carries the error of `x`), again per distinct value.
 """
 
 from __future__ import annotations
@@ -38,3 +45,36 @@ def perturb_inputs(inputs: list, draw: int) -> list:
         moved = torch.where(torch.isfinite(values), moved, values)  # NaN and Inf stay what they are
         out.append(moved[inverse].reshape(x.shape).requires_grad_(x.requires_grad))
     return out
+
+
+class IntermediateNudge:
+    """A value hook for the fp64 reference (`divfuzz.generators.build.build_reference(hook=...)`)
+    that moves every node's value by one rounding step of the dtype the real graph computes it in
+    (`real_dtypes`: name -> dtype name), up or down per distinct value as drawn from (`draw`,
+    the node's position), at the scale max(|value|, RMS of each of its operands). Inputs pass
+    unchanged (`perturb_inputs` moves them); so do float64 nodes and non-floating values."""
+
+    def __init__(self, reads: dict[str, tuple[str, ...]], real_dtypes: dict[str, str], draw: int):
+        self.reads, self.real_dtypes, self.draw = reads, real_dtypes, draw
+        self.seen: dict[str, torch.Tensor] = {}
+
+    def __call__(self, name: str, value):
+        self.seen[name] = value
+        dtype = self.real_dtypes.get(name)
+        if (name not in self.reads or dtype in (None, "float64") or not isinstance(value, torch.Tensor)
+                or not value.is_floating_point() or value.numel() == 0):
+            return value
+        step = torch.finfo(getattr(torch, dtype)).eps
+        scale = value.detach().abs()
+        for operand in self.reads[name]:
+            x = self.seen.get(operand)
+            if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel():
+                finite = x.detach()[torch.isfinite(x.detach())]
+                if finite.numel():
+                    scale = torch.maximum(scale, finite.double().pow(2).mean().sqrt().to(scale.dtype))
+        g = torch.Generator().manual_seed(_SEED + 7919 * self.draw + 104729 * (len(self.seen) + 1))
+        values, inverse = torch.unique(value.detach(), return_inverse=True)
+        up = (torch.rand(values.shape, generator=g) < 0.5).to(value.device)
+        sign = torch.where(up, 1.0, -1.0).to(value.dtype)[inverse].reshape(value.shape)
+        moved = value + (sign * step * scale).detach()
+        return torch.where(torch.isfinite(value), moved, value)

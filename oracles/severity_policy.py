@@ -33,6 +33,7 @@ graph too small to pay it back is `by-design` (`mode="reduce-overhead"` is the d
 
 from __future__ import annotations
 
+from divfuzz.oracles.mechanisms import mechanism_severity
 from divfuzz.oracles.perf import is_slower
 from divfuzz.records.outcomes import COMPILER_FAILURES, Status
 from divfuzz.records.severity import ORDER, Severity, SeverityReason
@@ -70,7 +71,7 @@ ILL_MAJORITY = 0.5
 # answers exactly right: then the precision suffices, and compiled's miss is the compiler's.
 EAGER_EXACT_FRACTION = 0.9
 
-# Culprit texts naming a documented precision knob that removes the divergence.
+# Documented precision switches: what one removes is a skipped rounding, not a defect.
 PRECISION_KNOBS = ("emulate_precision_casts",)
 
 
@@ -151,7 +152,11 @@ def _float_reason(name: str, fc) -> SeverityReason | None:
                               f"{fc.n_gross_worse}/{fc.numel} {fc.dtype} elements are much further from fp64 in compiled "
                               f"(up to {fc.max_excess_ulps:.3g} ULPs more), but eager itself is off by {fc.eager_max_err_ulps:.3g} ULPs "
                               f"({eager_relative:.2g} relative): an ill-conditioned input")
-    if fc.n_gross_worse and _ill_conditioned(fc.conditioning_draws, fc.n_gross_ill_conditioned, fc.n_gross_worse):
+    if fc.n_gross_worse and fc.eager_max_err_ulps > FEW_ULPS and _ill_conditioned(
+            fc.conditioning_draws, fc.n_gross_ill_conditioned, fc.n_gross_worse):
+        # Only while eager, in the same precision, is off too: where eager computes the sensitive
+        # elements to within a few ULPs, the precision suffices and compiled's miss is the
+        # compiler's (as `EAGER_EXACT_FRACTION` says for discrete answers).
         return SeverityReason(Severity.SUSPECT, "gross-worse-ill-conditioned", name,
                               f"{fc.n_gross_worse}/{fc.numel} {fc.dtype} elements are much further from fp64 in compiled "
                               f"(up to {fc.max_excess_ulps:.3g} ULPs more), but the fp64 value itself moves as far (up to "
@@ -262,13 +267,64 @@ def _worst_first(reason: SeverityReason) -> int:
 
 _COMPILER_FAILURE_RULES = {status.value: kind.value for status, kind in COMPILER_FAILURES.items()}
 
+# Every rule's severity: a rule names one severity (a test holds this table equal to what the
+# rules above emit). A key's severity starts here (`key_severity`).
+RULE_SEVERITY: dict[str, Severity] = {
+    **{rule: Severity.BUG for rule in _COMPILER_FAILURE_RULES.values()},
+    "output-type-mismatch": Severity.BUG, "nan-inf-new": Severity.BUG, "int-valued-wrong": Severity.BUG,
+    "float-gross-worse": Severity.BUG, "int-gross": Severity.BUG, "slower-beyond-noise": Severity.BUG,
+    "nan-inf-range-edge": Severity.SUSPECT, "nan-inf-ill-conditioned": Severity.SUSPECT,
+    "int-valued-ill-conditioned": Severity.SUSPECT, "int-valued-boundary": Severity.SUSPECT,
+    "gross-worse-ill-conditioned": Severity.SUSPECT, "nan-inf-moved": Severity.SUSPECT, "unreferenced": Severity.SUSPECT,
+    "rmse-worse": Severity.SUSPECT, "many-ulps": Severity.SUSPECT, "int-ill-conditioned": Severity.SUSPECT,
+    "int-boundary": Severity.SUSPECT, "int-flip": Severity.SUSPECT, "slower-within-noise": Severity.SUSPECT,
+    "precision-knob": Severity.BY_DESIGN, "wrapper-overhead": Severity.BY_DESIGN,
+    "few-ulps-unreferenced": Severity.NOISE, "compiled-closer": Severity.NOISE, "few-ulps": Severity.NOISE,
+    "within-same": Severity.NOISE, "undefined-cast": Severity.NOISE, "compiled-fp64-correct": Severity.NOISE,
+    "eager-gross-worse": Severity.EAGER_WORSE,
+}
+# Rules a documented precision switch does not turn into by-design: what is already noise
+# (compiled closer, within same(), an undefined cast) stays noise.
+_SWITCH_KEEPS = frozenset({"undefined-cast", "compiled-closer", "within-same"})
+# The one bug rule a precision switch does turn into by-design: a float result further from fp64
+# because a fused kernel skipped eager's intermediate roundings is precision elision, the
+# documented default that `emulate_precision_casts` undoes. A discrete wrong answer it causes (a
+# NaN, an integer or a comparison that flips) stays a bug: PyTorch keeps eager's rounding before
+# comparisons by default for that reason (PR 195223).
+_ELIDED_ROUNDING_RULES = frozenset({"float-gross-worse"})
 
-def severity_of(verdict, *, culprit: str | None = None) -> SeverityReason | None:
+
+def switch_severity(rule: str, switch: str | None, mechanism: str = "") -> Severity:
+    """The severity of a finding rated by `rule` once attribution named `switch` as removing it:
+    a documented precision knob (`PRECISION_KNOBS`) makes a suspect or noise rule by-design; any
+    other switch, or none, leaves the rule's own severity; a `mechanism` that explains the rule
+    (`divfuzz.oracles.mechanisms`) gives its own. An unknown rule (a newer store's, or none fired)
+    is suspect."""
+    explained = mechanism_severity(mechanism, rule) if mechanism else None
+    if explained is not None:
+        return explained
+    base = RULE_SEVERITY.get(rule, Severity.SUSPECT)
+    if switch in PRECISION_KNOBS and (base in (Severity.SUSPECT, Severity.NOISE) or rule in _ELIDED_ROUNDING_RULES) \
+            and rule not in _SWITCH_KEEPS:
+        return Severity.BY_DESIGN
+    return base
+
+
+def key_severity(key) -> Severity:
+    """A bucket key's severity (`divfuzz.records.buckets.BucketKey`): its rule under its culprit's
+    switch. Every case in a bucket shares its key's rule, so this is every case's severity too:
+    judged once, from the key's fields, wherever a bucket is stored or moved."""
+    switch = key.culprit.switch if key.culprit is not None else None
+    return switch_severity(key.rule, switch or None, key.mechanism)
+
+
+def severity_of(verdict, *, switch: str | None = None) -> SeverityReason | None:
     """The severity of a `Verdict` (its most severe output), or None when nothing diverges.
 
-    `culprit` is attribution's summary when known: a divergence a documented precision knob
-    removes is `by-design` (noise included: the knob names its cause) unless a bug rule fired (a wrong answer stays a bug, its reason says
-    which knob hides it).
+    `switch` is the documented switch attribution named as removing the divergence, when known
+    (`divfuzz.records.buckets.CulpritKey.switch`): a divergence a precision knob removes is
+    `by-design` (noise included: the knob names its cause) unless a bug rule fired (a wrong answer
+    stays a bug, its reason says which knob hides it); a perf finding's reason names the switch.
     """
     status = getattr(verdict.status, "value", verdict.status)
     if status in _COMPILER_FAILURE_RULES:
@@ -280,19 +336,47 @@ def severity_of(verdict, *, culprit: str | None = None) -> SeverityReason | None
         # The phase `finding_of` names: the forward when it is slower, else forward+backward.
         rated = [r for r in (perf_severity(p) for p in verdict.perf) if r is not None]
         worst = min(rated, key=lambda r: r.output != "fwd") if rated else None
-        if worst is not None and culprit and "removes it" in culprit:
-            return SeverityReason(worst.severity, worst.rule, worst.output, f"{worst.detail}; {culprit}")
+        if worst is not None and switch:
+            return SeverityReason(worst.severity, worst.rule, worst.output, f"{worst.detail}; {switch} removes it")
         return worst
     reasons = [r for r in (output_severity(o) for o in verdict.outputs) if r is not None]
     if not reasons:
         return None
     worst = min(reasons, key=_worst_first)
-    knob = next((k for k in PRECISION_KNOBS if culprit and k in culprit), None)
-    if knob and worst.severity in (Severity.SUSPECT, Severity.NOISE) and worst.rule not in ("undefined-cast", "compiled-closer", "within-same"):
-        return SeverityReason(Severity.BY_DESIGN, "precision-knob", worst.output, f"{knob} removes it; {worst.detail}")
-    if knob and worst.severity is Severity.BUG:
-        return SeverityReason(worst.severity, worst.rule, worst.output, f"{worst.detail} ({knob} removes it)")
+    explained = explained_reason(worst, getattr(verdict, "explanation", None))
+    if explained is not None:
+        return explained
+    if switch in PRECISION_KNOBS and switch_severity(worst.rule, switch) is Severity.BY_DESIGN:
+        return SeverityReason(Severity.BY_DESIGN, "precision-knob", worst.output, f"{switch} removes it; {worst.detail}")
+    if switch in PRECISION_KNOBS and worst.severity is Severity.BUG:
+        return SeverityReason(worst.severity, worst.rule, worst.output, f"{worst.detail} ({switch} removes it)")
     return worst
+
+
+def explained_reason(worst: SeverityReason, explanation) -> SeverityReason | None:
+    """`worst` as a mechanism explains it (`divfuzz.oracles.mechanisms`): the same rule and output,
+    the mechanism's severity, and the experiment's words; None when no explanation applies."""
+    if explanation is None:
+        return None
+    severity = mechanism_severity(explanation.mechanism, worst.rule)
+    if severity is None:
+        return None
+    return SeverityReason(severity, worst.rule, worst.output,
+                          f"explained by {explanation.mechanism}: {explanation.detail}; {worst.detail}")
+
+
+def explaining_mechanism(verdict, reason: SeverityReason | None) -> str:
+    """The mechanism of `verdict`'s explanation when it explains `reason`'s rule, else ""."""
+    explanation = getattr(verdict, "explanation", None)
+    if explanation is None or reason is None or mechanism_severity(explanation.mechanism, reason.rule) is None:
+        return ""
+    return explanation.mechanism
+
+
+# Rules that say eager, not compiled, is the side further from fp64: where the fp64 reference
+# could not follow eager's type semantics (a whole model run in float64 as Python), they are
+# checked again on the captured graphs before they are believed (`divfuzz.fuzzer.triage.capture`).
+EAGER_FURTHER_RULES = frozenset({"eager-gross-worse", "compiled-closer", "compiled-fp64-correct"})
 
 
 def worth_reducing(verdict) -> bool:

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
+from divfuzz.records.buckets import CulpritKey
 from divfuzz.records.errors import StoreError
 
 # The bisector's debug_info for a decomposition is the OpOverload's repr:
@@ -127,6 +128,12 @@ class Culprit:
             return f"{self.summary} (bisect #{self.bisect.bisect_number})"
         return self.summary
 
+    def key(self) -> CulpritKey:
+        """The fields that make a root cause (`divfuzz.records.buckets.CulpritKey`): the stage,
+        the subsystem and its detail, and the switch the summary names as removing it."""
+        return CulpritKey(stage=self.stage, subsystem=self.subsystem or "", detail=self.detail or "",
+                          switch=switch_named(self) or "")
+
     def bisect_text(self) -> str | None:
         """One line about the bisector for notes and reports, or None when it did not run."""
         if self.bisect is not None:
@@ -196,6 +203,21 @@ def names_one_part(culprit: Any) -> bool:
     alone or an unattributed culprit does not."""
     return (isinstance(culprit, dict) and culprit.get("subsystem") in _ONE_PART_SUBSYSTEMS
             and isinstance(culprit.get("detail"), str) and bool(culprit["detail"]))
+
+
+def switch_named(c: Culprit) -> str | None:
+    """The switch that `summarize` names as removing the finding ("inductor: X removes it"), or
+    None when the summary names a part of the compiler instead (a decomposition or a lowering
+    that a switch also hides is still that part's defect)."""
+    if c.subsystem == "decomposition" and c.detail:
+        return None
+    if c.subsystem and c.subsystem.startswith("inductor_"):
+        return c.subsystem.removeprefix("inductor_")
+    if c.stage == "inductor" and c.fixes and not c.subsystem:
+        return c.fixes[0]
+    if c.subsystem:
+        return None
+    return c.fixes[0] if c.fixes else None
 
 
 def summarize(c: Culprit) -> str:

@@ -70,3 +70,9 @@ class BaselineError(DivfuzzError):
 
 class MinimizeError(DivfuzzError):
     """The case given to the minimizer does not fail its predicate (nothing to minimize)."""
+
+
+class CompileCacheError(DivfuzzError):
+    """Inductor's compile cache gave an error that a compile without the cache does not: the cache
+    is corrupt or was tampered with (`divfuzz.fuzzer.engine.compile_cache`). divfuzz's environment,
+    never a compiler finding: the command stops and exits 2, naming the cache folder."""

@@ -156,22 +156,12 @@ class RootCausePattern:
         return cls(ops, frozenset(dtypes), bool(spec.get("backward")), rule, culprit, device_type)
 
     @classmethod
-    def from_bucket(cls, key: BucketKey, *, rule: str, backward: bool | None = None,
-                    dtypes: frozenset[str] = frozenset()) -> RootCausePattern:
-        """From a bucket key: its signature is "op+op+... @ culprit" once minimized (the modes are not
-        in it, so `backward` must be given), or "op+op+... (autocast X, backward)" before."""
-        ops_text, sep, culprit = key.signature.partition(" @ ")
-        modes: list[str] = []
-        if not sep and ops_text.endswith(")") and " (" in ops_text:
-            ops_text, _, mode_text = ops_text[:-1].partition(" (")
-            modes = [m.strip() for m in mode_text.split(",")]
-        if backward is None:
-            if sep:
-                raise ValueError(f"Expected backward=True/False for a minimized bucket signature but got None ({key.signature!r:.80})")
-            backward = "backward" in modes
-        autocast = {m.removeprefix("autocast ") for m in modes if m.startswith("autocast ")}
-        ops = tuple(op for op in ops_text.split("+") if op and op != "(empty)")
-        return cls(ops, frozenset({key.dtype} | autocast | set(dtypes)), backward, rule, culprit or None, key.device_type)
+    def from_bucket(cls, key: BucketKey, *, rule: str | None = None, dtypes: frozenset[str] = frozenset()) -> RootCausePattern:
+        """From a bucket key's fields: its ops, modes, output dtype, rule (`rule` when given) and
+        culprit (described as the culprit text a known bug's culprit name is looked for in)."""
+        culprit = key.culprit.describe() + (f" ({key.culprit.switch})" if key.culprit.switch else "") if key.culprit else None
+        dtypes = frozenset({key.dtype} | ({key.autocast} if key.autocast else set()) | set(dtypes))
+        return cls(tuple(key.ops), dtypes, key.backward, rule if rule is not None else key.rule, culprit, key.device_type)
 
 
 _CONFIDENCE = ("high", "medium", "low")

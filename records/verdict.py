@@ -246,6 +246,32 @@ def _clipped(value: Any, limit: int) -> str | None:
 
 
 @dataclass(frozen=True)
+class Explanation:
+    """A mechanism that accounts for a divergence without a compiler defect, found by an
+    experiment over the same case (`divfuzz.fuzzer.engine.explain`): its id (a key of
+    `divfuzz.oracles.mechanisms.MECHANISMS`), the output it explains, one sentence with the
+    experiment's numbers, and those numbers as data."""
+
+    mechanism: str
+    output: str
+    detail: str
+    measures: tuple[tuple[str, float], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mechanism": self.mechanism, "output": self.output, "detail": self.detail, "measures": dict(self.measures)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Explanation:
+        if not isinstance(d, dict) or not all(isinstance(d.get(k), str) for k in ("mechanism", "output", "detail")):
+            raise ValueError(f"Expected an explanation with mechanism, output and detail strings but got {d!r:.80}")
+        measures = d.get("measures") or {}
+        if not isinstance(measures, dict):
+            raise ValueError(f"Expected explanation measures as an object but got {measures!r:.80}")
+        return cls(d["mechanism"][:80], d["output"][:200], d["detail"][:1000],
+                   tuple(sorted((str(k)[:80], float(v)) for k, v in measures.items())))
+
+
+@dataclass(frozen=True)
 class Verdict:
     status: Status
     outputs: tuple[OutputVerdict, ...] = ()
@@ -257,6 +283,9 @@ class Verdict:
     error_site: str | None = None
     perf: tuple[PerfComparison, ...] = ()  # the perf oracle's phases; empty for a numeric verdict
     against: Against | None = None  # set only by `--against` cases; older verdicts read as None
+    # What explains a bug candidate without a compiler defect, when an experiment found it (None:
+    # no experiment ran, or none explained it).
+    explanation: Explanation | None = None
 
     def span_seconds(self) -> float:
         """The seconds its case spent in the worker's timed spans (nested ones counted once)."""
@@ -274,6 +303,8 @@ class Verdict:
             d["error_site"] = self.error_site
         if self.perf:  # numeric verdicts keep their stored form
             d["perf"] = [p.to_dict() for p in self.perf]
+        if self.explanation is not None:
+            d["explanation"] = self.explanation.to_dict()
         return d
 
     @classmethod
@@ -287,6 +318,7 @@ class Verdict:
             perf=tuple(PerfComparison.from_dict(p) for p in d.get("perf", ())),
             against=Against.from_dict(d["against"]) if d.get("against") else None,
             error_site=_clipped(d.get("error_site"), MAX_ERROR_SITE_CHARS),
+            explanation=Explanation.from_dict(d["explanation"]) if d.get("explanation") else None,
         )
 
 

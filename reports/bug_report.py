@@ -10,12 +10,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from divfuzz.generators.spec import GraphSpec
-from divfuzz.oracles.severity_policy import severity_of
 from divfuzz.records.culprit import bisect_text_of
 from divfuzz.reports.markdown import verdict_table
 from divfuzz.reports.repro import graph_code, inputs_code
 
 if TYPE_CHECKING:
+    from divfuzz.records.severity import SeverityReason
     from divfuzz.records.verdict import Verdict
 
 
@@ -36,6 +36,7 @@ def render_bug_report(
     spec: GraphSpec,
     *,
     title: str,
+    reason: "SeverityReason | None",
     culprit: dict,
     versions: dict,
     device: str,
@@ -43,9 +44,9 @@ def render_bug_report(
     verdict: "Verdict | None",
     minimized: dict | None = None,
 ) -> str:
-    """The bucket's `report.md`: title and severity, versions, the minimal code, eager vs
-    compiled with the fp64 verdict, and where it comes from (ladder, probes, bisector, shrink)."""
-    reason = severity_of(verdict, culprit=culprit.get("summary")) if verdict is not None else None
+    """The bucket's `report.md`: title and severity (`reason`, judged by the caller: nothing is
+    judged here), versions, the minimal code, eager vs compiled with the fp64 verdict, and where
+    it comes from (ladder, probes, bisector, shrink)."""
     perf = verdict is not None and bool(getattr(verdict, "perf", ()))
     headline = "is slower than eager" if perf else "differs from eager"
     lines = [

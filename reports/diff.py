@@ -7,8 +7,8 @@ buckets whose severity or bounds changed, each section led by its root causes
 methods: this module never imports `fuzzer`); `diff_sides` is a pure function of two sides.
 
 Invariants:
-- a bucket is the same on both sides when its key (`str(BucketKey)`) is, or, with
-  `match_device=False`, when its key is equal but for the device type (CPU vs GPU stores);
+- a bucket is the same on both sides when its key's fields are (`BucketKey.identity`), or, with
+  `match_device=False`, when they are equal but for the device type (CPU vs GPU stores);
 - a bucket gone from NEW is "fixed" only when NEW ran one of its specs (the spec of a case of
   the bucket, or its minimized spec: what `fuzz --replay-known` replays) and that spec no longer
   landed in it; otherwise it is "not reached": nothing says whether it still diverges;
@@ -22,10 +22,9 @@ Invariants:
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from divfuzz.records.buckets import BucketKey
 from divfuzz.reports.root_causes import culprit_of, root_cause_groups, severity_rank
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.records.errors import DivfuzzError
@@ -52,6 +51,8 @@ class BucketState:
     max_flips: int | None
     folder: str | None
     spec_digests: frozenset[str] = field(default=frozenset(), compare=False)
+    identity: str = field(default="", compare=False)  # BucketKey.identity(): what matches it across sides
+    any_device: str = field(default="", compare=False)  # the same with the device type left out
     root_cause: str = field(default="", compare=False)  # RootCause.identity() on its side
     root_cause_any_device: str = field(default="", compare=False)  # the same, device type left out
     root_cause_title: str = field(default="", compare=False)
@@ -74,7 +75,7 @@ class BucketState:
 @dataclass(frozen=True)
 class Side:
     label: str  # e.g. "runs/divfuzz.sqlite" or "runs/divfuzz.sqlite:3"
-    buckets: dict[str, BucketState]  # by str(key)
+    buckets: dict[str, BucketState]  # by BucketKey.identity()
     ran: dict[str, frozenset[str]]  # spec digest -> the bucket keys its cases landed in ("" for none)
     setups: frozenset[str] = frozenset()  # "device, compile config" of its runs
 
@@ -113,7 +114,7 @@ class StoreDiff:
                  "changed": tuple(c.new for c in self.changed)}[section]
         groups: dict[str, list[BucketState]] = {}
         for b in items:
-            groups.setdefault(b.root_cause_id(self.match_device) or b.key, []).append(b)
+            groups.setdefault(b.root_cause_id(self.match_device) or b.identity, []).append(b)
         rows = []
         for identity, members in groups.items():
             members.sort(key=lambda b: (severity_rank(b.severity), -b.cases, b.id))
@@ -187,7 +188,7 @@ def side_from_store(store, *, run_id: int | None = None, label: str) -> Side:
     setups = frozenset(
         f"{r['device']}, {json.dumps(r['config'], sort_keys=True)}" for r in store.runs() if run_id is None or r["id"] == run_id
     )
-    key_of = {b.id: str(b.key) for b in store.buckets()}
+    key_of = {b.id: b.key.identity() for b in store.buckets()}
     by_bucket: dict[int, list[dict]] = {}
     ran: dict[str, set[str]] = {}
     for c in cases:
@@ -204,22 +205,20 @@ def side_from_store(store, *, run_id: int | None = None, label: str) -> Side:
         minimized = _minimized_digest(b)
         if minimized:
             digests.add(minimized)
-        buckets[str(b.key)] = BucketState(
+        buckets[b.key.identity()] = BucketState(
             id=b.id, key=str(b.key), kind=b.key.kind, dtype=b.key.dtype, device_type=b.key.device_type,
-            signature=b.key.signature, detail=b.key.detail, severity=b.severity, reason=(b.severity_reason or {}).get("detail", ""), culprit=culprit_of(b),
+            signature=b.key.ops_text(), detail=b.key.detail, severity=b.severity, reason=(b.severity_reason or {}).get("detail", ""), culprit=culprit_of(b),
             cases=len(own), max_ulp=_max(f["max_ulp"] for f in floats), max_step=_max(i["max_step"] for i in ints),
             max_flips=_max(i["flips"] for i in ints), folder=b.folder, spec_digests=frozenset(digests),
             root_cause=root_cause_of[b.id].identity(), root_cause_any_device=root_cause_of[b.id].identity(match_device=False),
             root_cause_title=root_cause_of[b.id].title, known=root_cause_of[b.id].known,
+            identity=b.key.identity(), any_device=replace(b.key, device_type="any device").identity(),
         )
     return Side(label=label, buckets=buckets, ran={d: frozenset(k) for d, k in ran.items()}, setups=setups)
 
 
 def _identity(key: str, side: Side, match_device: bool) -> str:
-    if match_device:
-        return key
-    b = side.buckets[key]
-    return str(BucketKey(b.kind, b.dtype, "any device", b.signature, b.detail))
+    return key if match_device else side.buckets[key].any_device
 
 
 def diff_sides(old: Side, new: Side, *, match_device: bool = True) -> StoreDiff:

@@ -18,8 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from divfuzz.records.errors import UnsafePathError
-from divfuzz.reports.safe_paths import plain_folder
+from divfuzz.records.severity import SeverityReason
+from divfuzz.reports.kill_points import kill_point
+from divfuzz.reports.safe_paths import check_plain, plain_folder
 from divfuzz.generators.spec import GraphSpec
+from divfuzz.reports.issue_folder import issue_files, write_issue_files
 from divfuzz.reports.perf_repro import render_perf_repro
 from divfuzz.reports.repro import render_repro
 
@@ -60,8 +63,29 @@ def child_path(root: Path, name: str, *, what: str = "name") -> Path:
 
 
 def bucket_folder_name(bucket_id: int, key: "BucketKey") -> str:
-    slug = re.sub(r"[^A-Za-z0-9]+", "-", f"{key.kind}-{key.signature}").strip("-")[:60]
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", f"{key.kind}-{key.ops_text()}").strip("-")[:60]
     return f"{int(bucket_id):04d}-{slug}".rstrip("-")
+
+
+UNFINISHED_PREFIX = ".tmp-"  # a bucket folder being written (`write_bucket_folder`)
+
+
+def remove_unfinished_folders(root: Path) -> list[str]:
+    """Remove what a killed `write_bucket_folder` left in `root` (a store's `buckets/`): every
+    `.tmp-*` entry, a folder with what it holds, anything else (a link, a file) as the entry itself,
+    never followed. Returns the names removed. Nothing when `root` does not exist."""
+    if not check_plain(root, what="buckets folder", folder=True):
+        return []
+    removed = []
+    for entry in sorted(os.scandir(root), key=lambda e: e.name):
+        if not entry.name.startswith(UNFINISHED_PREFIX):
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path)
+        else:
+            os.unlink(entry.path)
+        removed.append(entry.name)
+    return removed
 
 
 def write_bucket_folder(
@@ -77,14 +101,24 @@ def write_bucket_folder(
     notes: tuple[str, ...] = (),
     timeout_s: int = 600,
     knob: tuple | None = None,
+    culprit: dict | None = None,
+    versions: dict | None = None,
+    compile_log: str | None = None,
+    severity: dict | None = None,
+    extra_files: dict[str, str] | None = None,
 ) -> Path:
     """A bucket's folder: spec.json, case.json, verdict.json and repro.py (the perf repro, with
-    `knob` the culprit switch flipped, for a perf verdict), written to a temporary folder and
-    moved into place whole."""
+    `knob` the culprit switch flipped, for a perf verdict); for a bug, issue.py and issue.md
+    (`divfuzz.reports.issue_folder`, with the `culprit` as a dict, the `versions`, and the bucket's
+    stored `severity` reason as a dict); what the compiler printed while the case and its analysis
+    ran, as compile.log; and `extra_files` (name -> text: an analysis's `analysis.json` and
+    `report.md`). Written to a temporary folder `.tmp-*` and moved into place whole: a kill leaves
+    the folder as it was or whole, and at most a `.tmp-*` folder that the next campaign on this
+    store removes (`remove_unfinished_folders`)."""
     root.parent.mkdir(parents=True, exist_ok=True)
     plain_folder(root, create=True, what="buckets folder")  # a symlinked buckets/ is refused, never followed
     final = child_path(root, bucket_folder_name(bucket_id, key), what="bucket folder")
-    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
+    tmp = Path(tempfile.mkdtemp(prefix=UNFINISHED_PREFIX, dir=root))
     (tmp / "spec.json").write_text(spec.to_json() + "\n")
     (tmp / "case.json").write_text(
         json.dumps(
@@ -100,6 +134,15 @@ def write_bucket_folder(
         repro = render_repro(spec, device=device, config=config, title=str(key), notes=notes, timeout_s=timeout_s)
     (tmp / "repro.py").write_text(repro)
     os.chmod(tmp / "repro.py", 0o755)
+    reason = SeverityReason.from_dict(severity) if severity else None
+    write_issue_files(tmp, issue_files(spec, device=device, config=config, verdict=verdict, reason=reason, culprit=culprit,
+                                       versions=versions), compile_log)
+    for name, text in (extra_files or {}).items():
+        stem, _, suffix = name.partition(".")
+        if not is_slug(stem) or suffix not in ("json", "md"):  # divfuzz's own names, never data
+            raise ValueError(f"extra_files: {name!r} is not a bucket file name")
+        (tmp / name).write_text(text)
+    kill_point("folder-written")
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)

@@ -21,19 +21,30 @@ Invariants:
   draws its plots (`divfuzz report --bucket N`), which keeps a nightly page small;
 - plots are drawn from the stored verdicts only (see `divfuzz.reports.plots` for why hand-written SVG):
   per-element errors are the verdicts' `error_sample` (up to 64 differing elements per output);
-  a verdict stored before it existed has none, and the plot says so rather than invent points.
+  a verdict stored before it existed has none, and the plot says so rather than invent points;
+- bounded (issue 40: a store of 100,001 buckets took 7.2 GB and gave a 394 MB page): each section
+  shows at most `MAX_ROOT_CAUSES_PER_SECTION` root causes (most severe first, as `root_causes`
+  orders them), each with at most `MAX_OTHER_CARDS` compact cards and `MAX_TABLE_ROWS` rows, a
+  fold row at most `MAX_FOLD_IDS` bucket links, and a plot at most `PLOT_CASES_PER_ROOT_CAUSE`
+  cases; what is left out is counted, with the command that shows it. `collect` reads the cases
+  a page at a time (`Store.iter_case_summaries`) and keeps only the cases of the cards shown and
+  per-run sums (the campaign plots' store times: 8 bytes a case); the page is written piece by
+  piece (`write_html`). Memory grows with what is shown (and the bucket rows), not with the cases;
+- no control character reaches the page raw (a NUL in a stored key included): `escaped` writes
+  each as a visible escape (`divfuzz.reports.terminal.terminal_safe`).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import functools
+from array import array
 import json
 import math
 import os
 import time
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -49,14 +60,50 @@ from divfuzz.reports.root_causes import (
 )
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.records.errors import DivfuzzError
+from divfuzz.reports.terminal import terminal_safe
 
 # The per-element scatter: at most this many points per (bucket, dtype), taken case by case in
 # store order; errors under the floor (exact on one side) are drawn at it, on log axes.
 ELEMENT_POINTS_MAX = 256
 ELEMENT_ERROR_FLOOR = 1e-3
 
+# What one page shows at most (the module docstring, "bounded").
+MAX_ROOT_CAUSES_PER_SECTION = 50
+MAX_OTHER_CARDS = 5
+MAX_TABLE_ROWS = 50
+MAX_FOLD_IDS = 20
+PLOT_CASES_PER_ROOT_CAUSE = 64
+
 # Verdict timing spans, in the order a case runs them (others follow, by name).
 TIMING_ORDER = ("build", "eager", "reference", "compile", "compiled_run", "oracles", "case")
+
+
+@dataclass
+class CampaignStats:
+    """What the header and the campaign plots need from every case, summed as the cases stream by."""
+
+    cases: int = 0
+    times: dict = field(default_factory=dict)  # run id -> array of its cases' store times
+    found_at: dict = field(default_factory=dict)  # run id -> store times of the cases that opened a bucket
+    drawn: Counter = field(default_factory=Counter)  # op -> cases drawing it
+    found: Counter = field(default_factory=Counter)  # op -> those in a bucket
+    d_drawn: Counter = field(default_factory=Counter)
+    d_found: Counter = field(default_factory=Counter)
+    spans: Counter = field(default_factory=Counter)  # timing span -> seconds summed over the cases
+
+    def add(self, c: dict, first_case_ids: set) -> None:
+        self.cases += 1
+        self.times.setdefault(c["run_id"], array("d")).append(float(c["created_at"]))
+        if c["id"] in first_case_ids:
+            self.found_at.setdefault(c["run_id"], []).append(float(c["created_at"]))
+        _count_ops_and_dtypes(c, self.drawn, self.found, self.d_drawn, self.d_found)
+        timings = c["verdict"].get("timings") or {}
+        own = 0.0
+        for name, sec in (timings.items() if isinstance(timings, dict) else ()):
+            if isinstance(sec, (int, float)) and math.isfinite(sec):
+                self.spans[str(name)] += float(sec)
+                own += float(sec)
+        self.spans["worker round trip"] += max(0.0, float(c["wall_s"]) - own)
 
 
 @dataclass(frozen=True)
@@ -67,26 +114,49 @@ class ReportData:
     run_id: int | None  # only this run's buckets and cases, or None for the whole store
     runs: list[dict[str, Any]]  # Store.runs()
     buckets: list  # Store.buckets() rows
-    cases: list[dict[str, Any]]  # Store.case_summaries()
+    cases: list[dict[str, Any]]  # the cases the page's cards show (`page_plan`), as Store.case_summaries() gives them
+    stats: CampaignStats = field(default_factory=CampaignStats)  # every case of the scope, summed
 
 
-def collect(store, *, run_id: int | None = None) -> ReportData:
-    """Read a store (or one run of it) for `render_html`."""
+def collect(store, *, run_id: int | None = None, bucket_id: int | None = None, plots: str = "bug") -> ReportData:
+    """Read a store (or one run of it, or one bucket: `bucket_id`) for `render_html` with `plots`:
+    the buckets, every case summed as it streams by (`CampaignStats`), and the cases of the cards
+    the page shows (`page_plan`: a plotted root cause's first cases, every card's first case)."""
     runs = store.runs()
     if run_id is not None:
         runs = [r for r in runs if r["id"] == run_id]
-    return ReportData(
-        store_path=str(store.path),
-        run_id=run_id,
-        runs=runs,
-        buckets=store.buckets(run_id=run_id),
-        cases=store.case_summaries(run_id=run_id),
-    )
+    buckets = store.buckets(run_id=run_id)
+    if bucket_id is not None:
+        buckets = [b for b in buckets if b.id == bucket_id]
+    stats = CampaignStats()
+    first_case_ids = {b.first_case_id for b in buckets}
+    for c in store.iter_case_summaries(run_id=run_id):
+        if bucket_id is None or c["bucket_id"] == bucket_id:  # a bucket's page: its own cases
+            stats.add(c, first_case_ids)
+    cases: list[dict] = []
+    for rc, cards, plotted in page_plan(buckets, plots=plots):
+        left = PLOT_CASES_PER_ROOT_CAUSE
+        for b in cards:
+            want = left if plotted else 0
+            got = store.bucket_case_summaries(b.id, limit=want, also=b.first_case_id)
+            cases += [c for c in got if run_id is None or c["run_id"] == run_id]
+            left -= min(want, len(got))
+    return ReportData(store_path=str(store.path), run_id=run_id, runs=runs, buckets=buckets, cases=cases, stats=stats)
+
+
+def page_plan(buckets: list, *, plots: str) -> list[tuple[RootCause, list, bool]]:
+    """The root causes a page shows, each with the buckets that get a card (its lead first) and
+    whether its lead card is plotted: at most `MAX_ROOT_CAUSES_PER_SECTION` per severity, at most
+    1 + `MAX_OTHER_CARDS` cards each. A pure function of the buckets: `collect` reads the cases
+    of these cards, `render_html` draws them."""
+    return [(rc, list(rc.buckets[: 1 + MAX_OTHER_CARDS]), plots == "all" or rc.severity == "bug")
+            for rcs in by_severity(root_cause_groups(buckets)).values() for rc in rcs[:MAX_ROOT_CAUSES_PER_SECTION]]
 
 
 def escaped(value: Any) -> str:
-    """`value` as HTML text, quotes included: every stored string on a page goes through it."""
-    return escape(str(value), quote=True)
+    """`value` as HTML text, quotes included: every stored string on a page goes through it. A
+    control or bidirectional character (a NUL in a stored key) is written as a visible escape."""
+    return escape(terminal_safe(str(value)), quote=True)
 
 
 def _when(ts: float | None) -> str:
@@ -105,8 +175,8 @@ def _link(target: Path, html_path: Path, text: str) -> str:
 # ---- the header ---------------------------------------------------------------------------------
 
 
-def _run_seconds(run: dict, cases: list[dict]) -> float:
-    own = [c["created_at"] for c in cases if c["run_id"] == run["id"]]
+def _run_seconds(run: dict, stats: CampaignStats) -> float:
+    own = stats.times.get(run["id"])
     end = run["finished_at"] or (max(own) if own else run["started_at"])
     return max(0.0, end - run["started_at"])
 
@@ -120,7 +190,7 @@ def _header(data: ReportData) -> str:
     rows = []
     for run in data.runs:
         v = run["versions"] or {}
-        secs = _run_seconds(run, data.cases)
+        secs = _run_seconds(run, data.stats)
         rate = f"{run['cases'] / secs:.2f}" if secs >= 1 else "-"  # under a second: no meaningful rate
         cpu = f"CPU capability {v['cpu_capability']}" if v.get("cpu_capability") else "CPU capability not recorded"
         hardware = cpu
@@ -163,7 +233,7 @@ def _header(data: ReportData) -> str:
     return (
         f"<header><h1>divfuzz report</h1>"
         f'<p class="store">store <code>{escaped(data.store_path)}</code>, {escaped(scope)}, '
-        f"{len(data.cases)} cases, {len(data.buckets)} buckets</p>"
+        f"{data.stats.cases} cases, {len(data.buckets)} buckets</p>"
         f'<p class="severities">root causes by severity: {rc_chips}</p>'
         f'<p class="severities">buckets by severity: {chips}'
         + (" (eager-worse: findings about eager, never counted with the compiler's)" if counts.get(EAGER_WORSE) else "")
@@ -421,7 +491,7 @@ def _root_cause(rc: RootCause, cases_of: dict[int, list[dict]], html_path: Path,
     others' compact cards, folded."""
     store_dir = str(Path(data.store_path).parent)
     lead = rc.lead
-    plot_cases = [c for b in rc.buckets for c in cases_of.get(b.id, [])] if plots else None
+    plot_cases = [c for b in rc.buckets[: 1 + MAX_OTHER_CARDS] for c in cases_of.get(b.id, [])][:PLOT_CASES_PER_ROOT_CAUSE] if plots else None
     pattern = (f'minimized pattern <code>{escaped(rc.pattern)}</code>' if rc.pattern is not None
                else "not minimized yet: a raw bucket (<code>divfuzz minimize --pending</code> analyses it)")
     table = ""
@@ -433,13 +503,18 @@ def _root_cause(rc: RootCause, cases_of: dict[int, list[dict]], html_path: Path,
                 f'<tr><td><a href="#bucket-{b.id}">#{b.id}</a></td><td>{escaped(b.severity)}</td>'
                 f"<td>{escaped(b.key.kind)}{' ' + escaped(b.key.detail) if b.key.detail else ''}</td><td>{escaped(b.key.dtype)}</td>"
                 f"<td>{escaped(b.key.device_type)}</td><td>{b.count}</td><td>{escaped(_when(b.first_seen))}</td></tr>"
-                for b in rc.buckets
+                for b in rc.buckets[:MAX_TABLE_ROWS]
             )
             + "</tbody></table>"
+            + (f'<p class="left-out">and {len(rc.buckets) - MAX_TABLE_ROWS} more buckets: <code>divfuzz report --out '
+               f'{escaped(store_dir)}</code> lists them</p>' if len(rc.buckets) > MAX_TABLE_ROWS else "")
         )
-    others = "".join(_card(b, cases_of, html_path, data.run_id, plots_of=None, store_dir=store_dir) for b in rc.buckets[1:])
+    others = "".join(_card(b, cases_of, html_path, data.run_id, plots_of=None, store_dir=store_dir)
+                     for b in rc.buckets[1: 1 + MAX_OTHER_CARDS])
     if others:
-        others = f'<details class="rc-others"><summary>its {len(rc.buckets) - 1} other buckets</summary>{others}</details>'
+        shown = min(len(rc.buckets) - 1, MAX_OTHER_CARDS)
+        others = (f'<details class="rc-others"><summary>its {len(rc.buckets) - 1} other buckets'
+                  f'{"" if shown == len(rc.buckets) - 1 else f" ({shown} shown)"}</summary>{others}</details>')
     return (
         f'<section class="root-cause sev-{escaped(rc.severity)}" id="rc-{lead.id}" data-root-cause="{lead.id}" '
         f'data-buckets="{len(rc.buckets)}">'
@@ -455,55 +530,50 @@ def _root_cause(rc: RootCause, cases_of: dict[int, list[dict]], html_path: Path,
 # ---- campaign plots -----------------------------------------------------------------------------
 
 
-def _op_dtype_counts(cases: list[dict]) -> tuple[Counter, Counter, Counter, Counter]:
-    """(op drawn, op in findings, dtype drawn, dtype in findings): per case, each op or dtype once.
+def _count_ops_and_dtypes(c: dict, drawn: Counter, found: Counter, d_drawn: Counter, d_found: Counter) -> None:
+    """Count one case's ops and dtypes, each once: drawn, and found when the case is in a bucket.
     Specs are read as JSON only (never built): a spec that does not parse counts as no ops."""
-    drawn, found, d_drawn, d_found = Counter(), Counter(), Counter(), Counter()
-    for c in cases:
-        try:
-            spec = json.loads(c["spec_json"])
-            ops = {str(n["op"]) for n in spec.get("nodes") or ()}
-            dtypes = {str(t["dtype"]) for t in (*(spec.get("inputs") or ()), *(spec.get("nodes") or ()))}
-        except (ValueError, TypeError, KeyError, AttributeError):
-            continue
-        drawn.update(ops)
-        d_drawn.update(dtypes)
-        if c["bucket_id"] is not None:
-            found.update(ops)
-            d_found.update(dtypes)
-    return drawn, found, d_drawn, d_found
+    try:
+        spec = json.loads(c["spec_json"])
+        ops = {str(n["op"]) for n in spec.get("nodes") or ()}
+        dtypes = {str(t["dtype"]) for t in (*(spec.get("inputs") or ()), *(spec.get("nodes") or ()))}
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
+        return
+    drawn.update(ops)
+    d_drawn.update(dtypes)
+    if c["bucket_id"] is not None:
+        found.update(ops)
+        d_found.update(dtypes)
 
 
 def _campaign_plots(data: ReportData) -> list[str]:
-    cases = data.cases
+    stats = data.stats
     out = []
     # Throughput and new buckets over time, per run, from the cases' store times.
-    first_case_ids = {b.first_case_id for b in data.buckets}
     rate_series, bucket_series = [], []
     for run in data.runs:
-        own = sorted((c for c in cases if c["run_id"] == run["id"]), key=lambda c: c["created_at"])
+        own = sorted(stats.times.get(run["id"], ()))
         if not own:
             continue
         t0 = run["started_at"]
         window = max(1, len(own) // 20)  # about 20 points per run
         rate, found = [], [(0.0, 0.0)]
         for j in range(window, len(own) + 1, window):
-            t_lo = own[j - window - 1]["created_at"] if j > window else t0
-            span = own[j - 1]["created_at"] - t_lo
+            t_lo = own[j - window - 1] if j > window else t0
+            span = own[j - 1] - t_lo
             if span > 0:
-                rate.append(((own[j - 1]["created_at"] - t0) / 60, window / span))
+                rate.append(((own[j - 1] - t0) / 60, window / span))
         n_new = 0
-        for c in own:
-            if c["id"] in first_case_ids:  # a step: flat until the case that found it
-                minute = (c["created_at"] - t0) / 60
-                found += [(minute, float(n_new)), (minute, float(n_new + 1))]
-                n_new += 1
-        found.append(((own[-1]["created_at"] - t0) / 60, float(n_new)))
+        for at in sorted(stats.found_at.get(run["id"], ())):  # a step: flat until the case that found it
+            minute = (at - t0) / 60
+            found += [(minute, float(n_new)), (minute, float(n_new + 1))]
+            n_new += 1
+        found.append(((own[-1] - t0) / 60, float(n_new)))
         rate_series.append((f"run {run['id']}", rate))
         bucket_series.append((f"run {run['id']}", found))
     out.append(plots.step_lines("throughput", "cases/s over time", rate_series, x_label="minutes since the run started", y_label="cases/s"))
     out.append(plots.step_lines("new-buckets", "new buckets over time", bucket_series, x_label="minutes since the run started", y_label="new buckets"))
-    drawn, found, d_drawn, d_found = _op_dtype_counts(cases)
+    drawn, found, d_drawn, d_found = stats.drawn, stats.found, stats.d_drawn, stats.d_found
     top = [op for op, _ in drawn.most_common(30)]
     out.append(plots.hbar_chart(
         "op-coverage", f"op coverage ({len(drawn)} ops; top {len(top)} by draws)", [(op, (drawn[op], found[op])) for op in top],
@@ -513,18 +583,10 @@ def _campaign_plots(data: ReportData) -> list[str]:
         "dtype-coverage", "dtype coverage", [(d, (d_drawn[d], d_found[d])) for d, _ in d_drawn.most_common()],
         series=("cases using it", "cases in a bucket"), x_label="cases",
     ))
-    spans: Counter = Counter()
-    for c in cases:
-        timings = c["verdict"].get("timings") or {}
-        own = 0.0
-        for name, s in timings.items():
-            if isinstance(s, (int, float)) and math.isfinite(s):
-                spans[str(name)] += float(s)
-                own += float(s)
-        spans["worker round trip"] += max(0.0, float(c["wall_s"]) - own)
+    spans = stats.spans
     names = [n for n in TIMING_ORDER if n in spans] + sorted(n for n in spans if n not in TIMING_ORDER)
     out.append(plots.hbar_chart(
-        "time-per-stage", f"where a case's time goes ({len(cases)} cases)", [(n, (spans[n],)) for n in names],
+        "time-per-stage", f"where a case's time goes ({stats.cases} cases)", [(n, (spans[n],)) for n in names],
         series=("seconds, summed over cases",), x_label="seconds",
     ))
     return out
@@ -538,11 +600,12 @@ h1{margin:.6em 0 .2em}h2{border-bottom:2px solid #ddd;padding-bottom:.2em;margin
 table{border-collapse:collapse;margin:.4em 0;font-size:13px}td,th{border:1px solid #ddd;padding:2px 6px;text-align:left;vertical-align:top}
 th{background:#f4f4f4}code{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12.5px;word-break:break-all}
 .chip{display:inline-block;border-radius:9px;padding:0 8px;margin-right:4px;color:#fff;font-size:12px;font-weight:600}
-.sev-bug{background:#c0392b}.sev-suspect{background:#d68910}.sev-by-design{background:#2874a6}.sev-noise{background:#7f8c8d}
+.chip.sev-bug{background:#c0392b}.chip.sev-suspect{background:#a85f00}.chip.sev-by-design{background:#2874a6}.chip.sev-noise{background:#6b7778}
+section.root-cause.sev-bug{border-left:6px solid #c0392b;padding-left:10px}section.root-cause.sev-suspect{border-left:6px solid #a85f00;padding-left:10px}
 article.card{border:1px solid #ccc;border-left:6px solid #999;border-radius:4px;padding:6px 12px;margin:12px 0;background:#fff}
 article.card.sev-bug{border-left-color:#c0392b;background:#fff}article.card.sev-suspect{border-left-color:#d68910;background:#fff}
 article.card.sev-by-design,article.card.sev-noise{background:#fff}
-article.card h3{margin:.3em 0}.new{color:#c0392b;font-weight:700}.missing{color:#999}
+article.card h3{margin:.3em 0}.new{color:#c0392b;font-weight:700}.missing{color:#6e6e6e}
 .plots{display:flex;flex-wrap:wrap;gap:8px}figure.plot-box{margin:0}
 svg.plot{background:#fcfcfc;border:1px solid #eee}svg .plot-title{font-size:12px;font-weight:600}
 svg .tick,svg .value,svg .legend{font-size:10px;fill:#333}svg .axis-label{font-size:11px;fill:#333}svg .no-data{font-size:12px;fill:#888}
@@ -558,6 +621,11 @@ def render_html(data: ReportData, html_path: Path, *, plots: str = "bug") -> str
     """The whole page as text (see the module docstring for what it holds and guarantees).
     `plots`: "bug" inlines plots only in bug root causes' cards (the nightly page); "all" in
     every card (a page of one bucket, `divfuzz report --bucket N`)."""
+    return "".join(iter_html(data, html_path, plots=plots))
+
+
+def iter_html(data: ReportData, html_path: Path, *, plots: str = "bug"):
+    """`render_html`'s page, piece by piece (a section, a root cause), for `write_html` to stream."""
     if plots not in ("bug", "all"):
         raise ValueError(f"plots must be 'bug' or 'all' but got plots={plots!r}")
     cases_of: dict[int, list[dict]] = defaultdict(list)
@@ -566,29 +634,36 @@ def render_html(data: ReportData, html_path: Path, *, plots: str = "bug") -> str
             cases_of[c["bucket_id"]].append(c)
     causes = root_cause_groups(data.buckets)
     grouped = by_severity(causes)
+    store_dir = str(Path(data.store_path).parent)
 
-    def block(rc: RootCause) -> str:
-        return _root_cause(rc, cases_of, html_path, data, plots=plots == "all" or rc.severity == "bug")
+    def blocks(rcs: list[RootCause]):
+        for rc in rcs[:MAX_ROOT_CAUSES_PER_SECTION]:
+            yield _root_cause(rc, cases_of, html_path, data, plots=plots == "all" or rc.severity == "bug")
+        if len(rcs) > MAX_ROOT_CAUSES_PER_SECTION:
+            left = rcs[MAX_ROOT_CAUSES_PER_SECTION:]
+            yield (f'<p class="left-out">and {len(left):,} more {escaped(rcs[0].severity)} root causes '
+                   f"({sum(len(rc.buckets) for rc in left):,} buckets) not shown on this page: "
+                   f"<code>divfuzz report --out {escaped(store_dir)} --min-severity {escaped(rcs[0].severity)}</code> lists "
+                   f"every one, <code>divfuzz report --out {escaped(store_dir)} --bucket N --html FILE</code> draws one</p>")
 
     def counted(rcs: list[RootCause]) -> str:
         return (f"{len(rcs)} root cause{'s' if len(rcs) != 1 else ''}, {sum(len(rc.buckets) for rc in rcs)} buckets, "
                 f"{sum(rc.cases for rc in rcs):,} cases")
 
-    sections = []
+    yield page_head(f"divfuzz report: {data.store_path}", style=_CSS + _pygments()[1].get_style_defs(".code"))
+    yield _header(data)
     for sev in ("bug", "suspect"):
         rcs = grouped.get(sev, [])
-        sections.append(
-            f'<section class="severity" id="sev-{sev}"><h2>{sev}: {counted(rcs)}</h2>'
-            + ("".join(block(rc) for rc in rcs) or f"<p>no {sev} buckets</p>")
-            + "</section>"
-        )
+        yield f'<section class="severity" id="sev-{sev}"><h2>{sev}: {counted(rcs)}</h2>'
+        yield from blocks(rcs) if rcs else (f"<p>no {sev} buckets</p>",)
+        yield "</section>"
     eager = grouped.get(EAGER_WORSE, [])
     if eager:
-        sections.append(
-            f'<section class="severity" id="sev-{EAGER_WORSE}"><h2>eager-worse: findings about eager, not the compiler: '
-            f"{counted(eager)}</h2><p>eager is grossly further from fp64 than compiled here; never counted with the "
-            "compiler's findings above.</p>" + "".join(block(rc) for rc in eager) + "</section>"
-        )
+        yield (f'<section class="severity" id="sev-{EAGER_WORSE}"><h2>eager-worse: findings about eager, not the compiler: '
+               f"{counted(eager)}</h2><p>eager is grossly further from fp64 than compiled here; never counted with the "
+               "compiler's findings above.</p>")
+        yield from blocks(eager)
+        yield "</section>"
     for sev in ("by-design", "noise"):
         rcs = grouped.get(sev, [])
         folds = fold_by_culprit(rcs)
@@ -597,62 +672,69 @@ def render_html(data: ReportData, html_path: Path, *, plots: str = "bug") -> str
             "</tr></thead><tbody>"
             + "".join(
                 f"<tr><td>{escaped(culprit)}</td><td>{n_rc}</td><td>{n}</td><td>{cases}</td><td>"
-                + ", ".join(f'<a href="#bucket-{i}">{i}</a>' for i in ids) + "</td></tr>"
+                + ", ".join(f'<a href="#bucket-{i}">{i}</a>' for i in ids[:MAX_FOLD_IDS])
+                + (f" and {len(ids) - MAX_FOLD_IDS:,} more" if len(ids) > MAX_FOLD_IDS else "") + "</td></tr>"
                 for _, culprit, n_rc, n, cases, ids in folds
             )
             + "</tbody></table>"
         )
-        sections.append(
-            f'<details class="severity" id="sev-{sev}"><summary>{sev}: {counted(rcs)}, {len(folds)} culprits</summary>'
-            f"{table}{''.join(block(rc) for rc in rcs)}</details>"
-        )
+        yield f'<details class="severity" id="sev-{sev}"><summary>{sev}: {counted(rcs)}, {len(folds)} culprits</summary>{table}'
+        yield from blocks(rcs)
+        yield "</details>"
     rest = [rc for rc in causes if rc.severity not in ("bug", "suspect", "by-design", "noise", EAGER_WORSE)]
     if rest:  # a severity this divfuzz does not know (a newer store): shown, never dropped
-        sections.append('<section class="severity" id="sev-other"><h2>other severities</h2>'
-                        + "".join(block(rc) for rc in sorted(rest, key=lambda rc: severity_rank(rc.severity))) + "</section>")
+        yield '<section class="severity" id="sev-other"><h2>other severities</h2>'
+        for sev in sorted({rc.severity for rc in rest}, key=severity_rank):
+            yield from blocks([rc for rc in rest if rc.severity == sev])
+        yield "</section>"
     campaign = "".join(f'<figure class="plot-box">{svg}</figure>' for svg in _campaign_plots(data))
-    return page_shell(
-        f"divfuzz report: {data.store_path}",
-        _header(data)
-        + "".join(sections)
-        + f'<section class="campaign" id="campaign"><h2>campaign</h2><div class="plots">{campaign}</div></section>'
-        + f'<footer><p>written {escaped(_when(time.time()))} by divfuzz from the stored verdicts; '
-        "buckets whose minimized pattern and culprit agree are one root cause; only bug root causes carry inline "
-        "plots (each other card names the command that draws its own). "
-        "Per-element error plots show each verdict's sample of differing elements (the largest excesses of compiled "
-        f"over eager, then an even stride; at most {ELEMENT_POINTS_MAX} per bucket and dtype, errors under "
-        f"{ELEMENT_ERROR_FLOOR:g} ULP drawn at it).</p></footer>",
-        style=_CSS + _pygments()[1].get_style_defs(".code"),
-    )
+    yield f'<section class="campaign" id="campaign"><h2>campaign</h2><div class="plots">{campaign}</div></section>'
+    yield (f'<footer><p>written {escaped(_when(time.time()))} by divfuzz from the stored verdicts; '
+           "buckets whose minimized pattern and culprit agree are one root cause; only bug root causes carry inline "
+           "plots (each other card names the command that draws its own). "
+           "Per-element error plots show each verdict's sample of differing elements (the largest excesses of compiled "
+           f"over eager, then an even stride; at most {ELEMENT_POINTS_MAX} per bucket and dtype, errors under "
+           f"{ELEMENT_ERROR_FLOOR:g} ULP drawn at it), over at most {PLOT_CASES_PER_ROOT_CAUSE} cases of a root cause. "
+           f"A section shows at most {MAX_ROOT_CAUSES_PER_SECTION} root causes, each with at most {MAX_OTHER_CARDS} "
+           "other cards: the rest are counted.</p></footer>")
+    yield PAGE_FOOT
 
 
 # No network: a page that tries to load anything (an injected tag included) is refused by the browser.
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
 
-def page_shell(title: str, body: str, *, style: str = _CSS) -> str:
-    """A whole page around `body` (already escaped HTML): no script, the CSP, inline style only.
-    `title` is plain text (escaped here)."""
+def page_head(title: str, *, style: str = _CSS) -> str:
+    """A page's start, up to its body: no script, the CSP, inline style only. `title` is plain text (escaped here)."""
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         f"<meta http-equiv=\"Content-Security-Policy\" content=\"{CSP}\">"
         f"<title>{escaped(title)}</title><style>{style}</style></head><body>"
-        + body
-        + "</body></html>\n"
     )
 
 
+PAGE_FOOT = "</body></html>\n"
+
+
+def page_shell(title: str, body: str, *, style: str = _CSS) -> str:
+    """A whole page around `body` (already escaped HTML): no script, the CSP, inline style only.
+    `title` is plain text (escaped here)."""
+    return page_head(title, style=style) + body + PAGE_FOOT
+
+
 def write_html(data: ReportData, html_path: Path, *, plots: str = "bug") -> Path:
-    """Write the page whole: to a temporary file beside it, renamed into place."""
-    return write_page(render_html(data, html_path, plots=plots), html_path)
+    """Write the page whole, piece by piece (`iter_html`): to a temporary file beside it, renamed into place."""
+    return write_page(iter_html(data, html_path, plots=plots), html_path)
 
 
-def write_page(text: str, html_path: Path) -> Path:
-    """Write a page whole: to a temporary file beside it, renamed into place."""
+def write_page(text, html_path: Path) -> Path:
+    """Write a page (its text, or its pieces) whole: to a temporary file beside it, renamed into place."""
     html_path = Path(html_path)
     tmp = html_path.with_name(f".{html_path.name}.tmp-{os.getpid()}")
     try:
-        tmp.write_text(text, encoding="utf-8")
+        with open(tmp, "w", encoding="utf-8") as f:
+            for piece in ([text] if isinstance(text, str) else text):
+                f.write(piece)
         os.replace(tmp, html_path)
     finally:
         if tmp.exists():

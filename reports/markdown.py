@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from divfuzz.oracles.mechanisms import MECHANISMS
+
 import datetime as _dt
-import html
 import json
 import re
 from pathlib import Path
@@ -49,9 +50,14 @@ def verdict_table(verdict: "Verdict") -> str:
 
 
 def md_text(value) -> str:
-    """A string from the store as inert markdown text: HTML tags and entities are shown, never
-    rendered (`<`, `>`, `&` as entities), a `|` cannot end a table cell, a newline cannot start a block."""
-    return " ".join(html.escape(str(value), quote=False).replace("|", "\\|").split())
+    """A string from the store as inert markdown text that still reads as itself on a terminal,
+    where the report is mostly read: HTML tags and entities are shown, never rendered, through
+    CommonMark's backslash escapes (`\\<` is a literal `<`, never a tag or an autolink; `\\&` before
+    an entity's name; a backslash doubled, so none escapes the escape); `>` and a lone `&` stay
+    as they are (mid-line they are text: `&gt;` was what a reader saw). A `|` cannot end a table
+    cell, a newline cannot start a block."""
+    text = " ".join(str(value).split()).replace("\\", "\\\\").replace("<", "\\<")
+    return re.sub(r"&(?=#?[0-9A-Za-z]+;)", r"\\&", text).replace("|", "\\|")
 
 
 def md_code(value) -> str:
@@ -151,7 +157,8 @@ def root_causes_markdown(buckets, *, run_id: int | None = None, min_severity: st
         lines += ["", "## by-design and noise, folded by culprit", ""]
         for sev, culprit, n_rc, n, cases, ids in fold_by_culprit(folded):
             shown = ", ".join(str(i) for i in ids[:BUCKETS_NAMED]) + (", ..." if len(ids) > BUCKETS_NAMED else "")
-            lines.append(f"- {sev}: {_plain(culprit)}: {n} buckets, {cases} cases, {n_rc} root causes (buckets {shown})")
+            where = "culprit not attributed yet" if culprit in ("-", "") else f"culprit {_plain(culprit)}"
+            lines.append(f"- {sev}, {where}: {n} buckets, {cases} cases, {n_rc} root causes (buckets {shown})")
     return "\n".join(lines) + "\n"
 
 
@@ -162,8 +169,11 @@ def _root_cause_item(n: int, rc) -> list[str]:
     lead = rc.lead
     lines = [f"### {n}. {md_code(rc.title)} ({_plain(rc.severity)} · {_plain(lead.key.device_type)} · {_plain(rc.known)})", "",
              f"* why {_plain(lead.severity)}: {_plain(_reason(lead))}"]
+    mechanism = MECHANISMS.get(lead.key.mechanism)
+    if mechanism is not None:
+        lines.append(f"* explained: {_plain(mechanism.title)}; {_plain(mechanism.reason)}")
     if rc.pattern is not None:
-        lines.append(f"* minimized pattern: {md_code(rc.pattern)}")
+        lines.append(f"* minimized pattern: {pattern_text(rc.pattern, spec=str(lead.folder) + '/spec.json' if lead.folder else None)}")
     else:
         lines.append("* not minimized yet: a raw bucket (`divfuzz minimize --pending` analyses it)")
     if lead.folder:
@@ -174,10 +184,25 @@ def _root_cause_item(n: int, rc) -> list[str]:
     for b in rc.buckets[:BUCKETS_NAMED]:
         k = b.key
         lines.append(f"| {b.id} | {_plain(b.severity)} | {_plain(k.kind)}{' ' + _plain(k.detail) if k.detail else ''} | "
-                     f"{_plain(k.dtype)} | {md_code(k.signature)} | {_minimized_of(b)} | {b.count} | {_when(b.first_seen)} |")
+                     f"{_plain(k.dtype)} | {md_code(k.ops_text())} | {_minimized_of(b)} | {b.count} | {_when(b.first_seen)} |")
     if len(rc.buckets) > BUCKETS_NAMED:
         lines.append(f"| ... | and {len(rc.buckets) - BUCKETS_NAMED} more buckets | | | | | | |")
     return lines + [""]
+
+
+# A root cause's pattern line is read in a terminal: past this, it is cut and points to the spec.
+PATTERN_CHARS = 200
+
+
+def pattern_text(pattern: str, *, spec: str | None = None) -> str:
+    """A root cause's minimized graph pattern (`divfuzz.reports.root_causes.graph_pattern`: one
+    `vN = op(...)` per node) as a code span of at most PATTERN_CHARS characters: a longer one (a
+    9-op pattern read about 600) is cut with '…', counts its ops and names `spec`, where it is whole."""
+    if len(pattern) <= PATTERN_CHARS:
+        return md_code(pattern)
+    ops = pattern.split(" -> ")[0].count(" = ")
+    whole = f"; whole in {md_code(spec)}" if spec else ""
+    return f"{md_code(pattern[:PATTERN_CHARS - 1] + '…')} ({ops} ops{whole})"
 
 
 def _minimized_of(bucket) -> str:

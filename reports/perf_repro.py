@@ -25,6 +25,9 @@ from divfuzz.reports.repro import carried_source, int_literal, carried_runtime, 
 if TYPE_CHECKING:
     from divfuzz.records.config import CompileConfig
 
+# Parsed once, at import, as `divfuzz.reports.repro` does its carried texts (parsing is not thread-safe in CPython 3.11).
+_CARRIED_TIMING = carried_source(timing_oracle)
+
 _RUNTIME = '''
 def phases(fn, inputs):
     """The timed phases: the forward (no_grad for an inference graph), and forward+backward."""
@@ -123,6 +126,6 @@ def render_perf_repro(
                "from typing import Callable, Sequence\n\nimport torch\nimport torch.nn.functional as F")
     return (
         "#!/usr/bin/env python3\n" + docstring_literal("\n".join(header)) + "\n" + imports + "\n\n" + consts
-        + "\n\n\n" + carried_source(timing_oracle) + "\n\n\n" + inputs_code(spec) + "\n\n\n" + graph_code(spec)
+        + "\n\n\n" + _CARRIED_TIMING + "\n\n\n" + inputs_code(spec) + "\n\n\n" + graph_code(spec)
         + "\n\n" + carried_runtime() + "\n\n" + _RUNTIME
     )

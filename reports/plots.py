@@ -38,14 +38,65 @@ def _tick(v: float) -> str:
     return f"{v:.3g}"
 
 
+# The title's font is 12px, weight 600, sans-serif. These widths bound each character's as measured
+# in headless Chromium on Debian (DejaVu Sans Bold: W 13.2 px, m 12.5, w 11.1, capitals at most
+# 10.2, other letters and digits at most 8.6, i l t r ( _ at most 6), so a line measured with them fits.
+TITLE_LINE_PX, TITLE_MAX_LINES = 14, 2
+_NARROW = frozenset("iljtfrIJ.,:;'|!()[]-_ ")
+
+
+def _title_px(text: str) -> float:
+    """An upper bound of `text`'s width in pixels in the plot title's font."""
+    return sum(14 if ch in "WMm%@" else 11.5 if ch in "w&" else 10.5 if ch.isupper() else 6 if ch in _NARROW else 9
+               for ch in text)
+
+
+def title_lines(title: str, width: int) -> list[str]:
+    """`title` on at most TITLE_MAX_LINES lines that fit a plot `width` pixels wide, the last cut
+    with '…' past them (the whole title stays in the SVG's <title>, shown on hover): an SVG text
+    does not wrap, and a long title (the scatter's "... not shown" note) was clipped at the edge."""
+    room = width - 12
+    lines: list[str] = []
+    line = ""
+    for word in title.split():
+        candidate = f"{line} {word}" if line else word
+        if _title_px(candidate) <= room:
+            line = candidate
+            continue
+        if line:
+            lines.append(line)
+        while _title_px(word) > room:  # a word wider than a line (a long output name): split it
+            cut = 1
+            while _title_px(word[:cut + 1]) <= room:
+                cut += 1
+            lines.append(word[:cut])
+            word = word[cut:]
+        line = word
+    lines.append(line)
+    if len(lines) > TITLE_MAX_LINES:
+        last = lines[TITLE_MAX_LINES - 1]
+        while last and _title_px(last + "…") > room:
+            last = last[:-1]
+        lines = lines[:TITLE_MAX_LINES - 1] + [last.rstrip() + "…"]
+    return lines
+
+
 class _Svg:
-    """An SVG element being written; `text` escapes what it is given."""
+    """An SVG element being written; `text` escapes what it is given. A title that needs a second
+    line makes the plot that much taller (`top`: where the plot area starts), never narrower."""
 
     def __init__(self, name: str, title: str, width: int = WIDTH, height: int = HEIGHT):
-        self.name, self.width, self.height = name, width, height
+        lines = title_lines(title, width)
+        extra = TITLE_LINE_PX * (len(lines) - 1)
+        self.name, self.width, self.height, self.top = name, width, height + extra, MARGIN_TOP + extra
+        if len(lines) == 1:
+            heading = escape(lines[0])
+        else:
+            heading = "".join(f'<tspan x="{width / 2:.0f}" dy="{0 if i == 0 else TITLE_LINE_PX}">{escape(line)}</tspan>'
+                              for i, line in enumerate(lines))
         self.parts: list[str] = [
             f'<title>{escape(title)}</title>',
-            f'<text x="{width / 2:.0f}" y="16" text-anchor="middle" class="plot-title">{escape(title)}</text>',
+            f'<text x="{width / 2:.0f}" y="16" text-anchor="middle" class="plot-title">{heading}</text>',
         ]
 
     def text(self, x: float, y: float, s: str, *, anchor: str = "middle", cls: str = "tick", rotate: float | None = None) -> None:
@@ -68,7 +119,7 @@ class _Svg:
 
 def _frame(svg: _Svg, x_label: str, y_label: str) -> tuple[float, float, float, float]:
     """Draw the axes; returns the plot area (left, top, right, bottom)."""
-    left, top = MARGIN_LEFT, MARGIN_TOP
+    left, top = MARGIN_LEFT, svg.top
     right, bottom = svg.width - MARGIN_RIGHT, svg.height - MARGIN_BOTTOM
     svg.add(f'<path class="axis" d="M{left} {top} V{bottom} H{right}" fill="none" stroke="#444"/>')
     svg.text((left + right) / 2, svg.height - 6, x_label, cls="axis-label")
@@ -137,7 +188,7 @@ def hbar_chart(
     svg = _Svg(name, title, width=WIDTH + 120, height=max(HEIGHT // 2, height))
     if not rows or not any(v > 0 for _, vs in rows for v in vs):
         return _empty(svg, "no data stored for this plot")
-    left, top = MARGIN_LEFT + 120, MARGIN_TOP
+    left, top = MARGIN_LEFT + 120, svg.top
     right, bottom = svg.width - MARGIN_RIGHT - 40, svg.height - MARGIN_BOTTOM
     svg.add(f'<path class="axis" d="M{left} {top} V{bottom} H{right}" fill="none" stroke="#444"/>')
     svg.text((left + right) / 2, svg.height - 6, x_label, cls="axis-label")

@@ -22,13 +22,13 @@ string (title, notes, outputs, backend, config) is a `repr` or an escaped docstr
 from __future__ import annotations
 
 import ast
-import functools
 import inspect
 import textwrap
 from types import ModuleType
 from typing import TYPE_CHECKING
 
 from divfuzz.generators import recipes, runtime
+from divfuzz.generators.build import reference_params
 from divfuzz.oracles import boundary as boundary_oracle
 from divfuzz.oracles import compare as compare_oracle
 from divfuzz.oracles import ulp as ulp_oracle
@@ -44,15 +44,16 @@ if TYPE_CHECKING:  # a config is read, never built here
 CARRIED_ORACLES: tuple[ModuleType, ...] = (ulp_oracle, boundary_oracle, compare_oracle)
 
 
-@functools.cache
 def carried_runtime() -> str:
     """`divfuzz.generators.runtime`'s source, as every generated script carries it (cotangents, backend lookup)."""
-    return "# divfuzz's generators/runtime.py (docstring and imports left out): what the engine runs too.\n" + carried_source(runtime)
+    return _CARRIED_RUNTIME
 
 
 def carried_source(module: ModuleType) -> str:
     """A module's own source minus its docstring and imports (comments kept): the names it imports
-    are defined by the modules carried before it, or by `compare`'s preamble."""
+    are defined by the modules carried before it, or by `compare`'s preamble. It parses Python
+    (`ast.parse`), which is not thread-safe in CPython 3.11: call it at import time only (the
+    texts every script carries are computed below, once, when this module is imported)."""
     source = inspect.getsource(module)
     tree = ast.parse(source)
     drop: set[int] = set()
@@ -64,11 +65,21 @@ def carried_source(module: ModuleType) -> str:
     return "\n".join(lines).strip("\n")
 
 
-@functools.cache
 def carried_oracles() -> str:
     """The oracle modules' source, indented to sit inside the repro's `compare`."""
-    body = "\n\n".join(carried_source(m) for m in CARRIED_ORACLES)
-    return textwrap.indent(body, "    ", lambda line: bool(line.strip()))
+    return _CARRIED_ORACLES
+
+
+# Computed once, here, at import. Parsing Python source is not thread-safe in CPython 3.11: the
+# AST constructor keeps its recursion depth in interpreter-wide state, so two threads parsing at
+# once can fail with "SystemError: AST constructor recursion depth mismatch" (issue 40: 2 of 3
+# two-slot campaigns aborted, a slot writing a bucket's repro while Hypothesis, drawing in the
+# other slot, parsed newly imported modules for its constants). Module import is serialized and
+# a campaign imports this module before its first thread starts (through `divfuzz.reports.files`),
+# so no slot, pool or report thread ever parses Python to write a script.
+_CARRIED_RUNTIME = ("# divfuzz's generators/runtime.py (docstring and imports left out): what the engine runs too.\n"
+                    + carried_source(runtime))
+_CARRIED_ORACLES = textwrap.indent("\n\n".join(carried_source(m) for m in CARRIED_ORACLES), "    ", lambda line: bool(line.strip()))
 
 
 _COMPARE = '''
@@ -151,6 +162,19 @@ def run(fn, inputs, cots=None):
     return result, cots
 
 
+def type_changes(names, eager, compiled):
+    """One line naming the outputs whose dtype, shape or count compiled changed, or None: such
+    outputs have no values to compare."""
+    if len(compiled) != len(eager):
+        return f"outputs changed: eager returns {len(eager)}, compiled {len(compiled)}"
+    kind = lambda e, c: "dtype" if e.dtype != c.dtype else "shape"
+    changed = [(kind(e, c), f"{n}: eager {str(e.dtype)[6:]} {list(e.shape)}, compiled {str(c.dtype)[6:]} {list(c.shape)}")
+               for n, e, c in zip(names, eager, compiled) if e.dtype != c.dtype or e.shape != c.shape]
+    if not changed:
+        return None
+    return f"{changed[0][0]} changed: " + "; ".join(text for _, text in changed)
+
+
 def main():
     device = sys.argv[1] if len(sys.argv) > 1 else DEVICE
     if hasattr(signal, "SIGALRM"):
@@ -163,8 +187,9 @@ def main():
         print(f"triton {triton.__version__}")
     except ImportError:
         pass
-    global DEVICE_TYPE
+    global DEVICE_TYPE, REF_ON_CPU
     DEVICE_TYPE = torch.device(device).type
+    REF_ON_CPU = DEVICE_TYPE == "cpu"  # eager rounds some scalars on the CPU only (divfuzz.records.reference_rules)
     inputs = make_inputs(device)
     eager, cots = run(model, inputs)
     ref_inputs = [x.detach().double().requires_grad_(x.requires_grad) if x.is_floating_point() else x for x in inputs]
@@ -176,9 +201,15 @@ def main():
         with torch._inductor.config.patch(compile_settings(INDUCTOR_CONFIG)):
             compiled, _ = run(torch.compile(model, backend=backend, dynamic=DYNAMIC, mode=MODE), inputs, cots)
     except Exception as e:
-        print(f"compiling or running the compiled model failed: {type(e).__name__}: {str(e)[:500]}")
+        # One line: the message's lines up to torch's hints on how to debug it.
+        lines = [line.strip() for line in str(e).split("Set TORCHDYNAMO_VERBOSE")[0].splitlines() if line.strip()]
+        print(f"compile error: {type(e).__name__}: {' '.join(lines)[:300]}")
         return 1
     names = OUTPUTS + [f"grad:{n}" for n, x in zip(INPUT_NAMES, inputs) if x.requires_grad]
+    changed = type_changes(names, eager, compiled)
+    if changed:
+        print(changed)
+        return 1
     diverged = compare(names, eager, compiled, reference)
     print("DIVERGES" if diverged else "eager and compiled agree")
     return 1 if diverged else 0
@@ -193,7 +224,7 @@ _DTYPE_CODE = {d: f"torch.{d}" for d in ("float32", "bfloat16", "float16", "floa
 _RECIPE_FUNCS = {name: name for name in (*recipes.RECIPES, *recipes.INITS)}
 
 
-def _ident(name: str) -> str:
+def graph_name(name: str) -> str:
     """A graph value's name, printed only once it is a safe identifier."""
     problem = name_problem(name)
     if problem:
@@ -224,9 +255,28 @@ def docstring_literal(text: str) -> str:
     return '"""' + "".join(out) + '\n"""'
 
 
+def node_expression(op, args: list[str], params: dict, cpu_ref_params: dict, other_ref_params: dict) -> str:
+    """One node's expression in `model(*inputs, ref=False)`: the op's template, and where the fp64
+    reference means something else (`divfuzz.records.reference_rules`) the reference's version
+    behind `ref`: its scalars rounded as eager rounds them (on the CPU only, or everywhere), and
+    an explicit cast's rounding kept."""
+    real = op.code(args, params)
+    on_cpu, elsewhere = op.code(args, cpu_ref_params), op.code(args, other_ref_params)
+    if on_cpu == elsewhere == real:
+        expression = real
+    elif on_cpu == elsewhere:
+        expression = f"({on_cpu} if ref else {real})"
+    else:
+        expression = f"({on_cpu} if ref and REF_ON_CPU else {elsewhere} if ref else {real})"
+    kept = params.get(op.rounds_to_param) if op.rounds_to_param else None
+    if kept in ("bfloat16", "float16", "float32"):
+        expression = f"(({expression}).to({_DTYPE_CODE[kept]}).double() if ref else {expression})"
+    return expression
+
+
 def graph_code(spec: GraphSpec) -> str:
     """The graph as a Python function `model(*inputs, ref=False)`."""
-    args = ", ".join(_ident(t.name) for t in spec.inputs)
+    args = ", ".join(graph_name(t.name) for t in spec.inputs)
     lines = [f"def model({args}, ref=False):"]
     lines.append("    D = lambda d: torch.float64 if ref and d.is_floating_point else d")
     indent = "    "
@@ -235,8 +285,10 @@ def graph_code(spec: GraphSpec) -> str:
         indent = "        "
     for n in spec.nodes:
         op = get_op(n.op)
-        lines.append(f"{indent}{_ident(n.name)} = {op.code([_ident(i) for i in n.inputs], n.kwargs)}")
-    lines.append(f"    return ({', '.join(_ident(o) for o in spec.outputs)},)")
+        args = [graph_name(i) for i in n.inputs]
+        params = {d: reference_params(spec, n, d) for d in ("cpu", "cuda")}
+        lines.append(f"{indent}{graph_name(n.name)} = {node_expression(op, args, n.kwargs, params['cpu'], params['cuda'])}")
+    lines.append(f"    return ({', '.join(graph_name(o) for o in spec.outputs)},)")
     return "\n".join(lines)
 
 
@@ -248,8 +300,8 @@ def inputs_code(spec: GraphSpec) -> str:
         make = _RECIPE_FUNCS[spec.recipe.kind if t.init == "data" else t.init]
         grad = ".requires_grad_(True)" if t.requires_grad else ""
         shape = repr(tuple(int(int_literal(d)) for d in t.shape))
-        body.append(f"    {_ident(t.name)} = {make}({shape}, g).to({_DTYPE_CODE[t.dtype]}).to(device){grad}")
-    body.append(f"    return [{', '.join(_ident(t.name) for t in spec.inputs)}]")
+        body.append(f"    {graph_name(t.name)} = {make}({shape}, g).to({_DTYPE_CODE[t.dtype]}).to(device){grad}")
+    body.append(f"    return [{', '.join(graph_name(t.name) for t in spec.inputs)}]")
     return "\n\n".join(f.rstrip() for f in funcs) + "\n\n\n" + "\n".join(body)
 
 
@@ -260,6 +312,7 @@ def case_constants(spec: GraphSpec, device: str, config: "CompileConfig") -> str
         f"""
         DEVICE = {device!r}
         DEVICE_TYPE = {device.split(':')[0]!r}
+        REF_ON_CPU = {device.split(':')[0] == 'cpu'!r}
         SEED = {int_literal(spec.recipe.seed)}
         BACKWARD = {bool(spec.backward)!r}
         BACKEND = {config.backend!r}

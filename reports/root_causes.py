@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from divfuzz.records.errors import DivfuzzError
+from divfuzz.records.outcomes import ERROR_KINDS
 from divfuzz.records.severity import COMPILER_SEVERITIES, ORDER, Severity
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.records.culprit import names_one_part
@@ -39,6 +40,7 @@ EAGER_WORSE = Severity.EAGER_WORSE.value
 COMPILER_ORDER: tuple[str, ...] = tuple(s.value for s in COMPILER_SEVERITIES)
 _DEVICE = 2  # where the device type sits in `RootCause.parts`
 _ULP_KINDS = frozenset({"bf16-ulp", "fp16-ulp", "fp32-ulp"})
+_ERROR_KINDS = frozenset(kind.value for kind in ERROR_KINDS)
 
 
 def about_eager(severity: str) -> bool:
@@ -54,17 +56,16 @@ def severity_rank(severity: str) -> int:
 
 
 def culprit_of(bucket) -> str:
-    """A bucket's culprit: attribution's summary, else what its key names after '@', else '-'."""
+    """A bucket's culprit: attribution's summary, else its key's culprit fields described, else '-'."""
     summary = (bucket.culprit or {}).get("summary")
     if isinstance(summary, str) and summary:
         return summary
-    sig = bucket.key.signature
-    return sig.split(" @ ", 1)[1] if " @ " in sig else "-"
+    return bucket.key.culprit.describe() if bucket.key.culprit is not None else "-"
 
 
 def ops_of(bucket) -> str:
-    """The op part of a bucket key's signature (what precedes ' @ culprit')."""
-    return bucket.key.signature.split(" @ ", 1)[0]
+    """The graph part of a bucket's key: its ops and modes, or where an error was raised."""
+    return bucket.key.ops_text()
 
 
 def graph_pattern(spec_dict: Any) -> str | None:
@@ -103,6 +104,26 @@ def _kind_family(key) -> str:
     if key.kind in _ULP_KINDS:
         return "float-ulp"
     return f"{key.kind} {key.detail}" if key.detail else key.kind
+
+
+def _culprit_fields(key) -> str:
+    return key.culprit.describe() + repr(sorted(key.culprit.to_dict().items())) if key.culprit is not None else "-"
+
+
+def cause_parts(bucket, pattern: str | None) -> tuple[str, ...]:
+    """What makes a bucket one root cause with others (the module docstring's rule), from its
+    key's fields: an explained finding by its mechanism; a compiler error by its exception, the
+    masked site and the culprit; a minimized finding by its pattern and culprit; anything else
+    alone, by its whole key. The device type is always `parts[_DEVICE]`."""
+    k = bucket.key
+    realm = "eager" if about_eager(bucket.severity) else "compiler"
+    if k.mechanism:
+        return ("explained", realm, k.device_type, k.mechanism)
+    if k.kind in _ERROR_KINDS and k.culprit is not None and pattern is not None:
+        return ("error", realm, k.device_type, k.kind, k.detail, k.site, _culprit_fields(k))
+    if pattern is None:
+        return ("raw", realm, k.device_type, k.kind, k.detail, k.dtype, k.identity())
+    return ("minimized", realm, k.device_type, _kind_family(k), pattern, _culprit_fields(k))
 
 
 @dataclass(frozen=True)
@@ -219,14 +240,9 @@ def root_cause_groups(buckets: Iterable) -> list[RootCause]:
     patterns: dict[tuple[str, ...], str | None] = {}
     for b in buckets:
         pattern = _minimized_pattern(b)
-        realm = "eager" if about_eager(b.severity) else "compiler"
-        k = b.key
-        if pattern is None:  # alone: its whole key
-            parts = ("raw", realm, k.device_type, k.kind, k.detail, k.dtype, k.signature)
-        else:
-            parts = ("minimized", realm, k.device_type, _kind_family(k), pattern, culprit_of(b))
+        parts = cause_parts(b, pattern)
         groups.setdefault(parts, []).append(b)
-        patterns[parts] = pattern
+        patterns.setdefault(parts, pattern)
     causes = []
     for parts, members in groups.items():
         members.sort(key=lambda b: (severity_rank(b.severity), -b.count, b.id))
@@ -280,6 +296,18 @@ def by_culprit(causes: Sequence[RootCause]) -> list[tuple[RootCause, ...]]:
     return sorted((tuple(g) for g in groups.values()), key=lambda g: -sum(rc.cases for rc in g))
 
 
+def by_upstream(groups: Sequence[tuple[RootCause, ...]]) -> list[tuple[RootCause, ...]]:
+    """`groups` (`by_culprit`'s) with the groups that match one known upstream issue folded into
+    one, in the order of their first: a maintainer reads one line per filed bug, whichever parts
+    of the compiler or op patterns its root causes named. New groups stay as they are."""
+    merged: dict[str, list[RootCause]] = {}
+    for i, group in enumerate(groups):
+        upstream = _upstream(group)
+        key = upstream if upstream != "new" and not upstream.endswith("+") else f"#{i}"
+        merged.setdefault(key, []).extend(group)
+    return [tuple(g) for g in merged.values()]
+
+
 def _upstream(group: Sequence[RootCause]) -> str:
     """The first known upstream issue among a group's root causes (`pytorch#N`, then `+` when
     there are more), else `new`."""
@@ -299,7 +327,9 @@ def summary_lines(causes: Sequence[RootCause], *, width: int = 80, max_lines: in
     `#6 +run 1,400 cases  pytorch#197895+  inductor lowering of aten.div (3): div+floor, fmod, …`
     (the lead of its largest root cause, the first known upstream issue and `+` for more, the
     count of its root causes and their op patterns, largest first)."""
-    groups = by_culprit([rc for rc in causes if rc.severity == severity])
+    groups = by_upstream(by_culprit([rc for rc in causes if rc.severity == severity]))
+    # New root causes first (what nobody has filed), then the known upstream ones; stable otherwise.
+    groups.sort(key=lambda g: _upstream(g) != "new")
     total = sum(len(g) for g in groups)
     shown = groups if len(groups) <= max_lines else groups[: max(0, max_lines - 1)]
     lines = []
@@ -312,8 +342,10 @@ def summary_lines(causes: Sequence[RootCause], *, width: int = 80, max_lines: in
             count = f" x{len(lead.buckets)}" if len(lead.buckets) > 1 else ""
             lines.append(clip(f"  #{lead.lead.id}{count}{new} {counted}  {_upstream(group)}  {lead.title}", width))
         else:
-            patterns = ", ".join(ops_of(rc.lead) for rc in group)
-            lines.append(clip(f"  #{lead.lead.id}{new} {counted}  {_upstream(group)}  {lead.culprit} ({len(group)}): {patterns}",
+            patterns = ", ".join(dict.fromkeys(ops_of(rc.lead) for rc in group))
+            culprits = {rc.culprit for rc in group}
+            head = lead.culprit if len(culprits) == 1 else f"{len(culprits)} culprits"
+            lines.append(clip(f"  #{lead.lead.id}{new} {counted}  {_upstream(group)}  {head} ({len(group)}): {patterns}",
                               width))
     left = total - sum(len(g) for g in shown)
     if left:
@@ -344,13 +376,38 @@ def screen_summary(buckets: Sequence, *, head: Sequence[str], store_dir: str, ru
                           f"({b_count[EAGER_WORSE]} buckets)", width))
     bug = rc_count.get("bug", 0)
     tail = [clip(f"the rest, by root cause: divfuzz report --out {store_dir}", width)]
+    explained = mechanism_lines(causes, width=width)
     if bug:
-        lines.append(clip("bug root causes by culprit (lead bucket, cases, upstream, ops @ culprit):", width))
-        room = height - reserve - len(lines) - len(tail)
+        lines.append(clip("bug root causes, new first (bucket, cases, upstream, ops @ culprit):", width))
+        room = height - reserve - len(lines) - len(tail) - min(len(explained), 4)
         lines += summary_lines(causes, width=width, max_lines=max(1, min(MAX_BUG_LINES, room)), new_in_run=run_id)
     else:
         lines.append("no bug root cause")
+    room = height - reserve - len(lines) - len(tail)
+    if explained and room >= 2:
+        lines += explained[:room] if len(explained) <= room else explained[:room - 1] + [clip(f"  ... and {len(explained) - room + 1} more", width)]
     return lines + tail
+
+
+def mechanism_lines(causes: Sequence[RootCause], *, width: int = 80) -> list[str]:
+    """One line per mechanism that explains findings without a compiler defect (`divfuzz.oracles.mechanisms`),
+    most cases first: its severity, buckets, cases and the ops it met, under a heading; [] when none.
+    What each mechanism is and why it has its severity: `divfuzz.oracles.mechanisms.MECHANISMS`,
+    which `divfuzz report` prints."""
+    groups: dict[str, list[RootCause]] = {}
+    for rc in causes:
+        if rc.lead.key.mechanism:
+            groups.setdefault(rc.lead.key.mechanism, []).append(rc)
+    if not groups:
+        return []
+    lines = [clip("explained, not compiler defects (severity mechanism: buckets, cases: ops):", width)]
+    for mechanism, rcs in sorted(groups.items(), key=lambda kv: -sum(rc.cases for rc in kv[1])):
+        ops = ", ".join(dict.fromkeys(op for rc in rcs for b in rc.buckets for op in b.key.ops))
+        cases = sum(rc.cases for rc in rcs)
+        buckets = sum(len(rc.buckets) for rc in rcs)
+        lines.append(clip(f"  {rcs[0].severity} {mechanism}: {buckets} bucket{'s' if buckets != 1 else ''}, "
+                          f"{cases:,} case{'s' if cases != 1 else ''}: {ops}", width))
+    return lines
 
 
 def clip(text: str, width: int) -> str:

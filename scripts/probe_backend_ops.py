@@ -33,7 +33,6 @@ def one_op_spec(op: str, dtype: str, backward: bool):
 
 
 def probe(backend: str, ops, dtypes, modes, on_row=lambda rows: None) -> list[dict]:
-    import torch
 
     from divfuzz.fuzzer.engine.execute import execute_case
     from divfuzz.records.config import CompileConfig

@@ -17,7 +17,9 @@ from divfuzz.fuzzer.campaign import schedule
 from divfuzz.fuzzer.campaign.loop import CampaignOptions, run_campaign
 from divfuzz.fuzzer.store import STORE_NAME, Store
 from divfuzz.fuzzer.campaign.sizing import ANALYSIS_MIN_FUZZING_SHARE, size_analysis_workers
+from divfuzz.fuzzer.campaign.analysis_pool import AnalysisJob
 from divfuzz.records.config import CompileConfig
+from divfuzz.records.severity import Severity
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,7 +57,7 @@ def test_a_pool_campaign_stores_every_case_and_ends_in_the_inline_buckets(tmp_pa
     b, b_pending, b_cases = _buckets(tmp_path / "pool")
     assert a_cases == b_cases == 4 and a_pending == b_pending == pooled.pending_analyses
     # Every bucket is a root cause, except noise ones: a campaign never minimizes those (inline neither).
-    assert all(("@" in x.key.signature) == (x.severity != "noise") for x in a + b)
+    assert all((x.key.culprit is not None) == (x.severity != "noise") for x in a + b)
     assert {(str(x.key), x.count, x.severity) for x in a} == {(str(x.key), x.count, x.severity) for x in b}
     assert all(x.minimized is not None and (Path(x.folder) / "repro.py").exists() for x in b if x.severity != "noise")
     # The raw buckets' folders were replaced by the minimized ones: one folder per bucket.
@@ -76,7 +78,7 @@ def test_a_budget_that_ends_with_analyses_open_stores_every_case_and_leaves_them
     buckets, pending, cases = _buckets(tmp_path)
     assert not result.interrupted and cases == result.progress.cases == 2
     assert pending == result.pending_analyses == len(buckets) >= 1  # one open analysis per raw key
-    assert all("@" not in b.key.signature and b.minimized is None for b in buckets)  # stored under raw keys
+    assert all(b.key.culprit is None and b.minimized is None for b in buckets)  # stored under raw keys
     assert sum(b.count for b in buckets) == result.progress.findings >= 1  # every finding is in a bucket, none lost
 
 
@@ -92,7 +94,7 @@ def test_minimize_pending_files_what_the_campaign_left_open(tmp_path, monkeypatc
         "1 pending analysis filed; 0 still pending" in " ".join(done.stdout.split()), done.stdout
     buckets, pending, cases = _buckets(tmp_path)
     assert pending == 0 and sum(b.count for b in buckets) == result.progress.findings and cases == result.progress.cases
-    assert all("@" in b.key.signature and b.minimized is not None for b in buckets)
+    assert all(b.key.culprit is not None and b.minimized is not None for b in buckets)
     assert all((Path(b.folder) / "repro.py").exists() and (Path(b.folder) / "analysis.json").exists() for b in buckets)
 
 
@@ -103,55 +105,78 @@ def test_a_later_campaign_on_the_store_finishes_the_pending_analyses(tmp_path, m
     second = run_campaign(_opts(tmp_path, max_cases=1, analysis_workers=1))
     assert second.pending_analyses == 0 and second.progress.analyses_filed >= first.pending_analyses
     buckets, pending, _ = _buckets(tmp_path)
-    assert pending == 0 and all("@" in b.key.signature for b in buckets)
+    assert pending == 0 and all(b.key.culprit is not None for b in buckets)
 
 
-def test_an_analysis_starts_on_its_raw_buckets_most_severe_case_with_that_cases_verdict(tmp_path):
+def _bf16_verdict(*, integer_valued: bool):
+    """A bf16 output that differs from eager: by one ULP on one element of 2048 (noise), or, on an
+    integer-valued output that eager computes exactly, by 1 on three elements (a bug)."""
+    import torch
+
+    from divfuzz.oracles.compare import compare_float
+    from divfuzz.records.outcomes import Status
+    from divfuzz.records.verdict import OutputVerdict, Verdict
+
+    ref = (torch.arange(2048, dtype=torch.float64) % 7 if integer_valued
+           else torch.linspace(-3, 3, 2048, dtype=torch.float64)).reshape(64, 32)
+    eager = ref.to(torch.bfloat16)
+    compiled = eager.clone()
+    if integer_valued:
+        compiled.view(-1)[:3] += 1
+    else:
+        compiled.view(torch.int16).view(-1)[:1] += 1
+    return Verdict(Status.DIVERGED, outputs=(OutputVerdict("v1", float_cmp=compare_float(eager, compiled, ref)),))
+
+
+def test_cases_of_one_graph_whose_severities_differ_open_a_raw_bucket_and_an_analysis_each(tmp_path):
     # In a 420 s H100 campaign (4 inputs per compile) 5 of 104 bug buckets were never minimized:
     # each analysis ran on the first case stored under its raw key, a by-design difference on
-    # normal inputs, while a sibling on other inputs was a bug under the same raw key.
+    # normal inputs, while a sibling on other inputs was a bug under the same raw key. A raw key
+    # now carries its case's severity rule: the bug opens a raw bucket (and an analysis) of its
+    # own, on the case that shows it, whatever the order the cases are stored in.
+    import threading
     from dataclasses import replace
 
-    from divfuzz.fuzzer.campaign.analysis_pool import AnalysisJob
-    from divfuzz.fuzzer.campaign.loop import severest_case_job
-    from divfuzz.records.buckets import BucketKey
-    from divfuzz.records.outcomes import Status
+    from divfuzz.fuzzer.campaign.case_steps import CaseAt, CaseRun, Keyed, Ran, judge, store_case
+    from divfuzz.fuzzer.campaign.loop import most_severe_first
+    from divfuzz.fuzzer.campaign.sizing import SlotDevice
     from divfuzz.generators.spec import RECIPE_KINDS, InputRecipe
-    from divfuzz.records.verdict import Verdict
     from seed_specs import sigmoid_gate
 
     config = CompileConfig()
     store = Store(tmp_path / STORE_NAME)
     run_id, _ = store.start_run(seed=0, device="cpu", config=config.to_dict(), options={}, versions={})
-    raw = BucketKey("bf16-ulp", "bfloat16", "cpu", "gate+linear")
-    # The stored verdict carries the severity this test's judge gives it (`error_message`).
-    specs = [sigmoid_gate(64, 32).with_recipe(InputRecipe(kind, 0)) for kind in RECIPE_KINDS[:5]]
-
-    def stored(idx, severity, cfg=config):
-        verdict = Verdict(Status.DIVERGED, error_message=severity)
-        return store.add_case_for_analysis(
-            raw_key=raw, severity_for=lambda key: {"severity": severity, "rule": "r", "output": "out", "detail": ""},
-            run_id=run_id, slot=0, idx=idx, spec_digest=specs[idx].digest(), spec_json=specs[idx].to_json(indent=None),
-            device="cpu", config=cfg.to_dict(), verdict=verdict.to_dict(), score=1.0, wall_s=0.1, finding_kind="bf16-ulp"), verdict
-
-    judge = lambda verdict: {"severity": verdict["error_message"], "rule": "r", "output": "out", "detail": ""}
-    (first, first_verdict), _ = stored(0, "by-design"), stored(1, "suspect")
-    job = AnalysisJob(raw, first.case_id, specs[0], first_verdict)
-    assert first.queued and store.bucket(first.bucket_id).severity == "suspect"
-    moved = severest_case_job(store, job, config=config, severity_for=judge)
-    assert moved.case_id == first.case_id + 1 and moved.spec == specs[1] and moved.verdict.error_message == "suspect"
-    other_config = config.with_inductor(emulate_precision_casts=True)
-    stored(2, "bug", other_config)  # a merged shard's case: another config, not what this analysis runs
-    (bug, _), _ = stored(3, "bug"), stored(4, "bug")  # the first of the most severe under this config
-    moved = severest_case_job(store, job, config=config, severity_for=judge)
-    assert moved.case_id == bug.case_id and moved.spec == specs[3] and moved.raw_key == raw
-    plain = config.to_dict()
-    assert [store.severest_case_id(raw, judge, config=plain, page=n) for n in (1, 2, 500)] == [bug.case_id] * 3  # a page at a time
-    # Under the other config only its own case counts; its stored verdict stands only where the job had one.
-    assert severest_case_job(store, job, config=other_config, severity_for=judge).case_id == bug.case_id - 1
-    assert severest_case_job(store, replace(job, verdict=None), config=config, severity_for=judge).verdict is None
-    # The job unchanged when its own case is the severest, or nothing is stored under its raw key.
-    assert severest_case_job(store, replace(job, case_id=bug.case_id), config=config, severity_for=judge).case_id == bug.case_id
-    other = AnalysisJob(BucketKey("bf16-ulp", "bfloat16", "cpu", "relu"), 99, specs[0])
-    assert severest_case_job(store, other, config=config, severity_for=judge) is other
+    run = CaseRun(store=store, run_id=run_id, out_dir=tmp_path, device="cpu", config=config, strict=False, timeout_s=60.0,
+                  profile=False, oracle="numeric", perf_margin=None, against=None, analyzer=object(), pool=None,
+                  inline_analysis=False, minimize_budget_s=60.0, work_end=None, interrupted=threading.Event())
+    # One graph under three input recipes: a noise difference first, then a bug, then noise again.
+    specs = [sigmoid_gate(64, 32).with_recipe(InputRecipe(kind, 0)) for kind in RECIPE_KINDS[:3]]
+    verdicts = [_bf16_verdict(integer_valued=False), _bf16_verdict(integer_valued=True), _bf16_verdict(integer_valued=False)]
+    stored = []
+    for idx, (spec, verdict) in enumerate(zip(specs, verdicts)):
+        judged = judge(run, spec, verdict)
+        assert judged.for_pool
+        ran = Ran(verdict, 0.1, CaseAt(0, idx, SlotDevice("cpu", "cpu")), 0.0)
+        stored.append((judged, store_case(run, spec, ran, judged, Keyed(None, None))))
+    (noise, noise_at), (bug, bug_at), (again, again_at) = stored
+    assert (noise.reason.severity, bug.reason.severity, again.reason.severity) == (Severity.NOISE, Severity.BUG, Severity.NOISE)
+    # The two raw keys differ by the rule alone: same finding, same graph.
+    assert noise.raw_key != bug.raw_key and replace(noise.raw_key, rule=bug.raw_key.rule) == bug.raw_key
+    assert again.raw_key == noise.raw_key
+    assert (noise_at.severity, bug_at.severity, again_at.severity) == (Severity.NOISE, Severity.BUG, Severity.NOISE)
+    # Each raw bucket's severity is the one its first case shows, and the later noise case does not change either.
+    buckets = {b.id: b for b in store.buckets()}
+    assert len(buckets) == 2 and noise_at.bucket_id == again_at.bucket_id != bug_at.bucket_id
+    assert (buckets[noise_at.bucket_id].severity, buckets[noise_at.bucket_id].count) == ("noise", 2)
+    assert (buckets[bug_at.bucket_id].severity, buckets[bug_at.bucket_id].count) == ("bug", 1)
+    assert buckets[noise_at.bucket_id].severity_reason == noise.reason.to_dict()
+    assert buckets[bug_at.bucket_id].severity_reason == bug.reason.to_dict()
+    assert buckets[bug_at.bucket_id].first_case_id == bug_at.case_id
+    # One analysis per raw key, each on the case that opened it: the bug's minimizes the bug, and goes first.
+    assert noise_at.queued and bug_at.queued and not again_at.queued
+    assert {p.raw_key: p.case_id for p in store.pending_analyses()} == {noise.raw_key: noise_at.case_id, bug.raw_key: bug_at.case_id}
+    jobs = [AnalysisJob(j.raw_key, s.case_id, spec, verdict)
+            for (j, s), spec, verdict in zip(stored, specs, verdicts) if s.queued]
+    first = most_severe_first(store, jobs, campaign=True)
+    assert first.raw_key == bug.raw_key and first.case_id == bug_at.case_id and first.spec == specs[1]
     store.close()

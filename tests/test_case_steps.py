@@ -1,5 +1,6 @@
 """One case's path through the campaign (`divfuzz.fuzzer.campaign.case_steps`): its severity is
-judged once, and what the store and the run's progress hold is that judgement.
+judged once, its rule goes into its raw key, and what the store and the run's progress hold is
+its key's severity (`key_severity`), never a judgement made again.
 
 Real campaigns on the CPU with the planted `ulp_bump` backend (each bf16 case a finding, some
 `suspect`, some `noise`), real workers and the real SQLite store, on the three paths a case can
@@ -11,7 +12,6 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -19,9 +19,8 @@ import divfuzz.oracles.severity_policy as severity_policy
 from divfuzz.fuzzer.campaign import schedule
 from divfuzz.fuzzer.campaign.loop import CampaignOptions, run_campaign
 from divfuzz.fuzzer.store import STORE_NAME, Store
-from divfuzz.fuzzer.engine.bucketing import severity_under
+from divfuzz.oracles.severity_policy import key_severity
 from divfuzz.records.config import CompileConfig
-from divfuzz.records.severity import Severity
 from divfuzz.records.verdict import Verdict
 
 PATHS = {
@@ -34,13 +33,13 @@ PATHS = {
 
 def _count_severity_calls(monkeypatch) -> list[tuple[str, str | None]]:
     """Each call of the one severity policy, wherever a divfuzz module bound it: (the verdict's
-    JSON, the culprit). A verdict's timings make its JSON one case's own."""
+    JSON, the switch). A verdict's timings make its JSON one case's own."""
     calls: list[tuple[str, str | None]] = []
     real = severity_policy.severity_of
 
-    def counted(verdict, *, culprit=None):
-        calls.append((json.dumps(verdict.to_dict(), sort_keys=True), culprit))
-        return real(verdict, culprit=culprit)
+    def counted(verdict, *, switch=None):
+        calls.append((json.dumps(verdict.to_dict(), sort_keys=True), switch))
+        return real(verdict, switch=switch)
 
     for name, module in list(sys.modules.items()):
         if name.startswith("divfuzz.") and getattr(module, "severity_of", None) is real:
@@ -74,16 +73,19 @@ def test_each_case_s_severity_is_judged_once_and_stored_and_reported_as_judged(t
         if c.bucket_id is None:
             assert per_case[mine] == 0
             continue
-        # Once under the key it is stored under; once more only under a root cause the slot's analysis found.
-        assert per_key[(mine, buckets[c.bucket_id].key.signature)] == 1, (path, c.id, [k for k in calls if k[0] == mine])
+        # Once, with no switch, as the case is judged; once more only where the slot's analysis
+        # rated the case under the switch its rough culprit names (a root cause, in the slot).
+        assert per_key[(mine, None)] == 1, (path, c.id, [k for k in calls if k[0] == mine])
         assert all(n == 1 for (v, _), n in per_key.items() if v == mine)
-        if path != "in-slot" or "@" not in buckets[c.bucket_id].key.signature:
+        if path != "in-slot" or buckets[c.bucket_id].key.culprit is None:
             assert per_case[mine] == 1, (path, c.id, [k[1] for k in calls if k[0] == mine])
 
-    # What the store holds is one recomputation under the bucket's key: the most severe of its cases'.
+    # What the store holds is its key's severity: every case of a bucket was rated by the key's rule
+    # (judged here again, outside the campaign), and the reason shown is of that rule and severity.
     for bucket_id, b in buckets.items():
-        again = [severity_under(Verdict.from_dict(c.verdict), b.key) for c in findings if c.bucket_id == bucket_id]
-        worst = min(again, key=lambda r: Severity(r["severity"]).rank)
-        assert (b.severity, b.severity_reason) == (worst["severity"], worst), (path, str(b.key))
+        rules = {severity_policy.severity_of(Verdict.from_dict(c.verdict)).rule for c in findings if c.bucket_id == bucket_id}
+        assert rules == {b.key.rule}, (path, str(b.key), rules)
+        assert b.severity == key_severity(b.key).value, (path, str(b.key))
+        assert (b.severity_reason["severity"], b.severity_reason["rule"]) == (b.severity, b.key.rule), (path, str(b.key))
     # And the run's progress reports the same severities.
     assert result.progress.by_severity == Counter(b.severity for b in buckets.values())

@@ -30,13 +30,13 @@ from divfuzz.generators.registry import all_ops
 from divfuzz.generators.strategies import graph_specs
 from divfuzz.generators.validate import RESERVED_NAMES, load_spec
 from divfuzz.reports.bug_report import render_bug_report
-from divfuzz.reports.repro import render_repro
+from divfuzz.reports.repro import node_expression, render_repro
 from test_spec_safety import base, rename
 
 RECIPE_NAMES = frozenset(recipes.RECIPES) | frozenset(recipes.INITS)
-CONSTS = {"DEVICE", "DEVICE_TYPE", "SEED", "BACKWARD", "BACKEND", "DYNAMIC", "MODE", "INDUCTOR_CONFIG", "COMPARED_COMPILE",
+CONSTS = {"DEVICE", "DEVICE_TYPE", "REF_ON_CPU", "SEED", "BACKWARD", "BACKEND", "DYNAMIC", "MODE", "INDUCTOR_CONFIG", "COMPARED_COMPILE",
           "TIMEOUT_S", "OUTPUTS", "INPUT_NAMES", "COTANGENT_SEED_OFFSET"}
-MODEL_GLOBALS = {"torch", "F", "D", "ref", "DEVICE_TYPE"}
+MODEL_GLOBALS = {"torch", "F", "D", "ref", "DEVICE_TYPE", "REF_ON_CPU"}
 INPUTS_GLOBALS = {"torch", "g", "device"} | RECIPE_NAMES
 
 
@@ -77,7 +77,9 @@ def registry_allow_list() -> tuple[set[str], set[str]]:
     for op in all_ops().values():
         keys = sorted(op.params)
         for combo in itertools.product(*(_schema_values(op.params[k]) for k in keys)):
-            expr = ast.parse(op.code(list(args), dict(zip(keys, combo))), mode="eval")
+            params = dict(zip(keys, combo))
+            # The reference's variant (its scalars rounded, an explicit cast kept): same calls and strings.
+            expr = ast.parse(node_expression(op, list(args), params, params, params), mode="eval")
             c, s = calls_and_strings(expr, set(args))
             calls |= c
             strings |= s
@@ -200,7 +202,7 @@ def check_report(report: str, spec) -> None:
 
 
 def _render_report(spec) -> str:
-    return render_bug_report(spec, title="t", culprit={"summary": "s"}, versions={"torch": "x"}, device="cpu",
+    return render_bug_report(spec, title="t", reason=None, culprit={"summary": "s"}, versions={"torch": "x"}, device="cpu",
                              config_desc="inductor", verdict=None)
 
 

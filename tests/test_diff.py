@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,17 +17,22 @@ from click.testing import CliRunner
 
 from divfuzz.fuzzer.store import STORE_NAME, Store
 from divfuzz.fuzzer.cli.main import main
-from divfuzz.records.buckets import BucketKey
+from divfuzz.oracles.severity_policy import key_severity
+from divfuzz.records.buckets import BucketKey, CulpritKey
 from divfuzz.records.outcomes import Status
 from divfuzz.records.verdict import FloatComparison, OutputVerdict, Verdict
 from divfuzz.reports.diff import diff_sides, side_from_store
 from tests.seed_specs import layer_norm_linear, sigmoid_gate
 
-STAYS = BucketKey("bf16-ulp", "bfloat16", "cpu", "gelu @ inductor: erf lowering")
-FIXED = BucketKey("bf16-ulp", "bfloat16", "cpu", "layer_norm+linear @ decomposition of aten.native_layer_norm")
-WORSE = BucketKey("bf16-ulp", "bfloat16", "cpu", "linear+mul+sigmoid @ inductor: fused sigmoid gate")
-NEW = BucketKey("bf16-ulp", "bfloat16", "cpu", "rms_norm @ inductor: rsqrt")
-NOT_REACHED = BucketKey("bf16-ulp", "bfloat16", "cpu", "softmax @ inductor: online softmax")
+def _root(*ops: str, culprit: CulpritKey, rule: str = "many-ulps") -> BucketKey:
+    return BucketKey("bf16-ulp", "bfloat16", "cpu", ops=ops, rule=rule, culprit=culprit)
+
+
+STAYS = _root("gelu", culprit=CulpritKey("inductor", "lowerings", "aten.erf"))
+FIXED = _root("layer_norm", "linear", culprit=CulpritKey("aot_eager_decomp_partition", "decomposition", "aten.native_layer_norm"))
+WORSE = _root("linear", "mul", "sigmoid", culprit=CulpritKey("inductor", "fused sigmoid gate"), rule="float-gross-worse")
+NEW = _root("rms_norm", culprit=CulpritKey("inductor", "lowerings", "aten.rsqrt"))
+NOT_REACHED = _root("softmax", culprit=CulpritKey("inductor", "online softmax"))
 
 
 def _verdict(max_ulp: int) -> dict:
@@ -41,17 +48,27 @@ def _ok() -> dict:
     return Verdict(Status.OK).to_dict()
 
 
-def _severity(sev: str) -> dict:
-    return {"severity": sev, "rule": "test-planted", "output": "v2", "detail": f"planted {sev}"}
+def _severity(key: BucketKey) -> dict:
+    sev = key_severity(key).value
+    return {"severity": sev, "rule": key.rule, "output": "v2", "detail": f"planted {sev}"}
 
 
-def _add(store: Store, run_id: int, idx: int, spec, *, key=None, sev="suspect", max_ulp=3) -> None:
+def _add(store: Store, run_id: int, idx: int, spec, *, key=None, max_ulp=3) -> None:
     store.add_case(
         run_id=run_id, slot=0, idx=idx, spec_digest=spec.digest(), spec_json=spec.to_json(indent=None), device="cpu",
         config={"backend": "inductor"}, verdict=_verdict(max_ulp) if key else _ok(), score=1.0, wall_s=0.5,
         finding_kind=key.kind if key else None, key=key, triage="compiled-worse" if key else "",
-        severity=_severity(sev) if key else None,
+        severity=_severity(key) if key else None,
     )
+
+
+def _rated_by_an_older_policy(path: Path, key: BucketKey, severity: str) -> None:
+    """`key`'s bucket as a divfuzz whose severity policy rated the key's rule `severity` stored it:
+    a bucket's severity is its key's under the policy of the divfuzz that wrote the store."""
+    db = sqlite3.connect(path)
+    assert db.execute("UPDATE buckets SET severity=? WHERE key=?", (severity, key.identity())).rowcount == 1
+    db.commit()
+    db.close()
 
 
 def _run(store: Store, seed: int, device: str = "cpu") -> int:
@@ -65,24 +82,26 @@ def _spec(rows: int):
 
 @pytest.fixture
 def stores(tmp_path):
-    """OLD: STAYS, FIXED, WORSE (suspect), NOT_REACHED. NEW: replays FIXED's spec (no finding),
-    STAYS as before, WORSE now `bug`, and a NEW bucket; NOT_REACHED's spec is never run."""
+    """OLD: STAYS, FIXED, WORSE (suspect, as an older policy rated its rule), NOT_REACHED. NEW:
+    replays FIXED's spec (no finding), STAYS as before, WORSE now `bug`, and a NEW bucket;
+    NOT_REACHED's spec is never run."""
     old_dir, new_dir = tmp_path / "old", tmp_path / "new"
     old_dir.mkdir(), new_dir.mkdir()
     old = Store(old_dir / STORE_NAME)
     r = _run(old, 1)
     _add(old, r, 0, _spec(2), key=STAYS)
     _add(old, r, 1, _spec(3), key=FIXED)
-    _add(old, r, 2, sigmoid_gate(rows=4, dim=8), key=WORSE, sev="suspect")
+    _add(old, r, 2, sigmoid_gate(rows=4, dim=8), key=WORSE)
     _add(old, r, 3, _spec(5), key=NOT_REACHED)
     _add(old, r, 4, _spec(6))
     old.finish_run(r)
     old.close()
+    _rated_by_an_older_policy(old_dir / STORE_NAME, WORSE, "suspect")
     new = Store(new_dir / STORE_NAME)
     r = _run(new, 2)
     _add(new, r, 0, _spec(2), key=STAYS)
     _add(new, r, 1, _spec(3))  # FIXED's spec, replayed: no finding now
-    _add(new, r, 2, sigmoid_gate(rows=4, dim=8), key=WORSE, sev="bug")
+    _add(new, r, 2, sigmoid_gate(rows=4, dim=8), key=WORSE)  # bug: its rule's severity now
     _add(new, r, 3, _spec(7), key=NEW)
     new.finish_run(r)
     new.close()
@@ -153,7 +172,7 @@ def test_any_device_matches_a_cpu_bucket_with_its_gpu_twin(tmp_path):
         (tmp_path / name).mkdir()
         store = Store(tmp_path / name / STORE_NAME)
         r = _run(store, 1, device)
-        _add(store, r, 0, _spec(2), key=BucketKey("bf16-ulp", "bfloat16", device, STAYS.signature))
+        _add(store, r, 0, _spec(2), key=replace(STAYS, device_type=device))
         store.close()
     cpu, gpu = _side(tmp_path / "cpu"), _side(tmp_path / "gpu")
     strict = diff_sides(cpu, gpu)
@@ -182,8 +201,9 @@ def test_bad_sides_exit_2_naming_them(stores, tmp_path):
 
 HOSTILE = '<script>alert("x")</script>'
 HOSTILE_IMG = "<img src=x onerror=alert(1)>"
-HOSTILE_NEW = BucketKey("bf16-ulp", "bfloat16", "cpu", f"relu @ {HOSTILE}")
-HOSTILE_GONE = BucketKey("bf16-ulp", "bfloat16", "cpu", f"gelu @ {HOSTILE}", HOSTILE_IMG)
+HOSTILE_NEW = _root("relu", culprit=CulpritKey("inductor", HOSTILE), rule="float-gross-worse")
+HOSTILE_GONE = replace(_root("gelu", culprit=CulpritKey("inductor", HOSTILE, HOSTILE_IMG), rule="float-gross-worse"),
+                       detail=HOSTILE_IMG, ops=("gelu", HOSTILE_IMG))
 
 
 def _plant_hostile(old_dir: Path, new_dir: Path) -> None:

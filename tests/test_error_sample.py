@@ -14,7 +14,7 @@ import torch
 
 from divfuzz.fuzzer.store import STORE_NAME, Store
 from divfuzz.oracles.compare import ERROR_SAMPLE_STRIDE, ERROR_SAMPLE_TOP, _error_sample, compare_float
-from divfuzz.records.buckets import BucketKey
+from divfuzz.records.buckets import BucketKey, CulpritKey
 from divfuzz.records.outcomes import Status
 from divfuzz.records.verdict import FloatComparison, OutputVerdict, Verdict
 from divfuzz.reports import plots
@@ -109,8 +109,8 @@ def _store_with(tmp_path, samples):
         _, bucket_id, _ = store.add_case(
             run_id=run, slot=0, idx=i, spec_digest=f"d{i}", spec_json=spec.to_json(indent=None), device="cpu",
             config={}, verdict=verdict, score=1.0, wall_s=0.1, finding_kind="bf16-ulp",
-            key=BucketKey("bf16-ulp", "bfloat16", "cpu", f"op{i} @ inductor"), triage="compiled-worse",
-            severity={"severity": "suspect", "rule": "t", "output": "v2", "detail": "t"},
+            key=BucketKey("bf16-ulp", "bfloat16", "cpu", ops=(f"op{i}",), rule="many-ulps", culprit=CulpritKey("inductor")),
+            triage="compiled-worse", severity={"severity": "suspect", "rule": "many-ulps", "output": "v2", "detail": "t"},
         )
         ids.append(bucket_id)
     store.finish_run(run)

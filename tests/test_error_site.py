@@ -15,12 +15,13 @@ import torch
 import torch._inductor.config as inductor_config
 
 from divfuzz.fuzzer.campaign.loop import CampaignOptions, run_campaign
-from divfuzz.fuzzer.engine.bucketing import bucket_key, graph_signature
+from divfuzz.fuzzer.engine.bucketing import bucket_key
 from divfuzz.fuzzer.engine.error_site import error_site, normalized_message
 from divfuzz.fuzzer.engine.execute import execute_case
 from divfuzz.fuzzer.store import STORE_NAME, Store
 from divfuzz.generators.spec import GraphSpec, InputRecipe, Node, TensorSpec
 from divfuzz.oracles.findings import finding_of
+from divfuzz.oracles.severity_policy import severity_of
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.outcomes import Status
 from divfuzz.records.verdict import MAX_ERROR_MESSAGE_CHARS, MAX_ERROR_SITE_CHARS, Verdict
@@ -83,15 +84,17 @@ def test_errors_at_one_site_share_a_key_and_other_findings_keep_the_graphs_ops()
     config = CompileConfig(backend="divfuzz.fuzzer.engine.planted:inductor_assertion")
     verdicts = [execute_case(_graph(op), "cpu", config) for op in ("tanh", "exp")]
     assert all(v.status is Status.COMPILE_ERROR and v.error_site for v in verdicts)
-    keys = {bucket_key(finding_of(v), _graph(op), "cpu") for v, op in zip(verdicts, ("tanh", "exp"))}
+    keys = {bucket_key(finding_of(v), _graph(op), "cpu", reason=severity_of(v)) for v, op in zip(verdicts, ("tanh", "exp"))}
     assert len(keys) == 1
     (key,) = keys
-    assert key.signature == f"raised: {verdicts[0].error_site}" and key.detail == "BackendCompilerFailed(AssertionError)"
+    assert key.ops == () and key.site == verdicts[0].error_site and key.detail == "BackendCompilerFailed(AssertionError)"
+    assert key.ops_text() == f"raised: {verdicts[0].error_site}" and key.rule == "compile-error"
     # The site survives the store's round trip; a verdict without one keys by the graph's ops.
     assert Verdict.from_dict(verdicts[0].to_dict()).error_site == verdicts[0].error_site
     no_site = Verdict(Status.COMPILE_ERROR, error_type="X")
     assert "error_site" not in no_site.to_dict()
-    assert bucket_key(finding_of(no_site), _graph("tanh"), "cpu").signature == graph_signature(_graph("tanh"))
+    by_ops = bucket_key(finding_of(no_site), _graph("tanh"), "cpu", reason=severity_of(no_site))
+    assert by_ops.ops == ("tanh",) and by_ops.site == "" and by_ops.ops_text() == "tanh"
 
 
 def test_a_campaign_files_every_graph_that_trips_one_assertion_in_one_bucket(tmp_path):
@@ -109,7 +112,8 @@ def test_a_campaign_files_every_graph_that_trips_one_assertion_in_one_bucket(tmp
     op_sets = {tuple(sorted(GraphSpec.from_json(row[0]).op_names)) for row in cases}
     assert len(op_sets) > 1  # graphs of different ops ...
     assert len(buckets) == 1 and buckets[0].count == 8  # ... in one bucket
-    assert buckets[0].key.signature.startswith("raised: AssertionError in torch/_inductor/compile_fx.py:")
+    assert buckets[0].key.ops == () and buckets[0].key.site.startswith("AssertionError in torch/_inductor/compile_fx.py:")
+    assert buckets[0].key.ops_text() == f"raised: {buckets[0].key.site}" and buckets[0].severity == "bug"
     assert "raised at <code>AssertionError in torch/_inductor/compile_fx.py:" in page
 
 

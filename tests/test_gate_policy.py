@@ -137,6 +137,15 @@ def test_the_gates_fuzz_judges_findings_by_severity_and_names_their_upstream_sta
                       known=(), corpus_buckets=set())
     assert broken["failing"] and all(f["severity"] == "bug" and f["upstream"] == "new" for f in broken["findings"])
     assert broken["root_causes"] and broken["root_causes"][0]["known"] == "new"
+    # Each finding names its bucket for reading ("bucket") and for matching ("identity", the key's fields).
+    from divfuzz.records.buckets import BucketKey
+
+    assert all(str(BucketKey.from_identity(f["identity"])) == f["bucket"] for f in broken["findings"])
+    # A baseline that knows those identities (`gate --update-baseline` keeps them) fails on none of them.
+    known = gate_fuzz(**fuzz_options(GateOptions(device="cpu", corpus_dir=Path("corpus"), fuzz_cases=2, seed=1,
+                                 config=CompileConfig(backend="divfuzz.fuzzer.engine.planted:compile_error"))),
+                      known=tuple(f["identity"] for f in broken["findings"]), corpus_buckets=set())
+    assert known["findings"] and known["failing"] == [] and all(f["known"] for f in known["findings"])
     clean = gate_fuzz(**fuzz_options(GateOptions(device="cpu", corpus_dir=Path("corpus"), fuzz_cases=2, seed=1,
                                  config=CompileConfig(backend="divfuzz.fuzzer.engine.planted:eager_in_disguise"))),
                      known=(), corpus_buckets=set())

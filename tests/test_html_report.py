@@ -27,7 +27,8 @@ from click.testing import CliRunner
 
 from divfuzz.fuzzer.store import STORE_NAME, Store
 from divfuzz.fuzzer.cli.main import main
-from divfuzz.records.buckets import BucketKey
+from divfuzz.oracles.severity_policy import key_severity
+from divfuzz.records.buckets import BucketKey, CulpritKey
 from divfuzz.records.errors import OutputError
 from divfuzz.records.outcomes import Status
 from divfuzz.records.verdict import FloatComparison, IntComparison, OutputVerdict, Verdict
@@ -60,34 +61,44 @@ def _error_verdict() -> dict:
                    error_message=f"lowering failed: </pre>{HOSTILE}").to_dict()
 
 
-def _reason(sev: str, detail: str = "") -> dict:
-    return {"severity": sev, "rule": "planted", "output": "v2", "detail": detail or f"planted {sev} reason"}
+def _reason(key: BucketKey, detail: str = "") -> dict:
+    sev = key_severity(key).value
+    return {"severity": sev, "rule": key.rule, "output": "v2", "detail": detail or f"planted {sev} reason"}
 
 
 def build_store(out_dir: Path) -> dict[str, int]:
-    """A store with one bucket per severity (float bug, integer suspect, by-design, error noise)
-    and one bucket whose every stored text is hostile; returns bucket ids by name."""
+    """A store with one bucket per severity (float bug, integer suspect, by-design, float noise),
+    a compiler error (a bug) and one bucket whose every stored text is hostile; returns bucket ids by name."""
     out_dir.mkdir(parents=True, exist_ok=True)
     store = Store(out_dir / STORE_NAME)
     run, _ = store.start_run(seed=7, device="cpu", config={"backend": "inductor", "inductor": {}}, options={"max_cases": 6},
                              versions={"torch": "2.13.0+cpu", "triton": None, "cuda": None, "cpu_capability": "AVX512"})
     spec = layer_norm_linear(rows=4, dim=8)
+    layer_norm = BucketKey("bf16-ulp", "bfloat16", "cpu", ops=("layer_norm", "linear"), rule="float-gross-worse",
+                           culprit=CulpritKey("aot_eager_decomp_partition", "decomposition", "aten.native_layer_norm"))
     plan = [
-        ("bug", BucketKey("bf16-ulp", "bfloat16", "cpu", "layer_norm+linear @ decomposition of aten.native_layer_norm"), _float_verdict(), "bug"),
-        ("bug2", BucketKey("bf16-ulp", "bfloat16", "cpu", "layer_norm+linear @ decomposition of aten.native_layer_norm"), _float_verdict(max_ulp=7, rmse=(2e-3, 9e-3)), "bug"),
-        ("suspect", BucketKey("int-boundary", "uint8", "cpu", "log2+ceil+clamp+cast @ inductor"), _int_verdict(), "suspect"),
-        ("by-design", BucketKey("bf16-ulp", "bfloat16", "cpu", "linear+sigmoid @ emulate_precision_casts removes it"), _float_verdict(), "by-design"),
-        ("noise", BucketKey("compile-error", "-", "cpu", "gelu @ inductor", "BackendCompilerFailed(RuntimeError)"), _error_verdict(), "noise"),
-        ("hostile", BucketKey("bf16-ulp", "bfloat16", "cpu", f"relu @ {HOSTILE}"), _float_verdict(), "suspect"),
+        ("bug", layer_norm, _float_verdict(), "bug"),
+        ("bug2", layer_norm, _float_verdict(max_ulp=7, rmse=(2e-3, 9e-3)), "bug"),
+        ("suspect", BucketKey("int-boundary", "uint8", "cpu", ops=("log2", "ceil", "clamp", "cast"), rule="int-boundary",
+                              culprit=CulpritKey("inductor")), _int_verdict(), "suspect"),
+        ("by-design", BucketKey("bf16-ulp", "bfloat16", "cpu", ops=("linear", "sigmoid"), rule="many-ulps",
+                                culprit=CulpritKey("inductor", switch="emulate_precision_casts")), _float_verdict(), "by-design"),
+        ("noise", BucketKey("bf16-ulp", "bfloat16", "cpu", ops=("gelu",), rule="few-ulps", culprit=CulpritKey("inductor")),
+         _float_verdict(max_ulp=1), "noise"),
+        ("error", BucketKey("compile-error", "-", "cpu", detail="BackendCompilerFailed(RuntimeError)",
+                            site=f"torch/_inductor/lowering.py:N in {HOSTILE}", rule="compile-error"), _error_verdict(), "bug"),
+        ("hostile", BucketKey("bf16-ulp", "bfloat16", "cpu", ops=("relu",), rule="many-ulps", culprit=CulpritKey("inductor", HOSTILE)),
+         _float_verdict(), "suspect"),
     ]
     ids: dict[str, int] = {}
     for idx, (name, key, verdict, sev) in enumerate(plan):
+        assert key_severity(key).value == sev, name
         spec_json = spec.to_json(indent=None) if name != "hostile" else json.dumps(
             {"schema_version": 1, "inputs": [{"name": HOSTILE, "dtype": "bfloat16"}], "nodes": [{"op": HOSTILE, "dtype": HOSTILE}]})
         _, bucket_id, _ = store.add_case(
             run_id=run, slot=0, idx=idx, spec_digest=f"d{idx}", spec_json=spec_json, device="cpu", config={"backend": "inductor"},
             verdict=verdict, score=1.0, wall_s=1.2, finding_kind=key.kind, key=key, triage="compiled-worse",
-            severity=_reason(sev, f"why: {HOSTILE_IMG}" if name == "hostile" else ""),
+            severity=_reason(key, f"why: {HOSTILE_IMG}" if name == "hostile" else ""),
         )
         ids[name] = bucket_id
     for idx in range(len(plan), len(plan) + 3):  # cases that matched: coverage counts them, no bucket
@@ -133,7 +144,7 @@ def test_sections_lead_with_bug_and_every_bucket_has_a_card_only_bug_cards_with_
     page = _page(tmp_path, tmp_path / "report.html")
     order = [page.index(f'id="{s}"') for s in ("sev-bug", "sev-suspect", "sev-by-design", "sev-noise", "campaign")]
     assert order == sorted(order)
-    assert len(re.findall(r'<article class="card', page)) == len(set(ids.values())) == 5  # bug and bug2 share a key
+    assert len(re.findall(r'<article class="card', page)) == len(set(ids.values())) == 6  # bug and bug2 share a key
     assert re.search(r'<details class="severity" id="sev-by-design">.*?data-bucket="%d"' % ids["by-design"], page, re.S)
     assert re.search(r'<details class="severity" id="sev-noise">.*?data-bucket="%d"' % ids["noise"], page, re.S)
     # the float bug's plots: its ULP histogram is the stored bins summed over its two cases
@@ -148,10 +159,10 @@ def test_sections_lead_with_bug_and_every_bucket_has_a_card_only_bug_cards_with_
     assert f'data-plot="int-flips-{ids["suspect"]}-uint8"' not in page
     for name in ("throughput", "new-buckets", "op-coverage", "dtype-coverage", "time-per-stage"):
         assert f'data-plot="{name}"' in page
-    assert "<title>layer_norm, cases drawing it: 8</title>" in page  # 6 findings' specs but the hostile one, + 3 ok
+    assert "<title>layer_norm, cases drawing it: 9</title>" in page  # 7 findings' specs but the hostile one, + 3 ok
     # header: versions, capability, cases, severities; the card: culprit, ladder, minimized code
-    assert "2.13.0+cpu" in page and "AVX512" in page and "9 cases" in page
-    assert '<span class="chip sev-bug">1 bug</span>' in page  # bug and bug2 share a key: one bucket, 2 cases
+    assert "2.13.0+cpu" in page and "AVX512" in page and "10 cases" in page
+    assert '<span class="chip sev-bug">2 bug</span>' in page  # bug and bug2 share a key: one bucket, 2 cases; and the error
     assert "first rung that differs: <b>aot_eager_decomp_partition</b>" in page
     assert "minimized spec (6 → 2 ops)" in page and 'class="code"' in page
     assert not re.search(r'(src|href)="(https?:)?//', page)  # nothing to fetch: no external URL at all
@@ -327,6 +338,27 @@ def _png_ink(png: bytes) -> float:
     return ink / (rows * width)
 
 
+LOW_CONTRAST_JS = """
+(() => {
+  const rgb = c => (c.match(/[\\d.]+/g) || []).map(Number);
+  const lum = ([r, g, b]) => [r, g, b].map(v => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; })
+                                     .reduce((s, v, i) => s + v * [0.2126, 0.7152, 0.0722][i], 0);
+  const behind = el => { for (; el; el = el.parentElement) { const c = rgb(getComputedStyle(el).backgroundColor);
+                           if (c.length === 3 || c[3] > 0.5) return c.slice(0, 3); } return [255, 255, 255]; };
+  const bad = [];
+  for (const el of document.querySelectorAll('body *')) {
+    if (el.closest('svg') || !getComputedStyle(el).visibility.startsWith('visible')) continue;
+    const own = [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
+    if (!own || !el.getClientRects().length) continue;
+    const [a, b] = [lum(rgb(getComputedStyle(el).color).slice(0, 3)), lum(behind(el))];
+    const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+    if (ratio < 4.5) bad.push(`${el.tagName.toLowerCase()}.${el.className}: ${el.textContent.trim().slice(0, 40)} (${ratio.toFixed(2)})`);
+  }
+  return bad;
+})()
+"""
+
+
 def _open_and_check(browser: Chromium, html_path: Path, shot: Path) -> dict:
     target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
     session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
@@ -348,6 +380,14 @@ def _open_and_check(browser: Chromium, html_path: Path, shot: Path) -> dict:
         "drawn_plots": js("[...document.querySelectorAll('svg.plot')].filter(s => s.getBoundingClientRect().width > 100 && s.getBoundingClientRect().height > 50 && s.querySelectorAll('rect,circle,path,text').length > 2).length"),
         "scripts": js("document.scripts.length"),
     }
+    # Text a reader cannot read (issue 35: the bug card was dark text on red): every element with
+    # its own text, its colour against the first opaque background behind it (WCAG's contrast
+    # ratio; 4.5 for body text). And every plot title inside its plot (an SVG text does not wrap).
+    facts["low_contrast"] = js(LOW_CONTRAST_JS)
+    facts["clipped_titles"] = js(
+        "[...document.querySelectorAll('svg.plot')].flatMap(svg => [...svg.querySelectorAll('text.plot-title')]"
+        ".filter(t => { const b = t.getBBox(); return b.x < 0 || b.x + b.width > svg.viewBox.baseVal.width; })"
+        ".map(t => t.textContent))")
     png = base64.b64decode(browser.send("Page.captureScreenshot", {"format": "png"}, session=session)["data"])
     shot.write_bytes(png)
     facts["ink"] = _png_ink(png)
@@ -374,8 +414,13 @@ def test_a_real_campaign_s_page_in_headless_chromium(tmp_path):
     if binary is None:
         pytest.skip("needs Debian's chromium (apt-get install -y chromium)")
     out = tmp_path / "campaign"
+    # `--ops linear`: every drawn graph has a bfloat16 output for ulp_bump to bump, with or without
+    # autocast. Without it, a slot's first draw is Hypothesis's simplest graph (batch_norm_eval
+    # under bf16 autocast, whose output stays float32), and with 4 inputs per compile a 2-slot run of
+    # 6 cases compiles nothing else: 0 buckets. `--workers 2`: the same slots on any host.
     r = subprocess.run(
         [sys.executable, "-m", "divfuzz.fuzzer", "fuzz", "--device", "cpu", "--max-cases", "6", "--seed", "2", "--dtypes", "bfloat16",
+         "--ops", "linear", "--workers", "2",
          "--backend", "divfuzz.fuzzer.engine.planted:ulp_bump", "--no-minimize", "--no-live", "--out", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
@@ -401,6 +446,8 @@ def test_a_real_campaign_s_page_in_headless_chromium(tmp_path):
             assert facts["cards"] == expected_cards
             assert facts["plots"] == source.count('<svg class="plot"') >= 5
             assert facts["drawn_plots"] == facts["plots"]
+            assert facts["low_contrast"] == [], facts["low_contrast"]
+            assert facts["clipped_titles"] == [], facts["clipped_titles"]
             assert facts["ink"] > 0.01, f"screenshot {page.with_suffix('.png')} looks blank ({facts['ink']:.4f} ink)"
         # `divfuzz diff --html` of the hostile store against the campaign's: the same shell, checked the same way
         from divfuzz.reports.diff import diff_html, diff_sides, side_from_store
@@ -417,6 +464,24 @@ def test_a_real_campaign_s_page_in_headless_chromium(tmp_path):
         assert facts["errors"] == [] and facts["requests"] == [facts["url"]] and facts["scripts"] == 0, facts
         assert facts["ink"] > 0.01
         assert diff_page.read_text().count("<tr data-key=") == len(diffed.new_buckets) + len(diffed.gone) + len(diffed.changed) > 0
+        # Long plot titles (the scatter's note on points it cannot draw, a long output name) stay
+        # inside their plots: wrapped onto a second line, then cut, the whole title on hover.
+        from divfuzz.reports import plots
+        from divfuzz.reports.html import page_shell
+
+        long_titles = page_shell("plots", "".join([
+            plots.scatter("s1", "float16: element errors vs fp64, ULP (1024 shown)", [(0.0, 1.0), (2.0, 3.0), (float("nan"), 1.0)] * 9,
+                          x_label="eager error (ULP)", y_label="compiled error (ULP)", diagonal=True),
+            plots.bar_chart("b1", "grad:x0_with_a_long_input_name WWWWWWWWWWWWWWWWWWWWWWWWWWWW: compiled vs eager distance, ULP "
+                            + "and more words " * 12, [("1", 3.0), ("2", 1.0)], x_label="ULP distance", y_label="elements"),
+            plots.hbar_chart("h1", "where a case's time goes (12345 cases), over every stage of every worker of the campaign",
+                             [("compile", (3.0,)), ("eager", (1.0,))], series=("seconds",), x_label="seconds"),
+        ]))
+        titles_page = tmp_path / "titles.html"
+        titles_page.write_text(long_titles)
+        facts = _open_and_check(browser, titles_page, titles_page.with_suffix(".png"))
+        assert facts["errors"] == [] and facts["drawn_plots"] == facts["plots"] == 3, facts
+        assert facts["clipped_titles"] == [], facts["clipped_titles"]
         # The checks can fail: a page with a script and a remote image is caught (the page's own
         # Content-Security-Policy refuses both, and says so on the console).
         planted = hostile.parent / "planted.html"

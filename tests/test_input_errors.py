@@ -94,8 +94,8 @@ def test_out_under_a_regular_file_exits_2_before_any_work(tmp_path):
     blocker.write_text("keep me\n")
     for args in (
         ("fuzz", "--device", "cpu", "--max-cases", "1", "--out", str(blocker / "out")),
-        ("minimize", str(SPEC), "--device", "cpu", "--out", str(blocker / "out")),
-        ("minimize", "--module", "nowhere.py:make", "--device", "cpu", "--out", str(blocker / "out")),
+        ("minimize", str(SPEC), "--device", "cpu", "--repro-dir", str(blocker / "out")),
+        ("minimize", "--module", "nowhere.py:make", "--device", "cpu", "--repro-dir", str(blocker / "out")),
         ("gate", "--device", "cpu", "--corpus", str(ROOT / "corpus"), "--repro-dir", str(blocker / "r")),
     ):
         t0 = time.perf_counter()
@@ -137,7 +137,7 @@ def test_out_on_a_read_only_file_system_exits_2_saying_so(mount_point):
     _mount_tmpfs(mount_point, "ro,size=1m")
     for args in (
         ("fuzz", "--device", "cpu", "--max-cases", "1", "--out", str(mount_point / "out")),
-        ("minimize", str(SPEC), "--device", "cpu", "--out", str(mount_point / "out")),
+        ("minimize", str(SPEC), "--device", "cpu", "--repro-dir", str(mount_point / "out")),
     ):
         result = invoke(*args)
         assert result.exit_code == 2, result.output
@@ -200,8 +200,8 @@ def test_report_and_minimize_refuse_another_application_s_sqlite_file_byte_ident
     before = foreign_store(tmp_path / STORE_NAME)
     result = _report(tmp_path)
     assert result.exit_code == 2 and "not a divfuzz store" in flat(result.output)
-    # Own attack: `minimize CASE-ID --store DIR` opened it for writing (WAL mode, divfuzz's tables).
-    result = invoke("minimize", "1", "--store", str(tmp_path), "--device", "cpu", "--out", str(tmp_path / "min"))
+    # Own attack: `minimize CASE-ID --out DIR` opened it for writing (WAL mode, divfuzz's tables).
+    result = invoke("minimize", "1", "--out", str(tmp_path), "--device", "cpu", "--repro-dir", str(tmp_path / "min"))
     assert result.exit_code == 2 and "not a divfuzz store" in flat(result.output)
     result = invoke("fuzz", "--device", "cpu", "--max-cases", "1", "--out", str(tmp_path))
     assert result.exit_code == 2 and "not a divfuzz store" in flat(result.output)
@@ -216,7 +216,7 @@ def small_store(out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     store = Store(out / STORE_NAME)
     run_id, _ = store.start_run(seed=0, device="cpu", config={}, options={}, versions={})
-    key = BucketKey(kind="ulp", dtype="bfloat16", device_type="cpu", signature="gelu", detail="")
+    key = BucketKey(kind="ulp", dtype="bfloat16", device_type="cpu", ops=("gelu",), detail="")
     store.add_case(run_id=run_id, slot=0, idx=0, spec_digest="d0", spec_json="{}", device="cpu", config={},
                    verdict={"status": "diverged"}, score=1.0, wall_s=0.1, finding_kind="ulp", key=key, triage="same")
     store.finish_run(run_id)
@@ -259,6 +259,23 @@ def test_a_damaged_row_in_a_store_exits_2_naming_the_store(tmp_path):
     result = _report(tmp_path)
     assert result.exit_code == 2, result.output
     assert "damaged row" in flat(result.output) and str(path) in result.output.replace("\n", "")
+    assert _sha(path) == before
+
+
+def test_a_schema_4_key_in_a_current_store_exits_2_naming_the_store(tmp_path):
+    """A key row in the text form of schema 4 ("signature") where schema 5 keeps fields (a hand
+    copy between stores): refused, naming the store and saying how such a key is converted."""
+    path = small_store(tmp_path)
+    db = sqlite3.connect(path)
+    db.execute("UPDATE buckets SET key_json=?", (json.dumps(
+        {"kind": "ulp", "dtype": "bfloat16", "device_type": "cpu", "signature": "gelu", "detail": ""}),))
+    db.commit()
+    db.close()
+    before = _sha(path)
+    result = _report(tmp_path)
+    assert result.exit_code == 2, result.output
+    assert "before schema 5" in flat(result.output) and "damaged row" in flat(result.output) and str(path) in result.output.replace("\n", ""), result.output
+    assert "Traceback" not in result.output
     assert _sha(path) == before
 
 

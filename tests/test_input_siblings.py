@@ -98,7 +98,7 @@ def test_a_campaign_stores_each_sibling_as_a_case_at_its_own_place(tmp_path):
 def test_a_sibling_finds_a_bug_the_drawn_inputs_hide(tmp_path, monkeypatch):
     # The planted backend turns infinities into NaN. The drawn recipe (normal) has none, so alone
     # it finds nothing; run on every recipe, the infinite inputs (inf_divisors) meet the bug.
-    monkeypatch.setattr(loop.CampaignOptions, "strategy", lambda self: st.just(_relu_fp32()))
+    monkeypatch.setattr(loop.CampaignOptions, "strategy", lambda self, slot=0: st.just(_relu_fp32()))
     monkeypatch.setattr(loop, "REPEATS_BEFORE_EXHAUSTED", 2)
     backend = CompileConfig(backend="divfuzz.fuzzer.engine.planted:inf_to_nan")
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from divfuzz.records.buckets import BucketKey
+from divfuzz.records.buckets import BucketKey, CulpritKey
 from divfuzz.records.known_bugs import (
     DTYPES,
     NUMERIC_RULES,
@@ -173,23 +173,37 @@ def test_describe_names_the_issue_and_its_state_or_says_new():
 # ---- the root cause's forms ---------------------------------------------------------------------
 
 
-def test_a_minimized_bucket_key_gives_its_ops_and_culprit_and_needs_backward_said():
-    key = BucketKey("bf16-ulp", "bfloat16", "cuda", "layer_norm+linear @ decomposition of aten.native_layer_norm")
-    with pytest.raises(ValueError, match="backward"):
-        RootCausePattern.from_bucket(key, rule="many-ulps")
-    pattern = RootCausePattern.from_bucket(key, rule="many-ulps", backward=False)
+def test_a_minimized_bucket_key_gives_its_ops_culprit_mode_and_rule_from_its_fields():
+    from dataclasses import replace
+
+    key = BucketKey("bf16-ulp", "bfloat16", "cuda", ops=("layer_norm", "linear"), rule="many-ulps",
+                    culprit=CulpritKey("aot_eager_decomp_partition", "decomposition", "aten.native_layer_norm"))
+    pattern = RootCausePattern.from_bucket(key)
     assert pattern.ops == ("layer_norm", "linear") and pattern.culprit == "decomposition of aten.native_layer_norm"
+    assert pattern.rule == "many-ulps" and pattern.backward is False and pattern.device_type == "cuda"
     match = BUGS.match(pattern)
     assert match is not None and match.bug.issue == 168126 and match.confidence == "high"
+    # The key's own backward and rule count: the issue is a forward one, of these rules.
+    assert BUGS.match(RootCausePattern.from_bucket(replace(key, backward=True))) is None
+    assert BUGS.match(RootCausePattern.from_bucket(replace(key, rule="int-flip"))) is None
+    assert RootCausePattern.from_bucket(key, rule="rmse-worse").rule == "rmse-worse"  # a rule given wins
 
 
 def test_a_raw_bucket_key_gives_backward_and_the_autocast_dtype_from_its_modes():
-    key = BucketKey("nan-inf", "float32", "cpu", "amax+div (autocast bfloat16, backward)")
-    pattern = RootCausePattern.from_bucket(key, rule="nan-inf-new")
+    key = BucketKey("nan-inf", "float32", "cpu", ops=("amax", "div"), autocast="bfloat16", backward=True, rule="nan-inf-new")
+    pattern = RootCausePattern.from_bucket(key)
     assert pattern.backward and pattern.dtypes == {"float32", "bfloat16"} and pattern.culprit is None
+    assert pattern.ops == ("amax", "div") and pattern.rule == "nan-inf-new"
     assert BUGS.match(pattern).bug.issue == 195214
-    forward = RootCausePattern.from_bucket(BucketKey("nan-inf", "float32", "cpu", "amax+div (autocast bfloat16)"), rule="nan-inf-new")
+    forward = RootCausePattern.from_bucket(BucketKey("nan-inf", "float32", "cpu", ops=("amax", "div"), autocast="bfloat16",
+                                                     rule="nan-inf-new"))
     assert not forward.backward and BUGS.match(forward) is None
+    # A culprit switch is named in the culprit text a known bug's culprit name is looked for in.
+    switched = RootCausePattern.from_bucket(BucketKey("nan-inf", "float32", "cpu", ops=("amax", "div"), autocast="bfloat16",
+                                                      backward=True, rule="nan-inf-new",
+                                                      culprit=CulpritKey("inductor", switch="emulate_precision_casts")))
+    assert "emulate_precision_casts" in switched.culprit
+    assert BUGS.match(switched).bug.issue == 195214 and BUGS.match(switched).confidence == "high"
 
 
 def test_a_stored_spec_gives_its_ops_in_graph_order_its_dtypes_and_its_mode():

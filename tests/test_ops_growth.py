@@ -20,7 +20,8 @@ from divfuzz.fuzzer.engine.execute import boundary_distances, execute_case, run_
 from divfuzz.generators.build import build_callable, build_reference, make_inputs, reference_inputs
 from divfuzz.generators.coverage import DrawCounts, op_coverage
 from divfuzz.generators.opdef import Meta
-from divfuzz.generators.ops import EDGE_OPS, round_scalar
+from divfuzz.generators.ops import EDGE_OPS
+from divfuzz.records.reference_rules import round_scalar
 from divfuzz.generators.recipes import EDGE_RECIPES, RECIPES
 from divfuzz.generators.registry import get_op
 from divfuzz.generators.spec import RECIPE_KINDS, GraphSpec, InputRecipe

@@ -99,8 +99,8 @@ def test_severity_bug_suspect_and_the_wrappers_fixed_cost():
     assert severity_of(Verdict(Status.DIVERGED, perf=(small,))).severity.value == "suspect"
     assert severity_of(Verdict(Status.DIVERGED, perf=(cmp,))).severity.value == "suspect"
     # a culprit that removes it is named in the reason
-    reason = severity_of(_verdict(1.5), culprit="rms_norm @ inductor: triton.mix_order_reduction removes it")
-    assert "triton.mix_order_reduction removes it" in reason.detail
+    reason = severity_of(_verdict(1.5), switch="triton.mix_order_reduction")
+    assert "triton.mix_order_reduction removes it" in reason.detail and reason.severity.value == "bug"
 
 
 def test_perf_verdicts_round_trip_and_numeric_verdicts_keep_their_form():

@@ -21,7 +21,7 @@ from divfuzz.fuzzer.campaign.loop import CampaignOptions, run_campaign
 from divfuzz.fuzzer.store import STORE_NAME, Store
 from divfuzz.fuzzer.campaign.replay_known import REPLAY_SLOT, known_specs
 from divfuzz.fuzzer.cli.main import main
-from divfuzz.records.buckets import BucketKey
+from divfuzz.records.buckets import BucketKey, CulpritKey
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.outcomes import Status
 from divfuzz.records.verdict import Verdict
@@ -74,12 +74,13 @@ def _store(out: Path, *, minimized=None, spec_json=None) -> tuple[int, int]:
     store = Store(out / STORE_NAME)
     run, _ = store.start_run(seed=1, device="cpu", config={"backend": "inductor"}, options={}, versions={})
     ids = []
-    for idx, (spec, sig) in enumerate(((sigmoid_gate(rows=4, dim=8), "linear+sigmoid"), (layer_norm_linear(rows=4, dim=8), "layer_norm"))):
+    for idx, (spec, ops) in enumerate(((sigmoid_gate(rows=4, dim=8), ("linear", "sigmoid")), (layer_norm_linear(rows=4, dim=8), ("layer_norm",)))):
         text = spec.to_json(indent=None) if idx == 0 or spec_json is None else spec_json
         _, bucket_id, _ = store.add_case(
             run_id=run, slot=0, idx=idx, spec_digest=spec.digest(), spec_json=text, device="cpu", config={},
             verdict=Verdict(Status.DIVERGED).to_dict(), score=1.0, wall_s=0.1, finding_kind="bf16-ulp",
-            key=BucketKey("bf16-ulp", "bfloat16", "cpu", f"{sig} @ inductor"), triage="compiled-worse",
+            key=BucketKey("bf16-ulp", "bfloat16", "cpu", ops=ops, rule="many-ulps", culprit=CulpritKey("inductor")),
+            triage="compiled-worse",
         )
         ids.append(bucket_id)
     if minimized is not None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -29,7 +28,7 @@ from click.testing import CliRunner
 
 from divfuzz.fuzzer.cli.main import main
 from divfuzz.records.config import INDUCTOR_SWITCHES, CompileConfig, check_inductor_override
-from divfuzz.records.errors import ConfigError, SpecError, UnsafePathError
+from divfuzz.records.errors import ConfigError, UnsafePathError
 from divfuzz.records.numbers import checked_number, number_problem, parse_number
 from test_safety_cli import _store_with_a_case
 from test_spec_safety import base
@@ -192,7 +191,7 @@ def test_a_symlinked_buckets_folder_or_store_is_refused(tmp_path):
     (out / "divfuzz.sqlite").symlink_to(tmp_path / "elsewhere" / "db.sqlite")
     before = _tree(tmp_path)
     with pytest.raises(UnsafePathError, match="is a symlink"):
-        write_bucket_folder(out / "buckets", bucket_id=1, key=BucketKey("bf16-ulp", "bfloat16", "cpu", "x"),
+        write_bucket_folder(out / "buckets", bucket_id=1, key=BucketKey("bf16-ulp", "bfloat16", "cpu", ops=("x",)),
                             spec=GraphSpec.from_dict(base()), device="cpu", config=CompileConfig(), verdict=Verdict(Status.OK))
     with pytest.raises(UnsafePathError, match="store file .* is a symlink"):
         Store(out / "divfuzz.sqlite")
@@ -357,8 +356,10 @@ def test_an_interrupted_gate_exits_2_never_1_and_writes_no_json(tmp_path):
     os.killpg(proc.pid, signal.SIGINT)
     output, _ = proc.communicate(timeout=90)
     assert proc.returncode == 2, output
-    # multiprocessing's resource tracker may warn about the killed workers' semaphores at exit: not divfuzz's output
-    lines = [line for line in output.splitlines() if line.strip() and "resource_tracker" not in line and "warnings.warn(" not in line]
+    # only divfuzz's own lines: multiprocessing's resource tracker once warned here about the killed
+    # workers' semaphores (tqdm's lock, made in every worker by torch.fx: issue 35)
+    assert "resource_tracker" not in output and "warnings.warn(" not in output, output
+    lines = [line for line in output.splitlines() if line.strip()]
     assert "interrupted: divfuzz gate stopped by a signal" in _flat(output) and "Aborted!" not in output
     assert lines[-1].startswith("its workers") or lines[-1].startswith("interrupted:"), output  # no result after it
     assert not (tmp_path / "gate.json").exists()
@@ -389,10 +390,10 @@ def test_store_creation_on_a_full_disk_leaves_no_half_made_store(tmp_path):
 
 def test_a_bucket_whose_folder_was_never_recorded_is_run_again_on_resume(tmp_path):
     from divfuzz.fuzzer.store import Store
-    from divfuzz.records.buckets import BucketKey
+    from divfuzz.records.buckets import BucketKey, CulpritKey
 
     store = Store(tmp_path / "divfuzz.sqlite")
-    key = BucketKey("bf16-ulp", "bfloat16", "cpu", "gelu @ inductor")
+    key = BucketKey("bf16-ulp", "bfloat16", "cpu", ops=("gelu",), rule="many-ulps", culprit=CulpritKey("inductor"))
     run_id, _ = store.start_run(seed=0, device="cpu", config={}, options={}, versions={})
     case = dict(run_id=run_id, slot=0, idx=0, spec_digest="d", spec_json="{}", device="cpu", config={},
                 verdict={"status": "diverged"}, score=1.0, wall_s=0.1, finding_kind="bf16-ulp", key=key)
@@ -434,12 +435,13 @@ def test_refused_merge_and_fuzz_leave_no_lock_or_folder(tmp_path):
 
 def test_the_markdown_report_escapes_html_from_the_store(tmp_path):
     from divfuzz.fuzzer.store import Store
-    from divfuzz.records.buckets import BucketKey
+    from divfuzz.records.buckets import BucketKey, CulpritKey
     from divfuzz.reports.markdown import buckets_markdown
 
     store = Store(tmp_path / "divfuzz.sqlite")
     run_id, _ = store.start_run(seed=0, device="cpu", config={}, options={}, versions={})
-    key = BucketKey("bf16-ulp", "bfloat16", "cpu", "<img src=x onerror=alert(1)>|` @ inductor: <script>alert(2)</script>")
+    key = BucketKey("bf16-ulp", "bfloat16", "cpu", ops=("<img src=x onerror=alert(1)>|`",), rule="float-gross-worse",
+                    culprit=CulpritKey("inductor", "<script>alert(2)</script>"))
     store.add_case(run_id=run_id, slot=0, idx=0, spec_digest="d", spec_json="{}", device="cpu", config={},
                    verdict={"status": "diverged"}, score=1.0, wall_s=0.1, finding_kind="bf16-ulp", key=key,
                    severity={"severity": "bug", "rule": "r", "output": "o", "detail": "<b>bold</b>"})
@@ -447,12 +449,14 @@ def test_the_markdown_report_escapes_html_from_the_store(tmp_path):
     store.close()
     from divfuzz.reports.markdown import md_code
 
-    assert md_code(key.signature) in text  # a code span shows its text literally (CommonMark): never rendered
+    assert "## bug" in text  # listed as the bug its key says it is
+    assert md_code(key.ops_text()) in text  # a code span shows its text literally (CommonMark): never rendered
+    assert "<script>alert(2)</script>" in text  # the culprit too, inside a code span only (below)
     import re
 
     outside = re.sub(r"(`+) .*? \1|`[^`]*`", "", text)  # every code span removed
-    assert "<script>" not in outside and "<img" not in outside and "<b>" not in outside
-    assert "&lt;b&gt;bold&lt;/b&gt;" in text
+    assert re.search(r"(?<!\\)<", outside) is None  # every `<` backslash-escaped (CommonMark): no tag, no autolink
+    assert "\\<b>bold\\</b>" in text and "&lt;" not in text  # read as itself on a terminal, not as entities
 
 
 @pytest.mark.timeout(300)

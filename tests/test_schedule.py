@@ -56,22 +56,27 @@ def test_bugs_come_first_then_suspects_by_case_count_and_noise_by_design_or_eage
     assert analysis_rank("eager-worse", 500, 0, campaign=False) > analysis_rank("noise", 1, 99, campaign=False)
 
 
-def _key(name: str) -> BucketKey:
-    return BucketKey(kind="bf16-ulp", dtype="bfloat16", device_type="cpu", signature=name, detail="")
+# A severity rule of each severity (`RULE_SEVERITY`): a raw key carries its cases' rule.
+_RULE = {Severity.BUG: "int-valued-wrong", Severity.SUSPECT: "many-ulps", Severity.NOISE: "few-ulps"}
 
 
-def _store_findings(store: Store, spec: GraphSpec, findings: list[tuple[str, Severity]], slot: int = 0) -> dict[str, int]:
-    """Store one case per (raw key, severity) as the campaign's intake does; the case id that opened each key."""
+def _key(name: str, severity: Severity = Severity.SUSPECT) -> BucketKey:
+    return BucketKey(kind="bf16-ulp", dtype="bfloat16", device_type="cpu", ops=(name,), rule=_RULE[severity])
+
+
+def _store_findings(store: Store, spec: GraphSpec, findings: list[tuple[str, Severity]], slot: int = 0) -> dict[BucketKey, int]:
+    """Store one case per (graph, severity) as the campaign's intake does; the case id that opened each raw key."""
     run_id, _ = store.start_run(seed=0, device="cpu", config={}, options={}, versions={})
     opened = {}
     for idx, (name, sev) in enumerate(findings):
-        reason = SeverityReason(sev, "rule", "out", "detail").to_dict()
+        key = _key(name, sev)
+        reason = SeverityReason(sev, key.rule, "out", "detail").to_dict()
         intake = store.add_case_for_analysis(
-            raw_key=_key(name), severity_for=lambda key, reason=reason: reason, triage="", run_id=run_id, slot=slot, idx=idx,
+            raw_key=key, severity=reason, triage="", run_id=run_id, slot=slot, idx=idx,
             spec_digest=spec.digest(), spec_json=spec.to_json(indent=None), device="cpu", config={},
             verdict={"status": "diverged"}, score=0.0, wall_s=1.0, finding_kind="bf16-ulp", ran_on="cpu")
         if intake.queued:
-            opened[name] = intake.case_id
+            opened[key] = intake.case_id
     return opened
 
 
@@ -82,13 +87,22 @@ def test_the_real_store_orders_open_analyses_by_the_raw_buckets_severity_and_cou
         opened = _store_findings(store, spec, [
             ("a", Severity.SUSPECT), ("noisy", Severity.NOISE), ("b", Severity.SUSPECT), ("b", Severity.SUSPECT),
             ("c", Severity.NOISE)])
-        jobs = [AnalysisJob(_key(n), case_id, spec) for n, case_id in opened.items()]
-        assert most_severe_first(store, jobs, campaign=True).raw_key.signature == "b"  # 2 cases before a's 1
-        # A later case of a noise raw key that is a bug puts it first; noise alone is never chosen.
-        _store_findings(store, spec, [("c", Severity.BUG)], slot=1)
-        assert most_severe_first(store, jobs, campaign=True).raw_key.signature == "c"
-        assert most_severe_first(store, [j for j in jobs if j.raw_key.signature == "noisy"], campaign=True) is None
-        assert most_severe_first(store, [j for j in jobs if j.raw_key.signature == "noisy"], campaign=False) is not None
+        jobs = [AnalysisJob(key, case_id, spec) for key, case_id in opened.items()]
+        assert most_severe_first(store, jobs, campaign=True).raw_key == _key("b")  # 2 cases before a's 1
+        # Two more cases of a overtake b.
+        _store_findings(store, spec, [("a", Severity.SUSPECT), ("a", Severity.SUSPECT)], slot=1)
+        assert most_severe_first(store, jobs, campaign=True).raw_key == _key("a")
+        # A later case of graph c that is a bug opens a raw key of its own (its rule differs from the
+        # noise key's), and that one goes first; noise alone is never chosen, c's noise key included.
+        bug = _store_findings(store, spec, [("c", Severity.BUG)], slot=2)
+        assert list(bug) == [_key("c", Severity.BUG)]
+        assert store.pending_priorities()[_key("c", Severity.NOISE).identity()] == ("noise", 1)
+        jobs += [AnalysisJob(key, case_id, spec) for key, case_id in bug.items()]
+        assert most_severe_first(store, jobs, campaign=True).raw_key == _key("c", Severity.BUG)
+        noise = [j for j in jobs if j.raw_key.rule == _RULE[Severity.NOISE]]
+        assert {j.raw_key.ops for j in noise} == {("noisy",), ("c",)}
+        assert most_severe_first(store, noise, campaign=True) is None
+        assert most_severe_first(store, noise, campaign=False) is not None
     finally:
         store.close()
 
@@ -100,7 +114,7 @@ class _RecordingAnalyzer:
         self.order: list[str] = []
 
     def analyze(self, spec, raw_key, worker, *, budget_s=None, case_verdict=None):
-        self.order.append(raw_key.signature)
+        self.order.append(raw_key.ops[0])
         return raw_key, None
 
 
@@ -125,12 +139,13 @@ def test_a_pool_takes_its_jobs_in_the_order_chosen_when_a_worker_is_free_and_ado
         pool = AnalysisPool([], analyzer, budget_for=lambda: 60.0, on_done=lambda *a: filed.set(),
                             on_error=lambda e: (_ for _ in ()).throw(e),
                             choose=lambda queued: most_severe_first(store, queued, campaign=True))
-        for name, case_id in opened.items():  # queued before any worker serves
-            pool.submit(AnalysisJob(_key(name), case_id, spec))
+        for key, case_id in opened.items():  # queued before any worker serves
+            pool.submit(AnalysisJob(key, case_id, spec))
         assert pool.adopt(_IdleWorker()) and pool.size == 1
         pool.close()
         assert pool.wait(30)
         assert analyzer.order == ["bug", "s3", "s1"]  # the noise one stays queued (pending in the store)
-        assert [t.raw_key for t in pool.timings] == [str(_key(n)) for n in analyzer.order] and all(t.filed for t in pool.timings)
+        by_name = {key.ops[0]: key for key in opened}
+        assert [t.raw_key for t in pool.timings] == [str(by_name[n]) for n in analyzer.order] and all(t.filed for t in pool.timings)
     finally:
         store.close()

@@ -12,7 +12,7 @@ import torch
 from divfuzz.oracles.boundary import distance_to_grid_ulps, distance_to_value_ulps
 from divfuzz.oracles.compare import compare_float, compare_int
 from divfuzz.records.severity import Severity
-from divfuzz.oracles.severity_policy import parse_severity, severity_of
+from divfuzz.oracles.severity_policy import RULE_SEVERITY, key_severity, parse_severity, severity_of, switch_severity
 from divfuzz.records.verdict import OutputVerdict, Verdict
 from divfuzz.records.outcomes import Status
 from divfuzz.oracles.findings import finding_of
@@ -153,11 +153,17 @@ def test_precision_knob_makes_it_by_design_but_never_hides_a_bug():
     compiled = (ref * (1 + 2.0**-5)).to(torch.bfloat16)  # many ULPs, compiled-worse by RMSE
     v = _float_verdict(eager, compiled, ref)
     assert severity_of(v).severity is Severity.SUSPECT
-    culprit = "gate+mul @ inductor: emulate_precision_casts removes it"
-    by_design = severity_of(v, culprit=culprit)
+    switch = "emulate_precision_casts"  # what attribution names as removing it (`CulpritKey.switch`)
+    by_design = severity_of(v, switch=switch)
     assert by_design.severity is Severity.BY_DESIGN and by_design.rule == "precision-knob"
+    assert by_design.detail.startswith("emulate_precision_casts removes it; ")
+    # the same severity a bucket of this case gets from its key (its rule under the culprit's switch)
+    assert switch_severity(severity_of(v).rule, switch) is Severity.BY_DESIGN
+    # another switch, not a precision knob, leaves it suspect
+    assert severity_of(v, switch="freezing").severity is Severity.SUSPECT
     bug = Verdict(Status.COMPILE_ERROR, error_type="X")
-    assert severity_of(bug, culprit=culprit).severity is Severity.BUG
+    assert severity_of(bug, switch=switch).severity is Severity.BUG
+    assert switch_severity(severity_of(bug).rule, switch) is Severity.BUG
 
 
 def test_nan_where_eager_and_fp64_are_finite_is_a_bug():
@@ -284,3 +290,52 @@ def test_a_compiled_result_further_than_an_already_ill_conditioned_eager_is_susp
     compiled[0] = (ref[0] * 2.0).float()
     r = severity_of(_float_verdict(eager, compiled, ref))
     assert r.severity is Severity.SUSPECT and r.rule == "gross-worse-ill-conditioned"
+
+
+def test_every_rule_the_policy_emits_has_the_severity_it_is_emitted_with():
+    """`RULE_SEVERITY` (a key's severity starts there) holds each rule's severity as the policy's
+    source emits it: a rule names one severity."""
+    import ast
+    import inspect
+
+    import divfuzz.oracles.severity_policy
+
+    emitted: dict[str, set[str]] = {}
+    for n in ast.walk(ast.parse(inspect.getsource(divfuzz.oracles.severity_policy))):
+        if (isinstance(n, ast.Call) and getattr(n.func, "id", "") == "SeverityReason" and len(n.args) > 1
+                and isinstance(n.args[0], ast.Attribute) and isinstance(n.args[1], ast.Constant)):
+            emitted.setdefault(n.args[1].value, set()).add(n.args[0].attr)
+    failures = {status.value for status in (Status.CRASH, Status.HANG, Status.COMPILE_ERROR, Status.RUNTIME_ERROR)}
+    assert all(len(names) == 1 for names in emitted.values()), emitted
+    assert {rule: Severity[names.pop()] for rule, names in emitted.items()} | dict.fromkeys(failures, Severity.BUG) == RULE_SEVERITY
+
+
+def test_a_keys_severity_is_its_rule_under_its_culprits_switch():
+    from divfuzz.records.buckets import BucketKey, CulpritKey
+
+    raw = BucketKey("bf16-ulp", "bfloat16", "cpu", ops=("gelu",), rule="many-ulps")
+    assert key_severity(raw) is Severity.SUSPECT
+    knob = CulpritKey("inductor", switch="emulate_precision_casts")
+    assert key_severity(raw.with_culprit(knob)) is Severity.BY_DESIGN
+    assert key_severity(raw.with_culprit(CulpritKey("inductor", "lowerings", "aten.gelu"))) is Severity.SUSPECT
+    assert key_severity(raw.with_culprit(CulpritKey("inductor", switch="freezing"))) is Severity.SUSPECT
+    # a precision knob turns suspect and noise rules into by-design, not what is noise by its nature
+    # (compiled closer, within same(), an undefined cast), nor a wrong answer, nor a finding about eager
+    knob = "emulate_precision_casts"
+    for rule, severity in RULE_SEVERITY.items():
+        under = switch_severity(rule, knob)
+        if rule in ("undefined-cast", "compiled-closer", "within-same"):
+            assert under is Severity.NOISE, rule
+        elif severity in (Severity.SUSPECT, Severity.NOISE, Severity.BY_DESIGN):
+            assert under is Severity.BY_DESIGN, rule
+        elif severity is Severity.EAGER_WORSE:
+            assert under is Severity.EAGER_WORSE, rule
+    for rule in ("int-valued-wrong", "nan-inf-new", "int-gross", "output-type-mismatch", "compile-error", "crash", "hang"):
+        assert switch_severity(rule, knob) is Severity.BUG, rule
+        # and a key's severity under the switch is what `severity_of` says of such a finding under it
+        assert key_severity(BucketKey("x", "-", "cpu", ops=("x",), rule=rule, culprit=CulpritKey("inductor", switch=knob))) \
+            is Severity.BUG, rule
+    # an unknown rule (a newer store's) or none is suspect
+    assert key_severity(BucketKey("bf16-ulp", "bfloat16", "cpu", ops=("gelu",))) is Severity.SUSPECT
+    assert switch_severity("a-rule-of-a-newer-divfuzz", None) is Severity.SUSPECT
+    assert key_severity(BucketKey("hang", "-", "cpu", ops=("gelu",), detail="Timeout", rule="hang")) is Severity.BUG

@@ -17,8 +17,8 @@ from divfuzz.records.errors import StoreError
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE_FOLDERS = ("fuzzer", "generators", "oracles", "reports", "records", "scripts", "tests")
 STORE_PACKAGE = ROOT / "fuzzer" / "store"
-GELU = BucketKey("ulp", "bfloat16", "cpu", "gelu", "")
-NORM = BucketKey("ulp", "bfloat16", "cpu", "layer_norm", "")
+GELU = BucketKey("ulp", "bfloat16", "cpu", ops=("gelu",))
+NORM = BucketKey("ulp", "bfloat16", "cpu", ops=("layer_norm",))
 _VERDICT = {"status": "diverged", "outputs": [], "timings": []}
 
 
@@ -158,6 +158,10 @@ def test_an_older_input_is_read_through_a_migrated_private_copy_and_left_byte_id
     db.executescript("DROP TABLE pending_analyses; ALTER TABLE buckets DROP COLUMN severity;"
                      "ALTER TABLE buckets DROP COLUMN severity_json; ALTER TABLE cases DROP COLUMN ran_on;"
                      "UPDATE meta SET value='1' WHERE key='schema_version';")
+    # and its key as schema 1 to 4 wrote it: a text, a signature in key_json
+    db.execute("UPDATE buckets SET key=?, key_json=?", ("ulp · bfloat16 · cpu · gelu", json.dumps(
+        {"kind": "ulp", "dtype": "bfloat16", "device_type": "cpu", "signature": "gelu", "detail": ""})))
+    db.commit()
     db.execute("PRAGMA journal_mode=DELETE")
     db.close()
     before = {p.name: p.read_bytes() for p in old.iterdir()}

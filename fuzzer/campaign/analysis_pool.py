@@ -69,8 +69,7 @@ class AnalysisPool:
     def __init__(self, places: list[SlotDevice], analyzer, *, budget_for: Callable[[], float | None],
                  on_done: Callable[[AnalysisJob, BucketKey, object], None], on_error: Callable[[BaseException], None],
                  worker_env: dict | None = None, worker_factory: Callable[..., Worker] = Worker,
-                 choose: Callable[[list[AnalysisJob]], AnalysisJob | None] = first_come,
-                 prepare: Callable[[AnalysisJob], AnalysisJob] = lambda job: job):
+                 choose: Callable[[list[AnalysisJob]], AnalysisJob | None] = first_come):
         self.places = places
         self.analyzer = analyzer
         self.budget_for = budget_for
@@ -79,7 +78,6 @@ class AnalysisPool:
         self.worker_env = dict(worker_env or {})
         self.worker_factory = worker_factory
         self.choose = choose
-        self.prepare = prepare  # the job as it runs, read when it starts (`severest_case_job`)
         self.workers: list[Worker] = []
         self.timings: list[AnalysisTiming] = []
         self._started: dict[int, float] = {}  # running jobs: thread ident -> time.time() at start
@@ -196,7 +194,6 @@ class AnalysisPool:
                 job, budget = nxt
                 started, filed, minimized = time.time(), False, None
                 try:
-                    job = self.prepare(job)
                     key, analysis = self.analyzer.analyze(job.spec, job.raw_key, worker, budget_s=budget, case_verdict=job.verdict)
                     minimized = getattr(getattr(analysis, "minimized", None), "wall_s", None)
                     if not worker.aborted:  # an aborted analysis is not an answer: its row stays pending

@@ -24,6 +24,7 @@ from pathlib import Path
 from divfuzz.records.verdict import nested_span
 from divfuzz.fuzzer.store import STORE_NAME, Store
 from divfuzz.records.errors import ConfigError
+from divfuzz.reports.safe_paths import check_plain, read_text
 
 # The in-worker spans, in the order a case runs them; others (a hang's "case") come after.
 SPAN_ORDER = ("build", "eager", "compile_forward", "compile_backward", "reference", "compiled_run", "oracles")
@@ -83,10 +84,12 @@ def _store_path(path: Path) -> Path:
 
 def _timings_file(folder: Path, run_id: int) -> tuple[dict, Path | None]:
     path = folder / f"divfuzz-run{run_id}-timings.json"
-    if not path.is_file() or path.is_symlink():
+    if not check_plain(path, what="timings file"):  # a symlink, a FIFO or a device there is refused, by name
         return {}, None
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_text(path, what="timings file"))
+    except RecursionError:
+        raise ConfigError(f"{path}: not a divfuzz timings file (its JSON is nested deeper than Python reads)") from None
     except (OSError, ValueError) as e:
         raise ConfigError(f"{path}: not a divfuzz timings file ({e})") from None
     if not isinstance(data, dict):

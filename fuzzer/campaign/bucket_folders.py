@@ -2,10 +2,13 @@
 
 One owner for both, used by a campaign's slots (a new bucket's folder), its analysis pool and
 `divfuzz minimize --pending` (`file_root_cause`). Invariants:
-- the store records the folder it wrote (and the analysis, when there is one);
-- one folder is written at a time (`_FOLDER_WRITE`);
+- the store records the folder it wrote (and the analysis, when there is one, in the same
+  transaction); a root cause is filed, its folder written and recorded in one transaction;
+- one folder is written at a time (`_FOLDER_WRITE`, always taken before the store's lock);
 - a raw bucket's folder is removed once its analysis re-keys it; its path is built from ids and
-  a sanitised slug, never read from the store.
+  a sanitised slug, never read from the store;
+- after a kill at any moment, `finish_interrupted_buckets` (a campaign calls it before it draws)
+  leaves every bucket pointing at a stored case and with its folder, and no `buckets/.tmp-*`.
 """
 
 from __future__ import annotations
@@ -15,62 +18,111 @@ import threading
 from pathlib import Path
 
 from divfuzz.fuzzer.campaign.analysis_pool import AnalysisJob
-from divfuzz.fuzzer.engine.bucketing import severity_under
 from divfuzz.fuzzer.engine.environment import environment_versions
 from divfuzz.fuzzer.store import Store
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.verdict import Verdict
-from divfuzz.reports.files import bucket_folder_name, write_bucket_folder
+from divfuzz.generators.validate import load_spec
+from divfuzz.reports.files import bucket_folder_name, remove_unfinished_folders, write_bucket_folder
+from divfuzz.reports.kill_points import kill_point
 
-# Bucket folders are written from the slots' and the pool's threads, and writing a repro parses
-# Python source (`ast.parse`), which CPython 3.11 does not make thread-safe (measured here, 3.11.7:
-# "SystemError: AST constructor recursion depth mismatch" with two slots writing at once).
-_FOLDER_WRITE = threading.Lock()
+# Bucket folders are written from the slots' and the pool's threads: one at a time, so that two
+# writers never race on one bucket's folder name. Reentrant: filing a root cause holds it around
+# its transaction and the folder it writes there.
+_FOLDER_WRITE = threading.RLock()
 
 
 def write_bucket_files(store: Store, out_dir: Path, *, bucket_id: int, case_id: int, key, spec: GraphSpec, verdict,
-                       analysis, device: str, config: CompileConfig, timeout_s: float) -> Path:
+                       analysis, device: str, config: CompileConfig, timeout_s: float, case_output: str = "") -> Path:
     """A bucket's folder under `out_dir/buckets`: the minimized repro and its attribution when
     analysed, else the case as drawn; the store records the folder (and the analysis). One folder
-    is written at a time (`_FOLDER_WRITE`)."""
+    is written at a time (`_FOLDER_WRITE`). What the compiler printed while the case ran
+    (`case_output`) and while its analysis ran goes to the folder's compile.log."""
     with _FOLDER_WRITE:
         return _write_bucket_files(store, out_dir, bucket_id=bucket_id, case_id=case_id, key=key, spec=spec,
-                                   verdict=verdict, analysis=analysis, device=device, config=config, timeout_s=timeout_s)
+                                   verdict=verdict, analysis=analysis, device=device, config=config, timeout_s=timeout_s,
+                                   case_output=case_output)
+
+
+def compile_log_text(case_id: int | None, case_output: str, analysis) -> str:
+    """compile.log's text: what the compiler printed for the case, then for its analysis, each
+    under a heading line; empty when it printed nothing."""
+    parts = []
+    if case_output.strip():
+        parts.append(f"=== case {case_id}: what the compiler printed ===\n{case_output}")
+    analysis_output = getattr(analysis, "compile_log", "") or ""
+    if analysis_output.strip():
+        parts.append(f"=== its analysis (minimization, stage ladder, probes, bisector) ===\n{analysis_output}")
+    return "\n".join(parts)
 
 
 def _write_bucket_files(store: Store, out_dir: Path, *, bucket_id: int, case_id: int, key, spec: GraphSpec, verdict,
-                        analysis, device: str, config: CompileConfig, timeout_s: float) -> Path:
+                        analysis, device: str, config: CompileConfig, timeout_s: float, case_output: str = "") -> Path:
+    log = compile_log_text(case_id, case_output, analysis)
+    stored = store.bucket(bucket_id).severity_reason  # judged once, when its case was stored: read, not judged again
     if analysis is not None:
         # lazy: heavy: the triage imports torch._dynamo; only an analysed bucket needs it
         from divfuzz.fuzzer.triage.analysis import write_bucket
 
         folder = write_bucket(out_dir / "buckets", bucket_id=bucket_id, key=key, analysis=analysis,
                               device=device, config=config, fallback_verdict=verdict, case_id=case_id,
-                              timeout_s=int(timeout_s), versions=environment_versions(device))
-        store.set_bucket_folder(bucket_id, str(folder))
-        store.set_bucket_analysis(bucket_id, **analysis.to_dict())
+                              timeout_s=int(timeout_s), versions=environment_versions(device), compile_log=log,
+                              severity=stored)
+        kill_point("folder-moved")
+        with store.transaction():  # the folder and the analysis it shows, together
+            store.set_bucket_folder(bucket_id, str(folder))
+            store.set_bucket_analysis(bucket_id, **analysis.to_dict())
         return folder
     folder = write_bucket_folder(out_dir / "buckets", bucket_id=bucket_id, key=key, spec=spec, device=device,
-                                 config=config, verdict=verdict, case_id=case_id, timeout_s=int(timeout_s))
+                                 config=config, verdict=verdict, case_id=case_id, timeout_s=int(timeout_s),
+                                 versions=environment_versions(device), compile_log=log, severity=stored)
+    kill_point("folder-moved")
     store.set_bucket_folder(bucket_id, str(folder))
     return folder
 
 
 def file_root_cause(store: Store, out_dir: Path, job: AnalysisJob, key, analysis, *, device: str, config: CompileConfig,
                     timeout_s: float):
-    """File a finished analysis: re-key its raw bucket (`Store.resolve_root_cause`, the cases'
-    severities judged again under the root cause), give a bucket that became a root cause its
+    """File a finished analysis: re-key its raw bucket (`Store.resolve_root_cause`: its severity
+    becomes the root-cause key's), give a bucket that became a root cause its
     minimized folder, and remove the raw bucket's folder. The same for the pool and `minimize
-    --pending`."""
-    filed = store.resolve_root_cause(job.raw_key, key, lambda v: severity_under(Verdict.from_dict(v), key))
-    folder = None
-    if filed.created:
-        verdict = Verdict.from_dict(store.case(job.case_id).verdict)
-        folder = write_bucket_files(store, out_dir, bucket_id=filed.bucket_id, case_id=job.case_id, key=key, spec=job.spec,
-                                    verdict=verdict, analysis=analysis, device=device, config=config, timeout_s=timeout_s)
+    --pending`. Filing, the new root cause's folder and its record are one transaction: a kill
+    before it commits leaves the raw bucket and its open analysis as they were (the analysis runs
+    again), never a filed root cause without its folder and analysis."""
+    with _FOLDER_WRITE, store.transaction():
+        filed = store.resolve_root_cause(job.raw_key, key)
+        kill_point("root-cause-filed")
+        folder = None
+        if filed.created:
+            verdict = Verdict.from_dict(store.case(job.case_id).verdict)
+            folder = write_bucket_files(store, out_dir, bucket_id=filed.bucket_id, case_id=job.case_id, key=key,
+                                        spec=job.spec, verdict=verdict, analysis=analysis, device=device, config=config,
+                                        timeout_s=timeout_s)
     if filed.raw_bucket_id is not None:  # its path is built from ids and a sanitised slug, never read from the store
         raw_folder = out_dir / "buckets" / bucket_folder_name(filed.raw_bucket_id, job.raw_key)
         if raw_folder.is_dir() and raw_folder != folder:
             shutil.rmtree(raw_folder)
     return filed
+
+
+def finish_interrupted_buckets(store: Store, out_dir: Path, *, timeout_s: float) -> list[int]:
+    """Put right what a kill left (a campaign calls this on its store before it draws; no other
+    campaign holds the store): remove `buckets/.tmp-*`; point every bucket at a stored case
+    (`Store.repair_interrupted_buckets`); and write the folder of every bucket that a run which
+    did not finish opened without recording its folder, from its first case as stored (the case
+    as drawn, as a slot writes a new bucket's). A recorded folder is always in place: it is moved
+    in before the store records it. The stored spec and config are untrusted data, loaded and
+    checked as such (`load_spec`, `CompileConfig.from_dict`): a bad one stops the campaign (exit 2)
+    naming the case and the store. Returns the ids of the buckets whose folder was written."""
+    remove_unfinished_folders(out_dir / "buckets")
+    unwritten = store.repair_interrupted_buckets()
+    for bucket_id in unwritten:
+        b = store.bucket(bucket_id)
+        case = store.case(b.first_case_id)
+        where = f"case {case.id} in {store.path}"
+        config = CompileConfig.from_dict(case.config, where=f"the stored config of {where}")
+        write_bucket_files(store, out_dir, bucket_id=b.id, case_id=case.id, key=b.key,
+                           spec=load_spec(case.spec_json, source=where), verdict=Verdict.from_dict(case.verdict),
+                           analysis=None, device=case.device, config=config, timeout_s=timeout_s)
+    return unwritten

@@ -8,9 +8,9 @@ one compile serves; each member then takes the other steps as a case of its own.
 
 Each step takes what the steps before it gave and returns a frozen record; none reads or writes
 the campaign's progress (the campaign records it from these records). Invariants:
-- a case's severity under a bucket key is judged once (`CaseSeverity`): the routing, the store's
-  row and the run's progress read that one judgement; it is judged again only under another key
-  (a root cause found by the analysis in the slot, whose culprit counts);
+- a case is judged once (`judge`: its severity reason, whose rule goes into its raw key); the
+  severity it is stored and counted under is its key's (`key_severity`: the rule under the key's
+  culprit switch), never judged again from the verdict;
 - a finding the pool analyses (or one no campaign minimizes) is stored at once under its raw key,
   or its root cause when that is known, and queued only after its bucket folder is written (the
   pool's re-keying replaces that folder);
@@ -27,15 +27,17 @@ from pathlib import Path
 from divfuzz.fuzzer.campaign import schedule
 from divfuzz.fuzzer.campaign.analysis_pool import AnalysisJob, AnalysisPool
 from divfuzz.fuzzer.campaign.bucket_folders import write_bucket_files
+from divfuzz.reports.kill_points import kill_point
 from divfuzz.fuzzer.campaign.sizing import SlotDevice
-from divfuzz.fuzzer.engine.bucketing import bucket_key, severity_under
+from divfuzz.fuzzer.engine.bucketing import bucket_key
 from divfuzz.fuzzer.store import Store
 from divfuzz.fuzzer.engine.worker import CaseRequest, Worker
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.oracles.findings import finding_of, target_score
+from divfuzz.oracles.severity_policy import key_severity, severity_of
 from divfuzz.records.buckets import BucketKey
 from divfuzz.records.config import CompileConfig
-from divfuzz.records.severity import Severity
+from divfuzz.records.severity import Severity, SeverityReason
 from divfuzz.records.verdict import Finding, Verdict
 
 
@@ -71,20 +73,6 @@ class CaseRun:
     interrupted: threading.Event
 
 
-class CaseSeverity:
-    """A case's severity reason under a bucket key (`severity_under`: the key's culprit counts),
-    judged once per key, for the one slot thread that runs the case."""
-
-    def __init__(self, verdict: Verdict):
-        self._verdict = verdict
-        self._under: dict[str, dict | None] = {}
-
-    def under(self, key: BucketKey) -> dict | None:
-        if str(key) not in self._under:
-            self._under[str(key)] = severity_under(self._verdict, key)
-        return self._under[str(key)]
-
-
 @dataclass(frozen=True)
 class Ran:
     """A case's verdict from the worker, its wall time (not the worker's start-up), where it ran,
@@ -94,17 +82,19 @@ class Ran:
     wall_s: float
     at: CaseAt
     ipc_s: float
+    output: str = ""  # what the compiler printed in the worker while it ran (a group's: each member's)
 
 
 @dataclass(frozen=True)
 class Judged:
-    """A verdict judged: its finding (None when compiled agrees well enough), raw bucket key,
-    Hypothesis score, severity, and whether the pool (not the slot) analyses it."""
+    """A verdict judged: its finding (None when compiled agrees well enough), its severity reason
+    (judged once, here), raw bucket key, Hypothesis score, and whether the pool (not the slot)
+    analyses it."""
 
     finding: Finding | None
+    reason: SeverityReason | None
     raw_key: BucketKey | None
     score: float
-    severity: CaseSeverity
     for_pool: bool
 
 
@@ -145,7 +135,7 @@ def run_in_worker(run: CaseRun, at: CaseAt, spec: GraphSpec, worker: Worker) -> 
     if isinstance(moved, SlotDevice) and moved != at.where:
         at = replace(at, where=moved)
     ipc = max(0.0, wall - verdict.span_seconds())
-    return Ran(verdict, wall, at, ipc)
+    return Ran(verdict, wall, at, ipc, getattr(worker, "last_output", ""))
 
 
 def run_group_in_worker(run: CaseRun, members: list[tuple[CaseAt, GraphSpec]], worker: Worker) -> list[Ran] | None:
@@ -159,23 +149,21 @@ def run_group_in_worker(run: CaseRun, members: list[tuple[CaseAt, GraphSpec]], w
     got = worker.run_group(request, run.timeout_s)  # its seconds start after any (re)start of the worker
     if run.interrupted.is_set():
         return None
-    return [Ran(verdict, seconds, member_at, max(0.0, seconds - verdict.span_seconds()))
+    return [Ran(verdict, seconds, member_at, max(0.0, seconds - verdict.span_seconds()), getattr(worker, "last_output", ""))
             for (member_at, _), (verdict, seconds) in zip(members, got)]
 
 
 def judge(run: CaseRun, spec: GraphSpec, verdict: Verdict) -> Judged:
-    """The finding, its raw key and score; a finding goes to the pool when a pool analyses this
-    campaign's findings, or when its severity is one no campaign minimizes (noise, inline too)."""
+    """The finding, its severity, raw key and score; a finding goes to the pool when a pool
+    analyses this campaign's findings, or when its severity is one no campaign minimizes (noise,
+    inline too)."""
     finding = finding_of(verdict, strict=run.strict)
-    raw_key = bucket_key(finding, spec, run.device, against=verdict.against) if finding else None
-    severity = CaseSeverity(verdict)
-    for_pool = raw_key is not None and run.analyzer is not None and (not run.inline_analysis or _never_minimized(severity.under(raw_key)))
-    return Judged(finding, raw_key, target_score(verdict, finding), severity, for_pool)
-
-
-def _never_minimized(reason: dict | None) -> bool:
-    """Whether a case's own severity is one a campaign never minimizes (`schedule.NOT_MINIMIZED`)."""
-    return reason is None or Severity(reason["severity"]) in schedule.NOT_MINIMIZED
+    reason = severity_of(verdict) if finding else None
+    raw_key = bucket_key(finding, spec, run.device, reason=reason, against=verdict.against,
+                         explanation=verdict.explanation) if finding else None
+    for_pool = raw_key is not None and run.analyzer is not None and (
+        not run.inline_analysis or key_severity(raw_key) in schedule.NOT_MINIMIZED)
+    return Judged(finding, reason, raw_key, target_score(verdict, finding), for_pool)
 
 
 def analyse_in_slot(run: CaseRun, spec: GraphSpec, judged: Judged, worker: Worker) -> Keyed | None:
@@ -194,7 +182,7 @@ def analyse_in_slot(run: CaseRun, spec: GraphSpec, judged: Judged, worker: Worke
     if run.interrupted.is_set():
         return None
     if analysis is not None:
-        run.store.resolve_root_cause(judged.raw_key, key, lambda v: severity_under(Verdict.from_dict(v), key))
+        run.store.resolve_root_cause(judged.raw_key, key)
     return Keyed(key, analysis)
 
 
@@ -206,25 +194,25 @@ def store_case(run: CaseRun, spec: GraphSpec, ran: Ran, judged: Judged, keyed: K
     row = dict(run_id=run.run_id, slot=ran.at.slot, idx=ran.at.idx, spec_digest=spec.digest(), spec_json=spec.to_json(indent=None),
                device=run.device, config=run.config.to_dict(), verdict=ran.verdict.to_dict(), score=judged.score,
                wall_s=ran.wall_s, finding_kind=judged.finding.kind.value if judged.finding else None, ran_on=ran.at.where.name)
+    shown = judged.reason.to_dict() if judged.reason is not None else None
     if judged.for_pool:
-        intake = run.store.add_case_for_analysis(raw_key=judged.raw_key, severity_for=judged.severity.under,
-                                                 triage=judged.finding.triage, **row)
+        intake = run.store.add_case_for_analysis(raw_key=judged.raw_key, triage=judged.finding.triage, severity=shown, **row)
         case_id, bucket_id, is_new, key, queued = intake.case_id, intake.bucket_id, intake.is_new, intake.key, intake.queued
     else:
         key, queued = keyed.key, False
         case_id, bucket_id, is_new = run.store.add_case(**row, key=key, triage=judged.finding.triage if judged.finding else "",
-                                                        severity=judged.severity.under(key) if key is not None else None)
-    reason = judged.severity.under(key) if key is not None else None  # the judgement just stored
-    return Stored(case_id, bucket_id, is_new, key, Severity(reason["severity"]) if reason else None, queued,
+                                                        severity=shown if key is not None else None)
+    return Stored(case_id, bucket_id, is_new, key, key_severity(key) if key is not None else None, queued,
                   time.perf_counter() - t0)
 
 
 def write_new_bucket_folder(run: CaseRun, spec: GraphSpec, ran: Ran, keyed: Keyed, stored: Stored) -> None:
     """A new bucket's folder (`write_bucket_files`): the analysis in the slot's, or the case as drawn."""
     if stored.is_new:
+        kill_point("case-stored")
         write_bucket_files(run.store, run.out_dir, bucket_id=stored.bucket_id, case_id=stored.case_id, key=stored.key,
                            spec=spec, verdict=ran.verdict, analysis=keyed.analysis, device=run.device, config=run.config,
-                           timeout_s=run.timeout_s)
+                           timeout_s=run.timeout_s, case_output=ran.output)
 
 
 def queue_analysis(run: CaseRun, spec: GraphSpec, ran: Ran, judged: Judged, stored: Stored) -> None:

@@ -94,6 +94,8 @@ def read_scheduler_file(path: Path) -> str:
         raise ConfigError(f"--cluster-file {path}: cannot read it ({e.strerror or e})") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ConfigError(f"--cluster-file {path}: not a Dask scheduler file (not JSON: {e})") from None
+    except RecursionError:
+        raise ConfigError(f"--cluster-file {path}: not a Dask scheduler file (its JSON is nested deeper than Python reads)") from None
     if not isinstance(data, dict) or "address" not in data:
         raise ConfigError(f"--cluster-file {path}: not a Dask scheduler file (no \"address\" field)")
     return check_address(data["address"], f"--cluster-file {path}: field address")

@@ -48,7 +48,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings, target
 
 from divfuzz.fuzzer.campaign import schedule
 from divfuzz.fuzzer.campaign.analysis_pool import AnalysisJob, AnalysisPool
-from divfuzz.fuzzer.campaign.bucket_folders import file_root_cause
+from divfuzz.fuzzer.campaign.bucket_folders import file_root_cause, finish_interrupted_buckets
 from divfuzz.fuzzer.campaign.case_steps import (
     CaseAt,
     CaseRun,
@@ -63,14 +63,14 @@ from divfuzz.fuzzer.campaign.case_steps import (
     store_case,
     write_new_bucket_folder,
 )
-from divfuzz.fuzzer.campaign.sizing import SlotDevice, size_analysis_workers, slot_devices
+from divfuzz.fuzzer.campaign.sizing import SlotDevice, resolve_workers, size_analysis_workers, slot_devices
 from divfuzz.records.backends import ALL_DTYPES, capabilities_of
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.errors import ConfigError, DivfuzzError, InternalError
 from divfuzz.fuzzer.store import STORE_NAME, CampaignLock, Store
 from divfuzz.fuzzer.engine.environment import environment_versions
 from divfuzz.fuzzer.engine import warm_template
-from divfuzz.fuzzer.engine.bucketing import severity_under
+from divfuzz.fuzzer.engine.compile_cache import private_compile_cache
 from divfuzz.fuzzer.engine.worker import Worker
 from divfuzz.generators.coverage import DrawCounts
 from divfuzz.generators.input_siblings import MAX_INPUTS_PER_COMPILE, input_siblings
@@ -79,8 +79,6 @@ from divfuzz.generators.validate import load_spec
 from divfuzz.generators.strategies import graph_specs, perf_graph_specs
 from divfuzz.records.outcomes import ends_group
 from divfuzz.records.severity import Severity
-from divfuzz.records.verdict import Verdict
-from divfuzz.reports.files import child_path, slugify
 
 
 # Cases per Hypothesis engine. Hypothesis bounds each pass of its target optimiser (a quarter of
@@ -169,11 +167,13 @@ class CampaignOptions:
         } | ({"against": self.against.to_dict()} if self.against else {}) | ({"unguarded_casts": True} if self.unguarded_casts else {}) | (
             {"inputs_per_compile": self.inputs_per_compile} if self.inputs_per_compile != 1 else {})
 
-    def strategy(self):
+    def strategy(self, slot: int = 0):
+        """What slot `slot` draws from: each slot starts its ops at its own place (`graph_specs`'s
+        `op_offset`), so that two slots' first draws (Hypothesis's simplest ones) differ."""
         if self.oracle == "perf":
             return perf_graph_specs(device_type=self.device.split(":")[0], max_ops=self.max_ops, ops=self.ops,
-                                    **({"dtypes": self.dtypes} if self.dtypes else {}))
-        kwargs = {"max_ops": self.max_ops, "ops": self.ops, "guard_casts": not self.unguarded_casts}
+                                    op_offset=slot, **({"dtypes": self.dtypes} if self.dtypes else {}))
+        kwargs = {"max_ops": self.max_ops, "ops": self.ops, "guard_casts": not self.unguarded_casts, "op_offset": slot}
         if self.dtypes:
             kwargs["dtypes"] = self.dtypes
         caps = capabilities_of(self.config.backend, self.against.backend if self.against else None)
@@ -230,24 +230,17 @@ class CampaignResult:
 MIN_ANALYSIS_S = schedule.MIN_ANALYSIS_S
 
 
-# The workers' Inductor (and Triton) cache, beside the store: `compile_cache_env`.
-COMPILE_CACHE = "compile-cache"
-
-
-def compile_cache_env(out_dir: Path, versions: dict, device: str) -> dict:
-    """The workers' `TORCHINDUCTOR_CACHE_DIR`: `out_dir/compile-cache/torch-<version>-<device>`, so
-    that a nightly store's compiles outlive the night (a resume, `--replay-known`, each analysis's
-    recompile of its case, the next night's repeats) where /tmp does not, and never mix torch
-    versions or devices (Triton's cache lives inside it unless TRITON_CACHE_DIR is set; CPU
-    kernels are also keyed by their vector ISA, `worker.key_compile_caches_by_cpu_isa`). The user's
-    own TORCHINDUCTOR_CACHE_DIR wins: {} then. Names are slugs under `out_dir` (`child_path`)."""
+def compile_cache_env(versions: dict, device: str) -> dict:
+    """The workers' `TORCHINDUCTOR_CACHE_DIR`: this user's own folder for this torch version and
+    device (`divfuzz.fuzzer.engine.compile_cache.private_compile_cache`), never a folder beside the
+    store: a store is data from anyone, and Inductor runs code from its cache (issue 40). It outlives
+    a night where /tmp does not (a resume, `--replay-known`, each analysis's recompile of its case,
+    the next night's repeats); Triton's cache lives inside it unless TRITON_CACHE_DIR is set; CPU
+    kernels are also keyed by their vector ISA, `worker.key_compile_caches_by_cpu_isa`. The user's
+    own TORCHINDUCTOR_CACHE_DIR wins: {} then."""
     if user_compile_cache() is not None:
         return {}
-    where = f"cuda-{versions.get('gpu')}" if device.startswith("cuda") else f"cpu-{versions.get('cpu_capability')}"
-    name = slugify(f"torch-{versions.get('torch')}-{where}".replace(".", "_"), limit=100)
-    root = child_path(out_dir, COMPILE_CACHE, what="the compile cache folder")
-    root.mkdir(exist_ok=True)
-    return {"TORCHINDUCTOR_CACHE_DIR": str(child_path(root, name, what="the compile cache folder"))}
+    return {"TORCHINDUCTOR_CACHE_DIR": str(private_compile_cache(versions, device))}
 
 
 def user_compile_cache() -> str | None:
@@ -332,9 +325,11 @@ class Campaign:
                 options=opts.identity(),
                 versions=versions,
             )
-            # Every worker here (slots and analyses) gets its share of the cores and the compile cache beside the store.
+            # What a kill left (a `.tmp-*` folder, a bucket without its folder or its first case) is put right before any draw.
+            finish_interrupted_buckets(self.store, opts.out_dir, timeout_s=opts.timeout_s)
+            # Every worker here (slots and analyses) gets its share of the cores and this user's own compile cache.
             self.worker_env = {"DIVFUZZ_WORKER_THREADS": str(max(1, (os.cpu_count() or 1) // max(1, opts.workers))),
-                               **(compile_cache_env(opts.out_dir, versions, opts.device) if fleet is None else {})}
+                               **(compile_cache_env(versions, opts.device) if fleet is None else {})}
         except BaseException:
             if getattr(self, "store", None) is not None:
                 self.store.close()
@@ -398,8 +393,7 @@ class Campaign:
             places = campaign_slot_devices(opts.device, opts.workers + count)[opts.workers:]
             self.pool = AnalysisPool(places, self.analyzer, budget_for=self._analysis_budget, on_done=self._file_analysis,
                                      on_error=self._fail, worker_env=self.worker_env,
-                                     choose=self._choose_analysis,
-                                     prepare=functools.partial(severest_case_job, self.store, config=opts.config))
+                                     choose=self._choose_analysis)
 
     def run(self, before_slots: Callable[["Campaign"], None] | None = None) -> CampaignResult:
         """Run the slots to the end; `before_slots(self)` first, in this run (`fuzz --replay-known`)."""
@@ -726,7 +720,7 @@ class Campaign:
                 self._stop_drawing()
 
         try:
-            for engine in slot_engines(opts.strategy(), opts.seed, slot, body):
+            for engine in slot_engines(opts.strategy(slot), opts.seed, slot, body):
                 engine()
         except _StopCampaign:
             pass
@@ -783,8 +777,8 @@ class Campaign:
         each member that ran to its stored row as a case of its own; return their scores by digest
         (none once the campaign is interrupted). The group's wall counts once among the case walls
         (the drain before the budget's end waits for a whole group). The analyses its members
-        open are handed to the pool once every member is stored: an analysis then starts on the
-        raw bucket's most severe member (`severest_case_job`), not on whichever was stored first."""
+        open are handed to the pool once every member is stored (each raw key holds one severity
+        rule, so the member that opened it shows what its bucket says)."""
         rans = run_group_in_worker(self.case_run, members, worker)
         if rans is None:
             return {}
@@ -868,39 +862,11 @@ def most_severe_first(store: Store, queued: list[AnalysisJob], *, campaign: bool
     priorities = store.pending_priorities()
     ranked = []
     for job in queued:
-        severity, count = priorities.get(str(job.raw_key), ("suspect", 0))
+        severity, count = priorities.get(job.raw_key.identity(), ("suspect", 0))
         rank = schedule.analysis_rank(severity, count, job.case_id, campaign=campaign)
         if rank is not None:
             ranked.append((rank, job))
     return min(ranked, key=lambda r: r[0])[1] if ranked else None
-
-
-def severest_case_job(store: Store, job: AnalysisJob, *, config: CompileConfig, severity_for=None) -> AnalysisJob:
-    """`job` on its raw bucket's most severe case (`Store.severest_case_id`, each case judged
-    under the raw key), read as the analysis starts: the same raw key holds a graph's cases on
-    several inputs (its input siblings, later draws of the same ops), and the first case stored
-    may show a by-design difference where a later one shows a bug. The analysis minimizes and
-    files what the bucket's severity says, and its repro shows that. Only cases run under the
-    analysis's `config` count. The job as it is when its own case is the first such (or none is
-    stored, or its spec does not load: the job's own, already checked, is used). The case's
-    stored verdict stands for its run under `config` where the job had one (not under
-    `--against`, whose verdicts judge two compilers)."""
-    if severity_for is None:
-        severity_for = functools.partial(_severity_of_stored, key=job.raw_key)
-    case_id = store.severest_case_id(job.raw_key, severity_for, config=config.to_dict())
-    if case_id is None or case_id == job.case_id:
-        return job
-    case = store.case(case_id)
-    try:  # the store is untrusted data: its spec is loaded as data, checked
-        spec = load_spec(case.spec_json, source=f"case {case_id} in {store.path}")
-    except DivfuzzError:
-        return job
-    return AnalysisJob(job.raw_key, case_id, spec, Verdict.from_dict(case.verdict) if job.verdict is not None else None)
-
-
-def _severity_of_stored(verdict: dict, *, key) -> dict | None:
-    """A stored case's severity under `key`, judged again from its verdict."""
-    return severity_under(Verdict.from_dict(verdict), key)
 
 
 @dataclass(frozen=True)
@@ -909,7 +875,7 @@ class PendingOutcome:
     left: int  # still pending (the budget ran out)
 
 
-def finish_pending(out_dir: Path, *, budget_s: float, workers: int = 1, timeout_s: float = 300.0,
+def finish_pending(out_dir: Path, *, budget_s: float, workers: int | str = 1, timeout_s: float = 300.0,
                    minimize_budget_s: float = 120.0, log: Callable[[str], None] | None = None,
                    cli_backend: str | None = None) -> PendingOutcome:
     """`divfuzz minimize --pending`: finish the analyses a campaign left pending in `out_dir`'s
@@ -925,7 +891,7 @@ def finish_pending(out_dir: Path, *, budget_s: float, workers: int = 1, timeout_
 
     path = out_dir / STORE_NAME
     if not path.exists():
-        raise ConfigError(f"{path}: no campaign store here (--pending finishes a campaign's analyses; use --store DIR)")
+        raise ConfigError(f"{path}: no campaign store here (--pending finishes a campaign's analyses; use --out DIR, the campaign folder)")
     lock = CampaignLock(path)
     lock.acquire()
     store = Store(path, create=False)
@@ -934,7 +900,7 @@ def finish_pending(out_dir: Path, *, budget_s: float, workers: int = 1, timeout_
         for p in store.pending_analyses():
             case = store.case(p.case_id)
             where = f"case {p.case_id} in {path}"
-            config = CompileConfig.from_dict(case.config)
+            config = CompileConfig.from_dict(case.config, where=f"the stored config of {where}")
             check_stored_backend(config.backend, cli_backend, source=where)  # an import path only when named by --backend
             validate_inductor_overrides(dict(config.inductor), where=f"the stored config of {where}")
             run = next(r for r in store.runs() if r["id"] == case.run_id)
@@ -957,7 +923,8 @@ def finish_pending(out_dir: Path, *, budget_s: float, workers: int = 1, timeout_
         errors: list[BaseException] = []
         for (device, config_json, strict, oracle, perf_margin), jobs in groups.items():
             config = CompileConfig.from_dict(json.loads(config_json))
-            places = campaign_slot_devices(device, max(1, min(workers, len(jobs))))
+            count = resolve_workers(workers, device)[0] if workers == "auto" else workers  # auto: sized as `fuzz` sizes its slots
+            places = campaign_slot_devices(device, max(1, min(count, len(jobs))))
             analyzer = BucketAnalyzer(device=places[0].worker_device, config=config, strict=strict, budget_s=minimize_budget_s,
                                       timeout_s=timeout_s, oracle=oracle, perf_margin=perf_margin, log=None,
                                       span_factor=schedule.ANALYSIS_SPAN_FACTOR)
@@ -973,8 +940,7 @@ def finish_pending(out_dir: Path, *, budget_s: float, workers: int = 1, timeout_
                 pool.abort()
 
             pool = AnalysisPool(places, analyzer, budget_for=budget_for, on_done=on_done, on_error=on_error,
-                                choose=functools.partial(most_severe_first, store, campaign=False),
-                                prepare=functools.partial(severest_case_job, store, config=config))
+                                choose=functools.partial(most_severe_first, store, campaign=False))
             pool.start()
             for job in jobs:
                 pool.submit(job)

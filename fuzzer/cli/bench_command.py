@@ -7,36 +7,36 @@ from pathlib import Path
 
 import click
 
-from divfuzz.fuzzer.cli.options import DivfuzzCommand, out, parse_budget, resolve_device
+from divfuzz.fuzzer.cli.options import (
+    CASE_COUNT,
+    RUN_ID,
+    SEED,
+    WORKERS,
+    DivfuzzCommand,
+    check_device_early,
+    device_option,
+    out,
+    parse_budget,
+    resolve_device,
+)
 from divfuzz.generators.input_siblings import MAX_INPUTS_PER_COMPILE
 
 
-def _workers(value: str) -> int | str:
-    if value == "auto":
-        return value
-    try:
-        count = int(value)
-    except ValueError:
-        count = 0
-    if count < 1:
-        raise click.BadParameter(f"Expected auto or a whole number of at least 1 but got {value!r}")
-    return count
-
-
 @click.command(cls=DivfuzzCommand)
-@click.option("--device", default="auto", show_default=True)
-@click.option("--budget", default="5m", show_default=True, help="The campaign's --budget (a default campaign: at least 5 minutes).")
-@click.option("--cases", type=click.IntRange(min=1), default=None, help="Bound the campaign by cases instead (--max-cases).")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--workers", default="auto", show_default=True, help="auto (as `divfuzz fuzz`) or a count.")
+@device_option
+@click.option("--budget", default="5m", show_default=True, metavar="DURATION",
+              help="The campaign's --budget (a default campaign: at least 5 minutes).")
+@click.option("--cases", type=CASE_COUNT, default=None, help="Bound the campaign by cases instead (--max-cases).")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="The campaign's --seed.")
+@click.option("--workers", type=WORKERS, default="auto", show_default=True, help="The campaign's --workers: auto (as `divfuzz fuzz`) or a count.")
 @click.option("--no-minimize", is_flag=True, help="Pass --no-minimize to the campaign.")
-@click.option("--inputs-per-compile", type=click.IntRange(1, MAX_INPUTS_PER_COMPILE), default=None,
+@click.option("--inputs-per-compile", type=click.IntRange(1, MAX_INPUTS_PER_COMPILE), default=None, metavar="N",
               help="Pass --inputs-per-compile to the campaign (default: the campaign's own).")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Keep the campaign's store here (default: a temporary folder, removed after).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR",
+              help="The campaign folder, kept (default: a temporary folder, removed after).")
 @click.option("--breakdown", "breakdown_store", type=click.Path(path_type=Path), default=None, metavar="STORE",
               help="Run nothing: print the breakdown of an existing campaign's store (its --out folder or divfuzz.sqlite).")
-@click.option("--run", "run_id", type=int, default=None, help="With --breakdown: that run (default: the latest).")
+@click.option("--run", "run_id", type=RUN_ID, default=None, help="With --breakdown: that run (default: the latest).")
 @click.option("--before-after", is_flag=True,
               help="Run the same cases under torch's compile defaults, divfuzz's, and divfuzz's on a warm cache.")
 def bench(device, budget, cases, seed, workers, no_minimize, inputs_per_compile, out_dir, breakdown_store, run_id, before_after):
@@ -47,7 +47,7 @@ def bench(device, budget, cases, seed, workers, no_minimize, inputs_per_compile,
 
         out.print(breakdown_table(campaign_breakdown(breakdown_store, run_id)), markup=False, highlight=False)
         return
-    workers = _workers(workers)
+    check_device_early(device)  # before torch is imported
     device = resolve_device(device)
     if before_after:
         # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery

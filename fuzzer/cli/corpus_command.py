@@ -16,9 +16,10 @@ def corpus() -> None:
 
 
 @corpus.command("add")
-@click.argument("source", type=click.Path(exists=True, path_type=Path))
-@click.option("--corpus", "corpus_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("corpus"), show_default=True)
-@click.option("--name", default=None, help="File stem in the corpus (default: the bucket folder's or file's name).")
+@click.argument("source", metavar="BUCKET-DIR|SPEC.json", type=click.Path(exists=True, path_type=Path))
+@click.option("--corpus", "corpus_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("corpus"), show_default=True,
+              metavar="DIR", help="The corpus folder (its specs/ holds the gate's specs).")
+@click.option("--name", default=None, metavar="NAME", help="File stem in the corpus (default: the bucket folder's or file's name).")
 def corpus_add(source, corpus_dir, name):
     """Add a spec.json or a bucket folder's spec to the corpus."""
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
@@ -38,7 +39,8 @@ def corpus_add(source, corpus_dir, name):
 
 
 @corpus.command("prune")
-@click.option("--corpus", "corpus_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("corpus"), show_default=True)
+@click.option("--corpus", "corpus_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("corpus"), show_default=True,
+              metavar="DIR", help="The corpus folder (its specs/ holds the gate's specs).")
 @click.option("--dry-run", is_flag=True, help="Only say what would be dropped.")
 def corpus_prune(corpus_dir, dry_run):
     """Keep the smallest set of specs that covers every (op, dtype, kind) feature; say what was dropped."""

@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from divfuzz.fuzzer.cli.options import DivfuzzCommand, check_out_file, console
+from divfuzz.reports.terminal import terminal_safe
 from divfuzz.records.errors import ConfigError, OutputError, StoreError
 from divfuzz.records.numbers import parse_number
 
@@ -58,8 +59,8 @@ def _open_side(text: str, name: str):
 
 
 @click.command(cls=DivfuzzCommand)
-@click.argument("old")
-@click.argument("new")
+@click.argument("old", metavar="OLD")
+@click.argument("new", metavar="NEW")
 @click.option("--json", "as_json", is_flag=True, help="Print the diff as JSON.")
 @click.option("--markdown", "as_markdown", is_flag=True, help="Print the diff as markdown.")
 @click.option("--any-device", is_flag=True, help="Match buckets across device types (a CPU store against a GPU store).")
@@ -76,7 +77,7 @@ def diff(old, new, as_json, as_markdown, any_device, html_path):
     check_out_file(html_path, "--html")  # before reading either store
     result = diff_sides(_open_side(old, "OLD"), _open_side(new, "NEW"), match_device=not any_device)
     render = diff_json if as_json else diff_markdown if as_markdown else diff_text
-    click.echo(render(result), nl=as_json)  # plain text: rich would re-wrap JSON and keys on a terminal
+    click.echo(terminal_safe(render(result)), nl=as_json)  # plain text: rich would re-wrap JSON and keys on a terminal
     if html_path is not None:
         # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
         from divfuzz.reports.html import write_page

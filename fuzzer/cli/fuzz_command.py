@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 import json
 import sys
 import time
@@ -20,16 +22,20 @@ from divfuzz.fuzzer.engine import warm_template
 from divfuzz.fuzzer.cli.options import (
     SEVERITY_CHOICE,
     CASE_COUNT,
-    MAX_WORKERS,
     SEED,
     TIMEOUT,
+    WORKERS,
+    WORKERS_HELP,
     DivfuzzCommand,
+    WorkersType,
     against_compile_config,
     check_backend_capabilities,
+    check_device_early,
     check_out_dir,
     compile_config,
     compile_options,
     console,
+    device_option,
     oracle_options,
     names_option,
     out,
@@ -41,56 +47,34 @@ from divfuzz.generators.input_siblings import DEFAULT_INPUTS_PER_COMPILE, MAX_IN
 from divfuzz.records.errors import ConfigError, OutputError
 from divfuzz.records.severity import ORDER
 
-class _WorkersType(click.ParamType):
-    """`auto` or a whole number of at least `minimum`."""
-
-    name = "auto|N"
-
-    def __init__(self, minimum: int = 1):
-        self.minimum = minimum
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, int) or value == "auto":
-            return value
-        try:
-            count = int(value) if len(str(value)) <= 20 else None
-            if count is None or count > MAX_WORKERS:
-                raise ValueError(value)
-        except (TypeError, ValueError):
-            self.fail(f"Expected auto or a whole number from {self.minimum} to {MAX_WORKERS} but got {str(value)[:40]!r}", param, ctx)
-        if count < self.minimum:
-            self.fail(f"Expected auto or a whole number of at least {self.minimum} but got {value!r}", param, ctx)
-        return count
-
-
-WORKERS = _WorkersType()
 
 
 @click.command(cls=DivfuzzCommand)
-@click.option("--device", default="auto", show_default=True, help="auto, cpu or cuda[:N].")
-@click.option("--budget", default=None, help="Wall-clock budget, e.g. 10m or 8h (default 10m unless --max-cases).")
+@device_option
+@click.option("--budget", default=None, metavar="DURATION",
+              help="Wall-clock budget, minimization included, e.g. 90s, 10m, 8h (default 10m unless --max-cases).")
 @click.option("--max-cases", type=CASE_COUNT, default=None, help="Stop after this many cases.")
-@click.option("--seed", type=SEED, default=0, show_default=True)
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("divfuzz-out"), show_default=True)
-@click.option("--workers", type=WORKERS, default="auto", show_default=True,
-              help="Worker processes: auto (sized from cores, GPUs and free memory: divfuzz.fuzzer.campaign.sizing) or a count.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the draws: the same seed draws the same graphs.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("divfuzz-out"), show_default=True,
+              metavar="DIR", help="The campaign folder: its store, bucket folders and report.html (a re-run resumes it).")
+@click.option("--workers", type=WORKERS, default="auto", show_default=True, help=WORKERS_HELP)
 @click.option("--timeout", "timeout_s", type=TIMEOUT, default=300.0, show_default=True, help="Seconds per case.")
-@click.option("--max-ops", type=click.IntRange(1, 40), default=12, show_default=True)
+@click.option("--max-ops", type=click.IntRange(1, 40), default=12, show_default=True, metavar="N", help="Most ops in a drawn graph (1 to 40).")
 @click.option("--strict", is_flag=True, help="Bucket every fp32 bit difference, not only compiled-worse ones.")
-@click.option("--ops", default=None, help="Comma-separated op names to draw from (default: all).")
-@click.option("--dtypes", default=None, help="Comma-separated data dtypes (float32,bfloat16,float16).")
+@click.option("--ops", default=None, metavar="OP,...", help="Comma-separated op names to draw from (default: all).")
+@click.option("--dtypes", default=None, metavar="DTYPE,...", help="Comma-separated data dtypes: float32, bfloat16, float16 (default: all).")
 @click.option("--no-live", is_flag=True, help="No live view (plain progress lines).")
 @click.option("--no-minimize", is_flag=True, help="Do not minimize and attribute new buckets.")
-@click.option("--analysis-workers", type=_WorkersType(minimum=0), default="auto", show_default=True,
-              help="Workers that minimize and attribute new buckets beside the fuzzing ones: auto (fuzzing keeps >= 70% of "
-                   "the worker processes: divfuzz.fuzzer.campaign.sizing), a count, or 0 (analyse inline, in the fuzzing worker).")
+@click.option("--analysis-workers", type=WorkersType(minimum=0), default="auto", show_default=True,
+              help="Workers that minimize and attribute new buckets beside the fuzzing ones: auto (fuzzing keeps at "
+                   "least 70% of the worker processes), a count, or 0 (analyse inline, in the fuzzing worker).")
 @click.option("--min-severity", type=SEVERITY_CHOICE, default="noise", show_default=True, help="Hide buckets below this severity in the summary.")
 @click.option("--replay-known", is_flag=True,
               help="First re-run every known bucket's minimal spec in this run, so `divfuzz diff` can tell fixed from not reached.")
 @click.option("--against", default=None, metavar="BACKEND", help="Judge --backend against this second compiler (and both against fp64).")
 @click.option("--unguarded-casts", is_flag=True,
               help="Draw float->integer casts without their guard (NaN to 0, clamped to range): undefined casts, filed as such, not as findings.")
-@click.option("--inputs-per-compile", type=click.IntRange(1, MAX_INPUTS_PER_COMPILE), default=None,
+@click.option("--inputs-per-compile", type=click.IntRange(1, MAX_INPUTS_PER_COMPILE), default=None, metavar="N",
               help=f"Inputs each compiled graph runs on: the drawn recipe, then others through the same compile, each a "
                    f"case of its own (default {DEFAULT_INPUTS_PER_COMPILE}; 1 with --oracle perf, --against or --cluster).")
 @click.option("--cluster", "cluster_address", default=None, metavar="ADDRESS",
@@ -104,17 +88,18 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
          backend, inductor, dynamic, mode):
     """Run a campaign: draw graphs, compare eager and compiled, bucket what diverges."""
     started = time.time()  # --budget counts from here: sizing and start-up are inside it
-    if cluster_address is None and cluster_file is None:  # the workers' template imports torch beside the driver (a fleet's workers start on its nodes)
-        warm_template.start_in_background(str(device))
-    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
-    from divfuzz.fuzzer.campaign.loop import CampaignOptions, run_campaign
-    from divfuzz.fuzzer.store import STORE_NAME
-
+    if cluster_address is None and cluster_file is None:  # a fleet's nodes have the GPUs, not the driver
+        check_device_early(device)  # first: before torch is imported (by the template or below)
+        warm_template.start_in_background(str(device))  # the workers' template imports torch beside the driver
     check_out_dir(out_dir, "--out")  # first: before torch and Inductor are imported
     cluster = _cluster_address(cluster_address, cluster_file, replay_known)
     budget_s = parse_budget(budget) if budget else (None if max_cases else 600.0)
     op_names = names_option(ops, "--ops", known=registered_ops())
     dtype_names = names_option(dtypes, "--dtypes", known=("float32", "bfloat16", "float16"))
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
+    from divfuzz.fuzzer.campaign.loop import CampaignOptions, run_campaign
+    from divfuzz.fuzzer.store import STORE_NAME
+
     device = resolve_device(device) if cluster is None else device  # on a fleet the nodes have the GPUs, not the driver
     config = compile_config(backend, inductor, dynamic, mode)
     against_config = against_compile_config(against, config)
@@ -183,10 +168,11 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
     # Read and checked before the run starts: a stored spec that does not load exits 2, store untouched.
     known = _known_specs(out_dir / STORE_NAME) if replay_known else None
     stop_on_signals()  # again: the campaign turns the KeyboardInterrupt into a saved, resumable stop
+    bounds = ([f"budget {int(budget_s)} s, minimization included"] if budget_s else []) + (
+        [f"max {max_cases} cases"] if max_cases else [])
     console.print(
         f"divfuzz fuzz: device {device}, {workers_reason}, backend {config.describe()}{' against ' + against_config.describe() if against_config else ''}, oracle {oracle}, seed {seed}, "
-        f"{'budget ' + str(int(budget_s)) + ' s, minimization included' if budget_s else ''}{' max ' + str(max_cases) + ' cases' if max_cases else ''}, "
-        f"store {out_dir / STORE_NAME}",
+        + "".join(f"{b}, " for b in bounds) + f"store {out_dir / STORE_NAME}",
         highlight=False,
     )
     if known is not None:
@@ -306,8 +292,11 @@ def _write_report_html(store_path: Path, html_path: Path) -> None:
     from divfuzz.fuzzer.cli.report_command import write_report_html
     from divfuzz.fuzzer.store import Store
 
+    from divfuzz.reports.kill_points import kill_point
+
     store = Store(store_path, create=False)
     try:
+        kill_point("report")
         write_report_html(store, html_path)
     except OSError as e:
         raise OutputError(f"{html_path}: could not write the HTML report ({e.strerror or e})") from e
@@ -330,7 +319,10 @@ class _LineView:
         return False
 
     def update(self, p) -> None:
-        if p.cases % 10 == 0:
+        # Every 10 cases, and once more when only the analyses move (the end of a run waits on
+        # them): never the same line twice.
+        if p.cases % 10 == 0 and (p.cases, p.pending_analyses) != getattr(self, "_last", None):
+            self._last = (p.cases, p.pending_analyses)
             console.print(_status_line(self.opts, p) + (f"; {self.fleet.progress_line()}" if self.fleet else ""), highlight=False)
 
 
@@ -372,7 +364,8 @@ def live_progress(opts, p, now: float | None = None, fleet_line: str | None = No
     toward = (f"/{opts.max_cases} cases" if opts.max_cases else " cases") + (
         f", {max(0.0, opts.budget_s - elapsed):.0f} s of {opts.budget_s:.0f} s left" if opts.budget_s else "")
     replays = f" (+{p.replays} known replayed)" if p.replays else ""
-    head = Text(f" {fraction:4.0%}  {p.cases + p.skipped - p.replays}{toward}{replays}, {rate:.2f} cases/s", no_wrap=True)
+    # Wrapped within its column, not cut: on a narrow terminal the rate and the time left still show.
+    head = Text(f" {fraction:4.0%}  {p.cases + p.skipped - p.replays}{toward}{replays}, {rate:.2f} cases/s")
     counts = p.by_severity
     sev = Text("buckets: ")
     for i, s in enumerate(ORDER):
@@ -382,7 +375,7 @@ def live_progress(opts, p, now: float | None = None, fleet_line: str | None = No
                + (f", {p.pending_analyses} analyses pending" if p.pending_analyses else "") + ")")
     bar = Table.grid(padding=(0, 1))
     bar.add_row(ProgressBar(total=1000, completed=round(fraction * 1000), width=40), head)
-    return Group(bar, sev, Text(fleet_line, no_wrap=True)) if fleet_line else Group(bar, sev)
+    return Group(bar, sev, Text(fleet_line)) if fleet_line else Group(bar, sev)
 
 
 def _status_line(opts, p) -> str:
@@ -397,39 +390,61 @@ def _status_line(opts, p) -> str:
 
 
 def _print_summary(result, min_severity: str = "noise") -> None:
-    """The end of the run on one 80x24 screen (`divfuzz.reports.root_causes.screen_summary`): the run's
-    numbers, buckets and root causes by severity, one line per bug root cause, and where the rest
-    is; the caller then prints the path of report.html. `min_severity` names the floor that
-    `divfuzz report` is pointed at (the screen lists bug root causes only)."""
+    """The end of the run on one screen, at most the terminal's width (80 columns off a terminal)
+    and 24 lines: `summary_screen`. The caller then prints the path of report.html."""
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.store import Store
-    from divfuzz.reports.root_causes import SCREEN_WIDTH, clip, screen_summary
+    from divfuzz.reports.root_causes import SCREEN_WIDTH
 
-    p = result.progress
     store = Store(result.store_path, create=False)
     try:
         buckets = store.buckets(run_id=result.run_id)
     finally:
         store.close()
-    elapsed = time.time() - p.started
+    width = out.size.width if out.is_terminal else SCREEN_WIDTH
+    for line in summary_screen(result, buckets, elapsed=time.time() - result.progress.started, width=width,
+                               min_severity=min_severity):
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def summary_screen(result, buckets, *, elapsed: float, width: int, min_severity: str = "noise") -> list[str]:
+    """The summary's lines, none wider than `width` (a pure function of the run's result and its
+    buckets): the run's own facts, each wrapped onto lines of its own (what the run did, the graphs
+    compiled, what was cut, why analyses are pending and the command that finishes them), then
+    `divfuzz.reports.root_causes.screen_summary` (the counts by severity, a line per bug culprit).
+    A bug line too long for the screen is cut with '…'; the last line then says where it is whole.
+    `min_severity` names the floor that `divfuzz report` is pointed at (the screen lists bug root
+    causes only)."""
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
+    from divfuzz.reports.root_causes import screen_summary
+
+    p = result.progress
     statuses = ", ".join(f"{k} {v}" for k, v in sorted(p.by_status.items()))
-    head = [f"run {result.run_id}{' (resumed)' if result.resumed else ''}: {p.cases} cases in {elapsed:.0f} s "
-            f"({p.cases / elapsed * 60 if elapsed else 0:.1f}/min)" + (f"; {statuses}" if statuses else "")
-            + (f"; {p.skipped} skipped (stored)" if p.skipped else "")
-            + (f"; {p.graphs} graphs compiled ({p.cases / p.graphs:.1f} inputs each)" if 0 < p.graphs < p.cases else "")
-            + (f"; {p.repeats} repeated draws not run again" if p.repeats else "")
-            + (f"; {p.exhausted_slots} slot(s) stopped: every draw repeated a graph already run (narrow options)"
-               if p.exhausted_slots else "")]
+    facts = [f"run {result.run_id}{' (resumed)' if result.resumed else ''}: {p.cases} cases in {elapsed:.0f} s "
+             f"({p.cases / elapsed * 60 if elapsed else 0:.1f}/min)" + (f"; {statuses}" if statuses else "")
+             + (f"; {p.skipped} skipped (stored)" if p.skipped else "")]
+    compiled = ([f"{p.graphs} graphs compiled ({p.cases / p.graphs:.1f} inputs each)"] if 0 < p.graphs < p.cases else []) + (
+        [f"{p.repeats} repeated draws not run again"] if p.repeats else []) + (
+        [f"{p.exhausted_slots} slot(s) stopped: every draw repeated a graph already run (narrow options)"] if p.exhausted_slots else [])
+    if compiled:
+        facts.append("; ".join(compiled))
     if result.cut_at_end:
-        head.append("budget reached: work still in flight then was dropped (re-run resumes it)")
+        facts.append("budget reached: work still in flight then was dropped (re-run resumes it)")
     store_dir = result.store_path.parent
     if result.pending_analyses:
         by_severity = ", ".join(f"{n} {s}" for s, n in sorted(result.pending_by_severity.items()) if n)
-        head.append(f"{result.pending_analyses} analyses pending ({by_severity}; noise, by-design and eager-worse "
-                    f"are never minimized in a campaign): divfuzz minimize --pending --store {store_dir}")
-    lines = screen_summary(buckets, head=head, store_dir=str(store_dir), run_id=result.run_id,
+        facts.append(f"{result.pending_analyses} analyses pending ({by_severity}); a campaign never minimizes noise, "
+                     f"by-design or eager-worse; to finish them: divfuzz minimize --pending --out {store_dir}")
+    head = [line for fact in facts for line in wrap_line(fact, width)]
+    lines = screen_summary(buckets, head=head, store_dir=str(store_dir), run_id=result.run_id, width=width,
                            reserve=1 + bool(result.interrupted))  # report.html's line, and the interrupted one
-    if min_severity != "noise":
-        lines[-1] = clip(f"{lines[-1]} --min-severity {min_severity}", SCREEN_WIDTH)
-    for line in lines:
-        out.print(line, markup=False, highlight=False, soft_wrap=True)
+    rest = f"divfuzz report --out {store_dir}" + (f" --min-severity {min_severity}" if min_severity != "noise" else "")
+    cut = any(line.endswith("…") for line in lines[len(head):-1])
+    lines[-1:] = wrap_line(f"{'lines cut with … in full, and' if cut else 'the rest,'} by root cause: {rest}", width)
+    return lines
+
+
+def wrap_line(text: str, width: int) -> list[str]:
+    """`text` on lines of at most `width` columns, the ones after the first indented by two;
+    a word longer than a line (a path) is split rather than let past the edge."""
+    return textwrap.wrap(text, width=max(20, width), subsequent_indent="  ", break_on_hyphens=False) or [""]

@@ -25,13 +25,16 @@ from divfuzz.fuzzer.cli.options import (
     CASE_COUNT,
     SEED,
     TIMEOUT,
-    WORKER_COUNT,
+    WORKERS,
+    WORKERS_HELP,
     DivfuzzCommand,
     Number,
+    check_device_early,
     check_out_dir,
     check_out_file,
     compile_config,
     compile_options,
+    device_option,
     oracle_options,
     console,
     out,
@@ -41,27 +44,30 @@ from divfuzz.fuzzer.cli.options import (
 
 
 @click.command(cls=DivfuzzCommand)
-@click.option("--device", default="auto", show_default=True, help="auto, cpu or cuda[:N].")
-@click.option("--corpus", "corpus_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("corpus"), show_default=True)
+@device_option
+@click.option("--corpus", "corpus_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("corpus"), show_default=True,
+              metavar="DIR", help="The corpus folder: specs/*.json and the baselines beside them.")
 @click.option("--baseline", "baseline_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Baseline file (default: CORPUS/baseline-<device type>-<torch major.minor>-<CPU capability or sm_XY>.json).")
 @click.option("--baseline-any", is_flag=True,
               help="Compare with a baseline written for another device, torch or CPU capability/GPU architecture (the mismatch is reported).")
-@click.option("--margin", type=Number(low=0, high=1000), default=0.1, show_default=True,
+@click.option("--margin", type=Number(low=0, high=1000, metavar="FRACTION"), default=0.1, show_default=True,
               help="A bound that grows by more than this fraction at the baseline's severity is listed under moved_bounds "
                    "(never a failure: the gate judges by severity).")
-@click.option("--budget", default=None, help="Wall-clock budget for the replay (e.g. 10m); specs left over fail.")
-@click.option("--workers", type=WORKER_COUNT, default=1, show_default=True,
-              help="Worker processes replaying the corpus side by side (the verdicts do not depend on it).")
+@click.option("--budget", default=None, metavar="DURATION", help="Wall-clock budget for the replay, e.g. 10m; specs left over fail.")
+@click.option("--workers", type=WORKERS, default="auto", show_default=True,
+              help=WORKERS_HELP + " The verdicts do not depend on it.")
 @click.option("--timeout", "timeout_s", type=TIMEOUT, default=300.0, show_default=True, help="Seconds per spec.")
-@click.option("--fuzz", "fuzz_budget", default=None, help="After the replay, fuzz for this long (e.g. 5m).")
+@click.option("--fuzz", "fuzz_budget", default=None, metavar="DURATION", help="After the replay, fuzz for this long, e.g. 5m.")
 @click.option("--fuzz-cases", type=CASE_COUNT, default=None, help="After the replay, fuzz this many cases (deterministic).")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the --fuzz campaign.")
-@click.option("--spec", "only", multiple=True, help="Replay only this corpus spec (repeatable).")
-@click.option("--junit", "junit_path", type=click.Path(dir_okay=False, path_type=Path), default=None)
-@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option("--spec", "only", multiple=True, metavar="NAME", help="Replay only this corpus spec, by its file name without .json (repeatable).")
+@click.option("--junit", "junit_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the result as JUnit XML here (one test case per spec).")
+@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the result as markdown here (also appended to $GITHUB_STEP_SUMMARY when set).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Full result; everything but its `timings` field is identical across runs.")
+              help="Write the full result as JSON here; everything but its `timings` field is identical across runs.")
 @click.option("--repro-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write spec.json + repro.py of each failing spec (and new fuzz buckets) here.")
 @click.option("--update-baseline", is_flag=True, help="Replay the corpus and write the baseline from what it gives.")
@@ -72,22 +78,31 @@ def gate(device, corpus_dir, baseline_path, margin, budget, workers, timeout_s, 
          oracle, perf_margin):
     """Replay the corpus and hold it to the baseline: the CI gate. With --oracle perf, time each
     spec eager vs compiled instead: a spec fails when compiled is slower as a bug (no baseline)."""
+
+    # First, before torch is imported: what the options, the files and the device say.
+    budget_s = parse_budget(budget) if budget else None
+    fuzz_budget_s = parse_budget(fuzz_budget, "--fuzz") if fuzz_budget else None
+    if oracle == "perf":
+        _check_perf_options(update_baseline, fuzz_budget or fuzz_cases, baseline_path, baseline_any)
+    elif perf_margin is not None:
+        raise ConfigError("--perf-margin is for --oracle perf")
+    _check_inputs_early(corpus_dir, baseline_path, update_baseline)
+    check_device_early(device)
+    for path, option in ((junit_path, "--junit"), (markdown_path, "--markdown"), (json_path, "--json")):
+        check_out_file(path, option)  # before the replay, not after it
+    if repro_dir is not None:
+        check_out_dir(repro_dir, "--repro-dir")
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
+    from divfuzz.fuzzer.campaign.sizing import resolve_workers
     from divfuzz.fuzzer.gate.baseline import default_baseline_path
     from divfuzz.fuzzer.gate.replay import GateOptions, run_gate
 
-    for path, option in ((junit_path, "--junit"), (markdown_path, "--markdown"), (json_path, "--json")):
-        check_out_file(path, option)  # first: before the replay, not after it
-    if repro_dir is not None:
-        check_out_dir(repro_dir, "--repro-dir")
     device = resolve_device(device)
+
+    workers, _ = resolve_workers(workers, device, oracle)  # perf: one per device, more exits 2
     config = compile_config(backend, inductor, dynamic, mode)
     if oracle != "perf":  # timing measures what users run; deterministic mode costs speed
         config = gate_compile_config(config, device.split(":")[0])
-    if oracle == "perf":
-        _check_perf_options(device, workers, update_baseline, fuzz_budget or fuzz_cases, baseline_path, baseline_any)
-    elif perf_margin is not None:
-        raise ConfigError("--perf-margin is for --oracle perf")
     opts = GateOptions(
         device=device,
         corpus_dir=corpus_dir,
@@ -95,8 +110,8 @@ def gate(device, corpus_dir, baseline_path, margin, budget, workers, timeout_s, 
         config=config,
         margin=margin,
         timeout_s=timeout_s,
-        budget_s=parse_budget(budget) if budget else None,
-        fuzz_budget_s=parse_budget(fuzz_budget, "--fuzz") if fuzz_budget else None,
+        budget_s=budget_s,
+        fuzz_budget_s=fuzz_budget_s,
         fuzz_cases=fuzz_cases,
         seed=seed,
         repro_dir=repro_dir,
@@ -120,18 +135,26 @@ def gate(device, corpus_dir, baseline_path, margin, budget, workers, timeout_s, 
     sys.exit(data["exit_code"])
 
 
-def _check_perf_options(device, workers, update_baseline, fuzzing, baseline_path, baseline_any) -> None:
+def _check_inputs_early(corpus_dir: Path, baseline_path: Path | None, update_baseline: bool) -> None:
+    """A corpus folder or a named baseline that is not there, said before torch is imported (exit 2).
+    The default baseline's name needs the machine key (torch's CPU capability or GPU): it is
+    checked later, with torch."""
+    if not corpus_dir.is_dir():
+        raise ConfigError(f"--corpus {corpus_dir}: " + ("not a folder" if corpus_dir.exists() else "corpus folder does not exist"))
+    if baseline_path is not None and not update_baseline and not baseline_path.exists():
+        raise ConfigError(f"--baseline {baseline_path}: no such file. A missing baseline is not a pass: write one with "
+                          f"`divfuzz gate --update-baseline --baseline {baseline_path}` (on a build you trust) and commit it")
+
+
+def _check_perf_options(update_baseline, fuzzing, baseline_path, baseline_any) -> None:
     """What --oracle perf cannot be combined with, refused before any work (exit 2). One worker per
-    device, as for `fuzz --oracle perf`: side-by-side workers would time each other."""
+    device, as for `fuzz --oracle perf` (side-by-side workers would time each other), is
+    `resolve_workers`' rule."""
     for given, option in ((update_baseline, "--update-baseline"), (fuzzing, "--fuzz/--fuzz-cases"),
                           (baseline_path, "--baseline"), (baseline_any, "--baseline-any")):
         if given:
             raise ConfigError(f"{option} with --oracle perf: the perf gate judges each spec by the perf oracle's severity "
                               f"and reads no baseline")
-    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
-    from divfuzz.fuzzer.campaign.sizing import resolve_workers
-
-    resolve_workers(workers, device, "perf")
 
 
 def _write_baseline(opts, log) -> None:

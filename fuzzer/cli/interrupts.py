@@ -13,13 +13,23 @@ from __future__ import annotations
 import signal
 
 INTERRUPTED_EXIT = 2
+_received: list[int] = []
 
 
 def interrupt_once(signum, frame) -> None:
     """SIGINT/SIGTERM: KeyboardInterrupt once, then ignore both while the command stops."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _received.append(signum)
     raise KeyboardInterrupt
+
+
+def signal_received() -> bool:
+    """Whether a signal has stopped this command. A KeyboardInterrupt raised inside an import
+    that catches it (numpy's extension modules turn it into "ImportError: cannot load module more
+    than once per process" on the next import) comes back as another exception: it is still the
+    signal, not divfuzz's own failure."""
+    return bool(_received)
 
 
 def stop_on_signals() -> None:

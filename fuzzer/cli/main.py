@@ -24,7 +24,7 @@ from divfuzz.fuzzer.cli.corpus_command import corpus
 from divfuzz.fuzzer.cli.diff_command import diff
 from divfuzz.fuzzer.cli.fuzz_command import fuzz
 from divfuzz.fuzzer.cli.gate_command import gate
-from divfuzz.fuzzer.cli.interrupts import INTERRUPTED_EXIT, stop_on_signals
+from divfuzz.fuzzer.cli.interrupts import INTERRUPTED_EXIT, signal_received, stop_on_signals
 from divfuzz.fuzzer.cli.merge_command import merge
 from divfuzz.fuzzer.cli.minimize_command import minimize
 from divfuzz.fuzzer.cli.options import OS_REASONS, DivfuzzCommand, console
@@ -48,6 +48,12 @@ def _internal_failure_log(ctx: click.Context) -> Path:
     return Path("<nowhere: no folder was writable>")
 
 
+def _exit_interrupted(ctx: click.Context) -> None:
+    console.print(f"[bold yellow]interrupted:[/] divfuzz {escape(ctx.invoked_subcommand or '')} stopped by a signal; "
+                  "its workers are stopped and no output was half-written", markup=True, soft_wrap=True)
+    sys.exit(INTERRUPTED_EXIT)
+
+
 class DivfuzzGroup(click.Group):
     """Turns divfuzz's own errors into a message and exit code 2; an unexpected exception too,
     with its traceback in a log file (exit 1 would read as "the compiler diverges")."""
@@ -59,20 +65,22 @@ class DivfuzzGroup(click.Group):
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
-            console.print(f"[bold yellow]interrupted:[/] divfuzz {escape(ctx.invoked_subcommand or '')} stopped by a signal; "
-                          "its workers are stopped and no output was half-written", markup=True, soft_wrap=True)
-            sys.exit(INTERRUPTED_EXIT)
+            _exit_interrupted(ctx)
         except DivfuzzError as e:
             console.print(f"[bold red]error:[/] {escape(str(e))}", markup=True, soft_wrap=True)  # a message's [..] is text, not markup
             sys.exit(2)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
         except OSError as e:
-            where = f" {e.filename}" if e.filename else ""
+            if signal_received():  # e.g. a write cut by the stop: the signal's consequence
+                _exit_interrupted(ctx)
+            where = f" {e.filename}:" if e.filename else ""  # no file named: "error: reason", never "error:: reason"
             reason = OS_REASONS.get(e.errno, e.strerror or str(e))
-            console.print(f"[bold red]error:[/]{escape(where)}: {escape(str(reason))} ({type(e).__name__})", markup=True, soft_wrap=True)
+            console.print(f"[bold red]error:[/]{escape(where)} {escape(str(reason))} ({type(e).__name__})", markup=True, soft_wrap=True)
             sys.exit(2)
         except Exception as e:
+            if signal_received():  # raised while the command stopped on a signal (interrupts.signal_received)
+                _exit_interrupted(ctx)
             log = _internal_failure_log(ctx)
             what = " ".join(f"{type(e).__name__}: {e}".split())[:300]
             text = (f"divfuzz {ctx.invoked_subcommand or ''} failed on its own error, not a compiler finding: {what}; "
@@ -81,8 +89,8 @@ class DivfuzzGroup(click.Group):
             sys.exit(2)
 
 
-@click.group(cls=DivfuzzGroup)
-@click.version_option(package_name="divfuzz")
+@click.group(cls=DivfuzzGroup, context_settings={"help_option_names": ["-h", "--help"]})  # every command inherits -h
+@click.version_option(package_name="divfuzz", help="Show divfuzz's version and exit.")
 def main() -> None:
     """divfuzz: find where torch.compile computes different numbers than eager."""
 

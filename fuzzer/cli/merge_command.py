@@ -18,15 +18,11 @@ def merge(out_dir, stores):
     The inputs are only read. OUT may be new or an existing store (merging the same shard again adds nothing).
     """
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
-    from divfuzz.fuzzer.engine.bucketing import severity_under
     from divfuzz.fuzzer.store import STORE_NAME
     from divfuzz.fuzzer.store.merge import merge_stores
-    from divfuzz.records.verdict import Verdict
 
     check_out_dir(out_dir, "OUT")
-    # A case another shard's analysis moves is judged under its root-cause key as a campaign judges it.
-    s = merge_stores(out_dir, list(stores),
-                     severity_under=lambda verdict, key: severity_under(Verdict.from_dict(verdict), key))
+    s = merge_stores(out_dir, list(stores))
     out.print(
         f"merged {len(stores)} store(s) into {out_dir / STORE_NAME}: {s.runs_added} runs added"
         f" ({s.runs_known} already there), {s.cases_added} cases added ({s.cases_duplicate} duplicates skipped),"

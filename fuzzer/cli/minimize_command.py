@@ -1,7 +1,8 @@
-"""`divfuzz minimize CASE-ID|spec.json [--out DIR]`, `divfuzz minimize --module file.py:NAME` and
-`divfuzz minimize --pending [--out DIR] [--budget]` (finish a campaign's pending bucket analyses).
+"""`divfuzz minimize CASE-ID|spec.json [--out DIR] [--repro-dir DIR]`, `divfuzz minimize --module
+file.py:NAME [--repro-dir DIR]` and `divfuzz minimize --pending [--out DIR] [--budget]` (finish a
+campaign's pending bucket analyses). `--out` is the campaign folder, as for `fuzz` and `report`.
 
-A case (from the store under --store) or a spec file is minimized and attributed in a worker
+A case (from the store of the campaign folder) or a spec file is minimized and attributed in a worker
 process, and written as a bucket folder: spec.json, repro.py (culprit in its header),
 report.md, analysis.json. Spec files are parsed as data (`load_spec`), never executed; a
 `--module` file is the user's own code and is imported to call NAME().
@@ -15,17 +16,24 @@ from pathlib import Path
 import click
 
 from divfuzz.fuzzer.cli.options import (
+    BACKEND_HELP,
+    INDUCTOR_HELP,
+    TIMEOUT,
+    WORKERS,
+    DivfuzzCommand,
+    check_device_early,
     check_out_dir,
     compile_config,
-    DivfuzzCommand,
+    console,
+    device_option,
     oracle_options,
     out,
     parse_budget,
     read_input,
     resolve_device,
-    TIMEOUT,
-    WORKER_COUNT,
 )
+from divfuzz.fuzzer.store.schema import STORE_NAME
+from divfuzz.fuzzer.triage.module_ref import parse_module_ref
 from divfuzz.records.errors import ConfigError, StoreError
 from divfuzz.records.numbers import parse_number
 
@@ -45,41 +53,59 @@ PERF_MODULE_GRACE_S = 300.0
 
 
 @click.command("minimize", cls=DivfuzzCommand)
-@click.argument("case", required=False)
-@click.option("--module", "modules", multiple=True, metavar="FILE.py:NAME", help="A user module: NAME() returns (model_or_fn, example_inputs).")
-@click.option("--store", "store_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("divfuzz-out"), show_default=True, help="Where the campaign store is (for a CASE-ID).")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("divfuzz-minimized"), show_default=True)
-@click.option("--device", default="auto", show_default=True)
-@click.option("--budget", default=None,
+@click.argument("case", metavar="[CASE-ID|SPEC.json]", required=False)
+@click.option("--module", "modules", multiple=True, metavar="FILE.py:NAME",
+              help="Your own model instead: NAME() in FILE.py returns (model, args) or (model, args, kwargs) (repeatable).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR",
+              help="The campaign folder whose store holds CASE-ID or the pending analyses, as for fuzz and report "
+                   "[default: divfuzz-out].")
+@click.option("--repro-dir", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR",
+              help="Where the minimized case is written: repro.py, spec.json, report.md (with --module: capture.json "
+                   "and a folder per root cause) [default: divfuzz-minimized].")
+@click.option("--store", "store_dir", type=click.Path(file_okay=False, path_type=Path), default=None, hidden=True,
+              help="Deprecated spelling of --out (the campaign folder).")
+@device_option
+@click.option("--budget", default=None, metavar="DURATION",
               help="Minimizer time budget: 120s for a spec or --pending; with --module 300s, a deadline for the whole "
                    "command (load, judgement and capture included), plus a stated grace.")
-@click.option("--timeout", "timeout_s", type=TIMEOUT, default=300.0, show_default=True)
+@click.option("--timeout", "timeout_s", type=TIMEOUT, default=300.0, show_default=True, help="Seconds per case run.")
 @click.option("--autocast", type=click.Choice(["bfloat16", "float16"]), default=None, help="For --module: run NAME's model under autocast.")
 @click.option("--dtype", type=click.Choice(["float32", "bfloat16", "float16"]), default=None, help="For --module: cast the model and float inputs to this dtype.")
 @click.option("--train", is_flag=True, help="For --module: judge a training step (forward, loss, backward; gradients are outputs).")
-@click.option("--backend", default="inductor", show_default=True)
-@click.option("--inductor", multiple=True, metavar="KEY=VALUE")
-@click.option("--pending", is_flag=True,
-              help="Finish the bucket analyses a campaign left pending in its store (the campaign folder: --out when given, else --store).")
-@click.option("--workers", type=WORKER_COUNT, default=1, show_default=True, help="For --pending: analysis workers.")
+@click.option("--backend", default="inductor", show_default=True, metavar="NAME", help=BACKEND_HELP)
+@click.option("--inductor", multiple=True, metavar="KEY=VALUE", help=INDUCTOR_HELP)
+@click.option("--pending", is_flag=True, help="Finish the bucket analyses a campaign left pending in its store (--out).")
+@click.option("--workers", type=WORKERS, default="auto", show_default=True, help="For --pending: analysis workers, auto (sized from "
+              "this host's cores, GPUs and free memory) or a count.")
 @oracle_options
 @click.pass_context
-def minimize(ctx, case, modules, store_dir, out_dir, device, budget, timeout_s, autocast, dtype, train, backend, inductor,
+def minimize(ctx, case, modules, out_dir, repro_dir, store_dir, device, budget, timeout_s, autocast, dtype, train, backend, inductor,
              pending, workers, oracle, perf_margin):
     """Shrink a diverging case (or your own module) to a minimal repro and name its culprit."""
-    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
-    from divfuzz.fuzzer.engine.worker import Worker
-
+    campaign_dir, repro_dir = minimize_folders(case, out_dir=out_dir, repro_dir=repro_dir, store_dir=store_dir,
+                                               pending=pending, modules=modules)
     if pending:
         if case or modules:
             raise ConfigError("--pending finishes a campaign's pending analyses: give no CASE-ID, spec or --module with it")
-        explicit_out = ctx.get_parameter_source("out_dir") is not click.core.ParameterSource.DEFAULT
         explicit_backend = ctx.get_parameter_source("backend") is not click.core.ParameterSource.DEFAULT
-        _finish_pending(out_dir if explicit_out else store_dir, budget_s=parse_budget(budget or SPEC_DEFAULT_BUDGET), workers=workers, timeout_s=timeout_s,
+        _finish_pending(campaign_dir, budget_s=parse_budget(budget or SPEC_DEFAULT_BUDGET), workers=workers, timeout_s=timeout_s,
                         cli_backend=backend if explicit_backend else None)
         return
-    check_out_dir(out_dir, "--out")  # first: before torch is imported and minimizing starts
+    # First, before torch is imported: the output folder, the module files or the case, the device.
+    check_out_dir(repro_dir, "--repro-dir")
+    for ref in modules:
+        parse_module_ref(ref)
+    if not modules and not case:
+        raise ConfigError("Expected a CASE-ID, a spec.json or --module FILE.py:NAME")
+    case_text = None if modules or _is_case_id(case) else read_input(Path(case))
+    if not modules and _is_case_id(case) and not (campaign_dir / STORE_NAME).exists():
+        raise StoreError(f"{campaign_dir / STORE_NAME}: no store here for case {case} (use --out DIR, the campaign folder)")
+    check_device_early(device)
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
+    from divfuzz.fuzzer.engine.worker import Worker
+
     device = resolve_device(device)
+    out_dir = repro_dir  # below: where this command writes
     if modules:
         worker = Worker(device)
         try:
@@ -90,11 +116,13 @@ def minimize(ctx, case, modules, store_dir, out_dir, device, budget, timeout_s, 
                     _perf_module(worker, ref, target, device=device, autocast=autocast, dtype=dtype, train=train,
                                  margin=perf_margin, budget_s=budget_s, backend=backend, inductor=inductor)
                     continue
+                mark = worker.output_mark()
                 res = worker.call(
                     "divfuzz.fuzzer.triage.user_module:minimize_module_in_worker",
                     {"ref": ref, "device": device, "out_dir": str(target), "autocast": autocast, "dtype": dtype, "budget_s": budget_s, "train": train},
                     budget_s + MODULE_GRACE_S,
                 )
+                _keep_compile_log(target, worker.output_since(mark))
                 if res.error and res.error.startswith("Timeout"):
                     raise ConfigError(_killed_at_deadline(ref, target, budget_s))
                 if res.error:
@@ -123,9 +151,7 @@ def minimize(ctx, case, modules, store_dir, out_dir, device, budget, timeout_s, 
         finally:
             worker.stop()
         return
-    if not case:
-        raise ConfigError("Expected a CASE-ID, a spec.json or --module FILE.py:NAME")
-    spec, config = _load_case(case, store_dir, read_input, cli_backend=backend)
+    spec, config = _load_case(case, campaign_dir, lambda path: case_text, cli_backend=backend)
     if backend != "inductor" or inductor:
         config = compile_config(backend, inductor, config.dynamic, config.mode)
     result = minimize_case(spec, device=device, config=config, budget_s=parse_budget(budget or SPEC_DEFAULT_BUDGET), timeout_s=timeout_s, out_dir=out_dir,
@@ -136,12 +162,51 @@ def minimize(ctx, case, modules, store_dir, out_dir, device, budget, timeout_s, 
     folder, analysis = result
     for line in analysis.notes():
         out.print(line, highlight=False)
-    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
-    from divfuzz.oracles.severity_policy import severity_of
-
-    reason = severity_of(analysis.verdict, culprit=analysis.culprit.summary) if analysis.verdict is not None else None
+    reason = analysis.reason
     out.print(f"severity: {reason}" if reason else "severity: not judged (no verdict of the minimal spec)", highlight=False)
     out.print(f"written: {folder}/repro.py, report.md, spec.json", highlight=False)
+
+
+def _keep_compile_log(target: Path, text: str) -> None:
+    """What the compiler (and the user's module) printed in the worker, kept as `target/compile.log`."""
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
+    from divfuzz.reports.issue_folder import COMPILE_LOG, clipped_log
+
+    if text.strip() and target.is_dir():
+        (target / COMPILE_LOG).write_text(clipped_log(text))
+
+
+DEFAULT_CAMPAIGN_DIR = Path("divfuzz-out")
+DEFAULT_REPRO_DIR = Path("divfuzz-minimized")
+
+
+def _is_case_id(case: str | None) -> bool:
+    """A stored case's id (digits that name no file), not a spec file."""
+    return bool(case) and case.isdigit() and not Path(case).exists()
+
+
+def minimize_folders(case: str | None, *, out_dir: Path | None, repro_dir: Path | None, store_dir: Path | None,
+                     pending: bool, modules) -> tuple[Path, Path]:
+    """(the campaign folder read, the folder written). `--out` is the campaign folder, as for
+    `fuzz` and `report`; `--repro-dir` the output. The old spellings still work, each with a note
+    on stderr: `--store DIR` (the campaign folder, now `--out`), and `--out DIR` as the output
+    folder, taken so where it cannot be the campaign folder: beside `--store`, or where no store is
+    read (a spec file, `--module`) and `--repro-dir` is not given."""
+    if store_dir is not None:
+        console.print("note: minimize --store is deprecated: use --out DIR (the campaign folder, as for fuzz and report)",
+                      highlight=False)
+        if out_dir is not None and repro_dir is not None:
+            raise ConfigError("--store, --out and --repro-dir: give --out (the campaign folder) and --repro-dir (the output)")
+        if out_dir is not None:  # the old pair: --store the campaign, --out the output
+            console.print("note: minimize --out as the output folder is deprecated: use --repro-dir DIR", highlight=False)
+            return store_dir, out_dir
+        return store_dir, repro_dir or DEFAULT_REPRO_DIR
+    reads_store = pending or (not modules and _is_case_id(case))
+    if out_dir is not None and repro_dir is None and not reads_store:
+        console.print(f"note: minimize --out {out_dir} read as the output folder (no store is read here); that spelling is "
+                      "deprecated: use --repro-dir DIR (--out names the campaign folder, as for fuzz and report)", highlight=False)
+        return DEFAULT_CAMPAIGN_DIR, out_dir
+    return out_dir or DEFAULT_CAMPAIGN_DIR, repro_dir or DEFAULT_REPRO_DIR
 
 
 def module_headline(value: dict) -> str:
@@ -220,10 +285,10 @@ def _load_case(case: str, store_dir: Path, read, *, cli_backend: str | None = No
     from divfuzz.fuzzer.engine.compile import check_stored_backend, validate_inductor_overrides
     from divfuzz.generators.validate import load_spec
 
-    if case.isdigit() and not Path(case).exists():
+    if _is_case_id(case):
         path = store_dir / STORE_NAME
         if not path.exists():
-            raise StoreError(f"{path}: no store here for case {case} (use --store DIR)")
+            raise StoreError(f"{path}: no store here for case {case} (use --out DIR, the campaign folder)")
 
         case_id = parse_number(case, "CASE-ID", low=1, high=2**63 - 1, integer=True)
         store = Store(path, create=False)
@@ -266,7 +331,8 @@ def minimize_case(spec, *, device: str, config, budget_s: float, timeout_s: floa
     """Run, minimize, attribute and write one case; None when it shows no finding."""
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.triage.analysis import write_bucket
-    from divfuzz.fuzzer.engine.bucketing import bucket_key
+    from divfuzz.fuzzer.engine.bucketing import bucket_key, root_cause_key
+    from divfuzz.oracles.severity_policy import severity_of
     from divfuzz.fuzzer.engine.environment import environment_versions
     from divfuzz.fuzzer.triage.analysis import analyze_finding
     from divfuzz.fuzzer.engine.worker import CaseRequest, Worker
@@ -285,9 +351,9 @@ def minimize_case(spec, *, device: str, config, budget_s: float, timeout_s: floa
         raise
     finally:
         worker.stop()
-    key = bucket_key(finding, analysis.spec, device, signature=analysis.signature())
+    key = root_cause_key(bucket_key(finding, spec, device, reason=severity_of(verdict), explanation=verdict.explanation), analysis.spec, analysis.culprit.key())
     folder = write_bucket(out_dir, bucket_id=1, key=key, analysis=analysis, device=device, config=config,
                           fallback_verdict=verdict, case_id=None, timeout_s=int(timeout_s),
-                          versions=environment_versions(device))
+                          versions=environment_versions(device), compile_log=worker.output_since(0))
     (folder / "bucket.json").write_text(json.dumps({"key": key.to_dict(), "str": str(key)}, indent=2) + "\n")
     return folder, analysis

@@ -5,6 +5,9 @@ commands themselves (they import this).
 
 from __future__ import annotations
 
+import ast
+import importlib.util
+
 import errno
 import os
 import re
@@ -15,8 +18,10 @@ from dataclasses import replace
 
 import click
 from rich.console import Console
+from rich.segment import Segment
 
 from divfuzz.records.severity import ORDER
+from divfuzz.reports.terminal import terminal_safe
 from divfuzz.records.errors import ConfigError, DeviceUnavailableError, OutputError, SpecError, UnknownOpError
 from divfuzz.records.numbers import checked_number, describe_range, parse_number
 
@@ -26,9 +31,23 @@ SEVERITY_CHOICE = click.Choice([s.value for s in ORDER])
 # emoji codes, no highlighting unless a call asks for markup (`markup=True`) for its own fixed
 # words and escapes (`rich.markup.escape`) whatever it interpolates.
 _PLAIN = {"markup": False, "emoji": False, "highlight": False}
-console = Console(stderr=True, **_PLAIN)
+
+
+class TerminalSafeConsole(Console):
+    """A console that prints every piece of text terminal-safe (`divfuzz.reports.terminal`): an
+    ESC, OSC, C1 or bidirectional character from a file is shown as an escape, whatever the call
+    and whatever holds the text (a string, a table cell, a live view). Rich's own styles and
+    cursor moves are added after, so they still work."""
+
+    def _render_buffer(self, buffer):
+        return super()._render_buffer(
+            Segment(terminal_safe(text), style, control) if not control else Segment(text, style, control)
+            for text, style, control in buffer)
+
+
+console = TerminalSafeConsole(stderr=True, **_PLAIN)
 # Wide when piped (CI logs), so tables are not squeezed to 80 columns.
-out = Console(**_PLAIN) if sys.stdout.isatty() else Console(width=200, soft_wrap=True, **_PLAIN)  # piped: lines stay whole
+out = TerminalSafeConsole(**_PLAIN) if sys.stdout.isatty() else TerminalSafeConsole(width=200, soft_wrap=True, **_PLAIN)  # piped: lines stay whole
 
 _BUDGET = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 MAX_DURATION_S = 366 * 24 * 3600  # a year: longer is a typo, and past it timers overflow
@@ -57,11 +76,16 @@ def parse_budget(text: str, option: str = "--budget") -> float:
 class Number(click.ParamType):
     """A click type for a number: finite and in range, through `divfuzz.records.numbers` (the one rule
     for numbers from any option or file). `nan`, `inf`, a 30-digit seed and a bool are refused
-    naming the option, before any work."""
+    naming the option, before any work. `--help` shows `metavar` (N, SECONDS, ...), as other
+    CLIs do; the range goes into the error message and, where it matters, the option's help."""
 
-    def __init__(self, *, low=None, high=None, integer: bool = False):
+    def __init__(self, *, low=None, high=None, integer: bool = False, metavar: str | None = None):
         self.low, self.high, self.integer = low, high, integer
         self.name = describe_range(low=low, high=high, integer=integer)
+        self.metavar = metavar or ("N" if integer else "NUMBER")
+
+    def get_metavar(self, param, ctx=None):
+        return self.metavar
 
     def convert(self, value, param, ctx):
         try:
@@ -72,15 +96,107 @@ class Number(click.ParamType):
             self.fail(str(e).removeprefix("value: "), param, ctx)
 
 
-SEED = Number(low=0, high=2**63 - 1, integer=True)  # SQLite's integer holds it
-TIMEOUT = Number(low=1, high=7 * 24 * 3600)
+SEED = Number(low=0, high=2**63 - 1, integer=True, metavar="SEED")  # SQLite's integer holds it
+TIMEOUT = Number(low=1, high=7 * 24 * 3600, metavar="SECONDS")
 WORKER_COUNT = Number(low=1, high=MAX_WORKERS, integer=True)
 CASE_COUNT = Number(low=1, high=2**63 - 1, integer=True)
-RUN_ID = Number(low=1, high=2**63 - 1, integer=True)
+RUN_ID = Number(low=1, high=2**63 - 1, integer=True, metavar="RUN")
+
+
+class WorkersType(click.ParamType):
+    """`auto` or a whole number of at least `minimum`."""
+
+    name = "auto|N"
+
+    def __init__(self, minimum: int = 1):
+        self.minimum = minimum
+
+    def get_metavar(self, param, ctx=None):
+        return "auto|N"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int) or value == "auto":
+            return value
+        try:
+            count = int(value) if len(str(value)) <= 20 else None
+            if count is None or count > MAX_WORKERS:
+                raise ValueError(value)
+        except (TypeError, ValueError):
+            self.fail(f"Expected auto or a whole number from {self.minimum} to {MAX_WORKERS} but got {str(value)[:40]!r}", param, ctx)
+        if count < self.minimum:
+            self.fail(f"Expected auto or a whole number of at least {self.minimum} but got {value!r}", param, ctx)
+        return count
+
+
+WORKERS = WorkersType()
+WORKERS_HELP = ("Worker processes: auto (sized from this host's cores, GPUs and free memory) or a count.")
+
+DEVICE_HELP = "auto (a CUDA GPU when there is one, else the CPU), cpu, cuda or cuda:N."
+
+
+def device_option(f):
+    """`--device`, the same for every command that runs cases."""
+    return click.option("--device", default="auto", show_default=True, metavar="DEVICE", help=DEVICE_HELP)(f)
+
+
+_DEVICE_NAME = re.compile(r"^(auto|cpu|cuda|cuda:[0-9]{1,4})$")
+
+
+def check_device_early(device: str) -> None:
+    """Refuse a device that cannot be used here, before torch is imported (seconds on a warm host,
+    about 22 s on a cold one): a name that is not auto, cpu, cuda or cuda:N, or CUDA where this
+    host certainly has none (`_no_cuda_here`). Where it cannot be told without torch, it passes,
+    and `resolve_device` decides with torch."""
+    if not _DEVICE_NAME.match(str(device)):
+        raise DeviceUnavailableError(f"Expected --device auto, cpu or cuda[:N] but got {str(device)[:60]!r}")
+    if device.startswith("cuda"):
+        why = _no_cuda_here()
+        if why is not None:
+            raise DeviceUnavailableError(f"--device {device}: no CUDA GPU is available to this torch ({why})")
+
+
+def _torch_build() -> dict | None:
+    """The installed torch's `torch/version.py` literals (`__version__`, `cuda`, `hip`), read as
+    data without importing torch; None when it cannot be read so."""
+    try:
+        found = importlib.util.find_spec("torch")
+        folders = list(found.submodule_search_locations or []) if found else []
+        tree = ast.parse(Path(folders[0], "version.py").read_text())
+    except (ImportError, IndexError, OSError, SyntaxError, ValueError):
+        return None
+    values = {}
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else getattr(node, "target", None)
+        if isinstance(target, ast.Name) and target.id in ("__version__", "cuda", "hip") and getattr(node, "value", None) is not None:
+            try:
+                values[target.id] = ast.literal_eval(node.value)
+            except ValueError:
+                return None
+    return values if "__version__" in values else None
+
+
+def _no_cuda_here() -> str | None:
+    """Why this host certainly has no CUDA device for torch, told without importing it, or None
+    when only torch can tell: a torch built without CUDA or ROCm; CUDA_VISIBLE_DEVICES hiding every
+    GPU; a Linux host (not WSL, whose GPUs have no /dev/nvidia* node) without NVIDIA's device nodes."""
+    build = _torch_build()
+    if build is None:
+        return None
+    version = build["__version__"]
+    if not build.get("cuda") and not build.get("hip"):
+        return f"{version}, built without CUDA"
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+        return f"{version}; CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']!r} hides every GPU"
+    nvidia_only = build.get("cuda") and not build.get("hip")
+    if (nvidia_only and sys.platform.startswith("linux") and not os.path.exists("/dev/dxg")
+            and not os.path.exists("/dev/nvidiactl") and not any(Path("/dev").glob("nvidia[0-9]*"))):
+        return f"{version}; this host has no NVIDIA GPU device (/dev/nvidia*)"
+    return None
 
 
 def resolve_device(device: str) -> str:
     """'auto' -> 'cuda' when a GPU is there, else 'cpu'; a CUDA device that is not there is an error."""
+    check_device_early(device)
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     import torch
 
@@ -183,19 +299,23 @@ class DivfuzzCommand(click.Command):
         return super().invoke(ctx)
 
 
+BACKEND_HELP = "The compiler under test: a torch.compile backend name, onnxrt, nvfuser, or module:function."
+INDUCTOR_HELP = "An Inductor config switch for the compile, e.g. emulate_precision_casts=true (repeatable)."
+
+
 def compile_options(f):
-    f = click.option("--backend", default="inductor", show_default=True, help="Registered backend name or module:function.")(f)
-    f = click.option("--inductor", multiple=True, metavar="KEY=VALUE", help="Inductor config override (repeatable).")(f)
+    f = click.option("--backend", default="inductor", show_default=True, metavar="NAME", help=BACKEND_HELP)(f)
+    f = click.option("--inductor", multiple=True, metavar="KEY=VALUE", help=INDUCTOR_HELP)(f)
     f = click.option("--dynamic", is_flag=True, help="Compile with dynamic=True.")(f)
-    f = click.option("--mode", default=None, help="torch.compile mode (e.g. max-autotune).")(f)
+    f = click.option("--mode", default=None, metavar="MODE", help="torch.compile mode, e.g. max-autotune.")(f)
     return f
 
 
 def oracle_options(f):
     """`--oracle numeric|perf` and `--perf-margin`: what a case is judged by."""
-    f = click.option("--perf-margin", type=Number(low=0.0, high=10.0), default=None,
-                     help="Perf oracle: the slowdown noise allows, as a fraction (default: measured per device, "
-                          "divfuzz.oracles.perf.DEFAULT_MARGIN).")(f)
+    f = click.option("--perf-margin", type=Number(low=0.0, high=10.0, metavar="FRACTION"), default=None,
+                     help="Perf oracle: the slowdown timing noise allows, as a fraction from 0 to 10 "
+                          "(default: measured per device).")(f)
     f = click.option("--oracle", type=click.Choice(["numeric", "perf"]), default="numeric", show_default=True,
                      help="numeric: eager vs compiled vs fp64 numbers; perf: eager vs compiled time (slower-fwd, slower-bwd).")(f)
     return f

@@ -6,23 +6,37 @@ from pathlib import Path
 
 import click
 
-from divfuzz.fuzzer.cli.options import TIMEOUT, DivfuzzCommand, against_compile_config, against_summary, compile_config, compile_options, out, read_input, resolve_device
+from divfuzz.fuzzer.cli.options import (
+    TIMEOUT,
+    DivfuzzCommand,
+    against_compile_config,
+    against_summary,
+    check_device_early,
+    compile_config,
+    compile_options,
+    device_option,
+    out,
+    read_input,
+    resolve_device,
+)
 
 @click.command(cls=DivfuzzCommand)
-@click.argument("spec_file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--device", default="auto", show_default=True)
-@click.option("--timeout", "timeout_s", type=TIMEOUT, default=300.0, show_default=True)
+@click.argument("spec_file", metavar="SPEC.json", type=click.Path(dir_okay=False, path_type=Path))
+@device_option
+@click.option("--timeout", "timeout_s", type=TIMEOUT, default=300.0, show_default=True, help="Seconds for the case.")
 @click.option("--against", default=None, metavar="BACKEND", help="Judge --backend against this second compiler.")
 @compile_options
 def replay(spec_file, device, timeout_s, against, backend, inductor, dynamic, mode):
     """Re-run one case from a spec.json (in a worker process) and print its verdict."""
+    text = read_input(spec_file)  # first: a missing file or a missing GPU is said before torch is imported
+    check_device_early(device)
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.engine.worker import CaseRequest, Worker
     from divfuzz.generators.validate import load_spec
     from divfuzz.oracles.findings import finding_of
     from divfuzz.reports.markdown import verdict_table
 
-    spec = load_spec(read_input(spec_file), source=str(spec_file))
+    spec = load_spec(text, source=str(spec_file))
     device = resolve_device(device)
     config = compile_config(backend, inductor, dynamic, mode)
     against_config = against_compile_config(against, config)

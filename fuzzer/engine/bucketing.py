@@ -1,55 +1,59 @@
-"""Which bucket a finding goes in: its `BucketKey` (divfuzz.records.buckets) from the finding and its graph.
+"""Which bucket a finding goes in: its `BucketKey` (divfuzz.records.buckets), built from fields.
 
-The signature is the graph's sorted set of ops (and its autocast and backward modes) until the
-minimizer supplies the minimized op pattern and its culprit. A compiler error raised at a known
-site (`divfuzz.fuzzer.engine.error_site`) is keyed by that site instead: graphs of any ops that
-trip one assertion share one bucket, and so one analysis in a campaign.
+A raw key names the graph's sorted op set and modes, the finding, and the severity rule its case
+was rated by (so every case of a bucket shares one severity, `key_severity`). A compiler error
+raised at a known site (`divfuzz.fuzzer.engine.error_site`) is keyed by that site instead of its
+ops: graphs of any ops that trip one assertion share one bucket, and so one analysis in a
+campaign. A root-cause key (`root_cause_key`) replaces the ops by the minimized graph's and adds
+the culprit, keeping everything else.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from divfuzz.generators.spec import GraphSpec
-from divfuzz.records.buckets import BucketKey
+from divfuzz.records.buckets import BucketKey, CulpritKey
 from divfuzz.records.outcomes import ERROR_KINDS
-from divfuzz.records.verdict import Against, Finding
-from divfuzz.oracles.severity_policy import severity_of
+from divfuzz.records.severity import SeverityReason
+from divfuzz.oracles.mechanisms import mechanism_severity
+from divfuzz.records.verdict import Against, Explanation, Finding
 
 
-def graph_signature(spec: GraphSpec) -> str:
-    """The sorted set of op names, plus autocast and backward when on: graphs made of the same ops
-    in the same mode share it (and so share one minimization during a campaign)."""
-    ops = "+".join(sorted(set(spec.op_names))) or "(empty)"
-    modes = [f"autocast {spec.autocast}"] * bool(spec.autocast) + ["backward"] * spec.backward
-    return f"{ops} ({', '.join(modes)})" if modes else ops
+def ordered_ops(spec: GraphSpec) -> tuple[str, ...]:
+    """The graph's ops in order, each once: a minimized graph's pattern in a root-cause key."""
+    return tuple(dict.fromkeys(spec.op_names))
 
 
-def raw_signature(finding: Finding, spec: GraphSpec) -> str:
-    """A finding's signature before analysis: a compiler error's site ("raised: <site>"), else the graph's ops."""
-    if finding.kind in ERROR_KINDS and finding.site:
-        return f"raised: {finding.site}"
-    return graph_signature(spec)
-
-
-def bucket_key(finding: Finding, spec: GraphSpec, device: str, *, signature: str | None = None,
-               against: Against | None = None) -> BucketKey:
-    """`signature` (an analysis's minimized pattern and culprit) replaces the raw one (`raw_signature`).
+def bucket_key(finding: Finding, spec: GraphSpec, device: str, *, reason: SeverityReason | None,
+               against: Against | None = None, explanation: Explanation | None = None) -> BucketKey:
+    """A finding's raw key. `reason` is its case's severity (its rule goes in the key);
     `against` (an `--against` case) puts "A vs B" in front of the detail: an A-vs-B bucket never
-    shares a key with an eager-vs-compiled one."""
+    shares a key with an eager-vs-compiled one; `explanation` (the verdict's) names the mechanism
+    when it explains the reason's rule (`divfuzz.oracles.mechanisms.mechanism_severity`)."""
+    mechanism = ""
+    if explanation is not None and reason is not None and mechanism_severity(explanation.mechanism, reason.rule) is not None:
+        mechanism = explanation.mechanism  # as `severity_policy.explaining_mechanism` reads it
     detail = finding.triage if finding.kind in ERROR_KINDS else ""
     if against is not None:
         detail = f"{against.backend} vs {against.against}" + (f": {detail}" if detail else "")
+    by_site = finding.kind in ERROR_KINDS and bool(finding.site)
     return BucketKey(
         kind=finding.kind.value,
         dtype=finding.dtype,
         device_type=device.split(":")[0],
-        signature=signature if signature is not None else raw_signature(finding, spec),
+        ops=() if by_site else tuple(sorted(set(spec.op_names))),
+        autocast="" if by_site else (spec.autocast or ""),
+        backward=False if by_site else bool(spec.backward),
         detail=detail,
+        site=(finding.site or "") if finding.kind in ERROR_KINDS else "",
+        rule=reason.rule if reason is not None else "",
+        mechanism=mechanism,
     )
 
 
-def severity_under(verdict, key: BucketKey) -> dict | None:
-    """A case's severity reason (as stored) under the bucket key it is stored under: the key's
-    culprit counts (`divfuzz.oracles.severity_policy.severity_of`). One rule for a campaign storing a case, an
-    analysis re-keying it, and `merge` moving it."""
-    reason = severity_of(verdict, culprit=key.signature)
-    return reason.to_dict() if reason is not None else None
+def root_cause_key(raw_key: BucketKey, minimal: GraphSpec, culprit: CulpritKey) -> BucketKey:
+    """The key a raw key is filed under once analysed: the minimal graph's ops in order and modes,
+    and the culprit; the finding, its rule, mechanism and site kept."""
+    return replace(raw_key, ops=ordered_ops(minimal), autocast=minimal.autocast or "", backward=bool(minimal.backward),
+                   culprit=culprit)

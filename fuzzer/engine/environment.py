@@ -21,4 +21,5 @@ def environment_versions(device: str) -> dict:
         versions["triton"] = None
     if device.startswith("cuda") and torch.cuda.is_available():
         versions["gpu"] = torch.cuda.get_device_name(torch.device(device))
+        versions["gpu_capability"] = "sm_{}{}".format(*torch.cuda.get_device_capability(torch.device(device)))
     return versions

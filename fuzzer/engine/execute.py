@@ -21,6 +21,7 @@ import contextlib
 import math
 import os
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -28,28 +29,23 @@ import torch
 
 from divfuzz.records.backends import capabilities_of
 from divfuzz.records.config import CompileConfig
+from divfuzz.records.errors import CompileCacheError
 from divfuzz.fuzzer.engine.compile import compiled as compiled_under
-from divfuzz.fuzzer.engine.error_site import error_site
-from divfuzz.generators.build import (
-    build_callable,
-    build_reference,
-    make_inputs,
-    reference_inputs,
-    rounding_boundaries,
-)
+from divfuzz.fuzzer.engine.compile_cache import came_from_cache_read
+from divfuzz.fuzzer.engine.error_site import error_site, exception_chain
+from divfuzz.fuzzer.engine.explain import explain_case
+from divfuzz.fuzzer.engine.graph_run import Named, boundary_distances, run_forward_backward
+from divfuzz.generators.build import build_callable, build_reference, make_inputs, reference_inputs
 from divfuzz.generators.input_siblings import same_graph
-from divfuzz.generators.runtime import cotangents
 from divfuzz.generators.spec import GraphSpec
-from divfuzz.oracles.boundary import distance_ulps
-from divfuzz.oracles.conditioning import perturb_inputs
+from divfuzz.oracles.conditioning import IntermediateNudge, perturb_inputs
 from divfuzz.oracles.judge import judge_outputs, verdict_of
 from divfuzz.oracles.ulp import bitwise_equal
 from divfuzz.records.verdict import MAX_ERROR_MESSAGE_CHARS, OutputVerdict, Verdict
 from divfuzz.records.outcomes import COMPILER_FAILURES, Status, ends_group
 from divfuzz.fuzzer.engine.own_backends import unsupported_op_of
 
-Named = list[tuple[str, torch.Tensor]]
-
+__all__ = ["boundary_distances", "run_forward_backward", "execute_case", "execute_group"]  # the first two live in graph_run
 
 
 class CaseClock:
@@ -68,45 +64,6 @@ class CaseClock:
             if self.device.startswith("cuda"):
                 torch.cuda.synchronize()
             self.spans[name] = self.spans.get(name, 0.0) + time.perf_counter() - start
-
-
-def boundary_distances(spec: GraphSpec, eager_env: dict) -> dict[str, torch.Tensor]:
-    """Per integer output, each element's pre-image distance (ULPs) from where it jumps: the ops'
-    `RoundingBoundary` measured by the boundary oracle. NaN marks an undefined cast."""
-    return {
-        name: distance_ulps(b.pre_image, b.dtype, grid_offset=b.grid_offset, threshold=b.threshold, row_reduced=b.row_reduced)
-        for name, b in rounding_boundaries(spec, eager_env).items()
-    }
-
-
-def run_forward_backward(spec: GraphSpec, fn, inputs: list[torch.Tensor], cots=None, *,
-                         backward_span=None) -> tuple[Named, list]:
-    """Outputs (and, for backward specs, gradients of every requires_grad input), named.
-
-    `cots` are the output gradients to use; when None they are drawn from the recipe's seed and
-    returned, so that the compiled and reference runs can reuse the same values. `backward_span`,
-    a context manager, times the backward pass (for a compiled graph: the backward's compile).
-    """
-    if not spec.backward:
-        with torch.no_grad():
-            outs = fn(*inputs)
-        return [(n, o) for n, o in zip(spec.outputs, outs)], []
-    outs = fn(*inputs)
-    if cots is None:
-        cots = cotangents(outs, spec.recipe.seed)
-    named: Named = [(n, o.detach()) for n, o in zip(spec.outputs, outs)]
-    pairs = [(o, c) for o, c in zip(outs, cots) if c is not None and o.requires_grad]
-    targets = [(t.name, x) for t, x in zip(spec.inputs, inputs) if t.requires_grad]
-    if pairs and targets:
-        with backward_span if backward_span is not None else contextlib.nullcontext():
-            grads = torch.autograd.grad(
-                [o for o, _ in pairs],
-                [x for _, x in targets],
-                [c.to(o.dtype) for o, c in pairs],
-                allow_unused=True,
-            )
-        named += [(f"grad:{name}", g) for (name, _), g in zip(targets, grads) if g is not None]
-    return named, cots
 
 
 def error_type_of(e: BaseException) -> str:
@@ -161,7 +118,7 @@ def execute_group(specs: list[GraphSpec] | tuple[GraphSpec, ...], device: str, c
         if failed is not None:  # the compiler under test failed on the first spec: its verdict ends the group
             on_verdict(failed)
             return ran
-        on_verdict(verdict_of(judge_case(case, compiled), timings=tuple(case.clock.spans.items())))
+        on_verdict(judged_verdict(case, compiled))
         del case, compiled  # the first member's tensors: a sibling needs the memory a case of its own would have
         for sibling in siblings:
             ran += 1
@@ -183,7 +140,15 @@ def _run_sibling(spec: GraphSpec, device: str, config: CompileConfig, compiled_f
             compiled, _ = run_forward_backward(spec, compiled_fn, case.inputs, case.cots)
     except Exception as e:
         return failure_verdict(spec, config, e, case.clock)
-    return verdict_of(judge_case(case, compiled), timings=tuple(case.clock.spans.items()))
+    return judged_verdict(case, compiled)
+
+
+def judged_verdict(case: "PreparedCase", compiled: Named) -> Verdict:
+    """The case's verdict: its outputs judged (`judge_case`), and for a bug candidate the
+    mechanism that explains it, when an experiment finds one (`divfuzz.fuzzer.engine.explain`)."""
+    outputs = judge_case(case, compiled)
+    explanation = explain_case(case, compiled, outputs)
+    return verdict_of(outputs, timings=tuple(case.clock.spans.items()), explanation=explanation)
 
 
 def judge_case(case: "PreparedCase", compiled: Named) -> tuple[OutputVerdict, ...]:
@@ -202,12 +167,16 @@ def judge_case(case: "PreparedCase", compiled: Named) -> tuple[OutputVerdict, ..
 
 
 def perturbed_reference(case: "PreparedCase", draw: int) -> Named:
-    """The fp64 reference on the case's inputs moved by one ULP (`divfuzz.oracles.conditioning`), with the
-    same output gradients: what the judge's conditioning check compares against (bug candidates only)."""
+    """The fp64 reference on the case's inputs and intermediates moved by one rounding step
+    (`divfuzz.oracles.conditioning`), with the same output gradients: what the judge's
+    conditioning check compares against (bug candidates only)."""
+    spec = case.spec
+    nudge = IntermediateNudge({n.name: tuple(n.inputs) for n in spec.nodes},
+                              {t.name: t.dtype for t in spec.inputs} | {n.name: n.dtype for n in spec.nodes}, draw)
     with case.clock.span("conditioning"):
         moved = reference_inputs(perturb_inputs(case.inputs, draw))
         reference, _ = run_forward_backward(
-            case.spec, build_reference(case.spec), moved, [c.double() if c is not None else None for c in case.cots]
+            spec, build_reference(spec, hook=nudge, device_type=case.device_type), moved, [c.double() if c is not None else None for c in case.cots]
         )
     return reference
 
@@ -239,7 +208,7 @@ class PreparedCase:
             with self.clock.span("reference"):
                 ref_in = reference_inputs(self.inputs)
                 reference, _ = run_forward_backward(
-                    self.spec, build_reference(self.spec), ref_in, [c.double() if c is not None else None for c in self.cots]
+                    self.spec, build_reference(self.spec, device_type=self.device_type), ref_in, [c.double() if c is not None else None for c in self.cots]
                 )
                 self._reference = (reference, boundary_distances(self.spec, self.eager_env))
         return self._reference
@@ -295,13 +264,37 @@ def compile_session(spec: GraphSpec, device_type: str, config: CompileConfig, in
     `profile`, a second run under "compiled_run". The session holds no reference to the run's
     inputs or outputs while the block runs."""
     with contextlib.ExitStack() as session:
-        try:
+
+        def compile_and_run():
             with clock.span(span):
                 compiled_fn = session.enter_context(compiled_under(build_callable(spec, device_type), config))
                 compiled, _ = run_forward_backward(spec, compiled_fn, inputs, cots, backward_span=clock.span(f"{span}_backward"))
             if profile:
                 with clock.span("compiled_run"):
                     run_forward_backward(spec, compiled_fn, inputs, cots)
+            return compiled, compiled_fn
+
+        try:
+            try:
+                compiled, compiled_fn = compile_and_run()
+            except Exception as e:
+                if not came_from_cache_read(e):
+                    raise
+                # Raised while Inductor read its cache: the compile again without the caches says
+                # whose error it is. The compiler's again: that verdict. Gone: the cache's (issue 40).
+                session.close()
+                session.enter_context(torch.compiler.config.patch(force_disable_caches=True))
+                session.enter_context(warnings.catch_warnings())
+                warnings.simplefilter("ignore")  # Dynamo warns that the caches are off: this compile means it
+                compiled, compiled_fn = compile_and_run()
+                inner = exception_chain(e)[-1]
+                raise CompileCacheError(
+                    f"the compile cache {os.environ.get('TORCHINDUCTOR_CACHE_DIR') or '(Inductor default)'} is corrupt "
+                    f"or was tampered with: delete that folder. Inductor raised {type(inner).__name__} while it read a "
+                    f"cached graph, and the same graph compiles without the cache "
+                    f"({' '.join(str(inner).split())[:120] or 'no message'})") from None
+        except CompileCacheError:
+            raise
         except Exception as e:
             held = [(None, failure_verdict(spec, config, e, clock), None)]
         else:

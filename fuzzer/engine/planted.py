@@ -8,8 +8,16 @@ differs) and plants exactly one defect:
 - `uint8_flip`: element 0 of the first uint8 output increased by one (mod 256);
 - `drift`: the first floating output scaled by 1 + 2^-5 (always further from fp64, for `--against`);
 - `nan_first`: element 0 of the first floating output becomes NaN (a `bug` wherever eager is finite);
+- `inductor_nan_first`: the real Inductor (its kernels, logs and warnings), then `nan_first`'s defect;
 - `wrong_dtype`: the first floating output comes back in another floating dtype (float32, or float64
   for a float32 output), its values unchanged: a type mismatch, judged before any value;
+- `flush_subnormals`: every value of the graph (its inputs and each op's result, and the gradients
+  flowing back through them) with float32-subnormal values flushed to signed zero, as kernels
+  compiled with flush-to-zero compute: a documented default, never a bug
+  (`divfuzz.fuzzer.engine.explain` must explain it);
+- `flush_and_nan`: `flush_subnormals` plus `nan_first`'s defect: the flush must not explain the NaN;
+- `split_ties`: `torch.max(x, dim)` computed as `amax` (its gradient shared evenly among tied
+  maxima, where eager's goes to the one index max returns): differs only at ties;
 - `compile_error`: raises `PlantedCompileError` while compiling;
 - `inductor_assertion`: real Inductor with its own test fault on (`_raise_error_for_testing`): every
   graph fails Inductor's own assertion at one site in `compile_fx`, whatever its ops;
@@ -107,6 +115,15 @@ def nan_first(gm: torch.fx.GraphModule, example_inputs):
     return run
 
 
+def inductor_nan_first(gm: torch.fx.GraphModule, example_inputs):
+    compiled_fn = compile_fx(gm, example_inputs)
+
+    def run(*args):
+        return _first_float(compiled_fn(*args), _nan_first)
+
+    return run
+
+
 def _inf_to_nan(t: torch.Tensor) -> torch.Tensor:
     return t.masked_fill_(t.isinf(), float("nan"))
 
@@ -134,6 +151,63 @@ def wrong_dtype(gm: torch.fx.GraphModule, example_inputs):
         return type(out)(outs) if isinstance(out, (tuple, list)) else outs[0]
 
     return run
+
+
+_FLOAT32_TINY = torch.finfo(torch.float32).tiny
+
+
+def _flushed(x):
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dtype == torch.float64:
+        return x
+    return torch.where((x != 0) & (x.abs() < _FLOAT32_TINY), x * 0, x)
+
+
+class _FlushToZero(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return _flushed(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _flushed(grad)
+
+
+class _FlushingInterpreter(torch.fx.Interpreter):
+    def run_node(self, n):
+        value = super().run_node(n)
+        if n.op in ("placeholder", "call_function", "call_method", "call_module") and isinstance(value, torch.Tensor) \
+                and value.is_floating_point() and value.dtype != torch.float64:
+            return _FlushToZero.apply(value)
+        return value
+
+
+def flush_subnormals(gm: torch.fx.GraphModule, example_inputs):
+    def run(*args):
+        return _FlushingInterpreter(gm).run(*args)
+
+    return run
+
+
+def flush_and_nan(gm: torch.fx.GraphModule, example_inputs):
+    flushing = flush_subnormals(gm, example_inputs)
+
+    def run(*args):
+        return _first_float(flushing(*args), _nan_first)
+
+    return run
+
+
+def _max_sharing_ties(x, dim, keepdim=False):
+    values = torch.amax(x, dim, keepdim=keepdim)
+    return torch.return_types.max((values, torch.argmax(x, dim, keepdim=keepdim)))
+
+
+def split_ties(gm: torch.fx.GraphModule, example_inputs):
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target is torch.max and len(node.args) + len(node.kwargs) >= 2:
+            node.target = _max_sharing_ties
+    gm.recompile()
+    return gm.forward
 
 
 def compile_error(gm: torch.fx.GraphModule, example_inputs):

@@ -30,7 +30,7 @@ import signal
 import sys
 import threading
 import time
-from multiprocessing import forkserver
+from multiprocessing import forkserver, resource_tracker
 
 # What the template imports: torch and Dynamo (Dynamo brings Inductor's config). Not Inductor's
 # compile path: importing `torch._inductor.compile_fx` asks CUDA for its device count where a GPU
@@ -39,8 +39,10 @@ from multiprocessing import forkserver
 # each module imported alone and then forked: `torch`, `torch._dynamo`, `torch._inductor`,
 # `triton`, `torch._inductor.codecache` and divfuzz's engine left the child able to use CUDA,
 # `torch._inductor.compile_fx` did not. Only torch and Dynamo have run a campaign preloaded, so
-# only they are preloaded. A module this torch lacks is skipped.
-PRELOAD = ("torch", "torch._dynamo", "divfuzz.fuzzer.engine.warm_template")
+# only they are preloaded. A module this torch lacks is skipped. This module comes first: importing
+# it makes the server ignore SIGINT and SIGTERM before the seconds of `import torch`, where a
+# Ctrl-C to the process group printed the server's KeyboardInterrupt traceback (issue 35).
+PRELOAD = ("divfuzz.fuzzer.engine.warm_template", "torch", "torch._dynamo")
 
 
 def forked_child_is_usable() -> bool:
@@ -70,9 +72,14 @@ def _in_fork_server() -> bool:
     return False
 
 
+# Terminal and group signals the server ignores. It starts with them blocked (`ensure_server_running`),
+# so one sent while its interpreter starts waits; ignoring a pending signal discards it.
+_SERVER_IGNORES = {signal.SIGINT, signal.SIGTERM}
+
 if _in_fork_server():  # the server's own process: see the module docstring
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    for _sig in _SERVER_IGNORES:
+        signal.signal(_sig, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _SERVER_IGNORES)
 
 _lock = threading.Lock()
 _state: dict = {}
@@ -152,7 +159,24 @@ def start_in_background(device: str) -> None:
         if not _state.get("stop_at_exit"):  # a command that ends before its first worker leaves no server behind
             _state["stop_at_exit"] = True
             atexit.register(stop)
-    threading.Thread(target=forkserver.ensure_running, name="divfuzz-warm-template", daemon=True).start()
+    threading.Thread(target=ensure_server_running, name="divfuzz-warm-template", daemon=True).start()
+
+
+def ensure_server_running() -> None:
+    """Start the fork server unless it runs, with SIGINT and SIGTERM blocked in the calling thread
+    while it is spawned (as CPython starts its resource tracker): the server inherits the mask, so
+    a Ctrl-C to the process group while its interpreter starts or imports torch waits until it
+    ignores them, instead of killing it with a traceback on the user's terminal. This process's
+    other threads still take the signal; this thread's mask is restored at once. The resource
+    tracker starts first: starting it unblocks both signals in the calling thread (CPython's
+    `resource_tracker.ensure_running` unblocks rather than restores), which would let the server
+    start unprotected."""
+    resource_tracker.ensure_running()
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _SERVER_IGNORES)
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _server():
@@ -176,10 +200,12 @@ def server_alive() -> bool:
         return True
 
 
-def stop(wait_s: float = 5.0) -> None:
+def stop(wait_s: float = 1.0) -> None:
     """Stop this process's fork server, if it started one (at exit: an orphaned server would
     linger where PID 1 reaps no orphans). Bounded: the server is asked to stop (its "alive" pipe
-    closed), then killed after `wait_s`; it ignores SIGTERM, so SIGKILL."""
+    closed), then killed after `wait_s`; it ignores SIGTERM, so SIGKILL. An idle server exits at
+    once; one still importing torch reads the pipe only after it, seconds later (measured: an
+    interrupted `minimize` waited 4-5 s for it), and holds nothing worth waiting for."""
     server = _server()
     pid, fd = getattr(server, "_forkserver_pid", None), getattr(server, "_forkserver_alive_fd", None)
     if "context" not in _state or pid is None:

@@ -9,6 +9,9 @@ Invariants:
 - Start-up (importing torch) is not counted against a case's timeout.
 - Only the parent stops a worker (a message, or SIGKILL): terminal and group signals are ignored
   there, so interrupting divfuzz never turns the case in flight into a crash finding.
+- What the compiler prints in a worker (logs, warnings, a crash's last words) goes to the worker's
+  own file (`divfuzz.fuzzer.engine.compile_output`), never to divfuzz's terminal; the parent takes it
+  after each request (`Worker.last_output`, `Worker.output_since`).
 """
 
 from __future__ import annotations
@@ -20,19 +23,24 @@ import multiprocessing as mp
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 from dataclasses import dataclass, replace
 from multiprocessing import resource_tracker
 
 from divfuzz.fuzzer.engine import warm_template
+from divfuzz.fuzzer.engine.compile_output import OutputCapture, flush_output, redirect_output, show_warnings_again
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.errors import InternalError
+from divfuzz.reports.terminal import terminal_safe
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.records.outcomes import Status
 from divfuzz.records.verdict import Verdict
 
 _CTX = mp.get_context("spawn")
+# What a `Worker` keeps of what its process printed, for `output_since` (the oldest requests dropped first).
+OUTPUT_KEPT_CHARS = 8_000_000
 STARTUP_TIMEOUT_S = 300.0
 _REAPER_REGISTERED = False
 
@@ -135,9 +143,35 @@ def key_compile_caches_by_cpu_isa() -> str:
     return compiler_config.cache_key_tag
 
 
-def _worker_main(conn, device: str, extra_env: dict, parent_env: dict | None = None) -> None:
+def _tqdm_lock_without_a_semaphore() -> None:
+    """torch.fx's Interpreter opens a tqdm bar (disabled) on every run, and tqdm's first bar makes
+    its global lock a multiprocessing RLock: a named semaphore, registered with multiprocessing's
+    resource tracker. A worker killed mid-case (Ctrl-C, a timeout, the end of a campaign) never
+    unregisters it, and the tracker warned "leaked semaphore objects" on the user's terminal at
+    exit. A worker draws no bars shared with other processes: a thread lock is enough."""
+    try:
+        # lazy: optional extra: tqdm comes with torch's dependencies, not divfuzz's; imported in the worker only
+        from tqdm import tqdm
+    except ImportError:  # no tqdm: nothing to replace
+        return
+    tqdm.set_lock(threading.RLock())
+
+
+def _worker_main(conn, device: str, extra_env: dict, parent_env: dict | None = None, output_path: str | None = None) -> None:
     """The worker's loop: import torch once (a worker forked from the warm template has it
-    already: `parent_env` is then the environment it adopts), then execute cases until told to stop."""
+    already: `parent_env` is then the environment it adopts), then execute cases until told to stop.
+    With `output_path`, everything the process prints goes there (`redirect_output`). A parent
+    that has gone (its end of the pipe closed: interrupted, or killed) ends the worker quietly:
+    there is no one to answer, and a traceback would land on the user's terminal."""
+    if output_path is not None:
+        redirect_output(output_path)
+    try:
+        _serve(conn, device, extra_env, parent_env)
+    except (BrokenPipeError, ConnectionResetError):
+        return
+
+
+def _serve(conn, device: str, extra_env: dict, parent_env: dict | None) -> None:
     _detach_from_terminal_signals()
     if parent_env is not None:
         warm_template.adopt_environment(parent_env, extra_env)
@@ -171,6 +205,7 @@ def _worker_main(conn, device: str, extra_env: dict, parent_env: dict | None = N
         torch.cuda.init()
     else:
         key_compile_caches_by_cpu_isa()
+    _tqdm_lock_without_a_semaphore()
     conn.send({"ready": True, "pid": os.getpid()})
     while True:
         try:
@@ -179,12 +214,16 @@ def _worker_main(conn, device: str, extra_env: dict, parent_env: dict | None = N
             return
         if msg is None:
             return
+        show_warnings_again()  # each request's warnings reach its own output, not only the first's
         if "call" in msg:  # a generic in-worker function call (see `Worker.call`)
-            conn.send(_run_call(msg))
+            reply = _run_call(msg)
+            flush_output()
+            conn.send(reply)
             continue
         sent: list[Verdict] = []
 
         def send(verdict: Verdict, *, more: bool) -> None:
+            flush_output()
             conn.send({"verdict": verdict.to_dict(), "more": more})
             sent.append(verdict)
 
@@ -250,6 +289,10 @@ class Worker:
         self.startup_s = 0.0
         self.aborted = False  # set by `abort`: no more starts, every request fails fast
         self.forked = False  # the process came from the warm template (it dies with the template's server)
+        self._output: OutputCapture | None = None  # where the process prints (made at the first start)
+        self._outputs: list[str] = []  # what each request printed, in order (the oldest dropped past OUTPUT_KEPT_CHARS)
+        self._outputs_dropped = 0  # how many of the oldest were dropped
+        self.last_output = ""  # what the last request printed
 
     def start(self) -> None:
         """Start the process: from the warm template where it may (`warm_template.context_for`),
@@ -259,17 +302,18 @@ class Worker:
         ctx, why_spawned = (None, "aborted") if self.aborted else warm_template.context_for(self.device, self.extra_env)
         if ctx is not None:
             try:
-                self._start_in(ctx, args=(self.device, self.extra_env, dict(os.environ)))
+                warm_template.ensure_server_running()  # here, not inside `Process.start`: signals blocked while it spawns
+                self._start_in(ctx, args=(self.device, self.extra_env, dict(os.environ), self._output_path()))
             except Exception as e:  # a dead or broken template: EOFError, OSError, a child that exited
                 self.kill()
                 if self.aborted:
                     raise RuntimeError(f"divfuzz worker for {self.device} was aborted while starting") from e
                 warm_template.give_up()
-                sys.stderr.write(f"divfuzz: a worker did not start from the warm template ({type(e).__name__}: {e}); "
-                                 "spawning workers instead\n")
+                sys.stderr.write(terminal_safe(f"divfuzz: a worker did not start from the warm template ({type(e).__name__}: {e}); "
+                                               "spawning workers instead") + "\n")
                 why_spawned = "a worker failed to start from the template"
         if why_spawned is not None:
-            self._start_in(_CTX, args=(self.device, self.extra_env))
+            self._start_in(_CTX, args=(self.device, self.extra_env, None, self._output_path()))
         warm_template.note_start(why_spawned)
         self.startup_s += time.perf_counter() - t0
 
@@ -280,7 +324,12 @@ class Worker:
         self.process.start()
         child.close()
         self.conn = parent
-        if not parent.poll(STARTUP_TIMEOUT_S):
+        try:
+            ready = parent.poll(STARTUP_TIMEOUT_S)
+        except KeyboardInterrupt:  # interrupted while it starts: it goes now, not at exit
+            self.kill()
+            raise
+        if not ready:
             self.stop()
             raise RuntimeError(f"divfuzz worker for {self.device} did not start within {STARTUP_TIMEOUT_S:.0f} s")
         try:
@@ -318,6 +367,13 @@ class Worker:
         return self.run_group(request, timeout_s)[0][0]
 
     def run_group(self, request: CaseRequest, timeout_s: float) -> list[tuple[Verdict, float]]:
+        """`_run_group`, then what the compiler printed meanwhile taken into `last_output`."""
+        try:
+            return self._run_group(request, timeout_s)
+        finally:
+            self._collect_output()
+
+    def _run_group(self, request: CaseRequest, timeout_s: float) -> list[tuple[Verdict, float]]:
         """A verdict for `request.spec` and for each of its siblings that ran, in order, each with
         the seconds from the one before it (from sending the request, for the first). Each
         verdict has `timeout_s`. A group ends early where the worker stops it (`execute_group`),
@@ -363,7 +419,7 @@ class Worker:
             self.kill()
             if self._lost_with_the_template():  # not the compiler: the members not answered run again, spawned
                 rest = [request.spec, *request.siblings][len(got):]
-                return got + self.run_group(replace(request, spec=rest[0], siblings=tuple(rest[1:])), timeout_s)
+                return got + self._run_group(replace(request, spec=rest[0], siblings=tuple(rest[1:])), timeout_s)
             sig = -code if code is not None and code < 0 else None
             reason = f"signal {signal.Signals(sig).name}" if sig else f"exit code {code}"
             got.append((Verdict(
@@ -375,6 +431,13 @@ class Worker:
             return got
 
     def call(self, target: str, kwargs: dict, timeout_s: float) -> CallOutcome:
+        """`_call`, then what the compiler printed meanwhile taken into `last_output`."""
+        try:
+            return self._call(target, kwargs, timeout_s)
+        finally:
+            self._collect_output()
+
+    def _call(self, target: str, kwargs: dict, timeout_s: float) -> CallOutcome:
         """Call an importable `module:function` with JSON-able kwargs inside the worker.
 
         For work that must run in-process next to torch (e.g. `torch._inductor.compiler_bisector`).
@@ -401,8 +464,34 @@ class Worker:
             code = self.process.exitcode
             self.kill()
             if self._lost_with_the_template():
-                return self.call(target, kwargs, timeout_s)
+                return self._call(target, kwargs, timeout_s)
             return CallOutcome(error=f"WorkerDied: exit code {code}")
+
+    def _output_path(self) -> str:
+        """The file the worker process prints to (made once per `Worker`, removed by `stop`)."""
+        if self._output is None:
+            self._output = OutputCapture()
+            atexit.register(self._output.close)
+        return self._output.path
+
+    def _collect_output(self) -> None:
+        """Take what the process printed since the last request into `last_output` and the record
+        `output_since` reads (at most `OUTPUT_KEPT_CHARS` of it, the oldest dropped first)."""
+        self.last_output = self._output.take() if self._output is not None else ""
+        self._outputs.append(self.last_output)
+        while len(self._outputs) > 1 and sum(map(len, self._outputs)) > OUTPUT_KEPT_CHARS:
+            self._outputs.pop(0)
+            self._outputs_dropped += 1
+
+    def output_mark(self) -> int:
+        """A mark for `output_since`: the requests answered so far."""
+        return self._outputs_dropped + len(self._outputs)
+
+    def output_since(self, mark: int) -> str:
+        """What the worker printed during the requests answered after `mark` (an analysis, a command)."""
+        first = mark - self._outputs_dropped
+        lost = "[... earlier output dropped ...]\n" if first < 0 else ""
+        return lost + "".join(self._outputs[max(first, 0):])
 
     def _lost_with_the_template(self) -> bool:
         """Whether the worker that just died was forked from a template whose server is gone (it
@@ -432,3 +521,6 @@ class Worker:
             except (BrokenPipeError, OSError):
                 pass
         self.kill()
+        if self._output is not None:  # what was printed since the last request (the exit) is not wanted
+            self._output.close()
+            self._output = None

@@ -290,6 +290,8 @@ def _read_baseline_json(path: Path, device: str | None) -> Any:
         raise BaselineError(f"{path}: cannot read baseline ({e})") from None
     except json.JSONDecodeError as e:
         raise BaselineError(f"{path}: baseline is not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+    except RecursionError:
+        raise BaselineError(f"{path}: not a baseline (its JSON is nested deeper than Python reads)") from None
     except ValueError as e:  # NaN, Infinity or -Infinity: Python's json reads them, JSON does not
         raise BaselineError(f"{path}: baseline is not valid JSON ({e})") from None
     except RecursionError:

@@ -54,10 +54,10 @@ def gate_fuzz(*, device: str, config: CompileConfig, seed: int, budget_s: float 
             causes = root_cause_groups(buckets)
             cause_of = {b.id: rc for rc in causes for b in rc.buckets}
             for b in buckets:
-                key = str(b.key)
+                identity = b.key.identity()
                 # Judged as campaigns judge it: only a bug fails a pull request.
                 gate_worthy = b.severity == Severity.BUG.value
-                is_known = key in known or key in corpus_buckets
+                is_known = identity in known or identity in corpus_buckets
                 folder = None
                 if gate_worthy and not is_known and repro_dir is not None and b.folder:
                     (repro_dir / "fuzz").mkdir(parents=True, exist_ok=True)
@@ -65,7 +65,7 @@ def gate_fuzz(*, device: str, config: CompileConfig, seed: int, budget_s: float 
                     shutil.copytree(b.folder, dest, dirs_exist_ok=True)
                     folder = str(dest)
                 findings.append(
-                    {"bucket": key, "kind": b.key.kind, "triage": b.triage, "severity": b.severity, "cases": b.count,
+                    {"bucket": str(b.key), "identity": identity, "kind": b.key.kind, "triage": b.triage, "severity": b.severity, "cases": b.count,
                      "fails_gate": gate_worthy and not is_known, "known": is_known, "repro": folder,
                      "root_cause": cause_of[b.id].title, "upstream": cause_of[b.id].known}
                 )

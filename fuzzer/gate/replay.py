@@ -85,7 +85,7 @@ class SpecResult:
     expected: dict[str, Any] | None
     problems: list[str]
     improvements: list[str]
-    bucket: str | None  # the bucket key this verdict would land in, if any
+    bucket: str | None  # the identity of the bucket key this verdict would land in, if any
     wall_s: float = 0.0
     severity: dict | None = None  # divfuzz.oracles.severity_policy.SeverityReason of the verdict, if it diverges
     moved: list[str] = field(default_factory=list)  # bounds that grew at the baseline's severity (not failures)
@@ -178,8 +178,9 @@ class GateResult:
 
 
 def _bucket_of(verdict: Verdict, spec: GraphSpec, device: str) -> str | None:
+    """The identity of the raw bucket this verdict would land in (`BucketKey.identity`), if any."""
     finding = finding_of(verdict)
-    return str(bucket_key(finding, spec, device)) if finding else None
+    return bucket_key(finding, spec, device, reason=severity_of(verdict), explanation=verdict.explanation).identity() if finding else None
 
 
 def _severity_of(verdict: Verdict) -> dict | None:
@@ -309,7 +310,7 @@ def update_baseline(opts: GateOptions, *, log=print) -> Baseline:
     known: list[str] = []
     if opts.fuzz_budget_s or opts.fuzz_cases:
         fuzz = gate_fuzz(**fuzz_options(opts), known=(), corpus_buckets=set())
-        known = sorted({f["bucket"] for f in fuzz["findings"]})
+        known = sorted({f["identity"] for f in fuzz["findings"]})
     key = machine_key(opts.device)
     baseline = Baseline(
         path=path,

@@ -56,7 +56,7 @@ class CampaignLock:
         try:
             data = json.loads(os.pread(fd, 4096, 0) or b"{}")
             return data if isinstance(data, dict) else {}
-        except ValueError:
+        except (ValueError, RecursionError):
             return {}
 
     def release(self) -> None:

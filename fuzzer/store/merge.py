@@ -33,22 +33,15 @@ import tempfile
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from divfuzz.fuzzer.store.connection import describe_sqlite_error
 from divfuzz.fuzzer.store.lock import CampaignLock
 from divfuzz.fuzzer.store.schema import STORE_NAME
 from divfuzz.fuzzer.store.store import Store
-from divfuzz.records.buckets import BucketKey
 from divfuzz.records.errors import StoreError, UnsafePathError
 from divfuzz.records.severity import Severity
 from divfuzz.reports.files import bucket_folder_name, child_path
-from divfuzz.reports.safe_paths import plain_folder
-
-# A moved case's severity reason under its new bucket key (verdict dict, key) -> reason dict or
-# None: the campaign's own rule (`divfuzz.fuzzer.engine.bucketing.severity_under`), passed in by the CLI.
-SeverityUnder = Callable[[dict, BucketKey], "dict | None"]
-
+from divfuzz.reports.safe_paths import copy_plain_tree, plain_folder
 
 @dataclass
 class MergeSummary:
@@ -73,9 +66,8 @@ def store_file(path: Path) -> Path:
     return candidate
 
 
-def merge_stores(out_dir: Path, inputs: list[Path], *, severity_under: SeverityUnder) -> MergeSummary:
-    """Fold `inputs` (store files or campaign folders) into `out_dir`'s store; see the module docstring.
-    `severity_under(verdict dict, key)` judges a case moved into a root-cause bucket."""
+def merge_stores(out_dir: Path, inputs: list[Path]) -> MergeSummary:
+    """Fold `inputs` (store files or campaign folders) into `out_dir`'s store; see the module docstring."""
     files = [store_file(p) for p in inputs]
     out_dir = Path(out_dir)
     out_path = out_dir / STORE_NAME
@@ -89,6 +81,7 @@ def merge_stores(out_dir: Path, inputs: list[Path], *, severity_under: SeverityU
         seen[real] = Path(given)
     out_existed = out_path.exists()
     made = [p for p in reversed([out_dir, *out_dir.parents]) if not p.exists()]  # removed again if the merge is refused
+    buckets_made = not (out_dir / "buckets").exists()  # likewise, when empty
     out_dir.mkdir(parents=True, exist_ok=True)
     lock = CampaignLock(out_path)
     lock_existed = lock.path.exists()
@@ -108,13 +101,18 @@ def merge_stores(out_dir: Path, inputs: list[Path], *, severity_under: SeverityU
             sources = [(f, stack.enter_context(Store.open_input(f, scratch))) for f in files]
             with store.transaction():
                 for path, source in sources:
-                    _merge_one(store, path, source, out_dir, summary, copied, severity_under)
+                    _merge_one(store, path, source, out_dir, summary, copied)
                 summary.pending_open = store.pending_count()
         failed = False
         return summary
     except BaseException as e:
         for folder in copied:
             shutil.rmtree(folder, ignore_errors=True)
+        if buckets_made:
+            try:
+                (out_dir / "buckets").rmdir()  # only when empty: what this merge made and nothing else
+            except OSError:
+                pass
         if store is not None:
             store.close()
             store = None
@@ -144,7 +142,7 @@ def _remove_made(made: list[Path], lock: Path | None) -> None:
 
 
 def _merge_one(store: Store, path: Path, source: Store, out_dir: Path, summary: MergeSummary,
-               copied: list[Path], severity_under: SeverityUnder) -> None:
+               copied: list[Path]) -> None:
     """One input, inside the merge's transaction. The input's own errors (a damaged row, a case
     naming a run it does not hold) are StoreError naming the input."""
     try:
@@ -156,11 +154,11 @@ def _merge_one(store: Store, path: Path, source: Store, out_dir: Path, summary: 
             store.import_root_cause(filed)
         for pending in source.pending_analyses():
             if pending.case_id not in case_ids:
-                raise ValueError(f"pending analysis {str(pending.raw_key)!r} names case {pending.case_id!r}, "
+                raise ValueError(f"pending analysis {pending.raw_key!s} names case {pending.case_id!r}, "
                                  "which this store does not hold")
             store.import_pending(pending, case_ids[pending.case_id])
         _finish_buckets(store, path, bucket_ids, folders, out_dir, summary, copied)
-        summary.pending_filed += store.close_pending_already_filed(severity_under)
+        summary.pending_filed += store.close_pending_already_filed()
     except (ValueError, TypeError, KeyError, AttributeError) as e:  # a row that does not decode
         raise StoreError(f"{path}: the store holds a damaged row ({type(e).__name__}: {e}); nothing was merged") from None
 
@@ -249,6 +247,9 @@ def _finish_buckets(store: Store, path: Path, bucket_ids: dict[int, int], folder
             raise StoreError(f"{dest}: already exists, and the output store names no bucket folder there; move it away")
         plain_folder(out_dir / "buckets", root=out_dir, create=True, what="merge OUT's buckets folder")
         copied.append(dest)
-        shutil.copytree(origin, dest, ignore=lambda d, names: [n for n in names if (Path(d) / n).is_symlink()])
+        try:
+            copy_plain_tree(origin, dest, what=f"{path}: bucket {old_id}'s folder")
+        except UnsafePathError as e:
+            raise StoreError(f"{e}; nothing was merged") from None
         store.set_bucket_folder(out_id, str(dest.resolve()))
         summary.folders_copied += 1

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from divfuzz.records.buckets import BucketKey
+from divfuzz.records.errors import StoreError
 
 
 def _json_or_none(text: str | None):
@@ -68,7 +69,11 @@ class BucketRow:
 
     @classmethod
     def from_row(cls, r: sqlite3.Row) -> "BucketRow":
-        return cls(id=r["id"], key=BucketKey.from_dict(json.loads(r["key_json"])), triage=r["triage"], count=r["count"],
+        try:
+            key = BucketKey.from_dict(json.loads(r["key_json"]), where=f"bucket {r['id']}'s key")
+        except StoreError as e:  # reported by the store as a damaged row naming its file
+            raise ValueError(str(e)) from None
+        return cls(id=r["id"], key=key, triage=r["triage"], count=r["count"],
                    first_seen=r["first_seen"], last_seen=r["last_seen"], first_run_id=r["first_run_id"],
                    first_case_id=r["first_case_id"], folder=r["folder"], minimized=_json_or_none(r["minimized_json"]),
                    culprit=_json_or_none(r["culprit_json"]), severity=r["severity"],

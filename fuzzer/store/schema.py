@@ -13,20 +13,27 @@ Invariants:
 from __future__ import annotations
 
 import errno
+import json
 import os
 import sqlite3
 import tempfile
 from pathlib import Path
 
 from divfuzz.fuzzer.store.connection import connect, transaction
+from divfuzz.oracles.severity_policy import key_severity, severity_of
+from divfuzz.records.buckets import BucketKey, CulpritKey
+from divfuzz.records.culprit import Culprit
 from divfuzz.records.errors import StoreError
+from divfuzz.records.verdict import Verdict
 
 STORE_NAME = "divfuzz.sqlite"
 
 # 2: buckets carry a severity (divfuzz.oracles.severity_policy) and its reason;
 # 3: cases record the device they ran on (`ran_on`: 'cpu', 'cuda:1', in the driver's numbering);
-# 4: raw bucket keys whose analysis (minimize + attribute) is still open (`pending_analyses`).
-SCHEMA_VERSION = 4
+# 4: raw bucket keys whose analysis (minimize + attribute) is still open (`pending_analyses`);
+# 5: bucket keys are fields (`BucketKey.identity`, the rule and the culprit's fields in them), and
+#    a bucket's severity is its key's.
+SCHEMA_VERSION = 5
 
 PENDING_TABLE = """
 CREATE TABLE IF NOT EXISTS pending_analyses (  -- a raw key stored before its root cause was known
@@ -134,13 +141,14 @@ def _stored_version(db: sqlite3.Connection) -> sqlite3.Row | None:
 
 def migrate(db: sqlite3.Connection) -> None:
     """Bring an older store to the current version, in one transaction. 1 -> 2: its buckets get a
-    severity column, "suspect" until `divfuzz report` or a new case re-judges them from their
-    stored verdicts. 2 -> 3: its cases get `ran_on`, NULL (unknown) for the cases already stored.
+    severity column. 2 -> 3: its cases get `ran_on`, NULL (unknown) for the cases already stored.
     3 -> 4: an empty `pending_analyses` table (every earlier store analysed inline, so no raw key
-    is left open). A current store is not written to."""
+    is left open). 4 -> 5: every key becomes fields (`_convert_keys`). A current store is not
+    written to."""
     row = _stored_version(db)
     if row is not None and int(row["value"]) >= SCHEMA_VERSION:
         return
+    version = int(row["value"]) if row is not None else SCHEMA_VERSION
     with transaction(db):
         columns = _columns(db, "buckets")
         if "severity" not in columns:
@@ -150,7 +158,96 @@ def migrate(db: sqlite3.Connection) -> None:
         if "ran_on" not in _columns(db, "cases"):
             db.execute("ALTER TABLE cases ADD COLUMN ran_on TEXT")
         db.execute(PENDING_TABLE)
+        db.execute("CREATE TABLE IF NOT EXISTS root_causes (raw_key TEXT PRIMARY KEY, key_json TEXT NOT NULL)")
+        if version < 5:
+            _convert_keys(db)
         db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
+
+
+def _legacy_key(old: dict, *, rule: str, culprit: CulpritKey | None, backward: bool | None) -> BucketKey:
+    """A schema-4 key (kind, dtype, device type, a signature text, detail) as fields. Its
+    signature was "raised: <site>", "ops (modes)" or "ops @ culprit text": read here once, for the
+    migration, and nowhere else."""
+    signature = str(old.get("signature", ""))
+    ops_text, sep, culprit_text = signature.partition(" @ ")
+    site, modes = "", []
+    if ops_text.startswith("raised: ") and not sep:
+        site, ops_text = ops_text.removeprefix("raised: "), ""
+    elif ops_text.endswith(")") and " (" in ops_text:
+        ops_text, _, mode_text = ops_text.removesuffix(")").partition(" (")
+        modes = [m.strip() for m in mode_text.split(",")]
+    if sep and culprit is None:
+        culprit = CulpritKey(stage="unknown", detail=culprit_text)  # an older store's text, kept as it was
+    ops = tuple(op for op in ops_text.split("+") if op and op != "(empty)")
+    if not sep:
+        ops = tuple(sorted(set(ops)))
+    autocast = next((m.removeprefix("autocast ") for m in modes if m.startswith("autocast ")), "")
+    return BucketKey(kind=str(old["kind"]), dtype=str(old["dtype"]), device_type=str(old["device_type"]), ops=ops,
+                     autocast=autocast, backward=("backward" in modes) if backward is None else backward,
+                     detail=str(old.get("detail", "")), site=site, rule=rule, culprit=culprit if sep else None)
+
+
+def _convert_keys(db: sqlite3.Connection) -> None:
+    """Schema 4 -> 5, inside the migration's transaction: each bucket's key becomes fields, its
+    rule the stored reason's (or, for a store older than severities, its first case's verdict
+    judged now), its culprit the stored culprit's fields, its severity its key's; then the pending
+    analyses and the remembered root causes are keyed by the new identities."""
+    new_text: dict[str, str] = {}
+    for b in db.execute("SELECT id, key, key_json, severity_json, culprit_json, minimized_json, first_case_id FROM buckets").fetchall():
+        reason = json.loads(b["severity_json"]) if b["severity_json"] else None
+        if (reason is None or reason.get("rule") == "precision-knob") and b["first_case_id"] is not None:
+            # judged now, without the switch: a key holds the rule its cases were rated by
+            # before attribution (`key_severity` applies the switch)
+            case = db.execute("SELECT verdict_json FROM cases WHERE id=?", (b["first_case_id"],)).fetchone()
+            judged = severity_of(Verdict.from_dict(json.loads(case["verdict_json"]))) if case else None
+            reason = judged.to_dict() if judged is not None else reason
+        culprit = Culprit.from_dict(json.loads(b["culprit_json"])).key() if b["culprit_json"] else None
+        minimized = json.loads(b["minimized_json"]) if b["minimized_json"] else None
+        spec = (minimized or {}).get("spec") if isinstance(minimized, dict) else None
+        backward = bool(spec.get("backward")) if isinstance(spec, dict) else None
+        key = _legacy_key(json.loads(b["key_json"]), rule=(reason or {}).get("rule", ""), culprit=culprit, backward=backward)
+        new_text[b["key"]] = key.identity()
+        severity = key_severity(key).value
+        db.execute("UPDATE buckets SET key=?, key_json=?, signature=?, severity=?, severity_json=? WHERE id=?",
+                   (key.identity(), json.dumps(key.to_dict()), key.ops_text(), severity,
+                    json.dumps(dict(reason, severity=severity)) if reason else None, b["id"]))
+    keys_of = {old: json.loads(db.execute("SELECT key_json FROM buckets WHERE key=?", (new,)).fetchone()["key_json"])
+               for old, new in new_text.items()}
+
+    def converted(old_text: str, old_json: str) -> BucketKey:
+        if old_text in keys_of:
+            return BucketKey.from_dict(keys_of[old_text])
+        return _legacy_key(json.loads(old_json), rule="", culprit=None, backward=None)
+
+    for p in db.execute("SELECT raw_key, key_json FROM pending_analyses").fetchall():
+        key = converted(p["raw_key"], p["key_json"])
+        db.execute("UPDATE pending_analyses SET raw_key=?, key_json=? WHERE raw_key=?",
+                   (key.identity(), json.dumps(key.to_dict()), p["raw_key"]))
+    rows = db.execute("SELECT raw_key, key_json FROM root_causes").fetchall()
+    db.execute("DELETE FROM root_causes")
+    for r in rows:
+        root = converted(_legacy_text(json.loads(r["key_json"])), r["key_json"])
+        raw_identity = new_text.get(r["raw_key"]) or _legacy_raw_identity(r["raw_key"], root.rule)
+        if raw_identity is not None:
+            db.execute("INSERT OR REPLACE INTO root_causes(raw_key, key_json) VALUES (?, ?)", (raw_identity, json.dumps(root.to_dict())))
+
+
+def _legacy_text(old: dict) -> str:
+    """A schema-4 key's text, as schema 4 wrote it into its `key` columns."""
+    detail = f" {old.get('detail')}" if old.get("detail") else ""
+    return f"{old['kind']}{detail} \u00b7 {old['dtype']} \u00b7 {old['device_type']} \u00b7 {old.get('signature', '')}"
+
+
+def _legacy_raw_identity(text: str, rule: str) -> str | None:
+    """A schema-4 raw key's identity from its text alone (a remembered analysis whose raw bucket
+    is gone): its text was `kind[ detail] · dtype · device · signature`."""
+    parts = text.split(" \u00b7 ")
+    if len(parts) != 4:
+        return None
+    head, dtype, device_type, signature = parts
+    kind, _, detail = head.partition(" ")
+    return _legacy_key({"kind": kind, "detail": detail, "dtype": dtype, "device_type": device_type, "signature": signature},
+                       rule=rule, culprit=None, backward=None).identity()
 
 
 def check_divfuzz_store(db: sqlite3.Connection, path: Path) -> int:

@@ -37,7 +37,7 @@ import time
 import types
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 from divfuzz.fuzzer.store import connection
 from divfuzz.fuzzer.store.connection import connect, describe_sqlite_error
@@ -52,6 +52,7 @@ from divfuzz.fuzzer.store.rows import (
     RunRow,
 )
 from divfuzz.fuzzer.store.schema import SCHEMA_VERSION, check_divfuzz_store, create_store_file, migrate, write_schema
+from divfuzz.oracles.severity_policy import key_severity
 from divfuzz.records.buckets import BucketKey
 from divfuzz.records.errors import StoreError
 from divfuzz.records.severity import Severity
@@ -258,18 +259,18 @@ class Store:
         with self.transaction():
             return self._insert_case(case, key, triage, severity)
 
-    def add_case_for_analysis(self, *, raw_key: BucketKey, severity_for: Callable[[BucketKey], dict | None],
-                              triage: str = "", **case) -> AnalysisIntake:
+    def add_case_for_analysis(self, *, raw_key: BucketKey, triage: str = "", severity: dict | None = None,
+                              **case) -> AnalysisIntake:
         """Store a finding's case at once, before its analysis: under its root-cause key when one
         is known (`root_causes`), else under `raw_key` with a `pending_analyses` row for it (one
-        per raw key: `queued` says this case opened it). Looking the key up, judging the severity
-        under that key (`severity_for`) and storing are one transaction, so a case never lands
-        under a raw key whose root cause is already filed (`resolve_root_cause`)."""
+        per raw key: `queued` says this case opened it). Looking the key up and storing are one
+        transaction, so a case never lands under a raw key whose root cause is already filed
+        (`resolve_root_cause`)."""
         with self.transaction():
             known = self._root_cause_locked(raw_key)
             key = known if known is not None else raw_key
-            case_id, bucket_id, is_new = self._insert_case(case, key, triage, severity_for(key))
-            queued = known is None and self._queue_pending(str(raw_key), raw_key, case_id, time.time())
+            case_id, bucket_id, is_new = self._insert_case(case, key, triage, severity)
+            queued = known is None and self._queue_pending(raw_key, case_id, time.time())
         return AnalysisIntake(case_id, bucket_id, is_new, key, queued)
 
     def _insert_case_row(self, *, run_id: int, slot: int, idx: int, spec_digest: str, spec_json: str, device: str,
@@ -284,14 +285,13 @@ class Store:
         ).lastrowid
 
     def _insert_case(self, case: dict, key: BucketKey | None, triage: str, severity: dict | None) -> tuple[int, int | None, bool]:
-        """Inside a transaction: the case row and its bucket's update."""
+        """Inside a transaction: the case row and its bucket's update. `severity` is the case's
+        reason (`SeverityReason.to_dict`): a new bucket keeps it to show; its severity is its key's."""
         self._drop_unfinished_case(case["run_id"], case["slot"], case["idx"])
         now = time.time()
         bucket_id, is_new = None, False
         if key is not None:
-            bucket_id, is_new = self._touch_bucket(key, triage, case["run_id"], now)
-            if severity is not None:
-                self._raise_severity(bucket_id, severity)
+            bucket_id, is_new = self._touch_bucket(key, triage, case["run_id"], now, severity)
         case_id = self._insert_case_row(
             run_id=case["run_id"], slot=case["slot"], idx=case["idx"], spec_digest=case["spec_digest"],
             spec_json=case["spec_json"], device=case["device"], config_json=json.dumps(case["config"], sort_keys=True),
@@ -305,41 +305,33 @@ class Store:
 
     def _insert_bucket(self, key: BucketKey, *, triage: str, first_seen: float, last_seen: float, first_run_id: int,
                        count: int, minimized_json: str | None = None, culprit_json: str | None = None,
-                       severity: str = "suspect", severity_json: str | None = None) -> int:
+                       reason: dict | None = None, severity: str | None = None) -> int:
+        """A bucket row; its severity is its key's (`key_severity`) unless `severity` (a merged
+        store's stored one) is given, and `reason` (a case's) is kept to show with it."""
+        severity = severity or key_severity(key).value
+        reason_json = json.dumps(_shown_reason(reason, key, severity)) if reason is not None else None
         return self.db.execute(
             "INSERT INTO buckets(key, key_json, kind, dtype, device_type, signature, detail, triage, first_seen,"
             " last_seen, first_run_id, count, minimized_json, culprit_json, severity, severity_json)"
             " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (str(key), json.dumps(key.to_dict()), key.kind, key.dtype, key.device_type, key.signature, key.detail,
-             triage, first_seen, last_seen, first_run_id, count, minimized_json, culprit_json, severity, severity_json),
+            (key.identity(), json.dumps(key.to_dict()), key.kind, key.dtype, key.device_type, key.ops_text(), key.detail,
+             triage, first_seen, last_seen, first_run_id, count, minimized_json, culprit_json, severity, reason_json),
         ).lastrowid
 
     def _bucket_id(self, key: BucketKey) -> int | None:
-        row = self.db.execute("SELECT id FROM buckets WHERE key=?", (str(key),)).fetchone()
+        row = self.db.execute("SELECT id FROM buckets WHERE key=?", (key.identity(),)).fetchone()
         return row["id"] if row else None
 
-    def _touch_bucket(self, key: BucketKey, triage: str, run_id: int, now: float) -> tuple[int, bool]:
+    def _touch_bucket(self, key: BucketKey, triage: str, run_id: int, now: float, reason: dict | None) -> tuple[int, bool]:
         bucket_id = self._bucket_id(key)
         if bucket_id is not None:
             self.db.execute("UPDATE buckets SET count=count+1, last_seen=? WHERE id=?", (now, bucket_id))
+            if reason is not None:  # the first case stored with a reason shows it
+                self.db.execute("UPDATE buckets SET severity_json=? WHERE id=? AND severity_json IS NULL",
+                                (json.dumps(_shown_reason(reason, key, key_severity(key).value)), bucket_id))
             return bucket_id, False
-        return self._insert_bucket(key, triage=triage, first_seen=now, last_seen=now, first_run_id=run_id, count=1), True
-
-    def _raise_severity(self, bucket_id: int, reason: dict) -> None:
-        """A bucket's severity is its most severe case's (a fresh bucket takes the first one's)."""
-        row = self.db.execute("SELECT severity, severity_json FROM buckets WHERE id=?", (bucket_id,)).fetchone()
-        new = Severity(reason["severity"])
-        if row["severity_json"] is None or new.rank < Severity(row["severity"]).rank:
-            self.db.execute(
-                "UPDATE buckets SET severity=?, severity_json=? WHERE id=?", (new.value, json.dumps(reason), bucket_id)
-            )
-
-    def set_bucket_severity(self, bucket_id: int, reason: dict) -> None:
-        """Overwrite a bucket's severity (after attribution named its culprit)."""
-        with self.transaction():
-            self.db.execute(
-                "UPDATE buckets SET severity=?, severity_json=? WHERE id=?", (reason["severity"], json.dumps(reason), bucket_id)
-            )
+        return self._insert_bucket(key, triage=triage, first_seen=now, last_seen=now, first_run_id=run_id, count=1,
+                                   reason=reason), True
 
     def case(self, case_id: int) -> CaseRow:
         with self._lock:
@@ -381,49 +373,52 @@ class Store:
             return self._root_cause_locked(raw_key)
 
     def _root_cause_locked(self, raw_key: BucketKey) -> BucketKey | None:
-        r = self.db.execute("SELECT key_json FROM root_causes WHERE raw_key=?", (str(raw_key),)).fetchone()
-        return BucketKey.from_dict(json.loads(r["key_json"])) if r else None
+        r = self.db.execute("SELECT key_json FROM root_causes WHERE raw_key=?", (raw_key.identity(),)).fetchone()
+        return BucketKey.from_dict(json.loads(r["key_json"]), where=f"{self.path}: root_causes") if r else None
 
-    def _file_root_cause(self, raw_key: str, key: BucketKey, *, replace: bool) -> None:
+    def _file_root_cause(self, raw_identity: str, key: BucketKey, *, replace: bool) -> None:
         self.db.execute(f"INSERT OR {'REPLACE' if replace else 'IGNORE'} INTO root_causes(raw_key, key_json) VALUES (?, ?)",
-                        (raw_key, json.dumps(key.to_dict())))
+                        (raw_identity, json.dumps(key.to_dict())))
 
     def remember_root_cause(self, raw_key: BucketKey, key: BucketKey) -> None:
         with self.transaction():
-            self._file_root_cause(str(raw_key), key, replace=True)
+            self._file_root_cause(raw_key.identity(), key, replace=True)
 
     def root_cause_rows(self) -> list[RootCauseRow]:
         """Every remembered analysis (raw key -> root-cause key)."""
         with self._lock:
             rows = self.db.execute("SELECT raw_key, key_json FROM root_causes ORDER BY raw_key").fetchall()
-        return [RootCauseRow(r["raw_key"], BucketKey.from_dict(json.loads(r["key_json"]))) for r in rows]
+        return [RootCauseRow(r["raw_key"], BucketKey.from_dict(json.loads(r["key_json"]), where=f"{self.path}: root_causes"))
+                for r in rows]
 
-    def resolve_root_cause(self, raw_key: BucketKey, key: BucketKey,
-                           severity_for: Callable[[dict], dict | None]) -> RootCauseFiled:
+    def resolve_root_cause(self, raw_key: BucketKey, key: BucketKey) -> RootCauseFiled:
         """File an analysis: `raw_key`'s root cause is `key`. One transaction: remember it, close
         the raw key's pending analysis, and move the cases stored under the raw key into the
         root-cause bucket (the raw bucket is renamed when the root-cause bucket is new, else merged
-        into it: counts add, first/last seen widen). The moved cases' severities are judged again
-        under `key` (`severity_for(verdict dict)`), as if they had been stored under it.
+        into it: counts add, first/last seen widen). The bucket's severity is `key`'s (its rule
+        under its culprit's switch: `key_severity`); the reason shown keeps the raw bucket's words.
 
         The end state depends only on (raw key, root-cause key) and the cases stored: the same
         whether the analysis ran inline, in the pool or later (`minimize --pending`)."""
         with self.transaction():
-            self._file_root_cause(str(raw_key), key, replace=True)
-            self.db.execute("DELETE FROM pending_analyses WHERE raw_key=?", (str(raw_key),))
-            return self._move_bucket(raw_key, key, severity_for)
+            self._file_root_cause(raw_key.identity(), key, replace=True)
+            self.db.execute("DELETE FROM pending_analyses WHERE raw_key=?", (raw_key.identity(),))
+            return self._move_bucket(raw_key, key)
 
-    def _move_bucket(self, raw_key: BucketKey, key: BucketKey, severity_for) -> RootCauseFiled:
-        raw = self.db.execute("SELECT id, count, first_seen, last_seen FROM buckets WHERE key=?", (str(raw_key),)).fetchone()
+    def _move_bucket(self, raw_key: BucketKey, key: BucketKey) -> RootCauseFiled:
+        raw = self.db.execute("SELECT id, count, first_seen, last_seen, severity_json FROM buckets WHERE key=?",
+                              (raw_key.identity(),)).fetchone()
         root_id = self._bucket_id(key)
-        if raw is None or str(raw_key) == str(key):  # nothing stored under the raw key (inline analysis)
+        if raw is None or raw_key == key:  # nothing stored under the raw key (inline analysis)
             return RootCauseFiled(root_id, created=False, raw_bucket_id=None)
-        moved = self.db.execute("SELECT verdict_json FROM cases WHERE bucket_id=?", (raw["id"],)).fetchall()
+        severity = key_severity(key).value
         if root_id is None:
+            reason = json.loads(raw["severity_json"]) if raw["severity_json"] else None
             self.db.execute("UPDATE buckets SET key=?, key_json=?, kind=?, dtype=?, device_type=?, signature=?, detail=?,"
-                            " severity='suspect', severity_json=NULL WHERE id=?",
-                            (str(key), json.dumps(key.to_dict()), key.kind, key.dtype, key.device_type, key.signature,
-                             key.detail, raw["id"]))
+                            " severity=?, severity_json=? WHERE id=?",
+                            (key.identity(), json.dumps(key.to_dict()), key.kind, key.dtype, key.device_type, key.ops_text(),
+                             key.detail, severity, json.dumps(_shown_reason(reason, key, severity)) if reason else None,
+                             raw["id"]))
             bucket_id, created = raw["id"], True
         else:
             bucket_id, created = root_id, False
@@ -431,41 +426,36 @@ class Store:
             self.db.execute("UPDATE buckets SET count=count+?, first_seen=min(first_seen, ?), last_seen=max(last_seen, ?)"
                             " WHERE id=?", (raw["count"], raw["first_seen"], raw["last_seen"], bucket_id))
             self.db.execute("DELETE FROM buckets WHERE id=?", (raw["id"],))
-        for case in moved:
-            reason = severity_for(json.loads(case["verdict_json"]))
-            if reason is not None:
-                self._raise_severity(bucket_id, reason)
-        severity = self.db.execute("SELECT severity FROM buckets WHERE id=?", (bucket_id,)).fetchone()["severity"]
         return RootCauseFiled(bucket_id, created=created, raw_bucket_id=raw["id"], severity=severity)
 
-    def close_pending_already_filed(self, severity_for: Callable[[dict, BucketKey], dict | None]) -> int:
+    def close_pending_already_filed(self) -> int:
         """Every pending raw key that `root_causes` now files (another shard analysed it, `divfuzz
         merge`) is resolved as `resolve_root_cause` would: its pending row goes, its cases move into
-        the root-cause bucket, judged again under it (`severity_for(verdict dict, root-cause key)`).
-        Restores the invariant that a raw key is open or filed, never both. Returns how many were
-        closed. Joins the caller's transaction when one is open."""
+        the root-cause bucket. Restores the invariant that a raw key is open or filed, never both.
+        Returns how many were closed. Joins the caller's transaction when one is open."""
         with self.transaction():
             rows = self.db.execute("SELECT p.raw_key, p.key_json AS raw_json, r.key_json AS root_json FROM pending_analyses p"
                                    " JOIN root_causes r ON r.raw_key = p.raw_key ORDER BY p.case_id").fetchall()
             for row in rows:
-                raw_key = BucketKey.from_dict(json.loads(row["raw_json"]))
-                key = BucketKey.from_dict(json.loads(row["root_json"]))
+                raw_key = BucketKey.from_dict(json.loads(row["raw_json"]), where=f"{self.path}: pending_analyses")
+                key = BucketKey.from_dict(json.loads(row["root_json"]), where=f"{self.path}: root_causes")
                 self.db.execute("DELETE FROM pending_analyses WHERE raw_key=?", (row["raw_key"],))
-                self._move_bucket(raw_key, key, lambda v, key=key: severity_for(v, key))
+                self._move_bucket(raw_key, key)
         return len(rows)
 
-    def _queue_pending(self, raw_text: str, raw_key: BucketKey, case_id: int, queued_at: float) -> bool:
+    def _queue_pending(self, raw_key: BucketKey, case_id: int, queued_at: float) -> bool:
         """Inside a transaction: open `raw_key`'s analysis on `case_id` unless it is open already."""
         return self.db.execute(
             "INSERT OR IGNORE INTO pending_analyses(raw_key, key_json, case_id, queued_at) VALUES (?,?,?,?)",
-            (raw_text, json.dumps(raw_key.to_dict()), case_id, queued_at),
+            (raw_key.identity(), json.dumps(raw_key.to_dict()), case_id, queued_at),
         ).rowcount == 1
 
     def pending_analyses(self) -> list[PendingAnalysis]:
         """The raw keys whose analysis is still open, oldest first, each with the case to minimize."""
         with self._lock:
             rows = self.db.execute("SELECT key_json, case_id, queued_at FROM pending_analyses ORDER BY case_id").fetchall()
-        return [PendingAnalysis(BucketKey.from_dict(json.loads(r["key_json"])), r["case_id"], r["queued_at"]) for r in rows]
+        return [PendingAnalysis(BucketKey.from_dict(json.loads(r["key_json"]), where=f"{self.path}: pending_analyses"),
+                                r["case_id"], r["queued_at"]) for r in rows]
 
     def pending_count(self) -> int:
         with self._lock:
@@ -478,13 +468,34 @@ class Store:
             for table in ("buckets", "pending_analyses"):
                 column = "key" if table == "buckets" else "raw_key"
                 for r in self.db.execute(f"SELECT {column} AS text, key_json FROM {table}"):
-                    if str(BucketKey.from_dict(json.loads(r["key_json"]))) != r["text"]:
+                    if BucketKey.from_dict(json.loads(r["key_json"]), where=f"{self.path}: {table}").identity() != r["text"]:
                         raise ValueError(f"{table}: key {r['text']!r} does not match its key_json")
 
     # ---- buckets -----------------------------------------------------------------------------
     def set_bucket_folder(self, bucket_id: int, folder: str) -> None:
         with self.transaction():
             self.db.execute("UPDATE buckets SET folder=? WHERE id=?", (folder, bucket_id))
+
+    def repair_interrupted_buckets(self) -> list[int]:
+        """After a kill (before a campaign on this store draws): every bucket points at a stored
+        case. One transaction: a bucket whose first case is gone (a case dropped to run again,
+        `_drop_unfinished_case`, while another slot's case had joined its bucket) points at its
+        earliest stored case; a bucket with no stored case left is removed. Returns the ids of the
+        buckets that have no folder recorded and were opened by a run that did not finish (killed,
+        interrupted or failed), for the caller to write (`bucket_folders`); a finished run's
+        bucket without a folder (a merged shard's folder that was missing) is left as it is."""
+        with self.transaction():
+            dangling = self.db.execute(
+                "SELECT b.id, (SELECT min(c.id) FROM cases c WHERE c.bucket_id = b.id) AS earliest FROM buckets b"
+                " WHERE b.first_case_id IS NULL OR NOT EXISTS (SELECT 1 FROM cases c WHERE c.id = b.first_case_id)").fetchall()
+            for row in dangling:
+                if row["earliest"] is None:
+                    self.db.execute("DELETE FROM buckets WHERE id=?", (row["id"],))
+                else:
+                    self.db.execute("UPDATE buckets SET first_case_id=? WHERE id=?", (row["earliest"], row["id"]))
+            return [r["id"] for r in self.db.execute(
+                "SELECT b.id FROM buckets b JOIN cases c ON c.id = b.first_case_id JOIN runs r ON r.id = c.run_id"
+                " WHERE b.folder IS NULL AND r.status != 'finished' ORDER BY b.id")]
 
     def set_bucket_analysis(self, bucket_id: int, *, minimized: dict | None, culprit: dict | None) -> None:
         with self.transaction():
@@ -546,7 +557,7 @@ class Store:
                 return self._insert_bucket(bucket.key, triage=bucket.triage, first_seen=bucket.first_seen,
                                            last_seen=bucket.last_seen, first_run_id=first_run_id, count=0,
                                            minimized_json=minimized, culprit_json=culprit, severity=bucket.severity,
-                                           severity_json=severity_json), True
+                                           reason=bucket.severity_reason), True
             out = self.bucket(out_id)
             if bucket.first_seen < out.first_seen:
                 self.db.execute("UPDATE buckets SET first_seen=?, first_run_id=? WHERE id=?",
@@ -581,7 +592,7 @@ class Store:
         """Another store's open analysis, on its case copied here as `case_id` (one per raw key:
         the first kept). A raw key this store files already is closed by `close_pending_already_filed`."""
         with self.transaction():
-            self._queue_pending(str(pending.raw_key), pending.raw_key, case_id, pending.queued_at)
+            self._queue_pending(pending.raw_key, case_id, pending.queued_at)
 
     def recount_bucket(self, bucket_id: int) -> None:
         """A bucket's count and first case, from the cases in it."""
@@ -625,32 +636,34 @@ class Store:
             rows = self.db.execute(q + " ORDER BY id", args).fetchall()
         return [{**{name: r[name] for name in self._CASE_SUMMARY}, "verdict": json.loads(r["verdict_json"])} for r in rows]
 
-    def severest_case_id(self, raw_key: BucketKey, severity_for: Callable[[dict], dict | None], *, config: dict,
-                         page: int = _CASE_PAGE) -> int | None:
-        """The first case stored under `raw_key`'s bucket and run under `config` (a raw key names
-        no config: merged shards may differ) whose severity (`severity_for(verdict dict)`, judged
-        again now) is the bucket's own, the most severe of its cases; None when no bucket or such
-        case is stored under the raw key, or none is judged that severe. Reads `page` cases at a time."""
-        with self._lock:
-            bucket = self.db.execute("SELECT id, severity FROM buckets WHERE key=?", (str(raw_key),)).fetchone()
-        if bucket is None:
-            return None
+    def iter_case_summaries(self, *, run_id: int | None = None) -> Iterator[dict[str, Any]]:
+        """`case_summaries` one at a time, by id, read a page at a time: a report of a store of any
+        size holds one page of cases, not the store (`divfuzz.reports.html`)."""
         after = 0
-        while True:  # a page at a time: a nightly's raw bucket may hold thousands of cases
+        where = "" if run_id is None else " AND run_id=?"
+        while True:
             with self._lock:
-                rows = self.db.execute("SELECT id, verdict_json FROM cases WHERE bucket_id=? AND config_json=? AND id > ?"
-                                       " ORDER BY id LIMIT ?",
-                                       (bucket["id"], json.dumps(config, sort_keys=True), after, page)).fetchall()
+                rows = self.db.execute(f"SELECT {', '.join(self._CASE_SUMMARY)}, verdict_json FROM cases WHERE id > ?{where}"
+                                       " ORDER BY id LIMIT ?", (after, *(() if run_id is None else (run_id,)), _CASE_PAGE)).fetchall()
             if not rows:
-                return None
+                return
             for r in rows:
-                reason = severity_for(json.loads(r["verdict_json"]))
-                if reason is not None and reason.get("severity") == bucket["severity"]:
-                    return r["id"]
+                yield {**{name: r[name] for name in self._CASE_SUMMARY}, "verdict": json.loads(r["verdict_json"])}
             after = rows[-1]["id"]
 
+    def bucket_case_summaries(self, bucket_id: int, *, limit: int, also: int | None = None) -> list[dict[str, Any]]:
+        """The first `limit` cases of a bucket, by id, as `case_summaries` gives them, and case
+        `also` (its first case) when it is in the bucket and not among them."""
+        with self._lock:
+            rows = self.db.execute(f"SELECT {', '.join(self._CASE_SUMMARY)}, verdict_json FROM cases WHERE bucket_id=?"
+                                   " ORDER BY id LIMIT ?", (bucket_id, limit)).fetchall()
+            if also is not None and all(r["id"] != also for r in rows):
+                rows += self.db.execute(f"SELECT {', '.join(self._CASE_SUMMARY)}, verdict_json FROM cases"
+                                        " WHERE id=? AND bucket_id=?", (also, bucket_id)).fetchall()
+        return [{**{name: r[name] for name in self._CASE_SUMMARY}, "verdict": json.loads(r["verdict_json"])} for r in rows]
+
     def pending_priorities(self) -> dict[str, tuple[str, int]]:
-        """Each open analysis's raw key (as text) -> its raw bucket's severity and case count (suspect
+        """Each open analysis's raw key (`BucketKey.identity`) -> its raw bucket's severity and case count (suspect
         and 0 when no case is stored under it): what the analysis pool orders its queue by."""
         with self._lock:
             rows = self.db.execute("SELECT p.raw_key, b.severity, b.count FROM pending_analyses p"
@@ -665,6 +678,17 @@ class Store:
                                    " ORDER BY slot, idx", (run_id,)).fetchall()
         return [{"slot": r["slot"], "idx": r["idx"], "created_at": r["created_at"], "wall_s": r["wall_s"],
                  "status": r["status"], "timings": dict(json.loads(r["verdict_json"]).get("timings") or ())} for r in rows]
+
+
+def _shown_reason(reason: dict, key: BucketKey, severity: str) -> dict:
+    """A case's reason as its bucket shows it: the bucket's severity (its key's), and, when the
+    key's culprit switch changed it, the switch named in front of the case's words."""
+    shown = dict(reason, severity=severity)
+    if severity != reason.get("severity") and key.culprit is not None and key.culprit.switch:
+        shown["detail"] = f"{key.culprit.switch} removes it; {reason.get('detail', '')}"
+        if severity == "by-design":  # as `severity_of` names it under the switch
+            shown["rule"] = "precision-knob"
+    return shown
 
 
 @contextmanager

@@ -4,7 +4,7 @@
 runs the full attribution (bisector included) on the minimal spec: an `Analysis`.
 
 `BucketAnalyzer.key_for` turns a finding's raw key (the graph's op set and modes) into the key of its root
-cause: the minimized op pattern plus the culprit. A raw key is analyzed once per campaign (the
+cause: the minimized op pattern plus the culprit's fields (`divfuzz.fuzzer.engine.bucketing.root_cause_key`). A raw key is analyzed once per campaign (the
 answer is cached), so graphs made of the same ops cost one minimization, and different graphs
 that shrink to the same op pattern and culprit land in one bucket. `BucketAnalyzer.analyze` is the
 same analysis without cache or store, for the campaign's analysis pool
@@ -15,6 +15,7 @@ bucket folder with the minimal spec (repro header: culprit, ladder, minimization
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
@@ -22,10 +23,11 @@ from dataclasses import dataclass, replace
 from typing import Callable
 from pathlib import Path
 
+from divfuzz.fuzzer.engine.bucketing import root_cause_key
 from divfuzz.records.buckets import BucketKey
 from divfuzz.fuzzer.triage.attribute import PERF_PROBES, attribute_case, guard_configs
 from divfuzz.fuzzer.triage.shrink import MinimizeResult, case_predicate, minimize_spec
-from divfuzz.oracles.severity_policy import severity_of
+from divfuzz.oracles.severity_policy import explaining_mechanism, severity_of
 from divfuzz.records.culprit import Culprit
 from divfuzz.records.errors import MinimizeError
 from divfuzz.records.severity import Severity
@@ -43,10 +45,12 @@ class Analysis:
     minimized: MinimizeResult | None
     verdict: object | None  # the minimal spec's verdict under the case's config, when seen
     note: str = ""  # why minimization was skipped, if it was
+    compile_log: str = ""  # what the compiler printed while the analysis ran (the worker's output)
 
-    def signature(self) -> str:
-        """Bucket signature: the minimized op pattern plus the culprit (one bucket per root cause)."""
-        return f"{self.spec.op_signature()} @ {self.culprit.summary}"
+    @functools.cached_property
+    def reason(self):
+        """The minimal spec's severity under its culprit's switch (`severity_of`), None without a verdict."""
+        return severity_of(self.verdict, switch=self.culprit.key().switch or None) if self.verdict is not None else None
 
     def notes(self) -> tuple[str, ...]:
         lines = [f"Culprit: {self.culprit.describe()}"]
@@ -77,6 +81,18 @@ def _severity_seen(verdict) -> str | None:
     """The severity the input showed under the must-fail config, which the minimal spec keeps."""
     reason = severity_of(verdict) if verdict is not None else None
     return reason.severity.value if reason is not None else None
+
+
+def _rule_seen(verdict) -> str | None:
+    """The severity rule the input showed under the must-fail config, which the minimal spec keeps."""
+    reason = severity_of(verdict) if verdict is not None else None
+    return reason.rule if reason is not None else None
+
+
+def _mechanism_seen(verdict) -> str | None:
+    """The mechanism that explained the input under the must-fail config ("" for none), which the
+    minimal spec keeps; None when the input's verdict is unknown."""
+    return explaining_mechanism(verdict, severity_of(verdict)) if verdict is not None else None
 
 
 def _site_seen(verdict) -> str | None:
@@ -152,6 +168,7 @@ def analyze_finding(
         predicate = case_predicate(
             worker, device=device, config=must_fail, kind=kind, timeout_s=timeout_s, strict=strict,
             must_pass_with=must_pass, on_verdict=record, severity=_severity_seen(seen.get((spec.digest(), must_fail))),
+            rule=_rule_seen(seen.get((spec.digest(), must_fail))), mechanism=_mechanism_seen(seen.get((spec.digest(), must_fail))),
             oracle=oracle, perf_margin=perf_margin, known=seen, site=_site_seen(seen.get((spec.digest(), must_fail))),
             deadline=None if deadline is None else time.monotonic() + max(budget, 0.0),
         )
@@ -178,7 +195,7 @@ def _by_design(verdict, rough: Culprit) -> bool:
     """The case's own verdict rated by-design once the cheap culprit is known (`divfuzz.oracles.severity_policy`)."""
     if verdict is None:
         return False
-    reason = severity_of(verdict, culprit=rough.summary)
+    reason = severity_of(verdict, switch=rough.key().switch or None)
     return reason is not None and reason.severity is Severity.BY_DESIGN
 
 
@@ -201,7 +218,7 @@ class BucketAnalyzer:
         self.oracle = oracle
         self.perf_margin = perf_margin
         self.span_factor = span_factor  # a campaign's: an analysis ends within span_factor x its minimization budget
-        self._cache: dict[str, tuple[BucketKey, Analysis]] = {}
+        self._cache: dict[BucketKey, tuple[BucketKey, Analysis]] = {}
         self._lock = threading.Lock()
         self.analyses = 0
 
@@ -211,7 +228,7 @@ class BucketAnalyzer:
         The analysis is None when the answer comes from the store (an earlier run analyzed it).
         """
         with self._lock:
-            hit = self._cache.get(str(raw_key))
+            hit = self._cache.get(raw_key)
         if hit is not None:
             return hit
         known = self.store.root_cause_of(raw_key) if self.store is not None else None
@@ -221,7 +238,7 @@ class BucketAnalyzer:
         if worker.aborted:  # cut short by an interrupt: remember nothing
             return key, analysis
         with self._lock:
-            self._cache[str(raw_key)] = (key, analysis)
+            self._cache[raw_key] = (key, analysis)
         if self.store is not None:
             self.store.remember_root_cause(raw_key, key)
         return key, analysis
@@ -234,6 +251,7 @@ class BucketAnalyzer:
         With `span_factor`, the whole analysis ends within that many times its minimization
         budget (`analyze_finding`'s deadline)."""
         budget = self.budget_s if budget_s is None else budget_s
+        mark = worker.output_mark() if hasattr(worker, "output_mark") else None  # a fleet's worker keeps its output on its node
         analysis = analyze_finding(
             spec,
             worker=worker,
@@ -249,10 +267,12 @@ class BucketAnalyzer:
             deadline=None if self.span_factor is None else time.monotonic() + self.span_factor * budget,
             case_verdict=case_verdict,
         )
+        if mark is not None:
+            analysis = replace(analysis, compile_log=worker.output_since(mark))
         if not worker.aborted:
             with self._lock:
                 self.analyses += 1
-        return replace(raw_key, signature=analysis.signature()), analysis
+        return root_cause_key(raw_key, analysis.spec, analysis.culprit.key()), analysis
 
 
 def write_bucket(
@@ -267,10 +287,20 @@ def write_bucket(
     case_id: int | None,
     timeout_s: int,
     versions: dict,
+    compile_log: str | None = None,
+    severity: dict | None = None,
 ) -> Path:
-    """The bucket folder for a minimized case, with `report.md` and `analysis.json`."""
+    """The bucket folder for a minimized case, with `report.md` and `analysis.json` (and, for a
+    bug, issue.py and issue.md; `compile_log`, what the compiler printed, as compile.log), every
+    file written before the folder is moved into place."""
     verdict = analysis.verdict if analysis.verdict is not None else fallback_verdict
-    folder = write_bucket_folder(
+    data = analysis.to_dict()
+    report = render_bug_report(analysis.spec, title=str(key), reason=analysis.reason if analysis.verdict is not None else None,
+                               culprit=data["culprit"], versions=versions, device=device, config_desc=config.describe(),
+                               verdict=verdict, minimized=data["minimized"])
+    # Every file goes into the folder before it is moved into place: a kill never leaves a bucket
+    # folder without its analysis.
+    return write_bucket_folder(
         root,
         knob=perf_knob(analysis.culprit),
         bucket_id=bucket_id,
@@ -282,19 +312,9 @@ def write_bucket(
         case_id=case_id,
         notes=analysis.notes(),
         timeout_s=timeout_s,
+        culprit=analysis.culprit.to_dict(),
+        versions=versions,
+        compile_log=analysis.compile_log if compile_log is None else compile_log,
+        severity=severity,
+        extra_files={"analysis.json": json.dumps(data, indent=2) + "\n", "report.md": report},
     )
-    data = analysis.to_dict()
-    (folder / "analysis.json").write_text(json.dumps(data, indent=2) + "\n")
-    (folder / "report.md").write_text(
-        render_bug_report(
-            analysis.spec,
-            title=str(key),
-            culprit=data["culprit"],
-            versions=versions,
-            device=device,
-            config_desc=config.describe(),
-            verdict=verdict,
-            minimized=data["minimized"],
-        )
-    )
-    return folder

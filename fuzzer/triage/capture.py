@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from divfuzz.fuzzer.triage.phase_clock import PhaseClock
-from divfuzz.oracles.severity_policy import severity_of, verdict_lines_of
+from divfuzz.oracles.severity_policy import EAGER_FURTHER_RULES, severity_of, verdict_lines_of
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.errors import ConfigError
 
@@ -387,23 +387,30 @@ def lower_to_aten(graph: CapturedGraph, *, train: bool):
     import torch
     from torch.fx.experimental.proxy_tensor import make_fx
 
+    import torch.fx.traceback as fx_traceback
+
     gm, inputs = graph.gm, graph.inputs
+    # Run through an Interpreter with node meta preserved: each aten node keeps the Dynamo node
+    # it came from (`source_fn_stack`), which tells the user's casts from autocast's
+    # (`divfuzz.fuzzer.triage.user_module.explicit_casts`).
+    run = lambda *xs: torch.fx.Interpreter(gm).run(*xs)  # noqa: E731
     if not train:
-        with torch.no_grad():
-            lowered = make_fx(lambda *xs: gm(*xs))(*[x.detach() for x in inputs])
+        with torch.no_grad(), fx_traceback.preserve_node_meta():
+            lowered = make_fx(run)(*[x.detach() for x in inputs])
         return _lift_constants(lowered, [x.detach() for x in inputs])
     wants = [i for i, x in enumerate(inputs) if x.requires_grad]
 
     def joint(*xs):
         xs = [x.detach().requires_grad_(i in wants) for i, x in enumerate(xs)]
-        outs = [t for _, t in flatten_outputs(gm(*xs))]
+        outs = [t for _, t in flatten_outputs(run(*xs))]
         floats = [o.float().sum() for o in outs if o.is_floating_point() and o.requires_grad]
         if not floats or not wants:
             return tuple(outs)
         grads = torch.autograd.grad(torch.stack(floats).sum(), [xs[i] for i in wants], allow_unused=True)
         return (*outs, *[g for g in grads if g is not None])
 
-    lowered = make_fx(joint)(*[x.detach() for x in inputs])
+    with fx_traceback.preserve_node_meta():
+        lowered = make_fx(joint)(*[x.detach() for x in inputs])
     return _lift_constants(lowered, [x.detach() for x in inputs])
 
 
@@ -482,10 +489,20 @@ def capture_user_case(case, *, ref: str, device: str, dtype: str | None, autocas
         + ("" if not reasons else ": " + "; ".join(reasons[:5]))
     )
     cap.verdict_lines += ["  " + g.describe() for g in graphs]
-    if not whole:
+    eager_further = reason is not None and reason.rule in EAGER_FURTHER_RULES
+    if not whole and not eager_further:
         cap.notes.append(f"the model's own outputs {'agree' if reason is None else 'differ only at ' + reason.severity.value + ' severity'}"
                          " between eager and compiled: no graph to reduce")
         return cap
+    if not whole:
+        # The whole model's fp64 run is the user's Python code in float64: it cannot round a scalar
+        # where eager rounds it, so eager can look further from fp64 than compiled when eager is
+        # the definition. Each graph is judged by itself, against the reference that follows eager's
+        # type semantics (`divfuzz.records.reference_rules`), before that is believed.
+        cap.rank_by_own_verdict = True
+        cap.notes.append(f"the model's own outputs read {reason.severity.value} ({reason.rule}): eager further from fp64 "
+                         "than compiled; each captured graph is judged by itself against the reference with eager's "
+                         "type semantics (scalars rounded where eager rounds them, the model's casts kept)")
     if not graphs:
         cap.capture_method = "make_fx (fallback: Dynamo handed the compiler no graph)"
         with clock.phase("lower"):
@@ -502,7 +519,7 @@ def capture_user_case(case, *, ref: str, device: str, dtype: str | None, autocas
             cap.verdict_lines.append(gap)
         return cap
     with clock.phase("locate"):
-        chosen = _graphs_to_reduce(graphs, cap, run, eager, ref64, worth_reducing, clock)
+        chosen = graphs if cap.rank_by_own_verdict else _graphs_to_reduce(graphs, cap, run, eager, ref64, worth_reducing, clock)
     for graph in chosen:
         with clock.phase("lower"):
             gm, inputs = lower_to_aten(graph, train=train)

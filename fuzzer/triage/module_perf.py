@@ -120,7 +120,7 @@ def perf_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: str 
     # Probes are compared with the default compile through their ratios to eager, each measured
     # interleaved with eager: GPU clocks ramping between the two compiles cancel out.
     default_ratio = {p.phase: p.ratio for p in phases}
-    reason = severity_of(verdict, culprit=culprit or None)
+    reason = severity_of(verdict, switch=fixes[0]["knob"] if fixes and verdict.status == Status.DIVERGED else None)
     lines = verdict_lines_of(verdict)[:-1] + [f"severity: {reason}" if reason else "severity: none (compiled is not slower)"]
     for p in probes:
         if "phases" in p:

@@ -79,6 +79,6 @@ def read_progress(path: Path) -> dict | None:
     """What `PhaseClock` last wrote to `path`, or None when there is no readable file."""
     try:
         value = json.loads(path.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None

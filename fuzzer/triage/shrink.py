@@ -37,7 +37,7 @@ from divfuzz.records.errors import MinimizeError
 from divfuzz.fuzzer.engine.worker import CaseRequest
 from divfuzz.fuzzer.triage.attribute import OutOfTime, known_or_run
 from divfuzz.oracles.findings import finding_of
-from divfuzz.oracles.severity_policy import severity_of
+from divfuzz.oracles.severity_policy import explaining_mechanism, severity_of
 from divfuzz.records.severity import Severity
 
 Predicate = Callable[[GraphSpec], bool]
@@ -370,10 +370,14 @@ def case_predicate(
     known: Mapping | None = None,
     site: str | None = None,
     deadline: float | None = None,
+    rule: str | None = None,
+    mechanism: str | None = None,
 ) -> Predicate:
     """`spec -> bool`: running `spec` under `config` in `worker` gives a finding of `kind`
     (and, when `severity` is given, one at least that severe: a bug must not shrink into noise;
-    when `site` is given, a compiler error raised at that site (`Finding.site`): a crash must not
+    when `rule` is given, rated by that severity rule, and when `mechanism` is given, explained
+    by that mechanism ("" for none): the minimal graph shows what its bucket's key says; when
+    `site` is given, a compiler error raised at that site (`Finding.site`): a crash must not
     shrink into another crash).
 
     `must_pass_with`, a CompileConfig, keeps the culprit: the candidate must also show no
@@ -395,10 +399,14 @@ def case_predicate(
             return False
         if keep_severity and site is not None and finding.site != site:
             return False
-        if keep_severity and severity is not None:
-            reason = severity_of(verdict)
-            return reason is not None and reason.severity.at_least(Severity(severity))
-        return True
+        if not keep_severity:
+            return True
+        reason = severity_of(verdict)
+        if severity is not None and (reason is None or not reason.severity.at_least(Severity(severity))):
+            return False
+        if rule is not None and (reason is None or reason.rule != rule):
+            return False
+        return mechanism is None or explaining_mechanism(verdict, reason) == mechanism
 
     def predicate(spec: GraphSpec) -> bool:
         try:

@@ -37,8 +37,12 @@ import torch.fx
 import torch.utils._pytree as pytree
 
 from divfuzz.oracles.severity_policy import severity_of, verdict_lines_of, worth_reducing
+from divfuzz.reports.issue_folder import ISSUE_MARKDOWN, ISSUE_SCRIPT, known_lines
+from divfuzz.reports.issue_markdown import render_issue_markdown
+from divfuzz.reports.module_issue import module_subject, render_module_issue_script
 from divfuzz.reports.module_repro import RUNGS, render_module_repro
 from divfuzz.fuzzer.engine.compile import compiled
+from divfuzz.fuzzer.engine.environment import environment_versions
 from divfuzz.fuzzer.triage.attribute import bisect_result_of
 from divfuzz.fuzzer.triage.capture import capture_user_case, write_capture
 from divfuzz.fuzzer.triage.fx_bypass import bypass_reduce, count_ops
@@ -47,19 +51,17 @@ from divfuzz.oracles.boundary import distance_to_grid_ulps, undefined_cast
 from divfuzz.oracles.conditioning import perturb_inputs
 from divfuzz.oracles.judge import judge_outputs, verdict_of
 from divfuzz.records.config import CompileConfig
+from divfuzz.records.reference_rules import BINARY, COMPARE, EXPLICIT_CAST_METHODS, MUL_DIV, eager_rounds_scalar, round_scalar
 from divfuzz.records.culprit import Culprit, NOT_ATTRIBUTED, summarize
 from divfuzz.records.errors import ConfigError
+from divfuzz.fuzzer.triage.module_ref import parse_module_ref
 
 
 
 def load_user_module(ref: str):
     """`path/to/file.py:NAME` -> NAME() (the user's own code runs here, by their request)."""
-    path, sep, name = ref.rpartition(":")
-    if not sep or not path.endswith(".py") or not name:
-        raise ConfigError(f"Expected --module path/to/file.py:NAME but got {ref!r}")
-    file = Path(path)
-    if not file.is_file():
-        raise ConfigError(f"--module {ref!r}: no file {path}")
+    file, name = parse_module_ref(ref)
+    path = str(file)
     spec = importlib.util.spec_from_file_location(f"divfuzz_user_{file.stem}", file)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
@@ -99,15 +101,85 @@ def _to_float64(value):
     return value
 
 
-def reference_graph(gm):
-    """The fp64 reference of a captured aten graph: every floating dtype argument (casts, autocast's
-    explicit `_to_copy`s, factory dtypes) and every floating constant mapped to float64, as
-    `divfuzz.generators.build.BuildContext(reference=True)` does for specs."""
+# Aten ops that take a Python scalar beside a tensor, by how eager treats the scalar
+# (`divfuzz.records.reference_rules`): comparisons, other binary ops, mul and div.
+_SCALAR_KINDS = {
+    **{name: COMPARE for name in ("eq", "ne", "lt", "le", "gt", "ge")},
+    **{name: BINARY for name in ("add", "sub", "rsub", "remainder", "fmod", "maximum", "minimum")},
+    **{name: MUL_DIV for name in ("mul", "div")},
+}
+_CASTS = frozenset({"_to_copy", "to", "convert_element_type", "_convert_element_type"})
+
+
+def explicit_casts(gm) -> frozenset[str]:
+    """The names of the cast nodes of a lowered graph that the user's code wrote (`x.half()`,
+    `x.to(torch.bfloat16)`): their Dynamo node (`source_fn_stack`, kept by `lower_to_aten`) is a
+    cast method; autocast's casts come from the op they feed. Empty when the graph kept no such
+    record (the make_fx fallback): every cast is then taken for autocast's."""
+    names = set()
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or _op_name(node) not in _CASTS:
+            continue
+        stack = node.meta.get("source_fn_stack") or ()
+        target = stack[-1][1] if stack else None
+        if (isinstance(target, str) and target in EXPLICIT_CAST_METHODS) or target is torch.Tensor.to:
+            names.add(node.name)
+    return frozenset(names)
+
+
+def _round_through(x, dtype):
+    """An explicit cast in the fp64 reference: rounded to the model's dtype, then back to float64."""
+    return x.to(dtype).to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+
+
+def _cast_dtype(node):
+    for value in (*node.args[1:], *node.kwargs.values()):
+        if isinstance(value, torch.dtype):
+            return value
+    return None
+
+
+def _real_dtypes(gm, inputs) -> dict:
+    """The dtype of each node's value in the real graph, from one run of it (no grad)."""
+    dtypes: dict = {}
+
+    class Recorder(torch.fx.Interpreter):
+        def run_node(self, n):
+            value = super().run_node(n)
+            if isinstance(value, torch.Tensor):
+                dtypes[n.name] = value.dtype
+            return value
+
+    with torch.no_grad():
+        Recorder(gm).run(*inputs)
+    return dtypes
+
+
+def reference_graph(gm, *, inputs=None, device_type: str = "cpu"):
+    """The fp64 reference of a captured aten graph, by the one reference semantics
+    (`divfuzz.records.reference_rules`), as `divfuzz.generators.build.build_reference` builds it for
+    specs: every floating dtype argument and constant mapped to float64 and autocast's casts
+    dropped, but the user's own casts kept (`explicit_casts`: rounded to their dtype and back)
+    and, given the graph's `inputs`, a Python scalar that eager rounds to its bfloat16/float16
+    tensor's dtype on `device_type` rounded the same way."""
+    keep = explicit_casts(gm)
+    dtypes = _real_dtypes(gm, inputs) if inputs is not None else {}
     ref = copy.deepcopy(gm)
-    for node in ref.graph.nodes:
+    for node in list(ref.graph.nodes):
         if node.op == "call_function":
+            kind = _SCALAR_KINDS.get(_op_name(node))
+            tensor = node.args[0] if node.args and isinstance(node.args[0], torch.fx.Node) else None
+            low = dtypes.get(tensor.name) if tensor is not None else None
+            if kind and low in (torch.bfloat16, torch.float16) and eager_rounds_scalar(kind, device_type):
+                node.args = tuple(round_scalar(a, str(low).removeprefix("torch.")) if isinstance(a, float) else a
+                                  for a in node.args)
+            cast_to = _cast_dtype(node) if node.name in keep else None
             node.args = _to_float64(node.args)
             node.kwargs = {k: _to_float64(v) for k, v in node.kwargs.items()}
+            if cast_to is not None and cast_to.is_floating_point and cast_to != torch.float64:
+                with ref.graph.inserting_after(node):
+                    rounded = ref.graph.call_function(_round_through, (node, cast_to))
+                node.replace_all_uses_with(rounded, delete_user_cb=lambda user: user is not rounded)
         elif node.op == "get_attr":
             value = getattr(ref, node.target, None)
             if isinstance(value, torch.Tensor) and value.is_floating_point():
@@ -117,10 +189,12 @@ def reference_graph(gm):
 
 
 def _reference_outputs(gm, inputs):
-    """The fp64 outputs of `gm` on `inputs` (floating inputs widened), or None if it cannot run."""
+    """The fp64 outputs of `gm` on `inputs` (floating inputs widened), or None if it cannot run;
+    scalars are rounded as eager rounds them on the inputs' device."""
+    device_type = next((x.device.type for x in inputs if isinstance(x, torch.Tensor)), "cpu")
     try:
         with torch.no_grad():
-            return _flat(reference_graph(gm)(*[_to_float64(x) for x in inputs]))
+            return _flat(reference_graph(gm, inputs=inputs, device_type=device_type)(*[_to_float64(x) for x in inputs]))
     except Exception:  # an op without a float64 kernel: judged with no reference (divfuzz.oracles.judge)
         return None
 
@@ -544,7 +618,8 @@ def _write_folder(diff: RungDifference, folders: CauseFolders, number: int, redu
         culprit = replace(culprit, bisect_note=note)
         culprit = replace(culprit, summary=summarize(culprit))
     summary = culprit.summary
-    reason = severity_of(_verdict(small, small_inputs, before_out, after_out), culprit=summary)
+    verdict = _verdict(small, small_inputs, before_out, after_out)
+    reason = severity_of(verdict, switch=culprit.key().switch or None)
     folder = folders.out / f"{number:02d}-{rung}"
     folder.mkdir(parents=True, exist_ok=True)
     _save_inputs([t.detach().cpu() for t in small_inputs], folder)
@@ -553,6 +628,8 @@ def _write_folder(diff: RungDifference, folders: CauseFolders, number: int, redu
                        removed, *([reduced.cut] if reduced.cut else []), *folders.verdict_lines])
     (folder / "repro.py").write_text(render_module_repro(f"{folders.ref}: {summary}", notes, small, before=before, rung=rung,
                                                          device=folders.device))
+    _write_issue(folder, small, small_inputs, before=before, rung=rung, device=folders.device, reason=reason, verdict=verdict,
+                 culprit=culprit.to_dict())
     shown = list(zip(before_out, after_out))
     cause = {
         "rung": rung,
@@ -576,6 +653,32 @@ def _write_folder(diff: RungDifference, folders: CauseFolders, number: int, redu
     }
     (folder / "culprit.json").write_text(json.dumps(cause, indent=2) + "\n")
     return cause
+
+
+def _write_issue(folder: Path, gm, inputs, *, before: str, rung: str, device: str, reason, verdict, culprit: dict) -> None:
+    """A bug cause's issue.py and issue.md (`divfuzz.reports.module_issue`): the reduced graph in plain
+    torch, and PyTorch's bug template around it. Nothing for a cause that is not a bug."""
+    script = render_module_issue_script(gm, reference_graph(gm), inputs, before=before, rung=rung, device=device,
+                                        reason=reason, verdict=verdict)
+    if script is None:
+        return
+    subject = module_subject(gm, inputs)
+    known = known_lines(_KnownProbe(subject.ops, subject.dtypes), reason, device=device, culprit=culprit.get("summary"))
+    (folder / ISSUE_SCRIPT).write_text(script.text)
+    (folder / ISSUE_MARKDOWN).write_text(render_issue_markdown(
+        subject, script, device=device, reason=reason, verdict=verdict, culprit=culprit,
+        versions=environment_versions(device), known=known, config_desc=f"{rung}, {before} as the baseline"))
+
+
+@dataclass(frozen=True)
+class _KnownProbe:
+    """A reduced aten graph as the known-bug matcher reads a spec (`RootCausePattern.from_spec_dict`)."""
+
+    ops: tuple[str, ...]
+    dtypes: tuple[str, ...]
+
+    def to_dict(self) -> dict:
+        return {"nodes": [{"op": op} for op in self.ops], "inputs": [{"dtype": d} for d in self.dtypes], "backward": False}
 
 
 def minimize_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: str | None = None, dtype: str | None = None, max_granularity: int | None = None, budget_s: float = 300.0, train: bool = False) -> dict:

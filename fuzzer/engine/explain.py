@@ -1,0 +1,269 @@
+"""Experiments that explain a bug candidate without a compiler defect, run over the same case.
+
+A divergence has a mechanism before it has a verdict. When the judge rates a case a bug by a
+rule a numeric mechanism can fake (`divfuzz.oracles.mechanisms.EXPLAINABLE_RULES`), `explain_case`
+tries, in order, the experiments below on the case's own inputs, eager run and compiled outputs
+(the compiled graph is not run again), and returns the first `Explanation` that accounts for
+the finding; the severity policy then rates it by `divfuzz.oracles.mechanisms.MECHANISMS`.
+
+- subnormal flush: eager is run again with every subnormal input and intermediate (forward
+  values and the gradients flowing back through them) flushed to signed zero, and the fp64
+  reference likewise; it explains the finding when, judged against those, the bug is gone;
+- range edge: most of the output's differing elements depend on an input value that is inf or
+  NaN, or on a value that overflows its dtype in eager (inf where fp64 is finite), is inf in fp64
+  itself, or sits within `RANGE_EDGE_FRACTION` of its dtype's largest finite value (measured by
+  making those values NaN in a second fp64 run and seeing which output elements turn NaN);
+- ties: the differing output depends on a value-selecting op whose input holds ties (equal, or
+  one rounding step apart) at the values it selects.
+
+(Ill-conditioned intermediates are measured by the judge's conditioning draws, which move every
+intermediate as well as the inputs: `divfuzz.fuzzer.engine.execute.perturbed_reference`.)
+Invariants: an experiment never changes the case's own outputs or verdict, only adds an
+explanation; each runs only for a bug candidate, so ordinary cases pay nothing; a crash, a
+compile error or a dtype or shape change is never explained (the policy's table says so).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from divfuzz.fuzzer.engine.graph_run import Named, run_forward_backward
+from divfuzz.generators.build import build_callable, build_reference, reference_inputs
+from divfuzz.generators.registry import get_op
+from divfuzz.generators.spec import GraphSpec
+from divfuzz.oracles.judge import judge_outputs, verdict_of
+from divfuzz.oracles.mechanisms import EXPLAINABLE_RULES
+from divfuzz.oracles.severity_policy import RANGE_EDGE_FRACTION, severity_of
+from divfuzz.records.severity import Severity, SeverityReason
+from divfuzz.records.verdict import Explanation, OutputVerdict
+
+if TYPE_CHECKING:
+    from divfuzz.fuzzer.engine.execute import PreparedCase
+
+# Below this magnitude a float32 value is subnormal; bf16 shares float32's exponent range, and
+# float16 values are computed in float32 (opmath), where theirs are normal.
+_SUBNORMAL_BELOW = torch.finfo(torch.float32).tiny
+# Ops that select values: which of several equal candidates they pick decides an index or where
+# a gradient goes. By family, plus the reductions that select (amax's backward splits at ties).
+_SELECTING_OPS = frozenset({"amax"})
+_SELECTING_FAMILIES = frozenset({"selection"})
+# ... "extreme" selectors compare only their best two candidates per row; the others (sort,
+# topk, median) order every candidate.
+_EXTREME_SELECTORS = frozenset({"max_dim", "min_dim", "amax", "amin", "argmax", "argmin", "cummax"})
+
+
+def explain_case(case: "PreparedCase", compiled: Named, outputs: tuple[OutputVerdict, ...]) -> Explanation | None:
+    """The first mechanism that explains the case's bug, or None (no bug candidate, a rule no
+    mechanism explains, or nothing explained it)."""
+    reason = severity_of(verdict_of(outputs))
+    if reason is None or reason.severity is not Severity.BUG or reason.rule not in EXPLAINABLE_RULES:
+        return None
+    with case.clock.span("explain"):
+        for experiment in (_subnormal_flush, _range_edge, _ties):
+            found = experiment(case, compiled, reason)
+            if found is not None:
+                return found
+    return None
+
+
+# ---- subnormal flush -------------------------------------------------------------------------
+
+
+def _flush(x: torch.Tensor) -> torch.Tensor:
+    """`x` with float32-subnormal values replaced by zero of their sign."""
+    return torch.where((x != 0) & (x.abs() < _SUBNORMAL_BELOW), x * 0, x)
+
+
+class _FlushBothWays(torch.autograd.Function):
+    """Flush to zero in the forward and in the gradient that flows back through it, as a kernel
+    compiled with flush-to-zero does on both passes."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return _flush(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _flush(grad)
+
+
+class _FlushCounter:
+    """A value hook that flushes every non-float64 floating value and counts the values it changed."""
+
+    def __init__(self, real_dtypes: dict[str, str]):
+        self.real_dtypes = real_dtypes  # name -> the dtype the real graph computes it in
+        self.flushed = 0
+
+    def __call__(self, name: str, value):
+        if not isinstance(value, torch.Tensor) or not value.is_floating_point() or self.real_dtypes.get(name) == "float64":
+            return value
+        with torch.no_grad():
+            self.flushed += int(((value != 0) & (value.abs() < _SUBNORMAL_BELOW)).sum())
+        return _FlushBothWays.apply(value)
+
+
+def _real_dtypes(spec: GraphSpec) -> dict[str, str]:
+    return {t.name: t.dtype for t in spec.inputs} | {n.name: n.dtype for n in spec.nodes}
+
+
+def _subnormal_flush(case: "PreparedCase", compiled: Named, reason: SeverityReason) -> Explanation | None:
+    spec = case.spec
+    eager_hook = _FlushCounter(_real_dtypes(spec))
+    eager_ftz, _ = run_forward_backward(spec, build_callable(spec, case.device_type, hook=eager_hook), case.inputs, case.cots)
+    if eager_hook.flushed == 0 and not _any_subnormal(case.eager):
+        return None  # nothing subnormal in the forward: a flush cannot be what differs
+    ref_hook = _FlushCounter(_real_dtypes(spec))
+    reference_ftz, _ = run_forward_backward(spec, build_reference(spec, hook=ref_hook, device_type=case.device_type), reference_inputs(case.inputs),
+                                            [c.double() if c is not None else None for c in case.cots])
+    again = severity_of(verdict_of(judge_outputs(eager_ftz, compiled, reference_ftz, case.bounds)))
+    if again is not None and again.severity is Severity.BUG:
+        return None
+    now = "eager then agrees with compiled" if again is None else f"what is left is {again.severity.value} ({again.rule})"
+    return Explanation("subnormal-flush", reason.output,
+                       f"{eager_hook.flushed} subnormal values in eager's forward; with them and the gradients through "
+                       f"them flushed to zero, {now}",
+                       (("flushed", float(eager_hook.flushed)),))
+
+
+def _any_subnormal(named: Named) -> bool:
+    return any(t.is_floating_point() and bool(((t != 0) & (t.abs() < _SUBNORMAL_BELOW)).any()) for _, t in named)
+
+
+# ---- range edge --------------------------------------------------------------------------------
+
+
+def _ancestors(spec: GraphSpec, output: str) -> set[str]:
+    """The inputs and nodes `output` depends on, itself included; for a gradient output
+    ("grad:x"), every input and node (a gradient flows back through the whole graph)."""
+    everything = {t.name for t in spec.inputs} | {n.name for n in spec.nodes}
+    if output not in everything:
+        return everything
+    reads = {n.name: n.inputs for n in spec.nodes}
+    seen, todo = set(), [output]
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo.extend(reads.get(name, ()))
+    return seen
+
+
+def _edge_masks(case: "PreparedCase", names: set[str], reference_env: dict) -> dict[str, tuple[torch.Tensor, str]]:
+    """For each input or node in `names` that holds range-edge values, the mask of those values
+    and a sentence: an input's inf/NaN values or values at the edge of its dtype's range; a node's
+    values that overflow in eager (inf where fp64 is finite), are inf in fp64, or lie at the edge."""
+    spec = case.spec
+    inputs = {t.name for t in spec.inputs}
+    masks = {}
+    for name in sorted(names, key=_graph_order(spec)):
+        value, exact = case.eager_env.get(name), reference_env.get(name)
+        if not isinstance(value, torch.Tensor) or not value.is_floating_point() or not isinstance(exact, torch.Tensor):
+            continue
+        value, exact = value.detach(), exact.detach().to(value.device)
+        if value.shape != exact.shape:
+            continue
+        at_edge = torch.isfinite(value) & (value.double().abs() >= RANGE_EDGE_FRACTION * torch.finfo(value.dtype).max)
+        if name in inputs:
+            mask = ~torch.isfinite(value) | at_edge
+            what = f"input {name} holds {{n}} inf/NaN values or values at the edge of its dtype's range"
+        else:
+            mask = (torch.isinf(value) & torch.isfinite(exact)) | torch.isinf(exact) | at_edge
+            what = (f"{name} = {spec.node(name).op} holds {{n}} values that overflow its {str(value.dtype).removeprefix('torch.')} "
+                    "in eager, are inf in fp64, or lie at the edge of its range")
+        if bool(mask.any()):
+            masks[name] = (mask, what.format(n=int(mask.sum())))
+    return masks
+
+
+def _range_edge(case: "PreparedCase", compiled: Named, reason: SeverityReason) -> Explanation | None:
+    """Explained when the output's differing elements depend on range-edge values: each such
+    value is made NaN in a second fp64 reference run, and the differing elements that turn NaN
+    there depend on one (a majority must). An integer output, where NaN cannot show, depends on
+    one when its graph does."""
+    spec = case.spec
+    reference_env: dict = {}
+    ref_inputs = reference_inputs(case.inputs)
+    cots = [c.double() if c is not None else None for c in case.cots]
+    with torch.no_grad():
+        build_reference(spec, keep=reference_env, device_type=case.device_type)(*[x.detach() for x in ref_inputs])
+    masks = _edge_masks(case, _ancestors(spec, reason.output), reference_env)
+    if not masks:
+        return None
+    eager, got = dict(case.eager).get(reason.output), dict(compiled).get(reason.output)
+    if eager is None or got is None or eager.shape != got.shape:
+        return None
+    because = next(iter(masks.values()))[1]
+    if not eager.is_floating_point():
+        return Explanation("range-edge", reason.output, f"{reason.output} depends on range-edge values: {because}",
+                           (("edge_values", float(sum(int(m.sum()) for m, _ in masks.values()))),))
+
+    def taint(name, value):
+        if name not in masks or not isinstance(value, torch.Tensor):
+            return value
+        return torch.where(masks[name][0].to(value.device), torch.full_like(value, float("nan")), value)
+
+    tainted, _ = run_forward_backward(spec, build_reference(spec, hook=taint, device_type=case.device_type), ref_inputs, cots)
+    plain = dict(case.reference).get(reason.output)
+    reached = dict(tainted).get(reason.output)
+    if plain is None or reached is None or reached.shape != eager.shape:
+        return None
+    differing = ~_same_values(eager, got.to(eager.device))
+    depends = torch.isnan(reached.to(eager.device)) & ~torch.isnan(plain.to(eager.device))
+    n_diff, n_dep = int(differing.sum()), int((differing & depends).sum())
+    if n_diff == 0 or n_dep < 0.5 * n_diff:
+        return None
+    return Explanation("range-edge", reason.output,
+                       f"{n_dep} of the {n_diff} differing elements of {reason.output} depend on range-edge values: {because}",
+                       (("differing", float(n_diff)), ("depending", float(n_dep))))
+
+
+def _same_values(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Elementwise: equal, or both NaN."""
+    return (a == b) | (torch.isnan(a) & torch.isnan(b))
+
+
+def _graph_order(spec: GraphSpec):
+    order = {t.name: i for i, t in enumerate(spec.inputs)} | {n.name: len(spec.inputs) + i for i, n in enumerate(spec.nodes)}
+    return lambda name: order.get(name, len(order))
+
+
+# ---- ties --------------------------------------------------------------------------------------
+
+
+def _ties(case: "PreparedCase", compiled: Named, reason: SeverityReason) -> Explanation | None:
+    """Ties decide which element is selected, never the selected value: they explain a gradient
+    (which tied element receives it) or an integer output (an index), never a float forward value."""
+    spec = case.spec
+    eager = dict(case.eager).get(reason.output)
+    if eager is None or (eager.is_floating_point() and not reason.output.startswith("grad:")):
+        return None
+    for name in sorted(_ancestors(spec, reason.output), key=_graph_order(spec)):
+        if name in {t.name for t in spec.inputs}:
+            continue
+        node = spec.node(name)
+        if node.op not in _SELECTING_OPS and get_op(node.op).family not in _SELECTING_FAMILIES:
+            continue
+        x = case.eager_env.get(node.inputs[0]) if node.inputs else None
+        if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() == 0 or x.shape[-1] < 2:
+            continue
+        rows = _rows_with_ties(x.detach(), extreme_only=node.op in _EXTREME_SELECTORS)
+        if rows:
+            return Explanation("tie", reason.output,
+                               f"{reason.output} depends on {name} = {node.op}, whose input holds ties (equal or one "
+                               f"rounding step apart) at the selected values in {rows} rows",
+                               (("rows", float(rows)),))
+    return None
+
+
+def _rows_with_ties(x: torch.Tensor, *, extreme_only: bool) -> int:
+    """Rows (along the last dim) where two candidates are equal or one rounding step of x's dtype
+    apart: at the largest and the smallest value when `extreme_only`, anywhere otherwise."""
+    ordered = torch.sort(x.float() if x.dtype in (torch.bfloat16, torch.float16) else x, dim=-1).values
+    gaps = ordered.diff(dim=-1).abs()
+    step = torch.finfo(x.dtype).eps * torch.maximum(ordered[..., 1:].abs(), ordered[..., :-1].abs())
+    tied = (gaps <= step) | (gaps == 0)
+    if extreme_only:
+        tied = torch.stack([tied[..., 0], tied[..., -1]], dim=-1)
+    return int(tied.any(dim=-1).sum())

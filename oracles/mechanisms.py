@@ -1,0 +1,71 @@
+"""Mechanisms that explain a divergence without a compiler defect, and what each is worth.
+
+One table, one row per mechanism, each with the severity it gives and the public reason for it
+(a maintainer's stance, a PyTorch PR or doc). The experiments that find a mechanism live in
+`divfuzz.fuzzer.engine.explain`; `divfuzz.oracles.severity_policy` applies this table to a
+verdict that carries an `Explanation` and to a bucket key that names a mechanism. Torch-free.
+
+Invariants:
+- a mechanism explains only the rules in `EXPLAINABLE_RULES`: a crash, a compile error, a hang
+  and a dtype or shape change are never explained away, whatever an experiment finds;
+- what no mechanism explains keeps the severity its rule gives (a bug stays a bug);
+- a row names a mechanism, never an op, a shape or a test's case.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from divfuzz.records.severity import Severity
+
+
+@dataclass(frozen=True)
+class Mechanism:
+    id: str
+    severity: Severity
+    title: str  # what a reader sees on the first screen
+    reason: str  # why it has that severity, with the public source
+
+
+MECHANISMS: dict[str, Mechanism] = {m.id: m for m in (
+    Mechanism(
+        "subnormal-flush", Severity.BY_DESIGN,
+        "subnormal values flushed to zero by the compiled kernels",
+        "eager run again with subnormal inputs and intermediates flushed to signed zero gives compiled's values: "
+        "compiled GPU kernels flush subnormals by default, and exact subnormals belong to an opt-in eager-numerics "
+        "mode (PyTorch PR 185878; issue 125557 tracks the symptom)",
+    ),
+    Mechanism(
+        "range-edge", Severity.SUSPECT,
+        "arithmetic at the edge of the float range (overflow inside the graph, or inf/NaN from the inputs)",
+        "the differing outputs depend on a value that overflows its dtype in eager, sits at the edge of its finite "
+        "range, or is inf/NaN from the inputs: where partial results overflow, the evaluation order decides where "
+        "inf and NaN land, and fp64, which has the range, cannot say which order is right; not a compiler defect by itself",
+    ),
+    Mechanism(
+        "tie", Severity.NOISE,
+        "ties under a value-selecting op (max, argmax, sort, topk, median, amax backward)",
+        "the differing outputs depend on a value-selecting op whose input holds ties (equal or one rounding step "
+        "apart) at the selected value: which of the tied elements is picked, or gets the gradient, is not defined "
+        "across implementations (PyTorch's bug template asks fuzzers not to compare indices of max and min at ties)",
+    ),
+)}
+
+# The rules a mechanism may explain: the bug rules a numeric difference can fake. Never a
+# compiler failure or an output of another type or shape (`output-type-mismatch`).
+EXPLAINABLE_RULES = frozenset({"nan-inf-new", "float-gross-worse", "int-valued-wrong", "int-gross"})
+
+
+def mechanism_severity(mechanism: str, rule: str) -> Severity | None:
+    """The severity `mechanism` gives a finding rated by `rule`, or None when it does not apply
+    (no mechanism, an unknown one, or a rule no mechanism explains)."""
+    row = MECHANISMS.get(mechanism)
+    if row is None or rule not in EXPLAINABLE_RULES:
+        return None
+    return row.severity
+
+
+def describe_mechanism(mechanism: str) -> str:
+    """The first screen's words for a mechanism id (the id itself when unknown: a newer store's)."""
+    row = MECHANISMS.get(mechanism)
+    return row.title if row is not None else mechanism

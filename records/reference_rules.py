@@ -1,0 +1,58 @@
+"""What the fp64 reference means, as rules both of its builders follow: the campaign's graphs
+(`divfuzz.generators.build.build_reference`) and a user's captured aten graphs
+(`divfuzz.fuzzer.triage.user_module.reference_graph`). Torch-free.
+
+One reference semantics for every path (PyTorch's maintainers judge with `same()` against fp64,
+and treat eager's type semantics as what an op means):
+- every floating value is computed in float64 and autocast is off: a compiler may compute more
+  precisely than eager (precision elision is its documented default);
+- a model's own casts are kept: the reference rounds where the model explicitly casts
+  (`x.half()`, `x.to(torch.bfloat16)`), unlike autocast's casts, which it drops;
+- a Python scalar is rounded where eager rounds it, per op and per device (`eager_rounds_scalar`):
+  comparisons round it to the tensor's bfloat16/float16 dtype on every device (issue 173987,
+  PR 175807, PR 195223); on the CPU every other binary op but mul and div does too, because
+  TensorIterator casts a wrapped CPU scalar to the common dtype (PR 185869, PR 186818's table);
+  on CUDA arithmetic keeps the scalar at float32 opmath.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+
+# Tensor methods (and `torch.Tensor.to`) a model calls to cast: their results are kept rounded.
+EXPLICIT_CAST_METHODS = frozenset({"to", "type", "half", "float", "bfloat16", "double"})
+
+# Kinds of scalar use, as `eager_rounds_scalar` takes them.
+COMPARE, BINARY, MUL_DIV = "compare", "binary", "mul_div"
+
+
+def eager_rounds_scalar(kind: str, device_type: str) -> bool:
+    """Whether eager rounds a Python scalar to a bfloat16/float16 tensor's dtype in an op of
+    `kind` (`COMPARE`, `BINARY`: add, sub, remainder, fmod, ...; `MUL_DIV`) on `device_type`."""
+    if kind == COMPARE:
+        return True
+    return kind == BINARY and device_type == "cpu"
+
+
+def round_scalar(value: float, dtype: str) -> float:
+    """`value` as PyTorch rounds a Python scalar to `dtype` (round to nearest even, through float32
+    for bfloat16 and float16); ValueError when it does not fit."""
+    if dtype == "float64":
+        return float(value)
+    try:
+        f32 = struct.unpack("<f", struct.pack("<f", value))[0]
+        if dtype == "float16":
+            return struct.unpack("<e", struct.pack("<e", f32))[0]
+    except OverflowError:
+        raise ValueError(f"scalar {value!r} does not fit {dtype}") from None
+    if dtype == "bfloat16":
+        bits = struct.unpack("<I", struct.pack("<f", f32))[0]
+        bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16  # round to nearest even
+        rounded = struct.unpack("<f", struct.pack("<I", bits & 0xFFFFFFFF))[0]
+        if not math.isfinite(rounded):
+            raise ValueError(f"scalar {value!r} does not fit {dtype}")
+        return rounded
+    if dtype == "float32":
+        return f32
+    raise ValueError(f"Expected a floating dtype but got dtype={dtype!r}")

@@ -1,0 +1,93 @@
+"""Writing a bug bucket's `issue.py` and `issue.md` (and the compiler's `compile.log`) into its folder.
+
+One place decides what a folder gets: `issue.py` and `issue.md` only for a `bug`
+(`divfuzz.reports.issue_script.render_issue_script`), the upstream matches from divfuzz's known-bug
+list (`divfuzz.records.known_bugs`), and `compile.log` only when the compiler printed something.
+Called by `divfuzz.reports.files.write_bucket_folder` on its temporary folder, before that folder
+is moved into place, so a bucket's files appear together or not at all.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from divfuzz.generators.spec import GraphSpec
+from divfuzz.oracles.severity_policy import severity_of
+from divfuzz.records.culprit import Culprit
+from divfuzz.records.errors import StoreError
+from divfuzz.records.known_bugs import KnownBugsError, RootCausePattern, default_known_bugs
+from divfuzz.reports.issue_markdown import render_issue_markdown
+from divfuzz.reports.issue_script import render_issue_script
+
+if TYPE_CHECKING:
+    from divfuzz.records.config import CompileConfig
+    from divfuzz.records.severity import SeverityReason
+    from divfuzz.records.verdict import Verdict
+
+ISSUE_SCRIPT = "issue.py"
+ISSUE_MARKDOWN = "issue.md"
+COMPILE_LOG = "compile.log"
+# compile.log keeps at most this many characters: the first and the last half of what was printed.
+COMPILE_LOG_MAX_CHARS = 1_000_000
+
+
+def known_lines(spec: GraphSpec, reason: "SeverityReason", *, device: str, culprit: str | None) -> list[str]:
+    """The upstream issues divfuzz's known-bug list matches for this finding, best first, one line each."""
+    try:
+        known = default_known_bugs()
+    except KnownBugsError:
+        return []
+    pattern = RootCausePattern.from_spec_dict(spec.to_dict(), rule=reason.rule, culprit=culprit, device_type=device.split(":")[0])
+    return [f"pytorch#{m.bug.issue} ({m.bug.state_text()}; {m.confidence} confidence): {m.bug.title}" for m in known.matches(pattern)]
+
+
+def issue_files(spec: GraphSpec, *, device: str, config: "CompileConfig", verdict: "Verdict | None",
+                reason: "SeverityReason | None" = None, culprit: dict | None = None, versions: dict | None = None,
+                error_log: str | None = None) -> dict[str, bytes]:
+    """The files a folder gets for this finding (name -> bytes): issue.py (and its input file) and
+    issue.md for a bug, nothing otherwise. `reason` is the stored judgement of the finding (a
+    severity is judged once: it is not judged again here); without one, or when it names an output
+    the verdict lacks (a minimal spec's), the verdict's severity under the culprit."""
+    summary = culprit.get("summary") if isinstance(culprit, dict) else None
+    if reason is not None and verdict is not None and reason.output != "-" and all(o.name != reason.output for o in verdict.outputs):
+        reason = None  # the stored judgement names an output the minimal spec's verdict lacks: judge that verdict
+    if reason is None and verdict is not None:
+        reason = severity_of(verdict, switch=_switch_of(culprit))
+    script = render_issue_script(spec, device=device, config=config, reason=reason, verdict=verdict)
+    if script is None:
+        return {}
+    markdown = render_issue_markdown(spec, script, device=device, reason=reason, verdict=verdict, culprit=culprit,
+                                     versions=versions, known=known_lines(spec, reason, device=device, culprit=summary),
+                                     config_desc=config.describe(), error_log=error_log)
+    return {ISSUE_SCRIPT: script.text.encode(), ISSUE_MARKDOWN: markdown.encode(), **script.files}
+
+
+def _switch_of(culprit: dict | None) -> str | None:
+    """The switch a stored culprit names as removing the finding (`Culprit.key`), or None."""
+    if not isinstance(culprit, dict) or not isinstance(culprit.get("stage"), str):
+        return None
+    try:
+        return Culprit.from_dict(culprit).key().switch or None
+    except (KeyError, TypeError, ValueError, StoreError):
+        return None
+
+
+def clipped_log(text: str) -> str:
+    """`text` cut to `COMPILE_LOG_MAX_CHARS`: its first and last halves, and a line saying what was left out."""
+    if len(text) <= COMPILE_LOG_MAX_CHARS:
+        return text
+    half = COMPILE_LOG_MAX_CHARS // 2
+    return f"{text[:half]}\n[... {len(text) - 2 * half} characters left out ...]\n{text[-half:]}"
+
+
+def write_issue_files(folder: Path, files: dict[str, bytes], compile_log: str | None = None) -> None:
+    """Write `files` (from `issue_files`; names are this module's constants) and, when the compiler
+    printed anything, `compile.log` into `folder`."""
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+    if ISSUE_SCRIPT in files:
+        os.chmod(folder / ISSUE_SCRIPT, 0o755)
+    if compile_log and compile_log.strip():
+        (folder / COMPILE_LOG).write_text(clipped_log(compile_log))

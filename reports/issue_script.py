@@ -1,0 +1,324 @@
+"""`issue.py`: a bug bucket's minimal spec as the plain-torch script a maintainer pastes into an issue.
+
+What it holds, in order: the inputs (`divfuzz.reports.issue_inputs`: exact literals, or one seeded
+generator line), the graph as a few lines of torch (each op's `code` template, the text divfuzz
+runs), `torch.compile` with only the settings that differ from the defaults, and one comparison
+that encodes the bucket's severity rule in plain torch (`CHECKS`). It prints eager, compiled and
+fp64 at the first differing elements and ends in an `assert` that fails while the bug is there
+(Python exits 1). A compile or runtime error is the call that raises and nothing else; a dtype or
+shape change asserts the dtype or shape.
+
+Each check is a necessary condition of its rule as `divfuzz.oracles` decides it (the same
+elements, the same thresholds from `divfuzz.oracles.compare`), so the script fails wherever divfuzz
+rated the case a bug; it never imports divfuzz and carries none of its oracles.
+
+Invariants: written only for a `bug` (`render_issue_script` returns None otherwise, and for a
+perf verdict, whose repro is the timing script); names are checked (`name_problem`) and renamed
+where they would shadow the script's own; numbers are `repr`s, dtypes and rules go through lookup
+tables, Inductor keys must be in `INDUCTOR_SWITCHES`; no text from a spec or store is pasted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from divfuzz.generators.ops import DTYPE_CODE
+from divfuzz.generators.registry import get_op
+from divfuzz.generators.runtime import COTANGENT_SEED_OFFSET
+from divfuzz.generators.spec import GraphSpec
+from divfuzz.oracles.compare import GROSS_FACTOR, GROSS_MIN_ULPS, GROSS_MIN_ULPS_BY_DTYPE
+from divfuzz.records.config import BACKEND_IMPORT_PATH, BACKEND_NAME, COMPARED_COMPILE, INDUCTOR_SWITCHES, NUMERICS_NEUTRAL
+from divfuzz.records.outcomes import COMPILER_FAILURES
+from divfuzz.records.severity import Severity
+from divfuzz.reports.issue_inputs import input_lines
+from divfuzz.reports.repro import graph_name, docstring_literal, int_literal
+
+if TYPE_CHECKING:
+    from divfuzz.records.config import CompileConfig
+    from divfuzz.records.severity import SeverityReason
+    from divfuzz.records.verdict import Verdict
+
+# What each numeric bug rule's assert says, in the words of issue.md too.
+CHECKS = {
+    "nan-inf-new": "NaN/Inf in compiled where eager and fp64 are finite",
+    "int-valued-wrong": "an integer-valued result differs from eager where eager equals fp64",
+    "int-gross": "the integer result differs from both eager and fp64",
+    "float-gross-worse": ("compiled is further from fp64 than eager: its error exceeds {factor:g}x eager's largest "
+                          "(and {floor:g} ULPs) at the output's scale"),
+}
+ERROR_RULES = frozenset(kind.value for kind in COMPILER_FAILURES.values())
+# Names issue.py binds itself: a graph value named so is renamed (`_names`).
+SCRIPT_NAMES = frozenset({
+    "torch", "F", "Path", "importlib", "signal", "sys", "g", "raw", "model", "D", "ref", "eager", "compiled", "err_e",
+    "err_c", "ok", "scale", "ulp", "tol", "bad", "i", "name", "t", "outs", "cots", "grad", "backend", "args",
+})
+# Seconds a hang's script waits before it exits 1.
+HANG_S = 600
+
+
+@dataclass(frozen=True)
+class IssueScript:
+    """`issue.py`'s text, the files it reads (name -> bytes), and words for issue.md: what its
+    assert checks and how its inputs were written."""
+
+    text: str
+    files: dict[str, bytes] = field(default_factory=dict)
+    check: str = ""
+    inputs_how: str = ""
+
+    @property
+    def lines(self) -> int:
+        return len(self.text.splitlines())
+
+
+def check_words(rule: str, dtype: str | None = None) -> str:
+    """What the script's assert checks for `rule` (a bug rule), in words."""
+    if rule == "output-type-mismatch":
+        return "compiled returns the dtype and shape eager returns"
+    if rule in ERROR_RULES:
+        return f"torch.compile raises no error ({rule})"
+    floor = GROSS_MIN_ULPS_BY_DTYPE.get(dtype or "", GROSS_MIN_ULPS)
+    return CHECKS.get(rule, rule).format(factor=GROSS_FACTOR, floor=floor)
+
+
+def _names(spec: GraphSpec) -> dict[str, str]:
+    """Each graph value's name in the script: as it is, checked, unless the script binds it."""
+    taken = {t.name for t in spec.inputs} | {n.name for n in spec.nodes}
+    out = {}
+    for name in taken:
+        new = graph_name(name)
+        while new in SCRIPT_NAMES or (new != name and new in taken):
+            new += "_"
+        out[name] = new
+    return out
+
+
+def setting_lines(config: "CompileConfig", device: str) -> list[str]:
+    """`torch._inductor.config.KEY = VALUE` for each Inductor setting the case ran under that
+    differs from this torch's default (keys from `INDUCTOR_SWITCHES`, values by `repr`); on CUDA
+    also the compared-compile settings that choose a reduction's kernel (not the timing-only ones)."""
+    wanted = dict(config.inductor)
+    if device.startswith("cuda"):
+        neutral = {k for k, _ in NUMERICS_NEUTRAL}
+        wanted = {k: v for k, v in COMPARED_COMPILE if k not in neutral} | wanted
+    lines = []
+    for key, value in sorted(wanted.items()):
+        if key not in INDUCTOR_SWITCHES and key not in dict(COMPARED_COMPILE):
+            raise ValueError(f"refusing to print Inductor key {key!r}: not one of divfuzz's switches")
+        default = _inductor_default(key)
+        if default is _MISSING or default == value and type(default) is type(value):
+            continue
+        if not (value is None or isinstance(value, (bool, int))):
+            raise TypeError(f"expected a bool, an int or None for Inductor key {key!r} but got {value!r}")
+        lines.append(f"torch._inductor.config.{key} = {value!r}")
+    return lines
+
+
+_MISSING = object()
+
+
+def _inductor_default(key: str):
+    """This torch's value of Inductor's `key` (its default: nothing patches it here), or `_MISSING`."""
+    # lazy: heavy: only a bug bucket with settings needs Inductor's config module
+    import torch._inductor.config as inductor_config
+
+    obj = inductor_config
+    for part in key.split("."):
+        obj = getattr(obj, part, _MISSING)
+        if obj is _MISSING:
+            return _MISSING
+    return obj
+
+
+def _compile_call(config: "CompileConfig") -> tuple[list[str], str]:
+    """(lines before, the `torch.compile(model, ...)` expression) with only non-default arguments."""
+    before, args = [], []
+    if config.backend != "inductor":
+        if BACKEND_IMPORT_PATH.fullmatch(config.backend):
+            module, _, attr = config.backend.partition(":")
+            before = ["import importlib", f"backend = getattr(importlib.import_module({module!r}), {attr!r})"]
+            args.append("backend=backend")
+        elif BACKEND_NAME.fullmatch(config.backend):
+            args.append(f"backend={config.backend!r}")
+        else:
+            raise ValueError(f"refusing to print backend {config.backend!r}")
+    if config.dynamic:
+        args.append("dynamic=True")
+    if config.mode:
+        args.append(f"mode={config.mode!r}")
+    return before, "torch.compile(" + ", ".join(["model", *args]) + ")"
+
+
+def _model_lines(spec: GraphSpec, names: dict[str, str], device_type: str) -> tuple[list[str], bool]:
+    """`def model(...)`: the graph, each node its op's code template; (lines, whether it takes `ref`:
+    the fp64 reference maps casts to float64 and turns autocast off)."""
+    body = [f"{names[n.name]} = {get_op(n.op).code([names[i] for i in n.inputs], n.kwargs)}" for n in spec.nodes]
+    uses_d = any("D(" in line for line in body)
+    takes_ref = uses_d or spec.autocast is not None
+    args = ", ".join([names[t.name] for t in spec.inputs] + (["ref=False"] if takes_ref else []))
+    lines = [f"def model({args}):"]
+    if uses_d:
+        lines.append("    D = lambda d: torch.float64 if ref and d.is_floating_point else d")
+    indent = "    "
+    if spec.autocast:
+        lines.append(f"    with torch.autocast({device_type!r}, dtype={DTYPE_CODE[spec.autocast]}, enabled=not ref):")
+        indent = "        "
+    lines += [indent + line for line in body]
+    outs = ", ".join(names[o] for o in spec.outputs)
+    lines.append(f"    return ({outs},)")
+    return lines, takes_ref
+
+
+def check_lines(rule: str, dtype: str) -> list[str]:
+    """The comparison of `eager`, `compiled` and `ref` (one output each) for a numeric bug rule."""
+    if rule == "float-gross-worse":
+        floor = GROSS_MIN_ULPS_BY_DTYPE.get(dtype, GROSS_MIN_ULPS)
+        lines = [
+            "err_e, err_c = (eager.double() - ref).abs(), (compiled.double() - ref).abs()",
+            "ok = err_e.isfinite() & err_c.isfinite()",
+            "scale = ref.abs().clamp(min=ref[ok].pow(2).mean().sqrt())  # each element at the output's scale",
+            "ulp = torch.finfo(eager.dtype).eps * torch.exp2(torch.frexp(scale).exponent - 1.0)",
+            f"tol = max({GROSS_FACTOR!r} * (err_e[ok] / ulp[ok]).max().item(), {floor!r})  # ULPs",
+            "bad = ok & (err_c / ulp > tol)",
+        ]
+    elif rule == "nan-inf-new":
+        lines = ["bad = eager.isfinite() & ref.isfinite() & ~compiled.isfinite()"]
+    elif rule == "int-valued-wrong":
+        lines = ["bad = (eager.double() == ref) & (compiled != eager)"]
+    elif rule == "int-gross":
+        lines = ["bad = (compiled != eager) & (compiled != ref)"]
+    else:
+        raise ValueError(f"no plain-torch check for rule {rule!r}")
+    lines += [
+        "i = bad.flatten().nonzero()[:5, 0]",
+        'print("elements", i.tolist())',
+        'for name, t in [("eager", eager), ("compiled", compiled), ("fp64", ref)]:',
+        '    print(f"{name:>8}", t.flatten()[i].tolist())',
+        f'assert not bad.any(), f"{{int(bad.sum())}}/{{bad.numel()}} elements: {_words_literal(check_words(rule, dtype))}"',
+    ]
+    return lines
+
+
+def _words_literal(text: str) -> str:
+    """Our own fixed words, made safe inside an f-string in double quotes."""
+    return text.replace("\\", "\\\\").replace('"', "'").replace("{", "{{").replace("}", "}}")
+
+
+def render_issue_script(spec: GraphSpec, *, device: str, config: "CompileConfig", reason: "SeverityReason | None",
+                        verdict: "Verdict | None" = None) -> IssueScript | None:
+    """`issue.py` for a case rated `reason`; None unless it is a bug with a plain-torch check."""
+    if reason is None or reason.severity is not Severity.BUG or getattr(verdict, "perf", ()):
+        return None
+    rule = reason.rule
+    output = next((o for o in verdict.outputs if o.name == reason.output), None) if verdict is not None else None
+    if rule not in ERROR_RULES and rule != "output-type-mismatch" and rule not in CHECKS:
+        return None
+    device_type = device.split(":")[0]
+    names = _names(spec)
+    model, takes_ref = _model_lines(spec, names, device_type)
+    inputs = input_lines(spec, device)
+    before, compile_expr = _compile_call(config)
+    args = [names[t.name] for t in spec.inputs]
+    call = ", ".join(args)
+    ref_args = ", ".join(
+        (f"{a}.detach().double()" if t.requires_grad else f"{a}.double()") if t.dtype in ("float32", "bfloat16", "float16", "float64") else a
+        for a, t in zip(args, spec.inputs))
+    ref_call = f"model({ref_args}{', ref=True' if takes_ref else ''})"
+
+    grad_of = reason.output.removeprefix("grad:") if reason.output.startswith("grad:") else None
+    run: list[str]
+    if rule in ERROR_RULES:
+        run = _error_lines(spec, compile_expr, call, rule)
+        dtype = None
+    elif grad_of is not None:
+        if grad_of not in names:
+            return None
+        index = [t.name for t in spec.inputs].index(grad_of)
+        dtype = output.float_cmp.dtype if output is not None and output.float_cmp else None
+        ref_inputs = ", ".join(
+            f"{a}.detach().double().requires_grad_({t.requires_grad!r})" if t.dtype in ("float32", "bfloat16", "float16", "float64") else a
+            for a, t in zip(args, spec.inputs))
+        run = [
+            f"outs = [o for o in model({call}) if o.requires_grad]",
+            f"g = torch.Generator().manual_seed({int_literal(spec.recipe.seed + COTANGENT_SEED_OFFSET)})",
+            "cots = [torch.randn(o.shape, generator=g).to(o) for o in outs]  # fixed output gradients",
+            f"def grad(fn, *args):  # d(outputs)/d({names[grad_of]})",
+            "    outs = [o for o in fn(*args) if o.requires_grad]",
+            f"    return torch.autograd.grad(outs, args[{index}], [c.to(o) for c, o in zip(cots, outs)])[0]",
+            f"eager = grad(model, {call})",
+            f"compiled = grad({compile_expr}, {call})",
+            f"ref = grad(lambda *a: model(*a{', ref=True' if takes_ref else ''}), {ref_inputs})",
+        ]
+    else:
+        missing = rule == "output-type-mismatch" and output is not None and "missing" in (output.mismatch or "")
+        if output is None or (reason.output not in spec.outputs and not missing):
+            return None
+        k = spec.outputs.index(reason.output) if reason.output in spec.outputs else 0
+        if rule == "output-type-mismatch":
+            run = _mismatch_lines(spec, compile_expr, call, k, output.mismatch or "")
+            dtype = None
+        else:
+            dtype = (output.float_cmp or output.int_cmp).dtype
+            head = ["with torch.no_grad():"] if not spec.backward else []
+            pad = "    " if head else ""
+            tail = "" if head else ".detach()"
+            run = head + [
+                f"{pad}eager = model({call})[{k}]{tail}",
+                f"{pad}compiled = {compile_expr}({call})[{k}]{tail}",
+                f"{pad}ref = {ref_call}[{k}]{tail}",
+            ]
+    if rule not in ERROR_RULES and rule != "output-type-mismatch":
+        run += check_lines(rule, dtype)
+    imports = ["import torch"]
+    if any("F." in line for line in model):
+        imports.append("import torch.nn.functional as F")
+    if inputs.files:
+        imports.insert(0, "from pathlib import Path")
+    if rule == "hang":
+        imports += ["import signal", "import sys"]
+        before = before + [f'signal.signal(signal.SIGALRM, lambda *a: sys.exit("no result after {HANG_S} s"))',
+                           f"signal.alarm({HANG_S})"]
+    what = check_words(rule, dtype)
+    backend = config.backend if BACKEND_NAME.fullmatch(config.backend) else "a custom backend"
+    doc = one_line_doc(f"torch.compile ({backend}, {device}): {spec.op_signature().replace('+', ', ')}. "
+                        + _headline(rule, what))
+    lines = [doc, *imports, *setting_lines(config, device), *before, *inputs.lines, *model, *run]
+    return IssueScript("\n".join(lines) + "\n", dict(inputs.files), what, inputs.how)
+
+
+def _headline(rule: str, what: str) -> str:
+    """The docstring's second sentence: what makes the script exit 1."""
+    if rule in ERROR_RULES:
+        return f"Exits 1 while compiling or running it fails ({rule})."
+    if rule == "output-type-mismatch":
+        return "Exits 1 while compiled returns another dtype or shape than eager."
+    return f"Exits 1 while {what}."
+
+
+def one_line_doc(text: str) -> str:
+    """`text` as a one-line docstring (escaped as `docstring_literal` escapes it)."""
+    return docstring_literal(text).replace("\n\"\"\"", '"""')
+
+
+def _error_lines(spec: GraphSpec, compile_expr: str, call: str, rule: str) -> list[str]:
+    """The call that raises (or crashes, or hangs): the forward under no_grad, or the forward and
+    the backward of every output that requires grad."""
+    if not spec.backward:
+        return ["with torch.no_grad():", f"    {compile_expr}({call})  # {rule}"]
+    return [f"outs = [o for o in {compile_expr}({call}) if o.requires_grad]",
+            f"torch.autograd.backward(outs, [torch.ones_like(o) for o in outs])  # {rule}"]
+
+
+def _mismatch_lines(spec: GraphSpec, compile_expr: str, call: str, k: int, mismatch: str) -> list[str]:
+    """Eager and compiled outputs, and an assert on the dtype (or the shape, or the count)."""
+    head = ["with torch.no_grad():"] if not spec.backward else []
+    pad = "    " if head else ""
+    lines = head + [f"{pad}eager = model({call})", f"{pad}compiled = {compile_expr}({call})"]
+    if "missing" in mismatch:
+        return lines + ['assert len(compiled) == len(eager), f"outputs changed: eager {len(eager)}, compiled {len(compiled)}"']
+    lines.append(f"eager, compiled = eager[{k}], compiled[{k}]")
+    lines.append('print("eager", eager.dtype, tuple(eager.shape), "compiled", compiled.dtype, tuple(compiled.shape))')
+    if mismatch.split(" ")[0] != mismatch.split(", ")[-1].split(" ")[0]:  # the dtype words differ
+        return lines + ['assert compiled.dtype == eager.dtype, f"dtype changed: eager {eager.dtype}, compiled {compiled.dtype}"']
+    return lines + ['assert compiled.shape == eager.shape, f"shape changed: eager {tuple(eager.shape)}, compiled {tuple(compiled.shape)}"']

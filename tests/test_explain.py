@@ -1,0 +1,115 @@
+"""The mechanisms that explain a bug candidate (`divfuzz.fuzzer.engine.explain`), each proven with
+a planted backend that has exactly that behaviour, a planted real defect that the mechanism must
+not explain, and the real Inductor on the CPU where it shows no such behaviour."""
+
+from __future__ import annotations
+
+import pytest
+
+from divfuzz.fuzzer.engine.execute import execute_case
+from divfuzz.generators.spec import GraphSpec, InputRecipe, Node, TensorSpec
+from divfuzz.oracles.mechanisms import MECHANISMS, mechanism_severity
+from divfuzz.oracles.severity_policy import key_severity, severity_of
+from divfuzz.records.buckets import BucketKey
+from divfuzz.records.config import CompileConfig
+from divfuzz.records.severity import Severity
+
+PLANTED = "divfuzz.fuzzer.engine.planted:"
+
+
+def _unary(op: str, recipe: str, seed: int = 3, *, backward: bool = True, params=(), out=("float32", (4, 8))) -> GraphSpec:
+    return GraphSpec(inputs=(TensorSpec("x0", (4, 8), "float32", backward),),
+                     nodes=(Node("v1", op, ("x0",), params, out[0], out[1]),), outputs=("v1",),
+                     recipe=InputRecipe(recipe, seed), backward=backward)
+
+
+def _judged(spec: GraphSpec, backend: str):
+    verdict = execute_case(spec, "cpu", CompileConfig(backend=backend))
+    return verdict, severity_of(verdict)
+
+
+@pytest.mark.parametrize("op", ["ceil", "rsqrt"])
+def test_a_backend_that_flushes_subnormals_is_explained_and_rated_by_design(op):
+    verdict, reason = _judged(_unary(op, "subnormal"), PLANTED + "flush_subnormals")
+    assert verdict.explanation is not None and verdict.explanation.mechanism == "subnormal-flush", verdict
+    assert reason.severity is Severity.BY_DESIGN and reason.detail.startswith("explained by subnormal-flush")
+
+
+def test_a_real_defect_beside_flushed_subnormals_stays_a_bug():
+    """`flush_and_nan` flushes and also plants a NaN on a normal element: the flush explains the
+    flushed values, never the NaN."""
+    verdict, reason = _judged(_unary("ceil", "subnormal"), PLANTED + "flush_and_nan")
+    assert reason.severity is Severity.BUG and reason.rule == "nan-inf-new"
+    assert verdict.explanation is None
+
+
+def test_real_inductor_on_the_cpu_keeps_subnormals_and_needs_no_explanation():
+    verdict, reason = _judged(_unary("ceil", "subnormal"), "inductor")
+    assert reason is None and verdict.explanation is None
+
+
+def test_a_nan_on_an_element_fed_by_an_infinite_input_is_range_edge_and_one_fed_by_a_finite_one_is_a_bug():
+    """`nan_first` plants a NaN on element 0. Under the inf_divisors recipe, seed 5 puts -inf in
+    x[0, 0] (the element depends on it: range edge) and seed 2 a finite 9.8 while the row holds
+    infinities elsewhere (an elementwise op: the NaN depends on no edge value: a bug)."""
+    fed, reason = _judged(_unary("exp", "inf_divisors", seed=5, backward=False), PLANTED + "nan_first")
+    # exp(-inf) is 0 in eager and fp64; compiled NaN there: explained by the infinite input
+    assert fed.explanation is not None and fed.explanation.mechanism == "range-edge", fed
+    assert reason.severity is MECHANISMS["range-edge"].severity
+    clean, reason = _judged(_unary("exp", "inf_divisors", seed=2, backward=False), PLANTED + "nan_first")
+    assert clean.explanation is None and reason.severity is Severity.BUG
+
+
+def test_a_reduction_over_a_row_holding_an_infinity_carries_it_to_its_output():
+    spec = GraphSpec(inputs=(TensorSpec("x0", (4, 8), "float32"),),
+                     nodes=(Node("v1", "sum", ("x0",), (("keepdim", False),), "float32", (4,)),
+                            Node("v2", "sigmoid", ("v1",), (), "float32", (4,))),
+                     outputs=("v2",), recipe=InputRecipe("inf_divisors", 2))
+    verdict, reason = _judged(spec, PLANTED + "nan_first")  # row 0 holds an infinity (seed 2)
+    assert verdict.explanation is not None and verdict.explanation.mechanism == "range-edge", verdict
+
+
+def _max_graph(recipe: str, seed: int = 1) -> GraphSpec:
+    return GraphSpec(inputs=(TensorSpec("x0", (4, 8), "float32", True),),
+                     nodes=(Node("v1", "max_dim", ("x0",), (("keepdim", False),), "float32", (4,)),),
+                     outputs=("v1",), recipe=InputRecipe(recipe, seed), backward=True)
+
+
+def test_a_gradient_split_among_tied_maxima_is_explained_by_the_ties():
+    """`split_ties` takes max as amax, whose backward shares the gradient among tied maxima: the
+    ties recipe puts every row's maximum at two positions, so the gradient differs there."""
+    verdict, reason = _judged(_max_graph("ties"), PLANTED + "split_ties")
+    assert reason is not None and reason.output == "grad:x0", verdict
+    assert verdict.explanation is not None and verdict.explanation.mechanism == "tie"
+    assert reason.severity is Severity.NOISE
+
+
+def test_ties_never_explain_a_wrong_forward_value_and_distinct_values_need_no_explanation():
+    verdict, reason = _judged(_max_graph("ties"), PLANTED + "nan_first")  # a NaN max over tied rows
+    assert verdict.explanation is None and reason.severity is Severity.BUG
+    verdict, reason = _judged(_max_graph("normal"), PLANTED + "split_ties")  # no ties: amax's gradient is max's
+    assert reason is None
+
+
+def test_the_table_never_explains_a_crash_or_a_type_change_and_keys_carry_the_mechanism():
+    assert mechanism_severity("subnormal-flush", "output-type-mismatch") is None
+    assert mechanism_severity("range-edge", "compile-error") is None
+    assert mechanism_severity("no-such-mechanism", "nan-inf-new") is None
+    key = BucketKey("nan-inf", "float32", "cuda", ("rsqrt",), rule="nan-inf-new", mechanism="subnormal-flush")
+    assert key_severity(key) is Severity.BY_DESIGN
+    assert key_severity(BucketKey("nan-inf", "float32", "cuda", ("rsqrt",), rule="nan-inf-new")) is Severity.BUG
+    assert key_severity(BucketKey("type-mismatch", "-", "cuda", ("x",), rule="output-type-mismatch",
+                                  mechanism="subnormal-flush")) is Severity.BUG
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op", ["ceil", "rsqrt", "floor"])
+def test_real_inductor_on_cuda_flushes_subnormals_and_the_flush_explains_it(op):
+    """Compiled CUDA kernels flush float32 subnormals to zero by default (PR 185878, issue 125557):
+    on subnormal inputs the real Inductor differs from eager, and the flush experiment explains it."""
+    spec = _unary(op, "subnormal", backward=False)
+    verdict = execute_case(spec, "cuda", CompileConfig(backend="inductor"))
+    reason = severity_of(verdict)
+    assert reason is not None, verdict  # CUDA's compiled kernels flush the subnormal inputs
+    assert verdict.explanation is not None and verdict.explanation.mechanism == "subnormal-flush", (reason, verdict)
+    assert reason.severity is Severity.BY_DESIGN

@@ -1,0 +1,158 @@
+"""The end of `divfuzz fuzz` holds no line wider than the terminal (issue 35): the run's own facts
+(what it did, the graphs compiled, why analyses are pending and the command that finishes them)
+wrap onto lines of their own instead of being cut at 80 columns; a bug line too long for the screen
+is shortened with '…', and the last line then says where it is whole. The live view's first line
+wraps too, rather than losing its rate and time left past the edge.
+
+A real store, written through the `Store` API the campaign uses (`test_root_causes.Campaign`).
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import time
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from divfuzz.fuzzer.campaign.loop import CampaignOptions, CampaignResult, Progress
+from divfuzz.fuzzer.cli.fuzz_command import live_progress, summary_screen
+from divfuzz.fuzzer.store import STORE_NAME
+from test_root_causes import Campaign, floor_div, plant_floor_division
+
+
+def _result(out_dir: Path, run: int, **progress) -> CampaignResult:
+    p = Progress(started=time.time() - 95, **progress)
+    return CampaignResult(run_id=run, resumed=True, progress=p, store_path=out_dir / STORE_NAME, interrupted=False,
+                          cut_at_end=True, pending_analyses=26, pending_by_severity={"bug": 3, "suspect": 20, "noise": 3})
+
+
+@pytest.mark.parametrize("width", [80, 60])
+def test_the_summary_wraps_its_facts_and_points_to_cut_lines(tmp_path, width):
+    out_dir = tmp_path / "a-campaign-folder-with-a-rather-long-name"
+    c = Campaign(out_dir)
+    plant_floor_division(c)
+    long_culprit = "inductor lowering of aten.div through a decomposition with a very long description " + "y" * 40
+    long_ops = ("relu", "abs", "neg", "exp", "sigmoid", "tanh", "log", "sin", "cos", "sign")
+    c.file(c.find(floor_div(before=long_ops)), floor_div(before=long_ops), long_culprit)  # a long line, cut
+    c.close()
+    store = c.reopen()
+    buckets = store.buckets(run_id=c.run)
+    store.close()
+    result = _result(out_dir, c.run, cases=1234, graphs=310, repeats=17, skipped=40, exhausted_slots=1)
+    lines = summary_screen(result, buckets, elapsed=95.0, width=width, min_severity="suspect")
+    screen = "\n".join(lines)
+    assert max(len(line) for line in lines) <= width, screen
+    def whole(text: str) -> bool:  # in the screen, wrapped or not (a path may be split where it is too long)
+        return re.sub(r"\s", "", text) in re.sub(r"\s", "", screen)
+
+    # every fact whole, none cut
+    assert whole("310 graphs compiled (4.0 inputs each); 17 repeated draws not run again; 1 slot(s) stopped")
+    assert whole("budget reached: work still in flight then was dropped (re-run resumes it)")
+    assert whole("26 analyses pending (3 bug, 3 noise, 20 suspect)")
+    assert whole(f"to finish them: divfuzz minimize --pending --out {out_dir}")
+    # the bug line that does not fit is cut, and the last lines say where it is whole
+    assert any(line.startswith("  #") and line.endswith("…") for line in lines), screen
+    tail = screen[screen.index("lines cut with …"):]
+    assert re.sub(r"\s", "", tail) == re.sub(r"\s", "", f"lines cut with … in full, and by root cause: divfuzz report --out {out_dir} "
+                                                      "--min-severity suspect")
+
+def test_a_summary_whose_lines_fit_says_where_the_rest_is(tmp_path):
+    c = Campaign(tmp_path / "out")
+    plant_floor_division(c)
+    c.close()
+    store = c.reopen()
+    buckets = store.buckets(run_id=c.run)
+    store.close()
+    result = CampaignResult(run_id=c.run, resumed=False, progress=Progress(started=0, cases=30), store_path=tmp_path / "out" / STORE_NAME,
+                            interrupted=False)
+    lines = summary_screen(result, buckets, elapsed=60.0, width=120)
+    assert lines[-1] == f"the rest, by root cause: divfuzz report --out {tmp_path / 'out'}"
+    assert not any(line.endswith("…") for line in lines)
+
+
+def test_the_live_view_wraps_its_first_line_instead_of_losing_its_end():
+    p = Progress(started=1000.0)
+    p.cases, p.findings, p.new_buckets, p.pending_analyses, p.skipped = 1234, 600, 40, 26, 100
+    opts = CampaignOptions(device="cpu", out_dir=Path("unused"), budget_s=600.0, max_cases=100000)
+    for width in (80, 50):
+        console = Console(file=io.StringIO(), width=width, force_terminal=True, color_system=None)
+        console.print(live_progress(opts, p, now=1150.0, fleet_line="fleet: node-a 4 workers on 2 GPUs, node-b 4 workers, 0 lost"))
+        text = console.file.getvalue()
+        assert max(len(line) for line in text.splitlines()) <= width
+        flat = re.sub(r"\s+", " ", text)
+        assert "…" not in text, text
+        assert "450 s of 600 s left" in flat and "cases/s" in flat and "0 lost" in flat, text
+
+
+# ---- `divfuzz report`'s markdown, read on a terminal and rendered by a CommonMark renderer ----------
+
+
+def test_report_markdown_reads_as_itself_and_renders_no_html_from_the_store(tmp_path):
+    from markdown_it import MarkdownIt
+
+    from divfuzz.fuzzer.store import Store
+    from divfuzz.records.buckets import BucketKey
+    from divfuzz.reports.markdown import buckets_markdown
+
+    store = Store(tmp_path / STORE_NAME)
+    run_id, _ = store.start_run(seed=0, device="cpu", config={}, options={}, versions={})
+    from divfuzz.records.buckets import CulpritKey
+
+    hostile = BucketKey("bf16-ulp", "bfloat16", "cpu", ("mul", "<img src=x onerror=alert(1)>"), rule="float-gross-worse",
+                        culprit=CulpritKey("inductor", "lowerings", "<script>alert(2)</script>"))
+    for i, (key, severity, detail) in enumerate((
+            (hostile, "bug", "compiled > 4 ULP further from fp64 &amp; <b>bold</b> \\<i>"),
+            (BucketKey("fp32-ulp", "float32", "cpu", ("add", "mul"), backward=True, rule="few-ulps"), "noise", "1 ULP"),
+            (BucketKey("fp32-ulp", "float32", "cpu", ("sub",), backward=True, rule="few-ulps"), "noise", "1 ULP"))):
+        store.add_case(run_id=run_id, slot=0, idx=i, spec_digest=f"d{i}", spec_json="{}", device="cpu", config={},
+                       verdict={"status": "diverged"}, score=1.0, wall_s=0.1, finding_kind=key.kind, key=key,
+                       severity={"severity": severity, "rule": key.rule, "output": "o", "detail": detail})
+    text = buckets_markdown(store)
+    store.close()
+    assert "&gt;" not in text and "&lt;" not in text
+    assert "compiled > 4 ULP further from fp64" in text  # as stored, on a terminal
+    html = MarkdownIt("commonmark").render(text)
+    for tag in ("<img", "<script", "<b>", "<i>"):
+        assert tag not in html, tag  # shown as text (entities in the HTML), never a tag
+    assert "&lt;b&gt;bold&lt;/b&gt;" in html and "&amp;amp;" in html and "\\&lt;i&gt;" in html  # the text itself, rendered
+    folded = [line for line in text.splitlines() if line.startswith("- noise")]
+    assert folded == ["- noise, culprit not attributed yet: 2 buckets, 2 cases, 2 root causes (buckets 2, 3)"]
+
+
+def test_a_root_cause_s_pattern_line_is_short_and_points_to_its_spec():
+    from divfuzz.reports.markdown import PATTERN_CHARS, pattern_text
+    from divfuzz.reports.root_causes import graph_pattern
+    from tests.seed_specs import layer_norm_linear
+
+    short = graph_pattern(layer_norm_linear(rows=4, dim=8).to_dict())
+    assert pattern_text(short) == f"`{short}`"
+    nodes = [{"name": f"v{i}", "op": "mul", "inputs": ["x0", "x0" if i == 1 else f"v{i - 1}"], "params": {},
+              "dtype": "float32", "shape": [4, 8]} for i in range(1, 31)]
+    spec = {"schema_version": 1, "inputs": [{"name": "x0", "shape": [4, 8], "dtype": "float32", "requires_grad": True,
+                                             "init": "data"}],
+            "nodes": nodes, "outputs": ["v30"], "recipe": {"kind": "normal", "seed": 0}, "autocast": None, "backward": True}
+    long = graph_pattern(spec)
+    assert long is not None and len(long) > 600
+    line = pattern_text(long, spec="divfuzz-out/buckets/0007-x/spec.json")
+    assert len(line) <= PATTERN_CHARS + 80 and "…" in line
+    assert line.endswith("(30 ops; whole in `divfuzz-out/buckets/0007-x/spec.json`)")
+
+
+def test_plain_progress_lines_are_never_the_same_line_twice():
+    """Off a terminal, the end of a run waits on its analyses and the view is updated again and again
+    at the same case count: a line is printed only when the cases or the open analyses move."""
+    from divfuzz.fuzzer.cli.fuzz_command import _LineView
+    from divfuzz.fuzzer.cli.options import console
+
+    opts = CampaignOptions(device="cpu", out_dir=Path("unused"), max_cases=30)
+    p = Progress(started=time.time())
+    view = _LineView(opts)
+    with console.capture() as captured:
+        for cases, pending in ((9, 0), (10, 0), (10, 0), (20, 3), (30, 3), (30, 3), (30, 2), (30, 2), (30, 0)):
+            p.cases, p.pending_analyses = cases, pending
+            view.update(p)
+    lines = [re.sub(r"\(.*?/min\)", "", line) for line in captured.get().splitlines()]
+    assert len(lines) == 5 and len(set(lines)) == 5, lines
