@@ -25,7 +25,13 @@ The file (schema "divfuzz-known-bugs", schema_version 1) is an object with `sche
   reported   "YYYY-MM" when the report's date was seen, else null;
   live_in    torch versions the issue shows it live in (may be empty);
   fixed_in   null, or the version or PR that fixed it;
-  note       optional, one or two sentences.
+  note       optional, one or two sentences;
+  mechanism  optional: a mechanism id (`divfuzz.oracles.mechanisms`, e.g. "subnormal-flush"): the
+             root cause must be explained by it; its ops may then be empty (any ops) and its
+             backward any (a mechanism meets the forward and the backward alike);
+  message    optional: text a compiler error's masked site must contain (case-insensitive, plain
+             text, never a pattern), for errors met through many ops; its ops may then be empty;
+  checked    optional: "YYYY-MM-DD", when the entry's state was last checked against the issue.
 
 Matching (invariants, tested on the entries themselves and on near misses):
 - ops by set, not order: every op item of the entry has one of its names among the root cause's
@@ -80,11 +86,13 @@ CULPRIT_KINDS = ("decomposition", "lowering", "fusion", "precision-knob", "patte
                  "constant-folding", "inductor")
 _FIELDS = ("issue", "title", "op_class", "ops", "dtypes", "device", "backward", "rules", "culprit", "state",
            "reported", "live_in", "fixed_in")
-_OPTIONAL = ("note",)
+_OPTIONAL = ("note", "mechanism", "message", "checked")
 _TOP = ("schema", "schema_version", "description", "entries")
 _OP_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}\Z")
 _CULPRIT_NAME = re.compile(r"[A-Za-z0-9_.]{1,80}\Z")
 _MONTH = re.compile(r"20[0-9]{2}-(0[1-9]|1[0-2])\Z")
+_DAY = re.compile(r"20[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])\Z")
+_MECHANISM = re.compile(r"[a-z][a-z0-9-]{0,39}\Z")
 _TEXT = re.compile(r"[ -~]*\Z")  # printable ASCII, one line
 _TOKENS = re.compile(r"[a-z0-9]+")
 
@@ -118,6 +126,9 @@ class KnownBug:
     live_in: tuple[str, ...]
     fixed_in: str | None
     note: str = ""
+    mechanism: str | None = None  # a mechanism id (`divfuzz.oracles.mechanisms`) the root cause must carry
+    message: str | None = None  # text the compiler error's masked site must contain (case-insensitive)
+    checked: str | None = None  # "YYYY-MM-DD": when the entry's state was last checked against the issue
 
     def state_text(self) -> str:
         """e.g. "open, live in 2.14.0", "fixed in PR 175807", "closed", "not a bug"."""
@@ -142,10 +153,12 @@ class RootCausePattern:
     rule: str
     culprit: str | None = None
     device_type: str | None = None
+    mechanism: str = ""  # the mechanism that explains it (`BucketKey.mechanism`), "" for none
+    site: str = ""  # a compiler error's masked site (`BucketKey.site`), "" for none
 
     @classmethod
     def from_spec_dict(cls, spec: dict, *, rule: str, culprit: str | None = None, device_type: str | None = None,
-                       output_dtype: str | None = None) -> RootCausePattern:
+                       output_dtype: str | None = None, mechanism: str = "", site: str = "") -> RootCausePattern:
         """From a minimal spec as a store or analysis.json keeps it (`GraphSpec.to_dict`): ops from
         its nodes, dtypes from its inputs, nodes and autocast, backward from the spec."""
         if not isinstance(spec, dict) or not isinstance(spec.get("nodes"), list) or not isinstance(spec.get("inputs"), list):
@@ -153,7 +166,7 @@ class RootCausePattern:
         ops = tuple(str(n.get("op")) for n in spec["nodes"] if isinstance(n, dict))
         dtypes = {str(t.get("dtype")) for t in spec["inputs"] + spec["nodes"] if isinstance(t, dict)}
         dtypes |= {d for d in (spec.get("autocast"), output_dtype) if isinstance(d, str)}
-        return cls(ops, frozenset(dtypes), bool(spec.get("backward")), rule, culprit, device_type)
+        return cls(ops, frozenset(dtypes), bool(spec.get("backward")), rule, culprit, device_type, mechanism, site)
 
     @classmethod
     def from_bucket(cls, key: BucketKey, *, rule: str | None = None, dtypes: frozenset[str] = frozenset()) -> RootCausePattern:
@@ -161,7 +174,8 @@ class RootCausePattern:
         culprit (described as the culprit text a known bug's culprit name is looked for in)."""
         culprit = key.culprit.describe() + (f" ({key.culprit.switch})" if key.culprit.switch else "") if key.culprit else None
         dtypes = frozenset({key.dtype} | ({key.autocast} if key.autocast else set()) | set(dtypes))
-        return cls(tuple(key.ops), dtypes, key.backward, rule if rule is not None else key.rule, culprit, key.device_type)
+        return cls(tuple(key.ops), dtypes, key.backward, rule if rule is not None else key.rule, culprit, key.device_type,
+                   key.mechanism, key.site)
 
 
 _CONFIDENCE = ("high", "medium", "low")
@@ -209,7 +223,11 @@ def _names_in(name: str, text: str) -> bool:
 def match_one(bug: KnownBug, pattern: RootCausePattern) -> KnownMatch | None:
     """`bug` as a match for `pattern`, or None (the rules are the module docstring's)."""
     ops = set(pattern.ops)
-    if pattern.backward != bug.backward or pattern.rule not in bug.rules:
+    if bug.mechanism is not None and pattern.mechanism != bug.mechanism:
+        return None
+    if bug.message is not None and bug.message.lower() not in pattern.site.lower():
+        return None
+    if (pattern.backward != bug.backward and bug.mechanism is None) or pattern.rule not in bug.rules:
         return None
     if not bug.dtypes & pattern.dtypes or not all(item & ops for item in bug.ops):
         return None
@@ -278,8 +296,10 @@ class _Entry:
             raise self.fail(field, "a list without repeats", value)
         return frozenset(value)
 
-    def ops(self) -> tuple[frozenset[str], ...]:
+    def ops(self, *, may_be_empty: bool = False) -> tuple[frozenset[str], ...]:
         value = self.raw.get("ops")
+        if may_be_empty and value == []:
+            return ()
         if not isinstance(value, list) or not value:
             raise self.fail("ops", "a non-empty list of op names or lists of alternative op names", value)
         items = []
@@ -330,6 +350,13 @@ def _entry(raw: Any, index: int, source: str) -> KnownBug:
     if reported is not None and not (isinstance(reported, str) and _MONTH.match(reported)):
         raise e.fail("reported", "null or a month like '2026-05'", reported)
     state = e.choice("state", STATES)
+    mechanism = raw.get("mechanism")
+    if mechanism is not None and not (isinstance(mechanism, str) and _MECHANISM.match(mechanism)):
+        raise e.fail("mechanism", "null or a mechanism id like 'subnormal-flush'", mechanism)
+    message = e.text("message", limit=120, optional=True)
+    checked = raw.get("checked")
+    if checked is not None and not (isinstance(checked, str) and _DAY.match(checked)):
+        raise e.fail("checked", "null or a day like '2026-11-26'", checked)
     fixed_in = e.text("fixed_in", limit=80, optional=True)
     if fixed_in is not None and state != "fixed":
         raise e.fail("fixed_in", f"null for state {state!r}", fixed_in)
@@ -337,7 +364,7 @@ def _entry(raw: Any, index: int, source: str) -> KnownBug:
         issue=issue,
         title=e.text("title", limit=200),
         op_class=e.choice("op_class", OP_CLASSES),
-        ops=e.ops(),
+        ops=e.ops(may_be_empty=mechanism is not None or message is not None),
         dtypes=e.names("dtypes", DTYPES),
         device=e.choice("device", DEVICES),
         backward=raw["backward"],
@@ -348,6 +375,9 @@ def _entry(raw: Any, index: int, source: str) -> KnownBug:
         live_in=e.versions(),
         fixed_in=fixed_in,
         note=e.text("note", limit=500, optional=True) or "",
+        mechanism=mechanism,
+        message=message,
+        checked=checked,
     )
 
 

@@ -225,7 +225,8 @@ def _known_pattern(bucket, culprit: str):
         m = bucket.minimized if isinstance(bucket.minimized, dict) else {}
         if isinstance(m.get("spec"), dict):
             return RootCausePattern.from_spec_dict(m["spec"], rule=rule, culprit=None if culprit == "-" else culprit,
-                                                   device_type=bucket.key.device_type, output_dtype=bucket.key.dtype)
+                                                   device_type=bucket.key.device_type, output_dtype=bucket.key.dtype,
+                                                   mechanism=bucket.key.mechanism, site=bucket.key.site)
         return RootCausePattern.from_bucket(bucket.key, rule=rule)
     except (ValueError, TypeError, KeyError):
         return None

@@ -10,6 +10,7 @@ import copy
 import inspect
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,8 @@ def self_pattern(bug: KnownBug, **change) -> RootCausePattern:
         rule=sorted(bug.rules)[0],
         culprit=None if bug.culprit is None or bug.culprit.name is None else f"inductor lowering of {bug.culprit.name}",
         device_type=None if bug.device == "any" else bug.device,
+        mechanism=bug.mechanism or "",
+        site=bug.message or "",
     )
     return RootCausePattern(**{**fields, **change})
 
@@ -127,7 +130,9 @@ def test_a_missing_op_is_a_near_miss(bug):
 
 @pytest.mark.parametrize("bug", ENTRIES, ids=IDS)
 def test_forward_against_backward_is_a_near_miss(bug):
-    assert bug.issue not in matched_issues(self_pattern(bug, backward=not bug.backward))
+    """... except for an entry by mechanism, which meets the forward and the backward alike."""
+    other = self_pattern(bug, backward=not bug.backward)
+    assert (bug.issue in matched_issues(other)) == (bug.mechanism is not None)
 
 
 @pytest.mark.parametrize("bug", ENTRIES, ids=IDS)
@@ -307,3 +312,32 @@ def test_only_a_plain_file_is_read(tmp_path):
     (tmp_path / "latin1.json").write_bytes(b'{"schema": "\xe9"}')
     with pytest.raises(KnownBugsError, match="not UTF-8"):
         load_known_bugs(tmp_path / "latin1.json")
+
+
+def test_an_entry_by_mechanism_matches_any_ops_explained_by_it_and_nothing_else():
+    """Issue 39: a known upstream mechanism reached through another op is still known. The
+    subnormal-flush entry matches a root cause of any ops that the flush experiment explained,
+    forward or backward, and no root cause without that mechanism."""
+    bug = default_known_bugs().by_issue(125557)
+    assert bug.mechanism == "subnormal-flush" and bug.ops == () and bug.checked
+    for ops, backward in ((("ceil",), False), (("fmod_tensor",), True), (("batch_norm_eval", "rsqrt"), False)):
+        explained = RootCausePattern(ops, frozenset({"float32"}), backward, "nan-inf-new", None, "cuda", "subnormal-flush")
+        assert match_one(bug, explained) is not None, ops
+        assert match_one(bug, replace(explained, mechanism="")) is None
+        assert match_one(bug, replace(explained, mechanism="range-edge")) is None
+
+
+def test_an_entry_by_message_matches_a_compile_error_at_that_site_through_any_ops():
+    raw = {"issue": 1, "title": "t", "op_class": "cumulative", "ops": [], "dtypes": ["float32"], "device": "cuda",
+           "backward": True, "rules": ["compile-error"], "culprit": None, "state": "open", "reported": None,
+           "live_in": [], "fixed_in": None, "message": "AssertionError in torch/_inductor/codegen/triton.py"}
+    data = {"schema": "divfuzz-known-bugs", "schema_version": 1, "description": "d", "entries": [raw]}
+    bug = parse_known_bugs(data).entries[0]
+    site = "AssertionError in torch/_inductor/codegen/triton.py:codegen_range: assert N v.s. N"
+    hit = RootCausePattern(("cumprod", "group_norm"), frozenset({"float32"}), True, "compile-error", None, "cuda", site=site)
+    assert match_one(bug, hit) is not None
+    assert match_one(bug, replace(hit, site="TypeError in torch/_inductor/lowering.py:x: list indices")) is None
+    with pytest.raises(KnownBugsError, match="field 'ops'"):
+        parse_known_bugs({**data, "entries": [{**raw, "message": None, "ops": []}]})
+    with pytest.raises(KnownBugsError, match="field 'checked'"):
+        parse_known_bugs({**data, "entries": [{**raw, "checked": "last week"}]})
