@@ -32,7 +32,8 @@ from divfuzz.records.config import BACKEND_IMPORT_PATH, BACKEND_NAME, COMPARED_C
 from divfuzz.records.outcomes import COMPILER_FAILURES
 from divfuzz.records.severity import Severity
 from divfuzz.reports.issue_inputs import input_lines
-from divfuzz.reports.repro import graph_name, docstring_literal, int_literal
+from divfuzz.generators.build import reference_params
+from divfuzz.reports.repro import docstring_literal, graph_name, int_literal, node_expression
 
 if TYPE_CHECKING:
     from divfuzz.records.config import CompileConfig
@@ -152,10 +153,16 @@ def _compile_call(config: "CompileConfig") -> tuple[list[str], str]:
 
 def _model_lines(spec: GraphSpec, names: dict[str, str], device_type: str) -> tuple[list[str], bool]:
     """`def model(...)`: the graph, each node its op's code template; (lines, whether it takes `ref`:
-    the fp64 reference maps casts to float64 and turns autocast off)."""
-    body = [f"{names[n.name]} = {get_op(n.op).code([names[i] for i in n.inputs], n.kwargs)}" for n in spec.nodes]
+    the fp64 reference of `divfuzz.records.reference_rules`, as divfuzz judged the case: dtypes
+    mapped to float64 and autocast off, the graph's own casts kept and a scalar rounded where eager
+    rounds it on this device, `repro.node_expression` printing both)."""
+    body = []
+    for n in spec.nodes:
+        ref_params = reference_params(spec, n, device_type)
+        body.append(f"{names[n.name]} = "
+                    f"{node_expression(get_op(n.op), [names[i] for i in n.inputs], n.kwargs, ref_params, ref_params)}")
     uses_d = any("D(" in line for line in body)
-    takes_ref = uses_d or spec.autocast is not None
+    takes_ref = uses_d or spec.autocast is not None or any(" if ref" in line for line in body)
     args = ", ".join([names[t.name] for t in spec.inputs] + (["ref=False"] if takes_ref else []))
     lines = [f"def model({args}):"]
     if uses_d:
