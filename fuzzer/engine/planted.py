@@ -162,6 +162,9 @@ def _flushed(x):
     return torch.where((x != 0) & (x.abs() < _FLOAT32_TINY), x * 0, x)
 
 
+# Written apart from `divfuzz.fuzzer.engine.explain`'s flush on purpose: the planted backend is the
+# behaviour the experiment must recognise, so it must not share the experiment's code (a shared bug
+# would make both agree and the test pass for nothing).
 class _FlushToZero(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):
