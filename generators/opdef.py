@@ -183,6 +183,11 @@ class OpDef:
     # keeps that rounding (round to the dtype, then back to float64): a model's own casts are part
     # of what it computes, unlike autocast's, which the reference drops.
     rounds_to_param: str | None = None
+    # How the op accumulates its first input along the last dim, in an order a compiler is free to
+    # change (`ACCUMULATIONS`: "sum", "sum_of_squares" or "prod"), or None. The range-edge
+    # experiment (`divfuzz.fuzzer.engine.explain`) asks whether a partial result of some order
+    # leaves the dtype's finite range.
+    accumulates: str | None = None
 
     def param_problems(self, params: Mapping[str, Any]) -> list[str]:
         """What is wrong with `params` against this op's schema, one phrase per problem ([] when valid)."""
@@ -194,6 +199,11 @@ class OpDef:
                 if expected is not None:
                     problems.append(f"param {k!r}: expected {expected} but got {short_repr(params[k], 80)}")
         return problems
+
+
+# What `OpDef.accumulates` may say: partial sums, partial sums of squares (a variance or a norm),
+# partial products.
+ACCUMULATIONS = ("sum", "sum_of_squares", "prod")
 
 
 # What an op's `infer` or `weights` raises when its inputs and params do not fit together (a channel

@@ -110,6 +110,7 @@ register(
         params=NORM_PARAMS,
         draw_params=lambda draw, metas: {"eps": _eps(draw), "affine": draw(st.booleans())},
         weights=_ln_weights,
+        accumulates="sum_of_squares",
     )
 )
 
@@ -135,6 +136,7 @@ register(
         draw_params=lambda draw, metas: {"eps": _eps(draw), "affine": draw(st.booleans())},
         weights=_ln_weights,
         promotes_weights=True,
+        accumulates="sum_of_squares",
     )
 )
 
@@ -154,6 +156,7 @@ register(
         params=NORM_PARAMS,
         draw_params=lambda draw, metas: {"eps": _eps(draw), "affine": draw(st.booleans())},
         weights=_rms_weights,
+        accumulates="sum_of_squares",
     )
 )
 
@@ -173,6 +176,7 @@ register(
         draw_params=lambda draw, metas: {"eps": _eps(draw), "affine": draw(st.booleans())},
         weights=_rms_weights,
         promotes_weights=True,
+        accumulates="sum_of_squares",
     )
 )
 
@@ -435,6 +439,7 @@ for _name, _fn in (("sum", "sum"), ("mean", "mean"), ("amax", "amax")):
             code=(lambda f: lambda a, p: f"torch.{f}({a[0]}, -1, keepdim={_BOOL[p['keepdim']]})")(_fn),
             params={"keepdim": Flag()},
             draw_params=lambda draw, metas: {"keepdim": draw(st.booleans())},
+            accumulates=None if _name == "amax" else "sum",
         )
     )
 
@@ -849,6 +854,7 @@ for _name in ("cumsum", "cumprod"):
                   + (f", dtype=D({DTYPE_CODE[p['dtype']]}))" if p["dtype"] else ")"))(_name),
             params={"dtype": Choice(CUM_DTYPES)},
             draw_params=lambda draw, metas: {"dtype": draw(st.sampled_from(CUM_DTYPES))},
+            accumulates="prod" if _name == "cumprod" else "sum",
         )
     )
 _edge_unary("logcumsumexp", "cumulative", lambda a, p: f"torch.logcumsumexp({a[0]}, -1)")
@@ -930,6 +936,7 @@ for _name in ("var", "std"):
             code=(lambda f: lambda a, p: f"torch.{f}({a[0]}, -1, correction={_num(p['correction'])}, keepdim={_BOOL[p['keepdim']]})")(_name),
             params=STAT_PARAMS,
             draw_params=_stat_params,
+            accumulates="sum_of_squares",
         )
     )
 
@@ -949,6 +956,7 @@ _edge(
         ),
         params={"part": Choice(tuple(_VAR_MEAN_PART)), **STAT_PARAMS},
         draw_params=lambda draw, metas: {"part": draw(st.sampled_from(tuple(_VAR_MEAN_PART))), **_stat_params(draw, metas)},
+        accumulates="sum_of_squares",
     )
 )
 

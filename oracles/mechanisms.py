@@ -39,8 +39,11 @@ MECHANISMS: dict[str, Mechanism] = {m.id: m for m in (
         "range-edge", Severity.SUSPECT,
         "arithmetic at the edge of the float range (overflow inside the graph, or inf/NaN from the inputs)",
         "the differing outputs depend on a value that overflows its dtype in eager, sits at the edge of its finite "
-        "range, or is inf/NaN from the inputs: where partial results overflow, the evaluation order decides where "
-        "inf and NaN land, and fp64, which has the range, cannot say which order is right; not a compiler defect by itself",
+        "range, is inf/NaN from the inputs, or comes from a sum or product whose partial results leave the range in "
+        "some order of it: where partial results overflow, the evaluation order decides where inf and NaN land, and "
+        "fp64, which has the range, cannot say which order is right; PyTorch's numerical-accuracy notes ('Extremal "
+        "values') say an intermediate may overflow the dtype even where the result is representable; not a compiler "
+        "defect by itself",
     ),
     Mechanism(
         "tie", Severity.NOISE,

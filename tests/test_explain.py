@@ -5,9 +5,11 @@ not explain, and the real Inductor on the CPU where it shows no such behaviour."
 from __future__ import annotations
 
 import pytest
+import torch
 
 from divfuzz.fuzzer.engine.execute import execute_case
 from divfuzz.generators.spec import GraphSpec, InputRecipe, Node, TensorSpec
+from divfuzz.oracles.accumulation_range import leaves_range_rows
 from divfuzz.oracles.mechanisms import MECHANISMS, mechanism_severity
 from divfuzz.oracles.severity_policy import key_severity, severity_of
 from divfuzz.records.buckets import BucketKey
@@ -113,3 +115,39 @@ def test_real_inductor_on_cuda_flushes_subnormals_and_the_flush_explains_it(op):
     assert reason is not None, verdict  # CUDA's compiled kernels flush the subnormal inputs
     assert verdict.explanation is not None and verdict.explanation.mechanism == "subnormal-flush", (reason, verdict)
     assert reason.severity is Severity.BY_DESIGN
+
+
+def _cumprod(recipe: str, seed: int) -> GraphSpec:
+    return GraphSpec(inputs=(TensorSpec("x0", (4, 64), "float32", False),),
+                     nodes=(Node("v1", "cumprod", ("x0",), (("dtype", None),), "float32", (4, 64)),), outputs=("v1",),
+                     recipe=InputRecipe(recipe, seed), backward=False)
+
+
+def test_a_scan_reassociated_past_the_range_is_range_edge_and_a_nan_on_an_ordinary_row_stays_a_bug():
+    """`reassociate_scans` computes cumprod in log-depth order. Under log_uniform seed 18 one row's
+    partial products leave float32's range in that order but not in eager's (eager is finite
+    everywhere), so the new NaN/Inf there is range-edge arithmetic. `nan_first` puts its NaN on
+    row 0, whose partial products stay in range in every order: still a bug."""
+    verdict, reason = _judged(_cumprod("log_uniform", 18), PLANTED + "reassociate_scans")
+    assert reason is not None and reason.rule == "nan-inf-new", verdict
+    assert verdict.explanation is not None and verdict.explanation.mechanism == "range-edge", verdict
+    assert "some order of the accumulation" in verdict.explanation.detail
+    assert reason.severity is MECHANISMS["range-edge"].severity
+    verdict, reason = _judged(_cumprod("log_uniform", 18), PLANTED + "nan_first")
+    assert verdict.explanation is None and reason.severity is Severity.BUG
+
+
+def test_real_inductor_on_the_cpu_keeps_eagers_order_on_that_scan():
+    verdict, reason = _judged(_cumprod("log_uniform", 18), "inductor")
+    assert reason is None or reason.severity is not Severity.BUG, verdict
+
+
+def test_which_rows_can_leave_the_range_in_some_order():
+    rows = torch.tensor([[1e30, 1e30, 1e-30, 1e-30],   # 1e60 in eager's order itself
+                         [1e-30, 1e-30, 1e30, 1e30],   # 1e-60 underflows, then 1e60 overflows: some order hits both
+                         [0.0, 1e-30, 1e-30, 2.0],     # the zero makes every prefix zero: nothing to lose
+                         [1.5, -2.0, 3.0, 0.5]], dtype=torch.float64)
+    assert leaves_range_rows(rows, "prod").tolist() == [True, True, False, False]
+    assert leaves_range_rows(torch.full((2, 4), 1e38, dtype=torch.float64), "sum").tolist() == [True, True]
+    assert leaves_range_rows(torch.full((2, 4), 1e18, dtype=torch.float64), "sum").tolist() == [False, False]
+    assert leaves_range_rows(torch.full((2, 4), 1e19, dtype=torch.float64), "sum_of_squares").tolist() == [True, True]

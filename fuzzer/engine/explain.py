@@ -12,7 +12,10 @@ the finding; the severity policy then rates it by `divfuzz.oracles.mechanisms.ME
 - range edge: most of the output's differing elements depend on an input value that is inf or
   NaN, or on a value that overflows its dtype in eager (inf where fp64 is finite), is inf in fp64
   itself, or sits within `RANGE_EDGE_FRACTION` of its dtype's largest finite value (measured by
-  making those values NaN in a second fp64 run and seeing which output elements turn NaN);
+  making those values NaN in a second fp64 run and seeing which output elements turn NaN), or
+  on an accumulation (a sum, sum of squares or product along a dim) whose partial results leave
+  the float range in some order of it (`divfuzz.oracles.accumulation_range`): a compiler may
+  reassociate, and the order decides where inf, NaN or zero lands;
 - ties: the differing output depends on a value-selecting op whose input holds ties (equal, or
   one rounding step apart) at the values it selects.
 
@@ -33,6 +36,7 @@ from divfuzz.fuzzer.engine.graph_run import Named, run_forward_backward
 from divfuzz.generators.build import build_callable, build_reference, reference_inputs
 from divfuzz.generators.registry import get_op
 from divfuzz.generators.spec import GraphSpec
+from divfuzz.oracles.accumulation_range import leaves_range_mask
 from divfuzz.oracles.judge import judge_outputs, verdict_of
 from divfuzz.oracles.mechanisms import EXPLAINABLE_RULES
 from divfuzz.oracles.severity_policy import RANGE_EDGE_FRACTION, severity_of
@@ -172,15 +176,32 @@ def _edge_masks(case: "PreparedCase", names: set[str], reference_env: dict) -> d
             mask = (torch.isinf(value) & torch.isfinite(exact)) | torch.isinf(exact) | at_edge
             what = (f"{name} = {spec.node(name).op} holds {{n}} values that overflow its {str(value.dtype).removeprefix('torch.')} "
                     "in eager, are inf in fp64, or lie at the edge of its range")
+            reordered = _reassociation_edge(spec, name, value.shape, reference_env)
+            if reordered is not None and bool(reordered.any()):
+                mask, plain_edge = mask | reordered.to(value.device), bool(mask.any())
+                what = what if plain_edge else (f"{name} = {spec.node(name).op}: {{n}} of its values come from accumulations whose "
+                                                "partial results leave float32's range in some order of the accumulation")
         if bool(mask.any()):
             masks[name] = (mask, what.format(n=int(mask.sum())))
     return masks
 
 
+def _reassociation_edge(spec: GraphSpec, name: str, shape: torch.Size, reference_env: dict) -> torch.Tensor | None:
+    """Where node `name`'s output comes from an accumulation (`OpDef.accumulates`) whose partial
+    results leave the float range in some order of it (`divfuzz.oracles.accumulation_range`),
+    read from the fp64 value of the node's first input; None when it does not accumulate."""
+    node = spec.node(name)
+    accumulation = get_op(node.op).accumulates
+    source = reference_env.get(node.inputs[0]) if node.inputs else None
+    if accumulation is None or not isinstance(source, torch.Tensor) or not source.is_floating_point():
+        return None
+    return leaves_range_mask(source, accumulation, shape)
+
+
 def _range_edge(case: "PreparedCase", compiled: Named, reason: SeverityReason) -> Explanation | None:
-    """Explained when the output's differing elements depend on range-edge values: each such
-    value is made NaN in a second fp64 reference run, and the differing elements that turn NaN
-    there depend on one (a majority must). An integer output, where NaN cannot show, depends on
+    """Explained when the output's differing elements (those the rule names: `_named_elements`)
+    depend on range-edge values: each such value is made NaN in a second fp64 reference run, and
+    the differing elements that turn NaN there depend on one (a majority must). An integer output, where NaN cannot show, depends on
     one when its graph does."""
     spec = case.spec
     reference_env: dict = {}
@@ -209,7 +230,7 @@ def _range_edge(case: "PreparedCase", compiled: Named, reason: SeverityReason) -
     reached = dict(tainted).get(reason.output)
     if plain is None or reached is None or reached.shape != eager.shape:
         return None
-    differing = ~_same_values(eager, got.to(eager.device))
+    differing = _named_elements(reason.rule, eager, got.to(eager.device))
     depends = torch.isnan(reached.to(eager.device)) & ~torch.isnan(plain.to(eager.device))
     n_diff, n_dep = int(differing.sum()), int((differing & depends).sum())
     if n_diff == 0 or n_dep < 0.5 * n_diff:
@@ -217,6 +238,28 @@ def _range_edge(case: "PreparedCase", compiled: Named, reason: SeverityReason) -
     return Explanation("range-edge", reason.output,
                        f"{n_dep} of the {n_diff} differing elements of {reason.output} depend on range-edge values: {because}",
                        (("differing", float(n_diff)), ("depending", float(n_dep))))
+
+
+# A float element differs grossly when eager's and compiled's values are this far apart relative
+# to the larger (a zero against a non-zero, or a finite value against inf, is 1 or more).
+_GROSS_RELATIVE = 2.0**-6
+
+
+def _named_elements(rule: str, eager: torch.Tensor, got: torch.Tensor) -> torch.Tensor:
+    """The elements of a float output that `rule` is about: the new NaN/Inf for `nan-inf-new`,
+    the grossly different ones for `float-gross-worse`; every differing element otherwise, or
+    when the rule's own set is empty. Rounding differences elsewhere in the output (a reordered
+    sum differs in its last bits everywhere) are not what a mechanism has to account for."""
+    differing = ~_same_values(eager, got)
+    if rule == "nan-inf-new":
+        named = ~torch.isfinite(got) & torch.isfinite(eager)
+    elif rule == "float-gross-worse":
+        e, c = eager.double(), got.double()
+        apart = (e - c).abs() > _GROSS_RELATIVE * torch.maximum(e.abs(), c.abs())
+        named = differing & (apart | ~torch.isfinite(e) | ~torch.isfinite(c))
+    else:
+        return differing
+    return named if bool(named.any()) else differing
 
 
 def _same_values(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

@@ -18,6 +18,10 @@ differs) and plants exactly one defect:
 - `flush_and_nan`: `flush_subnormals` plus `nan_first`'s defect: the flush must not explain the NaN;
 - `split_ties`: `torch.max(x, dim)` computed as `amax` (its gradient shared evenly among tied
   maxima, where eager's goes to the one index max returns): differs only at ties;
+- `reassociate_scans`: `torch.cumprod` and `torch.cumsum` computed in log-depth order (each step
+  combines a value with the one `d` places before it, d = 1, 2, 4, ...), as a parallel scan
+  does: the same sums and products in another order, whose partial results may leave the float
+  range where eager's do not (`divfuzz.fuzzer.engine.explain` must explain that as range-edge);
 - `compile_error`: raises `PlantedCompileError` while compiling;
 - `inductor_assertion`: real Inductor with its own test fault on (`_raise_error_for_testing`): every
   graph fails Inductor's own assertion at one site in `compile_fx`, whatever its ops;
@@ -209,6 +213,29 @@ def split_ties(gm: torch.fx.GraphModule, example_inputs):
     for node in gm.graph.nodes:
         if node.op == "call_function" and node.target is torch.max and len(node.args) + len(node.kwargs) >= 2:
             node.target = _max_sharing_ties
+    gm.recompile()
+    return gm.forward
+
+
+def _log_depth_scan(combine):
+    def scan(x, dim, *, dtype=None):
+        y = (x if dtype is None else x.to(dtype)).movedim(dim, -1)
+        step = 1
+        while step < y.shape[-1]:
+            y = torch.cat([y[..., :step], combine(y[..., step:], y[..., :-step])], -1)
+            step *= 2
+        return y.movedim(-1, dim)
+
+    return scan
+
+
+_REASSOCIATED = {torch.cumprod: _log_depth_scan(torch.mul), torch.cumsum: _log_depth_scan(torch.add)}
+
+
+def reassociate_scans(gm: torch.fx.GraphModule, example_inputs):
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target in _REASSOCIATED:
+            node.target = _REASSOCIATED[node.target]
     gm.recompile()
     return gm.forward
 
