@@ -196,6 +196,10 @@ def _float_reason(name: str, fc) -> SeverityReason | None:
         return SeverityReason(Severity.NOISE, "within-same", name,
                               f"{spread}; compiled {fc.triage}, within same()'s {multiplier:g}x RMSE margin and no element grossly "
                               f"further ({fc.max_excess_scale_ulps:.3g} ULPs more at most, at the output's scale)")
+    # "many-ulps-worse" when compiled is the side further from fp64: a decomposition named as the
+    # culprit of such a finding is a defect (`DECOMPOSITION_DEFECT_RULES`).
+    if fc.triage == "compiled-worse":
+        return SeverityReason(Severity.SUSPECT, "many-ulps-worse", name, f"{spread}; fp64 triage {fc.triage}")
     return SeverityReason(Severity.SUSPECT, "many-ulps", name, f"{spread}; fp64 triage {fc.triage}")
 
 
@@ -276,7 +280,7 @@ RULE_SEVERITY: dict[str, Severity] = {
     "nan-inf-range-edge": Severity.SUSPECT, "nan-inf-ill-conditioned": Severity.SUSPECT,
     "int-valued-ill-conditioned": Severity.SUSPECT, "int-valued-boundary": Severity.SUSPECT,
     "gross-worse-ill-conditioned": Severity.SUSPECT, "nan-inf-moved": Severity.SUSPECT, "unreferenced": Severity.SUSPECT,
-    "rmse-worse": Severity.SUSPECT, "many-ulps": Severity.SUSPECT, "int-ill-conditioned": Severity.SUSPECT,
+    "rmse-worse": Severity.SUSPECT, "many-ulps": Severity.SUSPECT, "many-ulps-worse": Severity.SUSPECT, "int-ill-conditioned": Severity.SUSPECT,
     "int-boundary": Severity.SUSPECT, "int-flip": Severity.SUSPECT, "slower-within-noise": Severity.SUSPECT,
     "precision-knob": Severity.BY_DESIGN, "wrapper-overhead": Severity.BY_DESIGN,
     "few-ulps-unreferenced": Severity.NOISE, "compiled-closer": Severity.NOISE, "few-ulps": Severity.NOISE,
@@ -294,15 +298,28 @@ _SWITCH_KEEPS = frozenset({"undefined-cast", "compiled-closer", "within-same"})
 _ELIDED_ROUNDING_RULES = frozenset({"float-gross-worse"})
 
 
-def switch_severity(rule: str, switch: str | None, mechanism: str = "") -> Severity:
+# A decomposition replaces an eager kernel with other aten ops, run eagerly: no fusion, no
+# elided rounding. Its output should be as close to fp64 as the kernel's (eager's kernel defines
+# the op). When attribution names a decomposition as the culprit of a result further from fp64
+# than eager's, by more than a few ULPs (or rejected by same()), the decomposition is the defect:
+# PyTorch fixed the layer-norm decomposition's mean and variance for exactly this (PR 177163,
+# issue 168126, bf16 under autocast).
+DECOMPOSITION_DEFECT_RULES = frozenset({"many-ulps-worse", "rmse-worse"})
+DECOMPOSITION_SUBSYSTEM = "decomposition"
+
+
+def switch_severity(rule: str, switch: str | None, mechanism: str = "", subsystem: str = "") -> Severity:
     """The severity of a finding rated by `rule` once attribution named `switch` as removing it:
     a documented precision knob (`PRECISION_KNOBS`) makes a suspect or noise rule by-design; any
     other switch, or none, leaves the rule's own severity; a `mechanism` that explains the rule
-    (`divfuzz.oracles.mechanisms`) gives its own. An unknown rule (a newer store's, or none fired)
-    is suspect."""
+    (`divfuzz.oracles.mechanisms`) gives its own; a decomposition named as the `subsystem` at fault
+    makes a compiled-worse rule a bug (`DECOMPOSITION_DEFECT_RULES`). An unknown rule (a newer
+    store's, or none fired) is suspect."""
     explained = mechanism_severity(mechanism, rule) if mechanism else None
     if explained is not None:
         return explained
+    if subsystem == DECOMPOSITION_SUBSYSTEM and rule in DECOMPOSITION_DEFECT_RULES:
+        return Severity.BUG
     base = RULE_SEVERITY.get(rule, Severity.SUSPECT)
     if switch in PRECISION_KNOBS and (base in (Severity.SUSPECT, Severity.NOISE) or rule in _ELIDED_ROUNDING_RULES) \
             and rule not in _SWITCH_KEEPS:
@@ -315,16 +332,19 @@ def key_severity(key) -> Severity:
     switch. Every case in a bucket shares its key's rule, so this is every case's severity too:
     judged once, from the key's fields, wherever a bucket is stored or moved."""
     switch = key.culprit.switch if key.culprit is not None else None
-    return switch_severity(key.rule, switch or None, key.mechanism)
+    subsystem = key.culprit.subsystem if key.culprit is not None else ""
+    return switch_severity(key.rule, switch or None, key.mechanism, subsystem or "")
 
 
-def severity_of(verdict, *, switch: str | None = None) -> SeverityReason | None:
+def severity_of(verdict, *, switch: str | None = None, subsystem: str | None = None) -> SeverityReason | None:
     """The severity of a `Verdict` (its most severe output), or None when nothing diverges.
 
     `switch` is the documented switch attribution named as removing the divergence, when known
     (`divfuzz.records.buckets.CulpritKey.switch`): a divergence a precision knob removes is
     `by-design` (noise included: the knob names its cause) unless a bug rule fired (a wrong answer
     stays a bug, its reason says which knob hides it); a perf finding's reason names the switch.
+    `subsystem` is the part of the compiler attribution named (`CulpritKey.subsystem`): a
+    decomposition at fault for a compiled-worse rule makes it a bug (`DECOMPOSITION_DEFECT_RULES`).
     """
     status = getattr(verdict.status, "value", verdict.status)
     if status in _COMPILER_FAILURE_RULES:
@@ -346,6 +366,9 @@ def severity_of(verdict, *, switch: str | None = None) -> SeverityReason | None:
     explained = explained_reason(worst, getattr(verdict, "explanation", None))
     if explained is not None:
         return explained
+    if subsystem == DECOMPOSITION_SUBSYSTEM and worst.rule in DECOMPOSITION_DEFECT_RULES:
+        return SeverityReason(Severity.BUG, worst.rule, worst.output,
+                              f"{worst.detail}; the decomposition at fault is further from fp64 than the eager kernel it replaces")
     if switch in PRECISION_KNOBS and switch_severity(worst.rule, switch) is Severity.BY_DESIGN:
         return SeverityReason(Severity.BY_DESIGN, "precision-knob", worst.output, f"{switch} removes it; {worst.detail}")
     if switch in PRECISION_KNOBS and worst.severity is Severity.BUG:

@@ -54,7 +54,8 @@ def issue_files(spec: GraphSpec, *, device: str, config: "CompileConfig", verdic
     if reason is not None and verdict is not None and reason.output != "-" and all(o.name != reason.output for o in verdict.outputs):
         reason = None  # the stored judgement names an output the minimal spec's verdict lacks: judge that verdict
     if reason is None and verdict is not None:
-        reason = severity_of(verdict, switch=_switch_of(culprit))
+        key = _culprit_key(culprit)
+        reason = severity_of(verdict, switch=(key.switch or None) if key else None, subsystem=key.subsystem if key else None)
     script = render_issue_script(spec, device=device, config=config, reason=reason, verdict=verdict)
     if script is None:
         return {}
@@ -64,12 +65,13 @@ def issue_files(spec: GraphSpec, *, device: str, config: "CompileConfig", verdic
     return {ISSUE_SCRIPT: script.text.encode(), ISSUE_MARKDOWN: markdown.encode(), **script.files}
 
 
-def _switch_of(culprit: dict | None) -> str | None:
-    """The switch a stored culprit names as removing the finding (`Culprit.key`), or None."""
+def _culprit_key(culprit: dict | None):
+    """The key fields of a stored culprit (`Culprit.key`: the switch that removes the finding, the
+    subsystem at fault), or None."""
     if not isinstance(culprit, dict) or not isinstance(culprit.get("stage"), str):
         return None
     try:
-        return Culprit.from_dict(culprit).key().switch or None
+        return Culprit.from_dict(culprit).key()
     except (KeyError, TypeError, ValueError, StoreError):
         return None
 

@@ -339,3 +339,20 @@ def test_a_keys_severity_is_its_rule_under_its_culprits_switch():
     assert key_severity(BucketKey("bf16-ulp", "bfloat16", "cpu", ops=("gelu",))) is Severity.SUSPECT
     assert switch_severity("a-rule-of-a-newer-divfuzz", None) is Severity.SUSPECT
     assert key_severity(BucketKey("hang", "-", "cpu", ops=("gelu",), detail="Timeout", rule="hang")) is Severity.BUG
+
+
+def test_a_decomposition_at_fault_for_a_compiled_worse_result_is_a_bug_and_nothing_else_moves():
+    """Eager's kernel defines the op: a decomposition named as the culprit of a result further from
+    fp64 than eager's (many ULPs, compiled-worse; or rejected by same()) is a defect (PR 177163).
+    The same rule under a lowering, or a decomposition whose result is as far as eager's, stays suspect."""
+    from divfuzz.records.buckets import BucketKey, CulpritKey
+
+    worse = BucketKey("bf16-ulp", "bfloat16", "cpu", ops=("layer_norm", "linear"), rule="many-ulps-worse")
+    decomposition = CulpritKey("aot_eager_decomp_partition", "decomposition", "aten.native_layer_norm")
+    assert key_severity(worse) is Severity.SUSPECT
+    assert key_severity(worse.with_culprit(decomposition)) is Severity.BUG
+    assert key_severity(worse.with_culprit(CulpritKey("inductor", "lowerings", "aten.gelu"))) is Severity.SUSPECT
+    as_far = BucketKey("bf16-ulp", "bfloat16", "cpu", ops=("layer_norm", "linear"), rule="many-ulps")
+    assert key_severity(as_far.with_culprit(decomposition)) is Severity.SUSPECT
+    knob = CulpritKey("inductor", "inductor_emulate_precision_casts", switch="emulate_precision_casts")
+    assert key_severity(worse.with_culprit(knob)) is Severity.BY_DESIGN

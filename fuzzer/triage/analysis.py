@@ -50,7 +50,7 @@ class Analysis:
     @functools.cached_property
     def reason(self):
         """The minimal spec's severity under its culprit's switch (`severity_of`), None without a verdict."""
-        return severity_of(self.verdict, switch=self.culprit.key().switch or None) if self.verdict is not None else None
+        return severity_of(self.verdict, switch=self.culprit.key().switch or None, subsystem=self.culprit.key().subsystem) if self.verdict is not None else None
 
     def notes(self) -> tuple[str, ...]:
         lines = [f"Culprit: {self.culprit.describe()}"]

@@ -619,7 +619,7 @@ def _write_folder(diff: RungDifference, folders: CauseFolders, number: int, redu
         culprit = replace(culprit, summary=summarize(culprit))
     summary = culprit.summary
     verdict = _verdict(small, small_inputs, before_out, after_out)
-    reason = severity_of(verdict, switch=culprit.key().switch or None)
+    reason = severity_of(verdict, switch=culprit.key().switch or None, subsystem=culprit.key().subsystem)
     folder = folders.out / f"{number:02d}-{rung}"
     folder.mkdir(parents=True, exist_ok=True)
     _save_inputs([t.detach().cpu() for t in small_inputs], folder)
