@@ -42,9 +42,17 @@ def test_one_answer_per_model_says_why_the_whole_model_and_its_cause_disagree():
     assert line.startswith("headline: by-design: the whole model reads bug (float-gross-worse)") and "01-inductor" in line
     assert module_headline({"severity": whole, "causes": [_cause("bug")]}) == "headline: bug"
     # a cause that did not reproduce is no evidence
+    # ... and no bug headline without a repro: the model's bug is headlined suspect, with the reason
     line = module_headline({"severity": whole, "causes": [_cause("by-design", reproduced=False)]})
-    assert line.startswith("headline: bug (the whole model only): 1 cause folder(s) did not reproduce")
-    # the whole model differs and no captured graph explains it
+    assert line.startswith("headline: suspect: the whole model reads bug (float-gross-worse), but no repro shows it: "
+                           "1 cause folder(s) did not reproduce"), line
+    line = module_headline({"severity": whole, "causes": [], "phases": {"cut_by_budget": ["reduction cut"]}})
+    assert line.startswith("headline: suspect:") and "--budget was spent first" in line
+    # the whole model differs and no captured graph explains it: said so, with the graph breaks named
     line = module_headline({"severity": {"severity": "suspect", "rule": "many-ulps"}, "causes": []})
     assert "no captured graph reproduces it by itself" in line
+    capture = {"graph_breaks": 1, "break_reasons": ["Tensor.item() at model.py:12"]}
+    line = module_headline({"severity": whole, "causes": [], "capture": capture})
+    assert line.startswith("headline: bug (the whole model only)") and "1 graph break(s)" in line
+    assert "Tensor.item() at model.py:12" in line
     assert module_headline({"severity": None, "causes": []}) == "headline: none"

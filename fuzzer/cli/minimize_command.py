@@ -137,7 +137,9 @@ def minimize(ctx, case, modules, out_dir, repro_dir, store_dir, device, budget, 
                 elif not res.value["causes"]:
                     severity = (res.value.get("severity") or {}).get("severity")
                     notes = "; ".join(res.value.get("capture", {}).get("notes", []))
-                    why = "eager and compiled agree" if severity is None else f"the divergence is {severity}, not suspect or worse"
+                    why = ("eager and compiled agree" if severity is None else
+                           f"the divergence is {severity}, below suspect" if severity not in ("bug", "suspect") else
+                           f"the whole model reads {severity}, but no captured graph differs at suspect or worse by itself")
                     out.print(f"{ref}: nothing to minimize: {why}" + (f" ({notes})" if notes else ""), highlight=False)
                 for c in res.value["causes"]:
                     sev = (c.get("severity") or {}).get("severity", "-")
@@ -213,7 +215,10 @@ def module_headline(value: dict) -> str:
     """One answer per model: the severity the evidence supports, and why when the whole model's
     judgement and its reduced causes disagree. A reduced, reproduced cause is the stronger evidence
     (it isolates the difference and was tried against the precision knobs); a cause that did not
-    reproduce is no evidence; a whole model that differs with no graph to show for it says so."""
+    reproduce is no evidence. A bug headline always has a repro that exits 1, except where the
+    difference lies outside every captured graph, and then it says so and names the graph breaks:
+    a whole model that reads bug with no repro for another reason (a cause that did not reproduce,
+    a budget spent first) is headlined suspect, with the reason."""
     whole = value.get("severity") or {}
     whole_sev = whole.get("severity")
     causes = [c for c in value.get("causes") or [] if c.get("reproduced") is not False and c.get("severity")]
@@ -221,11 +226,13 @@ def module_headline(value: dict) -> str:
         if whole_sev in ("bug", "suspect"):
             lost = len(value.get("causes") or [])
             cut = (value.get("phases") or {}).get("cut_by_budget")
-            why = (f"{lost} cause folder(s) did not reproduce" if lost else
-                   "nothing reduced: --budget was spent first" if cut else
-                   "no captured graph reproduces it by itself (the difference lies outside the graphs Dynamo hands the "
-                   "compiler: gradients taken inside the forward, the code between graph breaks)")
-            return f"headline: {whole_sev} (the whole model only): {why}"
+            if lost or cut:
+                why = (f"{lost} cause folder(s) did not reproduce" if lost else
+                       "nothing reduced: --budget was spent first (a larger --budget goes further)")
+                if whole_sev == "bug":
+                    return f"headline: suspect: the whole model reads bug ({whole.get('rule', '-')}), but no repro shows it: {why}"
+                return f"headline: suspect (the whole model only): {why}"
+            return f"headline: {whole_sev} (the whole model only): {_outside_the_graphs(value.get('capture') or {})}"
         return f"headline: {whole_sev or 'none'}"
     order = ("bug", "suspect", "by-design", "noise", "eager-worse")
     worst = min(causes, key=lambda c: order.index(c["severity"]["severity"]))
@@ -235,6 +242,18 @@ def module_headline(value: dict) -> str:
     return (f"headline: {sev}: the whole model reads {whole_sev or 'none'} ({whole.get('rule', '-')}), its reduced cause "
             f"{worst['folder']} reads {sev} ({worst['severity']['rule']}: {worst['summary']}); the reduced, reproduced graph "
             f"is the stronger evidence")
+
+
+def _outside_the_graphs(capture: dict) -> str:
+    """Where a difference no captured graph reproduces by itself lies: between the graph breaks
+    (named, with their source lines) or, with none, outside what Dynamo hands the compiler."""
+    breaks = capture.get("break_reasons") or []
+    if capture.get("graph_breaks") and breaks:
+        shown = "; ".join(str(b) for b in breaks[:3]) + (f"; and {len(breaks) - 3} more" if len(breaks) > 3 else "")
+        return (f"no captured graph reproduces it by itself: the difference lies in the code between the "
+                f"{capture['graph_breaks']} graph break(s), which runs eagerly ({shown})")
+    return ("no captured graph reproduces it by itself (the difference lies outside the graphs Dynamo hands the "
+            "compiler: gradients taken inside the forward, code Dynamo runs eagerly)")
 
 
 def _phases_line(timing: dict) -> str:
