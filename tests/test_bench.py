@@ -6,10 +6,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import types
 
 import pytest
 
 from divfuzz.fuzzer.engine import warm_template
+from divfuzz.fuzzer.engine.compile_phases import PhaseTimer, phases_of
 from divfuzz.fuzzer.campaign.bench import (
     _environment,
     before_after_table,
@@ -74,6 +76,10 @@ def test_divfuzz_bench_runs_a_default_campaign_and_reads_where_its_time_went_fro
     assert b.last_case_s <= b.finish["slots_done"] <= b.finish["pool_done"] <= b.span_s, (b.finish, b.last_case_s, b.span_s)
     assert "the finish: every slot ended at" in text
     assert b.stages["compile_forward"] > 0 and b.slot_time["in the worker"] >= b.stages["compile_forward"]
+    # The compile split by phase from torch's own timers: inside the compile spans, never more.
+    assert {"dynamo", "aot_autograd", "inductor"} <= set(b.phases) and not any(":" in k for k in b.stages), (b.phases, b.stages)
+    assert sum(b.phases.values()) <= b.stages["compile_forward"] + b.stages.get("compile_backward", 0.0) + 1e-6
+    assert "| the compile by phase (torch's timers)" in text and "| Dynamo (bytecode tracing, guards) |" in text
     assert 0 < b.rate_over_run < b.rate_past_startup
     # Its one worker started from the warm template (torch imported once, in the template), or
     # spawned where the template is off (DIVFUZZ_WARM_WORKERS=0), and it says which.
@@ -94,3 +100,30 @@ def test_a_timings_file_with_a_bad_number_exits_2_naming_the_file_and_field(tmp_
                           timeout=120)
     assert done.returncode == 2
     assert "divfuzz-run1-timings.json: ended" in " ".join((done.stdout + done.stderr).split()) and "'soon'" in done.stdout + done.stderr
+
+
+def test_compile_phases_split_torchs_nested_timers_into_disjoint_phases():
+    # Dynamo's call of the backend holds AOTAutograd, which holds Inductor, which holds the backend
+    # compile; the phases are what each holds beyond the next, and add up to the outer totals.
+    seconds = {"_compile.compile_inner": 10.0, "OutputGraph.call_user_compiler": 9.0, "create_aot_dispatcher_function": 8.0,
+               "backward._backward_impl": 3.0, "compile_fx_inner": 9.5, "compile_file": 6.0, "async_compile.wait": 1.0,
+               "CachingAutotuner.benchmark_all_configs": 0.5, "GraphLowering.run": 0.7}
+    phases = phases_of(seconds)
+    assert phases == {"dynamo": 1.0, "aot_autograd": 1.5, "inductor": 3.5, "backend_compile": 7.0, "autotune": 0.5}
+    assert sum(phases.values()) - phases["autotune"] == seconds["_compile.compile_inner"] + seconds["backward._backward_impl"]
+    # aot_eager: no Inductor, so nothing is Inductor's; an unknown torch's keys: nothing, never negative.
+    assert phases_of({"_compile.compile_inner": 2.0, "OutputGraph.call_user_compiler": 1.5, "create_aot_dispatcher_function": 1.2}) == {
+        "dynamo": 0.5, "aot_autograd": 1.2, "inductor": 0.0, "backend_compile": 0.0, "autotune": 0.0}
+    assert set(phases_of({"some_new_key": 3.0}).values()) == {0.0}
+
+
+def test_a_phase_timer_reads_what_ran_since_it_started_across_a_dynamo_reset(monkeypatch):
+    metrics = {"compile_file": [1.0], "_compile.compile_inner": [5.0]}
+    monkeypatch.setitem(sys.modules, "torch._dynamo.utils", types.SimpleNamespace(compilation_time_metrics=metrics))
+    timer = PhaseTimer()
+    metrics["compile_file"].append(2.0)  # the same list: its new entries count
+    metrics["_compile.compile_inner"] = [4.0]  # replaced by a reset: all of it counts
+    metrics["compile_fx_inner"] = [3.0]  # a new key
+    assert timer.seconds() == {"compile_file": 2.0, "_compile.compile_inner": 4.0, "compile_fx_inner": 3.0}
+    monkeypatch.setitem(sys.modules, "torch._dynamo.utils", None)  # nothing compiled in this process
+    assert PhaseTimer().phases() == phases_of({})
