@@ -127,3 +127,61 @@ def test_a_phase_timer_reads_what_ran_since_it_started_across_a_dynamo_reset(mon
     assert timer.seconds() == {"compile_file": 2.0, "_compile.compile_inner": 4.0, "compile_fx_inner": 3.0}
     monkeypatch.setitem(sys.modules, "torch._dynamo.utils", None)  # nothing compiled in this process
     assert PhaseTimer().phases() == phases_of({})
+
+
+# ---- `bench --legs`: one GPU, every GPU, the Dask path ---------------------------------------------
+def test_legs_are_planned_per_gpu_with_their_share_of_the_cores():
+    from divfuzz.fuzzer.campaign.bench_legs import plan_legs
+
+    one, every, dask = plan_legs(("one", "all", "dask"), "cuda", ["0", "1"], list(range(32)))
+    assert (one.gpus, one.cores) == (("0",), (tuple(range(16)),))  # a one-GPU host of the same make
+    assert (every.gpus, every.cores, every.skipped) == (("0", "1"), (), None)  # every GPU, every core
+    assert (dask.gpus, dask.cores) == (("0", "1"), (tuple(range(16)), tuple(range(16, 32))))  # a worker per GPU, its share
+    # One device (the CPU, or one GPU): 'all' would repeat 'one' and is not run, saying why.
+    one, every, dask = plan_legs(("one", "all", "dask"), "cpu", [], [0, 1])
+    assert one.cores == () and every.skipped.startswith("one device only (cpu)") and dask.cores == ((0, 1),)
+    assert plan_legs(("all",), "cuda", ["3"], [0, 1])[0].skipped.startswith("one device only (GPU 3)")
+    assert [leg.name for leg in plan_legs(("dask", "one"), "cpu", [], [0])] == ["dask", "one"]
+
+
+def test_bad_legs_exit_2_before_anything_runs(tmp_path):
+    from click.testing import CliRunner
+
+    from divfuzz.fuzzer.cli.main import main
+
+    for args, what in ((["--legs", "one,two"], "expected a comma-separated list of one, all, dask"),
+                       (["--legs", "one,one"], "each leg once"),
+                       (["--legs", "one", "--breakdown", str(tmp_path)], "give one of them")):
+        r = CliRunner().invoke(main, ["bench", "--device", "cpu", *args, "--out", str(tmp_path / "o")])
+        assert r.exit_code == 2 and what in " ".join(r.output.split()), (args, r.output)
+    assert not (tmp_path / "o").exists()
+
+
+def test_the_dask_leg_without_the_extra_exits_2_naming_it(tmp_path):
+    code = ("import sys\nclass _NoDask:\n    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'distributed' or name.startswith('distributed.'):\n            raise ImportError(name)\n"
+            "sys.meta_path.insert(0, _NoDask())\nfrom divfuzz.fuzzer.cli.main import main\n"
+            f"sys.argv = ['divfuzz', 'bench', '--device', 'cpu', '--legs', 'one,dask', '--cases', '1', '--out', {str(tmp_path / 'o')!r}]\n"
+            "main()")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "--legs dask needs Dask distributed" in done.stdout + done.stderr and "divfuzz[cluster]" in done.stdout + done.stderr
+    assert not (tmp_path / "o" / "leg-one").exists()  # refused before any leg ran
+
+
+def test_bench_legs_on_the_cpu_run_one_and_dask_on_the_same_cases_with_cold_caches(tmp_path):
+    pytest.importorskip("distributed")
+    done = subprocess.run([sys.executable, "-m", "divfuzz.fuzzer", "bench", "--device", "cpu", "--legs", "one,all,dask", "--cases", "4",
+                           "--workers", "1", "--no-minimize", "--seed", "2", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    text = " ".join(done.stdout.split())
+    assert "| all | not run: one device only (cpu)" in text and "ratios: dask/one: graphs/s" in text, text
+    assert "--cluster-file" in text and "| dask | a local Dask cluster, one worker per device on the CPU" in text
+    from divfuzz.fuzzer.campaign.breakdown import campaign_breakdown
+
+    one, dask = campaign_breakdown(tmp_path / "leg-one" / "out"), campaign_breakdown(tmp_path / "leg-dask" / "out")
+    assert one.cases == dask.cases == 4 and one.graphs == dask.graphs == 1  # input siblings on the fleet too
+    # Each leg compiled into its own cache, cold when it started (never the user's).
+    assert all(any((tmp_path / f"leg-{leg}" / "inductor-cache").iterdir()) for leg in ("one", "dask"))
+    assert not (tmp_path / "leg-all").exists()

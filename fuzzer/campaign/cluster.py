@@ -76,13 +76,13 @@ DAEMON_SETTING = "DASK_DISTRIBUTED__WORKER__DAEMON=False (distributed.worker.dae
 _ADDRESS = re.compile(r"^(tcp|tls|ws|wss|ucx)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.\-]*):\d{1,5}$")
 
 
-def import_distributed():
-    """The `distributed` module, or ConfigError naming the extra that installs it."""
+def import_distributed(what: str = "--cluster"):
+    """The `distributed` module, or ConfigError naming the extra that installs it (`what` needs it)."""
     try:
         # lazy: optional extra [cluster]
         import distributed
     except ImportError as e:
-        raise ConfigError(f"--cluster needs Dask distributed, which is not installed here ({e}): {EXTRA}") from None
+        raise ConfigError(f"{what} needs Dask distributed, which is not installed here ({e}): {EXTRA}") from None
     return distributed
 
 
