@@ -24,9 +24,10 @@ What the span holds beyond these (the first forward and backward runs, Dynamo's 
 divfuzz's compile session) is the breakdown's "other". The keys nest (Dynamo's call of the
 backend holds AOTAutograd, which holds Inductor, which holds the backend compile), so the first
 four phases add up to Dynamo's total and the lazy backward's, each clamped at 0. The key names
-are torch 2.13's `dynamo_timed` callers; a torch whose keys differ gives smaller phases and a
-larger "other", never a phase counted twice. Torch-free at import: it reads Dynamo's module only
-where a compile has loaded it.
+are torch 2.13's `dynamo_timed` callers (torch/_dynamo, _functorch, _inductor). A torch that
+lacks an outer key gives a smaller phase and a larger "other"; one that lacks a backend-compile
+key shows that compile under "inductor" (it is inside `compile_fx_inner`); never a phase counted
+twice. Torch-free at import: it reads Dynamo's module only where a compile has loaded it.
 """
 
 from __future__ import annotations
