@@ -243,6 +243,7 @@ def local_cluster():
     distributed = pytest.importorskip("distributed")
     # Held for the fixture's life, not only at start: the nanny restarts a killed worker with the
     # config in force then, and a daemonic worker cannot start divfuzz's processes.
+    environ = dict(os.environ)  # the nannies write theirs (OMP_NUM_THREADS, __DASK_PARENT_PID...) into this process's
     with dask.config.set({"distributed.worker.daemon": False}):
         cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
         client = distributed.Client(cluster, set_as_default=False)
@@ -251,6 +252,8 @@ def local_cluster():
         finally:
             client.close()
             cluster.close()
+            os.environ.clear()
+            os.environ.update(environ)
 
 
 def _stored(store: Path):
