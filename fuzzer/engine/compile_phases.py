@@ -15,9 +15,12 @@ timings as `<span>:<phase>` (a nested span: its seconds are inside the compile s
 - `inductor`: Inductor's own Python: pre-grad passes, lowering, scheduling, code generation and
   loading the module (`compile_fx_inner`, and the backend's call outside AOTAutograd, less the
   backend compile below);
-- `backend_compile`: the code compiler Inductor waits for: the C++ compiler on the CPU
-  (`compile_file`), Triton and ptxas on a GPU (`async_compile.precompile` in-process, or
-  `async_compile.wait` on the compile pool's subprocesses);
+- `backend_compile`: the code compiler Inductor waits for: the C++ compiler on the CPU, Triton
+  and ptxas on a GPU. With one compile thread they run in the compiling thread
+  (`compile_file`, `async_compile.precompile`); with more, Inductor hands them to a pool (C++ to
+  threads of this process, whose `compile_file` overlaps the compiling thread's work, Triton to
+  subprocesses) and the compiling thread's share is its `async_compile.wait`, which only a
+  pool records: then that wait is the phase, and the pool threads' `compile_file` is not added;
 - `autotune`: Triton's configs timed on the device at the first run (`CachingAutotuner.*`).
 
 What the span holds beyond these (the first forward and backward runs, Dynamo's frame entry,
@@ -43,7 +46,8 @@ USER_COMPILER = "OutputGraph.call_user_compiler"
 AOT_FORWARD = "create_aot_dispatcher_function"
 AOT_BACKWARD = "backward._backward_impl"
 INDUCTOR = "compile_fx_inner"
-BACKEND_COMPILE = ("compile_file", "async_compile.precompile", "async_compile.wait")
+IN_THREAD_COMPILE = ("compile_file", "async_compile.precompile")  # one compile thread: in the compiling thread
+POOL_WAIT = "async_compile.wait"  # more: the compiling thread waits on the pool (C++ threads, Triton subprocesses)
 AUTOTUNE = ("CachingAutotuner.benchmark_all_configs", "CachingAutotuner.coordinate_descent_tuning",
             "CachingAutotuner.combo_sequential_autotune", "CachingAutotuner.slow_precompile_config")
 
@@ -52,7 +56,10 @@ def phases_of(seconds: dict[str, float]) -> dict[str, float]:
     """The phases (`PHASES`, seconds each, 0 where none ran) of one compile whose `dynamo_timed`
     keys took `seconds` (summed over their calls)."""
     s = seconds.get
-    backend = sum(s(k, 0.0) for k in BACKEND_COMPILE)
+    if POOL_WAIT in seconds:  # a compile pool: the C++ threads' `compile_file` overlaps the compiling thread
+        backend = s(POOL_WAIT, 0.0) + s("async_compile.precompile", 0.0)
+    else:
+        backend = sum(s(k, 0.0) for k in IN_THREAD_COMPILE)
     inductor_ran = INDUCTOR in seconds
     # The backend's call less AOTAutograd: compile_fx's own steps before it (Inductor's, when it ran).
     before_aot = max(0.0, s(USER_COMPILER, 0.0) - s(AOT_FORWARD, 0.0)) if inductor_ran else 0.0
