@@ -270,8 +270,9 @@ def compile_session(spec: GraphSpec, device_type: str, config: CompileConfig, in
     decompositions) held for the block, so that the compiled function can run again on other
     inputs; or (None, the error verdict, None) when the compiler under test fails. The compile
     and the first run are timed under `span` (its backward under `<span>_backward`, its phases by
-    torch's own timers under `<span>:<phase>`); with `profile`, a second run under "compiled_run". The session holds no reference to the run's
-    inputs or outputs while the block runs."""
+    torch's own timers under `<span>:<phase>`); with `profile`, a second run under
+    "compiled_run". The session holds no reference to the run's inputs or outputs while the
+    block runs."""
     with contextlib.ExitStack() as session:
 
         def compile_and_run():
