@@ -148,6 +148,18 @@ def test_legs_are_planned_per_gpu_with_their_share_of_the_cores():
     assert [leg.name for leg in plan_legs(("dask", "one"), "cpu", [], [0])] == ["dask", "one"]
 
 
+def test_each_legs_slots_are_sized_once_by_the_campaigns_rule_for_what_the_leg_has(monkeypatch):
+    from divfuzz.fuzzer.campaign import bench_legs
+    from divfuzz.fuzzer.campaign.sizing import HostResources
+
+    gib = 2**30
+    monkeypatch.setattr(bench_legs, "probe_host", lambda device: HostResources(32, 200 * gib, (80 * gib, 80 * gib)))
+    legs = bench_legs.plan_legs(("one", "all", "dask"), "cuda", ["0", "1"], list(range(32)))
+    # The 2-GPU, 32-core host: 3/4 of the cores; one GPU with its 16 cores gets what a 16-core one-GPU host gets.
+    assert bench_legs.leg_slots(legs, "cuda", "auto", 2) == {"one": 12, "all": 24, "dask": 12}
+    assert bench_legs.leg_slots(legs, "cuda", 5, 2) == {"one": 5, "all": 10, "dask": 5}  # --workers N: per GPU
+
+
 def test_bad_legs_exit_2_before_anything_runs(tmp_path):
     from click.testing import CliRunner
 

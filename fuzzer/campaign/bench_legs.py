@@ -19,7 +19,10 @@ compile cache (fresh Inductor and Triton folders), and read back from its own st
 Where there is one device (the CPU, or one GPU), `all` would run `one` again: it is not run and
 the table says so; `dask` is then one Dask worker with `one`'s slots, and compared with `one`.
 The ratios are all/one (what the host's other GPUs add) and dask/all (what the fleet path costs).
-`--workers N` is N slots per device (one: N, all: N x G, dask: N per worker).
+`--workers N` is N slots per device (one: N, all: N x G, dask: N per worker); `--workers auto`
+sizes each leg here, once, by the campaign's own rule (`sizing.size_workers`) for the GPUs and
+cores the leg has, and passes the count, so that no leg's campaign measures the host inside its
+budget.
 
 Invariants: every leg's child gets its own cache folders (never the user's compile cache); a
 leg that fails stops the bench (InternalError naming the leg, with its output's tail); the Dask
@@ -39,7 +42,7 @@ from pathlib import Path
 
 from divfuzz.fuzzer.campaign.bench import DefaultCampaign, run_default_campaign
 from divfuzz.fuzzer.campaign.cluster import import_distributed
-from divfuzz.fuzzer.campaign.sizing import cuda_indices, resolve_workers
+from divfuzz.fuzzer.campaign.sizing import HostResources, cuda_indices, probe_host, size_workers
 from divfuzz.records.errors import ConfigError, InternalError
 
 # How long the local cluster may take to come up (its scheduler file, every worker joined).
@@ -130,9 +133,7 @@ def run_legs(names: tuple[str, ...], device: str, root: Path, *, budget_s: float
         raise ConfigError(f"--out {root}: {taken[0].name} is there from an earlier bench; give a new folder")
     gpus = visible_gpus(device)
     legs = plan_legs(names, device, gpus, usable_core_ids())
-    devices = max(1, len(gpus))
-    # Slots per device, as the `all` leg has them: what each Dask worker gets as threads.
-    per_device = workers if isinstance(workers, int) else max(1, resolve_workers("auto", device)[0] // devices)
+    counts = leg_slots(legs, device, workers, max(1, len(gpus)))
     results = []
     for leg in legs:
         if leg.skipped is not None:
@@ -145,20 +146,38 @@ def run_legs(names: tuple[str, ...], device: str, root: Path, *, budget_s: float
             log(f"leg {leg.name}: {describe(leg, device)}")
         common = dict(budget_s=budget_s, max_cases=max_cases, seed=seed, minimize=minimize, extra=extra)
         try:
-            if leg.name == "dask":
-                with local_fleet(leg, folder, env, per_device) as scheduler_file:
+            if leg.name == "dask":  # the fleet's slots: one per Dask worker thread
+                with local_fleet(leg, folder, env, counts["dask"]) as scheduler_file:
                     run = run_default_campaign("cuda" if device != "cpu" else "cpu", folder / "out", workers="auto", env=env,
                                                **{**common, "extra": (*extra, "--cluster-file", str(scheduler_file))})
             else:
                 if leg.name == "one" and device != "cpu":
                     env["CUDA_VISIBLE_DEVICES"] = leg.gpus[0]
-                count = workers if not isinstance(workers, int) else workers * (devices if leg.name == "all" else 1)
-                run = run_default_campaign("cuda" if device != "cpu" else "cpu", folder / "out", workers=count, env=env,
-                                           cores=leg.cores[0] if leg.cores else None, **common)
+                run = run_default_campaign("cuda" if device != "cpu" else "cpu", folder / "out", workers=counts[leg.name],
+                                           env=env, cores=leg.cores[0] if leg.cores else None, **common)
         except InternalError as e:
             raise InternalError(f"bench leg {leg.name}: {e}") from e
         results.append(LegResult(leg, run, run.breakdown.workers, folder / "out"))
     return results
+
+
+def leg_slots(legs: list[Leg], device: str, workers: int | str, devices: int) -> dict[str, int]:
+    """Each leg's slots, sized here once (so no leg's campaign probes the GPUs within its budget):
+    `--workers N` is N per device; auto is `size_workers` of this host's measure (`probe_host`)
+    for `all`, of the first GPU and its leg's cores for `one`, and for `dask` (per Dask worker,
+    as its threads) `all`'s count shared between the devices."""
+    if isinstance(workers, int):
+        return {"one": workers, "all": workers * devices, "dask": workers}
+    host = probe_host(device)
+    cuda = device != "cpu"
+
+    def sized(cores: int, gpus: tuple[int, ...]) -> int:
+        return size_workers(HostResources(cores, host.host_available_bytes, gpus), cuda=cuda).workers
+
+    one = next((leg for leg in legs if leg.name == "one"), None)
+    every = sized(host.cores, host.gpu_free_bytes)
+    return {"one": sized(len(one.cores[0]) if one is not None and one.cores else host.cores, host.gpu_free_bytes[:1]),
+            "all": every, "dask": max(1, every // devices)}
 
 
 def cold_cache_env(folder: Path) -> dict:
