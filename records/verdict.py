@@ -231,8 +231,15 @@ class Against:
 def nested_span(name: str) -> bool:
     """A span timed inside another, whose seconds are also in the outer one (not added again when
     a case's time is split by stage): "<span>_backward", the backward's compile and first run
-    inside its compile span ("compile_backward" inside "compile")."""
-    return name.endswith("_backward")
+    inside its compile span ("compile_backward" inside "compile"), and "<span>:<phase>", a phase
+    of a compile by torch's own timers ("compile:dynamo" inside "compile";
+    `divfuzz.fuzzer.engine.compile_phases`)."""
+    return name.endswith("_backward") or is_phase_span(name)
+
+
+def is_phase_span(name: str) -> bool:
+    """Whether a timings name is a compile phase, "<span>:<phase>" (inside its compile span)."""
+    return ":" in name
 
 
 # The longest error message and error site a verdict holds: the worker clips what it reports,

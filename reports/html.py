@@ -60,6 +60,7 @@ from divfuzz.reports.root_causes import (
 )
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.records.errors import DivfuzzError
+from divfuzz.records.verdict import is_phase_span
 from divfuzz.reports.terminal import terminal_safe
 
 # The per-element scatter: at most this many points per (bucket, dtype), taken case by case in
@@ -100,6 +101,8 @@ class CampaignStats:
         timings = c["verdict"].get("timings") or {}
         own = 0.0
         for name, sec in (timings.items() if isinstance(timings, dict) else ()):
+            if is_phase_span(str(name)):  # a compile's phase: its seconds are in its compile span (`bench --breakdown` shows them)
+                continue
             if isinstance(sec, (int, float)) and math.isfinite(sec):
                 self.spans[str(name)] += float(sec)
                 own += float(sec)

@@ -6,10 +6,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import types
 
 import pytest
 
 from divfuzz.fuzzer.engine import warm_template
+from divfuzz.fuzzer.engine.compile_phases import PhaseTimer, phases_of
 from divfuzz.fuzzer.campaign.bench import (
     _environment,
     before_after_table,
@@ -74,6 +76,10 @@ def test_divfuzz_bench_runs_a_default_campaign_and_reads_where_its_time_went_fro
     assert b.last_case_s <= b.finish["slots_done"] <= b.finish["pool_done"] <= b.span_s, (b.finish, b.last_case_s, b.span_s)
     assert "the finish: every slot ended at" in text
     assert b.stages["compile_forward"] > 0 and b.slot_time["in the worker"] >= b.stages["compile_forward"]
+    # The compile split by phase from torch's own timers: inside the compile spans, never more.
+    assert {"dynamo", "aot_autograd", "inductor"} <= set(b.phases) and not any(":" in k for k in b.stages), (b.phases, b.stages)
+    assert sum(b.phases.values()) <= b.stages["compile_forward"] + b.stages.get("compile_backward", 0.0) + 1e-6
+    assert "| the compile by phase (torch's timers)" in text and "| Dynamo (bytecode tracing, guards) |" in text
     assert 0 < b.rate_over_run < b.rate_past_startup
     # Its one worker started from the warm template (torch imported once, in the template), or
     # spawned where the template is off (DIVFUZZ_WARM_WORKERS=0), and it says which.
@@ -94,3 +100,104 @@ def test_a_timings_file_with_a_bad_number_exits_2_naming_the_file_and_field(tmp_
                           timeout=120)
     assert done.returncode == 2
     assert "divfuzz-run1-timings.json: ended" in " ".join((done.stdout + done.stderr).split()) and "'soon'" in done.stdout + done.stderr
+
+
+def test_compile_phases_split_torchs_nested_timers_into_disjoint_phases():
+    # Dynamo's call of the backend holds AOTAutograd, which holds Inductor, which holds the backend
+    # compile; the phases are what each holds beyond the next, and add up to the outer totals.
+    seconds = {"_compile.compile_inner": 10.0, "OutputGraph.call_user_compiler": 9.0, "create_aot_dispatcher_function": 8.0,
+               "backward._backward_impl": 3.0, "compile_fx_inner": 9.5, "compile_file": 7.0,
+               "CachingAutotuner.benchmark_all_configs": 0.5, "GraphLowering.run": 0.7}
+    phases = phases_of(seconds)
+    assert phases == {"dynamo": 1.0, "aot_autograd": 1.5, "inductor": 3.5, "backend_compile": 7.0, "autotune": 0.5}
+    assert sum(phases.values()) - phases["autotune"] == seconds["_compile.compile_inner"] + seconds["backward._backward_impl"]
+    # A compile pool: the C++ compiles ran in threads of the process (their `compile_file` overlaps the
+    # compiling thread, here adding up to more than the compile); the compiling thread's share is its wait.
+    pooled = phases_of(seconds | {"compile_file": 12.0, "async_compile.wait": 4.0})
+    assert (pooled["backend_compile"], pooled["inductor"]) == (4.0, 6.5)
+    # aot_eager: no Inductor, so nothing is Inductor's; an unknown torch's keys: nothing, never negative.
+    assert phases_of({"_compile.compile_inner": 2.0, "OutputGraph.call_user_compiler": 1.5, "create_aot_dispatcher_function": 1.2}) == {
+        "dynamo": 0.5, "aot_autograd": 1.2, "inductor": 0.0, "backend_compile": 0.0, "autotune": 0.0}
+    assert set(phases_of({"some_new_key": 3.0}).values()) == {0.0}
+
+
+def test_a_phase_timer_reads_what_ran_since_it_started_across_a_dynamo_reset(monkeypatch):
+    metrics = {"compile_file": [1.0], "_compile.compile_inner": [5.0]}
+    monkeypatch.setitem(sys.modules, "torch._dynamo.utils", types.SimpleNamespace(compilation_time_metrics=metrics))
+    timer = PhaseTimer()
+    metrics["compile_file"].append(2.0)  # the same list: its new entries count
+    metrics["_compile.compile_inner"] = [4.0]  # replaced by a reset: all of it counts
+    metrics["compile_fx_inner"] = [3.0]  # a new key
+    assert timer.seconds() == {"compile_file": 2.0, "_compile.compile_inner": 4.0, "compile_fx_inner": 3.0}
+    monkeypatch.setitem(sys.modules, "torch._dynamo.utils", None)  # nothing compiled in this process
+    assert PhaseTimer().phases() == phases_of({})
+
+
+# ---- `bench --legs`: one GPU, every GPU, the Dask path ---------------------------------------------
+def test_legs_are_planned_per_gpu_with_their_share_of_the_cores():
+    from divfuzz.fuzzer.campaign.bench_legs import plan_legs
+
+    one, every, dask = plan_legs(("one", "all", "dask"), "cuda", ["0", "1"], list(range(32)))
+    assert (one.gpus, one.cores) == (("0",), (tuple(range(16)),))  # a one-GPU host of the same make
+    assert (every.gpus, every.cores, every.skipped) == (("0", "1"), (), None)  # every GPU, every core
+    assert (dask.gpus, dask.cores) == (("0", "1"), (tuple(range(16)), tuple(range(16, 32))))  # a worker per GPU, its share
+    # One device (the CPU, or one GPU): 'all' would repeat 'one' and is not run, saying why.
+    one, every, dask = plan_legs(("one", "all", "dask"), "cpu", [], [0, 1])
+    assert one.cores == () and every.skipped.startswith("one device only (cpu)") and dask.cores == ((0, 1),)
+    assert plan_legs(("all",), "cuda", ["3"], [0, 1])[0].skipped.startswith("one device only (GPU 3)")
+    assert [leg.name for leg in plan_legs(("dask", "one"), "cpu", [], [0])] == ["dask", "one"]
+
+
+def test_each_legs_slots_are_sized_once_by_the_campaigns_rule_for_what_the_leg_has(monkeypatch):
+    from divfuzz.fuzzer.campaign import bench_legs
+    from divfuzz.fuzzer.campaign.sizing import HostResources
+
+    gib = 2**30
+    monkeypatch.setattr(bench_legs, "probe_host", lambda device: HostResources(32, 200 * gib, (80 * gib, 80 * gib)))
+    legs = bench_legs.plan_legs(("one", "all", "dask"), "cuda", ["0", "1"], list(range(32)))
+    # The 2-GPU, 32-core host: 3/4 of the cores; one GPU with its 16 cores gets what a 16-core one-GPU host gets.
+    assert bench_legs.leg_slots(legs, "cuda", "auto", 2) == {"one": 12, "all": 24, "dask": 12}
+    assert bench_legs.leg_slots(legs, "cuda", 5, 2) == {"one": 5, "all": 10, "dask": 5}  # --workers N: per GPU
+
+
+def test_bad_legs_exit_2_before_anything_runs(tmp_path):
+    from click.testing import CliRunner
+
+    from divfuzz.fuzzer.cli.main import main
+
+    for args, what in ((["--legs", "one,two"], "expected a comma-separated list of one, all, dask"),
+                       (["--legs", "one,one"], "each leg once"),
+                       (["--legs", "one", "--breakdown", str(tmp_path)], "give one of them")):
+        r = CliRunner().invoke(main, ["bench", "--device", "cpu", *args, "--out", str(tmp_path / "o")])
+        assert r.exit_code == 2 and what in " ".join(r.output.split()), (args, r.output)
+    assert not (tmp_path / "o").exists()
+
+
+def test_the_dask_leg_without_the_extra_exits_2_naming_it(tmp_path):
+    code = ("import sys\nclass _NoDask:\n    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'distributed' or name.startswith('distributed.'):\n            raise ImportError(name)\n"
+            "sys.meta_path.insert(0, _NoDask())\nfrom divfuzz.fuzzer.cli.main import main\n"
+            f"sys.argv = ['divfuzz', 'bench', '--device', 'cpu', '--legs', 'one,dask', '--cases', '1', '--out', {str(tmp_path / 'o')!r}]\n"
+            "main()")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "--legs dask needs Dask distributed" in done.stdout + done.stderr and "divfuzz[cluster]" in done.stdout + done.stderr
+    assert not (tmp_path / "o" / "leg-one").exists()  # refused before any leg ran
+
+
+def test_bench_legs_on_the_cpu_run_one_and_dask_on_the_same_cases_with_cold_caches(tmp_path):
+    pytest.importorskip("distributed")
+    done = subprocess.run([sys.executable, "-m", "divfuzz.fuzzer", "bench", "--device", "cpu", "--legs", "one,all,dask", "--cases", "4",
+                           "--workers", "1", "--no-minimize", "--seed", "2", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    text = " ".join(done.stdout.split())
+    assert "| all | not run: one device only (cpu)" in text and "ratios: dask/one: graphs/s" in text, text
+    assert "--cluster-file" in text and "| dask | a local Dask cluster, one worker per device on the CPU" in text
+    from divfuzz.fuzzer.campaign.breakdown import campaign_breakdown
+
+    one, dask = campaign_breakdown(tmp_path / "leg-one" / "out"), campaign_breakdown(tmp_path / "leg-dask" / "out")
+    assert one.cases == dask.cases == 4 and one.graphs == dask.graphs == 1  # input siblings on the fleet too
+    # Each leg compiled into its own cache, cold when it started (never the user's).
+    assert all(any((tmp_path / f"leg-{leg}" / "inductor-cache").iterdir()) for leg in ("one", "dask"))
+    assert not (tmp_path / "leg-all").exists()

@@ -2,9 +2,12 @@
 
 Cheap tests first (no cluster, no compile): the slot plan and GPU pinning as pure functions, the
 checks of --cluster / --cluster-file, the missing extra (a subprocess that cannot import
-`distributed`), the fleet line of the live view. Then a real `distributed.LocalCluster` of 2
-worker processes: a campaign in which one Dask worker process is SIGKILLed mid-run stores every
-case exactly once, none of them a finding made by the kill, and a second run resumes it.
+`distributed`), the fleet line of the live view, a slot's group against a stand-in client. Then
+a real `distributed.LocalCluster` of 2 worker processes: a campaign in which one Dask worker
+process is SIGKILLed mid-run stores every case exactly once, none of them a finding made by the
+kill, and a second run resumes it; a fleet stores the same cases, input siblings included, as one
+host for the same seed and slot count; and a node killed with half a group judged has that whole
+group run again on another node.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -22,13 +26,17 @@ import pytest
 
 from divfuzz.fuzzer.campaign.cluster import (
     NodeInfo,
+    SlotPlan,
     check_address,
     fleet_device,
     plan_slots,
     read_scheduler_file,
     request_from_message,
 )
+from divfuzz.fuzzer.campaign.loop import CampaignOptions, check_inputs_per_compile
+from divfuzz.fuzzer.campaign.sizing import SlotDevice
 from divfuzz.fuzzer.engine.worker import CaseRequest
+from divfuzz.generators.input_siblings import input_siblings
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.errors import ConfigError
 from seed_specs import layer_norm_linear
@@ -91,6 +99,75 @@ def test_a_request_crosses_the_network_as_data_and_comes_back_equal():
                           against=CompileConfig(backend="eager"))
     again = request_from_message(json.loads(json.dumps(request.to_message())))
     assert again == request
+    # A drawn spec and its input siblings travel as one request (the node runs them through one compile).
+    spec = layer_norm_linear()
+    group = CaseRequest(spec, "cpu", CompileConfig(), siblings=input_siblings(spec, 4))
+    again = request_from_message(json.loads(json.dumps(group.to_message())))
+    assert again == group and len(again.siblings) == 3
+
+
+def test_a_fleet_campaign_takes_input_siblings_like_one_host():
+    # The fleet no longer forces one input per compile: a numeric campaign of one compiler keeps its siblings.
+    check_inputs_per_compile(CampaignOptions(device="cuda", out_dir=Path("x"), inputs_per_compile=4))
+    with pytest.raises(ConfigError, match="--against"):
+        check_inputs_per_compile(CampaignOptions(device="cuda", out_dir=Path("x"), inputs_per_compile=4,
+                                                 against=CompileConfig(backend="eager")))
+
+
+def test_a_fleet_slot_answers_a_whole_group_and_counts_a_lost_nodes_group_as_its_cases():
+    # ClusterWorker.run_group against a stand-in client: the node's reply (every member's verdict
+    # and seconds) comes back as Worker.run_group's list, and a lost node's group is submitted
+    # again whole, its cases counted as returned to the queue.
+    from concurrent.futures import Future
+
+    pytest.importorskip("distributed")
+    from distributed.comm.core import CommClosedError
+
+    from divfuzz.fuzzer.campaign import cluster
+    from divfuzz.records.outcomes import Status
+    from divfuzz.records.verdict import Verdict
+
+    spec = layer_norm_linear(8, 4)
+    request = CaseRequest(spec, "cpu", CompileConfig(), siblings=input_siblings(spec, 3))
+    sent = []
+
+    class Client:
+        def submit(self, fn, *args, **kw):
+            sent.append(kw["workers"])
+            future = Future()
+            if len(sent) == 1:  # the first node dies with the group in flight
+                future.set_exception(CommClosedError("the node died"))
+            else:
+                message = args[3]
+                assert len(message["siblings"]) == 2  # the whole group again, not the members after a cut
+                future.set_result({"verdicts": [[Verdict(Status.OK, timings=(("compile", 1.0),)).to_dict(), 1.5],
+                                                [Verdict(Status.OK).to_dict(), 0.25], [Verdict(Status.OK).to_dict(), 0.25]],
+                                   "startup_s": 2.0, "output": "printed"})
+            return future
+
+    class Fleet:
+        client = Client()
+        stats = cluster.FleetStats()
+        token = "t"
+
+        def live(self):
+            return {"tcp://a:1", "tcp://b:1"}
+
+        def note_lost(self, address, why, cases=1):
+            cluster.Fleet.note_lost(self, address, why, cases)
+
+        def replacement(self, slot, stop):
+            return "tcp://b:1", SlotDevice("b/cpu", "cpu")
+
+    fleet = Fleet()
+    fleet.lock = threading.Lock()
+    worker = cluster.ClusterWorker(fleet, SlotPlan(0, "tcp://a:1", SlotDevice("a/cpu", "cpu"), 1))
+    got = worker.run_group(request, 10.0)
+    assert [(v.status, s) for v, s in got] == [(Status.OK, 1.5), (Status.OK, 0.25), (Status.OK, 0.25)]
+    assert sent == [["tcp://a:1"], ["tcp://b:1"]] and worker.where.name == "b/cpu"
+    assert (worker.startup_s, worker.last_output) == (2.0, "printed")
+    assert fleet.stats.requeued == 3 and fleet.stats.lost_nodes == {"tcp://a:1"}
+    assert "3 cases of one compile, run again whole" in fleet.stats.why[0]
 
 
 def _fuzz(args, *, env_extra=None, pre="", timeout=300):
@@ -166,6 +243,7 @@ def local_cluster():
     distributed = pytest.importorskip("distributed")
     # Held for the fixture's life, not only at start: the nanny restarts a killed worker with the
     # config in force then, and a daemonic worker cannot start divfuzz's processes.
+    environ = dict(os.environ)  # the nannies write theirs (OMP_NUM_THREADS, __DASK_PARENT_PID...) into this process's
     with dask.config.set({"distributed.worker.daemon": False}):
         cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
         client = distributed.Client(cluster, set_as_default=False)
@@ -174,6 +252,8 @@ def local_cluster():
         finally:
             client.close()
             cluster.close()
+            os.environ.clear()
+            os.environ.update(environ)
 
 
 def _stored(store: Path):
@@ -223,7 +303,7 @@ def test_a_killed_node_returns_its_case_to_the_queue_and_the_run_resumes(local_c
 
     again = _fuzz(args, timeout=300)  # the same command resumes the run: the stored cases are skipped
     assert again.returncode == 0, again.stdout + again.stderr
-    assert f"{len(first)} stored cases skipped" in again.stdout, again.stdout
+    assert f"{len(first)} skipped (stored)" in again.stdout, again.stdout
     rows = _stored(store)
     assert sorted((s, i) for s, i, _, _ in rows) == [(s, i) for s in (0, 1) for i in range(total // 2)]  # every case, once
     for _, _, status, verdict in rows:  # nothing the kill or the interrupt did became a verdict
@@ -261,3 +341,107 @@ def test_a_case_records_the_node_its_slot_moved_to(tmp_path):
     run_campaign(opts, fleet=StandInFleet())
     with sqlite3.connect(tmp_path / "divfuzz.sqlite") as db:
         assert [r[0] for r in db.execute("SELECT ran_on FROM cases ORDER BY idx")] == ["node-a/cpu", "node-b/cpu", "node-b/cpu"]
+
+
+# ---- input siblings on a real Dask cluster -----------------------------------------------------
+# The same campaign on one host and on a LocalCluster of 2 worker processes (2 slots either way):
+# with `--inputs-per-compile` left to divfuzz (4), the fleet stores the cases one host stores, each
+# drawn spec followed by its 3 siblings, which ran through its compile. Backend eager: no Inductor
+# compile, so the cost is the processes' start-up.
+SIBLING_ARGS = ["--device", "cpu", "--backend", "eager", "--max-cases", "16", "--max-ops", "3", "--no-minimize", "--no-live",
+                "--seed", "5"]
+
+
+def _cases(store: Path):
+    db = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    try:
+        rows = db.execute("SELECT slot, idx, spec_digest, status, verdict_json, ran_on FROM cases WHERE run_id = 1 "
+                          "ORDER BY slot, idx").fetchall()
+        options = json.loads(db.execute("SELECT options_json FROM runs WHERE id = 1").fetchone()[0])
+    finally:
+        db.close()
+    return rows, options
+
+
+@pytest.fixture(scope="module")
+def one_host_cases(tmp_path_factory):
+    """The campaign of SIBLING_ARGS on this host with 2 slots, run once for the tests below."""
+    out = tmp_path_factory.mktemp("one-host") / "out"
+    r = _fuzz([*SIBLING_ARGS, "--workers", "2", "--out", out], timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return _cases(out / "divfuzz.sqlite")
+
+
+def _same_cases_as_one_host(fleet_rows, one_host):
+    rows, options = one_host
+    assert options["inputs_per_compile"] == 4  # the default, on one host
+    compiled = {(s, i) for s, i, _, _, v, _ in rows if '"compile"' in v}
+    assert compiled and len(compiled) < len(rows) == 16  # drawn specs compiled; their siblings ran through that compile
+    assert [(s, i, d) for s, i, d, *_ in fleet_rows] == [(s, i, d) for s, i, d, *_ in rows]
+    assert {(s, i) for s, i, _, _, v, _ in fleet_rows if '"compile"' in v} == compiled
+    assert [st for *_, st, _, _ in fleet_rows] == [st for *_, st, _, _ in rows]
+
+
+# Not slow: the guard of siblings on a fleet (about 45 s on the shared 2-core CPU, compiling nothing).
+def test_a_fleet_runs_the_input_siblings_one_host_runs(local_cluster, tmp_path, one_host_cases):
+    cluster, _ = local_cluster
+    out = tmp_path / "out"
+    r = _fuzz(["--cluster", cluster.scheduler_address, *SIBLING_ARGS, "--out", out], timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows, options = _cases(out / "divfuzz.sqlite")
+    assert options["inputs_per_compile"] == 4  # not forced to 1 on a fleet
+    _same_cases_as_one_host(rows, one_host_cases)
+    assert "graphs compiled (4.0 inputs each)" in " ".join(r.stdout.split())
+
+
+# Run in one Dask worker process (`Client.run(exec, ...)`): its second group's node dies (the Dask
+# worker process is SIGKILLed) once the group's first member has been judged and its siblings are
+# still to run, so a half-run group is in flight when the node goes.
+KILL_MID_GROUP = """
+import os, signal
+import divfuzz.fuzzer.campaign.cluster as node
+original = node._node_worker
+seen = {"groups": 0}
+
+class DiesMidGroup:
+    def __init__(self, conn):
+        self.conn = conn
+
+    def __getattr__(self, name):
+        return getattr(self.conn, name)
+
+    def recv(self):
+        reply = self.conn.recv()
+        if reply.get("more"):  # a member judged, siblings left
+            os.kill(os.getpid(), signal.SIGKILL)
+        return reply
+
+def node_worker(key, device, extra_env):
+    worker = original(key, device, extra_env)
+    seen["groups"] += 1
+    if seen["groups"] == 2:
+        worker.ensure_started()
+        worker.conn = DiesMidGroup(worker.conn)
+    return worker
+
+node._node_worker = node_worker
+"""
+
+
+@pytest.mark.slow  # a LocalCluster, a node killed and restarted, and a campaign (about a minute on the shared 2-core CPU)
+def test_a_node_lost_mid_group_runs_the_whole_group_again_elsewhere(local_cluster, tmp_path, one_host_cases):
+    cluster, client = local_cluster
+    first = sorted(client.scheduler_info(n_workers=-1)["workers"])[0]
+    client.run(exec, KILL_MID_GROUP, {}, workers=[first])
+    out = tmp_path / "out"
+    r = _fuzz(["--cluster", cluster.scheduler_address, *SIBLING_ARGS, "--out", out], timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    text = " ".join((r.stdout + r.stderr).split())
+    assert "1 node(s) lost, 4 case(s) returned to the queue" in text, text
+    assert "4 cases of one compile, run again whole" in text, text
+    rows, _ = _cases(out / "divfuzz.sqlite")
+    _same_cases_as_one_host(rows, one_host_cases)  # every case once, the lost group's included, as on one host
+    for *_, status, verdict, _ in rows:  # the kill is no verdict
+        assert status not in ("crash", "hang") and "WorkerDied" not in verdict, verdict
+    # The lost group's cases record the node that ran them, not the one that died.
+    assert first.split("://")[1] not in " ".join(ran_on for *_, ran_on in rows)

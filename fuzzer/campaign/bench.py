@@ -196,9 +196,11 @@ def default_campaign_command(device: str, out_dir: Path, *, budget_s: float | No
 
 def run_default_campaign(device: str, out_dir: Path, *, budget_s: float | None = 300.0, max_cases: int | None = None,
                          workers: int | str = "auto", seed: int = 0, minimize: bool = True, extra: tuple[str, ...] = (),
-                         env: dict | None = None) -> DefaultCampaign:
+                         env: dict | None = None, cores: tuple[int, ...] | None = None) -> DefaultCampaign:
     """Run `divfuzz fuzz` (`default_campaign_command`) in a child process into `out_dir`, and read
-    its breakdown from the store. A campaign that does not exit 0 raises, with its output's tail."""
+    its breakdown from the store. `cores`: the CPU cores the child (and every process it starts)
+    may run on, as `taskset` would pin it; None: this process's. A campaign that does not exit 0
+    raises, with its output's tail."""
     command = default_campaign_command(device, out_dir, budget_s=budget_s, max_cases=max_cases, workers=workers, seed=seed,
                                        minimize=minimize, extra=extra)
     root = Path(__file__).resolve().parents[2]
@@ -206,7 +208,8 @@ def run_default_campaign(device: str, out_dir: Path, *, budget_s: float | None =
     child_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), child_env.get("PYTHONPATH", "")) if p)
     limit = (budget_s or 0) + 600 + (max_cases or 0) * 60
     t0 = time.monotonic()
-    done = subprocess.run(command, env=child_env, capture_output=True, text=True, timeout=limit)
+    pin = (lambda: os.sched_setaffinity(0, cores)) if cores else None
+    done = subprocess.run(command, env=child_env, capture_output=True, text=True, timeout=limit, preexec_fn=pin)
     wall = time.monotonic() - t0
     if done.returncode != 0:
         raise InternalError(f"{' '.join(command[2:])} exited {done.returncode}: {(done.stdout + done.stderr)[-2000:]}")

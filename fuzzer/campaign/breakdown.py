@@ -3,7 +3,10 @@
 Every worker slot's life, from the budget's start (the command's) to the run's end, is split into:
 - start-up: sizing, the worker's start (importing torch, CUDA), the first spec drawn;
 - in the worker, per case: the verdict's spans (build, eager, compile forward and backward, the
-  fp64 reference, the warm run when profiled, oracles) and the round trip outside them;
+  fp64 reference, the warm run when profiled, oracles) and the round trip outside them; a
+  compile's phases by torch's own timers (Dynamo, AOTAutograd, Inductor, the backend compile,
+  autotuning: `divfuzz.fuzzer.engine.compile_phases`) are inside its compile span, shown per
+  compiled graph apart;
 - between cases: the driver's turn (Hypothesis draws the next spec, judging, the store, bucket
   folders, the GIL shared by every slot): the worker waits;
 - after its last case: drawing stopped (the analyses, then shutdown); its worker minimizes or waits.
@@ -21,13 +24,16 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from divfuzz.records.verdict import nested_span
+from divfuzz.records.verdict import is_phase_span, nested_span
 from divfuzz.fuzzer.store import STORE_NAME, Store
 from divfuzz.records.errors import ConfigError
 from divfuzz.reports.safe_paths import check_plain, read_text
 
 # The in-worker spans, in the order a case runs them; others (a hang's "case") come after.
 SPAN_ORDER = ("build", "eager", "compile_forward", "compile_backward", "reference", "compiled_run", "oracles")
+# A compile's phases, in the order they run (`divfuzz.fuzzer.engine.compile_phases.PHASES`: the
+# breakdown reads them from the store as data, without the engine).
+PHASE_ORDER = ("dynamo", "aot_autograd", "inductor", "backend_compile", "autotune")
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,21 @@ class Breakdown:
     repeats: int = 0  # draws of a spec their slot had already run, not run again and not among `cases` (timings file)
     graphs: int = 0  # cases with a compile of their own
     siblings: int = 0  # input siblings: cases run through their drawn spec's compile (the rest never compiled: eager failed)
+    # The campaign's compile span's phases (torch's timers), seconds summed over the compiled graphs;
+    # empty for a store from before they were recorded.
+    phases: dict = field(default_factory=dict)
+
+    def phase_ms_per_graph(self) -> dict[str, float]:
+        """Each compile phase (`PHASE_ORDER`, then any other one recorded), and "other" (the compile
+        span less its phases: first runs, Dynamo's frame entry, divfuzz's compile session), in ms
+        per compiled graph; empty without graphs or phases."""
+        if not self.graphs or not self.phases:
+            return {}
+        compile_s = self.stages.get("compile_forward", 0.0) + self.stages.get("compile_backward", 0.0)
+        names = [k for k in PHASE_ORDER if k in self.phases] + sorted(k for k in self.phases if k not in PHASE_ORDER)
+        out = {k: self.phases[k] / self.graphs * 1000 for k in names}
+        out["other"] = max(0.0, compile_s - sum(self.phases.values())) / self.graphs * 1000
+        return out
 
     @property
     def rate_over_run(self) -> float:
@@ -125,6 +146,7 @@ def campaign_breakdown(path: Path, run_id: int | None = None) -> Breakdown:
     workers = int(workers) if isinstance(workers, int) and workers > 0 else len({c["slot"] for c in cases if c["slot"] >= 0}) or 1
 
     stages: Counter = Counter()
+    phases: Counter = Counter()
     slot_time: Counter = Counter()
     by_slot = defaultdict(list)
     stamps = []
@@ -134,6 +156,11 @@ def campaign_breakdown(path: Path, run_id: int | None = None) -> Breakdown:
         at = f"{store_path}: case slot {c['slot']} idx {c['idx']}"
         created, wall = _number(c["created_at"], f"{at} created_at"), _number(c["wall_s"], f"{at} wall_s")
         spans = {str(k): _number(v, f"{at} timings[{k!r}]") for k, v in c["timings"].items()}
+        for name in [n for n in spans if is_phase_span(n)]:  # a compile's phase, inside its span: apart
+            seconds = spans.pop(name)
+            span, _, phase = name.partition(":")
+            if span == "compile":
+                phases[phase] += seconds
         if "compile" in spans:  # the forward's compile and first run: the compile span less the backward's
             spans["compile_forward"] = spans.pop("compile") - spans.get("compile_backward", 0.0)
             graphs += 1
@@ -188,7 +215,7 @@ def campaign_breakdown(path: Path, run_id: int | None = None) -> Breakdown:
         driver=driver, analyses=analyses, budget_s=opt("budget_s"),
         drawing_stopped_s=(stopped - start) if stopped is not None else None, pending_by_severity=pending,
         timings_file=extra_path, finish=finish, worker_starts=starts, repeats=repeats, graphs=graphs,
-        siblings=siblings,
+        siblings=siblings, phases=dict(phases),
     )
 
 
@@ -229,6 +256,7 @@ def breakdown_table(b: Breakdown) -> str:
     if b.graphs and b.siblings:
         per_graph = {k: b.stages.get(k, 0.0) / b.graphs * 1000 for k in ("compile_forward", "compile_backward")}
         lines += ["", "per compiled graph: " + ", ".join(f"{k} {v:.0f} ms" for k, v in per_graph.items())]
+    lines += phase_table(b)
     if b.driver:
         lines += ["", "the driver's own time, summed over the slots' threads: "
                   + ", ".join(f"{k} {v:.1f} s ({v / n * 1000:.0f} ms per case)" for k, v in b.driver.items())]
@@ -244,3 +272,28 @@ def breakdown_table(b: Breakdown) -> str:
     if b.timings_file is None:
         lines.append("(no timings file beside the store: start-up counts from the run's start, no driver or analysis figures)")
     return "\n".join(lines)
+
+
+# What each phase holds, for the table's first column.
+PHASE_LABELS = {
+    "dynamo": "Dynamo (bytecode tracing, guards)",
+    "aot_autograd": "AOTAutograd (joint graph, partition, lazy backward)",
+    "inductor": "Inductor (passes, lowering, scheduling, codegen, module load)",
+    "backend_compile": "backend compile (C++ compiler on the CPU, Triton/ptxas on a GPU)",
+    "autotune": "autotuning (Triton configs timed on the device)",
+    "other": "other (first forward/backward runs, Dynamo's frame entry, divfuzz's session)",
+}
+
+
+def phase_table(b: Breakdown) -> list[str]:
+    """The compile's phases per compiled graph (`Breakdown.phase_ms_per_graph`) as markdown lines,
+    with each one's share of the compile spans; none for a store without them."""
+    per_graph = b.phase_ms_per_graph()
+    if not per_graph:
+        return []
+    total = sum(per_graph.values())
+    lines = ["", f"| the compile by phase (torch's timers), {b.graphs} compiled graphs | per compiled graph ms | share of the compile |",
+             "| --- | --- | --- |"]
+    for k, v in per_graph.items():
+        lines.append(f"| {PHASE_LABELS.get(k, k)} | {v:.0f} | {v / total * 100 if total else 0:.1f}% |")
+    return lines

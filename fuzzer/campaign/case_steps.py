@@ -131,11 +131,15 @@ def run_in_worker(run: CaseRun, at: CaseAt, spec: GraphSpec, worker: Worker) -> 
     wall = time.perf_counter() - t0 - (worker.startup_s - startup_before)
     if run.interrupted.is_set():
         return None
-    moved = getattr(worker, "where", None)  # a fleet slot moves when its node is lost: record where it ran
-    if isinstance(moved, SlotDevice) and moved != at.where:
-        at = replace(at, where=moved)
     ipc = max(0.0, wall - verdict.span_seconds())
-    return Ran(verdict, wall, at, ipc, getattr(worker, "last_output", ""))
+    return Ran(verdict, wall, where_it_ran(at, worker), ipc, getattr(worker, "last_output", ""))
+
+
+def where_it_ran(at: CaseAt, worker: Worker) -> CaseAt:
+    """`at`, on the device the slot's worker is on now: a fleet slot moves when its node is lost
+    (`ClusterWorker.where`), and a case records the node it ran on, not the plan's."""
+    moved = getattr(worker, "where", None)
+    return replace(at, where=moved) if isinstance(moved, SlotDevice) and moved != at.where else at
 
 
 def run_group_in_worker(run: CaseRun, members: list[tuple[CaseAt, GraphSpec]], worker: Worker) -> list[Ran] | None:
@@ -149,8 +153,8 @@ def run_group_in_worker(run: CaseRun, members: list[tuple[CaseAt, GraphSpec]], w
     got = worker.run_group(request, run.timeout_s)  # its seconds start after any (re)start of the worker
     if run.interrupted.is_set():
         return None
-    return [Ran(verdict, seconds, member_at, max(0.0, seconds - verdict.span_seconds()), getattr(worker, "last_output", ""))
-            for (member_at, _), (verdict, seconds) in zip(members, got)]
+    return [Ran(verdict, seconds, where_it_ran(member_at, worker), max(0.0, seconds - verdict.span_seconds()),
+                getattr(worker, "last_output", "")) for (member_at, _), (verdict, seconds) in zip(members, got)]
 
 
 def judge(run: CaseRun, spec: GraphSpec, verdict: Verdict) -> Judged:

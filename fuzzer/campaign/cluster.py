@@ -13,14 +13,21 @@ a `LocalCluster` of real processes runs in CI, and the same scheduler is deploye
 with worker restrictions, `Client.run` for out-of-band stop/abort, and the scheduler's list of
 live workers.
 
-A lost node is not a finding. Each case is submitted restricted to its slot's node
+Input siblings travel as on one host: a request is a drawn spec and its siblings
+(`divfuzz.generators.input_siblings`), and the node runs the whole group through one compile in
+the slot's worker (`Worker.run_group`), answering once with every member's verdict. So a fleet
+runs the cases one host runs for the same seed, slot count and `--inputs-per-compile`.
+
+A lost node is not a finding. Each request is submitted restricted to its slot's node
 (`allow_other_workers=False`, so Dask never silently reruns it elsewhere while we count). The
 driver watches the scheduler's worker list; when the node leaves or dies (its address is gone,
-or distributed raises KilledWorker / CommClosedError / the future is cancelled), the case goes
-back to the queue: the slot moves to a live node and the same request is submitted again, at most
-`LOST_NODE_RETRIES` times per case, after which the campaign stops loudly (`ClusterError`, the run
-is recorded failed). So a killed node's case is neither stored as a crash nor lost, and the
-slot's numbering (slot, idx) does not change, so resume and dedup see it as on one host.
+or distributed raises KilledWorker / CommClosedError / the future is cancelled), the request goes
+back to the queue whole: the slot moves to a live node and the same group is submitted again,
+from its compile (the verdicts a lost node may have judged never reach the driver, so no member
+is stored from a half-run group), at most `LOST_NODE_RETRIES` times per request, after which the
+campaign stops loudly (`ClusterError`, the run is recorded failed). So a killed node's cases are
+neither stored as crashes nor lost, and the slot's numbering (slot, idx) does not change, so
+resume and dedup see them as on one host.
 
 Invariants:
 - the slot count and each slot's case stream depend only on the seed and the slot count, never on
@@ -69,13 +76,13 @@ DAEMON_SETTING = "DASK_DISTRIBUTED__WORKER__DAEMON=False (distributed.worker.dae
 _ADDRESS = re.compile(r"^(tcp|tls|ws|wss|ucx)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.\-]*):\d{1,5}$")
 
 
-def import_distributed():
-    """The `distributed` module, or ConfigError naming the extra that installs it."""
+def import_distributed(what: str = "--cluster"):
+    """The `distributed` module, or ConfigError naming the extra that installs it (`what` needs it)."""
     try:
         # lazy: optional extra [cluster]
         import distributed
     except ImportError as e:
-        raise ConfigError(f"--cluster needs Dask distributed, which is not installed here ({e}): {EXTRA}") from None
+        raise ConfigError(f"{what} needs Dask distributed, which is not installed here ({e}): {EXTRA}") from None
     return distributed
 
 
@@ -132,14 +139,17 @@ def _node_worker(key: str, device: str, extra_env: dict) -> Worker:
 
 
 def node_run(key: str, device: str, extra_env: dict, message: dict, timeout_s: float) -> dict:
-    """One case in the slot's divfuzz worker on this node: the verdict as data (never pickled objects)."""
+    """One request in the slot's divfuzz worker on this node: a drawn spec and its input siblings
+    through one compile (`Worker.run_group`). Each member that ran, as data (never pickled
+    objects): its verdict and its seconds; the worker's start-up, and what the compiler printed."""
     worker = _node_worker(key, device, extra_env)
     before = worker.startup_s
     try:
-        verdict = worker.run(request_from_message(message), timeout_s)
+        got = worker.run_group(request_from_message(message), timeout_s)
     except InternalError as e:
         return {"internal": str(e), "details": e.details}
-    return {"verdict": verdict.to_dict(), "startup_s": worker.startup_s - before}
+    return {"verdicts": [[verdict.to_dict(), seconds] for verdict, seconds in got], "startup_s": worker.startup_s - before,
+            "output": worker.last_output}
 
 
 def node_call(key: str, device: str, extra_env: dict, target: str, kwargs: dict, timeout_s: float) -> dict:
@@ -173,6 +183,7 @@ def request_from_message(message: dict) -> CaseRequest:
         oracle=message.get("oracle", "numeric"),
         perf_margin=message.get("perf_margin"),
         against=CompileConfig.from_dict(message["against"]) if message.get("against") else None,
+        siblings=tuple(GraphSpec.from_json(text) for text in message.get("siblings", ())),
     )
 
 
@@ -347,11 +358,12 @@ class Fleet:
             self._live, self._live_at = live, time.monotonic()
         return live
 
-    def note_lost(self, address: str, why: str) -> None:
+    def note_lost(self, address: str, why: str, cases: int = 1) -> None:
+        """`address` was lost with a request of `cases` cases (a drawn spec and its siblings) in flight."""
         with self.lock:
             self.stats.lost_nodes.add(address)
-            self.stats.requeued += 1
-            self.stats.why.append(f"{address}: {why}")
+            self.stats.requeued += cases
+            self.stats.why.append(f"{address}: {why}" + (f" ({cases} cases of one compile, run again whole)" if cases > 1 else ""))
 
     def replacement(self, slot: int, stop: threading.Event) -> tuple[str, SlotDevice]:
         """A live node for a slot whose node left: the one with the fewest slots now, its GPU chosen
@@ -388,8 +400,9 @@ class _Lost(Exception):
 
 
 class ClusterWorker:
-    """A `Worker` whose process lives on a Dask worker: same `run`, `call`, `stop`, `abort`, and
-    `startup_s`. `run` never returns a verdict for a lost node: it resubmits (see the module)."""
+    """A `Worker` whose process lives on a Dask worker: same `run`, `run_group`, `call`, `stop`,
+    `abort`, `startup_s` and `last_output`. `run_group` never returns a verdict for a lost node: it
+    resubmits the whole group (see the module)."""
 
     def __init__(self, fleet: Fleet, plan: SlotPlan):
         self.fleet = fleet
@@ -400,6 +413,7 @@ class ClusterWorker:
         self.device = plan.where.worker_device
         self.key = f"divfuzz-{fleet.token}-slot{plan.slot}"
         self.startup_s = 0.0
+        self.last_output = ""  # what the compiler printed on the node during the last request
         self.aborted = False
         self._abort_event = threading.Event()
         self._future = None
@@ -412,14 +426,25 @@ class ClusterWorker:
         return {"DIVFUZZ_WORKER_THREADS": str(self.threads), **self.where.env}
 
     def run(self, request: CaseRequest, timeout_s: float) -> Verdict:
+        """The verdict of `request`'s spec (its siblings' verdicts: `run_group`)."""
+        return self.run_group(request, timeout_s)[0][0]
+
+    def run_group(self, request: CaseRequest, timeout_s: float) -> list[tuple[Verdict, float]]:
+        """`Worker.run_group` on the slot's node: a verdict for `request.spec` and for each of its
+        siblings that ran, in order, each with its seconds (`timeout_s` each). The node answers
+        once the group has run; a node lost before that returns the whole group to the queue, and
+        it runs again from its compile on another node."""
         message = request.to_message()
-        reply = self._remote(lambda: (node_run, self.key, self.device, self._env(), message, timeout_s), timeout_s)
+        members = 1 + len(request.siblings)
+        reply = self._remote(lambda: (node_run, self.key, self.device, self._env(), message, timeout_s),
+                             timeout_s * members, cases=members)
         if reply is None:
-            return Verdict(Status.CRASH, error_type="Aborted", error_message="divfuzz was interrupted")
+            return [(Verdict(Status.CRASH, error_type="Aborted", error_message="divfuzz was interrupted"), 0.0)]
         if "internal" in reply:
             raise InternalError(f"{reply['internal']} (on cluster worker {self.address})", details=reply["details"])
         self.startup_s += reply["startup_s"]
-        return Verdict.from_dict(reply["verdict"])
+        self.last_output = reply.get("output", "")
+        return [(Verdict.from_dict(verdict), float(seconds)) for verdict, seconds in reply["verdicts"]]
 
     def call(self, target: str, kwargs: dict, timeout_s: float) -> CallOutcome:
         reply = self._remote(lambda: (node_call, self.key, self.device, self._env(), target, kwargs, timeout_s), timeout_s)
@@ -427,9 +452,11 @@ class ClusterWorker:
             return CallOutcome(error="Aborted: divfuzz was interrupted")
         return CallOutcome(value=reply["value"], error=reply["error"])
 
-    def _remote(self, task, timeout_s: float):
-        """Submit to the slot's node and wait; on a lost node, move the slot and submit again.
-        None: aborted (the campaign was interrupted)."""
+    def _remote(self, task, timeout_s: float, cases: int = 1):
+        """Submit to the slot's node and wait (`timeout_s`: what the node may take, all of a
+        group's members together); on a lost node, move the slot and submit the same request
+        again (`cases`: how many cases it holds, for the fleet's count). None: aborted (the
+        campaign was interrupted)."""
         for _ in range(LOST_NODE_RETRIES + 1):
             if self.aborted:
                 return None
@@ -441,7 +468,7 @@ class ClusterWorker:
                 return self._wait(future, timeout_s)
             except _Lost as why:
                 future.cancel()
-                self.fleet.note_lost(self.address, str(why))
+                self.fleet.note_lost(self.address, str(why), cases)
                 if self.aborted:
                     return None
                 self.address, self.where = self.fleet.replacement(self.slot, self._abort_event)

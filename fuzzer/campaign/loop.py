@@ -101,20 +101,20 @@ def compiled_a_graph(verdict) -> bool:
     return any(name == "compile" for name, _ in verdict.timings)
 
 
-def check_inputs_per_compile(opts: "CampaignOptions", *, fleet: bool) -> None:
+def check_inputs_per_compile(opts: "CampaignOptions") -> None:
     """ConfigError unless `opts.inputs_per_compile` is 1, or within 1..MAX_INPUTS_PER_COMPILE for a
-    numeric campaign of one compiler on this host (a perf case times its own compile's code, an
-    `--against` case runs two compiles, a fleet's node runs one case per request)."""
+    numeric campaign of one compiler (a perf case times its own compile's code, an `--against`
+    case runs two compiles). On one host or a fleet alike: a fleet's node runs a whole group per
+    request (`divfuzz.fuzzer.campaign.cluster`)."""
     n = opts.inputs_per_compile
     if n == 1:
         return
     if not isinstance(n, int) or not 1 <= n <= MAX_INPUTS_PER_COMPILE:
         raise ConfigError(f"--inputs-per-compile: expected 1 to {MAX_INPUTS_PER_COMPILE} (one per input recipe) but got {n!r}")
-    for on, why in ((opts.oracle != "numeric", f"--oracle {opts.oracle}"), (opts.against is not None, "--against"),
-                    (fleet, "--cluster")):
+    for on, why in ((opts.oracle != "numeric", f"--oracle {opts.oracle}"), (opts.against is not None, "--against")):
         if on:
             raise ConfigError(f"--inputs-per-compile {n} with {why}: input siblings run under the numeric oracle "
-                              "of one compiler on this host; pass --inputs-per-compile 1")
+                              "of one compiler; pass --inputs-per-compile 1")
 
 
 class _StopCampaign(BaseException):
@@ -144,7 +144,7 @@ class CampaignOptions:
     unguarded_casts: bool = False  # `--unguarded-casts`: draw float->int casts without their NaN/range guard
     # Inputs one compile serves: each drawn spec, then its `inputs_per_compile - 1` input siblings
     # (`divfuzz.generators.input_siblings`: the same graph under other recipes) through its
-    # compile, each a case of its own. 1 with the perf oracle, `--against` or a fleet.
+    # compile, each a case of its own. 1 with the perf oracle or `--against`.
     inputs_per_compile: int = 1
     # With minimize: bucket analysis workers beside the slots (None: `size_analysis_workers`);
     # 0 analyses inline, in the slot. Not part of `identity`: it changes when buckets are
@@ -308,7 +308,7 @@ class Campaign:
         self.slot_workers: list[Worker] = []
         self.lock = threading.Lock()
         self.failure: tuple[BaseException, str] | None = None  # divfuzz's own first error, with its traceback
-        check_inputs_per_compile(opts, fleet=fleet is not None)
+        check_inputs_per_compile(opts)
         self.slot_devices = fleet.slot_devices if fleet else campaign_slot_devices(opts.device, opts.workers)  # before the store: a bad device writes nothing
         if fleet is None:  # the workers' template imports torch while the store opens (a fleet's workers start on its nodes)
             warm_template.start_in_background(opts.device)

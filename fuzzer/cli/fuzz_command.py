@@ -76,7 +76,7 @@ from divfuzz.records.severity import ORDER
               help="Draw float->integer casts without their guard (NaN to 0, clamped to range): undefined casts, filed as such, not as findings.")
 @click.option("--inputs-per-compile", type=click.IntRange(1, MAX_INPUTS_PER_COMPILE), default=None, metavar="N",
               help=f"Inputs each compiled graph runs on: the drawn recipe, then others through the same compile, each a "
-                   f"case of its own (default {DEFAULT_INPUTS_PER_COMPILE}; 1 with --oracle perf, --against or --cluster).")
+                   f"case of its own (default {DEFAULT_INPUTS_PER_COMPILE}; 1 with --oracle perf or --against).")
 @click.option("--cluster", "cluster_address", default=None, metavar="ADDRESS",
               help="Run the slots' cases on a Dask cluster (tcp://host:8786); needs divfuzz[cluster].")
 @click.option("--cluster-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -129,8 +129,8 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
 
         workers, workers_reason = resolve_workers(workers, device, oracle)
     inputs_chosen_here = inputs_per_compile is None
-    if inputs_chosen_here:  # siblings run under the numeric oracle of one compiler, on this host
-        one_compile = oracle == "numeric" and against_config is None and cluster is None
+    if inputs_chosen_here:  # siblings run under the numeric oracle of one compiler, on one host or a fleet
+        one_compile = oracle == "numeric" and against_config is None
         inputs_per_compile = DEFAULT_INPUTS_PER_COMPILE if one_compile else 1
     opts = CampaignOptions(
         device=device,

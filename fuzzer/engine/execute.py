@@ -32,6 +32,7 @@ from divfuzz.records.config import CompileConfig
 from divfuzz.records.errors import CompileCacheError
 from divfuzz.fuzzer.engine.compile import compiled as compiled_under
 from divfuzz.fuzzer.engine.compile_cache import came_from_cache_read
+from divfuzz.fuzzer.engine.compile_phases import PhaseTimer, phase_span
 from divfuzz.fuzzer.engine.error_site import error_site, exception_chain
 from divfuzz.fuzzer.engine.explain import explain_case
 from divfuzz.fuzzer.engine.graph_run import Named, boundary_distances, run_forward_backward
@@ -64,6 +65,14 @@ class CaseClock:
             if self.device.startswith("cuda"):
                 torch.cuda.synchronize()
             self.spans[name] = self.spans.get(name, 0.0) + time.perf_counter() - start
+
+    def add_phases(self, span: str, phases: dict[str, float]) -> None:
+        """A compile span's phases (`divfuzz.fuzzer.engine.compile_phases`), those that took time,
+        as nested spans `<span>:<phase>`."""
+        for phase, seconds in phases.items():
+            if seconds > 0:
+                name = phase_span(span, phase)
+                self.spans[name] = self.spans.get(name, 0.0) + seconds
 
 
 def error_type_of(e: BaseException) -> str:
@@ -260,15 +269,20 @@ def compile_session(spec: GraphSpec, device_type: str, config: CompileConfig, in
     `inputs`, with the compile session (`compiled`: its Inductor overrides and removed
     decompositions) held for the block, so that the compiled function can run again on other
     inputs; or (None, the error verdict, None) when the compiler under test fails. The compile
-    and the first run are timed under `span` (its backward under `<span>_backward`); with
-    `profile`, a second run under "compiled_run". The session holds no reference to the run's
-    inputs or outputs while the block runs."""
+    and the first run are timed under `span` (its backward under `<span>_backward`, its phases by
+    torch's own timers under `<span>:<phase>`); with `profile`, a second run under
+    "compiled_run". The session holds no reference to the run's inputs or outputs while the
+    block runs."""
     with contextlib.ExitStack() as session:
 
         def compile_and_run():
-            with clock.span(span):
-                compiled_fn = session.enter_context(compiled_under(build_callable(spec, device_type), config))
-                compiled, _ = run_forward_backward(spec, compiled_fn, inputs, cots, backward_span=clock.span(f"{span}_backward"))
+            timer = PhaseTimer()  # torch's own timers of the compile's phases, read when the span ends
+            try:
+                with clock.span(span):
+                    compiled_fn = session.enter_context(compiled_under(build_callable(spec, device_type), config))
+                    compiled, _ = run_forward_backward(spec, compiled_fn, inputs, cots, backward_span=clock.span(f"{span}_backward"))
+            finally:
+                clock.add_phases(span, timer.phases())
             if profile:
                 with clock.span("compiled_run"):
                     run_forward_backward(spec, compiled_fn, inputs, cots)
