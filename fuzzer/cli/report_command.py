@@ -89,7 +89,7 @@ def write_report_html(store, html_path: Path, *, run_id: int | None = None, buck
     if bucket_id is None:
         return write_html(collect(store, run_id=run_id), html_path)
     data = collect(store, run_id=run_id, bucket_id=bucket_id, plots="all")
-    if not data.buckets:
+    if not data.bucket_total:
         raise StoreError(f"--bucket {bucket_id}: {store.path} has no bucket {bucket_id}"
                          + (f" in run {run_id}" if run_id is not None else ""))
     return write_html(data, html_path, plots="all")
