@@ -35,7 +35,7 @@ SPEC = {
 }
 
 
-def _verdict() -> dict:
+def case_verdict() -> dict:
     from divfuzz.records.outcomes import Status
     from divfuzz.records.verdict import FloatComparison, OutputVerdict, Verdict
 
@@ -46,7 +46,7 @@ def _verdict() -> dict:
                    timings=(("compile", 0.8), ("eager", 0.1))).to_dict()
 
 
-def _bucket(b: int):
+def bucket_key(b: int):
     """Bucket b's key, its case's reason, and the analysis stored on it (minimized, culprit) or None."""
     from divfuzz.records.buckets import BucketKey, CulpritKey
 
@@ -76,7 +76,7 @@ def build(folder: Path, n_buckets: int, extra_cases: int = 11) -> None:
     from divfuzz.oracles.severity_policy import key_severity
 
     folder.mkdir(parents=True)
-    verdict, spec = _verdict(), json.dumps(SPEC)
+    verdict, spec = case_verdict(), json.dumps(SPEC)
     store = Store(folder / STORE_NAME)
     try:
         run_id, _ = store.start_run(seed=0, device="cpu", config={}, options={"workers": 1}, versions={"torch": "x"})
@@ -85,7 +85,7 @@ def build(folder: Path, n_buckets: int, extra_cases: int = 11) -> None:
             with store.transaction():
                 for i in range(start, min(total, start + 10_000)):
                     b = i if i < n_buckets else i - n_buckets
-                    key, analysis = _bucket(b)
+                    key, analysis = bucket_key(b)
                     severity = key_severity(key).value
                     _, bucket_id, new = store.add_case(
                         run_id=run_id, slot=0, idx=i, spec_digest=f"d{i}", spec_json=spec, device="cpu", config={},
