@@ -96,8 +96,10 @@ class OpCoverage:
 
 
 def op_coverage(
-    cases: Iterable[tuple[GraphSpec | str, int | None]],
+    cases: Iterable[tuple],
     bucket_severity: Mapping[int, str | None] | None = None,
+    *,
+    grouped: bool = False,
 ) -> tuple[OpCoverage, ...]:
     """The per-op coverage table of `cases`, (spec or its stored JSON, bucket id or None) each.
 
@@ -105,14 +107,19 @@ def op_coverage(
     in registry order; ops a stored spec names that the registry does not know are counted
     under their own row at the end. A spec that does not parse is skipped (the store's JSON is
     untrusted; the report does not stop for one bad row). `bucket_severity` maps a bucket id to
-    its severity's name.
+    its severity's name. With `grouped`, each case is (spec, bucket id, its bucket's severity) and
+    each bucket's cases come together (a store's cases read in bucket order): distinct buckets are
+    counted as they pass, so memory grows with the ops, never with the buckets.
     """
     severity_of = bucket_severity or {}
     registry = all_ops()
     drawn: Counter = Counter()
     dtypes: dict[str, Counter] = {}
     buckets: dict[str, set[int]] = {}
-    for spec, bucket_id in cases:
+    by_severity: dict[str, Counter] = {}
+    last_bucket: dict[str, int] = {}  # grouped: the bucket an op was last counted in
+    for case in cases:
+        spec, bucket_id = case[0], case[1]
         if isinstance(spec, str):
             try:
                 spec = GraphSpec.from_json(spec, source="stored case")
@@ -122,20 +129,25 @@ def op_coverage(
         for op in set(spec.op_names):
             drawn[op] += 1
             dtypes.setdefault(op, Counter())[dtype] += 1
-            if bucket_id is not None:
+            if bucket_id is None:
+                continue
+            if not grouped:
                 buckets.setdefault(op, set()).add(bucket_id)
+            elif last_bucket.get(op) != bucket_id:
+                last_bucket[op] = bucket_id
+                by_severity.setdefault(op, Counter())[str(case[2] or "none")] += 1
+    for op, ids in buckets.items():
+        by_severity[op] = Counter(str(severity_of.get(b) or "none") for b in ids)
     names = list(registry) + sorted(op for op in drawn if op not in registry)
     rows = []
     for op in names:
-        by_severity = Counter(str(severity_of.get(b) or "none") for b in buckets.get(op, ()))
         rows.append(
             OpCoverage(
                 op=op,
                 family=registry[op].family if op in registry else "unregistered",
                 cases=drawn[op],
                 by_dtype=tuple(sorted(dtypes.get(op, Counter()).items())),
-                buckets=tuple(sorted(by_severity.items())),
+                buckets=tuple(sorted(by_severity.get(op, Counter()).items())),
             )
         )
     return tuple(rows)
-

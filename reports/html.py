@@ -25,11 +25,14 @@ Invariants:
 - bounded (issue 40: a store of 100,001 buckets took 7.2 GB and gave a 394 MB page): each section
   shows at most `MAX_ROOT_CAUSES_PER_SECTION` root causes (most severe first, as `root_causes`
   orders them), each with at most `MAX_OTHER_CARDS` compact cards and `MAX_TABLE_ROWS` rows, a
-  fold row at most `MAX_FOLD_IDS` bucket links, and a plot at most `PLOT_CASES_PER_ROOT_CAUSE`
-  cases; what is left out is counted, with the command that shows it. `collect` reads the cases
-  a page at a time (`Store.iter_case_summaries`) and keeps only the cases of the cards shown and
-  per-run sums (the campaign plots' store times: 8 bytes a case); the page is written piece by
-  piece (`write_html`). Memory grows with what is shown (and the bucket rows), not with the cases;
+  fold row at most `MAX_FOLD_IDS` bucket links, a plot at most `PLOT_CASES_PER_ROOT_CAUSE`
+  cases and a curve over time at most `MAX_PLOT_STEPS` steps; what is left out is counted, with
+  the command that shows it. `collect` reads no bucket row it does not show: the store files the
+  buckets by root cause and counts them in SQLite (`Store.root_cause_index`), and `collect` asks
+  for each section's totals, its first root causes and their first buckets. It reads the cases a
+  page at a time (`Store.iter_case_summaries`), keeping sums, and the campaign plots' store times
+  as a sorted stream (`Store.iter_case_times`); the page is written piece by piece
+  (`write_html`). Memory grows with what is shown, not with the buckets or the cases;
 - no control character reaches the page raw (a NUL in a stored key included): `escaped` writes
   each as a visible escape (`divfuzz.reports.terminal.terminal_safe`).
 """
@@ -38,7 +41,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
-from array import array
 import json
 import math
 import os
@@ -55,9 +57,7 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
 from divfuzz.reports import plots
-from divfuzz.reports.root_causes import (
-    COMPILER_ORDER, EAGER_WORSE, RootCause, by_severity, culprit_of, fold_by_culprit, root_cause_groups, severity_rank,
-)
+from divfuzz.reports.root_causes import COMPILER_ORDER, EAGER_WORSE, RootCause, culprit_of, severity_rank
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.records.errors import DivfuzzError
 from divfuzz.records.verdict import is_phase_span
@@ -74,9 +74,19 @@ MAX_OTHER_CARDS = 5
 MAX_TABLE_ROWS = 50
 MAX_FOLD_IDS = 20
 PLOT_CASES_PER_ROOT_CAUSE = 64
+MAX_PLOT_STEPS = 500  # the new-buckets curve: past this many buckets, one step for several
 
 # Verdict timing spans, in the order a case runs them (others follow, by name).
 TIMING_ORDER = ("build", "eager", "reference", "compile", "compiled_run", "oracles", "case")
+
+
+@dataclass(frozen=True)
+class RunTimeline:
+    """A run's cases over time, as the campaign plots draw them (`run_timeline`)."""
+
+    last_at: float  # the store time of its last case
+    rate: list  # (minutes since the run started, cases/s): about 20 points
+    found: list  # (minutes, buckets opened so far): a step per bucket, at most MAX_PLOT_STEPS
 
 
 @dataclass
@@ -84,19 +94,15 @@ class CampaignStats:
     """What the header and the campaign plots need from every case, summed as the cases stream by."""
 
     cases: int = 0
-    times: dict = field(default_factory=dict)  # run id -> array of its cases' store times
-    found_at: dict = field(default_factory=dict)  # run id -> store times of the cases that opened a bucket
+    timelines: dict = field(default_factory=dict)  # run id -> RunTimeline, for the runs with cases in scope
     drawn: Counter = field(default_factory=Counter)  # op -> cases drawing it
     found: Counter = field(default_factory=Counter)  # op -> those in a bucket
     d_drawn: Counter = field(default_factory=Counter)
     d_found: Counter = field(default_factory=Counter)
     spans: Counter = field(default_factory=Counter)  # timing span -> seconds summed over the cases
 
-    def add(self, c: dict, first_case_ids: set) -> None:
+    def add(self, c: dict) -> None:
         self.cases += 1
-        self.times.setdefault(c["run_id"], array("d")).append(float(c["created_at"]))
-        if c["id"] in first_case_ids:
-            self.found_at.setdefault(c["run_id"], []).append(float(c["created_at"]))
         _count_ops_and_dtypes(c, self.drawn, self.found, self.d_drawn, self.d_found)
         timings = c["verdict"].get("timings") or {}
         own = 0.0
@@ -110,50 +116,108 @@ class CampaignStats:
 
 
 @dataclass(frozen=True)
+class Section:
+    """One severity's part of a page: its totals over every root cause, and what it shows."""
+
+    severity: str
+    root_causes: int
+    buckets: int
+    cases: int
+    shown: list  # its first MAX_ROOT_CAUSES_PER_SECTION root causes, each holding its first MAX_TABLE_ROWS buckets
+    folds: list  # by-design and noise: (severity, culprit, root causes, buckets, cases, first MAX_FOLD_IDS bucket ids)
+
+
+@dataclass(frozen=True)
 class ReportData:
     """What the page shows, read from a store once."""
 
     store_path: str
     run_id: int | None  # only this run's buckets and cases, or None for the whole store
     runs: list[dict[str, Any]]  # Store.runs()
-    buckets: list  # Store.buckets() rows
+    bucket_counts: Counter  # severity -> buckets in scope
+    cause_counts: Counter  # severity -> root causes in scope
+    sections: dict[str, Section]  # severity -> its section, for each severity with a root cause
     cases: list[dict[str, Any]]  # the cases the page's cards show (`page_plan`), as Store.case_summaries() gives them
     stats: CampaignStats = field(default_factory=CampaignStats)  # every case of the scope, summed
+
+    @property
+    def bucket_total(self) -> int:
+        return sum(self.bucket_counts.values())
 
 
 def collect(store, *, run_id: int | None = None, bucket_id: int | None = None, plots: str = "bug") -> ReportData:
     """Read a store (or one run of it, or one bucket: `bucket_id`) for `render_html` with `plots`:
-    the buckets, every case summed as it streams by (`CampaignStats`), and the cases of the cards
-    the page shows (`page_plan`: a plotted root cause's first cases, every card's first case)."""
+    each severity's totals and the root causes it shows, with their first buckets (the store
+    files and counts the buckets in SQLite: `Store.root_cause_index`), every case summed as it
+    streams by (`CampaignStats`), and the cases of the cards the page shows (`page_plan`: a
+    plotted root cause's first cases, every card's first case)."""
     runs = store.runs()
     if run_id is not None:
         runs = [r for r in runs if r["id"] == run_id]
-    buckets = store.buckets(run_id=run_id)
-    if bucket_id is not None:
-        buckets = [b for b in buckets if b.id == bucket_id]
+    with store.root_cause_index(run_id=run_id, bucket_id=bucket_id) as index:
+        bucket_counts, cause_counts = index.bucket_counts(), index.cause_counts()
+        sections = {}
+        for sev in sorted(cause_counts, key=lambda s: (severity_rank(s), s)):
+            shown = list(index.causes(sev, limit=MAX_ROOT_CAUSES_PER_SECTION, buckets=MAX_TABLE_ROWS))
+            folds = index.folds(sev, ids=MAX_FOLD_IDS) if sev in ("by-design", "noise") else []
+            sections[sev] = Section(sev, *index.section(sev), shown=shown, folds=folds)
     stats = CampaignStats()
-    first_case_ids = {b.first_case_id for b in buckets}
-    for c in store.iter_case_summaries(run_id=run_id):
-        if bucket_id is None or c["bucket_id"] == bucket_id:  # a bucket's page: its own cases
-            stats.add(c, first_case_ids)
+    for c in store.iter_case_summaries(run_id=run_id, bucket_id=bucket_id):  # a bucket's page: its own cases
+        stats.add(c)
+    for run in runs:
+        timeline = run_timeline(store, run, bucket_id=bucket_id)
+        if timeline is not None:
+            stats.timelines[run["id"]] = timeline
     cases: list[dict] = []
-    for rc, cards, plotted in page_plan(buckets, plots=plots):
+    for rc, cards, plotted in page_plan(sections, plots=plots):
         left = PLOT_CASES_PER_ROOT_CAUSE
         for b in cards:
             want = left if plotted else 0
             got = store.bucket_case_summaries(b.id, limit=want, also=b.first_case_id)
             cases += [c for c in got if run_id is None or c["run_id"] == run_id]
             left -= min(want, len(got))
-    return ReportData(store_path=str(store.path), run_id=run_id, runs=runs, buckets=buckets, cases=cases, stats=stats)
+    return ReportData(store_path=str(store.path), run_id=run_id, runs=runs, bucket_counts=bucket_counts,
+                      cause_counts=cause_counts, sections=sections, cases=cases, stats=stats)
 
 
-def page_plan(buckets: list, *, plots: str) -> list[tuple[RootCause, list, bool]]:
+def run_timeline(store, run: dict, *, bucket_id: int | None = None) -> RunTimeline | None:
+    """A run's cases (of one bucket, with `bucket_id`) over time, from their store times read in
+    order (`Store.iter_case_times`): the throughput, about 20 points (a window of 1/20 of its
+    cases each), and the buckets it opened, a step at each (at most MAX_PLOT_STEPS steps: past
+    that, one step for several). None when the run has no case in scope."""
+    n = store.case_count(run_id=run["id"], bucket_id=bucket_id)
+    if not n:
+        return None
+    t0 = run["started_at"]
+    window = max(1, n // 20)
+    rate, t_lo, last = [], t0, None
+    for j, at in enumerate(store.iter_case_times(run_id=run["id"], bucket_id=bucket_id), start=1):
+        last = at
+        if j % window == 0:
+            if at - t_lo > 0:
+                rate.append(((at - t0) / 60, window / (at - t_lo)))
+            t_lo = at
+    if last is None:  # its cases were deleted since they were counted
+        return None
+    opened = store.case_count(run_id=run["id"], bucket_id=bucket_id, opened=True)
+    stride = max(1, -(-opened // MAX_PLOT_STEPS))  # a step every `stride` buckets
+    found, n_new = [(0.0, 0.0)], 0
+    for k, at in enumerate(store.iter_case_times(run_id=run["id"], bucket_id=bucket_id, opened=True), start=1):
+        if k % stride == 0 or k == opened:  # a step: flat until the case that found it
+            minute = (at - t0) / 60
+            found += [(minute, float(n_new)), (minute, float(k))]
+            n_new = k
+    found.append(((last - t0) / 60, float(n_new)))
+    return RunTimeline(last_at=last, rate=rate, found=found)
+
+
+def page_plan(sections: dict[str, Section], *, plots: str) -> list[tuple[RootCause, list, bool]]:
     """The root causes a page shows, each with the buckets that get a card (its lead first) and
     whether its lead card is plotted: at most `MAX_ROOT_CAUSES_PER_SECTION` per severity, at most
-    1 + `MAX_OTHER_CARDS` cards each. A pure function of the buckets: `collect` reads the cases
+    1 + `MAX_OTHER_CARDS` cards each. A pure function of the sections: `collect` reads the cases
     of these cards, `render_html` draws them."""
     return [(rc, list(rc.buckets[: 1 + MAX_OTHER_CARDS]), plots == "all" or rc.severity == "bug")
-            for rcs in by_severity(root_cause_groups(buckets)).values() for rc in rcs[:MAX_ROOT_CAUSES_PER_SECTION]]
+            for section in sections.values() for rc in section.shown[:MAX_ROOT_CAUSES_PER_SECTION]]
 
 
 def escaped(value: Any) -> str:
@@ -179,16 +243,16 @@ def _link(target: Path, html_path: Path, text: str) -> str:
 
 
 def _run_seconds(run: dict, stats: CampaignStats) -> float:
-    own = stats.times.get(run["id"])
-    end = run["finished_at"] or (max(own) if own else run["started_at"])
+    own = stats.timelines.get(run["id"])
+    end = run["finished_at"] or (own.last_at if own is not None else run["started_at"])
     return max(0.0, end - run["started_at"])
 
 
 def _header(data: ReportData) -> str:
-    counts = Counter(b.severity for b in data.buckets)
+    counts = data.bucket_counts
     shown = COMPILER_ORDER + ((EAGER_WORSE,) if counts.get(EAGER_WORSE) else ())
     chips = "".join(f'<span class="chip sev-{escaped(s)}">{counts.get(s, 0)} {escaped(s)}</span>' for s in shown)
-    rc_counts = Counter(rc.severity for rc in root_cause_groups(data.buckets))
+    rc_counts = data.cause_counts
     rc_chips = "".join(f'<span class="chip sev-{escaped(s)}">{rc_counts.get(s, 0)} {escaped(s)}</span>' for s in shown)
     rows = []
     for run in data.runs:
@@ -236,7 +300,7 @@ def _header(data: ReportData) -> str:
     return (
         f"<header><h1>divfuzz report</h1>"
         f'<p class="store">store <code>{escaped(data.store_path)}</code>, {escaped(scope)}, '
-        f"{data.stats.cases} cases, {len(data.buckets)} buckets</p>"
+        f"{data.stats.cases} cases, {data.bucket_total} buckets</p>"
         f'<p class="severities">root causes by severity: {rc_chips}</p>'
         f'<p class="severities">buckets by severity: {chips}'
         + (" (eager-worse: findings about eager, never counted with the compiler's)" if counts.get(EAGER_WORSE) else "")
@@ -498,7 +562,7 @@ def _root_cause(rc: RootCause, cases_of: dict[int, list[dict]], html_path: Path,
     pattern = (f'minimized pattern <code>{escaped(rc.pattern)}</code>' if rc.pattern is not None
                else "not minimized yet: a raw bucket (<code>divfuzz minimize --pending</code> analyses it)")
     table = ""
-    if len(rc.buckets) > 1:
+    if rc.bucket_count > 1:
         table = (
             '<table class="rc-buckets"><thead><tr><th>bucket</th><th>severity</th><th>kind</th><th>dtype</th><th>device</th>'
             "<th>cases</th><th>first seen</th></tr></thead><tbody>"
@@ -509,18 +573,18 @@ def _root_cause(rc: RootCause, cases_of: dict[int, list[dict]], html_path: Path,
                 for b in rc.buckets[:MAX_TABLE_ROWS]
             )
             + "</tbody></table>"
-            + (f'<p class="left-out">and {len(rc.buckets) - MAX_TABLE_ROWS} more buckets: <code>divfuzz report --out '
-               f'{escaped(store_dir)}</code> lists them</p>' if len(rc.buckets) > MAX_TABLE_ROWS else "")
+            + (f'<p class="left-out">and {rc.bucket_count - MAX_TABLE_ROWS} more buckets: <code>divfuzz report --out '
+               f'{escaped(store_dir)}</code> lists them</p>' if rc.bucket_count > MAX_TABLE_ROWS else "")
         )
     others = "".join(_card(b, cases_of, html_path, data.run_id, plots_of=None, store_dir=store_dir)
                      for b in rc.buckets[1: 1 + MAX_OTHER_CARDS])
     if others:
-        shown = min(len(rc.buckets) - 1, MAX_OTHER_CARDS)
-        others = (f'<details class="rc-others"><summary>its {len(rc.buckets) - 1} other buckets'
-                  f'{"" if shown == len(rc.buckets) - 1 else f" ({shown} shown)"}</summary>{others}</details>')
+        shown = min(rc.bucket_count - 1, MAX_OTHER_CARDS)
+        others = (f'<details class="rc-others"><summary>its {rc.bucket_count - 1} other buckets'
+                  f'{"" if shown == rc.bucket_count - 1 else f" ({shown} shown)"}</summary>{others}</details>')
     return (
         f'<section class="root-cause sev-{escaped(rc.severity)}" id="rc-{lead.id}" data-root-cause="{lead.id}" '
-        f'data-buckets="{len(rc.buckets)}">'
+        f'data-buckets="{rc.bucket_count}">'
         f'<h3><span class="chip sev-{escaped(rc.severity)}">{escaped(rc.severity)}</span> root cause <code>{escaped(rc.title)}</code>'
         f' <span class="known">{escaped(rc.known)}</span></h3>'
         f'<p class="rc-counts">{escaped(rc.counted())} · {pattern}</p>{table}'
@@ -555,25 +619,11 @@ def _campaign_plots(data: ReportData) -> list[str]:
     # Throughput and new buckets over time, per run, from the cases' store times.
     rate_series, bucket_series = [], []
     for run in data.runs:
-        own = sorted(stats.times.get(run["id"], ()))
-        if not own:
+        own = stats.timelines.get(run["id"])
+        if own is None:
             continue
-        t0 = run["started_at"]
-        window = max(1, len(own) // 20)  # about 20 points per run
-        rate, found = [], [(0.0, 0.0)]
-        for j in range(window, len(own) + 1, window):
-            t_lo = own[j - window - 1] if j > window else t0
-            span = own[j - 1] - t_lo
-            if span > 0:
-                rate.append(((own[j - 1] - t0) / 60, window / span))
-        n_new = 0
-        for at in sorted(stats.found_at.get(run["id"], ())):  # a step: flat until the case that found it
-            minute = (at - t0) / 60
-            found += [(minute, float(n_new)), (minute, float(n_new + 1))]
-            n_new += 1
-        found.append(((own[-1] - t0) / 60, float(n_new)))
-        rate_series.append((f"run {run['id']}", rate))
-        bucket_series.append((f"run {run['id']}", found))
+        rate_series.append((f"run {run['id']}", own.rate))
+        bucket_series.append((f"run {run['id']}", own.found))
     out.append(plots.step_lines("throughput", "cases/s over time", rate_series, x_label="minutes since the run started", y_label="cases/s"))
     out.append(plots.step_lines("new-buckets", "new buckets over time", bucket_series, x_label="minutes since the run started", y_label="new buckets"))
     drawn, found, d_drawn, d_found = stats.drawn, stats.found, stats.d_drawn, stats.d_found
@@ -635,60 +685,61 @@ def iter_html(data: ReportData, html_path: Path, *, plots: str = "bug"):
     for c in data.cases:
         if c["bucket_id"] is not None:
             cases_of[c["bucket_id"]].append(c)
-    causes = root_cause_groups(data.buckets)
-    grouped = by_severity(causes)
     store_dir = str(Path(data.store_path).parent)
 
-    def blocks(rcs: list[RootCause]):
-        for rc in rcs[:MAX_ROOT_CAUSES_PER_SECTION]:
+    def section(sev: str) -> Section:
+        return data.sections.get(sev) or Section(sev, 0, 0, 0, shown=[], folds=[])
+
+    def blocks(part: Section):
+        shown = part.shown[:MAX_ROOT_CAUSES_PER_SECTION]
+        for rc in shown:
             yield _root_cause(rc, cases_of, html_path, data, plots=plots == "all" or rc.severity == "bug")
-        if len(rcs) > MAX_ROOT_CAUSES_PER_SECTION:
-            left = rcs[MAX_ROOT_CAUSES_PER_SECTION:]
-            yield (f'<p class="left-out">and {len(left):,} more {escaped(rcs[0].severity)} root causes '
-                   f"({sum(len(rc.buckets) for rc in left):,} buckets) not shown on this page: "
-                   f"<code>divfuzz report --out {escaped(store_dir)} --min-severity {escaped(rcs[0].severity)}</code> lists "
+        if part.root_causes > len(shown):
+            yield (f'<p class="left-out">and {part.root_causes - len(shown):,} more {escaped(part.severity)} root causes '
+                   f"({part.buckets - sum(rc.bucket_count for rc in shown):,} buckets) not shown on this page: "
+                   f"<code>divfuzz report --out {escaped(store_dir)} --min-severity {escaped(part.severity)}</code> lists "
                    f"every one, <code>divfuzz report --out {escaped(store_dir)} --bucket N --html FILE</code> draws one</p>")
 
-    def counted(rcs: list[RootCause]) -> str:
-        return (f"{len(rcs)} root cause{'s' if len(rcs) != 1 else ''}, {sum(len(rc.buckets) for rc in rcs)} buckets, "
-                f"{sum(rc.cases for rc in rcs):,} cases")
+    def counted(part: Section) -> str:
+        return (f"{part.root_causes} root cause{'s' if part.root_causes != 1 else ''}, {part.buckets} buckets, "
+                f"{part.cases:,} cases")
 
     yield page_head(f"divfuzz report: {data.store_path}", style=_CSS + _pygments()[1].get_style_defs(".code"))
     yield _header(data)
     for sev in ("bug", "suspect"):
-        rcs = grouped.get(sev, [])
-        yield f'<section class="severity" id="sev-{sev}"><h2>{sev}: {counted(rcs)}</h2>'
-        yield from blocks(rcs) if rcs else (f"<p>no {sev} buckets</p>",)
+        part = section(sev)
+        yield f'<section class="severity" id="sev-{sev}"><h2>{sev}: {counted(part)}</h2>'
+        yield from blocks(part) if part.root_causes else (f"<p>no {sev} buckets</p>",)
         yield "</section>"
-    eager = grouped.get(EAGER_WORSE, [])
-    if eager:
+    eager = section(EAGER_WORSE)
+    if eager.root_causes:
         yield (f'<section class="severity" id="sev-{EAGER_WORSE}"><h2>eager-worse: findings about eager, not the compiler: '
                f"{counted(eager)}</h2><p>eager is grossly further from fp64 than compiled here; never counted with the "
                "compiler's findings above.</p>")
         yield from blocks(eager)
         yield "</section>"
     for sev in ("by-design", "noise"):
-        rcs = grouped.get(sev, [])
-        folds = fold_by_culprit(rcs)
+        part = section(sev)
+        folds = part.folds
         table = "" if not folds else (
             '<table class="fold"><thead><tr><th>culprit</th><th>root causes</th><th>buckets</th><th>cases</th><th>bucket ids</th>'
             "</tr></thead><tbody>"
             + "".join(
                 f"<tr><td>{escaped(culprit)}</td><td>{n_rc}</td><td>{n}</td><td>{cases}</td><td>"
                 + ", ".join(f'<a href="#bucket-{i}">{i}</a>' for i in ids[:MAX_FOLD_IDS])
-                + (f" and {len(ids) - MAX_FOLD_IDS:,} more" if len(ids) > MAX_FOLD_IDS else "") + "</td></tr>"
+                + (f" and {n - MAX_FOLD_IDS:,} more" if n > MAX_FOLD_IDS else "") + "</td></tr>"
                 for _, culprit, n_rc, n, cases, ids in folds
             )
             + "</tbody></table>"
         )
-        yield f'<details class="severity" id="sev-{sev}"><summary>{sev}: {counted(rcs)}, {len(folds)} culprits</summary>{table}'
-        yield from blocks(rcs)
+        yield f'<details class="severity" id="sev-{sev}"><summary>{sev}: {counted(part)}, {len(folds)} culprits</summary>{table}'
+        yield from blocks(part)
         yield "</details>"
-    rest = [rc for rc in causes if rc.severity not in ("bug", "suspect", "by-design", "noise", EAGER_WORSE)]
+    rest = [sev for sev in data.sections if sev not in ("bug", "suspect", "by-design", "noise", EAGER_WORSE)]
     if rest:  # a severity this divfuzz does not know (a newer store): shown, never dropped
         yield '<section class="severity" id="sev-other"><h2>other severities</h2>'
-        for sev in sorted({rc.severity for rc in rest}, key=severity_rank):
-            yield from blocks([rc for rc in rest if rc.severity == sev])
+        for sev in sorted(rest, key=lambda s: (severity_rank(s), s)):
+            yield from blocks(data.sections[sev])
         yield "</section>"
     campaign = "".join(f'<figure class="plot-box">{svg}</figure>' for svg in _campaign_plots(data))
     yield f'<section class="campaign" id="campaign"><h2>campaign</h2><div class="plots">{campaign}</div></section>'

@@ -8,10 +8,10 @@ import datetime as _dt
 import json
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 from divfuzz.reports.root_causes import culprit_of  # noqa: F401  (divfuzz.reports.markdown.culprit_of: the CLI and diff read it here)
-from divfuzz.reports.root_causes import COMPILER_ORDER, EAGER_WORSE, by_severity, fold_by_culprit, root_cause_groups, severity_line
+from divfuzz.reports.root_causes import COMPILER_ORDER, EAGER_WORSE, severity_line_of
 from divfuzz.generators.coverage import op_coverage
 from divfuzz.records.errors import UnsafePathError
 from divfuzz.records.severity import Severity
@@ -103,9 +103,9 @@ BUCKETS_NAMED = 12
 
 def coverage_markdown(store, *, run_id: int | None = None) -> str:
     """The per-op coverage table (`divfuzz.generators.coverage.op_coverage`): cases drawn per op, by data
-    dtype, and the buckets they landed in by severity; ops never drawn listed on one line."""
-    severity = {b.id: b.severity for b in store.buckets()}
-    rows = op_coverage(((c["spec_json"], c["bucket_id"]) for c in store.case_summaries(run_id=run_id)), severity)
+    dtype, and the buckets they landed in by severity; ops never drawn listed on one line. The
+    cases stream by in bucket order (`Store.iter_case_specs`): memory grows with the ops, not the store."""
+    rows = op_coverage(store.iter_case_specs(run_id=run_id), grouped=True)
     drawn = [r for r in rows if r.cases]
     lines = ["## Op coverage", "", "| op | family | cases | by dtype | buckets by severity |", "| --- | --- | --- | --- | --- |"]
     for r in sorted(drawn, key=lambda r: (-r.cases, r.op)):
@@ -122,44 +122,57 @@ def buckets_markdown(store, *, run_id: int | None = None, min_severity: str = "n
     """A store's root causes (or those of the buckets a run touched): `bug`, then `suspect`, each
     with its reason, pattern, repro and its raw buckets counted beneath; then the findings about
     eager (eager-worse) apart; `by-design` and `noise` folded into one line per culprit."""
-    return root_causes_markdown(store.buckets(run_id=run_id), run_id=run_id, min_severity=min_severity, new_only=new_only)
+    return "".join(iter_buckets_markdown(store, run_id=run_id, min_severity=min_severity, new_only=new_only))
 
 
-def root_causes_markdown(buckets, *, run_id: int | None = None, min_severity: str = "noise", new_only: bool = False) -> str:
-    """`buckets_markdown` of bucket rows (`divfuzz.reports.root_causes` folds them); `new_only` lists only
-    root causes that match no known upstream bug, and says how many it hid."""
+def iter_buckets_markdown(store, *, run_id: int | None = None, min_severity: str = "noise",
+                          new_only: bool = False) -> Iterator[str]:
+    """`buckets_markdown`, a line at a time (each ending in a newline): the store files and counts
+    its buckets by root cause in SQLite (`Store.root_cause_index`), and each root cause's first
+    BUCKETS_NAMED buckets are read as it is written. Memory grows with one root cause's lines,
+    never with the store, however many root causes are listed."""
+    with store.root_cause_index(run_id=run_id, new_only=new_only) as index:
+        for line in root_causes_markdown(index, run_id=run_id, min_severity=min_severity, new_only=new_only):
+            yield line + "\n"
+
+
+def root_causes_markdown(index, *, run_id: int | None = None, min_severity: str = "noise",
+                         new_only: bool = False) -> Iterator[str]:
+    """The lines of `buckets_markdown` from a store's root-cause index (`Store.root_cause_index`,
+    opened with `new_only`: it hides the root causes that match a known upstream bug and counts them)."""
     floor = Severity(min_severity)
-    title = f"# divfuzz root causes{f' of run {run_id}' if run_id else ''}"
-    if not buckets:
-        return title + "\n\nNo buckets: every case matched eager (or differed only as expected in fp32).\n"
-    causes = root_cause_groups(buckets)
-    hidden = [rc for rc in causes if new_only and not rc.is_new]
-    causes = [rc for rc in causes if rc not in hidden]
-    grouped = by_severity(causes)
-    n_eager = sum(b.severity == EAGER_WORSE for b in buckets)
-    lines = [title, "", "Severity (buckets): " + ", ".join(f"{sum(b.severity == s for b in buckets)} {s}" for s in COMPILER_ORDER)
-             + (f"; {n_eager} eager-worse, about eager (not counted with the compiler's)" if n_eager else "") + ".",
-             severity_line(causes) + "."] + ([f"--new-only: {len(hidden)} root causes that match a known upstream bug are hidden."] if new_only else [])
+    yield f"# divfuzz root causes{f' of run {run_id}' if run_id else ''}"
+    if not index.bucket_total():
+        yield ""
+        yield "No buckets: every case matched eager (or differed only as expected in fp32)."
+        return
+    counts, cause_counts = index.bucket_counts(), index.cause_counts()
+    n_eager = counts.get(EAGER_WORSE, 0)
+    yield ""
+    yield ("Severity (buckets): " + ", ".join(f"{counts.get(s, 0)} {s}" for s in COMPILER_ORDER)
+           + (f"; {n_eager} eager-worse, about eager (not counted with the compiler's)" if n_eager else "") + ".")
+    yield severity_line_of(cause_counts) + "."
+    if new_only:
+        yield f"--new-only: {index.hidden} root causes that match a known upstream bug are hidden."
     sections = [s for s in ("bug", "suspect") if Severity(s).at_least(floor)] + [EAGER_WORSE]
     # a severity this divfuzz does not know (a newer store): listed, never dropped
-    sections += sorted({rc.severity for rc in causes} - {*COMPILER_ORDER, EAGER_WORSE})
+    sections += sorted(set(cause_counts) - {*COMPILER_ORDER, EAGER_WORSE})
     for sev in sections:
-        rcs = grouped.get(sev, [])
-        if not rcs:
+        n_rc, n_buckets, n_cases = index.section(sev)
+        if not n_rc:
             continue
         heading = "eager-worse: findings about eager, not the compiler" if sev == EAGER_WORSE else sev
-        lines += ["", f"## {heading}: {len(rcs)} root cause{'s' if len(rcs) != 1 else ''}, "
-                  f"{sum(len(rc.buckets) for rc in rcs)} buckets, {sum(rc.cases for rc in rcs):,} cases", ""]
-        for n, rc in enumerate(rcs, start=1):
-            lines += _root_cause_item(n, rc)
-    folded = [rc for rc in causes if rc.severity in ("by-design", "noise") and Severity(rc.severity).at_least(floor)]
-    if folded:
-        lines += ["", "## by-design and noise, folded by culprit", ""]
-        for sev, culprit, n_rc, n, cases, ids in fold_by_culprit(folded):
-            shown = ", ".join(str(i) for i in ids[:BUCKETS_NAMED]) + (", ..." if len(ids) > BUCKETS_NAMED else "")
+        yield from ("", f"## {heading}: {n_rc} root cause{'s' if n_rc != 1 else ''}, {n_buckets} buckets, {n_cases:,} cases", "")
+        for n, rc in enumerate(index.causes(sev, buckets=BUCKETS_NAMED), start=1):
+            yield from _root_cause_item(n, rc)
+    folds = [row for sev in ("by-design", "noise") if Severity(sev).at_least(floor)
+             for row in index.folds(sev, ids=BUCKETS_NAMED)]
+    if folds:
+        yield from ("", "## by-design and noise, folded by culprit", "")
+        for sev, culprit, n_rc, n, cases, ids in folds:
+            shown = ", ".join(str(i) for i in ids[:BUCKETS_NAMED]) + (", ..." if n > BUCKETS_NAMED else "")
             where = "culprit not attributed yet" if culprit in ("-", "") else f"culprit {_plain(culprit)}"
-            lines.append(f"- {sev}, {where}: {n} buckets, {cases} cases, {n_rc} root causes (buckets {shown})")
-    return "\n".join(lines) + "\n"
+            yield f"- {sev}, {where}: {n} buckets, {cases} cases, {n_rc} root causes (buckets {shown})"
 
 
 def _root_cause_item(n: int, rc) -> list[str]:
@@ -185,8 +198,8 @@ def _root_cause_item(n: int, rc) -> list[str]:
         k = b.key
         lines.append(f"| {b.id} | {_plain(b.severity)} | {_plain(k.kind)}{' ' + _plain(k.detail) if k.detail else ''} | "
                      f"{_plain(k.dtype)} | {md_code(k.ops_text())} | {_minimized_of(b)} | {b.count} | {_when(b.first_seen)} |")
-    if len(rc.buckets) > BUCKETS_NAMED:
-        lines.append(f"| ... | and {len(rc.buckets) - BUCKETS_NAMED} more buckets | | | | | | |")
+    if rc.bucket_count > BUCKETS_NAMED:
+        lines.append(f"| ... | and {rc.bucket_count - BUCKETS_NAMED} more buckets | | | | | | |")
     return lines + [""]
 
 

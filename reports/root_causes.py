@@ -92,12 +92,20 @@ def graph_pattern(spec_dict: Any) -> str | None:
     return "; ".join(lines) + tail + extra
 
 
-def _minimized_pattern(bucket) -> str | None:
+def minimized_pattern(bucket) -> str | None:
     """The pattern of a bucket that was minimized and attributed, else None (it stays alone)."""
     m = bucket.minimized
     if not isinstance(m, dict) or "ops_before" not in m or not (bucket.culprit or {}).get("summary"):
         return None
     return graph_pattern(m.get("spec"))
+
+
+def bucket_cause(bucket) -> tuple[tuple[str, ...], str | None]:
+    """One bucket as `root_cause_groups` folds it: its `cause_parts` and its minimized pattern
+    (None when it was not minimized and attributed). A store's report index
+    (`divfuzz.fuzzer.store.cause_index`) files every bucket by this, a page of buckets at a time."""
+    pattern = minimized_pattern(bucket)
+    return cause_parts(bucket, pattern), pattern
 
 
 def _kind_family(key) -> str:
@@ -127,6 +135,17 @@ def cause_parts(bucket, pattern: str | None) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
+class CauseTotals:
+    """What a root cause counts over all its buckets, when `RootCause.buckets` holds only the
+    first of them (a store's report index reads no more buckets than a page shows)."""
+
+    buckets: int
+    cases: int
+    severities: tuple[tuple[str, int], ...]  # (severity, buckets), most severe first
+    known: str  # `known_label` over every bucket
+
+
+@dataclass(frozen=True)
 class RootCause:
     """Raw buckets that are one cause: their pattern, culprit, and the buckets most severe first."""
 
@@ -134,7 +153,8 @@ class RootCause:
     severity: str  # the most severe of its buckets' severities
     culprit: str
     pattern: str | None  # the minimized graph's pattern; None: not minimized (one bucket)
-    buckets: tuple  # most severe first, then most cases, then oldest
+    buckets: tuple  # most severe first, then most cases, then oldest; only the first of them with `totals`
+    totals: CauseTotals | None = None  # None: `buckets` holds every bucket, and the counts are theirs
 
     @property
     def lead(self):
@@ -142,8 +162,13 @@ class RootCause:
         return self.buckets[0]
 
     @property
+    def bucket_count(self) -> int:
+        """How many raw buckets it has (`buckets` may hold only the first of them: `totals`)."""
+        return self.totals.buckets if self.totals is not None else len(self.buckets)
+
+    @property
     def cases(self) -> int:
-        return sum(b.count for b in self.buckets)
+        return self.totals.cases if self.totals is not None else sum(b.count for b in self.buckets)
 
     @property
     def minimized(self) -> bool:
@@ -163,12 +188,14 @@ class RootCause:
 
     def severity_counts(self) -> list[tuple[str, int]]:
         """(severity, buckets) of its raw buckets, most severe first."""
+        if self.totals is not None:
+            return list(self.totals.severities)
         counts = Counter(b.severity for b in self.buckets)
         return sorted(counts.items(), key=lambda kv: severity_rank(kv[0]))
 
     def counted(self) -> str:
         """Its raw buckets counted: `5 buckets (4 bug, 1 suspect), 1,250 cases`."""
-        n = len(self.buckets)
+        n = self.bucket_count
         sev = ", ".join(f"{c} {s}" for s, c in self.severity_counts())
         return f"{n} bucket{'s' if n != 1 else ''} ({sev}), {self.cases:,} case{'s' if self.cases != 1 else ''}"
 
@@ -177,7 +204,7 @@ class RootCause:
         """"known: pytorch#N (state)" when the lead's pattern matches an entry of the curated
         upstream file (`divfuzz.records.known_bugs`, matched by pattern: ops, dtypes, backward, rule), else
         "new". A finding about eager is never matched."""
-        return known_label(self)
+        return self.totals.known if self.totals is not None else known_label(self)
 
     @property
     def is_new(self) -> bool:
@@ -207,11 +234,17 @@ def known_label(rc: RootCause, known=None) -> str:
     """`RootCause.known`, against `known` (a `divfuzz.records.known_bugs.KnownBugs`; the committed file
     when None): the first of its buckets (most severe first) that matches an entry, each by its
     minimized spec when it has one, else by its bucket key."""
-    if rc.about_eager:
+    return known_of_buckets(rc.buckets, culprit=rc.culprit, severity=rc.severity, known=known)
+
+
+def known_of_buckets(buckets: Iterable, *, culprit: str, severity: str, known=None) -> str:
+    """`known_label` of a root cause of `severity` and `culprit` whose buckets (most severe first)
+    are `buckets`: any iterable, read only until one matches (a store's index streams them)."""
+    if about_eager(severity):
         return "new"
     known = known or default_known_bugs()
-    for b in rc.buckets:
-        pattern = _known_pattern(b, rc.culprit)
+    for b in buckets:
+        pattern = _known_pattern(b, culprit)
         match = known.match(pattern) if pattern is not None else None
         if match is not None:
             return describe(match)
@@ -240,8 +273,7 @@ def root_cause_groups(buckets: Iterable) -> list[RootCause]:
     groups: dict[tuple[str, ...], list] = {}
     patterns: dict[tuple[str, ...], str | None] = {}
     for b in buckets:
-        pattern = _minimized_pattern(b)
-        parts = cause_parts(b, pattern)
+        parts, pattern = bucket_cause(b)
         groups.setdefault(parts, []).append(b)
         patterns.setdefault(parts, pattern)
     causes = []
@@ -271,13 +303,17 @@ def fold_by_culprit(causes: Sequence[RootCause]) -> list[tuple[str, str, int, in
     rows = []
     for (sev, culprit), rcs in groups.items():
         ids = sorted(b.id for rc in rcs for b in rc.buckets)
-        rows.append((sev, culprit, len(rcs), len(ids), sum(rc.cases for rc in rcs), ids))
+        rows.append((sev, culprit, len(rcs), sum(rc.bucket_count for rc in rcs), sum(rc.cases for rc in rcs), ids))
     return sorted(rows, key=lambda r: (r[0] != "by-design", -r[3], r[1]))
 
 
 def severity_line(causes: Sequence[RootCause]) -> str:
     """`Root causes: 1 bug, 3 suspect, 2 by-design, 0 noise`, plus the eager-worse ones apart."""
-    count = Counter(rc.severity for rc in causes)
+    return severity_line_of(Counter(rc.severity for rc in causes))
+
+
+def severity_line_of(count: Counter) -> str:
+    """`severity_line` of root causes counted by severity (a store's index counts them)."""
     text = "Root causes: " + ", ".join(f"{count.get(s, 0)} {s}" for s in COMPILER_ORDER)
     if count.get(EAGER_WORSE):
         text += f"; {count[EAGER_WORSE]} eager-worse, about eager"

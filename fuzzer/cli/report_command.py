@@ -29,7 +29,7 @@ def report(out_dir, run_id, min_severity, html_path, bucket_id, new_only, issue)
     """Print the root causes of a store as markdown, or write them as an HTML page (--html)."""
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.store import STORE_NAME, Store
-    from divfuzz.reports.markdown import buckets_markdown, coverage_markdown
+    from divfuzz.reports.markdown import coverage_markdown, iter_buckets_markdown
 
     path = out_dir / STORE_NAME
     if not path.exists():
@@ -48,10 +48,26 @@ def report(out_dir, run_id, min_severity, html_path, bucket_id, new_only, issue)
             written = write_report_html(store, html_path, run_id=run_id, bucket_id=bucket_id)
             out.print(f"wrote {written}", markup=False, highlight=False)
         else:
-            out.print(buckets_markdown(store, run_id=run_id, min_severity=min_severity, new_only=new_only), markup=False, highlight=False)
+            # printed as it is read, a batch of lines at a time: a store of any size is never held whole
+            for text in batched_text(iter_buckets_markdown(store, run_id=run_id, min_severity=min_severity, new_only=new_only)):
+                out.print(text, markup=False, highlight=False, end="")
+            out.print()
             out.print(coverage_markdown(store, run_id=run_id), markup=False, highlight=False)
     finally:
         store.close()
+
+
+def batched_text(pieces, size: int = 1 << 16):
+    """`pieces` of text joined into batches of about `size` characters (whole pieces each)."""
+    batch, n = [], 0
+    for piece in pieces:
+        batch.append(piece)
+        n += len(piece)
+        if n >= size:
+            yield "".join(batch)
+            batch, n = [], 0
+    if batch:
+        yield "".join(batch)
 
 
 def bucket_issue(store_path: Path, out_dir: Path, bucket_id: int | None) -> str:
@@ -67,7 +83,7 @@ def bucket_issue(store_path: Path, out_dir: Path, bucket_id: int | None) -> str:
         raise ConfigError("--issue prints one bucket's issue.md: give --bucket N")
     store = Store(store_path, create=False)
     try:
-        bucket = next((b for b in store.buckets() if b.id == bucket_id), None)
+        bucket = store.bucket(bucket_id) if store.has_bucket(bucket_id) else None  # one row, not the store's
     finally:
         store.close()
     if bucket is None:
@@ -89,7 +105,7 @@ def write_report_html(store, html_path: Path, *, run_id: int | None = None, buck
     if bucket_id is None:
         return write_html(collect(store, run_id=run_id), html_path)
     data = collect(store, run_id=run_id, bucket_id=bucket_id, plots="all")
-    if not data.buckets:
+    if not data.bucket_total:
         raise StoreError(f"--bucket {bucket_id}: {store.path} has no bucket {bucket_id}"
                          + (f" in run {run_id}" if run_id is not None else ""))
     return write_html(data, html_path, plots="all")

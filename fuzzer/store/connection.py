@@ -6,7 +6,8 @@ Invariants:
 - `transaction()` is the only `BEGIN ... COMMIT / ROLLBACK` in divfuzz. Inside an open transaction
   it joins it, so a store method that writes can be called on its own (its own transaction) or
   by `divfuzz merge` inside the merge's one transaction (all or nothing);
-- an SQLite error reaches the user as a sentence naming the file (`describe_sqlite_error`).
+- an SQLite error reaches the user as a sentence naming the file (`describe_sqlite_error`), and
+  so does a row that does not decode (`errors_named`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
+
+from divfuzz.records.errors import StoreError
 
 
 def connect(target: str, **kwargs) -> sqlite3.Connection:
@@ -55,3 +58,15 @@ def describe_sqlite_error(path: Path, e: sqlite3.Error) -> str:
     if code.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or "malformed" in text or "not a database" in text:
         return f"{path}: the store is corrupt ({text}); it was left as it is"
     return f"{path}: store error ({type(e).__name__}: {text})"
+
+
+@contextmanager
+def errors_named(path: Path) -> Iterator[None]:
+    """The block's SQLite errors, and the rows it could not decode (ValueError, TypeError,
+    KeyError: damaged content), raised as StoreError naming the store's file."""
+    try:
+        yield
+    except sqlite3.Error as e:
+        raise StoreError(describe_sqlite_error(path, e)) from e
+    except (ValueError, TypeError, KeyError) as e:  # a row that does not decode: damaged content
+        raise StoreError(f"{path}: the store holds a damaged row ({type(e).__name__}: {e})") from e

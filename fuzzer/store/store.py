@@ -40,7 +40,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from divfuzz.fuzzer.store import connection
-from divfuzz.fuzzer.store.connection import connect, describe_sqlite_error
+from divfuzz.fuzzer.store.cause_index import RootCauseIndex
+from divfuzz.fuzzer.store.connection import connect, describe_sqlite_error, errors_named
 from divfuzz.fuzzer.store.lock import refuse_if_live
 from divfuzz.fuzzer.store.rows import (
     AnalysisIntake,
@@ -616,6 +617,10 @@ class Store:
             runs.append({**info, "options": json.loads(r["options_json"]), "versions": versions, "cases": r["cases"]})
         return runs
 
+    def has_bucket(self, bucket_id: int) -> bool:
+        with self._lock:
+            return self.db.execute("SELECT 1 FROM buckets WHERE id=?", (bucket_id,)).fetchone() is not None
+
     def has_run(self, run_id: int) -> bool:
         with self._lock:
             return self.db.execute("SELECT 1 FROM runs WHERE id=?", (run_id,)).fetchone() is not None
@@ -636,20 +641,67 @@ class Store:
             rows = self.db.execute(q + " ORDER BY id", args).fetchall()
         return [{**{name: r[name] for name in self._CASE_SUMMARY}, "verdict": json.loads(r["verdict_json"])} for r in rows]
 
-    def iter_case_summaries(self, *, run_id: int | None = None) -> Iterator[dict[str, Any]]:
-        """`case_summaries` one at a time, by id, read a page at a time: a report of a store of any
-        size holds one page of cases, not the store (`divfuzz.reports.html`)."""
+    def iter_case_summaries(self, *, run_id: int | None = None, bucket_id: int | None = None) -> Iterator[dict[str, Any]]:
+        """`case_summaries` (of a run, of a bucket) one at a time, by id, read a page at a time: a
+        report of a store of any size holds one page of cases, not the store (`divfuzz.reports.html`)."""
         after = 0
-        where = "" if run_id is None else " AND run_id=?"
+        where, scope = _case_scope(run_id, bucket_id)
         while True:
             with self._lock:
                 rows = self.db.execute(f"SELECT {', '.join(self._CASE_SUMMARY)}, verdict_json FROM cases WHERE id > ?{where}"
-                                       " ORDER BY id LIMIT ?", (after, *(() if run_id is None else (run_id,)), _CASE_PAGE)).fetchall()
+                                       " ORDER BY id LIMIT ?", (after, *scope, _CASE_PAGE)).fetchall()
             if not rows:
                 return
             for r in rows:
                 yield {**{name: r[name] for name in self._CASE_SUMMARY}, "verdict": json.loads(r["verdict_json"])}
             after = rows[-1]["id"]
+
+    def _streamed(self, query: str, args: tuple) -> Iterator[sqlite3.Row]:
+        """The rows of one query, fetched a page at a time from one cursor: for an order no index
+        gives (SQLite sorts once, spilling to its temp files, and hands the rows over in order)."""
+        with self._lock:
+            cursor = self.db.execute(query, args)
+        try:
+            while True:
+                with self._lock:
+                    rows = cursor.fetchmany(_CASE_PAGE)
+                if not rows:
+                    return
+                yield from rows
+        finally:
+            cursor.close()
+
+    def case_count(self, *, run_id: int | None = None, bucket_id: int | None = None, opened: bool = False) -> int:
+        """How many cases (of a run, of a bucket) are stored; with `opened`, how many of them opened
+        their bucket (its first case)."""
+        where, scope = _case_scope(run_id, bucket_id, opened=opened)
+        with self._lock:
+            return self.db.execute(f"SELECT count(*) AS n FROM cases WHERE 1{where}", scope).fetchone()["n"]
+
+    def iter_case_times(self, *, run_id: int | None = None, bucket_id: int | None = None,
+                        opened: bool = False) -> Iterator[float]:
+        """The store times (`created_at`) of the cases `case_count` counts, earliest first, streamed:
+        what a report's campaign plots draw over time, without holding a time per case."""
+        where, scope = _case_scope(run_id, bucket_id, opened=opened)
+        for r in self._streamed(f"SELECT created_at FROM cases WHERE 1{where} ORDER BY created_at", scope):
+            yield r["created_at"]
+
+    def iter_case_specs(self, *, run_id: int | None = None) -> Iterator[tuple[str, int | None, str | None]]:
+        """Each case's (spec as stored JSON, bucket id, its bucket's severity), a bucket's cases
+        together (by bucket, then id: the index on cases' buckets gives that order), streamed: what
+        the coverage table counts (`divfuzz.generators.coverage.op_coverage(grouped=True)`)."""
+        where, scope = _case_scope(run_id, None)
+        for r in self._streamed("SELECT cases.spec_json, cases.bucket_id, b.severity FROM cases"
+                                f" LEFT JOIN buckets b ON b.id = cases.bucket_id WHERE 1{where} ORDER BY cases.bucket_id, cases.id",
+                                scope):
+            yield r["spec_json"], r["bucket_id"], r["severity"]
+
+    def root_cause_index(self, *, run_id: int | None = None, bucket_id: int | None = None,
+                         new_only: bool = False) -> RootCauseIndex:
+        """The buckets in scope (a run's, one bucket, or all) filed by root cause in SQLite's temp
+        tables (`divfuzz.fuzzer.store.cause_index`): what a report reads instead of every bucket
+        row. Use it in a `with` block; it drops its tables at the end."""
+        return RootCauseIndex(self.db, self._lock, self.path, run_id=run_id, bucket_id=bucket_id, new_only=new_only)
 
     def bucket_case_summaries(self, bucket_id: int, *, limit: int, also: int | None = None) -> list[dict[str, Any]]:
         """The first `limit` cases of a bucket, by id, as `case_summaries` gives them, and case
@@ -680,6 +732,19 @@ class Store:
                  "status": r["status"], "timings": dict(json.loads(r["verdict_json"]).get("timings") or ())} for r in rows]
 
 
+def _case_scope(run_id: int | None, bucket_id: int | None, *, opened: bool = False) -> tuple[str, tuple]:
+    """` AND ...` conditions on `cases` (and their arguments): of a run, of a bucket, and with
+    `opened` only the cases that opened their bucket (a bucket's `first_case_id`)."""
+    where, args = "", ()
+    if run_id is not None:
+        where, args = " AND cases.run_id=?", (run_id,)
+    if bucket_id is not None:
+        where, args = where + " AND cases.bucket_id=?", (*args, bucket_id)
+    if opened:
+        where += " AND cases.id IN (SELECT b.first_case_id FROM buckets b WHERE b.id = cases.bucket_id)"
+    return where, args
+
+
 def _shown_reason(reason: dict, key: BucketKey, severity: str) -> dict:
     """A case's reason as its bucket shows it: the bucket's severity (its key's), and, when the
     key's culprit switch changed it, the switch named in front of the case's words."""
@@ -691,29 +756,19 @@ def _shown_reason(reason: dict, key: BucketKey, severity: str) -> dict:
     return shown
 
 
-@contextmanager
-def _errors_named(store: Store):
-    try:
-        yield
-    except sqlite3.Error as e:
-        raise StoreError(describe_sqlite_error(store.path, e)) from e
-    except (ValueError, TypeError, KeyError) as e:  # a row that does not decode: damaged content
-        raise StoreError(f"{store.path}: the store holds a damaged row ({type(e).__name__}: {e})") from e
-
-
 def _named_sqlite_errors(method):
     """`method` with its SQLite errors and undecodable rows raised as StoreError naming the store's file."""
     if inspect.isgeneratorfunction(method):
         @functools.wraps(method)
         def generator(self, *args, **kwargs):
-            with _errors_named(self):
+            with errors_named(self.path):
                 yield from method(self, *args, **kwargs)
 
         return generator
 
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
-        with _errors_named(self):
+        with errors_named(self.path):
             return method(self, *args, **kwargs)
 
     return wrapper
