@@ -184,7 +184,7 @@ class OpDef:
     # of what it computes, unlike autocast's, which the reference drops.
     rounds_to_param: str | None = None
     # How the op accumulates its first input along the last dim, in an order a compiler is free to
-    # change (`ACCUMULATIONS`: "sum", "sum_of_squares" or "prod"), or None. The range-edge
+    # change (`ACCUMULATIONS`), or None. The range-edge
     # experiment (`divfuzz.fuzzer.engine.explain`) asks whether a partial result of some order
     # leaves the dtype's finite range.
     accumulates: str | None = None
@@ -201,9 +201,10 @@ class OpDef:
         return problems
 
 
-# What `OpDef.accumulates` may say: partial sums, partial sums of squares (a variance or a norm),
-# partial products.
-ACCUMULATIONS = ("sum", "sum_of_squares", "prod")
+# What `OpDef.accumulates` may say: partial sums, partial sums of squares (an RMS norm), partial
+# sums of squares about the mean (a variance, a layer norm: a sound algorithm never squares the
+# raw values), partial products.
+ACCUMULATIONS = ("sum", "sum_of_squares", "centered_sum_of_squares", "prod")
 
 
 # What an op's `infer` or `weights` raises when its inputs and params do not fit together (a channel

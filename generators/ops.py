@@ -110,7 +110,7 @@ register(
         params=NORM_PARAMS,
         draw_params=lambda draw, metas: {"eps": _eps(draw), "affine": draw(st.booleans())},
         weights=_ln_weights,
-        accumulates="sum_of_squares",
+        accumulates="centered_sum_of_squares",
     )
 )
 
@@ -136,7 +136,7 @@ register(
         draw_params=lambda draw, metas: {"eps": _eps(draw), "affine": draw(st.booleans())},
         weights=_ln_weights,
         promotes_weights=True,
-        accumulates="sum_of_squares",
+        accumulates="centered_sum_of_squares",
     )
 )
 
@@ -936,7 +936,7 @@ for _name in ("var", "std"):
             code=(lambda f: lambda a, p: f"torch.{f}({a[0]}, -1, correction={_num(p['correction'])}, keepdim={_BOOL[p['keepdim']]})")(_name),
             params=STAT_PARAMS,
             draw_params=_stat_params,
-            accumulates="sum_of_squares",
+            accumulates="centered_sum_of_squares",
         )
     )
 
@@ -956,7 +956,7 @@ _edge(
         ),
         params={"part": Choice(tuple(_VAR_MEAN_PART)), **STAT_PARAMS},
         draw_params=lambda draw, metas: {"part": draw(st.sampled_from(tuple(_VAR_MEAN_PART))), **_stat_params(draw, metas)},
-        accumulates="sum_of_squares",
+        accumulates="centered_sum_of_squares",
     )
 )
 

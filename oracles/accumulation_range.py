@@ -46,7 +46,9 @@ def _max_window(v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 def leaves_range_rows(x64: torch.Tensor, accumulation: str) -> torch.Tensor:
     """A bool per row of `x64` (shape `x64.shape[:-1]`): some order of accumulating the row gives
-    a partial result outside float32's range (`accumulation`: "sum", "sum_of_squares", "prod")."""
+    a partial result outside float32's range (`accumulation`: one of `OpDef.accumulates`'s
+    values). A variance's partial results are squares about the mean: an implementation that
+    squares the raw values, and overflows where the centred squares do not, is not excused."""
     x = x64.detach().to(torch.float64)
     if x.dim() == 0:
         x = x.reshape(1)
@@ -54,6 +56,9 @@ def leaves_range_rows(x64: torch.Tensor, accumulation: str) -> torch.Tensor:
         return x.abs().sum(-1) >= RANGE_EDGE_FRACTION * _F32.max
     if accumulation == "sum_of_squares":
         return (x * x).sum(-1) >= RANGE_EDGE_FRACTION * _F32.max
+    if accumulation == "centered_sum_of_squares":
+        centered = x - x.mean(-1, keepdim=True)
+        return (centered * centered).sum(-1) >= RANGE_EDGE_FRACTION * _F32.max
     if accumulation != "prod":
         raise ValueError(f"unknown accumulation {accumulation!r}")
     logs = x.abs().log2()

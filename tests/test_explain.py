@@ -151,3 +151,13 @@ def test_which_rows_can_leave_the_range_in_some_order():
     assert leaves_range_rows(torch.full((2, 4), 1e38, dtype=torch.float64), "sum").tolist() == [True, True]
     assert leaves_range_rows(torch.full((2, 4), 1e18, dtype=torch.float64), "sum").tolist() == [False, False]
     assert leaves_range_rows(torch.full((2, 4), 1e19, dtype=torch.float64), "sum_of_squares").tolist() == [True, True]
+
+
+def test_a_variance_is_excused_only_where_its_centred_squares_leave_the_range():
+    """Values near 1e20 with a small spread: their raw squares overflow float32, their squares
+    about the mean do not. An algorithm that squares the raw values is not excused (issue 197089
+    reports such a var on the CPU as a bug); an RMS norm, which squares raw values by definition, is."""
+    rows = 1e20 + torch.arange(8, dtype=torch.float64).reshape(2, 4) * 1e13
+    assert leaves_range_rows(rows, "centered_sum_of_squares").tolist() == [False, False]
+    assert leaves_range_rows(rows, "sum_of_squares").tolist() == [True, True]
+    assert leaves_range_rows(torch.tensor([[1e20, -1e20]], dtype=torch.float64), "centered_sum_of_squares").tolist() == [True]
