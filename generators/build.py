@@ -183,12 +183,15 @@ def _keeping_explicit_cast(node, fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def build_reference(spec: GraphSpec, keep: dict | None = None, hook: ValueHook | None = None, *,
-                    device_type: str = "cpu") -> Callable[..., tuple]:
+                    device_type: str = "cpu", explicit_casts: bool = True) -> Callable[..., tuple]:
     """The float64 reference, one semantics for every path: the same ops with every floating dtype
     mapped to float64 and no autocast, but the graph's explicit casts kept (`_keeping_explicit_cast`)
-    and a scalar rounded where eager rounds it on `device_type` (`reference_params`). `keep` and `hook` as for `build_callable` (the values are float64 here)."""
+    and a scalar rounded where eager rounds it on `device_type` (`reference_params`). `keep` and `hook` as for `build_callable` (the values are float64 here).
+    `explicit_casts=False` drops the explicit casts' rounding: what the model computes without
+    them, for the experiment that asks whether compiled dropped one (`divfuzz.fuzzer.engine.explain`)."""
     ctx = BuildContext(reference=True)
-    plan = tuple((name, inputs, _keeping_explicit_cast(spec.node(name), fn))
+    keeping = _keeping_explicit_cast if explicit_casts else (lambda node, fn: fn)
+    plan = tuple((name, inputs, keeping(spec.node(name), fn))
                  for name, inputs, fn in _plan(spec, lambda n: reference_params(spec, n, device_type)))
 
     def reference(*tensors):

@@ -1,4 +1,6 @@
-"""Mechanisms that explain a divergence without a compiler defect, and what each is worth.
+"""Mechanisms that explain how a divergence arises, and what each is worth: most explain it without
+a compiler defect; one (`explicit-cast-elided`) names a defect that a precision switch would
+otherwise excuse.
 
 One table, one row per mechanism, each with the severity it gives and the public reason for it
 (a maintainer's stance, a PyTorch PR or doc). The experiments that find a mechanism live in
@@ -9,6 +11,7 @@ Invariants:
 - a mechanism explains only the rules in `EXPLAINABLE_RULES`: a crash, a compile error, a hang
   and a dtype or shape change are never explained away, whatever an experiment finds;
 - what no mechanism explains keeps the severity its rule gives (a bug stays a bug);
+- a mechanism's severity decides, whatever switch attribution names (`severity_policy.switch_severity`);
 - a row names a mechanism, never an op, a shape or a test's case.
 """
 
@@ -46,6 +49,15 @@ MECHANISMS: dict[str, Mechanism] = {m.id: m for m in (
         "defect by itself",
     ),
     Mechanism(
+        "explicit-cast-elided", Severity.BUG,
+        "an explicit cast's rounding dropped by the compiler",
+        "the differing outputs equal, within a few ULPs, what the model computes without its explicit casts to a "
+        "lower precision: compiled skipped a rounding the model's code asks for (x.to(torch.bfloat16)). PyTorch's "
+        "maintainers fix these as silent-correctness bugs even where emulate_precision_casts restores the rounding "
+        "(issues 176565, 181568, 185337; issue 179561 fixed by PR 180575): unlike the per-op roundings of eager's "
+        "low-precision kernels, which fusion elides by design, a user's cast is part of what the model computes",
+    ),
+    Mechanism(
         "tie", Severity.NOISE,
         "ties under a value-selecting op (max, argmax, sort, topk, median, amax backward)",
         "the differing outputs depend on a value-selecting op whose input holds ties (equal or one rounding step "
@@ -66,6 +78,12 @@ def mechanism_severity(mechanism: str, rule: str) -> Severity | None:
     if row is None or rule not in EXPLAINABLE_RULES:
         return None
     return row.severity
+
+
+def excuses(mechanism: str) -> bool:
+    """Whether `mechanism` explains findings without a compiler defect (its severity is below bug)."""
+    row = MECHANISMS.get(mechanism)
+    return row is not None and row.severity is not Severity.BUG
 
 
 def describe_mechanism(mechanism: str) -> str:

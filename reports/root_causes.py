@@ -33,6 +33,7 @@ from divfuzz.records.severity import COMPILER_SEVERITIES, ORDER, Severity
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.records.culprit import names_one_part
 from divfuzz.records.known_bugs import default_known_bugs, describe, RootCausePattern
+from divfuzz.oracles.mechanisms import excuses
 
 # A finding about eager (rule "eager-gross-worse"), not the compiler: reported apart, never counted.
 EAGER_WORSE = Severity.EAGER_WORSE.value
@@ -433,7 +434,7 @@ def mechanism_lines(causes: Sequence[RootCause], *, width: int = 80) -> list[str
     which `divfuzz report` prints."""
     groups: dict[str, list[RootCause]] = {}
     for rc in causes:
-        if rc.lead.key.mechanism:
+        if rc.lead.key.mechanism and excuses(rc.lead.key.mechanism):
             groups.setdefault(rc.lead.key.mechanism, []).append(rc)
     if not groups:
         return []

@@ -12,7 +12,7 @@ from divfuzz.generators.spec import GraphSpec, InputRecipe, Node, TensorSpec
 from divfuzz.oracles.accumulation_range import leaves_range_rows
 from divfuzz.oracles.mechanisms import MECHANISMS, mechanism_severity
 from divfuzz.oracles.severity_policy import key_severity, severity_of
-from divfuzz.records.buckets import BucketKey
+from divfuzz.records.buckets import BucketKey, CulpritKey
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.severity import Severity
 
@@ -161,3 +161,29 @@ def test_a_variance_is_excused_only_where_its_centred_squares_leave_the_range():
     assert leaves_range_rows(rows, "centered_sum_of_squares").tolist() == [False, False]
     assert leaves_range_rows(rows, "sum_of_squares").tolist() == [True, True]
     assert leaves_range_rows(torch.tensor([[1e20, -1e20]], dtype=torch.float64), "centered_sum_of_squares").tolist() == [True]
+
+
+def _cast_pair(shape=(8, 32)) -> GraphSpec:
+    return GraphSpec(inputs=(TensorSpec("x1", shape, "float32", False),),
+                     nodes=(Node("v6", "cast", ("x1",), (("to", "bfloat16"),), "bfloat16", shape),
+                            Node("v7", "cast", ("v6",), (("to", "float32"),), "float32", shape)),
+                     outputs=("v7",), recipe=InputRecipe("normal", 0), backward=False)
+
+
+def test_real_inductor_on_the_cpu_drops_an_explicit_cast_and_that_is_a_bug_whatever_the_knob_says():
+    """torch 2.13's CPU Inductor folds x.to(bfloat16).to(float32) into x (emulate_precision_casts
+    restores it). The model asks for that rounding: the experiment finds compiled equal to the
+    model without its casts, and the finding stays a bug under the knob (issues 176565, 179561)."""
+    verdict, reason = _judged(_cast_pair(), "inductor")
+    assert verdict.explanation is not None and verdict.explanation.mechanism == "explicit-cast-elided", verdict
+    assert reason.severity is Severity.BUG
+    key = BucketKey("fp32-ulp", "float32", "cpu", ("cast",), rule=reason.rule, mechanism="explicit-cast-elided")
+    assert key_severity(key.with_culprit(CulpritKey("inductor", switch="emulate_precision_casts"))) is Severity.BUG
+    assert key_severity(BucketKey("fp32-ulp", "float32", "cpu", ("cast",), rule=reason.rule)
+                        .with_culprit(CulpritKey("inductor", switch="emulate_precision_casts"))) is Severity.BY_DESIGN
+
+
+@pytest.mark.parametrize("backend", ["nan_first", "drift"])
+def test_a_defect_that_is_not_a_dropped_cast_is_not_called_one(backend):
+    verdict, reason = _judged(_cast_pair(), PLANTED + backend)
+    assert reason.severity is Severity.BUG and verdict.explanation is None, verdict

@@ -17,7 +17,11 @@ the finding; the severity policy then rates it by `divfuzz.oracles.mechanisms.ME
   the float range in some order of it (`divfuzz.oracles.accumulation_range`): a compiler may
   reassociate, and the order decides where inf, NaN or zero lands;
 - ties: the differing output depends on a value-selecting op whose input holds ties (equal, or
-  one rounding step apart) at the values it selects.
+  one rounding step apart) at the values it selects;
+- explicit cast elided (a defect, not an excuse): the graph casts to bfloat16 or float16 and the
+  differing elements equal, within `FEW_ULPS`, the fp64 reference run without those casts'
+  rounding: compiled dropped a rounding the model asks for. Tried last, so a finding another
+  mechanism explains is never called this.
 
 (Ill-conditioned intermediates are measured by the judge's conditioning draws, which move every
 intermediate as well as the inputs: `divfuzz.fuzzer.engine.execute.perturbed_reference`.)
@@ -39,6 +43,7 @@ from divfuzz.generators.spec import GraphSpec
 from divfuzz.oracles.accumulation_range import leaves_range_mask
 from divfuzz.oracles.judge import judge_outputs, verdict_of
 from divfuzz.oracles.mechanisms import EXPLAINABLE_RULES
+from divfuzz.oracles.cast_elision import dropped_cast_elements, rule_elements
 from divfuzz.oracles.severity_policy import RANGE_EDGE_FRACTION, severity_of
 from divfuzz.records.severity import Severity, SeverityReason
 from divfuzz.records.verdict import Explanation, OutputVerdict
@@ -65,7 +70,7 @@ def explain_case(case: "PreparedCase", compiled: Named, outputs: tuple[OutputVer
     if reason is None or reason.severity is not Severity.BUG or reason.rule not in EXPLAINABLE_RULES:
         return None
     with case.clock.span("explain"):
-        for experiment in (_subnormal_flush, _range_edge, _ties):
+        for experiment in (_subnormal_flush, _range_edge, _ties, _explicit_cast_elided):
             found = experiment(case, compiled, reason)
             if found is not None:
                 return found
@@ -199,7 +204,7 @@ def _reassociation_edge(spec: GraphSpec, name: str, shape: torch.Size, reference
 
 
 def _range_edge(case: "PreparedCase", compiled: Named, reason: SeverityReason) -> Explanation | None:
-    """Explained when the output's differing elements (those the rule names: `_named_elements`)
+    """Explained when the output's differing elements (those the rule names: `divfuzz.oracles.cast_elision.rule_elements`)
     depend on range-edge values: each such value is made NaN in a second fp64 reference run, and
     the differing elements that turn NaN there depend on one (a majority must). An integer output, where NaN cannot show, depends on
     one when its graph does."""
@@ -230,7 +235,7 @@ def _range_edge(case: "PreparedCase", compiled: Named, reason: SeverityReason) -
     reached = dict(tainted).get(reason.output)
     if plain is None or reached is None or reached.shape != eager.shape:
         return None
-    differing = _named_elements(reason.rule, eager, got.to(eager.device))
+    differing = rule_elements(reason.rule, eager, got.to(eager.device))
     depends = torch.isnan(reached.to(eager.device)) & ~torch.isnan(plain.to(eager.device))
     n_diff, n_dep = int(differing.sum()), int((differing & depends).sum())
     if n_diff == 0 or n_dep < 0.5 * n_diff:
@@ -240,31 +245,33 @@ def _range_edge(case: "PreparedCase", compiled: Named, reason: SeverityReason) -
                        (("differing", float(n_diff)), ("depending", float(n_dep))))
 
 
-# A float element differs grossly when eager's and compiled's values are this far apart relative
-# to the larger (a zero against a non-zero, or a finite value against inf, is 1 or more).
-_GROSS_RELATIVE = 2.0**-6
+# The lower precisions an explicit cast rounds to (a cast to float32 from them is exact).
+_NARROWING = frozenset({"bfloat16", "float16"})
 
 
-def _named_elements(rule: str, eager: torch.Tensor, got: torch.Tensor) -> torch.Tensor:
-    """The elements of a float output that `rule` is about: the new NaN/Inf for `nan-inf-new`,
-    the grossly different ones for `float-gross-worse`; every differing element otherwise, or
-    when the rule's own set is empty. Rounding differences elsewhere in the output (a reordered
-    sum differs in its last bits everywhere) are not what a mechanism has to account for."""
-    differing = ~_same_values(eager, got)
-    if rule == "nan-inf-new":
-        named = ~torch.isfinite(got) & torch.isfinite(eager)
-    elif rule == "float-gross-worse":
-        e, c = eager.double(), got.double()
-        apart = (e - c).abs() > _GROSS_RELATIVE * torch.maximum(e.abs(), c.abs())
-        named = differing & (apart | ~torch.isfinite(e) | ~torch.isfinite(c))
-    else:
-        return differing
-    return named if bool(named.any()) else differing
-
-
-def _same_values(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Elementwise: equal, or both NaN."""
-    return (a == b) | (torch.isnan(a) & torch.isnan(b))
+def _explicit_cast_elided(case: "PreparedCase", compiled: Named, reason: SeverityReason) -> Explanation | None:
+    """Found when the graph holds an explicit cast to a lower precision and most of the elements
+    the rule names equal what the model computes without the casts' rounding
+    (`divfuzz.oracles.cast_elision`)."""
+    spec = case.spec
+    casts = [n for n in spec.nodes if get_op(n.op).rounds_to_param and n.kwargs.get(get_op(n.op).rounds_to_param) in _NARROWING]
+    eager, got, kept = (dict(named).get(reason.output) for named in (case.eager, compiled, case.reference))
+    if not casts or eager is None or got is None or kept is None:
+        return None
+    cots = [c.double() if c is not None else None for c in case.cots]
+    without, _ = run_forward_backward(spec, build_reference(spec, device_type=case.device_type, explicit_casts=False),
+                                      reference_inputs(case.inputs), cots)
+    loose = dict(without).get(reason.output)
+    if loose is None:
+        return None
+    n_named, n_close = dropped_cast_elements(reason.rule, eager, got, kept, loose)
+    if n_named == 0 or n_close < 0.5 * n_named:
+        return None
+    what = ", ".join(f"{n.name} = cast to {n.kwargs[get_op(n.op).rounds_to_param]}" for n in casts[:3])
+    return Explanation("explicit-cast-elided", reason.output,
+                       f"{n_close} of the {n_named} differing elements of {reason.output} equal what the model computes "
+                       f"without the rounding of its explicit casts ({what}): compiled dropped it",
+                       (("differing", float(n_named)), ("without_casts", float(n_close))))
 
 
 def _graph_order(spec: GraphSpec):

@@ -36,6 +36,8 @@ import torch
 import torch.fx
 import torch.utils._pytree as pytree
 
+from divfuzz.oracles.cast_elision import dropped_cast_elements
+from divfuzz.oracles.mechanisms import EXPLAINABLE_RULES
 from divfuzz.oracles.severity_policy import severity_of, verdict_lines_of, worth_reducing
 from divfuzz.reports.issue_folder import ISSUE_MARKDOWN, ISSUE_SCRIPT, known_lines
 from divfuzz.reports.issue_markdown import render_issue_markdown
@@ -54,6 +56,8 @@ from divfuzz.records.config import CompileConfig
 from divfuzz.records.reference_rules import BINARY, COMPARE, EXPLICIT_CAST_METHODS, MUL_DIV, eager_rounds_scalar, round_scalar
 from divfuzz.records.culprit import Culprit, NOT_ATTRIBUTED, summarize
 from divfuzz.records.errors import ConfigError
+from divfuzz.records.severity import Severity
+from divfuzz.records.verdict import Explanation
 from divfuzz.fuzzer.triage.module_ref import parse_module_ref
 
 
@@ -155,14 +159,15 @@ def _real_dtypes(gm, inputs) -> dict:
     return dtypes
 
 
-def reference_graph(gm, *, inputs=None, device_type: str = "cpu"):
+def reference_graph(gm, *, inputs=None, device_type: str = "cpu", keep_casts: bool = True):
     """The fp64 reference of a captured aten graph, by the one reference semantics
     (`divfuzz.records.reference_rules`), as `divfuzz.generators.build.build_reference` builds it for
     specs: every floating dtype argument and constant mapped to float64 and autocast's casts
     dropped, but the user's own casts kept (`explicit_casts`: rounded to their dtype and back)
     and, given the graph's `inputs`, a Python scalar that eager rounds to its bfloat16/float16
-    tensor's dtype on `device_type` rounded the same way."""
-    keep = explicit_casts(gm)
+    tensor's dtype on `device_type` rounded the same way. `keep_casts=False` drops the user's
+    casts' rounding too: what the model computes without them (`divfuzz.oracles.cast_elision`)."""
+    keep = explicit_casts(gm) if keep_casts else frozenset()
     dtypes = _real_dtypes(gm, inputs) if inputs is not None else {}
     ref = copy.deepcopy(gm)
     for node in list(ref.graph.nodes):
@@ -188,13 +193,14 @@ def reference_graph(gm, *, inputs=None, device_type: str = "cpu"):
     return ref
 
 
-def _reference_outputs(gm, inputs):
+def _reference_outputs(gm, inputs, *, keep_casts: bool = True):
     """The fp64 outputs of `gm` on `inputs` (floating inputs widened), or None if it cannot run;
     scalars are rounded as eager rounds them on the inputs' device."""
     device_type = next((x.device.type for x in inputs if isinstance(x, torch.Tensor)), "cpu")
     try:
         with torch.no_grad():
-            return _flat(reference_graph(gm, inputs=inputs, device_type=device_type)(*[_to_float64(x) for x in inputs]))
+            return _flat(reference_graph(gm, inputs=inputs, device_type=device_type, keep_casts=keep_casts)(
+                *[_to_float64(x) for x in inputs]))
     except Exception:  # an op without a float64 kernel: judged with no reference (divfuzz.oracles.judge)
         return None
 
@@ -278,6 +284,27 @@ def _verdict(gm, inputs, a, b, ref=None, bounds=None):
     outputs = judge_outputs(named(a), named(b), named(ref), {f"output {i}": d for i, d in bounds.items()},
                             perturbed_reference=perturbed if ref is not None else None, inputs=list(inputs))
     return verdict_of(outputs)
+
+
+def _with_dropped_cast(verdict, gm, inputs, a, b):
+    """`verdict` with the `explicit-cast-elided` explanation when the graph holds a user's cast to
+    a lower precision and the bug's elements of `b` (the rung under test) equal what the graph
+    computes without those casts' rounding (`divfuzz.oracles.cast_elision`); else `verdict`."""
+    reason = severity_of(verdict)
+    if reason is None or reason.severity is not Severity.BUG or reason.rule not in EXPLAINABLE_RULES \
+            or not reason.output.startswith("output ") or not explicit_casts(gm):
+        return verdict
+    i = int(reason.output.removeprefix("output "))
+    kept, loose = _reference_outputs(gm, inputs), _reference_outputs(gm, inputs, keep_casts=False)
+    if kept is None or loose is None or i >= min(len(a), len(b), len(kept), len(loose)):
+        return verdict
+    n_named, n_close = dropped_cast_elements(reason.rule, a[i], b[i], kept[i], loose[i])
+    if n_named == 0 or n_close < 0.5 * n_named:
+        return verdict
+    return replace(verdict, explanation=Explanation(
+        "explicit-cast-elided", reason.output,
+        f"{n_close} of the {n_named} differing elements of {reason.output} equal what the graph computes without the "
+        "rounding of the model's own casts: the rung under test dropped it", (("differing", float(n_named)), ("without_casts", float(n_close)))))
 
 
 def _n_differ(a, b) -> int:
@@ -618,7 +645,7 @@ def _write_folder(diff: RungDifference, folders: CauseFolders, number: int, redu
         culprit = replace(culprit, bisect_note=note)
         culprit = replace(culprit, summary=summarize(culprit))
     summary = culprit.summary
-    verdict = _verdict(small, small_inputs, before_out, after_out)
+    verdict = _with_dropped_cast(_verdict(small, small_inputs, before_out, after_out), small, small_inputs, before_out, after_out)
     reason = severity_of(verdict, switch=culprit.key().switch or None, subsystem=culprit.key().subsystem)
     folder = folders.out / f"{number:02d}-{rung}"
     folder.mkdir(parents=True, exist_ok=True)
