@@ -187,3 +187,16 @@ def test_real_inductor_on_the_cpu_drops_an_explicit_cast_and_that_is_a_bug_whate
 def test_a_defect_that_is_not_a_dropped_cast_is_not_called_one(backend):
     verdict, reason = _judged(_cast_pair(), PLANTED + backend)
     assert reason.severity is Severity.BUG and verdict.explanation is None, verdict
+
+
+def test_a_flush_in_one_kernel_beside_one_without_is_still_explained():
+    """`flush_first_output` flushes v1's subnormal input and computes v2 as eager does: judged
+    against an eager run flushed everywhere, v2 would read wrong (ceil gives 1, the flushed run 0);
+    judged element by element against the run compiled agrees with, only v1's flips are flushed
+    ones. Seen on the H100: a ceil flushed while a remainder beside it did not."""
+    spec = GraphSpec(inputs=(TensorSpec("x0", (4, 8), "float32", False), TensorSpec("x1", (4, 8), "float32", False)),
+                     nodes=(Node("v1", "ceil", ("x0",), (), "float32", (4, 8)), Node("v2", "ceil", ("x1",), (), "float32", (4, 8))),
+                     outputs=("v1", "v2"), recipe=InputRecipe("subnormal", 3), backward=False)
+    verdict, reason = _judged(spec, PLANTED + "flush_first_output")
+    assert verdict.explanation is not None and verdict.explanation.mechanism == "subnormal-flush", verdict
+    assert reason.severity is Severity.BY_DESIGN

@@ -15,6 +15,9 @@ differs) and plants exactly one defect:
   flowing back through them) with float32-subnormal values flushed to signed zero, as kernels
   compiled with flush-to-zero compute: a documented default, never a bug
   (`divfuzz.fuzzer.engine.explain` must explain it);
+- `flush_first_output`: the first output computed as `flush_subnormals` computes it, the others
+  exactly as eager (kernels differ in what they flush: on the H100 a `ceil` flushed its
+  subnormal input while a `remainder` beside it kept its own); the flush must still explain it;
 - `flush_and_nan`: `flush_subnormals` plus `nan_first`'s defect: the flush must not explain the NaN;
 - `split_ties`: `torch.max(x, dim)` computed as `amax` (its gradient shared evenly among tied
   maxima, where eager's goes to the one index max returns): differs only at ties;
@@ -191,6 +194,18 @@ class _FlushingInterpreter(torch.fx.Interpreter):
 def flush_subnormals(gm: torch.fx.GraphModule, example_inputs):
     def run(*args):
         return _FlushingInterpreter(gm).run(*args)
+
+    return run
+
+
+def flush_first_output(gm: torch.fx.GraphModule, example_inputs):
+    flushing = flush_subnormals(gm, example_inputs)
+
+    def run(*args):
+        flushed, plain = flushing(*args), gm.forward(*args)
+        if isinstance(flushed, torch.Tensor):
+            return flushed
+        return type(flushed)([flushed[0], *plain[1:]])
 
     return run
 
