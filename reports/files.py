@@ -150,7 +150,12 @@ def write_bucket_folder(
         repro = render_perf_repro(spec, device=device, config=config, title=str(key), notes=notes,
                                   margin=verdict.perf[0].margin, knob=knob)
     else:
-        repro = render_repro(spec, device=device, config=config, title=str(key), notes=notes, timeout_s=timeout_s)
+        # `verdict` is the spec's own run when it is this spec's (a case as drawn, or the analysis's
+        # minimal spec): the script takes from it what it does not measure, and only while its own
+        # numbers are the recorded ones. The culprit's switch is the one its bucket's severity is under.
+        switch = key.culprit.switch if getattr(key, "culprit", None) is not None else None
+        repro = render_repro(spec, device=device, config=config, title=str(key), notes=notes, timeout_s=timeout_s,
+                             recorded=verdict, switch=switch)
     (tmp / "repro.py").write_text(repro)
     os.chmod(tmp / "repro.py", 0o755)
     reason = SeverityReason.from_dict(severity) if severity else None
