@@ -288,6 +288,8 @@ def main():
                        [c.double() if c is not None else None for c in cots] if cots else None)
     backend = import_backend(BACKEND)
     torch._dynamo.reset()
+    if DEVICE_TYPE == "cpu":
+        key_compile_caches_by_cpu_isa()
     try:
         with torch._inductor.config.patch(compile_settings(INDUCTOR_CONFIG)):
             compiled, _ = run(torch.compile(model, backend=backend, dynamic=DYNAMIC, mode=MODE), inputs, cots)
