@@ -123,10 +123,10 @@ def carried_judge() -> str:
 
 
 _JUDGE = '''
-def judge(names, inputs, eager, compiled, reference):
-    """Each output judged by divfuzz's own judge (`judge_outputs`, carried above, as the engine
-    calls it but for the conditioning reruns), its numbers printed; the outputs' verdicts."""
-    outputs = judge_outputs(list(zip(names, eager)), list(zip(names, compiled)), list(zip(names, reference)), inputs=inputs)
+def judge(inputs, eager, compiled, reference):
+    """Each output, (name, tensor), judged by divfuzz's own judge (`judge_outputs`, carried above,
+    as the engine calls it but for the conditioning reruns), its numbers printed; the verdicts."""
+    outputs = judge_outputs(eager, compiled, reference, inputs=inputs)
     for o in outputs:
         f, i = o.float_cmp, o.int_cmp
         if o.mismatch:
@@ -236,31 +236,32 @@ def compile_settings(overrides=None):
 
 _RUNTIME = '''
 def run(fn, inputs, cots=None):
-    """Outputs, then gradients of every input that requires grad (fixed random output grads)."""
+    """Named outputs, then `grad:<input>` for every input that requires grad and gets one (fixed
+    random output grads): named as the engine names them, an input no output reaches has none."""
     if not BACKWARD:
         with torch.no_grad():
-            return list(fn(*inputs)), None
+            return list(zip(OUTPUTS, fn(*inputs))), None
     outs = fn(*inputs)
     if cots is None:
         cots = cotangents(outs, SEED)
     pairs = [(o, c) for o, c in zip(outs, cots) if c is not None and o.requires_grad]
-    targets = [x for x in inputs if x.requires_grad]
-    result = [o.detach() for o in outs]
+    targets = [(n, x) for n, x in zip(INPUT_NAMES, inputs) if x.requires_grad]
+    result = [(n, o.detach()) for n, o in zip(OUTPUTS, outs)]
     if pairs and targets:
-        grads = torch.autograd.grad([o for o, _ in pairs], targets, [c.to(o.dtype) for o, c in pairs],
+        grads = torch.autograd.grad([o for o, _ in pairs], [x for _, x in targets], [c.to(o.dtype) for o, c in pairs],
                                     allow_unused=True)
-        result += [g for g in grads if g is not None]
+        result += [(f"grad:{n}", g) for (n, _), g in zip(targets, grads) if g is not None]
     return result, cots
 
 
-def type_changes(names, eager, compiled):
+def type_changes(eager, compiled):
     """One line naming the outputs whose dtype, shape or count compiled changed, or None: such
     outputs have no values to compare."""
-    if len(compiled) != len(eager):
-        return f"outputs changed: eager returns {len(eager)}, compiled {len(compiled)}"
+    if [n for n, _ in compiled] != [n for n, _ in eager]:
+        return f"outputs changed: eager returns {[n for n, _ in eager]}, compiled {[n for n, _ in compiled]}"
     kind = lambda e, c: "dtype" if e.dtype != c.dtype else "shape"
     changed = [(kind(e, c), f"{n}: eager {str(e.dtype)[6:]} {list(e.shape)}, compiled {str(c.dtype)[6:]} {list(c.shape)}")
-               for n, e, c in zip(names, eager, compiled) if e.dtype != c.dtype or e.shape != c.shape]
+               for (n, e), (_, c) in zip(eager, compiled) if e.dtype != c.dtype or e.shape != c.shape]
     if not changed:
         return None
     return f"{changed[0][0]} changed: " + "; ".join(text for _, text in changed)
@@ -300,11 +301,10 @@ def main():
         print(f"{status.value.replace('-', ' ')}: {type(e).__name__}: {' '.join(lines)[:300]}")
         summary(Verdict(status, error_type=error_type_of(e)))
         return 1
-    names = OUTPUTS + [f"grad:{n}" for n, x in zip(INPUT_NAMES, inputs) if x.requires_grad]
-    changed = type_changes(names, eager, compiled)
+    changed = type_changes(eager, compiled)
     if changed:
         print(changed)
-    outputs = judge(names, inputs, eager, compiled, reference)
+    outputs = judge(inputs, eager, compiled, reference)
     outputs, explanation, note = recorded_measures(outputs)
     verdict = Verdict(Status.DIVERGED if changed or any(o.differs for o in outputs) else Status.OK, outputs=outputs,
                       explanation=explanation)
