@@ -1,9 +1,11 @@
 """What a case needs at run time besides its graph, written once: the engine calls these functions,
 and every script `reports/` generates carries their source (`divfuzz.reports.repro.carried_source`), so
-a repro draws the same output gradients and finds a backend the same way the engine does.
+a repro draws the same output gradients, finds a backend and keys Inductor's caches the same way
+the engine does.
 
-Invariants: plain functions of their arguments (no divfuzz import, no state), so that their source
-runs unchanged inside a standalone script that only has torch.
+Invariants: plain functions of their arguments (no divfuzz import, no state of their own: the
+cache key tag is torch's), so that their source runs unchanged inside a standalone script that
+only has torch.
 """
 
 from __future__ import annotations
@@ -36,3 +38,20 @@ def import_backend(name):
         return name
     module_name, _, attr = name.partition(":")
     return getattr(importlib.import_module(module_name), attr)
+
+
+def key_compile_caches_by_cpu_isa():
+    """Inductor's FX-graph and AOTAutograd cache keys leave out the CPU vector ISA the C++ was
+    generated for, and `ATEN_CPU_CAPABILITY` (or a cache restored on another CPU) changes that ISA:
+    a graph cached by an AVX512 run came back, 512-bit loops and all, into an avx2 run built for
+    256-bit vectors (measured: NaN and garbage), and a repro.py run in torch's default cache after
+    a run under `ATEN_CPU_CAPABILITY=avx2` aborted in `free(): invalid pointer` (issue 35). What
+    picks the ISA (the capability ATen dispatches to, which Inductor follows, and the host's
+    VNNI/AMX) goes into every cache key through torch's own cache tag, which this returns
+    (idempotent). Cheap: no probe compile. divfuzz's workers and every repro.py call it first."""
+    extras = [name for name, has in (("vnni", torch.cpu._is_vnni_supported()), ("amx", torch.cpu._is_amx_tile_supported())) if has]
+    tag = "divfuzz-cpu=" + "+".join([torch.backends.cpu.get_cpu_capability().lower(), *extras])
+    config = torch.compiler.config
+    if tag not in config.cache_key_tag.split():
+        config.cache_key_tag = f"{config.cache_key_tag} {tag}".strip()
+    return config.cache_key_tag

@@ -73,6 +73,22 @@ def ends_group(status: Status | str, *, first: bool) -> bool:
     return first and status in (Status.EAGER_ERROR, Status.NONDETERMINISTIC)
 
 
+def error_type_of(e: BaseException) -> str:
+    """A verdict's `error_type`: the exception's type, and the inner one a compiler wrapped (`Outer(Inner)`)."""
+    inner = getattr(e, "inner_exception", None)
+    if inner is not None:
+        return f"{type(e).__name__}({type(inner).__name__})"
+    return type(e).__name__
+
+
+def is_compile_error(e: BaseException) -> bool:
+    """Whether the compiler failed (Dynamo, Inductor, or a backend's wrapped error) rather than
+    the compiled run: `Status.COMPILE_ERROR`, else `Status.RUNTIME_ERROR`. Read by the engine and
+    by every repro.py, which carries this module."""
+    mod = type(e).__module__ or ""
+    return mod.startswith(("torch._dynamo", "torch._inductor")) or getattr(e, "inner_exception", None) is not None
+
+
 # What the perf oracle finds (`--oracle perf`): right numbers, computed slower.
 PERF_KINDS = frozenset({FindingKind.SLOWER_FWD, FindingKind.SLOWER_BWD})
 # The oracles a case can be judged by: eager vs compiled vs fp64 numbers, or eager vs compiled time.

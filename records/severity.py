@@ -59,6 +59,11 @@ class SeverityReason:
     def __str__(self) -> str:
         return f"{self.severity.value}: {self.detail}"
 
+    def labelled(self) -> str:
+        """The severity with its rule and output, then the sentence: what `replay` and a bucket's
+        repro.py print, so either can be held to the bucket the report names (issue 35)."""
+        return f"{self.severity.value} ({self.rule}, output {self.output}): {self.detail}"
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["severity"] = self.severity.value

@@ -17,7 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from divfuzz.records.errors import UnsafePathError
+from divfuzz.records.buckets import BucketKey
+from divfuzz.records.errors import DivfuzzError, UnsafePathError
 from divfuzz.records.severity import SeverityReason
 from divfuzz.reports.kill_points import kill_point
 from divfuzz.reports.safe_paths import check_plain, plain_folder
@@ -27,7 +28,6 @@ from divfuzz.reports.perf_repro import render_perf_repro
 from divfuzz.reports.repro import render_repro
 
 if TYPE_CHECKING:
-    from divfuzz.records.buckets import BucketKey
     from divfuzz.records.config import CompileConfig
     from divfuzz.records.verdict import Verdict
 
@@ -88,6 +88,25 @@ def remove_unfinished_folders(root: Path) -> list[str]:
     return removed
 
 
+CASE_FILE = "case.json"  # beside a bucket's spec.json: its case id, device, config and bucket key
+
+
+def bucket_switch(spec_file: Path) -> str | None:
+    """The switch a bucket's culprit names (`CulpritKey.switch`: the documented switch that removes
+    its divergence, which its severity is judged under), read from the `case.json` beside a bucket
+    folder's `spec.json`; None where there is none, or it is not a plain file holding a bucket key
+    with a culprit switch (a spec from anywhere else is judged as it is)."""
+    path = Path(spec_file).parent / CASE_FILE
+    try:
+        if not path.is_file() or path.is_symlink():
+            return None
+        data = json.loads(path.read_text())
+        key = BucketKey.from_dict(data["bucket"], where=str(path))
+    except (OSError, ValueError, KeyError, TypeError, RecursionError, DivfuzzError):
+        return None
+    return (key.culprit.switch or None) if key.culprit is not None else None
+
+
 def write_bucket_folder(
     root: Path,
     *,
@@ -120,7 +139,7 @@ def write_bucket_folder(
     final = child_path(root, bucket_folder_name(bucket_id, key), what="bucket folder")
     tmp = Path(tempfile.mkdtemp(prefix=UNFINISHED_PREFIX, dir=root))
     (tmp / "spec.json").write_text(spec.to_json() + "\n")
-    (tmp / "case.json").write_text(
+    (tmp / CASE_FILE).write_text(
         json.dumps(
             {"case_id": case_id, "device": device, "config": config.to_dict(), "bucket": key.to_dict()}, indent=2
         )
@@ -131,7 +150,12 @@ def write_bucket_folder(
         repro = render_perf_repro(spec, device=device, config=config, title=str(key), notes=notes,
                                   margin=verdict.perf[0].margin, knob=knob)
     else:
-        repro = render_repro(spec, device=device, config=config, title=str(key), notes=notes, timeout_s=timeout_s)
+        # `verdict` is the spec's own run when it is this spec's (a case as drawn, or the analysis's
+        # minimal spec): the script takes from it what it does not measure, and only while its own
+        # numbers are the recorded ones. The culprit's switch is the one its bucket's severity is under.
+        switch = key.culprit.switch if getattr(key, "culprit", None) is not None else None
+        repro = render_repro(spec, device=device, config=config, title=str(key), notes=notes, timeout_s=timeout_s,
+                             recorded=verdict, switch=switch)
     (tmp / "repro.py").write_text(repro)
     os.chmod(tmp / "repro.py", 0o755)
     reason = SeverityReason.from_dict(severity) if severity else None

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 from divfuzz.reports.root_causes import culprit_of  # noqa: F401  (divfuzz.reports.markdown.culprit_of: the CLI and diff read it here)
-from divfuzz.reports.root_causes import COMPILER_ORDER, EAGER_WORSE, severity_line_of
+from divfuzz.reports.root_causes import COMPILER_ORDER, EAGER_WORSE, graph_pattern, severity_line_of
 from divfuzz.generators.coverage import op_coverage
 from divfuzz.records.errors import UnsafePathError
 from divfuzz.records.severity import Severity
@@ -90,6 +90,14 @@ def _minimized(folder: str | None) -> str:
 
 def _reason(bucket) -> str:
     return (bucket.severity_reason or {}).get("detail", "not judged yet")
+
+
+def why_line(bucket) -> str:
+    """A bucket's severity, the rule and output of its stored reason, and its words, as
+    `SeverityReason.labelled` reads (`divfuzz replay` and a bucket's repro.py end the same way)."""
+    reason = bucket.severity_reason or {}
+    label = f" ({reason['rule']}, output {reason['output']})" if reason.get("rule") and reason.get("output") else ""
+    return f"{bucket.severity}{label}: {_reason(bucket)}"
 
 
 def _plain(text) -> str:
@@ -181,12 +189,14 @@ def _root_cause_item(n: int, rc) -> list[str]:
     (at most BUCKETS_NAMED rows, then how many more)."""
     lead = rc.lead
     lines = [f"### {n}. {md_code(rc.title)} ({_plain(rc.severity)} · {_plain(lead.key.device_type)} · {_plain(rc.known)})", "",
-             f"* why {_plain(lead.severity)}: {_plain(_reason(lead))}"]
+             f"* why {_plain(why_line(lead))}"]
     mechanism = MECHANISMS.get(lead.key.mechanism)
     if mechanism is not None:
         lines.append(f"* explained: {_plain(mechanism.title)}; {_plain(mechanism.reason)}")
     if rc.pattern is not None:
-        lines.append(f"* minimized pattern: {pattern_text(rc.pattern, spec=str(lead.folder) + '/spec.json' if lead.folder else None)}")
+        # The lead's own pattern: named as its spec.json, its repro.py and the reason above name its values.
+        own = graph_pattern((lead.minimized or {}).get("spec"), own_names=True) or rc.pattern
+        lines.append(f"* minimized pattern: {pattern_text(own, spec=str(lead.folder) + '/spec.json' if lead.folder else None)}")
     else:
         lines.append("* not minimized yet: a raw bucket (`divfuzz minimize --pending` analyses it)")
     if lead.folder:

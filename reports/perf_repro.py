@@ -50,6 +50,8 @@ def phases(fn, inputs):
 def compile_with(overrides):
     backend = import_backend(BACKEND)
     torch._dynamo.reset()
+    if DEVICE_TYPE == "cpu":
+        key_compile_caches_by_cpu_isa()
     with torch._inductor.config.patch({**INDUCTOR_CONFIG, **overrides}):
         fn = torch.compile(model, backend=backend, dynamic=DYNAMIC, mode=MODE)
         # Compile forward and backward now, inside the patch (compiling is lazy).

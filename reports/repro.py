@@ -7,22 +7,32 @@ once they agree.
 
 One source for what it runs and how it judges:
 - the graph is each op's `code` template, the very text `divfuzz.generators.build` compiles to run it;
-- the judging is the engine's own oracles (`oracles/ulp.py`, `oracles/boundary.py`,
-  `oracles/compare.py`), carried by source into the script's `compare` (`carried_oracles`).
-`tests/test_repro_numbers.py` checks that the numbers it prints equal the engine's verdict.
-Not carried: rounding boundaries (an integer output's flips are not split into boundary and
-gross, and none is known to be an undefined cast).
+- the judging is the engine's own judge and severity policy (`records/outcomes.py`,
+  `records/verdict.py`, `records/severity.py`, `oracles/perf.py`, `oracles/mechanisms.py`,
+  `oracles/severity_policy.py`, `oracles/ulp.py`, `oracles/boundary.py`, `oracles/compare.py`,
+  `oracles/judge.py`), carried by source (`carried_judge`). Its last line states the severity, its
+  rule and its output (`SeverityReason.labelled`), as `divfuzz replay` and the report do.
+`tests/test_repro_numbers.py` checks that the numbers it prints equal the engine's verdict, and
+`scripts/check_buckets_reproduce.py` that a campaign's buckets read the same in the report, in
+`replay` and in their repro.py.
+Not measured by the script: rounding boundaries (pre-images of an integer output), the
+conditioning reruns, the explain experiments (`divfuzz.fuzzer.engine.explain`) and the culprit's
+switch. They come as data (`RECORDED`, `SWITCH`), from divfuzz's run of this spec, and are used
+only while the script's own numbers are the ones divfuzz recorded (`recorded_measures`); the
+script says which it used.
 
 Invariant: nothing from a spec or a store reaches the script as raw text. Names are checked
 again here (`divfuzz.generators.validate.name_problem`) and printed as they are; numbers are printed
 with `repr` of an int or float; dtypes, recipes and autocast go through lookup tables; every
-string (title, notes, outputs, backend, config) is a `repr` or an escaped docstring.
+string (title, notes, outputs, backend, config, the recorded measures as JSON text) is a `repr`
+or an escaped docstring.
 """
 
 from __future__ import annotations
 
 import ast
 import inspect
+import json
 import textwrap
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -31,17 +41,30 @@ from divfuzz.generators import recipes, runtime
 from divfuzz.generators.build import reference_params
 from divfuzz.oracles import boundary as boundary_oracle
 from divfuzz.oracles import compare as compare_oracle
+from divfuzz.oracles import judge as judge_oracle
+from divfuzz.oracles import mechanisms as mechanisms_policy
+from divfuzz.oracles import perf as perf_policy
+from divfuzz.oracles import severity_policy
 from divfuzz.oracles import ulp as ulp_oracle
 from divfuzz.generators.registry import get_op
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.generators.validate import name_problem
+from divfuzz.records import outcomes as outcome_records
+from divfuzz.records import severity as severity_records
+from divfuzz.records import verdict as verdict_records
 from divfuzz.records.config import COMPARED_COMPILE
 
-if TYPE_CHECKING:  # a config is read, never built here
+if TYPE_CHECKING:  # a config and a verdict are read, never built here
     from divfuzz.records.config import CompileConfig
+    from divfuzz.records.verdict import Verdict
 
 # The engine's oracles, in dependency order: each module uses only names of those before it.
 CARRIED_ORACLES: tuple[ModuleType, ...] = (ulp_oracle, boundary_oracle, compare_oracle)
+# The engine's judge, in dependency order: the verdict records, the severity policy and what it
+# reads, the oracles, then the one output judge. Each module uses only names of those before it
+# (and of `_JUDGE_PREAMBLE`); no two define one name (`tests/test_repro_summary.py`).
+CARRIED_JUDGE: tuple[ModuleType, ...] = (outcome_records, verdict_records, severity_records, perf_policy, mechanisms_policy,
+                                         severity_policy, *CARRIED_ORACLES, judge_oracle)
 
 
 def carried_runtime() -> str:
@@ -65,11 +88,6 @@ def carried_source(module: ModuleType) -> str:
     return "\n".join(lines).strip("\n")
 
 
-def carried_oracles() -> str:
-    """The oracle modules' source, indented to sit inside the repro's `compare`."""
-    return _CARRIED_ORACLES
-
-
 # Computed once, here, at import. Parsing Python source is not thread-safe in CPython 3.11: the
 # AST constructor keeps its recursion depth in interpreter-wide state, so two threads parsing at
 # once can fail with "SystemError: AST constructor recursion depth mismatch" (issue 40: 2 of 3
@@ -79,39 +97,112 @@ def carried_oracles() -> str:
 # so no slot, pool or report thread ever parses Python to write a script.
 _CARRIED_RUNTIME = ("# divfuzz's generators/runtime.py (docstring and imports left out): what the engine runs too.\n"
                     + carried_source(runtime))
-_CARRIED_ORACLES = textwrap.indent("\n\n".join(carried_source(m) for m in CARRIED_ORACLES), "    ", lambda line: bool(line.strip()))
 
 
-_COMPARE = '''
-def compare(names, eager, compiled, reference):
-    """Judge each output with divfuzz's own oracles and print its numbers; True when any differs.
+def module_path(module: ModuleType) -> str:
+    """`divfuzz.oracles.judge` -> `oracles/judge.py`: how a script names a module it carries."""
+    return module.__name__.removeprefix("divfuzz.").replace(".", "/") + ".py"
 
-    What follows, down to the loop, is divfuzz's oracles/ulp.py, oracles/boundary.py and
-    oracles/compare.py verbatim (imports and docstrings left out), so this script judges exactly
-    as the engine. Their frozen verdict records are plain dicts here.
-    """
-    FloatComparison = IntComparison = dict
 
-%(oracles)s
+# What the carried modules import, defined once before them (their own imports are left out).
+_JUDGE_PREAMBLE = """import dataclasses
+import enum
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any"""
+_CARRIED_JUDGE = "\n\n\n".join(
+    [f"# divfuzz's judge and severity policy, verbatim (docstrings and imports left out): "
+     f"{', '.join(module_path(m) for m in CARRIED_JUDGE)}.\n" + _JUDGE_PREAMBLE]
+    + [f"# --- {module_path(m)}\n" + carried_source(m) for m in CARRIED_JUDGE])
 
-    diverged = False
-    for name, e, c, r in zip(names, eager, compiled, reference):
-        if e.is_floating_point():
-            v = compare_float(e, c, r)
-            line = (f"{name}: {v['dtype']} {v['n_diff']}/{v['numel']} elements differ, max {v['max_ulp']} ULP, "
-                    f"NaN/Inf placement differs at {v['nan_inf_mismatch']}; fp64 triage: {v['triage']}")
-            if v["n_diff"]:
-                line += (f" (RMSE vs fp64: eager {v['rmse_eager']:.3g}, compiled {v['rmse_compiled']:.3g}; "
-                         f"{v['n_gross_worse']} elements grossly worse)")
-            diverged |= bool(v["n_diff"] or v["nan_inf_mismatch"])
+
+def carried_judge() -> str:
+    """The judge's and the severity policy's modules' source, at a script's top level (`CARRIED_JUDGE`)."""
+    return _CARRIED_JUDGE
+
+
+_JUDGE = '''
+def judge(inputs, eager, compiled, reference):
+    """Each output, (name, tensor), judged by divfuzz's own judge (`judge_outputs`, carried above,
+    as the engine calls it but for the conditioning reruns), its numbers printed; the verdicts."""
+    outputs = judge_outputs(eager, compiled, reference, inputs=inputs)
+    for o in outputs:
+        f, i = o.float_cmp, o.int_cmp
+        if o.mismatch:
+            line = f"{o.name}: {o.mismatch}"
+        elif f is not None:
+            line = (f"{o.name}: {f.dtype} {f.n_diff}/{f.numel} elements differ, max {f.max_ulp} ULP, "
+                    f"NaN/Inf placement differs at {f.nan_inf_mismatch}; fp64 triage: {f.triage}")
+            if f.n_diff:
+                line += (f" (RMSE vs fp64: eager {f.rmse_eager:.3g}, compiled {f.rmse_compiled:.3g}; "
+                         f"{f.n_gross_worse} elements grossly worse)")
         else:
-            v = compare_int(e, c, None, reference=r)
-            line = (f"{name}: {v['dtype']} {v['flips']}/{v['numel']} elements flip, max step {v['max_step']}; "
-                    f"fp64 triage: compiled right {v['compiled_correct']}, eager right {v['eager_correct']}, "
-                    f"neither {v['neither_correct']}")
-            diverged |= bool(v["flips"])
+            line = (f"{o.name}: {i.dtype} {i.flips}/{i.numel} elements flip, max step {i.max_step}; "
+                    f"fp64 triage: compiled right {i.compiled_correct}, eager right {i.eager_correct}, "
+                    f"neither {i.neither_correct}")
         print(line)
-    return diverged
+    return outputs
+
+
+# What this script measures itself, per output, to tell whether divfuzz's recorded measures
+# (`RECORDED`) are of these same numbers.
+OWN_FLOAT = ("dtype", "numel", "n_diff", "max_ulp", "nan_inf_mismatch", "triage", "n_gross_worse", "n_int_wrong", "n_nonfinite_new")
+OWN_INT = ("dtype", "numel", "flips", "max_step", "compiled_correct", "eager_correct", "neither_correct")
+# What it does not measure, taken from divfuzz's run of this spec: the conditioning reruns and an
+# integer output's rounding boundaries (its pre-images).
+TAKEN_FLOAT = ("conditioning_draws", "n_gross_ill_conditioned", "n_int_wrong_ill_conditioned",
+               "n_nonfinite_ill_conditioned", "max_reference_shift")
+TAKEN_INT = ("boundary_flips", "gross_flips", "unknown_flips", "min_boundary_ulps", "undefined_flips",
+             "conditioning_draws", "gross_ill_conditioned")
+
+
+def recorded_measures(outputs):
+    """The outputs with divfuzz's recorded measures of what this script does not measure, and the
+    recorded explanation, when every output's own numbers are the recorded ones; else the
+    outputs as measured here and no explanation. With a line saying which it did."""
+    recorded = {o["name"]: o for o in RECORDED.get("outputs", ())}
+    def same(o):
+        r = recorded.get(o.name)
+        if r is None or bool(o.mismatch) != bool(r.get("mismatch")):
+            return False
+        if o.float_cmp is not None:
+            return r.get("float") is not None and all(getattr(o.float_cmp, k) == r["float"].get(k) for k in OWN_FLOAT)
+        if o.int_cmp is not None:
+            return r.get("int") is not None and all(getattr(o.int_cmp, k) == r["int"].get(k) for k in OWN_INT)
+        return True
+    if not RECORDED or not all(same(o) for o in outputs) or {o.name for o in outputs} != set(recorded):
+        note = "no divfuzz run of these numbers" if RECORDED else "nothing recorded"
+        return outputs, None, f"judged on this run alone ({note}: no conditioning, rounding boundaries or explanation)"
+    taken, merged = [], []
+    for o in outputs:
+        r = recorded[o.name]
+        if o.float_cmp is not None and r["float"].get("conditioning_draws"):
+            o = dataclasses.replace(o, float_cmp=dataclasses.replace(o.float_cmp, **{k: r["float"][k] for k in TAKEN_FLOAT}))
+            taken.append(f"conditioning of {o.name}")
+        elif o.int_cmp is not None and o.int_cmp.flips:
+            o = dataclasses.replace(o, int_cmp=dataclasses.replace(o.int_cmp, **{k: r["int"][k] for k in TAKEN_INT}))
+            taken.append(f"rounding boundaries of {o.name}")
+        merged.append(o)
+    explanation = Explanation.from_dict(RECORDED["explanation"]) if RECORDED.get("explanation") else None
+    if explanation is not None:
+        taken.append(f"the {explanation.mechanism} experiment")
+    if SWITCH:
+        taken.append(f"the culprit's switch {SWITCH}")
+    said = ("divfuzz's, of these same numbers: " + ", ".join(taken)) if taken else "nothing of divfuzz's: every measure is this run's"
+    return tuple(merged), explanation, f"judged with {said}"
+
+
+def summary(verdict, note=None):
+    """The closing line: divfuzz's severity of this run, its rule and output (`severity_of`,
+    under the culprit's switch), as `divfuzz replay` and the report state it."""
+    reason = severity_of(verdict, switch=SWITCH or None)
+    if note:
+        print(note)
+    if reason is None:
+        print("DIVERGES" if verdict.status is not Status.OK else "eager and compiled agree")
+    else:
+        print(f"DIVERGES: {reason.labelled()}")
 '''
 
 def compared_compile_code() -> str:
@@ -145,31 +236,32 @@ def compile_settings(overrides=None):
 
 _RUNTIME = '''
 def run(fn, inputs, cots=None):
-    """Outputs, then gradients of every input that requires grad (fixed random output grads)."""
+    """Named outputs, then `grad:<input>` for every input that requires grad and gets one (fixed
+    random output grads): named as the engine names them, an input no output reaches has none."""
     if not BACKWARD:
         with torch.no_grad():
-            return list(fn(*inputs)), None
+            return list(zip(OUTPUTS, fn(*inputs))), None
     outs = fn(*inputs)
     if cots is None:
         cots = cotangents(outs, SEED)
     pairs = [(o, c) for o, c in zip(outs, cots) if c is not None and o.requires_grad]
-    targets = [x for x in inputs if x.requires_grad]
-    result = [o.detach() for o in outs]
+    targets = [(n, x) for n, x in zip(INPUT_NAMES, inputs) if x.requires_grad]
+    result = [(n, o.detach()) for n, o in zip(OUTPUTS, outs)]
     if pairs and targets:
-        grads = torch.autograd.grad([o for o, _ in pairs], targets, [c.to(o.dtype) for o, c in pairs],
+        grads = torch.autograd.grad([o for o, _ in pairs], [x for _, x in targets], [c.to(o.dtype) for o, c in pairs],
                                     allow_unused=True)
-        result += [g for g in grads if g is not None]
+        result += [(f"grad:{n}", g) for (n, _), g in zip(targets, grads) if g is not None]
     return result, cots
 
 
-def type_changes(names, eager, compiled):
+def type_changes(eager, compiled):
     """One line naming the outputs whose dtype, shape or count compiled changed, or None: such
     outputs have no values to compare."""
-    if len(compiled) != len(eager):
-        return f"outputs changed: eager returns {len(eager)}, compiled {len(compiled)}"
+    if [n for n, _ in compiled] != [n for n, _ in eager]:
+        return f"outputs changed: eager returns {[n for n, _ in eager]}, compiled {[n for n, _ in compiled]}"
     kind = lambda e, c: "dtype" if e.dtype != c.dtype else "shape"
     changed = [(kind(e, c), f"{n}: eager {str(e.dtype)[6:]} {list(e.shape)}, compiled {str(c.dtype)[6:]} {list(c.shape)}")
-               for n, e, c in zip(names, eager, compiled) if e.dtype != c.dtype or e.shape != c.shape]
+               for (n, e), (_, c) in zip(eager, compiled) if e.dtype != c.dtype or e.shape != c.shape]
     if not changed:
         return None
     return f"{changed[0][0]} changed: " + "; ".join(text for _, text in changed)
@@ -197,22 +289,27 @@ def main():
                        [c.double() if c is not None else None for c in cots] if cots else None)
     backend = import_backend(BACKEND)
     torch._dynamo.reset()
+    if DEVICE_TYPE == "cpu":
+        key_compile_caches_by_cpu_isa()
     try:
         with torch._inductor.config.patch(compile_settings(INDUCTOR_CONFIG)):
             compiled, _ = run(torch.compile(model, backend=backend, dynamic=DYNAMIC, mode=MODE), inputs, cots)
     except Exception as e:
         # One line: the message's lines up to torch's hints on how to debug it.
         lines = [line.strip() for line in str(e).split("Set TORCHDYNAMO_VERBOSE")[0].splitlines() if line.strip()]
-        print(f"compile error: {type(e).__name__}: {' '.join(lines)[:300]}")
+        status = Status.COMPILE_ERROR if is_compile_error(e) else Status.RUNTIME_ERROR
+        print(f"{status.value.replace('-', ' ')}: {type(e).__name__}: {' '.join(lines)[:300]}")
+        summary(Verdict(status, error_type=error_type_of(e)))
         return 1
-    names = OUTPUTS + [f"grad:{n}" for n, x in zip(INPUT_NAMES, inputs) if x.requires_grad]
-    changed = type_changes(names, eager, compiled)
+    changed = type_changes(eager, compiled)
     if changed:
         print(changed)
-        return 1
-    diverged = compare(names, eager, compiled, reference)
-    print("DIVERGES" if diverged else "eager and compiled agree")
-    return 1 if diverged else 0
+    outputs = judge(inputs, eager, compiled, reference)
+    outputs, explanation, note = recorded_measures(outputs)
+    verdict = Verdict(Status.DIVERGED if changed or any(o.differs for o in outputs) else Status.OK, outputs=outputs,
+                      explanation=explanation)
+    summary(verdict, note if verdict.status is Status.DIVERGED else None)
+    return 1 if verdict.status is Status.DIVERGED else 0
 
 
 if __name__ == "__main__":
@@ -331,13 +428,18 @@ def render_repro(
     title: str,
     notes: tuple[str, ...] = (),
     timeout_s: int = 600,
+    recorded: "Verdict | None" = None,
+    switch: str | None = None,
 ) -> str:
-    """The text of a standalone repro script for one case."""
+    """The text of a standalone repro script for one case. `recorded`, divfuzz's verdict of this
+    spec under this config, gives the measures the script does not take (`RECORDED`); `switch`,
+    the switch its bucket's culprit names, is what its severity is judged under (`SWITCH`)."""
     header = [f"divfuzz repro: {title}", ""]
     header += list(notes)
     header += [
         "",
-        "Run: python repro.py [DEVICE]. Exits 1 while eager and compiled differ, 0 once they agree.",
+        "Run: python repro.py [DEVICE]. Exits 1 while eager and compiled differ, 0 once they agree;",
+        "the last line states divfuzz's severity, its rule and the output it is about.",
         f"Compiled with: {config.describe()}",
     ]
     doc = docstring_literal("\n".join(header))
@@ -346,9 +448,11 @@ def render_repro(
         TIMEOUT_S = {int(timeout_s)}
         OUTPUTS = {list(spec.outputs)!r}
         INPUT_NAMES = {[t.name for t in spec.inputs]!r}
+        SWITCH = {str(switch or '')!r}
         """
-    ).strip()
-    imports = "import importlib\nimport os\nimport platform\nimport signal\nimport sys\n\nimport torch\nimport torch.nn.functional as F"
+    ).strip() + "\n" + recorded_code(recorded)
+    imports = ("from __future__ import annotations\n\nimport importlib\nimport json\nimport os\nimport platform\nimport signal\n"
+               "import sys\n\nimport torch\nimport torch.nn.functional as F")
     return (
         "#!/usr/bin/env python3\n"
         + doc
@@ -362,10 +466,25 @@ def render_repro(
         + inputs_code(spec)
         + "\n\n\n"
         + graph_code(spec)
+        + "\n\n\n"
+        + carried_judge()
         + "\n\n"
-        + _COMPARE % {"oracles": carried_oracles()}
+        + _JUDGE
         + "\n\n"
         + carried_runtime()
         + "\n\n"
         + _RUNTIME
     )
+
+
+def recorded_code(verdict: "Verdict | None") -> str:
+    """`RECORDED = json.loads(...)`: divfuzz's verdict of the spec (its outputs' measures and its
+    explanation), as JSON text in a string literal; an empty dict without a numeric verdict that
+    diverged (nothing to take)."""
+    data = {}
+    if verdict is not None and getattr(verdict.status, "value", verdict.status) == "diverged" and not verdict.perf:
+        data = {"outputs": [o.to_dict() for o in verdict.outputs]}
+        if verdict.explanation is not None:
+            data["explanation"] = verdict.explanation.to_dict()
+    return (f"# divfuzz's run of this spec: what this script does not measure is taken from here (`recorded_measures`)\n"
+            f"RECORDED = json.loads({json.dumps(data, sort_keys=True)!r})")

@@ -69,23 +69,25 @@ def ops_of(bucket) -> str:
     return bucket.key.ops_text()
 
 
-def graph_pattern(spec_dict: Any) -> str | None:
+def graph_pattern(spec_dict: Any, *, own_names: bool = False) -> str | None:
     """The canonical pattern of a stored spec (see the module docstring), as readable text such as
-    `v1 = div(x0; mode=floor) -> v1`, or None when the spec does not load."""
+    `v1 = div(x0; mode=floor) -> v1`, or None when the spec does not load. With `own_names`, the
+    same text under the spec's own value names (what a bucket's spec.json, repro.py and severity
+    reason call them), for a reader; the canonical names are for grouping."""
     try:
         spec = GraphSpec.from_dict(spec_dict, source="minimized spec")
     except (DivfuzzError, ValueError, KeyError, TypeError, AttributeError):
         return None
     names: dict[str, str] = {}
     for i, t in enumerate(spec.inputs):
-        names[t.name] = f"x{i}"
+        names[t.name] = t.name if own_names else f"x{i}"
     lines = []
     for j, n in enumerate(spec.nodes, start=1):
-        names[n.name] = f"v{j}"
+        names[n.name] = n.name if own_names else f"v{j}"
         args = ", ".join(names.get(a, "?") for a in n.inputs)
         params = ", ".join(f"{k}={v}" for k, v in sorted(n.params) if v is None or isinstance(v, (str, bool)))
-        lines.append(f"v{j} = {n.op}({args}{'; ' + params if params else ''})")
-    roles = [f"x{i}:{t.init}{'+grad' if t.requires_grad else ''}" for i, t in enumerate(spec.inputs)
+        lines.append(f"{names[n.name]} = {n.op}({args}{'; ' + params if params else ''})")
+    roles = [f"{names[t.name]}:{t.init}{'+grad' if t.requires_grad else ''}" for t in spec.inputs
              if t.init != "data" or t.requires_grad]
     modes = ["autocast"] * bool(spec.autocast) + ["backward"] * spec.backward
     tail = " -> " + ", ".join(names.get(o, "?") for o in spec.outputs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import types
 
 import pytest
 import torch
@@ -18,11 +19,20 @@ from divfuzz.reports.repro import render_repro
 from seed_specs import layer_norm_linear
 
 
+def _exec_script(text: str) -> dict:
+    """A generated script's namespace, run as a module of its own (not as __main__): its carried
+    dataclasses look their module up in sys.modules, as they do in a script run by path."""
+    module = types.ModuleType("divfuzz_repro_under_test")
+    sys.modules[module.__name__] = module
+    try:
+        exec(compile(text, "repro.py", "exec"), module.__dict__)  # our own generated code, in a test
+    finally:
+        del sys.modules[module.__name__]
+    return module.__dict__
+
+
 def _namespace(spec):
-    text = render_repro(spec, device="cpu", config=CompileConfig(), title="t")
-    ns: dict = {"__name__": "divfuzz_repro_under_test"}
-    exec(compile(text, "repro.py", "exec"), ns)  # our own generated code, in a test
-    return ns
+    return _exec_script(render_repro(spec, device="cpu", config=CompileConfig(), title="t"))
 
 
 def _bits_equal(a, b):
@@ -81,8 +91,7 @@ def test_repro_compiles_under_the_engines_compared_settings_with_the_cases_own_o
         (CompileConfig().with_inductor(**{key: False}), dict(COMPARED_COMPILE) | {key: False}),
     ):
         text = render_repro(spec, device="cpu", config=config, title="t")
-        ns: dict = {"__name__": "divfuzz_repro_under_test"}
-        exec(compile(text, "repro.py", "exec"), ns)  # our own generated code, in a test
+        ns = _exec_script(text)
         assert ns["compile_settings"](ns["INDUCTOR_CONFIG"]) == expected
         assert "torch._inductor.config.patch(compile_settings(INDUCTOR_CONFIG))" in text
 

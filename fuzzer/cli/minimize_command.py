@@ -165,7 +165,7 @@ def minimize(ctx, case, modules, out_dir, repro_dir, store_dir, device, budget, 
     for line in analysis.notes():
         out.print(line, highlight=False)
     reason = analysis.reason
-    out.print(f"severity: {reason}" if reason else "severity: not judged (no verdict of the minimal spec)", highlight=False)
+    out.print(f"severity: {reason.labelled()}" if reason else "severity: not judged (no verdict of the minimal spec)", highlight=False)
     out.print(f"written: {folder}/repro.py, report.md, spec.json", highlight=False)
 
 

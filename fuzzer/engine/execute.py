@@ -43,7 +43,7 @@ from divfuzz.oracles.conditioning import IntermediateNudge, perturb_inputs
 from divfuzz.oracles.judge import judge_outputs, verdict_of
 from divfuzz.oracles.ulp import bitwise_equal
 from divfuzz.records.verdict import MAX_ERROR_MESSAGE_CHARS, OutputVerdict, Verdict
-from divfuzz.records.outcomes import COMPILER_FAILURES, Status, ends_group
+from divfuzz.records.outcomes import COMPILER_FAILURES, Status, ends_group, error_type_of, is_compile_error
 from divfuzz.fuzzer.engine.own_backends import unsupported_op_of
 
 __all__ = ["boundary_distances", "run_forward_backward", "execute_case", "execute_group"]  # the first two live in graph_run
@@ -73,20 +73,6 @@ class CaseClock:
             if seconds > 0:
                 name = phase_span(span, phase)
                 self.spans[name] = self.spans.get(name, 0.0) + seconds
-
-
-def error_type_of(e: BaseException) -> str:
-    """A verdict's `error_type`: the exception's type, and the inner one a compiler wrapped (`Outer(Inner)`)."""
-    inner = getattr(e, "inner_exception", None)
-    if inner is not None:
-        return f"{type(e).__name__}({type(inner).__name__})"
-    return type(e).__name__
-
-
-def is_compile_error(e: BaseException) -> bool:
-    """Whether the compiler failed (Dynamo, Inductor, or a backend's wrapped error) rather than the compiled run."""
-    mod = type(e).__module__ or ""
-    return mod.startswith(("torch._dynamo", "torch._inductor")) or getattr(e, "inner_exception", None) is not None
 
 
 def execute_case(spec: GraphSpec, device: str, config: CompileConfig, *, profile: bool = False) -> Verdict:

@@ -26,14 +26,14 @@ import torch
 
 from divfuzz.fuzzer.engine.compile import compiled as compiled_under
 from divfuzz.fuzzer.engine.error_site import error_site
-from divfuzz.fuzzer.engine.execute import check_fits, error_type_of, is_compile_error, run_forward_backward
+from divfuzz.fuzzer.engine.execute import check_fits, run_forward_backward
 from divfuzz.oracles.timing import Timer, clock_state, pinned_threads, timer_description
 from divfuzz.generators.build import build_callable, make_inputs
 from divfuzz.generators.runtime import cotangents
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.oracles.perf import DEFAULT_MARGIN, MAX_PAIRS, MIN_PAIRS, compare_timings, is_slower, settled
 from divfuzz.records.config import CompileConfig
-from divfuzz.records.outcomes import Status
+from divfuzz.records.outcomes import Status, error_type_of, is_compile_error
 from divfuzz.records.verdict import MAX_ERROR_MESSAGE_CHARS, PerfComparison, Verdict
 
 WARMUP_CALLS = 3

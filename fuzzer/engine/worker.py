@@ -126,21 +126,13 @@ def _detach_from_terminal_signals() -> None:
 
 
 def key_compile_caches_by_cpu_isa() -> str:
-    """Inductor's FX-graph and AOTAutograd cache keys leave out the CPU vector ISA the C++ was
-    generated for, and `ATEN_CPU_CAPABILITY` (or a cache restored on another CPU) changes that ISA:
-    a graph cached by an AVX512 run came back, 512-bit loops and all, into an avx2 run built for
-    256-bit vectors (measured: NaN and garbage). What picks the ISA (the capability ATen dispatches
-    to, which Inductor follows, and the host's VNNI/AMX) goes into every cache key through torch's
-    own cache tag, which this returns (idempotent). Cheap: no probe compile at worker start."""
+    """`divfuzz.generators.runtime.key_compile_caches_by_cpu_isa` (Inductor's cache keys made to
+    name the CPU vector ISA; every repro.py carries it too), loaded when this runs: this module
+    stays torch-free at import."""
     # lazy: torch-free module: it loads torch only when this runs
-    import torch
-    import torch.compiler.config as compiler_config
+    from divfuzz.generators.runtime import key_compile_caches_by_cpu_isa as key_by_isa
 
-    extras = [name for name, has in (("vnni", torch.cpu._is_vnni_supported()), ("amx", torch.cpu._is_amx_tile_supported())) if has]
-    tag = "divfuzz-cpu=" + "+".join([torch.backends.cpu.get_cpu_capability().lower(), *extras])
-    if tag not in compiler_config.cache_key_tag.split():
-        compiler_config.cache_key_tag = f"{compiler_config.cache_key_tag} {tag}".strip()
-    return compiler_config.cache_key_tag
+    return key_by_isa()
 
 
 def _tqdm_lock_without_a_semaphore() -> None:

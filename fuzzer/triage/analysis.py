@@ -78,26 +78,33 @@ MIN_MINIMIZE_S = 5.0
 
 
 def _severity_seen(verdict) -> str | None:
-    """The severity the input showed under the must-fail config, which the minimal spec keeps."""
+    """The severity the input showed under the case's own config, which the minimal spec keeps."""
     reason = severity_of(verdict) if verdict is not None else None
     return reason.severity.value if reason is not None else None
 
 
 def _rule_seen(verdict) -> str | None:
-    """The severity rule the input showed under the must-fail config, which the minimal spec keeps."""
+    """The severity rule the input showed under the case's own config, which the minimal spec keeps."""
     reason = severity_of(verdict) if verdict is not None else None
     return reason.rule if reason is not None else None
 
 
 def _mechanism_seen(verdict) -> str | None:
-    """The mechanism that explained the input under the must-fail config ("" for none), which the
+    """The mechanism that explained the input under the case's own config ("" for none), which the
     minimal spec keeps; None when the input's verdict is unknown."""
     return explaining_mechanism(verdict, severity_of(verdict)) if verdict is not None else None
 
 
 def _site_seen(verdict) -> str | None:
-    """Where the compiler raised the input's error under the must-fail config, which the minimal spec keeps."""
+    """Where the compiler raised the input's error under the case's own config, which the minimal spec keeps."""
     return verdict.error_site if verdict is not None else None
+
+
+def _output_seen(verdict) -> str | None:
+    """The output the input's severity reason names ("-" for an error), which the minimal spec
+    keeps: the report's reason, the spec and the repro name one output."""
+    reason = severity_of(verdict) if verdict is not None else None
+    return reason.output if reason is not None else None
 
 
 def analyze_finding(
@@ -120,9 +127,11 @@ def analyze_finding(
 
     1. a cheap culprit on the input (stage ladder and Inductor probes up to the first switch that
        removes it, which alone names a culprit without the bisector; no bisector);
-    2. `minimize_spec` with a predicate that keeps that culprit (`attribute.guard_configs`: a
-       decomposition bug is checked on `aot_eager_decomp_partition`, an Inductor bug that a switch
-       removes is checked with and without the switch);
+    2. `minimize_spec` with a predicate that keeps the finding under the case's own `config`
+       (its kind, severity, rule, mechanism, output and error site: what the bucket's replay and
+       repro.py compile with) and that culprit (`attribute.guard_configs`: a decomposition bug
+       must still show on `aot_eager_decomp_partition`, an Inductor bug that a switch removes is
+       checked with and without the switch);
     3. the full attribution (with `compiler_bisector`) of the minimal spec.
     A (spec, config) pair is compiled once per analysis: every verdict is kept (`seen`), and a rung,
     probe or guard run already (the input's when nothing shrank, the minimizer's last candidate's)
@@ -165,16 +174,22 @@ def analyze_finding(
         # compile) does not hold the analysis past it, and a smaller one (its backward dropped)
         # may still be fast.
         budget = budget_s if deadline is None else min(budget_s, deadline - time.monotonic() - rough_s)
+        # What the minimal spec keeps is what the input showed under the case's own config (the
+        # bucket's finding, as its replay and repro.py see it); the culprit's rung (`must_fail`,
+        # e.g. aot_eager_decomp_partition) must still show the kind. Keeping the rule under the
+        # rung alone shrank a case into a graph that diverged there and not under Inductor: its
+        # folder's replay read `finding: none` (issue 35).
+        own = seen.get((spec.digest(), config))
         predicate = case_predicate(
-            worker, device=device, config=must_fail, kind=kind, timeout_s=timeout_s, strict=strict,
-            must_pass_with=must_pass, on_verdict=record, severity=_severity_seen(seen.get((spec.digest(), must_fail))),
-            rule=_rule_seen(seen.get((spec.digest(), must_fail))), mechanism=_mechanism_seen(seen.get((spec.digest(), must_fail))),
-            oracle=oracle, perf_margin=perf_margin, known=seen, site=_site_seen(seen.get((spec.digest(), must_fail))),
+            worker, device=device, config=config, kind=kind, timeout_s=timeout_s, strict=strict,
+            culprit_config=must_fail, must_pass_with=must_pass, on_verdict=record, severity=_severity_seen(own),
+            rule=_rule_seen(own), mechanism=_mechanism_seen(own), output=_output_seen(own),
+            oracle=oracle, perf_margin=perf_margin, known=seen, site=_site_seen(own),
             deadline=None if deadline is None else time.monotonic() + max(budget, 0.0),
         )
         if budget < MIN_MINIMIZE_S:
             note = "not minimized: the analysis's time ran out after the culprit's first pass on the input"
-        elif seen.get((spec.digest(), must_fail)) is None:
+        elif own is None:
             # A ladder cut before the input ran under its guard (no case verdict given: `minimize
             # --pending`, `--against`): without that run the severity and error site it must keep
             # are unknown, and a bug could shrink into noise.

@@ -372,16 +372,22 @@ def case_predicate(
     deadline: float | None = None,
     rule: str | None = None,
     mechanism: str | None = None,
+    output: str | None = None,
+    culprit_config=None,
 ) -> Predicate:
     """`spec -> bool`: running `spec` under `config` in `worker` gives a finding of `kind`
     (and, when `severity` is given, one at least that severe: a bug must not shrink into noise;
     when `rule` is given, rated by that severity rule, and when `mechanism` is given, explained
     by that mechanism ("" for none): the minimal graph shows what its bucket's key says; when
-    `site` is given, a compiler error raised at that site (`Finding.site`): a crash must not
-    shrink into another crash).
+    `output` is given, about that output, so the report, the spec and the repro name one output;
+    when `site` is given, a compiler error raised at that site (`Finding.site`): a crash must not
+    shrink into another crash). `config` is the case's own: what the bucket's replay and repro.py
+    compile with, so the minimal spec reproduces the bucket's finding under it.
 
-    `must_pass_with`, a CompileConfig, keeps the culprit: the candidate must also show no
-    finding of `kind` under it (e.g. with the Inductor switch that removes the divergence).
+    `culprit_config` and `must_pass_with`, CompileConfigs, keep the culprit: the candidate must
+    also show a finding of `kind` under `culprit_config` (a cheaper rung of the stage ladder,
+    checked first), and none under `must_pass_with` (e.g. with the Inductor switch that removes
+    the divergence).
     With `oracle="perf"` each candidate is timed (`divfuzz.fuzzer.engine.execute_perf`: a bounded number of
     pairs) and must stay slower by the margin, at the same severity (a slowdown must not shrink
     into the compiled wrapper's fixed cost). `known` maps (spec digest, config) to a verdict
@@ -406,10 +412,14 @@ def case_predicate(
             return False
         if rule is not None and (reason is None or reason.rule != rule):
             return False
+        if output is not None and (reason is None or reason.output != output):
+            return False
         return mechanism is None or explaining_mechanism(verdict, reason) == mechanism
 
     def predicate(spec: GraphSpec) -> bool:
         try:
+            if culprit_config is not None and culprit_config != config and not same_kind(spec, culprit_config):
+                return False
             if not same_kind(spec, config, keep_severity=True):
                 return False
             return must_pass_with is None or not same_kind(spec, must_pass_with)
