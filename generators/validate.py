@@ -58,12 +58,15 @@ REPRO_NAMES = frozenset(
         "main", "make_inputs", "model", "inputs", "eager", "compiled", "eager_out", "compiled_out",
         "DEVICE", "DEVICE_TYPE", "REF_ON_CPU", "SEED", "BACKWARD", "BACKEND", "DYNAMIC", "MODE", "INDUCTOR_CONFIG",
         "TIMEOUT_S", "OUTPUTS", "INPUT_NAMES", "COMPARED_COMPILE", "compile_settings",
+        # repro.py's own judging: divfuzz's recorded verdict, the culprit's switch, what it measures itself
+        "RECORDED", "SWITCH", "SUBSYSTEM", "OWN_FLOAT", "OWN_INT", "TAKEN_FLOAT", "TAKEN_INT", "judge", "recorded_measures", "summary",
+        "json",
         # the fixed locals of model() and make_inputs(), where graph values live
         "D", "ref", "g", "device",
     }
 )
 # What `divfuzz.generators.runtime` binds in every generated script that carries it.
-RUNTIME_NAMES = frozenset({"COTANGENT_SEED_OFFSET", "cotangents", "import_backend", "importlib"})
+RUNTIME_NAMES = frozenset({"COTANGENT_SEED_OFFSET", "cotangents", "import_backend", "importlib", "key_compile_caches_by_cpu_isa"})
 RESERVED_NAMES = (
     frozenset(keyword.kwlist) | frozenset(keyword.softkwlist) | frozenset(dir(builtins)) | REPRO_NAMES
     | frozenset(RECIPES) | frozenset(INITS) | RUNTIME_NAMES

@@ -91,11 +91,11 @@ def remove_unfinished_folders(root: Path) -> list[str]:
 CASE_FILE = "case.json"  # beside a bucket's spec.json: its case id, device, config and bucket key
 
 
-def bucket_switch(spec_file: Path) -> str | None:
-    """The switch a bucket's culprit names (`CulpritKey.switch`: the documented switch that removes
-    its divergence, which its severity is judged under), read from the `case.json` beside a bucket
-    folder's `spec.json`; None where there is none, or it is not a plain file holding a bucket key
-    with a culprit switch (a spec from anywhere else is judged as it is)."""
+def bucket_culprit_key(spec_file: Path):
+    """The culprit's key fields (`CulpritKey`: the documented switch that removes its divergence,
+    the subsystem at fault; what its severity is judged under) of the bucket whose folder holds
+    `spec_file`, read from the `case.json` beside it; None where there is none, or it is not a
+    plain file holding a bucket key with a culprit (a spec from anywhere else is judged as it is)."""
     path = Path(spec_file).parent / CASE_FILE
     try:
         if not path.is_file() or path.is_symlink():
@@ -104,7 +104,7 @@ def bucket_switch(spec_file: Path) -> str | None:
         key = BucketKey.from_dict(data["bucket"], where=str(path))
     except (OSError, ValueError, KeyError, TypeError, RecursionError, DivfuzzError):
         return None
-    return (key.culprit.switch or None) if key.culprit is not None else None
+    return key.culprit
 
 
 def write_bucket_folder(
@@ -153,9 +153,10 @@ def write_bucket_folder(
         # `verdict` is the spec's own run when it is this spec's (a case as drawn, or the analysis's
         # minimal spec): the script takes from it what it does not measure, and only while its own
         # numbers are the recorded ones. The culprit's switch is the one its bucket's severity is under.
-        switch = key.culprit.switch if getattr(key, "culprit", None) is not None else None
+        culprit = getattr(key, "culprit", None)
         repro = render_repro(spec, device=device, config=config, title=str(key), notes=notes, timeout_s=timeout_s,
-                             recorded=verdict, switch=switch)
+                             recorded=verdict, switch=culprit.switch if culprit is not None else None,
+                             subsystem=culprit.subsystem if culprit is not None else None)
     (tmp / "repro.py").write_text(repro)
     os.chmod(tmp / "repro.py", 0o755)
     reason = SeverityReason.from_dict(severity) if severity else None

@@ -196,7 +196,7 @@ def recorded_measures(outputs):
 def summary(verdict, note=None):
     """The closing line: divfuzz's severity of this run, its rule and output (`severity_of`,
     under the culprit's switch), as `divfuzz replay` and the report state it."""
-    reason = severity_of(verdict, switch=SWITCH or None)
+    reason = severity_of(verdict, switch=SWITCH or None, subsystem=SUBSYSTEM or None)
     if note:
         print(note)
     if reason is None:
@@ -430,10 +430,12 @@ def render_repro(
     timeout_s: int = 600,
     recorded: "Verdict | None" = None,
     switch: str | None = None,
+    subsystem: str | None = None,
 ) -> str:
     """The text of a standalone repro script for one case. `recorded`, divfuzz's verdict of this
-    spec under this config, gives the measures the script does not take (`RECORDED`); `switch`,
-    the switch its bucket's culprit names, is what its severity is judged under (`SWITCH`)."""
+    spec under this config, gives the measures the script does not take (`RECORDED`); `switch`
+    and `subsystem`, what its bucket's culprit names, are what its severity is judged under
+    (`SWITCH`, `SUBSYSTEM`: `severity_policy.severity_of`)."""
     header = [f"divfuzz repro: {title}", ""]
     header += list(notes)
     header += [
@@ -449,6 +451,7 @@ def render_repro(
         OUTPUTS = {list(spec.outputs)!r}
         INPUT_NAMES = {[t.name for t in spec.inputs]!r}
         SWITCH = {str(switch or '')!r}
+        SUBSYSTEM = {str(subsystem or '')!r}
         """
     ).strip() + "\n" + recorded_code(recorded)
     imports = ("from __future__ import annotations\n\nimport importlib\nimport json\nimport os\nimport platform\nimport signal\n"

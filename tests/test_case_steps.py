@@ -37,9 +37,9 @@ def _count_severity_calls(monkeypatch) -> list[tuple[str, str | None]]:
     calls: list[tuple[str, str | None]] = []
     real = severity_policy.severity_of
 
-    def counted(verdict, *, switch=None):
+    def counted(verdict, *, switch=None, subsystem=None):
         calls.append((json.dumps(verdict.to_dict(), sort_keys=True), switch))
-        return real(verdict, switch=switch)
+        return real(verdict, switch=switch, subsystem=subsystem)
 
     for name, module in list(sys.modules.items()):
         if name.startswith("divfuzz.") and getattr(module, "severity_of", None) is real:

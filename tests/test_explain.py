@@ -200,3 +200,27 @@ def test_a_flush_in_one_kernel_beside_one_without_is_still_explained():
     verdict, reason = _judged(spec, PLANTED + "flush_first_output")
     assert verdict.explanation is not None and verdict.explanation.mechanism == "subnormal-flush", verdict
     assert reason.severity is Severity.BY_DESIGN
+
+
+@pytest.mark.gpu
+def test_real_inductor_on_cuda_a_ceil_that_flushes_beside_a_remainder_that_does_not_is_explained():
+    """Campaign seed 51 on the H100 (torch 2.11): ceil of subnormal inputs gave 0 (flushed) while
+    a remainder of other subnormals beside it kept eager's values; it read as a new bug."""
+    spec = GraphSpec(inputs=(TensorSpec("x0", (1, 2), "float32", False), TensorSpec("x1", (1, 480), "float32", False)),
+                     nodes=(Node("v5", "remainder", ("x0",), (("divisor", 2.5),), "float32", (1, 2)),
+                            Node("v7", "ceil", ("x1",), (), "float32", (1, 480))),
+                     outputs=("v5", "v7"), recipe=InputRecipe("subnormal", 0), backward=False)
+    verdict = execute_case(spec, "cuda", CompileConfig(backend="inductor"))
+    reason = severity_of(verdict)
+    assert reason is not None, verdict
+    assert verdict.explanation is not None and verdict.explanation.mechanism == "subnormal-flush", (reason, verdict)
+
+
+@pytest.mark.gpu
+def test_real_inductor_on_cuda_a_dropped_cast_is_named_a_bug():
+    verdict = execute_case(_cast_pair(), "cuda", CompileConfig(backend="inductor"))
+    reason = severity_of(verdict)
+    if reason is None:
+        pytest.skip("this torch keeps x.to(bfloat16).to(float32)'s rounding (PR 180575)")
+    assert verdict.explanation is not None and verdict.explanation.mechanism == "explicit-cast-elided", (reason, verdict)
+    assert reason.severity is Severity.BUG

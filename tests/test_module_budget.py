@@ -61,7 +61,9 @@ def test_a_spent_budget_runs_no_phase_after_the_capture_and_says_so(tmp_path, mo
         {"graph": 1, "compared": ["eager", "aot_eager"], "removed": [], "outcome": "not run: budget spent"}]
     assert "nothing minimized: --budget 0.01 s was spent first" in result.output
     assert "time: " in result.output and " s (load " in result.output
-    assert "headline: bug (the whole model only): nothing reduced: --budget was spent first" in result.output
+    # no bug headline without a repro (issue 38): the model's bug is headlined suspect, with why
+    assert "headline: suspect: the whole model reads bug" in result.output, result.output
+    assert "no repro shows it: nothing reduced: --budget was spent first" in result.output
     assert not list(out.glob("*/repro.py"))
 
 

@@ -56,12 +56,13 @@ def replay(spec_file, device, timeout_s, against, backend, inductor, dynamic, mo
         out.print(against_summary(verdict.against), highlight=False, emoji=False)
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.oracles.severity_policy import severity_of
-    from divfuzz.reports.files import bucket_switch
+    from divfuzz.reports.files import bucket_culprit_key
 
-    # A bucket folder's spec is judged under the switch its culprit names (what attribution found
-    # removes it), as the bucket's severity is: the same severity and rule as the report's.
-    switch = bucket_switch(spec_file)
+    # A bucket folder's spec is judged under the switch and subsystem its culprit names (what
+    # attribution found), as the bucket's severity is: the same severity and rule as the report's.
+    culprit = bucket_culprit_key(spec_file)
+    switch = (culprit.switch or None) if culprit is not None else None
     if switch:
         out.print(f"culprit switch (the bucket's case.json): {switch}", highlight=False)
-    reason = severity_of(verdict, switch=switch)
+    reason = severity_of(verdict, switch=switch, subsystem=culprit.subsystem if culprit is not None else None)
     out.print(f"severity: {reason.labelled()}" if reason else "severity: none", highlight=False)
