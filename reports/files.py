@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -91,20 +92,31 @@ def remove_unfinished_folders(root: Path) -> list[str]:
 CASE_FILE = "case.json"  # beside a bucket's spec.json: its case id, device, config and bucket key
 
 
-def bucket_switch(spec_file: Path) -> str | None:
-    """The switch a bucket's culprit names (`CulpritKey.switch`: the documented switch that removes
-    its divergence, which its severity is judged under), read from the `case.json` beside a bucket
-    folder's `spec.json`; None where there is none, or it is not a plain file holding a bucket key
-    with a culprit switch (a spec from anywhere else is judged as it is)."""
+@dataclass(frozen=True)
+class BucketCase:
+    """What a bucket folder's `case.json` says its spec was judged under, beyond its config: the
+    switch its culprit names (`CulpritKey.switch`: what removes its divergence, which its severity
+    is judged under) and torch's CPU threads its case ran with (`Verdict.threads`)."""
+
+    switch: str | None = None
+    threads: int | None = None
+
+
+def bucket_case(spec_file: Path) -> BucketCase:
+    """`BucketCase` from the `case.json` beside a bucket folder's `spec.json`; empty where there is
+    none, or it is not a plain file holding a bucket key (a spec from anywhere else is judged as
+    it is)."""
     path = Path(spec_file).parent / CASE_FILE
     try:
         if not path.is_file() or path.is_symlink():
-            return None
+            return BucketCase()
         data = json.loads(path.read_text())
         key = BucketKey.from_dict(data["bucket"], where=str(path))
     except (OSError, ValueError, KeyError, TypeError, RecursionError, DivfuzzError):
-        return None
-    return (key.culprit.switch or None) if key.culprit is not None else None
+        return BucketCase()
+    threads = data.get("threads")
+    return BucketCase(switch=(key.culprit.switch or None) if key.culprit is not None else None,
+                      threads=threads if isinstance(threads, int) and not isinstance(threads, bool) and 0 < threads <= 4096 else None)
 
 
 def write_bucket_folder(
@@ -141,7 +153,8 @@ def write_bucket_folder(
     (tmp / "spec.json").write_text(spec.to_json() + "\n")
     (tmp / CASE_FILE).write_text(
         json.dumps(
-            {"case_id": case_id, "device": device, "config": config.to_dict(), "bucket": key.to_dict()}, indent=2
+            {"case_id": case_id, "device": device, "config": config.to_dict(), "bucket": key.to_dict()}
+            | ({"threads": verdict.threads} if getattr(verdict, "threads", None) else {}), indent=2
         )
         + "\n"
     )
@@ -155,7 +168,7 @@ def write_bucket_folder(
         # numbers are the recorded ones. The culprit's switch is the one its bucket's severity is under.
         switch = key.culprit.switch if getattr(key, "culprit", None) is not None else None
         repro = render_repro(spec, device=device, config=config, title=str(key), notes=notes, timeout_s=timeout_s,
-                             recorded=verdict, switch=switch)
+                             recorded=verdict, switch=switch, threads=getattr(verdict, "threads", None))
     (tmp / "repro.py").write_text(repro)
     os.chmod(tmp / "repro.py", 0o755)
     reason = SeverityReason.from_dict(severity) if severity else None
