@@ -59,7 +59,7 @@ REPRO_NAMES = frozenset(
         "DEVICE", "DEVICE_TYPE", "REF_ON_CPU", "SEED", "BACKWARD", "BACKEND", "DYNAMIC", "MODE", "INDUCTOR_CONFIG",
         "TIMEOUT_S", "OUTPUTS", "INPUT_NAMES", "COMPARED_COMPILE", "compile_settings",
         # repro.py's own judging: divfuzz's recorded verdict, the culprit's switch, what it measures itself
-        "RECORDED", "SWITCH", "SUBSYSTEM", "OWN_FLOAT", "OWN_INT", "TAKEN_FLOAT", "TAKEN_INT", "judge", "recorded_measures", "summary",
+        "RECORDED", "SWITCH", "SUBSYSTEM", "THREADS", "OWN_FLOAT", "OWN_INT", "TAKEN_FLOAT", "TAKEN_INT", "judge", "recorded_measures", "summary",
         "json",
         # the fixed locals of model() and make_inputs(), where graph values live
         "D", "ref", "g", "device",

@@ -293,6 +293,10 @@ class Verdict:
     # What explains a bug candidate without a compiler defect, when an experiment found it (None:
     # no experiment ran, or none explained it).
     explanation: Explanation | None = None
+    # torch's intra-op threads on the CPU when the case ran (None: not recorded, or a GPU case).
+    # Inductor's CPU kernels and eager's reductions split work by thread, so their bits follow it:
+    # a bucket's replay and repro.py run under the same count (`divfuzz.reports.files.bucket_case`).
+    threads: int | None = field(default=None, compare=False)
 
     def span_seconds(self) -> float:
         """The seconds its case spent in the worker's timed spans (nested ones counted once)."""
@@ -312,6 +316,8 @@ class Verdict:
             d["perf"] = [p.to_dict() for p in self.perf]
         if self.explanation is not None:
             d["explanation"] = self.explanation.to_dict()
+        if self.threads is not None:
+            d["threads"] = self.threads
         return d
 
     @classmethod
@@ -326,7 +332,13 @@ class Verdict:
             against=Against.from_dict(d["against"]) if d.get("against") else None,
             error_site=_clipped(d.get("error_site"), MAX_ERROR_SITE_CHARS),
             explanation=Explanation.from_dict(d["explanation"]) if d.get("explanation") else None,
+            threads=_threads(d.get("threads")),
         )
+
+
+def _threads(value: Any) -> int | None:
+    """A stored thread count: a positive int (not a bool), else not recorded."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= 4096 else None
 
 
 @dataclass(frozen=True)

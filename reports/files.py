@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -91,20 +92,33 @@ def remove_unfinished_folders(root: Path) -> list[str]:
 CASE_FILE = "case.json"  # beside a bucket's spec.json: its case id, device, config and bucket key
 
 
-def bucket_culprit_key(spec_file: Path):
-    """The culprit's key fields (`CulpritKey`: the documented switch that removes its divergence,
-    the subsystem at fault; what its severity is judged under) of the bucket whose folder holds
-    `spec_file`, read from the `case.json` beside it; None where there is none, or it is not a
-    plain file holding a bucket key with a culprit (a spec from anywhere else is judged as it is)."""
+@dataclass(frozen=True)
+class BucketCase:
+    """What a bucket folder's `case.json` says its spec was judged under, beyond its config: the
+    switch its culprit names (`CulpritKey.switch`: what removes its divergence, which its severity
+    is judged under) and torch's CPU threads its case ran with (`Verdict.threads`)."""
+
+    switch: str | None = None
+    threads: int | None = None
+    subsystem: str | None = None  # the part of the compiler the culprit names (a decomposition makes a compiled-worse rule a bug)
+
+
+def bucket_case(spec_file: Path) -> BucketCase:
+    """`BucketCase` from the `case.json` beside a bucket folder's `spec.json`; empty where there is
+    none, or it is not a plain file holding a bucket key (a spec from anywhere else is judged as
+    it is)."""
     path = Path(spec_file).parent / CASE_FILE
     try:
         if not path.is_file() or path.is_symlink():
-            return None
+            return BucketCase()
         data = json.loads(path.read_text())
         key = BucketKey.from_dict(data["bucket"], where=str(path))
     except (OSError, ValueError, KeyError, TypeError, RecursionError, DivfuzzError):
-        return None
-    return key.culprit
+        return BucketCase()
+    threads = data.get("threads")
+    return BucketCase(switch=(key.culprit.switch or None) if key.culprit is not None else None,
+                      subsystem=(key.culprit.subsystem or None) if key.culprit is not None else None,
+                      threads=threads if isinstance(threads, int) and not isinstance(threads, bool) and 0 < threads <= 4096 else None)
 
 
 def write_bucket_folder(
@@ -141,7 +155,8 @@ def write_bucket_folder(
     (tmp / "spec.json").write_text(spec.to_json() + "\n")
     (tmp / CASE_FILE).write_text(
         json.dumps(
-            {"case_id": case_id, "device": device, "config": config.to_dict(), "bucket": key.to_dict()}, indent=2
+            {"case_id": case_id, "device": device, "config": config.to_dict(), "bucket": key.to_dict()}
+            | ({"threads": verdict.threads} if getattr(verdict, "threads", None) else {}), indent=2
         )
         + "\n"
     )
@@ -153,10 +168,10 @@ def write_bucket_folder(
         # `verdict` is the spec's own run when it is this spec's (a case as drawn, or the analysis's
         # minimal spec): the script takes from it what it does not measure, and only while its own
         # numbers are the recorded ones. The culprit's switch is the one its bucket's severity is under.
-        culprit = getattr(key, "culprit", None)
+        switch = key.culprit.switch if getattr(key, "culprit", None) is not None else None
         repro = render_repro(spec, device=device, config=config, title=str(key), notes=notes, timeout_s=timeout_s,
-                             recorded=verdict, switch=culprit.switch if culprit is not None else None,
-                             subsystem=culprit.subsystem if culprit is not None else None)
+                             recorded=verdict, switch=switch, threads=getattr(verdict, "threads", None),
+                             subsystem=key.culprit.subsystem if getattr(key, "culprit", None) is not None else None)
     (tmp / "repro.py").write_text(repro)
     os.chmod(tmp / "repro.py", 0o755)
     reason = SeverityReason.from_dict(severity) if severity else None

@@ -282,6 +282,10 @@ def main():
     global DEVICE_TYPE, REF_ON_CPU
     DEVICE_TYPE = torch.device(device).type
     REF_ON_CPU = DEVICE_TYPE == "cpu"  # eager rounds some scalars on the CPU only (divfuzz.records.reference_rules)
+    if DEVICE_TYPE == "cpu" and THREADS:
+        # Inductor's CPU kernels and eager's reductions split their work by thread: their bits follow the count.
+        torch.set_num_threads(THREADS)
+        print(f"threads: {THREADS}, as divfuzz ran the case")
     inputs = make_inputs(device)
     eager, cots = run(model, inputs)
     ref_inputs = [x.detach().double().requires_grad_(x.requires_grad) if x.is_floating_point() else x for x in inputs]
@@ -430,12 +434,14 @@ def render_repro(
     timeout_s: int = 600,
     recorded: "Verdict | None" = None,
     switch: str | None = None,
+    threads: int | None = None,
     subsystem: str | None = None,
 ) -> str:
     """The text of a standalone repro script for one case. `recorded`, divfuzz's verdict of this
     spec under this config, gives the measures the script does not take (`RECORDED`); `switch`
     and `subsystem`, what its bucket's culprit names, are what its severity is judged under
-    (`SWITCH`, `SUBSYSTEM`: `severity_policy.severity_of`)."""
+    (`SWITCH`, `SUBSYSTEM`: `severity_policy.severity_of`);
+    `threads`, torch's CPU threads the case ran with, what the script runs with (`THREADS`)."""
     header = [f"divfuzz repro: {title}", ""]
     header += list(notes)
     header += [
@@ -452,6 +458,7 @@ def render_repro(
         INPUT_NAMES = {[t.name for t in spec.inputs]!r}
         SWITCH = {str(switch or '')!r}
         SUBSYSTEM = {str(subsystem or '')!r}
+        THREADS = {int(threads) if threads else None!r}  # torch's CPU threads divfuzz ran the case with
         """
     ).strip() + "\n" + recorded_code(recorded)
     imports = ("from __future__ import annotations\n\nimport importlib\nimport json\nimport os\nimport platform\nimport signal\n"

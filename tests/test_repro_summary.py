@@ -12,6 +12,7 @@ path as `__main__`), one replay.
 from __future__ import annotations
 
 import ast
+import json
 import re
 import subprocess
 import sys
@@ -132,6 +133,10 @@ def test_each_repro_ends_with_divfuzz_s_severity_rule_and_output(folders):
         assert code == 1, (name, lines)
         assert lines[-1] == f"DIVERGES: {labelled}", (name, lines[-3:])
     said = {name: lines for (name, _, _), (_, lines) in zip(folders, results)}
+    # Each ran under the CPU threads its case ran with (Inductor's CPU kernels follow the count).
+    for (name, folder, _), (_, lines) in zip(folders, results):
+        threads = json.loads((folder / "case.json").read_text())["threads"]
+        assert threads >= 1 and f"threads: {threads}, as divfuzz ran the case" in lines, (name, lines[:4])
     # What the script took from divfuzz's run, and said so: the conditioning of a bug candidate,
     # an integer output's rounding boundaries, the culprit's switch.
     assert any("conditioning of v1" in line for line in said["a drift grossly further from fp64"]), said
@@ -161,11 +166,14 @@ def test_a_repro_whose_numbers_moved_judges_its_own_run_and_says_so(folders, tmp
 
 
 def test_replay_of_a_bucket_folder_s_spec_reads_its_culprit_s_switch(folders):
-    """`divfuzz replay FOLDER/spec.json` judges under the switch its case.json's culprit names,
-    as the bucket's severity is: the same line as the repro's."""
+    """`divfuzz replay FOLDER/spec.json` runs under the CPU threads its case.json records and
+    judges under the switch its culprit names, as the bucket's case ran and its severity is: the
+    same line as the repro's."""
     name, folder, labelled = next(f for f in folders if f[0].startswith("the same drift"))
     proc = subprocess.run([sys.executable, "-m", "divfuzz.fuzzer", "replay", str(folder / "spec.json"), "--device", "cpu",
                            "--backend", PLANTED + "drift"], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "culprit switch (the bucket's case.json): emulate_precision_casts" in proc.stdout
+    threads = json.loads((folder / "case.json").read_text())["threads"]
+    assert f"threads (the bucket's case.json): {threads}\n" in proc.stdout, proc.stdout
     assert f"\nseverity: {labelled}\n" in proc.stdout, proc.stdout

@@ -34,13 +34,21 @@ def replay(spec_file, device, timeout_s, against, backend, inductor, dynamic, mo
     from divfuzz.fuzzer.engine.worker import CaseRequest, Worker
     from divfuzz.generators.validate import load_spec
     from divfuzz.oracles.findings import finding_of
+    from divfuzz.reports.files import bucket_case
     from divfuzz.reports.markdown import verdict_table
 
     spec = load_spec(text, source=str(spec_file))
     device = resolve_device(device)
     config = compile_config(backend, inductor, dynamic, mode)
     against_config = against_compile_config(against, config)
-    worker = Worker(device)
+    # A bucket folder's spec runs as its case ran and is judged as its bucket is: under the CPU
+    # threads its case.json records (Inductor's CPU kernels follow the thread count) and the
+    # switch its culprit names.
+    recorded = bucket_case(spec_file)
+    threads = recorded.threads if not device.startswith("cuda") else None
+    if threads:
+        out.print(f"threads (the bucket's case.json): {threads}", highlight=False)
+    worker = Worker(device, extra_env={"DIVFUZZ_WORKER_THREADS": str(threads)} if threads else {})
     try:
         verdict = worker.run(CaseRequest(spec, device, config, against=against_config), timeout_s)
     except BaseException:  # a signal (divfuzz.fuzzer.cli.interrupts): the case in flight is not waited for
@@ -56,13 +64,9 @@ def replay(spec_file, device, timeout_s, against, backend, inductor, dynamic, mo
         out.print(against_summary(verdict.against), highlight=False, emoji=False)
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.oracles.severity_policy import severity_of
-    from divfuzz.reports.files import bucket_culprit_key
 
-    # A bucket folder's spec is judged under the switch and subsystem its culprit names (what
-    # attribution found), as the bucket's severity is: the same severity and rule as the report's.
-    culprit = bucket_culprit_key(spec_file)
-    switch = (culprit.switch or None) if culprit is not None else None
+    switch = recorded.switch
     if switch:
         out.print(f"culprit switch (the bucket's case.json): {switch}", highlight=False)
-    reason = severity_of(verdict, switch=switch, subsystem=culprit.subsystem if culprit is not None else None)
+    reason = severity_of(verdict, switch=switch, subsystem=recorded.subsystem)
     out.print(f"severity: {reason.labelled()}" if reason else "severity: none", highlight=False)

@@ -216,6 +216,8 @@ def _serve(conn, device: str, extra_env: dict, parent_env: dict | None) -> None:
 
         def send(verdict: Verdict, *, more: bool) -> None:
             flush_output()
+            if not device.startswith("cuda"):  # the bits of CPU kernels follow the thread count: recorded with them
+                verdict = replace(verdict, threads=torch.get_num_threads())
             conn.send({"verdict": verdict.to_dict(), "more": more})
             sent.append(verdict)
 
