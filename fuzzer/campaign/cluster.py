@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from divfuzz.fuzzer.campaign.sizing import SlotDevice, usable_cores
+from divfuzz.fuzzer.engine import warm_template
 from divfuzz.fuzzer.engine.worker import STARTUP_TIMEOUT_S, CallOutcome, CaseRequest, Worker
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.records.config import CompileConfig
@@ -131,6 +132,13 @@ def node_info(cuda: bool) -> dict:
             gpus = [str(i) for i in range(torch.cuda.device_count())]
     return {"host": socket.gethostname(), "cores": usable_cores(), "gpus": gpus,
             "daemon": bool(multiprocessing.current_process().daemon)}
+
+
+def node_warm_up(device: str) -> None:
+    """Start this node's warm template now, in the background (`warm_template.start_in_background`):
+    its `import torch` overlaps the driver's own start-up (its store, its versions, the first
+    draws), as one host's does, instead of starting when the node's first request arrives."""
+    warm_template.start_in_background(device)
 
 
 def _node_worker(key: str, device: str, extra_env: dict) -> Worker:
@@ -312,6 +320,7 @@ class Fleet:
             nodes = [NodeInfo(a, i["host"], int(sched.get(a, {}).get("nthreads", 1)), int(i["cores"]), tuple(i["gpus"]))
                      for a, i in infos.items()]
             device = fleet_device(device, nodes)
+            client.run(node_warm_up, "cuda" if device.startswith("cuda") else "cpu")  # returns at once: each node imports in a thread
             return cls(client, nodes, device, plan_slots(nodes, device, workers))
         except BaseException:
             client.close()
