@@ -10,8 +10,14 @@ a node.
 Why Dask distributed: pure Python (a small wheel the GPU hosts can carry, unlike Ray's 76 MiB),
 a `LocalCluster` of real processes runs in CI, and the same scheduler is deployed on Slurm/PBS/LSF
 (dask-jobqueue) or Kubernetes without divfuzz knowing. divfuzz uses only its task submission
-with worker restrictions, `Client.run` for out-of-band stop/abort, and the scheduler's list of
-live workers.
+with worker restrictions, `Client.run` for out-of-band stop/abort (and, at connect, to start each
+node's warm template while the driver starts), and the scheduler's list of live workers.
+
+A slot waits on its request's future without polling: the future's done callback wakes it, so its
+next draw starts as the answer lands (a 0.5 s poll cost 200 ms per case on 2 H100s, issue 41),
+and only a wait past `LIVENESS_REFRESH_S` looks at the scheduler's worker list, which one slot
+fetches at a time for all. What the Dask path adds to each request (submit, scheduling, the
+result's fetch) is counted as `fleet_round_trip` in the run's timings (`bench --breakdown`).
 
 Input siblings travel as on one host: a request is a drawn spec and its siblings
 (`divfuzz.generators.input_siblings`), and the node runs the whole group through one compile in
