@@ -174,7 +174,7 @@ def test_a_fleet_slot_is_woken_by_its_answer_not_by_a_poll(monkeypatch):
     # Issue 41: a slot's wait polled its future every 0.5 s (looking at the scheduler's worker list
     # each time), so each group's answer waited up to half a second on the driver, 200 ms per case
     # between cases on 2 H100s. The answer itself must wake the slot (the future's done callback):
-    # no look at the node's liveness while the answer comes within LIVENESS_REFRESH_S, and one
+    # no look at the node's liveness while the answer comes within POLL_S, and one
     # submission per group, whatever its members. A stand-in client whose answer lands only once
     # the slot waits for it; a poll (the old wait) answers too, so that it fails rather than hangs.
     from concurrent.futures import Future
@@ -184,7 +184,7 @@ def test_a_fleet_slot_is_woken_by_its_answer_not_by_a_poll(monkeypatch):
     from divfuzz.records.outcomes import Status
     from divfuzz.records.verdict import Verdict
 
-    monkeypatch.setattr(cluster, "LIVENESS_REFRESH_S", 120.0)  # the answer always comes first: no timing in the test
+    monkeypatch.setattr(cluster, "POLL_S", 120.0)  # the answer always comes first: no timing in the test
     spec = layer_norm_linear(8, 4)
     request = CaseRequest(spec, "cpu", CompileConfig(), siblings=input_siblings(spec, 4))
     reply = {"verdicts": [[Verdict(Status.OK).to_dict(), 0.25]] * 4, "startup_s": 0.0, "output": "", "node_s": 1.0}

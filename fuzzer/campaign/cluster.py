@@ -15,8 +15,8 @@ node's warm template while the driver starts), and the scheduler's list of live 
 
 A slot waits on its request's future without polling: the future's done callback wakes it, so its
 next draw starts as the answer lands (a 0.5 s poll cost 200 ms per case on 2 H100s, issue 41),
-and only a wait past `LIVENESS_REFRESH_S` looks at the scheduler's worker list, which one slot
-fetches at a time for all. What the Dask path adds to each request (submit, scheduling, the
+and only a wait past `POLL_S` looks at the scheduler's worker list, which one slot fetches at a
+time for all. What the Dask path adds to each request (submit, scheduling, the
 result's fetch) is counted as `fleet_round_trip` in the run's timings (`bench --breakdown`).
 
 Input siblings travel as on one host: a request is a drawn spec and its siblings
@@ -75,10 +75,10 @@ LOST_NODE_RETRIES = 3
 # How long the driver waits for any node to be alive before a slot gives up.
 NO_NODE_WAIT_S = 120.0
 # The scheduler's worker list is fetched at most this often (one round trip, shared by all slots:
-# one slot fetches while the others read the last list); a slot waiting on its answer looks at it
-# this often.
+# one slot fetches while the others read the last list).
 LIVENESS_REFRESH_S = 1.0
-# How often a slot whose node left looks again for a live one.
+# How often a slot waiting on its answer looks at that list (its answer wakes it at once), and how
+# often a slot whose node left looks again for a live one.
 POLL_S = 0.5
 CONNECT_TIMEOUT_S = 30.0
 DAEMON_SETTING = "DASK_DISTRIBUTED__WORKER__DAEMON=False (distributed.worker.daemon: False)"
@@ -524,8 +524,8 @@ class ClusterWorker:
         # a node that says nothing is treated as lost.
         deadline = time.monotonic() + timeout_s + STARTUP_TIMEOUT_S + 60.0
         # Woken by the answer (the future's callback) or an abort, never by a poll: a slot's next
-        # draw starts as its request's reply lands. Past LIVENESS_REFRESH_S without one, it looks
-        # at the scheduler's worker list (the node may be gone: its task would wait forever).
+        # draw starts as its request's reply lands. Each POLL_S without one, it looks at the
+        # scheduler's worker list (the node may be gone: its task would wait forever).
         answered = self._answered = threading.Event()
         future.add_done_callback(lambda _future: answered.set())
         while True:
@@ -539,7 +539,7 @@ class ClusterWorker:
                     raise _Lost(f"{type(e).__name__}: {e}") from None
                 except Exception as e:  # divfuzz's own code failed on the node: never a verdict
                     raise InternalError(f"divfuzz's own code failed on cluster worker {self.address}: {type(e).__name__}: {e}") from e
-            if answered.wait(LIVENESS_REFRESH_S):
+            if answered.wait(POLL_S):
                 continue
             if self.address not in self.fleet.live():
                 raise _Lost("gone from the scheduler's workers")
