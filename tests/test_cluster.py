@@ -170,6 +170,61 @@ def test_a_fleet_slot_answers_a_whole_group_and_counts_a_lost_nodes_group_as_its
     assert "3 cases of one compile, run again whole" in fleet.stats.why[0]
 
 
+def test_a_fleet_slot_is_woken_by_its_answer_not_by_a_poll(monkeypatch):
+    # Issue 41: a slot's wait polled its future every 0.5 s (looking at the scheduler's worker list
+    # each time), so each group's answer waited up to half a second on the driver, 200 ms per case
+    # between cases on 2 H100s. The answer itself must wake the slot (the future's done callback):
+    # no look at the node's liveness while the answer comes within POLL_S, and one
+    # submission per group, whatever its members. A stand-in client whose answer lands only once
+    # the slot waits for it; a poll (the old wait) answers too, so that it fails rather than hangs.
+    from concurrent.futures import Future
+
+    pytest.importorskip("distributed")
+    from divfuzz.fuzzer.campaign import cluster
+    from divfuzz.records.outcomes import Status
+    from divfuzz.records.verdict import Verdict
+
+    monkeypatch.setattr(cluster, "POLL_S", 120.0)  # the answer always comes first: no timing in the test
+    spec = layer_norm_linear(8, 4)
+    request = CaseRequest(spec, "cpu", CompileConfig(), siblings=input_siblings(spec, 4))
+    reply = {"verdicts": [[Verdict(Status.OK).to_dict(), 0.25]] * 4, "startup_s": 0.0, "output": "", "node_s": 1.0}
+    submitted, polled = [], []
+
+    class Answer(Future):
+        def add_done_callback(self, fn):
+            super().add_done_callback(fn)
+            if not self.done():
+                threading.Thread(target=self.set_result, args=(reply,)).start()
+
+    class Client:
+        def submit(self, fn, *args, **kw):
+            submitted.append(args[3])
+            return Answer()
+
+    class Fleet:
+        client = Client()
+        stats = cluster.FleetStats()
+        token = "t"
+        lock = threading.Lock()
+
+        def live(self):
+            polled.append(time.monotonic())
+            future = worker._future
+            if not future.done():
+                future.set_result(reply)
+            return {"tcp://a:1"}
+
+        def note_answer(self, round_trip_s):
+            cluster.Fleet.note_answer(self, round_trip_s)
+
+    worker = cluster.ClusterWorker(Fleet(), SlotPlan(0, "tcp://a:1", SlotDevice("a/cpu", "cpu"), 1))
+    got = worker.run_group(request, 10.0)
+    assert [v.status for v, _ in got] == [Status.OK] * 4
+    assert polled == []  # woken by the answer, never by a look at the scheduler
+    assert len(submitted) == 1 and len(submitted[0]["siblings"]) == 3  # one request for the group's 4 cases
+    assert Fleet.stats.requests == 1 and Fleet.stats.round_trip_s >= 0.0
+
+
 def _fuzz(args, *, env_extra=None, pre="", timeout=300):
     """`python -m divfuzz.fuzzer fuzz ARGS` in a subprocess of this tree; `pre` runs first (e.g. an import blocker)."""
     code = f"{pre}\nimport sys\nfrom divfuzz.fuzzer.cli.main import main\nsys.argv = ['divfuzz', 'fuzz', *{list(map(str, args))!r}]\nmain()"

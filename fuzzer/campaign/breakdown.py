@@ -48,7 +48,7 @@ class Breakdown:
     last_case_s: float | None
     stages: dict  # in-worker span -> seconds, summed over cases ("worker_ipc": the round trip outside them)
     slot_time: dict  # "start-up", "in the worker", "between cases", "after its last case" -> slot-seconds
-    driver: dict = field(default_factory=dict)  # the driver's own tallies (timings file): generate, store, files
+    driver: dict = field(default_factory=dict)  # the driver's own tallies (timings file): generate, store, files, a fleet's round trips
     analyses: dict = field(default_factory=dict)  # count, filed, seconds, workers (timings file)
     budget_s: float | None = None
     drawing_stopped_s: float | None = None
@@ -198,7 +198,7 @@ def campaign_breakdown(path: Path, run_id: int | None = None) -> Breakdown:
     driver = {}
     if isinstance(extra.get("driver_timings"), dict):
         driver = {k: _number(extra["driver_timings"][k], f"{where}: driver_timings[{k!r}]")
-                  for k in ("generate", "store", "minimize_and_files") if k in extra["driver_timings"]}
+                  for k in ("generate", "store", "minimize_and_files", "fleet_round_trip") if k in extra["driver_timings"]}
     pending = {}
     if isinstance(extra.get("pending_by_severity"), dict):
         pending = {str(k): int(_number(v, f"{where}: pending_by_severity[{k!r}]")) for k, v in extra["pending_by_severity"].items()}

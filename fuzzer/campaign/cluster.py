@@ -10,8 +10,14 @@ a node.
 Why Dask distributed: pure Python (a small wheel the GPU hosts can carry, unlike Ray's 76 MiB),
 a `LocalCluster` of real processes runs in CI, and the same scheduler is deployed on Slurm/PBS/LSF
 (dask-jobqueue) or Kubernetes without divfuzz knowing. divfuzz uses only its task submission
-with worker restrictions, `Client.run` for out-of-band stop/abort, and the scheduler's list of
-live workers.
+with worker restrictions, `Client.run` for out-of-band stop/abort (and, at connect, to start each
+node's warm template while the driver starts), and the scheduler's list of live workers.
+
+A slot waits on its request's future without polling: the future's done callback wakes it, so its
+next draw starts as the answer lands (a 0.5 s poll cost 200 ms per case on 2 H100s, issue 41),
+and only a wait past `POLL_S` looks at the scheduler's worker list, which one slot fetches at a
+time for all. What the Dask path adds to each request (submit, scheduling, the
+result's fetch) is counted as `fleet_round_trip` in the run's timings (`bench --breakdown`).
 
 Input siblings travel as on one host: a request is a drawn spec and its siblings
 (`divfuzz.generators.input_siblings`), and the node runs the whole group through one compile in
@@ -54,6 +60,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from divfuzz.fuzzer.campaign.sizing import SlotDevice, usable_cores
+from divfuzz.fuzzer.engine import warm_template
 from divfuzz.fuzzer.engine.worker import STARTUP_TIMEOUT_S, CallOutcome, CaseRequest, Worker
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.records.config import CompileConfig
@@ -67,8 +74,11 @@ EXTRA = "pip install 'divfuzz[cluster]'"
 LOST_NODE_RETRIES = 3
 # How long the driver waits for any node to be alive before a slot gives up.
 NO_NODE_WAIT_S = 120.0
-# The scheduler's worker list is fetched at most this often (one round trip, shared by all slots).
+# The scheduler's worker list is fetched at most this often (one round trip, shared by all slots:
+# one slot fetches while the others read the last list).
 LIVENESS_REFRESH_S = 1.0
+# How often a slot waiting on its answer looks at that list (its answer wakes it at once), and how
+# often a slot whose node left looks again for a live one.
 POLL_S = 0.5
 CONNECT_TIMEOUT_S = 30.0
 DAEMON_SETTING = "DASK_DISTRIBUTED__WORKER__DAEMON=False (distributed.worker.daemon: False)"
@@ -130,6 +140,13 @@ def node_info(cuda: bool) -> dict:
             "daemon": bool(multiprocessing.current_process().daemon)}
 
 
+def node_warm_up(device: str) -> None:
+    """Start this node's warm template now, in the background (`warm_template.start_in_background`):
+    its `import torch` overlaps the driver's own start-up (its store, its versions, the first
+    draws), as one host's does, instead of starting when the node's first request arrives."""
+    warm_template.start_in_background(device)
+
+
 def _node_worker(key: str, device: str, extra_env: dict) -> Worker:
     with _NODE_LOCK:
         worker = _NODE_WORKERS.get(key)
@@ -142,6 +159,7 @@ def node_run(key: str, device: str, extra_env: dict, message: dict, timeout_s: f
     """One request in the slot's divfuzz worker on this node: a drawn spec and its input siblings
     through one compile (`Worker.run_group`). Each member that ran, as data (never pickled
     objects): its verdict and its seconds; the worker's start-up, and what the compiler printed."""
+    t0 = time.perf_counter()
     worker = _node_worker(key, device, extra_env)
     before = worker.startup_s
     try:
@@ -149,7 +167,7 @@ def node_run(key: str, device: str, extra_env: dict, message: dict, timeout_s: f
     except InternalError as e:
         return {"internal": str(e), "details": e.details}
     return {"verdicts": [[verdict.to_dict(), seconds] for verdict, seconds in got], "startup_s": worker.startup_s - before,
-            "output": worker.last_output}
+            "output": worker.last_output, "node_s": time.perf_counter() - t0}
 
 
 def node_call(key: str, device: str, extra_env: dict, target: str, kwargs: dict, timeout_s: float) -> dict:
@@ -266,6 +284,10 @@ class FleetStats:
     lost_nodes: set = field(default_factory=set)
     requeued: int = 0
     why: list = field(default_factory=list)  # "address: reason", one per requeue
+    requests: int = 0  # groups answered by a node
+    # Their Dask round trips: each answer's wait on the driver less the node's own time in `node_run`
+    # (submit, scheduling, the task's start, the result's fetch, the slot thread's wake-up).
+    round_trip_s: float = 0.0
 
 
 class Fleet:
@@ -283,6 +305,7 @@ class Fleet:
         self.lock = threading.Lock()
         self._live: set[str] = set(self.nodes)
         self._live_at = time.monotonic()
+        self._refreshing = False
         self.workers: list[ClusterWorker] = []
 
     @classmethod
@@ -303,6 +326,7 @@ class Fleet:
             nodes = [NodeInfo(a, i["host"], int(sched.get(a, {}).get("nthreads", 1)), int(i["cores"]), tuple(i["gpus"]))
                      for a, i in infos.items()]
             device = fleet_device(device, nodes)
+            client.run(node_warm_up, "cuda" if device.startswith("cuda") else "cpu")  # returns at once: each node imports in a thread
             return cls(client, nodes, device, plan_slots(nodes, device, workers))
         except BaseException:
             client.close()
@@ -348,15 +372,24 @@ class Fleet:
     # liveness, shared by the slots
     def live(self) -> set[str]:
         with self.lock:
-            if time.monotonic() - self._live_at < LIVENESS_REFRESH_S:
+            if time.monotonic() - self._live_at < LIVENESS_REFRESH_S or self._refreshing:
                 return set(self._live)
+            self._refreshing = True  # one fetch at a time: the other slots read the last list meanwhile
         try:
             live = set(scheduler_workers(self.client))
         except (OSError, TimeoutError) as e:
             raise ClusterError(f"lost the Dask scheduler ({type(e).__name__}: {e})") from None
+        finally:
+            with self.lock:
+                self._refreshing = False
         with self.lock:
             self._live, self._live_at = live, time.monotonic()
         return live
+
+    def note_answer(self, round_trip_s: float) -> None:
+        with self.lock:
+            self.stats.requests += 1
+            self.stats.round_trip_s += round_trip_s
 
     def note_lost(self, address: str, why: str, cases: int = 1) -> None:
         """`address` was lost with a request of `cases` cases (a drawn spec and its siblings) in flight."""
@@ -416,6 +449,7 @@ class ClusterWorker:
         self.last_output = ""  # what the compiler printed on the node during the last request
         self.aborted = False
         self._abort_event = threading.Event()
+        self._answered = threading.Event()  # set by the request in flight's answer, or by an abort
         self._future = None
 
     @property
@@ -436,12 +470,15 @@ class ClusterWorker:
         it runs again from its compile on another node."""
         message = request.to_message()
         members = 1 + len(request.siblings)
+        t0 = time.perf_counter()
         reply = self._remote(lambda: (node_run, self.key, self.device, self._env(), message, timeout_s),
                              timeout_s * members, cases=members)
         if reply is None:
             return [(Verdict(Status.CRASH, error_type="Aborted", error_message="divfuzz was interrupted"), 0.0)]
         if "internal" in reply:
             raise InternalError(f"{reply['internal']} (on cluster worker {self.address})", details=reply["details"])
+        if "node_s" in reply:
+            self.fleet.note_answer(max(0.0, time.perf_counter() - t0 - float(reply["node_s"])))
         self.startup_s += reply["startup_s"]
         self.last_output = reply.get("output", "")
         return [(Verdict.from_dict(verdict), float(seconds)) for verdict, seconds in reply["verdicts"]]
@@ -486,27 +523,34 @@ class ClusterWorker:
         # The node enforces the case's timeout (a HANG verdict); past that and a worker's start-up,
         # a node that says nothing is treated as lost.
         deadline = time.monotonic() + timeout_s + STARTUP_TIMEOUT_S + 60.0
+        # Woken by the answer (the future's callback) or an abort, never by a poll: a slot's next
+        # draw starts as its request's reply lands. Each POLL_S without one, it looks at the
+        # scheduler's worker list (the node may be gone: its task would wait forever).
+        answered = self._answered = threading.Event()
+        future.add_done_callback(lambda _future: answered.set())
         while True:
             if self.aborted:
                 future.cancel()
                 return None
-            if future.done():  # polled, not `result(timeout=...)`: a timed-out wait must never read as a lost node
+            if future.done():  # `result(timeout=...)` is never used: a timed-out wait must never read as a lost node
                 try:
                     return future.result()
                 except (distributed.KilledWorker, CommClosedError, CancelledError) as e:
                     raise _Lost(f"{type(e).__name__}: {e}") from None
                 except Exception as e:  # divfuzz's own code failed on the node: never a verdict
                     raise InternalError(f"divfuzz's own code failed on cluster worker {self.address}: {type(e).__name__}: {e}") from e
+            if answered.wait(POLL_S):
+                continue
             if self.address not in self.fleet.live():
                 raise _Lost("gone from the scheduler's workers")
             if time.monotonic() > deadline:
                 raise _Lost(f"no answer within {timeout_s + STARTUP_TIMEOUT_S + 60.0:.0f} s")
-            self._abort_event.wait(POLL_S)
 
     def abort(self) -> None:
         """From another thread: stop now; the case in flight is dropped, never a verdict."""
         self.aborted = True
         self._abort_event.set()
+        self._answered.set()  # the wait in flight ends now
         future = self._future
         if future is not None:
             future.cancel()

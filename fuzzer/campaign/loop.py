@@ -545,12 +545,16 @@ class Campaign:
         """`divfuzz-run<N>-timings.json` beside the store: what the store does not hold, for
         `divfuzz bench --breakdown` (the driver's time per stage, each analysis, the schedule)."""
         p = self.progress
+        driver = dict(p.timings)
+        stats = getattr(self.fleet, "stats", None)
+        if stats is not None and stats.requests:  # a fleet's Dask round trips: a slot's wait outside its node's time
+            driver["fleet_round_trip"] = stats.round_trip_s
         data = {
             "run_id": self.run_id, "workers": self.opts.workers, "budget_s": self.opts.budget_s,
             "budget_from": self.opts.budget_from, "started": p.started, "ended": time.time(),
             "deadline": self.deadline, "work_end": self.work_end, "drawing_stopped": p.drawing_stopped,
             "slots_done": self.slots_done_at, "pool_done": self.pool_done_at,
-            "cut_at_end": self.cut_at_end, "cases": p.cases, "repeats": p.repeats, "driver_timings": dict(p.timings),
+            "cut_at_end": self.cut_at_end, "cases": p.cases, "repeats": p.repeats, "driver_timings": driver,
             "analysis_workers": (self.pool.size if self.pool is not None else 0),
             "analyses": [asdict(t) | {"wall_s": t.wall_s} for t in (self.pool.timings if self.pool is not None else ())],
             "pending": pending, "pending_by_severity": dict(pending_by_severity),
