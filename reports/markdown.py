@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from divfuzz.oracles.mechanisms import MECHANISMS
+from divfuzz.oracles.mechanisms import MECHANISMS, excuses
 
 import datetime as _dt
 import json
@@ -192,7 +192,8 @@ def _root_cause_item(n: int, rc) -> list[str]:
              f"* why {_plain(why_line(lead))}"]
     mechanism = MECHANISMS.get(lead.key.mechanism)
     if mechanism is not None:
-        lines.append(f"* explained: {_plain(mechanism.title)}; {_plain(mechanism.reason)}")
+        said = "explained" if excuses(lead.key.mechanism) else "mechanism, a defect"
+        lines.append(f"* {said}: {_plain(mechanism.title)}; {_plain(mechanism.reason)}")
     if rc.pattern is not None:
         # The lead's own pattern: named as its spec.json, its repro.py and the reason above name its values.
         own = graph_pattern((lead.minimized or {}).get("spec"), own_names=True) or rc.pattern
