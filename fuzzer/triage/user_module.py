@@ -286,16 +286,17 @@ def _verdict(gm, inputs, a, b, ref=None, bounds=None):
     return verdict_of(outputs)
 
 
-def _with_dropped_cast(verdict, gm, inputs, a, b):
+def _with_dropped_cast(verdict, gm, inputs, a, b, kept):
     """`verdict` with the `explicit-cast-elided` explanation when the graph holds a user's cast to
     a lower precision and the bug's elements of `b` (the rung under test) equal what the graph
-    computes without those casts' rounding (`divfuzz.oracles.cast_elision`); else `verdict`."""
+    computes without those casts' rounding (`divfuzz.oracles.cast_elision`); else `verdict`.
+    `kept` is the fp64 reference the verdict was judged against (the casts' rounding kept)."""
     reason = severity_of(verdict)
     if reason is None or reason.severity is not Severity.BUG or reason.rule not in EXPLAINABLE_RULES \
             or not reason.output.startswith("output ") or not explicit_casts(gm):
         return verdict
     i = int(reason.output.removeprefix("output "))
-    kept, loose = _reference_outputs(gm, inputs), _reference_outputs(gm, inputs, keep_casts=False)
+    loose = _reference_outputs(gm, inputs, keep_casts=False)
     if kept is None or loose is None or i >= min(len(a), len(b), len(kept), len(loose)):
         return verdict
     n_named, n_close = dropped_cast_elements(reason.rule, a[i], b[i], kept[i], loose[i])
@@ -645,7 +646,9 @@ def _write_folder(diff: RungDifference, folders: CauseFolders, number: int, redu
         culprit = replace(culprit, bisect_note=note)
         culprit = replace(culprit, summary=summarize(culprit))
     summary = culprit.summary
-    verdict = _with_dropped_cast(_verdict(small, small_inputs, before_out, after_out), small, small_inputs, before_out, after_out)
+    kept = _reference_outputs(small, small_inputs)
+    verdict = _with_dropped_cast(_verdict(small, small_inputs, before_out, after_out, ref=kept), small, small_inputs,
+                                 before_out, after_out, kept)
     reason = severity_of(verdict, switch=culprit.key().switch or None, subsystem=culprit.key().subsystem)
     folder = folders.out / f"{number:02d}-{rung}"
     folder.mkdir(parents=True, exist_ok=True)
