@@ -46,7 +46,8 @@ from divfuzz.generators.spec import GraphSpec
 from divfuzz.oracles.accumulation_range import leaves_range_mask
 from divfuzz.oracles.judge import judge_outputs, verdict_of
 from divfuzz.oracles.mechanisms import EXPLAINABLE_RULES
-from divfuzz.oracles.cast_elision import dropped_cast_elements, rule_elements, same_values
+from divfuzz.oracles.cast_elision import dropped_cast_elements
+from divfuzz.oracles.named_elements import rule_elements, same_values
 from divfuzz.oracles.severity_policy import RANGE_EDGE_FRACTION, severity_of
 from divfuzz.records.severity import Severity, SeverityReason
 from divfuzz.records.verdict import Explanation, OutputVerdict
@@ -232,7 +233,7 @@ def _reassociation_edge(spec: GraphSpec, name: str, shape: torch.Size, reference
 
 
 def _range_edge(case: "PreparedCase", compiled: Named, reason: SeverityReason) -> Explanation | None:
-    """Explained when the output's differing elements (those the rule names: `divfuzz.oracles.cast_elision.rule_elements`)
+    """Explained when the output's differing elements (those the rule names: `divfuzz.oracles.named_elements.rule_elements`)
     depend on range-edge values: each such value is made NaN in a second fp64 reference run, and
     the differing elements that turn NaN there depend on one (a majority must). An integer output, where NaN cannot show, depends on
     one when its graph does."""
