@@ -156,6 +156,27 @@ def rewire(nodes: tuple[Node, ...], outputs: tuple[str, ...], old: str, new: str
     return nodes, tuple(outs)
 
 
+def keep_output_names(before: tuple[str, ...], nodes: tuple[Node, ...],
+                      outputs: tuple[str, ...]) -> tuple[tuple[Node, ...], tuple[str, ...]]:
+    """`nodes` and `outputs` after an edit that rewired outputs `before` to stand-ins, with each
+    stand-in node renamed to the output it stands for: a finding is about an output by name
+    (the minimizer keeps the output a bucket's reason names), and dropping the op after it (a
+    gelu after the interpolate that changed the dtype) must leave that name in place.
+
+    Renames only where the outputs line up one for one, the old name is gone from the graph, and
+    the stand-in is a node (not a graph input) that was not an output itself; else unchanged."""
+    if len(before) != len(outputs):
+        return nodes, outputs
+    node_names = {n.name for n in nodes}
+    renames = {new: old for old, new in zip(before, outputs)
+               if old != new and old not in node_names and new in node_names and new not in before}
+    if not renames:
+        return nodes, outputs
+    nodes = tuple(replace(n, name=renames.get(n.name, n.name), inputs=tuple(renames.get(i, i) for i in n.inputs))
+                  for n in nodes)
+    return nodes, tuple(renames.get(o, o) for o in outputs)
+
+
 def same_shape_inputs(spec: GraphSpec, node: Node) -> list[str]:
     """The data inputs of `node` of its own output shape: what could stand in for it."""
     op = get_op(node.op)
@@ -179,6 +200,7 @@ def remove_nodes(spec: GraphSpec, names: set[str]) -> GraphSpec | None:
     if not any(o in {n.name for n in nodes} for o in outputs):
         return None  # only inputs left as outputs: nothing to compile
     outputs = tuple(o for o in outputs if o in {n.name for n in nodes})
+    nodes, outputs = keep_output_names(spec.outputs, nodes, outputs)
     return rebuild_spec(spec, nodes=nodes, outputs=outputs)
 
 
@@ -189,7 +211,8 @@ def bypass_node(spec: GraphSpec, node: Node, source: str) -> GraphSpec | None:
     kept = {m.name for m in nodes}
     if not any(o in kept for o in outputs):
         return None
-    return rebuild_spec(spec, nodes=nodes, outputs=tuple(o for o in outputs if o in kept))
+    nodes, outputs = keep_output_names(spec.outputs, nodes, tuple(o for o in outputs if o in kept))
+    return rebuild_spec(spec, nodes=nodes, outputs=outputs)
 
 
 def cut_to_input(spec: GraphSpec, node: Node, name: str) -> GraphSpec | None:

@@ -33,6 +33,7 @@ graph too small to pay it back is `by-design` (`mode="reduce-overhead"` is the d
 
 from __future__ import annotations
 
+from divfuzz.oracles.findings import finding_of
 from divfuzz.oracles.mechanisms import mechanism_severity
 from divfuzz.oracles.perf import is_slower
 from divfuzz.records.outcomes import COMPILER_FAILURES, Status
@@ -269,6 +270,16 @@ def _worst_first(reason: SeverityReason) -> int:
     return len(ORDER) if reason.severity is Severity.NOISE else reason.severity.rank
 
 
+def _worst_first_about(finding):
+    """`_worst_first`, and among reasons of one severity the one about `finding`'s output first:
+    a case is bucketed by its finding (`divfuzz.oracles.findings.finding_of`), so its reason names
+    the same output whenever that output is as severe as any. Otherwise a bucket of one kind (a
+    dtype change of one output) carries the rule of another output, and its minimizer, which keeps
+    both the kind and the rule's output, can drop neither."""
+    about = finding.output if finding is not None else None
+    return lambda reason: (_worst_first(reason), reason.output != about)
+
+
 _COMPILER_FAILURE_RULES = {status.value: kind.value for status, kind in COMPILER_FAILURES.items()}
 
 # Every rule's severity: a rule names one severity (a test holds this table equal to what the
@@ -362,7 +373,7 @@ def severity_of(verdict, *, switch: str | None = None, subsystem: str | None = N
     reasons = [r for r in (output_severity(o) for o in verdict.outputs) if r is not None]
     if not reasons:
         return None
-    worst = min(reasons, key=_worst_first)
+    worst = min(reasons, key=_worst_first_about(finding_of(verdict)))
     explained = explained_reason(worst, getattr(verdict, "explanation", None))
     if explained is not None:
         return explained

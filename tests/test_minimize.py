@@ -90,3 +90,14 @@ def test_a_shrunk_shape_that_an_ops_params_no_longer_fit_is_no_candidate():
     )
     assert rebuild_spec(spec) is not None
     assert rebuild_spec(spec, data_shapes={"x0": (2, 3, 5)}) is None
+
+
+def test_dropping_the_op_after_the_culprit_keeps_the_outputs_name():
+    """A finding is about an output by name: the minimizer keeps the output its reason names. An
+    op after the one that shows the finding (a gelu after the interpolate that changed the dtype)
+    must still go, its stand-in taking the output's name."""
+    chain = rebuild_spec(_chain_bf16(("relu", "tanh", "sigmoid")))
+    assert chain.outputs == ("v3",) and chain.node("v3").op == "sigmoid"
+    result = minimize_spec(chain, lambda s: s.outputs == ("v3",) and "tanh" in s.op_names, budget_s=30)
+    assert result.spec.op_names == ("tanh",) and result.spec.outputs == ("v3",)
+    assert result.spec.node("v3").inputs == ("x0",)

@@ -356,3 +356,24 @@ def test_a_decomposition_at_fault_for_a_compiled_worse_result_is_a_bug_and_nothi
     assert key_severity(as_far.with_culprit(decomposition)) is Severity.SUSPECT
     knob = CulpritKey("inductor", "inductor_emulate_precision_casts", switch="emulate_precision_casts")
     assert key_severity(worse.with_culprit(knob)) is Severity.BY_DESIGN
+
+
+def test_a_cases_reason_names_the_output_its_bucket_is_about_when_as_severe():
+    """A dtype change of one output and a grossly wrong value of another are both bugs: the case
+    is bucketed as the dtype change (`finding_of`), so its reason names that output too, and the
+    minimizer, which keeps the kind and the reason's output, can drop the other."""
+    g = torch.Generator().manual_seed(0)
+    ref = torch.randn(1000, generator=g, dtype=torch.float64) * 100
+    eager = ref.float()
+    compiled = eager.clone()
+    compiled[:3] = compiled[:3] * 1.001
+    gross = OutputVerdict("v3", float_cmp=compare_float(eager, compiled, ref))
+    changed = OutputVerdict("v6", mismatch="float32 [2] eager, bfloat16 [2] compiled")
+    for outputs in ((gross, changed), (changed, gross)):
+        verdict = Verdict(Status.DIVERGED, outputs=outputs)
+        assert finding_of(verdict).output == "v6"
+        reason = severity_of(verdict)
+        assert reason.severity is Severity.BUG and reason.output == "v6" and reason.rule == "output-type-mismatch"
+    # A more severe reason on another output still wins: the tie-break is only among equals.
+    noisy = OutputVerdict("v6", float_cmp=compare_float(eager, eager.clone(), ref))
+    assert severity_of(Verdict(Status.DIVERGED, outputs=(gross, noisy))).output == "v3"
