@@ -145,15 +145,59 @@ def _run(spec: GraphSpec, plan: Plan, tensors, ctx: BuildContext, keep: dict | N
     return tuple(env[o] for o in spec.outputs)
 
 
+# Other orders of a last dim that an order-free op (`OpDef.order_free`) may accumulate in:
+# backwards, from its middle round, and even positions before odd ones (what a vectorised or
+# split reduction's lanes see).
+LAST_DIM_ORDERS = ("reversed", "rolled", "interleaved")
+
+
+def last_dim_permutation(n: int, order: str, device) -> torch.Tensor:
+    """The positions 0..n-1 in `order` (one of `LAST_DIM_ORDERS`)."""
+    index = torch.arange(n, device=device)
+    if order == "reversed":
+        return index.flip(0)
+    if order == "rolled":
+        return index.roll(n // 2)
+    if order == "interleaved":
+        return torch.cat([index[0::2], index[1::2]])
+    raise ValueError(f"Expected an order in {LAST_DIM_ORDERS} but got {order!r}")
+
+
+def _in_order(node, fn: Callable[..., Any], order: str) -> Callable[..., Any]:
+    """`fn` for an order-free node with its args' last dim taken in `order`, its output put back
+    in place: the same mathematical result, accumulated in another order. Other nodes: `fn`."""
+    free = get_op(node.op).order_free
+    if free is None:
+        return fn
+
+    def reordered(D, *args):
+        n = args[0].shape[-1] if isinstance(args[0], torch.Tensor) and args[0].dim() else 0
+        if n < 2:
+            return fn(D, *args)
+        perm = last_dim_permutation(n, order, args[0].device)
+        moved = [a.index_select(-1, perm) if i in free.args and isinstance(a, torch.Tensor) and a.dim() and a.shape[-1] == n
+                 else a for i, a in enumerate(args)]
+        out = fn(D, *moved)
+        if free.keeps_dim and isinstance(out, torch.Tensor) and out.dim() and out.shape[-1] == n:
+            out = out.index_select(-1, torch.argsort(perm))
+        return out
+
+    return reordered
+
+
 def build_callable(spec: GraphSpec, device_type: str = "cpu", keep: dict | None = None,
-                   hook: ValueHook | None = None) -> Callable[..., tuple]:
+                   hook: ValueHook | None = None, *, order: str | None = None) -> Callable[..., tuple]:
     """The real graph as a torch function of its inputs, with the spec's autocast region inside.
 
     `keep`, when given, receives every intermediate value (for eager runs only: not under compile);
-    `hook` replaces each input's and node's value as the graph runs (eager experiments only).
+    `hook` replaces each input's and node's value as the graph runs (eager experiments only);
+    `order` (one of `LAST_DIM_ORDERS`, eager experiments only) runs every order-free op with its
+    reduced dim permuted (`_in_order`).
     """
     ctx = BuildContext(reference=False)
     plan = _plan(spec)
+    if order is not None:
+        plan = tuple((name, inputs, _in_order(spec.node(name), fn, order)) for name, inputs, fn in plan)
     autocast = TORCH_DTYPES[spec.autocast] if spec.autocast else None
 
     def graph(*tensors):

@@ -188,6 +188,11 @@ class OpDef:
     # experiment (`divfuzz.fuzzer.engine.explain`) asks whether a partial result of some order
     # leaves the dtype's finite range.
     accumulates: str | None = None
+    # Where the op's result is the same function of its args' last-dim elements taken in any
+    # order, as a legal implementation may accumulate them (a sum, a mean, a variance, a norm's
+    # statistics, a softmax's denominator), or None. The reduction-order experiment
+    # (`divfuzz.fuzzer.engine.explain`) runs eager again with that dim permuted.
+    order_free: "OrderFree | None" = None
 
     def param_problems(self, params: Mapping[str, Any]) -> list[str]:
         """What is wrong with `params` against this op's schema, one phrase per problem ([] when valid)."""
@@ -199,6 +204,19 @@ class OpDef:
                 if expected is not None:
                     problems.append(f"param {k!r}: expected {expected} but got {short_repr(params[k], 80)}")
         return problems
+
+
+@dataclass(frozen=True)
+class OrderFree:
+    """An op whose result does not depend on the order of its args' last-dim elements, only on
+    pairing them: permuting the last dim of the args at `args` (the positions of those that run
+    along the reduced dim: the data, a norm's affine weight and bias) gives the same result,
+    permuted the same way when `keeps_dim` (a softmax, a norm) and unchanged when the op reduces
+    that dim away (a sum, a variance). Invariant: mathematically exact for every input; only the
+    floating-point evaluation order differs."""
+
+    args: tuple[int, ...] = (0,)
+    keeps_dim: bool = False
 
 
 # What `OpDef.accumulates` may say: partial sums, partial sums of squares (an RMS norm), partial

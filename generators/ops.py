@@ -25,7 +25,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from divfuzz.generators.node_typing import promote
-from divfuzz.generators.opdef import FP32, LOWER_PRECISION, Choice, Flag, FloatRange, IntRange, JumpRule, Meta, OpDef, WeightSpec
+from divfuzz.generators.opdef import FP32, LOWER_PRECISION, Choice, Flag, FloatRange, IntRange, JumpRule, Meta, OpDef, OrderFree, WeightSpec
 from divfuzz.records.dtypes import ALL_DTYPES, DATA_DTYPES, DTYPES, FLOAT_DTYPES
 from divfuzz.records.reference_rules import BINARY, round_scalar
 
@@ -111,6 +111,7 @@ register(
         draw_params=lambda draw, metas: {"eps": _eps(draw), "affine": draw(st.booleans())},
         weights=_ln_weights,
         accumulates="centered_sum_of_squares",
+        order_free=OrderFree(args=(0, 1, 2), keeps_dim=True),
     )
 )
 
@@ -137,6 +138,7 @@ register(
         weights=_ln_weights,
         promotes_weights=True,
         accumulates="centered_sum_of_squares",
+        order_free=OrderFree(args=(0, 1, 2), keeps_dim=True),
     )
 )
 
@@ -157,6 +159,7 @@ register(
         draw_params=lambda draw, metas: {"eps": _eps(draw), "affine": draw(st.booleans())},
         weights=_rms_weights,
         accumulates="sum_of_squares",
+        order_free=OrderFree(args=(0, 1), keeps_dim=True),
     )
 )
 
@@ -177,6 +180,7 @@ register(
         weights=_rms_weights,
         promotes_weights=True,
         accumulates="sum_of_squares",
+        order_free=OrderFree(args=(0, 1), keeps_dim=True),
     )
 )
 
@@ -267,8 +271,8 @@ _unary("sigmoid", "activation", lambda a, p: f"torch.sigmoid({a[0]})")
 _unary("relu", "activation", lambda a, p: f"torch.relu({a[0]})")
 _unary("elu", "activation", lambda a, p: f"F.elu({a[0]})")
 _unary("tanh", "activation", lambda a, p: f"torch.tanh({a[0]})")
-_unary("softmax", "activation", lambda a, p: f"torch.softmax({a[0]}, dim=-1)")
-_unary("log_softmax", "activation", lambda a, p: f"torch.log_softmax({a[0]}, dim=-1)")
+_unary("softmax", "activation", lambda a, p: f"torch.softmax({a[0]}, dim=-1)", order_free=OrderFree(keeps_dim=True))
+_unary("log_softmax", "activation", lambda a, p: f"torch.log_softmax({a[0]}, dim=-1)", order_free=OrderFree(keeps_dim=True))
 
 register(
     OpDef(
@@ -313,6 +317,7 @@ register(
         draw_params=_linear_params,
         weights=_linear_weights,
         autocast_policy=LOWER_PRECISION,
+        order_free=OrderFree(args=(0, 1)),  # the inner dim: x's last and the weight's last
     )
 )
 
@@ -440,6 +445,7 @@ for _name, _fn in (("sum", "sum"), ("mean", "mean"), ("amax", "amax")):
             params={"keepdim": Flag()},
             draw_params=lambda draw, metas: {"keepdim": draw(st.booleans())},
             accumulates=None if _name == "amax" else "sum",
+            order_free=OrderFree(),
         )
     )
 
@@ -937,6 +943,7 @@ for _name in ("var", "std"):
             params=STAT_PARAMS,
             draw_params=_stat_params,
             accumulates="centered_sum_of_squares",
+            order_free=OrderFree(),
         )
     )
 
@@ -957,6 +964,7 @@ _edge(
         params={"part": Choice(tuple(_VAR_MEAN_PART)), **STAT_PARAMS},
         draw_params=lambda draw, metas: {"part": draw(st.sampled_from(tuple(_VAR_MEAN_PART))), **_stat_params(draw, metas)},
         accumulates="centered_sum_of_squares",
+        order_free=OrderFree(),
     )
 )
 

@@ -58,6 +58,16 @@ MECHANISMS: dict[str, Mechanism] = {m.id: m for m in (
         "low-precision kernels, which fusion elides by design, a user's cast is part of what the model computes",
     ),
     Mechanism(
+        "reduction-order", Severity.NOISE,
+        "the order of a sum, a norm or a softmax (eager in another order gives compiled's answer)",
+        "the differing outputs depend on an op whose result is the same for any order of its reduced elements, "
+        "and eager run again with that dim in another order gives, element by element, values that leave no bug: "
+        "compiled's answer is one eager's own algorithm gives. Floating-point sums are not associative and neither "
+        "eager nor a compiler defines their order (PyTorch's numerical-accuracy notes); maintainers judge such a "
+        "difference by same() against fp64 (issue 143182) and keep integer flips of a sum at a rounding boundary "
+        "open as numerics discrepancies, unfixed (issue 189787, floor of a softmax's sum)",
+    ),
+    Mechanism(
         "tie", Severity.NOISE,
         "ties under a value-selecting op (max, argmax, sort, topk, median, amax backward)",
         "the differing outputs depend on a value-selecting op whose input holds ties (equal or one rounding step "

@@ -8,6 +8,8 @@ import pytest
 import torch
 
 from divfuzz.fuzzer.engine.execute import execute_case
+from divfuzz.generators.build import LAST_DIM_ORDERS, build_callable, make_inputs
+from divfuzz.generators.surgery import rebuild_spec
 from divfuzz.generators.spec import GraphSpec, InputRecipe, Node, TensorSpec
 from divfuzz.oracles.accumulation_range import leaves_range_rows
 from divfuzz.oracles.mechanisms import MECHANISMS, mechanism_severity
@@ -224,3 +226,50 @@ def test_real_inductor_on_cuda_a_dropped_cast_is_named_a_bug():
         pytest.skip("this torch keeps x.to(bfloat16).to(float32)'s rounding (PR 180575)")
     assert verdict.explanation is not None and verdict.explanation.mechanism == "explicit-cast-elided", (reason, verdict)
     assert reason.severity is Severity.BUG
+
+
+def _round_of_sum(seed: int = 3) -> GraphSpec:
+    """round(sum(x, -1)) over rows of tenths (`decimal_grid`): row sums land next to .5, where the
+    order of the sum decides the rounding."""
+    return GraphSpec(inputs=(TensorSpec("x0", (256, 33), "float32", False),),
+                     nodes=(Node("v1", "sum", ("x0",), (("keepdim", False),), "float32", (256,)),
+                            Node("v2", "round", ("v1",), (("decimals", 0),), "float32", (256,))),
+                     outputs=("v2",), recipe=InputRecipe("decimal_grid", seed), backward=False)
+
+
+def test_a_sum_taken_in_another_order_is_explained_by_the_order_and_a_wrong_value_stays_a_bug():
+    """`reversed_sums` sums each row backwards: integer flips where eager matched fp64, rated
+    `int-valued-wrong` by the judge alone. Eager run again with the row in other orders gives
+    compiled's integers, so the order explains them. `drift` scales the output: no order of the
+    sum gives that, and it stays a bug."""
+    verdict, reason = _judged(_round_of_sum(), PLANTED + "reversed_sums")
+    assert reason.rule == "int-valued-wrong", verdict
+    assert verdict.explanation is not None and verdict.explanation.mechanism == "reduction-order", verdict
+    assert reason.severity is MECHANISMS["reduction-order"].severity is Severity.NOISE
+    verdict, reason = _judged(_round_of_sum(), PLANTED + "drift")
+    assert reason.severity is Severity.BUG and verdict.explanation is None, verdict
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_real_inductor_on_the_cpu_rounds_those_sums_without_a_bug(seed):
+    verdict, reason = _judged(_round_of_sum(seed), "inductor")
+    assert reason is None or reason.severity is not Severity.BUG, verdict
+
+
+@pytest.mark.parametrize("op, params, weights", [
+    ("layer_norm", (("affine", True), ("eps", 1e-5)), 2), ("rms_norm", (("affine", True), ("eps", 1e-5)), 1),
+    ("softmax", (), 0), ("var", (("correction", 1), ("keepdim", True)), 0), ("linear", (("bias", True), ("out_features", 5)), 2),
+])
+def test_an_order_free_op_in_another_order_computes_the_same_values(op, params, weights):
+    """`build_callable(order=...)` permutes an order-free op's reduced dim, in its data and in the
+    weights that run along it, and puts a kept dim back: the same values up to rounding (a norm's
+    weight left in place, or an output left permuted, would not be)."""
+    spec = rebuild_spec(GraphSpec(inputs=(TensorSpec("x0", (6, 16), "float32", False),),
+                                  nodes=(Node("v1", op, ("x0",), params, "float32", (6, 16)),), outputs=("v1",),
+                                  recipe=InputRecipe("normal", 1), backward=False))
+    assert len(spec.inputs) == 1 + weights
+    inputs = [t + torch.rand_like(t) if i else t for i, t in enumerate(make_inputs(spec))]  # weights far from one
+    plain = build_callable(spec)(*inputs)[0]
+    for order in LAST_DIM_ORDERS:
+        again = build_callable(spec, order=order)(*inputs)[0]
+        torch.testing.assert_close(again, plain, rtol=1e-5, atol=1e-6)

@@ -21,6 +21,10 @@ the finding; the severity policy then rates it by `divfuzz.oracles.mechanisms.ME
   reassociate, and the order decides where inf, NaN or zero lands;
 - ties: the differing output depends on a value-selecting op whose input holds ties (equal, or
   one rounding step apart) at the values it selects;
+- reduction order: the differing output depends on an order-free op (a sum, a norm, a softmax,
+  a linear's inner dim: `OpDef.order_free`), and eager run again with that dim permuted
+  (`LAST_DIM_ORDERS`) gives, element by element nearest compiled, values that leave no bug:
+  compiled's answer is one that eager's own algorithm gives in another order;
 - explicit cast elided (a defect, not an excuse): the graph casts to bfloat16 or float16 and the
   differing elements equal, within `FEW_ULPS`, the fp64 reference run without those casts'
   rounding: compiled dropped a rounding the model asks for. Tried last, so a finding another
@@ -40,7 +44,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from divfuzz.fuzzer.engine.graph_run import Named, run_forward_backward
-from divfuzz.generators.build import build_callable, build_reference, reference_inputs
+from divfuzz.generators.build import LAST_DIM_ORDERS, build_callable, build_reference, reference_inputs
 from divfuzz.generators.registry import get_op
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.oracles.accumulation_range import leaves_range_mask
@@ -74,7 +78,7 @@ def explain_case(case: "PreparedCase", compiled: Named, outputs: tuple[OutputVer
     if reason is None or reason.severity is not Severity.BUG or reason.rule not in EXPLAINABLE_RULES:
         return None
     with case.clock.span("explain"):
-        for experiment in (_subnormal_flush, _range_edge, _ties, _explicit_cast_elided):
+        for experiment in (_subnormal_flush, _range_edge, _ties, _reduction_order, _explicit_cast_elided):
             found = experiment(case, compiled, reason)
             if found is not None:
                 return found
@@ -306,6 +310,71 @@ def _explicit_cast_elided(case: "PreparedCase", compiled: Named, reason: Severit
 def _graph_order(spec: GraphSpec):
     order = {t.name: i for i, t in enumerate(spec.inputs)} | {n.name: len(spec.inputs) + i for i, n in enumerate(spec.nodes)}
     return lambda name: order.get(name, len(order))
+
+
+# ---- reduction order ---------------------------------------------------------------------------
+
+
+def _reduction_order(case: "PreparedCase", compiled: Named, reason: SeverityReason) -> Explanation | None:
+    """Found when the output depends on an order-free op (`OpDef.order_free`: a sum, a norm, a
+    softmax) and eager, run again with that op's reduced dim taken in other orders
+    (`LAST_DIM_ORDERS`), gives values from which, element by element, the one nearest compiled's
+    leaves no bug: compiled's answer is one eager's own algorithm gives in another order of the
+    same sum. The fp64 reference is not moved (it is exact to within the last bits for any order)."""
+    spec = case.spec
+    free = [n.name for n in spec.nodes if n.name in _ancestors(spec, reason.output) and get_op(n.op).order_free is not None]
+    if not free:
+        return None
+    orders = [run_forward_backward(spec, build_callable(spec, case.device_type, order=order), case.inputs, case.cots)[0]
+              for order in LAST_DIM_ORDERS]
+    eager_mix, moved = _nearest_compiled(case.eager, orders, compiled)
+    if moved == 0:
+        return None
+    again = severity_of(verdict_of(judge_outputs(eager_mix, compiled, case.reference, case.bounds)))
+    if again is not None and again.severity is Severity.BUG:
+        return None
+    now = "eager then agrees with compiled" if again is None else f"what is left is {again.severity.value} ({again.rule})"
+    what = ", ".join(f"{name} = {spec.node(name).op}" for name in free[:3])
+    return Explanation("reduction-order", reason.output,
+                       f"{reason.output} depends on {what}; eager with the reduced dim in another order "
+                       f"({', '.join(LAST_DIM_ORDERS)}) gives compiled's values on {moved} elements, and {now}",
+                       (("elements", float(moved)), ("orders", float(len(LAST_DIM_ORDERS)))))
+
+
+def _nearest_compiled(eager: Named, others: list[Named], compiled: Named) -> tuple[Named, int]:
+    """Eager's outputs with each element replaced by the value, among eager's and `others`' (eager
+    run in other orders), nearest compiled's (equal for integers; NaN equals NaN), and how many
+    elements moved."""
+    got = dict(compiled)
+    alternatives = [dict(o) for o in others]
+    mixed, moved = [], 0
+    for name, e in eager:
+        c = got.get(name)
+        alts = [a.get(name) for a in alternatives]
+        if not isinstance(c, torch.Tensor) or not all(isinstance(a, torch.Tensor) and a.shape == e.shape for a in alts) \
+                or c.shape != e.shape:
+            mixed.append((name, e))
+            continue
+        c = c.to(e.device)
+        best, far = e, _distance(e, c)
+        for a in alts:
+            a = a.to(e.device)
+            d = _distance(a, c)
+            nearer = d < far
+            best, far = torch.where(nearer, a, best), torch.where(nearer, d, far)
+        moved += int((~same_values(best, e) if e.is_floating_point() else best != e).sum())
+        mixed.append((name, best))
+    return mixed, moved
+
+
+def _distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Elementwise |a - b| in float64, 0 where equal (NaN with NaN, inf with the same inf) and inf
+    where one side is NaN or inf and the other is not."""
+    if not a.is_floating_point():
+        return (a != b).double()
+    a, b = a.double(), b.double()
+    d = (a - b).abs()
+    return torch.where(same_values(a, b), torch.zeros_like(d), torch.nan_to_num(d, nan=float("inf")))
 
 
 # ---- ties --------------------------------------------------------------------------------------

@@ -255,6 +255,27 @@ def reassociate_scans(gm: torch.fx.GraphModule, example_inputs):
     return gm.forward
 
 
+def _reversed_last_dim(reduce):
+    def reduced(x, *args, **kwargs):
+        dim = args[0] if args else kwargs.get("dim")
+        return reduce(x.flip(-1) if dim in (-1, x.dim() - 1) else x, *args, **kwargs)
+
+    return reduced
+
+
+_REVERSED = {torch.sum: _reversed_last_dim(torch.sum), torch.mean: _reversed_last_dim(torch.mean)}
+
+
+def reversed_sums(gm: torch.fx.GraphModule, example_inputs):
+    """Every sum and mean over the last dim accumulated backwards: the same sum in another order,
+    the freedom any compiler has (the reduction-order mechanism must explain what this changes)."""
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target in _REVERSED:
+            node.target = _REVERSED[node.target]
+    gm.recompile()
+    return gm.forward
+
+
 def compile_error(gm: torch.fx.GraphModule, example_inputs):
     raise PlantedCompileError("planted: this backend always fails to compile")
 
