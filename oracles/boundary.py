@@ -92,3 +92,25 @@ def undefined_cast(pre: torch.Tensor, int_dtype: torch.dtype) -> torch.Tensor:
     info = torch.iinfo(int_dtype)
     pre64 = pre.to(torch.float64)
     return ~torch.isfinite(pre64) | (pre64 <= info.min - 1) | (pre64 >= info.max + 1)
+
+
+def selection_distance_ulps(x: torch.Tensor, dim: int | None, *, largest: bool, keepdim: bool = False) -> torch.Tensor:
+    """For an arg-reduction of `x` along `dim` (None: the whole tensor), each result's distance
+    from a tie: the gap between the best and the second-best candidate, relative to
+    max(|best|, 1), in ULPs of `x`'s dtype. An index that changes in a row whose winner stood
+    clear (far from a tie) changes the value selected; a NaN row, or tied infinities, reads 0 (a
+    tie). The same measure as the campaign's arg-reductions (`divfuzz.generators.ops`, `_tie_gap`)."""
+    dtype = _dtype_name(x)
+    v = x.detach().to(torch.float64)
+    if dim is None:
+        v, dim = v.reshape(-1), 0
+    if v.shape[dim] < 2:
+        gap = torch.full_like(v.select(dim, 0), float("inf"))
+    else:
+        top = torch.topk(v, 2, dim, largest=largest).values
+        best, second = top.select(dim, 0), top.select(dim, 1)
+        gap = torch.nan_to_num((best - second).abs() / best.abs().clamp(min=1), nan=0.0)
+    if keepdim:
+        gap = gap.unsqueeze(dim)
+    return gap / ulp_of(torch.ones_like(gap), dtype)
+

@@ -330,3 +330,46 @@ def test_the_minifier_stopped_midway_returns_the_last_graph_that_failed():
     assert cut and len(queried) == 3, len(queried)
     assert small.code == [code for code, failed in queried if failed][-1]
     assert _has_sin(small, None) and count_ops(small) < count_ops(gm), small.code
+
+
+def _argmax_graphs():
+    """An argmax as Dynamo records it (a method call) and max's indices through getitem."""
+    class Arg(torch.nn.Module):
+        def forward(self, x):
+            return x.argmax(dim=1)
+
+    class MaxIndex(torch.nn.Module):
+        def forward(self, x):
+            return torch.max(x, 1)[1]
+
+    return [torch.fx.symbolic_trace(Arg()), torch.fx.symbolic_trace(MaxIndex())]
+
+
+@pytest.mark.parametrize("graph", [0, 1], ids=["argmax", "max-indices"])
+def test_an_index_that_moves_off_a_clear_winner_is_a_bug_and_one_between_tied_values_is_not(graph):
+    """The module path measures an index output like the campaign's arg-reductions: its distance
+    from a tie among the candidates. An index that moves in a row whose winner stood clear selects
+    another value (the channels-last argmax class, issue 193751): a bug. Between two equal values it
+    is a tie (PyTorch's bug template: do not compare indices at ties): not a bug."""
+    from divfuzz.fuzzer.triage.user_module import _int_boundaries, _verdict
+    from divfuzz.oracles.severity_policy import severity_of
+    from divfuzz.records.severity import Severity
+
+    gm = _argmax_graphs()[graph]
+    x = torch.randn(16, 9, generator=torch.Generator().manual_seed(0))
+    eager = [gm(x)]
+    moved = eager[0].clone()
+    moved[3] = (moved[3] + 1) % 9  # another element: clear of the winner in a normal draw
+    assert not torch.equal(moved, eager[0])
+    reason = severity_of(_verdict(gm, [x], eager, [moved]))
+    assert reason.severity is Severity.BUG and reason.rule == "int-gross", reason
+    tied = x.clone()
+    best = int(eager[0][3])
+    other = (best + 1) % 9
+    tied[3, other] = tied[3, best]  # an exact tie: eager keeps the first, compiled may take the other
+    eager_tied = [gm(tied)]
+    took_other = eager_tied[0].clone()
+    took_other[3] = other
+    assert _int_boundaries(gm, [tied])[0][3] == 0
+    reason = severity_of(_verdict(gm, [tied], eager_tied, [took_other]))
+    assert reason.severity is not Severity.BUG, reason

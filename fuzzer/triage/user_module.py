@@ -49,7 +49,7 @@ from divfuzz.fuzzer.triage.attribute import bisect_result_of
 from divfuzz.fuzzer.triage.capture import capture_user_case, write_capture
 from divfuzz.fuzzer.triage.fx_bypass import bypass_reduce, count_ops
 from divfuzz.fuzzer.triage.phase_clock import PhaseClock
-from divfuzz.oracles.boundary import distance_to_grid_ulps, undefined_cast
+from divfuzz.oracles.boundary import distance_to_grid_ulps, selection_distance_ulps, undefined_cast
 from divfuzz.oracles.conditioning import perturb_inputs
 from divfuzz.oracles.judge import judge_outputs, verdict_of
 from divfuzz.records.config import CompileConfig
@@ -243,6 +243,11 @@ def _int_boundaries(gm, inputs) -> dict:
         value = values.get(node)
         if not isinstance(value, torch.Tensor) or value.is_floating_point() or value.dtype == torch.bool:
             continue
+        selected = _selection_distance(node, values)
+        if selected is not None:
+            if selected.shape == value.shape:
+                maps[i] = selected
+            continue
         cast_in, cur = None, node
         pre, offset = None, 0.0
         while isinstance(cur, torch.fx.Node) and cur.op == "call_function" and _op_name(cur) in _PASS_THROUGH | set(_ROUNDING):
@@ -265,6 +270,34 @@ def _int_boundaries(gm, inputs) -> dict:
         dist = distance_to_grid_ulps(pre, offset=offset)
         maps[i] = torch.where(undefined_cast(cast_in, value.dtype), torch.full_like(dist, float("nan")), dist)
     return maps
+
+
+# Arg-reductions by name: which end they select. `max`/`min` with a dim give (values, indices).
+_ARG_REDUCTIONS = {"argmax": True, "argmin": False}
+_VALUE_AND_INDEX = {"max": True, "min": False}
+
+
+def _selection_distance(node, values: dict):
+    """For an index output of an arg-reduction (argmax/argmin, or the indices of max/min along a
+    dim): each index's distance from a tie among the candidates, from eager's own input
+    (`divfuzz.oracles.boundary.selection_distance_ulps`); else None. A changed index where the
+    winner stood clear selects another value: the same rule as the campaign's arg-reductions."""
+    largest = None
+    if node.op == "call_function" and _op_name(node) == "getitem" and len(node.args) == 2 and node.args[1] == 1:
+        src = node.args[0]
+        if isinstance(src, torch.fx.Node) and src.op in ("call_function", "call_method") and _op_name(src) in _VALUE_AND_INDEX:
+            node, largest = src, _VALUE_AND_INDEX[_op_name(src)]
+    elif node.op in ("call_function", "call_method") and _op_name(node) in _ARG_REDUCTIONS:
+        largest = _ARG_REDUCTIONS[_op_name(node)]
+    if largest is None or not node.args or not isinstance(node.args[0], torch.fx.Node):
+        return None
+    x = values.get(node.args[0])
+    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+    keepdim = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or not (dim is None or isinstance(dim, int)) \
+            or not isinstance(keepdim, bool) or x.dim() == 0:
+        return None
+    return selection_distance_ulps(x, dim, largest=largest, keepdim=keepdim)
 
 
 def _verdict(gm, inputs, a, b, ref=None, bounds=None):
