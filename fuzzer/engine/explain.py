@@ -51,7 +51,7 @@ from divfuzz.oracles.accumulation_range import leaves_range_mask
 from divfuzz.oracles.judge import judge_outputs, verdict_of
 from divfuzz.oracles.mechanisms import EXPLAINABLE_RULES
 from divfuzz.oracles.cast_elision import dropped_cast_elements
-from divfuzz.oracles.named_elements import rule_elements, same_values
+from divfuzz.oracles.named_elements import nearest_alternative, rule_elements, same_values
 from divfuzz.oracles.severity_policy import RANGE_EDGE_FRACTION, severity_of
 from divfuzz.records.severity import Severity, SeverityReason
 from divfuzz.records.verdict import Explanation, OutputVerdict
@@ -327,7 +327,7 @@ def _reduction_order(case: "PreparedCase", compiled: Named, reason: SeverityReas
         return None
     orders = [run_forward_backward(spec, build_callable(spec, case.device_type, order=order), case.inputs, case.cots)[0]
               for order in LAST_DIM_ORDERS]
-    eager_mix, moved = _nearest_compiled(case.eager, orders, compiled)
+    eager_mix, moved = nearest_alternative(case.eager, orders, compiled)
     if moved == 0:
         return None
     again = severity_of(verdict_of(judge_outputs(eager_mix, compiled, case.reference, case.bounds)))
@@ -339,42 +339,6 @@ def _reduction_order(case: "PreparedCase", compiled: Named, reason: SeverityReas
                        f"{reason.output} depends on {what}; eager with the reduced dim in another order "
                        f"({', '.join(LAST_DIM_ORDERS)}) gives compiled's values on {moved} elements, and {now}",
                        (("elements", float(moved)), ("orders", float(len(LAST_DIM_ORDERS)))))
-
-
-def _nearest_compiled(eager: Named, others: list[Named], compiled: Named) -> tuple[Named, int]:
-    """Eager's outputs with each element replaced by the value, among eager's and `others`' (eager
-    run in other orders), nearest compiled's (equal for integers; NaN equals NaN), and how many
-    elements moved."""
-    got = dict(compiled)
-    alternatives = [dict(o) for o in others]
-    mixed, moved = [], 0
-    for name, e in eager:
-        c = got.get(name)
-        alts = [a.get(name) for a in alternatives]
-        if not isinstance(c, torch.Tensor) or not all(isinstance(a, torch.Tensor) and a.shape == e.shape for a in alts) \
-                or c.shape != e.shape:
-            mixed.append((name, e))
-            continue
-        c = c.to(e.device)
-        best, far = e, _distance(e, c)
-        for a in alts:
-            a = a.to(e.device)
-            d = _distance(a, c)
-            nearer = d < far
-            best, far = torch.where(nearer, a, best), torch.where(nearer, d, far)
-        moved += int((~same_values(best, e) if e.is_floating_point() else best != e).sum())
-        mixed.append((name, best))
-    return mixed, moved
-
-
-def _distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Elementwise |a - b| in float64, 0 where equal (NaN with NaN, inf with the same inf) and inf
-    where one side is NaN or inf and the other is not."""
-    if not a.is_floating_point():
-        return (a != b).double()
-    a, b = a.double(), b.double()
-    d = (a - b).abs()
-    return torch.where(same_values(a, b), torch.zeros_like(d), torch.nan_to_num(d, nan=float("inf")))
 
 
 # ---- ties --------------------------------------------------------------------------------------

@@ -37,6 +37,8 @@ import torch.fx
 import torch.utils._pytree as pytree
 
 from divfuzz.oracles.cast_elision import dropped_cast_elements
+from divfuzz.oracles.named_elements import nearest_alternative
+from divfuzz.generators.build import LAST_DIM_ORDERS
 from divfuzz.oracles.mechanisms import EXPLAINABLE_RULES
 from divfuzz.oracles.severity_policy import severity_of, verdict_lines_of, worth_reducing
 from divfuzz.reports.issue_folder import ISSUE_MARKDOWN, ISSUE_SCRIPT, known_lines
@@ -48,6 +50,7 @@ from divfuzz.fuzzer.engine.environment import environment_versions
 from divfuzz.fuzzer.triage.attribute import bisect_result_of
 from divfuzz.fuzzer.triage.capture import capture_user_case, write_capture
 from divfuzz.fuzzer.triage.fx_bypass import bypass_reduce, count_ops
+from divfuzz.fuzzer.triage.fx_reorder import order_free_nodes, run_reordered
 from divfuzz.fuzzer.triage.phase_clock import PhaseClock
 from divfuzz.oracles.boundary import distance_to_grid_ulps, selection_distance_ulps, undefined_cast
 from divfuzz.oracles.conditioning import perturb_inputs
@@ -316,7 +319,36 @@ def _verdict(gm, inputs, a, b, ref=None, bounds=None):
 
     outputs = judge_outputs(named(a), named(b), named(ref), {f"output {i}": d for i, d in bounds.items()},
                             perturbed_reference=perturbed if ref is not None else None, inputs=list(inputs))
-    return verdict_of(outputs)
+    return _with_reduction_order(verdict_of(outputs), gm, inputs, named(a), named(b), named(ref), bounds)
+
+
+def _with_reduction_order(verdict, gm, inputs, a, b, ref, bounds):
+    """`verdict` with the `reduction-order` explanation when it is a bug candidate, the graph holds
+    an order-free op (`divfuzz.fuzzer.triage.fx_reorder`), and the graph run eagerly with those ops
+    in other orders gives, element by element nearest `b`'s (the rung under test), values that
+    leave no bug: `b`'s answer is one eager's kernels give in another order. Else `verdict`."""
+    reason = severity_of(verdict)
+    if reason is None or reason.severity is not Severity.BUG or reason.rule not in EXPLAINABLE_RULES \
+            or not order_free_nodes(gm):
+        return verdict
+    try:
+        orders = [[(f"output {i}", t) for i, t in enumerate(_flat(run_reordered(gm, list(inputs), order)))]
+                  for order in LAST_DIM_ORDERS]
+    except Exception:  # an op the rewrite does not fit (a shape it did not expect): no explanation
+        return verdict
+    mixed, moved = nearest_alternative(a, orders, b)
+    if moved == 0:
+        return verdict
+    again = severity_of(verdict_of(judge_outputs(mixed, b, ref, {f"output {i}": d for i, d in bounds.items()})))
+    if again is not None and again.severity is Severity.BUG:
+        return verdict
+    now = "the rungs then agree" if again is None else f"what is left is {again.severity.value} ({again.rule})"
+    ops = ", ".join(dict.fromkeys(str(n.target).removeprefix("aten.") for n in order_free_nodes(gm)))
+    return replace(verdict, explanation=Explanation(
+        "reduction-order", reason.output,
+        f"{reason.output} depends on {ops}; run eagerly with their reduced dims in other orders "
+        f"({', '.join(LAST_DIM_ORDERS)}), the graph gives the compiled values on {moved} elements, and {now}",
+        (("elements", float(moved)), ("orders", float(len(LAST_DIM_ORDERS))))))
 
 
 def _with_dropped_cast(verdict, gm, inputs, a, b, kept):
