@@ -171,7 +171,7 @@ def _in_order(node, fn: Callable[..., Any], order: str) -> Callable[..., Any]:
         return fn
 
     def reordered(D, *args):
-        n = args[0].shape[-1] if isinstance(args[0], torch.Tensor) and args[0].dim() else 0
+        n = args[0].shape[-1] if isinstance(args[0], torch.Tensor) and args[0].dim() >= free.min_dims else 0
         if n < 2:
             return fn(D, *args)
         perm = last_dim_permutation(n, order, args[0].device)

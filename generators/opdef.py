@@ -217,6 +217,9 @@ class OrderFree:
 
     args: tuple[int, ...] = (0,)
     keeps_dim: bool = False
+    # Only where the first arg has at least this many dims: a group norm's last dim is free only
+    # past the channels (N, C, L...); over (N, C) it would regroup the channels.
+    min_dims: int = 1
 
 
 # What `OpDef.accumulates` may say: partial sums, partial sums of squares (an RMS norm), partial

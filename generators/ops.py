@@ -226,6 +226,8 @@ register(
         params={"groups": IntRange(1, 1024), **NORM_PARAMS},
         draw_params=_gn_params,
         weights=_gn_weights,
+        # Its statistics run over (C/G, L...) per group: the last dim past the channels is free.
+        order_free=OrderFree(keeps_dim=True, min_dims=3),
     )
 )
 

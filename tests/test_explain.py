@@ -259,13 +259,15 @@ def test_real_inductor_on_the_cpu_rounds_those_sums_without_a_bug(seed):
 @pytest.mark.parametrize("op, params, weights", [
     ("layer_norm", (("affine", True), ("eps", 1e-5)), 2), ("rms_norm", (("affine", True), ("eps", 1e-5)), 1),
     ("softmax", (), 0), ("var", (("correction", 1), ("keepdim", True)), 0), ("linear", (("bias", True), ("out_features", 5)), 2),
+    ("group_norm", (("affine", True), ("eps", 1e-5), ("groups", 2)), 2),
 ])
 def test_an_order_free_op_in_another_order_computes_the_same_values(op, params, weights):
     """`build_callable(order=...)` permutes an order-free op's reduced dim, in its data and in the
     weights that run along it, and puts a kept dim back: the same values up to rounding (a norm's
     weight left in place, or an output left permuted, would not be)."""
-    spec = rebuild_spec(GraphSpec(inputs=(TensorSpec("x0", (6, 16), "float32", False),),
-                                  nodes=(Node("v1", op, ("x0",), params, "float32", (6, 16)),), outputs=("v1",),
+    shape = (6, 4, 16) if op == "group_norm" else (6, 16)
+    spec = rebuild_spec(GraphSpec(inputs=(TensorSpec("x0", shape, "float32", False),),
+                                  nodes=(Node("v1", op, ("x0",), params, "float32", shape),), outputs=("v1",),
                                   recipe=InputRecipe("normal", 1), backward=False))
     assert len(spec.inputs) == 1 + weights
     inputs = [t + torch.rand_like(t) if i else t for i, t in enumerate(make_inputs(spec))]  # weights far from one

@@ -405,7 +405,8 @@ def test_a_sum_in_another_order_is_explained_on_the_module_path_and_a_wrong_inte
 @pytest.mark.parametrize("make", [
     lambda v, w: torch.softmax(v, -1), lambda v, w: torch.nn.functional.layer_norm(v, (16,), w, w * 0.5 + 1),
     lambda v, w: v @ w.reshape(16, 1).expand(16, 3), lambda v, w: v.var(-1, keepdim=True) + v.mean(),
-], ids=["softmax", "layer_norm", "mm", "var-mean"])
+    lambda v, w: torch.nn.functional.group_norm(v.reshape(5, 4, 4), 2, w[:4], w[4:8]),
+], ids=["softmax", "layer_norm", "mm", "var-mean", "group_norm"])
 def test_a_graph_run_in_another_order_computes_the_same_values(make):
     """Each rewrite of `fx_reorder` is exact in real arithmetic: the values agree to rounding (a
     weight left unpermuted or an output left permuted would not)."""

@@ -72,6 +72,17 @@ def _layer_norm(target, args, kwargs, order):
     return _permute(out, dims, order, inverse=True), mean, rstd
 
 
+def _group_norm(target, args, kwargs, order):
+    """native_group_norm(x, weight, bias, N, C, HxW, group, eps) -> (out, mean, rstd): the last
+    dim past the channels permuted (the group's statistics run over it), out put back; a 2-d
+    input has no such dim and runs as it is."""
+    x = args[0]
+    if x.dim() < 3:
+        return target(*args, **kwargs)
+    out, mean, rstd = target(_permute(x, [x.dim() - 1], order), *args[1:], **kwargs)
+    return _permute(out, [x.dim() - 1], order, inverse=True), mean, rstd
+
+
 def _mm(target, args, kwargs, order):
     """mm(a, b) / bmm(a, b): the inner dim, a's last and b's second-to-last, permuted alike."""
     a, b = args[0], args[1]
@@ -89,7 +100,7 @@ ORDER_FREE: dict = {
     aten.var_mean: _reduction(1), aten.std_mean: _reduction(1), aten.amax: _reduction(1), aten.amin: _reduction(1),
     aten.logsumexp: _reduction(1),
     aten._softmax: _along_dim, aten._log_softmax: _along_dim, aten.softmax: _along_dim, aten.log_softmax: _along_dim,
-    aten.native_layer_norm: _layer_norm,
+    aten.native_layer_norm: _layer_norm, aten.native_group_norm: _group_norm,
     aten.mm: _mm, aten.bmm: _mm, aten.addmm: _addmm,
 }
 
