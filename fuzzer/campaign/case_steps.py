@@ -37,6 +37,7 @@ from divfuzz.oracles.findings import finding_of, target_score
 from divfuzz.oracles.severity_policy import key_severity, severity_of
 from divfuzz.records.buckets import BucketKey
 from divfuzz.records.config import CompileConfig
+from divfuzz.records.deadline import Deadline
 from divfuzz.records.severity import Severity, SeverityReason
 from divfuzz.records.verdict import Finding, Verdict
 
@@ -69,7 +70,7 @@ class CaseRun:
     pool: AnalysisPool | None
     inline_analysis: bool  # the slot analyses its own findings (`analysis_workers=0`, or a fleet)
     minimize_budget_s: float
-    work_end: float | None
+    work_end: Deadline  # the campaign's: when work in flight is dropped (never, without a budget)
     interrupted: threading.Event
 
 
@@ -180,8 +181,8 @@ def analyse_in_slot(run: CaseRun, spec: GraphSpec, judged: Judged, worker: Worke
     key, analysis = judged.raw_key, None
     if key is not None and run.analyzer is not None:
         budget = run.minimize_budget_s
-        if run.work_end:  # only what is left of the campaign's budget, its filing included
-            budget = max(1.0, min(budget, run.work_end - schedule.ANALYSIS_FILING_S - time.time()))
+        if run.work_end.bounded:  # only what is left of the campaign's budget, its filing included
+            budget = max(1.0, min(budget, run.work_end.left() - schedule.ANALYSIS_FILING_S))
         key, analysis = run.analyzer.key_for(spec, judged.raw_key, worker, budget_s=budget)
     if run.interrupted.is_set():
         return None

@@ -542,7 +542,7 @@ def _graphs_to_reduce(graphs: list, cap: CaseCapture, run: ModelStep, eager, ref
     if len(graphs) == 1:
         return graphs
     for g in graphs:
-        if clock.spent():
+        if clock.expired():
             line = (f"budget spent while locating the graph that introduces the divergence: {g.index} of {len(graphs)} "
                     "graphs tried" + ("" if cap.culprits else "; none found, so nothing is reduced"))
             clock.note_cut(line)  # shown with the run's other cuts, as "budget: ..."
