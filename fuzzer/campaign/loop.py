@@ -68,7 +68,7 @@ from divfuzz.records.backends import ALL_DTYPES, capabilities_of
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.deadline import Deadline, StopReason, wall_clock_of
 from divfuzz.records.errors import ConfigError, DivfuzzError, InternalError
-from divfuzz.fuzzer.store import STORE_NAME, CampaignLock, Store
+from divfuzz.fuzzer.store import STORE_NAME, CampaignLock, Store, resolve_store
 from divfuzz.fuzzer.engine.environment import environment_versions
 from divfuzz.fuzzer.engine import warm_template
 from divfuzz.fuzzer.engine.compile_cache import private_compile_cache
@@ -899,9 +899,7 @@ def finish_pending(out_dir: Path, *, budget_s: float, workers: int | str = 1, ti
     from divfuzz.fuzzer.triage.analysis import BucketAnalyzer
     from divfuzz.generators.validate import load_spec
 
-    path = out_dir / STORE_NAME
-    if not path.exists():
-        raise ConfigError(f"{path}: no campaign store here (--pending finishes a campaign's analyses; use --out DIR, the campaign folder)")
+    path = resolve_store(out_dir, purpose="for --pending")
     lock = CampaignLock(path)
     lock.acquire()
     store = Store(path, create=False)
