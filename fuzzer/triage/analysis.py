@@ -267,7 +267,7 @@ class BucketAnalyzer:
         With `span_factor`, the whole analysis ends within that many times its minimization
         budget (`analyze_finding`'s deadline)."""
         budget = self.budget_s if budget_s is None else budget_s
-        mark = worker.output_mark() if hasattr(worker, "output_mark") else None  # a fleet's worker keeps its output on its node
+        mark = worker.output_mark()  # None: a fleet's worker keeps its output on its node
         analysis = analyze_finding(
             spec,
             worker=worker,
