@@ -20,7 +20,9 @@ Invariants: every captured graph's inputs are tensors (plain Python values are s
 Dynamo into the graph, `dynamic=False`), so the repro carries them as raw bytes and needs only
 torch; anything else is a `ConfigError` naming the input. What counts as a divergence is not decided
 here: the whole model's outputs become a `Verdict` and the caller's predicate (`divfuzz.oracles.severity_policy.
-worth_reducing`, `suspect` or worse) decides, so one policy judges every path.
+worth_reducing`, `suspect` or worse) decides, so one policy judges every path. The module is
+torch-free at import: each function that needs torch imports it (`# lazy: torch-free module`),
+which `tests/test_module_hygiene.py` checks in a fresh interpreter, as for every module so tagged.
 """
 
 from __future__ import annotations
