@@ -16,7 +16,7 @@ import on its own.
 a spec, a corpus or a baseline. It holds only switches whose values are booleans or bounded whole
 numbers, so no value can name a program, a path, a module or a callable (`cpp.cxx`, the `*_pass`
 hooks, cache and debug folders are never in it), and every key is public (no `_` part).
-tests/test_safety_round2.py checks each entry against the installed torch's own type for it.
+tests/test_untrusted_input_and_signals.py checks each entry against the installed torch's own type for it.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 failures. The CLI maps each to exit code 2 with its one-line message.
 
 A bug in the compiler under test is never one of these: it is a finding (data, see
-`divfuzz.records.outcomes`), not an exception.
+`divfuzz.records.outcomes`), not an exception. `TimeUp` is no error at all: a step that its
+deadline stopped (`divfuzz.records.deadline`), caught by whoever set that deadline.
 """
 
 
@@ -26,6 +27,12 @@ class UnsafePathError(DivfuzzError):
     """A file or folder name taken from data (a spec's name, a bucket folder) is not a safe slug,
     or would resolve outside the folder it must be written in."""
 
+
+class TimeUp(Exception):
+    """The one "time's up": a step that its `divfuzz.records.deadline.Deadline` left no time for,
+    or stopped. Never a verdict (a run the deadline stopped says nothing of how the compiler
+    behaves, so nothing of it is recorded) and never an exit code: whoever set the deadline
+    catches it and says what was cut."""
 
 
 class ConfigError(DivfuzzError):

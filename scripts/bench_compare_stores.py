@@ -21,11 +21,11 @@ def _verdicts_by_spec(path: Path) -> dict:
     """spec digest -> the sorted verdicts (timings aside) of the latest run's cases of that spec."""
     import json
 
-    from divfuzz.fuzzer.campaign.breakdown import _store_path
+    from divfuzz.fuzzer.store.schema import resolve_store
     from divfuzz.fuzzer.store import Store
     from divfuzz.records.verdict import Verdict
 
-    store = Store(_store_path(path), create=False)
+    store = Store(resolve_store(path), create=False)
     try:
         cases = store.case_summaries(run_id=store.latest_run_id())
     finally:

@@ -43,9 +43,9 @@ def campaign(device: str, cases: int, workers: int, seed: int, cache: Path, out:
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT), **env_extra)
     cmd = [sys.executable, "-m", "divfuzz.fuzzer", "fuzz", "--device", device, "--workers", str(workers), "--max-cases", str(cases),
            "--seed", str(seed), "--no-minimize", "--no-live", "--out", str(out)]
-    t0 = time.time()
+    t0 = time.monotonic()
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
-    wall = time.time() - t0
+    wall = time.monotonic() - t0
     if done.returncode != 0:
         raise SystemExit(f"divfuzz exited {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     with sqlite3.connect(out / "divfuzz.sqlite") as db:

@@ -102,9 +102,9 @@ def timed_requests(spans: list) -> None:
 def campaign(mode: str, out: Path, slots: int, budget_s: float, fleet) -> str:
     opts = CampaignOptions(device="cpu", out_dir=out, config=CompileConfig(backend="eager"), budget_s=budget_s, workers=slots,
                            minimize=False, seed=1, inputs_per_compile=4, max_ops=6)
-    t0 = time.time()
+    t0 = time.monotonic()
     p = run_campaign(opts, fleet=fleet).progress
-    span = time.time() - t0
+    span = time.monotonic() - t0
     driver = json.loads((out / "divfuzz-run1-timings.json").read_text())["driver_timings"]
     per_case = ", ".join(f"{k} {driver[k] / max(1, p.cases) * 1000:.1f}" for k in ("generate", "store", "fleet_round_trip") if k in driver)
     return f"{mode}: {p.graphs} graphs, {p.cases} cases in {span:.1f} s = {p.graphs / span:.2f} graphs/s; driver ms per case: {per_case}"

@@ -52,12 +52,12 @@ def main() -> int:
     ap.add_argument("--cases", type=int, default=40)
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
-    t0 = time.time()
+    t0 = time.monotonic()
     verdicts = []
     for spec in draw_specs(a.device.split(":")[0], a.cases, a.seed):
         verdicts.append(execute_perf_case(spec, a.device, CompileConfig(), margin=0.0, self_check=True))
     phases = sorted({p.phase for v in verdicts for p in v.perf})
-    print(f"{len(verdicts)} A/A cases on {a.device} in {time.time() - t0:.0f} s")
+    print(f"{len(verdicts)} A/A cases on {a.device} in {time.monotonic() - t0:.0f} s")
     for phase in phases:
         cmps = [p for v in verdicts for p in v.perf if p.phase == phase]
         ratios = [c.ratio for c in cmps]

@@ -160,7 +160,7 @@ def run_variant(args, variant: str, specs_file: Path, tmp: Path, n: int) -> dict
                DIVFUZZ_WORKER_THREADS=str(max(1, (os.cpu_count() or 1) // args.procs)),
                TORCHINDUCTOR_COMPILE_THREADS=str(max(1, (os.cpu_count() or 1) // args.procs)))
     env.update(VARIANTS[variant][2])
-    t0 = time.time()
+    t0 = time.monotonic()
     procs = [subprocess.Popen([sys.executable, __file__, "--child", "--variant", variant, "--specs", str(specs_file),
                                "--shard", str(s), "--procs", str(args.procs), "--device", args.device]
                               + (["--cprofile", str(profiles)] if args.cprofile else []),
@@ -171,7 +171,7 @@ def run_variant(args, variant: str, specs_file: Path, tmp: Path, n: int) -> dict
         if p.returncode != 0:
             raise SystemExit(f"child failed ({p.returncode}): {err[-3000:]}")
         results.append(json.loads(out.strip().splitlines()[-1]))
-    wall = time.time() - t0
+    wall = time.monotonic() - t0
     if args.cprofile:
         report_profiles(sorted(profiles.glob("*.prof")), Path(args.cprofile) / f"{variant}-{n}.prof")
     return {"wall": wall, "startup": [r["startup"] for r in results], "cases": [c for r in results for c in r["cases"]]}

@@ -16,6 +16,7 @@ import divfuzz.fuzzer.campaign.loop as loop
 from divfuzz.fuzzer.campaign import schedule
 from divfuzz.fuzzer.campaign.loop import CampaignOptions, run_campaign
 from divfuzz.fuzzer.store import STORE_NAME, Store
+from divfuzz.records.deadline import Deadline
 from divfuzz.fuzzer.campaign.sizing import ANALYSIS_MIN_FUZZING_SHARE, size_analysis_workers
 from divfuzz.fuzzer.campaign.analysis_pool import AnalysisJob
 from divfuzz.records.config import CompileConfig
@@ -148,7 +149,7 @@ def test_cases_of_one_graph_whose_severities_differ_open_a_raw_bucket_and_an_ana
     run_id, _ = store.start_run(seed=0, device="cpu", config=config.to_dict(), options={}, versions={})
     run = CaseRun(store=store, run_id=run_id, out_dir=tmp_path, device="cpu", config=config, strict=False, timeout_s=60.0,
                   profile=False, oracle="numeric", perf_margin=None, against=None, analyzer=object(), pool=None,
-                  inline_analysis=False, minimize_budget_s=60.0, work_end=None, interrupted=threading.Event())
+                  inline_analysis=False, minimize_budget_s=60.0, work_end=Deadline.never(), interrupted=threading.Event())
     # One graph under three input recipes: a noise difference first, then a bug, then noise again.
     specs = [sigmoid_gate(64, 32).with_recipe(InputRecipe(kind, 0)) for kind in RECIPE_KINDS[:3]]
     verdicts = [_bf16_verdict(integer_valued=False), _bf16_verdict(integer_valued=True), _bf16_verdict(integer_valued=False)]

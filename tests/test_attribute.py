@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 
 from divfuzz.records.culprit import BisectResult, Culprit, bisect_text_of, summarize
+from divfuzz.records.deadline import Deadline
 from divfuzz.records.errors import StoreError
 from divfuzz.fuzzer.triage.analysis import BucketAnalyzer
 from divfuzz.fuzzer.engine.bucketing import bucket_key
@@ -240,7 +241,7 @@ def test_an_analysis_past_its_deadline_runs_nothing_and_files_a_culprit_that_cla
         case_verdict = worker.inner.run(CaseRequest(spec, "cpu", CompileConfig()), 120)  # the campaign's run of the case
         t0 = time.monotonic()
         a = analyze_finding(spec, worker=worker, device="cpu", config=CompileConfig(), kind="bf16-ulp", budget_s=20, timeout_s=120,
-                            deadline=time.monotonic() - 1.0, case_verdict=case_verdict)
+                            deadline=Deadline.after(-1.0), case_verdict=case_verdict)
         wall = time.monotonic() - t0
     finally:
         worker.stop()
@@ -297,7 +298,7 @@ def test_a_rung_that_hangs_is_stopped_at_the_deadline_recorded_nowhere_and_claim
         allowed = max(8.0, 2 * (time.monotonic() - t_case))
         t0 = time.monotonic()
         culprit = attribute_case(spec, worker=worker, device="cpu", config=CompileConfig(), kind="bf16-ulp", timeout_s=120,
-                                 known={(spec.digest(), CompileConfig()): case_verdict}, deadline=t0 + allowed,
+                                 known={(spec.digest(), CompileConfig()): case_verdict}, deadline=Deadline.after(allowed, start=t0),
                                  on_verdict=lambda s, cfg, v: recorded.append(cfg.backend))
         wall = time.monotonic() - t0
     finally:
@@ -323,7 +324,7 @@ def test_an_analysis_whose_rung_hangs_is_still_minimized_and_filed_by_its_deadli
         case_verdict = worker.inner.run(CaseRequest(spec, "cpu", CompileConfig()), 120)
         t0 = time.monotonic()
         a = analyze_finding(spec, worker=worker, device="cpu", config=CompileConfig(), kind="bf16-ulp", budget_s=30, timeout_s=120,
-                            deadline=t0 + 60.0, case_verdict=case_verdict)
+                            deadline=Deadline.after(60.0, start=t0), case_verdict=case_verdict)
         wall = time.monotonic() - t0
     finally:
         worker.stop()
@@ -335,7 +336,6 @@ def test_an_analysis_whose_rung_hangs_is_still_minimized_and_filed_by_its_deadli
 def test_a_candidate_whose_must_pass_run_is_cut_by_the_deadline_does_not_hold():
     # Found in review: a cut run counted as "no finding", so a cut must-pass run (the run with
     # the fix switch) accepted an unchecked candidate.
-    import time
 
     from divfuzz.fuzzer.engine.worker import CaseRequest
     from divfuzz.fuzzer.triage.shrink import case_predicate
@@ -347,9 +347,9 @@ def test_a_candidate_whose_must_pass_run_is_cut_by_the_deadline_does_not_hold():
         finding = worker.inner.run(CaseRequest(spec, "cpu", CompileConfig()), 120)
         known = {(spec.digest(), CompileConfig()): finding}  # the must-fail run, seen: it shows the finding
         assert case_predicate(worker, device="cpu", config=CompileConfig(), kind="bf16-ulp", known=known,
-                              deadline=time.monotonic() + 300)(spec)  # no guard: holds
+                              deadline=Deadline.after(300))(spec)  # no guard: holds
         cut = case_predicate(worker, device="cpu", config=CompileConfig(), kind="bf16-ulp", must_pass_with=fix, known=known,
-                             deadline=time.monotonic() - 1.0)
+                             deadline=Deadline.after(-1.0))
         assert cut(spec) is False and worker.runs == [] and (spec.digest(), fix) not in known
     finally:
         worker.stop()
@@ -368,7 +368,7 @@ def test_a_ladder_cut_before_the_input_ran_under_its_config_leaves_it_unminimize
         worker.ensure_started()
         t0 = time.monotonic()
         a = analyze_finding(spec, worker=worker, device="cpu", config=CompileConfig(), kind="bf16-ulp", budget_s=12,
-                            timeout_s=120, deadline=t0 + 20)
+                            timeout_s=120, deadline=Deadline.after(20, start=t0))
         wall = time.monotonic() - t0
     finally:
         worker.stop()
@@ -379,7 +379,6 @@ def test_a_ladder_cut_before_the_input_ran_under_its_config_leaves_it_unminimize
 
 def test_a_cut_ladder_of_another_backend_names_that_backend_as_an_uncut_one_does():
     # One bug, one root-cause key: a planted or user backend is its own culprit however far the ladder got.
-    import time
 
     from divfuzz.fuzzer.triage.attribute import attribute_case
 
@@ -387,7 +386,7 @@ def test_a_cut_ladder_of_another_backend_names_that_backend_as_an_uncut_one_does
     worker = _CountingWorker("cpu")
     try:
         culprit = attribute_case(sigmoid_gate(64, 32), worker=worker, device="cpu", config=config, kind="bf16-ulp",
-                                 deadline=time.monotonic() - 1.0)
+                                 deadline=Deadline.after(-1.0))
     finally:
         worker.stop()
     assert worker.runs == [] and culprit.ladder == ()

@@ -38,6 +38,7 @@ def test_divfuzz_fuzz_with_minimization_exits_within_10_s_of_its_budget(tmp_path
     # Drawing stopped before the work's end, which left the finish its reserve inside the budget.
     assert timings["drawing_stopped"] is not None and timings["drawing_stopped"] <= timings["work_end"] < timings["deadline"]
     assert timings["ended"] <= timings["deadline"]
+    assert timings["stop_reason"] == "time's up"
 
 
 @pytest.mark.slow

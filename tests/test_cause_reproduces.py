@@ -1,10 +1,10 @@
 """A cause folder is filed only if its repro.py exits 1 in a fresh interpreter (issue 20, item 8);
 otherwise it says "not reproduced" and why. Real subprocesses, no compile."""
 
-import time
 from types import SimpleNamespace
 
 from divfuzz.fuzzer.triage.user_module import _check_reproduces
+from divfuzz.records.deadline import Deadline
 
 
 def _folder(tmp_path, body: str):
@@ -13,19 +13,19 @@ def _folder(tmp_path, body: str):
 
 
 def test_exit_1_reproduces(tmp_path):
-    assert _check_reproduces(_folder(tmp_path, "sys.exit(1)"), SimpleNamespace(removed=()), time.monotonic() + 30) == (True, None)
+    assert _check_reproduces(_folder(tmp_path, "sys.exit(1)"), SimpleNamespace(removed=()), Deadline.after(30)) == (True, None)
 
 
 def test_exit_0_is_not_reproduced_with_the_likely_reason(tmp_path):
-    ok, why = _check_reproduces(_folder(tmp_path, "sys.exit(0)"), SimpleNamespace(removed=()), time.monotonic() + 30)
+    ok, why = _check_reproduces(_folder(tmp_path, "sys.exit(0)"), SimpleNamespace(removed=()), Deadline.after(30))
     assert not ok and "exits 0" in why and "fresh process" in why
-    ok, why = _check_reproduces(_folder(tmp_path, "sys.exit(0)"), SimpleNamespace(removed=("aten.mean",)), time.monotonic() + 30)
+    ok, why = _check_reproduces(_folder(tmp_path, "sys.exit(0)"), SimpleNamespace(removed=("aten.mean",)), Deadline.after(30))
     assert not ok and "aten.mean removed" in why
 
 
 def test_a_crashing_repro_is_not_reproduced_and_names_its_error(tmp_path):
     ok, why = _check_reproduces(_folder(tmp_path, "raise ValueError('inputs.bin is missing')"), SimpleNamespace(removed=()),
-                                time.monotonic() + 30)
+                                Deadline.after(30))
     assert not ok and why.startswith("repro.py exited 1: ValueError: inputs.bin is missing")  # not a reproduction
 
 

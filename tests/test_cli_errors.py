@@ -83,3 +83,21 @@ def test_bad_options_exit_2_and_leave_the_store_alone(stored_run):
 def test_report_on_a_folder_without_a_store(tmp_path):
     result = _invoke("report", "--out", str(tmp_path))
     assert result.exit_code == 2 and "no store here" in _flat(result.output)
+
+
+@pytest.mark.parametrize("args", [
+    ("report", "--out", "EMPTY"),
+    ("diff", "EMPTY", "EMPTY"),
+    ("merge", "OUT", "EMPTY"),
+    ("bench", "--breakdown", "EMPTY"),
+    ("minimize", "7", "--out", "EMPTY"),
+    ("minimize", "--pending", "--out", "EMPTY"),
+], ids=lambda a: " ".join(a[:2]))
+def test_every_command_given_a_store_that_is_not_there_exits_2_naming_the_file_it_looked_for(tmp_path, args):
+    # One resolver (`divfuzz.fuzzer.store.resolve_store`): a folder or the file itself, one error.
+    (tmp_path / "empty").mkdir()
+    args = [str(tmp_path / "empty") if a == "EMPTY" else str(tmp_path / "out") if a == "OUT" else a for a in args]
+    result = _invoke(*args)
+    looked_for = tmp_path / "empty" / STORE_NAME
+    assert result.exit_code == 2, result.output
+    assert f"{looked_for}: no store here" in _flat(result.output), result.output

@@ -500,3 +500,22 @@ def test_a_node_lost_mid_group_runs_the_whole_group_again_elsewhere(local_cluste
         assert status not in ("crash", "hang") and "WorkerDied" not in verdict, verdict
     # The lost group's cases record the node that ran them, not the one that died.
     assert first.split("://")[1] not in " ".join(ran_on for *_, ran_on in rows)
+
+
+def test_a_fleets_worker_and_a_local_worker_both_serve_the_case_worker_interface():
+    # The campaign, the pool and the triage use only `CaseWorker`: a member one of them lacks
+    # (a fleet's worker had no `ensure_started`, which a deadline-bounded attribution calls) would
+    # be an AttributeError in the middle of a fleet's analysis.
+    from types import SimpleNamespace
+
+    from divfuzz.fuzzer.campaign.cluster import ClusterWorker
+    from divfuzz.fuzzer.engine.worker import CaseWorker, Worker
+
+    members = [name for name in dir(CaseWorker) if not name.startswith("_")] + list(CaseWorker.__annotations__)
+    fleet_worker = ClusterWorker(SimpleNamespace(token="t"), SlotPlan(0, "tcp://a:1", SlotDevice("a/cpu", "cpu"), 1))
+    local = Worker("cpu")
+    for worker in (fleet_worker, local):
+        assert not [m for m in members if not hasattr(worker, m)], type(worker).__name__
+    assert fleet_worker.where == SlotDevice("a/cpu", "cpu") and local.where is None
+    assert fleet_worker.output_mark() is None and local.output_mark() == 0
+    fleet_worker.ensure_started()  # nothing to start from the driver

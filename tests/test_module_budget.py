@@ -15,6 +15,8 @@ from click.testing import CliRunner
 
 from divfuzz.fuzzer.cli.main import main
 from divfuzz.fuzzer.triage.phase_clock import PhaseClock, read_progress
+from divfuzz.records.deadline import Deadline
+from divfuzz.records.errors import TimeUp
 
 MODULES = Path(__file__).parent / "modules"
 
@@ -31,8 +33,8 @@ def test_the_phase_clock_adds_up_phases_and_keeps_its_progress_file_current(tmp_
     seen = read_progress(progress)
     assert seen["in_flight"] is None and seen["cut_by_budget"] == ["graph 1: ladder stopped"]
     assert 0.1 <= clock.seconds["ladder"] < 5 and seen["phases_s"]["ladder"] >= 0.1
-    assert not clock.spent() and clock.left() > 3000
-    assert PhaseClock(-5.0).left() == 0.0 and PhaseClock(0.0).spent()
+    assert not clock.expired() and clock.left() > 3000
+    assert PhaseClock(-5.0).left() == 0.0 and PhaseClock(0.0).expired()
     assert read_progress(tmp_path / "missing.json") is None
 
 
@@ -86,7 +88,7 @@ def test_a_cause_reached_after_the_deadline_is_written_unattributed_with_its_rep
     from divfuzz.fuzzer.triage.user_module import _write_cause
 
     diff, folders, reduced = _tiny_diff(tmp_path)
-    cause = _write_cause(diff, folders, 1, reduced, time.monotonic() - 1)
+    cause = _write_cause(diff, folders, 1, reduced, Deadline.after(-1))
     folder = Path(cause["folder"])
     assert folder == tmp_path / "out" / "01-aot_eager"
     assert {p.name for p in folder.iterdir()} == {"repro.py", "inputs.bin", "inputs.json", "culprit.json"}
@@ -108,7 +110,7 @@ def test_the_bisector_is_not_started_when_the_time_left_covers_too_few_of_its_st
 
     monkeypatch.setattr(um, "BISECT_MIN_STEPS", 10**7)
     diff, folders, reduced = _tiny_diff(tmp_path)
-    cause = um._write_cause(diff, folders, 1, reduced, time.monotonic() + 3600)
+    cause = um._write_cause(diff, folders, 1, reduced, Deadline.after(3600))
     note = cause["culprit"]["bisect_note"]
     assert note.startswith("culprit not attributed: budget spent after reduction (") and "s left; one bisector step compiles this 3-op graph" in note, note
     assert not cause["attributed"] and "bisect" not in folders.clock.seconds
@@ -117,12 +119,12 @@ def test_the_bisector_is_not_started_when_the_time_left_covers_too_few_of_its_st
 def test_the_bisector_is_stopped_at_its_deadline_and_leaves_torch_as_it_was(tmp_path):
     from torch._inductor.compiler_bisector import CompilerBisector
 
-    from divfuzz.fuzzer.triage.user_module import _BudgetSpent, _bisect
+    from divfuzz.fuzzer.triage.user_module import _bisect
 
     diff, _, _ = _tiny_diff(tmp_path)
     before = diff.outputs(diff.gm, diff.inputs, "eager")
-    with pytest.raises(_BudgetSpent):
-        _bisect(diff.gm, list(diff.inputs), "inductor", before, deadline=time.monotonic() - 1)
+    with pytest.raises(TimeUp):
+        _bisect(diff.gm, list(diff.inputs), "inductor", before, deadline=Deadline.after(-1))
     assert not CompilerBisector.bisection_enabled and CompilerBisector.get_backend() is None
 
 
@@ -131,7 +133,7 @@ def test_a_reduction_with_no_time_left_keeps_the_whole_graph_and_says_so(tmp_pat
 
     diff, _, _ = _tiny_diff(tmp_path)
     asked: list[int] = []
-    reduced = _shrink(diff, lambda g, i: asked.append(1) or True, max_granularity=None, deadline=time.monotonic() - 1)
+    reduced = _shrink(diff, lambda g, i: asked.append(1) or True, max_granularity=None, deadline=Deadline.after(-1))
     assert reduced.gm is diff.gm and reduced.passes == () and not asked
     assert reduced.cut.startswith("not reduced: budget spent before the reduction (eager vs aot_eager)")
 

@@ -20,6 +20,7 @@ from click.testing import CliRunner
 
 from capture_checks import assert_captured_and_lowered_bit_for_bit
 from divfuzz.fuzzer.cli.main import main
+from divfuzz.records.deadline import Deadline
 from divfuzz.records.errors import ConfigError
 from divfuzz.fuzzer.triage.capture import ModelStep, capture_graphs, flatten_outputs, lower_to_aten, normalize_case
 
@@ -302,7 +303,7 @@ def test_the_minifier_is_bounded_by_the_budget_and_still_ends_on_a_failing_graph
         calls.append(1)
         return _has_sin(g, inps)
 
-    small, _, cut = bounded_minify(gm, inputs, fails, time.monotonic() + budget_s)
+    small, _, cut = bounded_minify(gm, inputs, fails, Deadline.after(budget_s))
     assert _has_sin(small, None)
     assert count_ops(small) <= most_ops, small.code
     assert cut == (budget_s < 0)
@@ -317,12 +318,12 @@ def test_the_minifier_stopped_midway_returns_the_last_graph_that_failed():
     from divfuzz.fuzzer.triage.user_module import bounded_minify
 
     gm, inputs = _sin_graph()
-    deadline = time.monotonic() + 2.0
+    deadline = Deadline.after(2.0)
     queried: list[tuple[str, bool]] = []
 
     def fails(g, inps):
         if len(queried) == 2:
-            time.sleep(max(0.0, deadline - time.monotonic()) + 0.05)
+            time.sleep(deadline.left() + 0.05)
         queried.append((g.code, _has_sin(g, inps)))
         return queried[-1][1]
 

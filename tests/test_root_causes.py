@@ -361,7 +361,7 @@ def test_fuzz_s_summary_fits_one_80x24_screen(tmp_path, monkeypatch):
            floor_div("bfloat16", before=("sign",)), LOWERING, severity=EAGER_WORSE)
     suspects = sum(b.severity == "suspect" for b in c.store.buckets())  # some drawn op sets repeat: fewer than 60
     c.close()
-    result = CampaignResult(run_id=c.run, resumed=False, progress=Progress(started=time.time() - 95, cases=300),
+    result = CampaignResult(run_id=c.run, resumed=False, progress=Progress(started=time.monotonic() - 95, cases=300),
                             store_path=out_dir / STORE_NAME, interrupted=False, pending_analyses=1)
     with out.capture() as summary, console.capture() as report_line:
         _print_summary(result)

@@ -24,7 +24,7 @@ from test_root_causes import Campaign, floor_div, plant_floor_division
 
 
 def _result(out_dir: Path, run: int, **progress) -> CampaignResult:
-    p = Progress(started=time.time() - 95, **progress)
+    p = Progress(started=time.monotonic() - 95, **progress)
     return CampaignResult(run_id=run, resumed=True, progress=p, store_path=out_dir / STORE_NAME, interrupted=False,
                           cut_at_end=True, pending_analyses=26, pending_by_severity={"bug": 3, "suspect": 20, "noise": 3})
 

@@ -45,8 +45,8 @@ class AnalysisJob:
 
 @dataclass(frozen=True)
 class AnalysisTiming:
-    """One analysis the pool ran: when (time.time()), its minimization budget and wall, and whether
-    it was filed (an aborted one is not)."""
+    """One analysis the pool ran: when (time.time() timestamps, for the timings file), its
+    minimization budget, its wall (time.monotonic()), and whether it was filed (an aborted one is not)."""
 
     raw_key: str
     started: float
@@ -54,10 +54,7 @@ class AnalysisTiming:
     budget_s: float
     minimize_s: float | None  # the minimizer's own wall (None: not minimized)
     filed: bool
-
-    @property
-    def wall_s(self) -> float:
-        return self.ended - self.started
+    wall_s: float
 
 
 def first_come(queued: list[AnalysisJob]) -> AnalysisJob | None:
@@ -80,7 +77,7 @@ class AnalysisPool:
         self.choose = choose
         self.workers: list[Worker] = []
         self.timings: list[AnalysisTiming] = []
-        self._started: dict[int, float] = {}  # running jobs: thread ident -> time.time() at start
+        self._started: dict[int, float] = {}  # running jobs: thread ident -> time.monotonic() at start
         self._queue: list[AnalysisJob] = []
         self._running = 0
         self._closed = False  # no more jobs will come: threads end once the queue is empty
@@ -115,7 +112,7 @@ class AnalysisPool:
         """Seconds the oldest running analysis has run so far (None: none runs)."""
         with self._cond:
             started = min(self._started.values(), default=None)
-        return None if started is None else time.time() - started
+        return None if started is None else time.monotonic() - started
 
     @property
     def size(self) -> int:
@@ -182,7 +179,7 @@ class AnalysisPool:
                 return None
             self._running += 1
             self._queue.remove(job)
-            self._started[threading.get_ident()] = time.time()
+            self._started[threading.get_ident()] = time.monotonic()
             return job, budget
 
     def _serve(self, worker: Worker) -> None:
@@ -192,7 +189,7 @@ class AnalysisPool:
                 if nxt is None:
                     return
                 job, budget = nxt
-                started, filed, minimized = time.time(), False, None
+                started, clock, filed, minimized = time.time(), time.monotonic(), False, None
                 try:
                     key, analysis = self.analyzer.analyze(job.spec, job.raw_key, worker, budget_s=budget, case_verdict=job.verdict)
                     minimized = getattr(getattr(analysis, "minimized", None), "wall_s", None)
@@ -200,7 +197,8 @@ class AnalysisPool:
                         self.on_done(job, key, analysis)
                         filed = True
                 finally:
-                    self.timings.append(AnalysisTiming(str(job.raw_key), started, time.time(), budget, minimized, filed))
+                    self.timings.append(AnalysisTiming(str(job.raw_key), started, time.time(), budget, minimized, filed,
+                                                       time.monotonic() - clock))
                     with self._cond:
                         self._running -= 1
                         self._started.pop(threading.get_ident(), None)

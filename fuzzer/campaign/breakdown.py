@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from divfuzz.records.verdict import is_phase_span, nested_span
-from divfuzz.fuzzer.store import STORE_NAME, Store
+from divfuzz.fuzzer.store import Store, resolve_store
 from divfuzz.records.errors import ConfigError
 from divfuzz.reports.safe_paths import check_plain, read_text
 
@@ -95,14 +95,6 @@ def _number(value, where: str) -> float:
     return float(value)
 
 
-def _store_path(path: Path) -> Path:
-    path = Path(path)
-    found = path / STORE_NAME if path.is_dir() else path
-    if not found.is_file():
-        raise ConfigError(f"{path}: no divfuzz store here (give the campaign's --out folder or its {STORE_NAME})")
-    return found
-
-
 def _timings_file(folder: Path, run_id: int) -> tuple[dict, Path | None]:
     path = folder / f"divfuzz-run{run_id}-timings.json"
     if not check_plain(path, what="timings file"):  # a symlink, a FIFO or a device there is refused, by name
@@ -120,7 +112,7 @@ def _timings_file(folder: Path, run_id: int) -> tuple[dict, Path | None]:
 
 def campaign_breakdown(path: Path, run_id: int | None = None) -> Breakdown:
     """The breakdown of a run (default: the store's latest) of the store at `path` (its folder or file)."""
-    store_path = _store_path(path)
+    store_path = resolve_store(path)
     store = Store(store_path, create=False)
     try:
         runs = store.runs()

@@ -31,12 +31,13 @@ from divfuzz.reports.kill_points import kill_point
 from divfuzz.fuzzer.campaign.sizing import SlotDevice
 from divfuzz.fuzzer.engine.bucketing import bucket_key
 from divfuzz.fuzzer.store import Store
-from divfuzz.fuzzer.engine.worker import CaseRequest, Worker
+from divfuzz.fuzzer.engine.worker import CaseRequest, CaseWorker
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.oracles.findings import finding_of, target_score
 from divfuzz.oracles.severity_policy import key_severity, severity_of
 from divfuzz.records.buckets import BucketKey
 from divfuzz.records.config import CompileConfig
+from divfuzz.records.deadline import Deadline
 from divfuzz.records.severity import Severity, SeverityReason
 from divfuzz.records.verdict import Finding, Verdict
 
@@ -69,7 +70,7 @@ class CaseRun:
     pool: AnalysisPool | None
     inline_analysis: bool  # the slot analyses its own findings (`analysis_workers=0`, or a fleet)
     minimize_budget_s: float
-    work_end: float | None
+    work_end: Deadline  # the campaign's: when work in flight is dropped (never, without a budget)
     interrupted: threading.Event
 
 
@@ -120,7 +121,7 @@ class Stored:
     store_s: float
 
 
-def run_in_worker(run: CaseRun, at: CaseAt, spec: GraphSpec, worker: Worker) -> Ran | None:
+def run_in_worker(run: CaseRun, at: CaseAt, spec: GraphSpec, worker: CaseWorker) -> Ran | None:
     """Eager vs compiled vs fp64 in the slot's worker. None when the campaign was interrupted
     meanwhile: its worker was killed under it, not a finding (a resumed run runs it again)."""
     t0 = time.perf_counter()
@@ -132,17 +133,17 @@ def run_in_worker(run: CaseRun, at: CaseAt, spec: GraphSpec, worker: Worker) -> 
     if run.interrupted.is_set():
         return None
     ipc = max(0.0, wall - verdict.span_seconds())
-    return Ran(verdict, wall, where_it_ran(at, worker), ipc, getattr(worker, "last_output", ""))
+    return Ran(verdict, wall, where_it_ran(at, worker), ipc, worker.last_output)
 
 
-def where_it_ran(at: CaseAt, worker: Worker) -> CaseAt:
+def where_it_ran(at: CaseAt, worker: CaseWorker) -> CaseAt:
     """`at`, on the device the slot's worker is on now: a fleet slot moves when its node is lost
     (`ClusterWorker.where`), and a case records the node it ran on, not the plan's."""
-    moved = getattr(worker, "where", None)
-    return replace(at, where=moved) if isinstance(moved, SlotDevice) and moved != at.where else at
+    moved = worker.where
+    return replace(at, where=moved) if moved is not None and moved != at.where else at
 
 
-def run_group_in_worker(run: CaseRun, members: list[tuple[CaseAt, GraphSpec]], worker: Worker) -> list[Ran] | None:
+def run_group_in_worker(run: CaseRun, members: list[tuple[CaseAt, GraphSpec]], worker: CaseWorker) -> list[Ran] | None:
     """A drawn spec and its input siblings (`members`, the first compiled, the rest run through
     its compile: `Worker.run_group`) in the slot's worker: a `Ran` per member that ran, in order,
     each with its own wall (the seconds since the member before it). None when the campaign was
@@ -154,7 +155,7 @@ def run_group_in_worker(run: CaseRun, members: list[tuple[CaseAt, GraphSpec]], w
     if run.interrupted.is_set():
         return None
     return [Ran(verdict, seconds, where_it_ran(member_at, worker), max(0.0, seconds - verdict.span_seconds()),
-                getattr(worker, "last_output", "")) for (member_at, _), (verdict, seconds) in zip(members, got)]
+                worker.last_output) for (member_at, _), (verdict, seconds) in zip(members, got)]
 
 
 def judge(run: CaseRun, spec: GraphSpec, verdict: Verdict) -> Judged:
@@ -170,7 +171,7 @@ def judge(run: CaseRun, spec: GraphSpec, verdict: Verdict) -> Judged:
     return Judged(finding, reason, raw_key, target_score(verdict, finding), for_pool)
 
 
-def analyse_in_slot(run: CaseRun, spec: GraphSpec, judged: Judged, worker: Worker) -> Keyed | None:
+def analyse_in_slot(run: CaseRun, spec: GraphSpec, judged: Judged, worker: CaseWorker) -> Keyed | None:
     """With minimization in the slot: the root-cause key of the raw key (minimized and attributed
     once per raw key, within what is left of the budget), filed as the pool files its answers (a
     raw bucket left pending joins it). The raw key unchanged otherwise; None when the campaign
@@ -180,8 +181,8 @@ def analyse_in_slot(run: CaseRun, spec: GraphSpec, judged: Judged, worker: Worke
     key, analysis = judged.raw_key, None
     if key is not None and run.analyzer is not None:
         budget = run.minimize_budget_s
-        if run.work_end:  # only what is left of the campaign's budget, its filing included
-            budget = max(1.0, min(budget, run.work_end - schedule.ANALYSIS_FILING_S - time.time()))
+        if run.work_end.bounded:  # only what is left of the campaign's budget, its filing included
+            budget = max(1.0, min(budget, run.work_end.left() - schedule.ANALYSIS_FILING_S))
         key, analysis = run.analyzer.key_for(spec, judged.raw_key, worker, budget_s=budget)
     if run.interrupted.is_set():
         return None

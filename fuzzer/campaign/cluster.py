@@ -433,8 +433,9 @@ class _Lost(Exception):
 
 
 class ClusterWorker:
-    """A `Worker` whose process lives on a Dask worker: same `run`, `run_group`, `call`, `stop`,
-    `abort`, `startup_s` and `last_output`. `run_group` never returns a verdict for a lost node: it
+    """A `CaseWorker` whose process lives on a Dask worker (`divfuzz.fuzzer.engine.worker.CaseWorker`):
+    `where` is the slot's node now, and moves when the node is lost; the compiler's output stays on
+    the node (`output_mark` is None). `run_group` never returns a verdict for a lost node: it
     resubmits the whole group (see the module)."""
 
     def __init__(self, fleet: Fleet, plan: SlotPlan):
@@ -455,6 +456,16 @@ class ClusterWorker:
     @property
     def where_name(self) -> str:
         return self.where.name
+
+    def ensure_started(self) -> None:
+        """Nothing to start from here: the node starts the slot's process with its first request."""
+
+    def output_mark(self) -> None:
+        """None: the compiler's output stays on the node (`last_output` holds each request's)."""
+        return None
+
+    def output_since(self, mark: int) -> str:
+        return ""
 
     def _env(self) -> dict:
         return {"DIVFUZZ_WORKER_THREADS": str(self.threads), **self.where.env}

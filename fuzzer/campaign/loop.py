@@ -66,8 +66,9 @@ from divfuzz.fuzzer.campaign.case_steps import (
 from divfuzz.fuzzer.campaign.sizing import SlotDevice, resolve_workers, size_analysis_workers, slot_devices
 from divfuzz.records.backends import ALL_DTYPES, capabilities_of
 from divfuzz.records.config import CompileConfig
+from divfuzz.records.deadline import Deadline, StopReason, wall_clock_of
 from divfuzz.records.errors import ConfigError, DivfuzzError, InternalError
-from divfuzz.fuzzer.store import STORE_NAME, CampaignLock, Store
+from divfuzz.fuzzer.store import STORE_NAME, CampaignLock, Store, resolve_store
 from divfuzz.fuzzer.engine.environment import environment_versions
 from divfuzz.fuzzer.engine import warm_template
 from divfuzz.fuzzer.engine.compile_cache import private_compile_cache
@@ -150,8 +151,8 @@ class CampaignOptions:
     # 0 analyses inline, in the slot. Not part of `identity`: it changes when buckets are
     # re-keyed, never which cases run or where they end up.
     analysis_workers: int | None = None
-    # The time.time() `budget_s` counts from: the command's start (`divfuzz fuzz` passes it), so
-    # sizing and start-up are inside the budget; None: the campaign's own start. Not identity.
+    # The time.monotonic() `budget_s` counts from: the command's start (`divfuzz fuzz` passes it),
+    # so sizing and start-up are inside the budget; None: the campaign's own start. Not identity.
     budget_from: float | None = None
 
     def identity(self) -> dict:
@@ -185,7 +186,7 @@ class CampaignOptions:
 
 @dataclass
 class Progress:
-    started: float = field(default_factory=time.time)
+    started: float = field(default_factory=time.monotonic)  # time.monotonic(): durations; stored as wall_clock_of(started)
     cases: int = 0
     skipped: int = 0  # stored by an earlier, interrupted run and not run again
     repeats: int = 0  # draws of a spec its slot already ran in this run: not run again, not cases
@@ -201,7 +202,7 @@ class Progress:
     replays: int = 0  # of `cases` and `skipped`: known specs replayed (`fuzz --replay-known`), not drawn
     pending_analyses: int = 0  # bucket analyses queued or running in the analysis pool
     analyses_filed: int = 0  # analyses the pool finished and filed in this run
-    drawing_stopped: float | None = None  # time.time() when the slots stopped drawing (budget or failure)
+    drawing_stopped: float | None = None  # time.time() when the slots stopped drawing (budget or failure): stored
 
     def note_severity(self, bucket_id: int, severity) -> None:
         old = self.bucket_severity.get(bucket_id)
@@ -224,6 +225,7 @@ class CampaignResult:
     cut_at_end: bool = False  # work still in flight when the budget's work ended was dropped
     pending_analyses: int = 0  # analyses left open in the store at the end (`minimize --pending`)
     pending_by_severity: dict = field(default_factory=dict)  # those, by their raw bucket's severity
+    stop_reason: StopReason = StopReason.FINISHED  # interrupted; time's up (the budget stopped drawing); or finished
 
 
 # The budget's rules live in `divfuzz.fuzzer.campaign.schedule`; this name stays for `minimize --pending`.
@@ -337,10 +339,11 @@ class Campaign:
             raise
         # `deadline`: the budget's end; `work_end`: when every case and analysis still in flight is
         # dropped, leaving the finish (workers, summary, report) its reserve.
-        self.deadline = (opts.budget_from or time.time()) + opts.budget_s if opts.budget_s else None
-        self.work_end = self.deadline - schedule.FINISH_RESERVE_S if self.deadline else None
+        self.deadline = Deadline.after(opts.budget_s or None, start=opts.budget_from)
+        self.work_end = self.deadline.earlier_by(schedule.FINISH_RESERVE_S)
         self.cut_at_end = False
-        # The finish, for `bench --breakdown`: when every slot had ended, when the analysis pool had.
+        # The finish, for `bench --breakdown`: when every slot had ended, when the analysis pool had
+        # (time.time() timestamps: they are stored).
         self.slots_done_at: float | None = None
         self.pool_done_at: float | None = None
         self.case_walls: list[float] = []
@@ -418,13 +421,13 @@ class Campaign:
                 waiting = next((e for e in done if not e.is_set()), None)
                 if waiting is not None:
                     waiting.wait(0.2)
-                now = time.time()
-                if self.work_end and now >= self.work_end:
+                now = time.monotonic()
+                if self.work_end.expired():
                     self._cut_at_end(done)
                     break
-                if self.work_end and not self.stop.is_set() and now >= next_look:  # a store query: once a second
+                if self.work_end.bounded and not self.stop.is_set() and now >= next_look:  # a store query: once a second
                     next_look = now + 1.0
-                    if next_look >= self.work_end - self._drawing_reserve():  # the next look might come too late
+                    if self.work_end.left() <= 1.0 + self._drawing_reserve():  # the next look might come too late
                         self._stop_drawing()
             self.slots_done_at = time.time()
             self._drain_pool(done)
@@ -443,9 +446,11 @@ class Campaign:
         by_severity = Counter(sev for sev, _ in self.store.pending_priorities().values())
         with self.lock:
             self.progress.pending_analyses = pending
-        self._write_timings(pending, by_severity)
+        reason = (StopReason.INTERRUPTED if interrupted else
+                  StopReason.TIME_UP if self.work_end.bounded and self.progress.drawing_stopped is not None else StopReason.FINISHED)
+        self._write_timings(pending, by_severity, reason)
         return CampaignResult(self.run_id, self.resumed, self.progress, self.store.path, interrupted, self.cut_at_end,
-                              pending, dict(by_severity))
+                              pending, dict(by_severity), reason)
 
     def _measured(self) -> schedule.Measured:
         """This run's rates so far: a slow case's wall, and its finished analyses' walls."""
@@ -506,7 +511,7 @@ class Campaign:
             return
         self.pool.close()
         while not self.pool.done and self.failure is None:
-            if self.work_end and time.time() >= self.work_end:
+            if self.work_end.expired():
                 self._cut_at_end(done)
                 break
             self.pool.wait(0.2)
@@ -516,7 +521,7 @@ class Campaign:
         when too little is left before `work_end` (it stays pending)."""
         if self.interrupted.is_set():
             return None
-        return schedule.analysis_budget(time.time(), self.work_end, self._measured(), self.opts.minimize_budget_s)
+        return schedule.analysis_budget(time.monotonic(), self.work_end.at, self._measured(), self.opts.minimize_budget_s)
 
     def _choose_analysis(self, queued: list[AnalysisJob]) -> AnalysisJob | None:
         """The next analysis (`most_severe_first`): never a noise, by-design or eager-worse bucket in a campaign."""
@@ -541,7 +546,7 @@ class Campaign:
                 p.bucket_severity[filed.bucket_id] = Severity(filed.severity)
         self.on_progress(self.progress)
 
-    def _write_timings(self, pending: int, pending_by_severity: Counter) -> None:
+    def _write_timings(self, pending: int, pending_by_severity: Counter, reason: StopReason) -> None:
         """`divfuzz-run<N>-timings.json` beside the store: what the store does not hold, for
         `divfuzz bench --breakdown` (the driver's time per stage, each analysis, the schedule)."""
         p = self.progress
@@ -551,12 +556,13 @@ class Campaign:
             driver["fleet_round_trip"] = stats.round_trip_s
         data = {
             "run_id": self.run_id, "workers": self.opts.workers, "budget_s": self.opts.budget_s,
-            "budget_from": self.opts.budget_from, "started": p.started, "ended": time.time(),
-            "deadline": self.deadline, "work_end": self.work_end, "drawing_stopped": p.drawing_stopped,
+            "budget_from": None if self.opts.budget_from is None else wall_clock_of(self.opts.budget_from),
+            "started": wall_clock_of(p.started), "ended": time.time(),
+            "deadline": self.deadline.wall_clock(), "work_end": self.work_end.wall_clock(), "drawing_stopped": p.drawing_stopped,
             "slots_done": self.slots_done_at, "pool_done": self.pool_done_at,
-            "cut_at_end": self.cut_at_end, "cases": p.cases, "repeats": p.repeats, "driver_timings": driver,
+            "cut_at_end": self.cut_at_end, "stop_reason": reason.value, "cases": p.cases, "repeats": p.repeats, "driver_timings": driver,
             "analysis_workers": (self.pool.size if self.pool is not None else 0),
-            "analyses": [asdict(t) | {"wall_s": t.wall_s} for t in (self.pool.timings if self.pool is not None else ())],
+            "analyses": [asdict(t) for t in (self.pool.timings if self.pool is not None else ())],
             "pending": pending, "pending_by_severity": dict(pending_by_severity),
             "worker_starts": warm_template.starts(),
         }
@@ -637,8 +643,8 @@ class Campaign:
             w.abort()
         if self.pool is not None:  # open analyses stay pending in the store
             self.pool.abort()
-        deadline = time.time() + 30
-        while not all(e.is_set() for e in done) and time.time() < deadline:
+        wind_down = Deadline.after(30)
+        while not all(e.is_set() for e in done) and not wind_down.expired():
             try:
                 for e in done:
                     e.wait(0.2)
@@ -720,7 +726,7 @@ class Campaign:
                 self._fail(e)
                 raise _StopCampaign from None  # not a test failure: Hypothesis must not replay it
             last_exit[0] = time.perf_counter()
-            if self.work_end and time.time() >= self.work_end:
+            if self.work_end.expired():
                 self._stop_drawing()
 
         try:
@@ -893,9 +899,7 @@ def finish_pending(out_dir: Path, *, budget_s: float, workers: int | str = 1, ti
     from divfuzz.fuzzer.triage.analysis import BucketAnalyzer
     from divfuzz.generators.validate import load_spec
 
-    path = out_dir / STORE_NAME
-    if not path.exists():
-        raise ConfigError(f"{path}: no campaign store here (--pending finishes a campaign's analyses; use --out DIR, the campaign folder)")
+    path = resolve_store(out_dir, purpose="for --pending")
     lock = CampaignLock(path)
     lock.acquire()
     store = Store(path, create=False)
@@ -917,11 +921,11 @@ def finish_pending(out_dir: Path, *, budget_s: float, workers: int | str = 1, ti
             group = (case.device, json.dumps(case.config, sort_keys=True), options.get("strict", False), oracle,
                      options.get("perf_margin"))
             groups.setdefault(group, []).append(AnalysisJob(p.raw_key, p.case_id, load_spec(case.spec_json, source=where)))
-        deadline = time.time() + budget_s
+        deadline = Deadline.after(budget_s)
         filed: list = []
 
         def budget_for() -> float | None:
-            left = (deadline - time.time()) / schedule.ANALYSIS_SPAN_FACTOR  # the whole analysis ends by the deadline
+            left = deadline.left() / schedule.ANALYSIS_SPAN_FACTOR  # the whole analysis ends by the deadline
             return min(minimize_budget_s, left) if left >= MIN_ANALYSIS_S else None
 
         errors: list[BaseException] = []

@@ -15,7 +15,6 @@ start, within the budget: past the deadline the rest are left (diff then says "n
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,7 +90,7 @@ def replay_known(campaign, known: list[KnownSpec]) -> int:
                     campaign.progress.replays += 1
                 done += 1
                 continue
-            if campaign.stop.is_set() or (campaign.work_end and time.time() > campaign.work_end):
+            if campaign.stop.is_set() or campaign.work_end.expired():
                 break
             campaign.run_case(k.spec, worker, slot=REPLAY_SLOT, idx=idx)
             with campaign.lock:

@@ -24,7 +24,7 @@ _RUN_SUFFIX = re.compile(r"^(?P<store>.+):(?P<run>[0-9]+)$")
 def parse_side(text: str, name: str) -> tuple[Path, int | None]:
     """`STORE` or `STORE:RUN_ID` -> (path of the SQLite file, run id or None); errors name the side."""
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
-    from divfuzz.fuzzer.store import STORE_NAME
+    from divfuzz.fuzzer.store import resolve_store
 
     path, run_id = Path(text), None
     m = _RUN_SUFFIX.match(text)
@@ -32,11 +32,7 @@ def parse_side(text: str, name: str) -> tuple[Path, int | None]:
 
         path = Path(m["store"])
         run_id = parse_number(m["run"], f"{name} {text[:60]!r}: run id", low=1, high=2**63 - 1, integer=True, error=StoreError)
-    if path.is_dir():
-        path = path / STORE_NAME
-    if not path.is_file():
-        raise StoreError(f"{name} {text!r}: no divfuzz store at {path}")
-    return path, run_id
+    return resolve_store(path, purpose=f"for {name} {text!r}"), run_id
 
 
 def _open_side(text: str, name: str):

@@ -87,7 +87,7 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
          min_severity, replay_known, against, unguarded_casts, inputs_per_compile, cluster_address, cluster_file, oracle, perf_margin,
          backend, inductor, dynamic, mode):
     """Run a campaign: draw graphs, compare eager and compiled, bucket what diverges."""
-    started = time.time()  # --budget counts from here: sizing and start-up are inside it
+    started = time.monotonic()  # --budget counts from here: sizing and start-up are inside it
     if cluster_address is None and cluster_file is None:  # a fleet's nodes have the GPUs, not the driver
         check_device_early(device)  # first: before torch is imported (by the template or below)
         warm_template.start_in_background(str(device))  # the workers' template imports torch beside the driver
@@ -344,7 +344,7 @@ class _LiveView(_LineView):
 def progress_fraction(opts, p, now: float | None = None) -> float:
     """How far the campaign is, 0..1: drawn cases toward --max-cases (replays of known specs do
     not count), else time toward --budget (with both, whichever is further); 0 when neither bounds it."""
-    elapsed = (now if now is not None else time.time()) - p.started
+    elapsed = (now if now is not None else time.monotonic()) - p.started
     parts = []
     if opts.max_cases:
         parts.append((p.cases + p.skipped - p.replays) / opts.max_cases)
@@ -357,7 +357,7 @@ def live_progress(opts, p, now: float | None = None, fleet_line: str | None = No
     """The live view's renderable: the bar with its percentage, cases and cases/s, then this
     run's buckets by severity, then on a fleet its workers by node and GPU (a pure function of
     the options, a `Progress` and the fleet's line)."""
-    now = now if now is not None else time.time()
+    now = now if now is not None else time.monotonic()
     elapsed = now - p.started
     fraction = progress_fraction(opts, p, now)
     rate = p.cases / elapsed if elapsed > 0 else 0.0
@@ -379,7 +379,7 @@ def live_progress(opts, p, now: float | None = None, fleet_line: str | None = No
 
 
 def _status_line(opts, p) -> str:
-    elapsed = time.time() - p.started
+    elapsed = time.monotonic() - p.started
     rate = p.cases / elapsed * 60 if elapsed > 0 else 0.0
     left = f", {max(0, opts.budget_s - elapsed):.0f} s left" if opts.budget_s else ""
     done = f"/{opts.max_cases}" if opts.max_cases else ""
@@ -402,7 +402,7 @@ def _print_summary(result, min_severity: str = "noise") -> None:
     finally:
         store.close()
     width = out.size.width if out.is_terminal else SCREEN_WIDTH
-    for line in summary_screen(result, buckets, elapsed=time.time() - result.progress.started, width=width,
+    for line in summary_screen(result, buckets, elapsed=time.monotonic() - result.progress.started, width=width,
                                min_severity=min_severity):
         out.print(line, markup=False, highlight=False, soft_wrap=True)
 

@@ -32,9 +32,9 @@ from divfuzz.fuzzer.cli.options import (
     read_input,
     resolve_device,
 )
-from divfuzz.fuzzer.store.schema import STORE_NAME
+from divfuzz.fuzzer.store.schema import resolve_store
 from divfuzz.fuzzer.triage.module_ref import parse_module_ref
-from divfuzz.records.errors import ConfigError, StoreError
+from divfuzz.records.errors import ConfigError
 from divfuzz.records.numbers import parse_number
 
 # `minimize --module --budget B`: B is a deadline for the whole command (the worker's phases check
@@ -98,8 +98,8 @@ def minimize(ctx, case, modules, out_dir, repro_dir, store_dir, device, budget, 
     if not modules and not case:
         raise ConfigError("Expected a CASE-ID, a spec.json or --module FILE.py:NAME")
     case_text = None if modules or _is_case_id(case) else read_input(Path(case))
-    if not modules and _is_case_id(case) and not (campaign_dir / STORE_NAME).exists():
-        raise StoreError(f"{campaign_dir / STORE_NAME}: no store here for case {case} (use --out DIR, the campaign folder)")
+    if not modules and _is_case_id(case):
+        resolve_store(campaign_dir, purpose=f"for case {case}")
     check_device_early(device)
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.engine.worker import Worker
@@ -299,15 +299,13 @@ def _load_case(case: str, store_dir: Path, read, *, cli_backend: str | None = No
     when it is a registered torch backend or the `module:function` the user passed as --backend.
     """
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
-    from divfuzz.fuzzer.store import STORE_NAME, Store
+    from divfuzz.fuzzer.store import Store
     from divfuzz.records.config import CompileConfig
     from divfuzz.fuzzer.engine.compile import check_stored_backend, validate_inductor_overrides
     from divfuzz.generators.validate import load_spec
 
     if _is_case_id(case):
-        path = store_dir / STORE_NAME
-        if not path.exists():
-            raise StoreError(f"{path}: no store here for case {case} (use --out DIR, the campaign folder)")
+        path = resolve_store(store_dir, purpose=f"for case {case}")
 
         case_id = parse_number(case, "CASE-ID", low=1, high=2**63 - 1, integer=True)
         store = Store(path, create=False)

@@ -28,12 +28,10 @@ from divfuzz.records.errors import ConfigError, StoreError
 def report(out_dir, run_id, min_severity, html_path, bucket_id, new_only, issue):
     """Print the root causes of a store as markdown, or write them as an HTML page (--html)."""
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
-    from divfuzz.fuzzer.store import STORE_NAME, Store
+    from divfuzz.fuzzer.store import Store, resolve_store
     from divfuzz.reports.markdown import coverage_markdown, iter_buckets_markdown
 
-    path = out_dir / STORE_NAME
-    if not path.exists():
-        raise StoreError(f"{path}: no store here (run `divfuzz fuzz --out {out_dir}` first)")
+    path = resolve_store(out_dir)
     if issue:
         click.echo(bucket_issue(path, out_dir, bucket_id), nl=False)  # as written: no wrapping, ready to paste
         return

@@ -12,6 +12,8 @@ Invariants:
 - What the compiler prints in a worker (logs, warnings, a crash's last words) goes to the worker's
   own file (`divfuzz.fuzzer.engine.compile_output`), never to divfuzz's terminal; the parent takes it
   after each request (`Worker.last_output`, `Worker.output_since`).
+- The campaign, the analysis pool and the triage talk to a worker through `CaseWorker` only, so a
+  fleet's worker on a Dask node (`divfuzz.fuzzer.campaign.cluster.ClusterWorker`) serves them as this one does.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import time
 import traceback
 from dataclasses import dataclass, replace
 from multiprocessing import resource_tracker
+from typing import Any, Protocol
 
 from divfuzz.fuzzer.engine import warm_template
 from divfuzz.fuzzer.engine.compile_output import OutputCapture, flush_output, redirect_output, show_warnings_again
@@ -272,8 +275,46 @@ class CallOutcome:
     error: str | None = None
 
 
+class CaseWorker(Protocol):
+    """What runs cases, for a slot or an analysis: a `Worker` here, or a fleet's worker on a node.
+
+    `where` is the place it runs now (a `divfuzz.fuzzer.campaign.sizing.SlotDevice`), for a worker
+    that moves (a fleet's slot, when its node is lost); None for one that stays where it was made.
+    `output_mark` is None where the compiler's output stays with the worker (on a node), else a
+    mark for `output_since`. `ensure_started` starts a worker that is not running, so that a run
+    given only what is left of a deadline does not pay the start-up from it."""
+
+    device: str
+    aborted: bool
+    startup_s: float
+    last_output: str
+
+    @property
+    def where(self) -> Any: ...
+
+    def ensure_started(self) -> None: ...
+
+    def run(self, request: "CaseRequest", timeout_s: float) -> Verdict: ...
+
+    def run_group(self, request: "CaseRequest", timeout_s: float) -> list[tuple[Verdict, float]]: ...
+
+    def call(self, target: str, kwargs: dict, timeout_s: float) -> "CallOutcome": ...
+
+    def output_mark(self) -> int | None: ...
+
+    def output_since(self, mark: int) -> str: ...
+
+    def abort(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def kill(self) -> None: ...
+
+
 class Worker:
-    """One long-lived worker process for one device."""
+    """One long-lived worker process for one device (a `CaseWorker`), pinned where it was made."""
+
+    where = None  # it never moves: its slot's place is the one it was started for
 
     def __init__(self, device: str, *, extra_env: dict | None = None):
         self.device = device

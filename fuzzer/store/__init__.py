@@ -1,7 +1,7 @@
 """The store, a stage of its own: everything that reads or writes a campaign's SQLite file.
 
-- `schema`: the file's name (`STORE_NAME`), tables and version; creating, recognising and
-  upgrading a store.
+- `schema`: the file's name (`STORE_NAME`), finding it from what a command was given
+  (`resolve_store`), tables and version; creating, recognising and upgrading a store.
 - `connection`: connecting, the one `transaction()`, SQLite errors in words that name the file.
 - `rows`: each table's row as a named, frozen value.
 - `store`: `Store`, every query and every write.
@@ -13,8 +13,8 @@ It sits beside the engine (neither imports the other), below campaign, triage an
 
 from divfuzz.fuzzer.store.lock import CampaignLock
 from divfuzz.fuzzer.store.rows import BucketRow, CaseRow, PendingAnalysis, RootCauseFiled, RunRow
-from divfuzz.fuzzer.store.schema import SCHEMA_VERSION, STORE_NAME
+from divfuzz.fuzzer.store.schema import SCHEMA_VERSION, STORE_NAME, resolve_store
 from divfuzz.fuzzer.store.store import Store
 
-__all__ = ["STORE_NAME", "SCHEMA_VERSION", "Store", "CampaignLock", "BucketRow", "CaseRow", "PendingAnalysis",
+__all__ = ["STORE_NAME", "SCHEMA_VERSION", "resolve_store", "Store", "CampaignLock", "BucketRow", "CaseRow", "PendingAnalysis",
            "RootCauseFiled", "RunRow"]

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from divfuzz.fuzzer.store.connection import describe_sqlite_error
 from divfuzz.fuzzer.store.lock import CampaignLock
-from divfuzz.fuzzer.store.schema import STORE_NAME
+from divfuzz.fuzzer.store.schema import STORE_NAME, resolve_store
 from divfuzz.fuzzer.store.store import Store
 from divfuzz.records.errors import StoreError, UnsafePathError
 from divfuzz.records.severity import Severity
@@ -57,18 +57,9 @@ class MergeSummary:
     pending_filed: int = 0  # open in one shard, filed by another: closed by the merge
 
 
-def store_file(path: Path) -> Path:
-    """A store argument: a campaign's folder (holding divfuzz.sqlite) or the .sqlite file itself."""
-    path = Path(path)
-    candidate = path / STORE_NAME if path.is_dir() else path
-    if not candidate.is_file():
-        raise StoreError(f"{path}: no divfuzz store there (expected {STORE_NAME} in a folder, or the file itself)")
-    return candidate
-
-
 def merge_stores(out_dir: Path, inputs: list[Path]) -> MergeSummary:
     """Fold `inputs` (store files or campaign folders) into `out_dir`'s store; see the module docstring."""
-    files = [store_file(p) for p in inputs]
+    files = [resolve_store(p) for p in inputs]
     out_dir = Path(out_dir)
     out_path = out_dir / STORE_NAME
     seen: dict[Path, Path] = {}

@@ -2,7 +2,8 @@
 
 Invariants:
 - `STORE_NAME` is the one name of a campaign's store file inside its `--out` folder; every module
-  that looks for a store imports it from here;
+  that looks for a store imports it from here, and every command given a store (a campaign's
+  folder or the file itself) finds it with `resolve_store`, which raises one `StoreError`;
 - a new store file is made whole or not at all: its schema and `meta` are written to a temporary
   file beside it that is renamed into place (a full disk leaves no half-made store);
 - a file that is not a divfuzz store (another application's SQLite file, a missing table or
@@ -27,6 +28,18 @@ from divfuzz.records.errors import StoreError
 from divfuzz.records.verdict import Verdict
 
 STORE_NAME = "divfuzz.sqlite"
+
+
+def resolve_store(path: Path, *, purpose: str = "") -> Path:
+    """The store file a command was given: `path` itself when it is a file, else `path/STORE_NAME`.
+    `StoreError` naming the path looked at when there is no such file (the CLI exits 2);
+    `purpose` ("for case 7") says what the store was wanted for."""
+    path = Path(path)
+    found = path if path.is_file() else path / STORE_NAME
+    if not found.is_file():
+        raise StoreError(f"{found}: no store here{f' {purpose}' if purpose else ''} "
+                         f"(give a campaign's --out folder or its {STORE_NAME})")
+    return found
 
 # 2: buckets carry a severity (divfuzz.oracles.severity_policy) and its reason;
 # 3: cases record the device they ran on (`ran_on`: 'cpu', 'cuda:1', in the driver's numbering);

@@ -29,6 +29,7 @@ from divfuzz.fuzzer.triage.attribute import PERF_PROBES, attribute_case, guard_c
 from divfuzz.fuzzer.triage.shrink import MinimizeResult, case_predicate, minimize_spec
 from divfuzz.oracles.severity_policy import explaining_mechanism, severity_of
 from divfuzz.records.culprit import Culprit
+from divfuzz.records.deadline import Deadline
 from divfuzz.records.errors import MinimizeError
 from divfuzz.records.severity import Severity
 from divfuzz.generators.spec import GraphSpec
@@ -120,7 +121,7 @@ def analyze_finding(
     log: Callable[[str], None] | None = None,
     oracle: str = "numeric",
     perf_margin: float | None = None,
-    deadline: float | None = None,
+    deadline: Deadline = Deadline.never(),
     case_verdict=None,
 ) -> Analysis:
     """Minimize a case that shows a finding of `kind`, keeping its culprit, and attribute the result.
@@ -138,7 +139,7 @@ def analyze_finding(
     is read from there. `case_verdict`, the finding's own run of `spec` under `config` (a
     campaign's case), is the first of them.
 
-    `deadline` (time.monotonic()) bounds the whole analysis, every run in it included: the first
+    `deadline` bounds the whole analysis, every run in it included: the first
     pass (its ladder and probes) stops at half the minimization budget, and a ladder cut there
     leaves the minimizer the case's own config as its guard (the finding and its severity kept,
     no stage claimed); the minimizer gets what is left once the final attribution has the time
@@ -161,7 +162,7 @@ def analyze_finding(
     if kind not in _NO_MINIMIZE:
         t_rough = time.monotonic()
         # The first pass's probes only pick the minimizer's guard: they get half the minimization budget at most.
-        rough_deadline = None if deadline is None else min(deadline, t_rough + budget_s / 2)
+        rough_deadline = deadline.share(budget_s / 2) if deadline.bounded else deadline
         rough = attribute_case(spec, config=config, kind=kind, bisect=False, first_fix_only=True,
                                **(common | {"deadline": rough_deadline}))
         rough_s = time.monotonic() - t_rough
@@ -173,7 +174,7 @@ def analyze_finding(
         # at its end (the predicate's deadline): a candidate as slow as the input (a 137 s
         # compile) does not hold the analysis past it, and a smaller one (its backward dropped)
         # may still be fast.
-        budget = budget_s if deadline is None else min(budget_s, deadline - time.monotonic() - rough_s)
+        budget = min(budget_s, deadline.left() - rough_s)
         # What the minimal spec keeps is what the input showed under the case's own config (the
         # bucket's finding, as its replay and repro.py see it); the culprit's rung (`must_fail`,
         # e.g. aot_eager_decomp_partition) must still show the kind. Keeping the rule under the
@@ -185,7 +186,7 @@ def analyze_finding(
             culprit_config=must_fail, must_pass_with=must_pass, on_verdict=record, severity=_severity_seen(own),
             rule=_rule_seen(own), mechanism=_mechanism_seen(own), output=_output_seen(own),
             oracle=oracle, perf_margin=perf_margin, known=seen, site=_site_seen(own),
-            deadline=None if deadline is None else time.monotonic() + max(budget, 0.0),
+            deadline=deadline.share(max(budget, 0.0)) if deadline.bounded else deadline,
         )
         if budget < MIN_MINIMIZE_S:
             note = "not minimized: the analysis's time ran out after the culprit's first pass on the input"
@@ -266,7 +267,7 @@ class BucketAnalyzer:
         With `span_factor`, the whole analysis ends within that many times its minimization
         budget (`analyze_finding`'s deadline)."""
         budget = self.budget_s if budget_s is None else budget_s
-        mark = worker.output_mark() if hasattr(worker, "output_mark") else None  # a fleet's worker keeps its output on its node
+        mark = worker.output_mark()  # None: a fleet's worker keeps its output on its node
         analysis = analyze_finding(
             spec,
             worker=worker,
@@ -279,7 +280,7 @@ class BucketAnalyzer:
             log=self.log,
             oracle=self.oracle,
             perf_margin=self.perf_margin,
-            deadline=None if self.span_factor is None else time.monotonic() + self.span_factor * budget,
+            deadline=Deadline.never() if self.span_factor is None else Deadline.after(self.span_factor * budget),
             case_verdict=case_verdict,
         )
         if mark is not None:

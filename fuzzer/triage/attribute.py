@@ -25,6 +25,8 @@ from typing import Any, Mapping
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.culprit import NOT_ATTRIBUTED, BisectResult, Culprit, summarize
+from divfuzz.records.deadline import Deadline
+from divfuzz.records.errors import TimeUp
 from divfuzz.records.outcomes import ERROR_KINDS, PERF_KINDS, Status
 from divfuzz.fuzzer.engine.worker import CaseRequest
 from divfuzz.oracles.findings import finding_of
@@ -67,36 +69,31 @@ PERF_PROBES: tuple[tuple[str, Any, tuple[str, ...]], ...] = (
 )
 
 
-class OutOfTime(Exception):
-    """A run that the analysis's deadline left no time for, or cut: it gives no verdict, and none is
-    recorded (a run stopped by the deadline says nothing of how the compiler behaves)."""
-
-
 def known_or_run(worker, request: CaseRequest, timeout_s: float, *, known: Mapping | None, on_verdict=None,
-                 deadline: float | None = None):
+                 deadline: Deadline = Deadline.never()):
     """(verdict, ran): the verdict `known` holds for (request's spec digest, config), else the
     request run in `worker` (and handed to `on_verdict`). Shared by the attribution and the
     minimizer's predicate, so that no (spec, config) pair of one analysis runs twice.
 
-    With `deadline` (time.monotonic()) a run is stopped there when that comes before its own
-    `timeout_s`: `OutOfTime` is raised in place of a hang verdict, as it is when the deadline
-    has passed before the run would start. A worker that is not running is started first, and
-    its start-up may end past the deadline (the run then does not start)."""
+    With a bounded `deadline` a run is stopped there when that comes before its own `timeout_s`:
+    `TimeUp` is raised in place of a hang verdict (a run the deadline stopped gives no verdict,
+    and none is recorded), as it is when the deadline has passed before the run would start. A
+    worker that is not running is started first, and its start-up may end past the deadline (the
+    run then does not start)."""
     verdict = known.get((request.spec.digest(), request.config)) if known is not None else None
     if verdict is not None:
         return verdict, False
     left = None
-    if deadline is not None:
-        if deadline <= time.monotonic():
-            raise OutOfTime(f"the analysis's deadline passed before {request.config.describe()} ran")
+    if deadline.bounded:
+        deadline.check(f"{request.config.describe()} ran")
         worker.ensure_started()  # a worker killed by an earlier cut restarts first: not on the run's time
-        left = deadline - time.monotonic()
+        left = deadline.left()
         if left <= 0:
-            raise OutOfTime(f"the analysis's deadline passed while the worker for {request.config.describe()} started")
+            raise TimeUp(f"the analysis's deadline passed while the worker for {request.config.describe()} started")
     cut_by_deadline = left is not None and left < timeout_s
     verdict = worker.run(request, left if cut_by_deadline else timeout_s)
     if cut_by_deadline and verdict.status is Status.HANG and verdict.error_type == "Timeout":
-        raise OutOfTime(f"the analysis's deadline stopped {request.config.describe()} after {left:.0f} s")
+        raise TimeUp(f"the analysis's deadline stopped {request.config.describe()} after {left:.0f} s")
     if on_verdict is not None:
         on_verdict(request.spec, request.config, verdict)
     return verdict, True
@@ -164,7 +161,7 @@ def attribute_case(
     perf_margin: float | None = None,
     known: Mapping | None = None,
     first_fix_only: bool = False,
-    deadline: float | None = None,
+    deadline: Deadline = Deadline.never(),
 ) -> Culprit:
     """The culprit of a case that shows a finding of `kind` under `config`: the stage ladder, then
     (for Inductor) the probes, then (with `bisect`) the bisector's narrowing. A perf finding
@@ -177,10 +174,10 @@ def attribute_case(
     without the bisector is named by its first fix alone (`summarize`), so the summary and the
     guard configs (`guard_configs`) are the same, with the later switches' compiles spared.
 
-    `deadline` (time.monotonic()) bounds every run: the ladder's rungs, the probes and the
+    `deadline` bounds every run: the ladder's rungs, the probes and the
     bisector. A rung or probe starts only while one more run as slow as this spec's slowest so
     far (a verdict read from `known` counts once read) fits before it, and a run is stopped at the deadline
-    (`OutOfTime`, never a hang verdict); the bisector (several such runs) starts only while
+    (`TimeUp`, never a hang verdict); the bisector (several such runs) starts only while
     `BISECT_STEPS` of them fit, and is stopped at the deadline. What was not run says so
     (`NOT_ATTRIBUTED`): a ladder cut short names the case's own backend as the stage, with no
     claim past it, and runs no probe and no bisector."""
@@ -190,13 +187,13 @@ def attribute_case(
     slowest = [0.0]
 
     def fits(runs: int) -> bool:
-        return deadline is None or time.monotonic() + runs * slowest[0] <= deadline
+        return deadline.fits(runs * slowest[0])
 
     def outcome(cfg: CompileConfig) -> str:
         t0 = time.monotonic()
         request = CaseRequest(spec, device, cfg, oracle=oracle, perf_margin=perf_margin)
         if (known is None or (digest, cfg) not in known) and not fits(1):
-            raise OutOfTime(f"no time left for {cfg.describe()}")
+            raise TimeUp(f"no time left for {cfg.describe()}")
         verdict, ran = known_or_run(worker, request, timeout_s, known=known, on_verdict=on_verdict, deadline=deadline)
         # a verdict not run again still tells what a run of this spec costs
         slowest[0] = max(slowest[0], time.monotonic() - t0 if ran else verdict.span_seconds())
@@ -205,10 +202,7 @@ def attribute_case(
     # A perf finding climbs aot_eager only: the decomposed graph run eagerly is slow by nature
     # (many small kernels), so it says nothing about where compiled code lost time.
     rungs = LADDER[:1] if kind in {k.value for k in PERF_KINDS} else LADDER
-    try:
-        ladder, stage, cut = *_climb_ladder(outcome, config, kind, rungs), False
-    except LadderCut as e:
-        ladder, stage, cut = e.ladder, config.backend, True
+    ladder, stage, cut = _climb_ladder(outcome, config, kind, rungs)
     if config.backend != "inductor":  # the backend is the culprit, the ladder cut or not
         return Culprit(stage=config.backend, summary=f"backend {config.backend}", ladder=ladder)
     if cut:
@@ -224,23 +218,18 @@ def attribute_case(
         if not fits(BISECT_STEPS):
             culprit = replace(culprit, bisect_note=f"{NOT_ATTRIBUTED}: the analysis's time ran out before the compiler bisector")
             return replace(culprit, summary=summarize(culprit))
-        bisect_timeout = timeout_s * 4 if deadline is None else min(timeout_s * 4, deadline - time.monotonic())
+        bisect_timeout = min(timeout_s * 4, deadline.left())
         return _narrow_by_bisector(culprit, worker, spec, device=device, config=config, kind=kind, strict=strict,
-                                   timeout_s=bisect_timeout, cut_by_deadline=deadline is not None)
+                                   timeout_s=bisect_timeout, cut_by_deadline=deadline.bounded)
     return replace(culprit, summary=summarize(culprit))
 
 
-class LadderCut(Exception):
-    """The stage ladder stopped by the analysis's deadline, with the rungs it ran."""
-
-    def __init__(self, ladder: tuple[tuple[str, str], ...]):
-        super().__init__(f"the stage ladder was cut after {len(ladder)} rungs")
-        self.ladder = ladder
-
-
-def _climb_ladder(outcome, config: CompileConfig, kind: str, rungs: tuple[str, ...] = LADDER) -> tuple[tuple[tuple[str, str], ...], str]:
-    """(ladder, stage): each rung of `LADDER` up to the first that shows `kind`, then the case's
-    own config (always run, last); the stage is that first rung, else the config's backend."""
+def _climb_ladder(outcome, config: CompileConfig, kind: str,
+                  rungs: tuple[str, ...] = LADDER) -> tuple[tuple[tuple[str, str], ...], str, bool]:
+    """(ladder, stage, cut): each rung of `LADDER` up to the first that shows `kind`, then the
+    case's own config (always run, last); the stage is that first rung, else the config's backend.
+    A rung the deadline stopped (`TimeUp`) ends the climb: `cut`, with the rungs run so far and the
+    config's backend as the stage (no claim past what ran)."""
     ladder: list[tuple[str, str]] = []
     stage = None
     try:
@@ -251,11 +240,11 @@ def _climb_ladder(outcome, config: CompileConfig, kind: str, rungs: tuple[str, .
                 stage = rung
                 break
         ladder.append((config.describe(), outcome(config)))
-    except OutOfTime as e:
-        raise LadderCut(tuple(ladder)) from e
+    except TimeUp:
+        return tuple(ladder), config.backend, True
     if stage is None:
         stage = "inductor" if config.backend == "inductor" else config.backend
-    return tuple(ladder), stage
+    return tuple(ladder), stage, False
 
 
 def _probe_switches(outcome, config: CompileConfig, kind: str, *, device: str, stage: str,
@@ -272,7 +261,7 @@ def _probe_switches(outcome, config: CompileConfig, kind: str, *, device: str, s
             continue
         try:
             got = outcome(config.with_inductor(**{key: value}))
-        except OutOfTime:  # the analysis's deadline: the probes run so far stand
+        except TimeUp:  # the analysis's deadline: the probes run so far stand
             break
         probes.append((f"{key}={value!r}", got))
         if _kind_of(got) != kind:

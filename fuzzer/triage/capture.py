@@ -20,7 +20,9 @@ Invariants: every captured graph's inputs are tensors (plain Python values are s
 Dynamo into the graph, `dynamic=False`), so the repro carries them as raw bytes and needs only
 torch; anything else is a `ConfigError` naming the input. What counts as a divergence is not decided
 here: the whole model's outputs become a `Verdict` and the caller's predicate (`divfuzz.oracles.severity_policy.
-worth_reducing`, `suspect` or worse) decides, so one policy judges every path.
+worth_reducing`, `suspect` or worse) decides, so one policy judges every path. The module is
+torch-free at import: each function that needs torch imports it (`# lazy: torch-free module`),
+which `tests/test_module_hygiene.py` checks in a fresh interpreter, as for every module so tagged.
 """
 
 from __future__ import annotations
@@ -542,7 +544,7 @@ def _graphs_to_reduce(graphs: list, cap: CaseCapture, run: ModelStep, eager, ref
     if len(graphs) == 1:
         return graphs
     for g in graphs:
-        if clock.spent():
+        if clock.expired():
             line = (f"budget spent while locating the graph that introduces the divergence: {g.index} of {len(graphs)} "
                     "graphs tried" + ("" if cap.culprits else "; none found, so nothing is reduced"))
             clock.note_cut(line)  # shown with the run's other cuts, as "budget: ..."

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import copy
 import operator
-import time
 from collections.abc import Callable, Sequence
+
+from divfuzz.records.deadline import Deadline
 
 
 def count_ops(gm) -> int:
@@ -124,18 +125,18 @@ def _bypassed(gm, inputs: Sequence, node_name: str, source_name: str):
     return torch.fx.GraphModule(gm, graph), kept
 
 
-def bypass_reduce(gm, inputs: Sequence, fails: Callable, deadline: float) -> tuple[object, list, int]:
-    """Bypass nodes while `fails` holds; returns (graph, inputs, predicate calls)."""
+def bypass_reduce(gm, inputs: Sequence, fails: Callable, deadline: Deadline) -> tuple[object, list, int]:
+    """Bypass nodes while `fails` holds, until `deadline`; returns (graph, inputs, predicate calls)."""
     inputs = list(inputs)
     calls = 0
     progress = True
-    while progress and time.monotonic() < deadline:
+    while progress and not deadline.expired():
         progress = False
         values = node_values(gm, inputs)
         allowed_out_of_range = casts_out_of_range(gm, values)
         for node in reversed([n for n in gm.graph.nodes if n.op == "call_function"]):
             for source in _replacements(node, values):
-                if time.monotonic() >= deadline:
+                if deadline.expired():
                     return gm, inputs, calls
                 candidate, kept = _bypassed(gm, inputs, node.name, source)
                 if not allowed_out_of_range and casts_out_of_range(candidate, node_values(candidate, kept)):

@@ -20,7 +20,6 @@ Invariant: eager and every compiled variant run on the same inputs and parameter
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 from divfuzz.fuzzer.triage.attribute import PERF_PROBES, available_probes
@@ -30,6 +29,7 @@ from divfuzz.records.outcomes import Status
 from divfuzz.records.verdict import PerfComparison, Verdict
 from divfuzz.fuzzer.triage.capture import ModelStep, normalize_case, prepare_model
 from divfuzz.records.config import CompileConfig
+from divfuzz.records.deadline import Deadline
 
 PHASE_BUDGET_S = 20.0
 
@@ -78,7 +78,7 @@ def perf_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: str 
     from divfuzz.fuzzer.triage.user_module import load_user_module
     from divfuzz.oracles.timing import Timer
 
-    deadline = time.monotonic() + budget_s
+    deadline = Deadline.after(budget_s)
     margin = DEFAULT_MARGIN[device.split(":")[0]] if margin is None else margin
     model, args, kwargs = normalize_case(load_user_module(ref), ref)
     model, args, kwargs = prepare_model(model, args, kwargs, device, dtype)
@@ -102,7 +102,7 @@ def perf_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: str 
     probes: list[dict] = []
     if backend == "inductor":  # also when not slower: which switch would make it faster is worth knowing
         for key, value in available_probes(device, PERF_PROBES):
-            if time.monotonic() > deadline:
+            if deadline.expired():
                 probes.append({"knob": key, "value": value, "skipped": "out of --budget"})
                 continue
             try:

@@ -1,13 +1,14 @@
 """One command's deadline and where its time went: `PhaseClock`.
 
 `minimize --module --budget B` is a deadline for the whole command, as `fuzz --budget` is: every
-phase after the capture gets only what is left, checks `spent()` before it starts a step, and
+phase after the capture gets only what is left, checks `expired()` before it starts a step, and
 skips or cuts what it cannot finish, saying so. `phase(name)` adds the wall time of a block to
 `seconds[name]` (a phase entered several times, say one ladder rung per graph, adds up), and
 `in_flight` names the phase running now, so a run killed at the deadline plus its grace can still
 say where it was (`progress` writes both to a file after every phase change).
 
-Invariants: torch-free; times are `time.monotonic()`; `left()` is never negative; callers do not
+Invariants: torch-free; the deadline is a `divfuzz.records.deadline.Deadline` (monotonic),
+handed to each step as a share (`deadline.share`); `left()` is never negative; callers do not
 nest phases, so the recorded seconds of all phases add up to at most the clock's own age.
 """
 
@@ -18,13 +19,14 @@ import json
 import time
 from pathlib import Path
 
+from divfuzz.records.deadline import Deadline
+
 
 class PhaseClock:
     """A deadline `budget_s` seconds after creation, and the seconds spent in each named phase."""
 
     def __init__(self, budget_s: float, *, progress: Path | None = None):
-        self.start = time.monotonic()
-        self.deadline = self.start + budget_s
+        self.deadline = Deadline.after(budget_s)
         self.budget_s = budget_s
         self.seconds: dict[str, float] = {}
         self.in_flight: str | None = None
@@ -32,10 +34,10 @@ class PhaseClock:
         self._progress = progress
 
     def left(self) -> float:
-        return max(0.0, self.deadline - time.monotonic())
+        return self.deadline.left()
 
-    def spent(self) -> bool:
-        return time.monotonic() >= self.deadline
+    def expired(self) -> bool:
+        return self.deadline.expired()
 
     def note_cut(self, line: str) -> None:
         """Record that the deadline skipped or cut a step (shown in the output and the JSON)."""
@@ -61,7 +63,7 @@ class PhaseClock:
         return {
             "phases_s": {k: round(v, 1) for k, v in self.seconds.items()},
             "budget_s": round(self.budget_s, 1),
-            "total_s": round(time.monotonic() - self.start, 1),
+            "total_s": round(self.deadline.spent(), 1),
             "in_flight": self.in_flight,
             "cut_by_budget": list(self.cut),
         }

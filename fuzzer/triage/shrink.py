@@ -32,10 +32,11 @@ from divfuzz.generators.surgery import (
     same_shape_inputs,
     with_params,
 )
+from divfuzz.records.deadline import Deadline
 from divfuzz.records.dtypes import is_float
-from divfuzz.records.errors import MinimizeError
+from divfuzz.records.errors import MinimizeError, TimeUp
 from divfuzz.fuzzer.engine.worker import CaseRequest
-from divfuzz.fuzzer.triage.attribute import OutOfTime, known_or_run
+from divfuzz.fuzzer.triage.attribute import known_or_run
 from divfuzz.oracles.findings import finding_of
 from divfuzz.oracles.severity_policy import explaining_mechanism, severity_of
 from divfuzz.records.severity import Severity
@@ -250,12 +251,12 @@ class _Budget:
     is never run twice, and `calls` counts the ones that were run."""
 
     predicate: Predicate
-    deadline: float
+    deadline: Deadline
     calls: int = 0
     cache: dict = field(default_factory=dict)
 
     def left(self) -> bool:
-        return time.monotonic() < self.deadline
+        return not self.deadline.expired()
 
     def fails(self, cand: GraphSpec) -> bool:
         key = cand.digest()
@@ -280,7 +281,7 @@ def minimize_spec(
     on the smaller spec, and the rounds repeat until one makes no progress or the budget ends.
     """
     t0 = time.monotonic()
-    budget = _Budget(predicate, deadline=t0 + budget_s)
+    budget = _Budget(predicate, deadline=Deadline.after(budget_s, start=t0))
     if not budget.fails(spec):
         raise MinimizeError(
             f"the input case does not fail the predicate ({len(spec.nodes)} ops, {spec.op_signature()}): nothing to minimize"
@@ -369,7 +370,7 @@ def case_predicate(
     perf_margin: float | None = None,
     known: Mapping | None = None,
     site: str | None = None,
-    deadline: float | None = None,
+    deadline: Deadline = Deadline.never(),
     rule: str | None = None,
     mechanism: str | None = None,
     output: str | None = None,
@@ -392,7 +393,7 @@ def case_predicate(
     pairs) and must stay slower by the margin, at the same severity (a slowdown must not shrink
     into the compiled wrapper's fixed cost). `known` maps (spec digest, config) to a verdict
     already seen (the input's, from the culprit's rough pass): that pair is not run again.
-    `deadline` (time.monotonic()) stops a candidate's run there (a hang would otherwise hold the
+    `deadline` stops a candidate's run there (a hang would otherwise hold the
     analysis for a whole `timeout_s`): a candidate the deadline stopped does not hold, and
     nothing is recorded of it (`attribute.known_or_run`).
     """
@@ -423,7 +424,7 @@ def case_predicate(
             if not same_kind(spec, config, keep_severity=True):
                 return False
             return must_pass_with is None or not same_kind(spec, must_pass_with)
-        except OutOfTime:  # either run cut: the candidate is not known to hold, so it does not
+        except TimeUp:  # either run cut: the candidate is not known to hold, so it does not
             return False
 
     return predicate

@@ -58,7 +58,8 @@ from divfuzz.oracles.judge import judge_outputs, verdict_of
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.reference_rules import BINARY, COMPARE, EXPLICIT_CAST_METHODS, MUL_DIV, eager_rounds_scalar, round_scalar
 from divfuzz.records.culprit import Culprit, NOT_ATTRIBUTED, summarize
-from divfuzz.records.errors import ConfigError
+from divfuzz.records.deadline import Deadline
+from divfuzz.records.errors import ConfigError, TimeUp
 from divfuzz.records.severity import Severity
 from divfuzz.records.verdict import Explanation
 from divfuzz.fuzzer.triage.module_ref import parse_module_ref
@@ -381,25 +382,20 @@ def _n_differ(a, b) -> int:
     return int(diff.sum())
 
 
-class _BudgetSpent(Exception):
-    """Raised inside a torch tool's callback (the bisector's `good`, fx_minifier's predicate) to stop
-    it at the deadline: neither tool has a time limit of its own. Never leaves this module."""
-
-
-def _bisect(gm, inputs, rung: str, ref, decompositions: tuple[str, ...] = (), deadline: float = float("inf")):
+def _bisect(gm, inputs, rung: str, ref, decompositions: tuple[str, ...] = (), deadline: Deadline = Deadline.never()):
     """Bisect the cause that appears at `rung`: earlier backends count as good. `ref` is the output
     of the rung before it (already computed by the caller); "bad" is what `divfuzz.oracles.severity_policy.worth_reducing` says.
     Returns the bisector's result as a `divfuzz.records.culprit.BisectResult`, or None. Each step compiles
-    the (reduced) graph once; past `deadline` no step starts and `_BudgetSpent` is raised (the
-    bisector's own cleanup runs as the exception leaves `do_bisect`)."""
+    the (reduced) graph once; past `deadline` no step starts and `TimeUp` is raised from its `good`
+    callback (the bisector has no time limit of its own; its cleanup runs as the exception leaves
+    `do_bisect`)."""
     # lazy: heavy: Dynamo/Inductor cost ~0.8 s beyond torch; only processes that compile load them
     from torch._inductor.compiler_bisector import CompilerBisector
 
     fp64, bounds = _reference_outputs(gm, inputs), _int_boundaries(gm, inputs)
 
     def good() -> bool:
-        if time.monotonic() >= deadline:
-            raise _BudgetSpent
+        deadline.check("a compiler bisector step")
         backend = CompilerBisector.get_backend()
         if backend in RUNGS and RUNGS.index(backend) < RUNGS.index(rung):
             return True
@@ -530,14 +526,14 @@ REDUCE_SHARE = 0.75
 BISECT_MIN_STEPS = 5
 
 
-def _reduce_and_name(diff: RungDifference, folders: CauseFolders, *, number: int, max_granularity, deadline: float,
+def _reduce_and_name(diff: RungDifference, folders: CauseFolders, *, number: int, max_granularity, deadline: Deadline,
                      verdict=None) -> dict:
     """Shrink the graph to what still makes `diff.rung` differ from `diff.before`, write its folder,
     then name the culprit with the bisector (on the reduced graph) and write it again; returns the
     cause as `culprit.json` holds it. The reduction gets `REDUCE_SHARE` of the time to `deadline`,
     the bisector what is left; a run killed while bisecting still leaves the folder and repro."""
     clock = folders.clock
-    reduce_by = time.monotonic() + REDUCE_SHARE * max(0.0, deadline - time.monotonic())
+    reduce_by = deadline.share(REDUCE_SHARE * deadline.left())
     with clock.phase("reduce"):
         reduced = _shrink(diff, _keeps_severity(diff, verdict), max_granularity=max_granularity, deadline=reduce_by)
     if reduced.cut:
@@ -575,18 +571,18 @@ def _keeps_severity(diff: RungDifference, verdict=None):
     return fails
 
 
-def _shrink(diff: RungDifference, fails, *, max_granularity, deadline: float) -> _Reduced:
+def _shrink(diff: RungDifference, fails, *, max_granularity, deadline: Deadline) -> _Reduced:
     """fx_minifier cuts nodes into inputs; bypassing removes nodes from the middle of a chain.
     Alternate the two until neither shrinks the graph, or until `deadline`: past it the graph that
     failed last (the smallest so far) is the result and `cut` says so. With no time at all the
     graph is not reduced."""
-    start = time.monotonic()
-    if start >= deadline:
+    start, given = time.monotonic(), deadline.left()
+    if deadline.expired():
         return _Reduced(diff.gm, diff.inputs, (), 0.0, 0.0,
                         cut=f"not reduced: budget spent before the reduction ({diff.before} vs {diff.rung}); the repro holds the whole graph")
     small, small_inputs, cut = bounded_minify(diff.gm, diff.inputs, fails, deadline, max_granularity)
     passes = ["fx_minifier"]
-    while not cut and time.monotonic() < deadline:
+    while not cut and not deadline.expired():
         size = count_ops(small)
         small, small_inputs, _ = bypass_reduce(small, small_inputs, fails, deadline)
         if count_ops(small) == size:
@@ -595,16 +591,16 @@ def _shrink(diff: RungDifference, fails, *, max_granularity, deadline: float) ->
         small, small_inputs, cut = bounded_minify(small, small_inputs, fails, deadline, max_granularity)
         passes.append("fx_minifier")
     why = None
-    if cut or time.monotonic() >= deadline:
+    if cut or deadline.expired():
         why = (f"reduction cut by the budget ({diff.before} vs {diff.rung}): {count_ops(diff.gm)} -> {count_ops(small)} ops, "
                "the smallest graph that still differed")
-    return _Reduced(small, tuple(small_inputs), tuple(passes), time.monotonic() - start, deadline - start, cut=why)
+    return _Reduced(small, tuple(small_inputs), tuple(passes), time.monotonic() - start, given, cut=why)
 
 
-def bounded_minify(gm, inputs, fails, deadline: float, max_granularity=None) -> tuple[Any, list, bool]:
+def bounded_minify(gm, inputs, fails, deadline: Deadline, max_granularity=None) -> tuple[Any, list, bool]:
     """torch's fx_minifier, stopped at `deadline`: it has no time limit of its own, and on a large
     joint graph its delta debugging compiles for many minutes. Past the deadline the predicate
-    raises `_BudgetSpent`, which ends the minifier at once, and the graph that failed last (the
+    raises `TimeUp`, which ends the minifier at once, and the graph that failed last (the
     minifier's best so far) is the result. The first query, the minifier's sanity check of its
     input, is always answered, so there is always a failing graph. Returns (graph, inputs, cut)."""
     # lazy: heavy: Dynamo/Inductor cost ~0.8 s beyond torch; only processes that compile load them
@@ -614,8 +610,8 @@ def bounded_minify(gm, inputs, fails, deadline: float, max_granularity=None) -> 
     asked = [0]
 
     def bounded(g, inps) -> bool:
-        if asked[0] and time.monotonic() >= deadline:
-            raise _BudgetSpent
+        if asked[0]:
+            deadline.check("fx_minifier's next query")
         asked[0] += 1
         if fails(g, inps):
             last[:] = [g, list(inps)]
@@ -625,12 +621,12 @@ def bounded_minify(gm, inputs, fails, deadline: float, max_granularity=None) -> 
     try:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             small, small_inputs = minifier(gm, list(inputs), bounded, dump_state=lambda g, i: None, max_granularity=max_granularity)
-    except _BudgetSpent:
+    except TimeUp:
         return last[0], last[1], True
     return small, list(small_inputs), False
 
 
-def _write_cause(diff: RungDifference, folders: CauseFolders, number: int, reduced: _Reduced, deadline: float) -> dict:
+def _write_cause(diff: RungDifference, folders: CauseFolders, number: int, reduced: _Reduced, deadline: Deadline) -> dict:
     """Write `NN-rung/` (repro.py, inputs, culprit.json) for the reduced graph, then bisect it until
     `deadline` and write the culprit into it. The bisector does not start past the deadline, nor
     when what is left covers fewer than `BISECT_MIN_STEPS` of its steps (each costs about what
@@ -647,7 +643,7 @@ def _write_cause(diff: RungDifference, folders: CauseFolders, number: int, reduc
     note = f"{NOT_ATTRIBUTED}: the compiler bisector is still running (or was killed at the deadline plus grace)"
     cause = _write_folder(diff, folders, number, reduced, before_out, after_out, None, note)
     bisect, note, t0 = None, None, time.monotonic()
-    left = deadline - time.monotonic()
+    left = deadline.left()
     if left <= 0:
         note = f"{NOT_ATTRIBUTED}: budget spent after reduction"
     elif left < BISECT_MIN_STEPS * step_s:
@@ -659,7 +655,7 @@ def _write_cause(diff: RungDifference, folders: CauseFolders, number: int, reduc
         with clock.phase("bisect"):
             try:
                 bisect = _bisect(small, list(small_inputs), diff.rung, before_out, diff.removed, deadline=deadline)
-            except _BudgetSpent:
+            except TimeUp:
                 note = f"{NOT_ATTRIBUTED}: budget spent while the compiler bisector ran"
     if note:
         clock.note_cut(f"{cause['folder']}: {note}")
@@ -678,12 +674,12 @@ def _write_cause(diff: RungDifference, folders: CauseFolders, number: int, reduc
 REPRO_CHECK_MIN_S = 60.0
 
 
-def _check_reproduces(folder: Path, diff: RungDifference, deadline: float) -> tuple[bool, str | None]:
+def _check_reproduces(folder: Path, diff: RungDifference, deadline: Deadline) -> tuple[bool, str | None]:
     """Run the cause's `repro.py` in a fresh interpreter: a cause is filed only if it exits 1 (it
     still differs there). Otherwise says why it did not: a cut budget, a crash, or an exit 0 with
     the likely reason (decompositions the ladder removed, which the script does not remove;
     outputs that differ run to run)."""
-    timeout = max(REPRO_CHECK_MIN_S, deadline - time.monotonic())
+    timeout = max(REPRO_CHECK_MIN_S, deadline.left())
     try:
         proc = subprocess.run([sys.executable, "repro.py"], cwd=folder, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -812,7 +808,7 @@ def minimize_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: 
         for k, target in enumerate(targets):
             share = clock.left() / (len(targets) - k)
             _ladder_one(target, folders, causes, checks, max_granularity=max_granularity,
-                        deadline=time.monotonic() + share, memo=memo)
+                        deadline=clock.deadline.share(share), memo=memo)
         (out / "ladder.json").write_text(json.dumps(checks, indent=2) + "\n")
     verdict_lines += [f"budget: {line}" for line in clock.cut]
     timing = clock.to_dict()
@@ -833,7 +829,7 @@ def _judge_targets(cap, verdict_lines: list[str], *, memo: OutputMemo | None = N
     run = memo.run if memo is not None else _run
     judged = []
     for i, target in enumerate(cap.targets):
-        if clock is not None and clock.spent():
+        if clock is not None and clock.expired():
             line = f"budget spent before judging graph {target.graph if target.graph is not None else 1} by itself"
             line += "" if not cap.rank_by_own_verdict else f": {len(cap.targets) - i} graph(s) not judged, not reduced"
             clock.note_cut(line)  # shown once, with the run's other cuts, as "budget: ..."
@@ -853,7 +849,7 @@ def _judge_targets(cap, verdict_lines: list[str], *, memo: OutputMemo | None = N
     return cap.targets
 
 
-def _ladder_one(target, folders: CauseFolders, causes: list[dict], checks: list[dict], *, max_granularity, deadline: float,
+def _ladder_one(target, folders: CauseFolders, causes: list[dict], checks: list[dict], *, max_granularity, deadline: Deadline,
                 memo: OutputMemo | None = None) -> None:
     """Walk the ladder on one target graph until `deadline`: for every rung that differs from the
     one before it (peeling each decomposition named as a cause to see what else differs), reduce,
@@ -864,7 +860,7 @@ def _ladder_one(target, folders: CauseFolders, causes: list[dict], checks: list[
     peeled: list[str] = []  # decompositions already named as a cause, removed to see what else differs
     for before, rung in zip(RUNGS, RUNGS[1:]):
         while True:
-            if time.monotonic() >= deadline:
+            if deadline.expired():
                 line = (f"graph {target.graph if target.graph is not None else 1}: ladder stopped before {before} vs {rung}"
                         + (f" (with {', '.join(peeled)} removed)" if peeled else "") + ": budget spent")
                 clock.note_cut(line)
