@@ -18,13 +18,15 @@ import sys
 import pytest
 
 from divfuzz.fuzzer.engine.worker import CaseRequest, Worker
+from divfuzz.generators.spec import GraphSpec, Node, TensorSpec
 from divfuzz.oracles.mechanisms import MECHANISMS
 from divfuzz.oracles.severity_policy import PRECISION_KNOBS, RULE_SEVERITY, severity_of, switch_severity
 from divfuzz.records.buckets import BucketKey, CulpritKey
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.culprit import BisectResult, Culprit
-from divfuzz.records.severity import Severity
+from divfuzz.records.severity import Severity, SeverityReason
 from divfuzz.reports.files import write_bucket_folder
+from divfuzz.reports.issue_folder import known_lines
 from divfuzz.reports.issue_script import CHECKS, ERROR_RULES, check_lines
 from seed_specs import unary_bf16
 
@@ -99,3 +101,17 @@ def test_a_decomposition_s_compiled_worse_bug_gets_an_issue_py_that_fails_until_
     (folder / "issue.py").write_text(absent)
     fixed = subprocess.run([sys.executable, "issue.py"], cwd=folder, capture_output=True, text=True, timeout=300)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+
+
+def test_issue_md_s_upstream_lines_say_when_each_entry_s_state_was_checked():
+    def lines(op: str, dtype: str, out: str, rule: str, backward: bool) -> list[str]:
+        spec = GraphSpec(inputs=(TensorSpec("x0", (8,), dtype, requires_grad=backward),),
+                         nodes=(Node("v1", op, ("x0",) * (2 if op.endswith("_tensor") else 1),
+                                     (("to", out),) if op == "cast" else (), out, (8,)),),
+                         outputs=("v1",), backward=backward)
+        return known_lines(spec, SeverityReason(Severity.BUG, rule, "v1", "-"), device="cuda", culprit=None)
+
+    checked = lines("cast", "float32", "bfloat16", "many-ulps-worse", False)
+    assert any(line.startswith("pytorch#179561 (fixed in PR 180575, state checked 2026-11-26;") for line in checked), checked
+    unchecked = lines("fmod_tensor", "float32", "float32", "int-valued-wrong", True)
+    assert any(line.startswith("pytorch#177740 (open, state not checked against the issue;") for line in unchecked), unchecked
