@@ -101,6 +101,12 @@ def same_rejects(fc) -> bool:
     return fc.rmse_compiled > _same_multiplier(fc) * fc.rmse_eager + _same_slack(fc)
 
 
+def same_margin(fc) -> tuple[float, float]:
+    """(multiplier, absolute slack): how far `same_rejects` lets compiled's RMSE vs fp64 exceed
+    eager's for this output (issue.py's `rmse-worse` check prints these numbers)."""
+    return _same_multiplier(fc), _same_slack(fc)
+
+
 def _ill_conditioned(measured: int, ill: int, total: int, eager_exact: int = 0, judged: int = 0) -> bool:
     """Conditioning was measured (`measured` draws > 0) and at least `ILL_MAJORITY` of the `total`
     elements a bug rule names are ill-conditioned, and, for discrete answers, eager does not get the

@@ -40,7 +40,13 @@ def known_lines(spec: GraphSpec, reason: "SeverityReason", *, device: str, culpr
     except KnownBugsError:
         return []
     pattern = RootCausePattern.from_spec_dict(spec.to_dict(), rule=reason.rule, culprit=culprit, device_type=device.split(":")[0])
-    return [f"pytorch#{m.bug.issue} ({m.bug.state_text()}; {m.confidence} confidence): {m.bug.title}" for m in known.matches(pattern)]
+    return [f"pytorch#{m.bug.issue} ({m.bug.state_text()}, {_checked_words(m.bug.checked)}; {m.confidence} confidence): {m.bug.title}"
+            for m in known.matches(pattern)]
+
+
+def _checked_words(day: str | None) -> str:
+    """When divfuzz's list last checked the entry's state against the public issue."""
+    return f"state checked {day}" if day else "state not checked against the issue"
 
 
 def issue_files(spec: GraphSpec, *, device: str, config: "CompileConfig", verdict: "Verdict | None",

@@ -93,6 +93,12 @@ def title_of(spec: "GraphSpec | Subject", *, device: str, reason: "SeverityReaso
     if reason.rule == "float-gross-worse" and fc:
         return (f"torch.compile is far less accurate than eager for {where}: {fc.n_gross_worse} of {fc.numel} {fc.dtype} elements "
                 f"up to {fc.max_excess_ulps:.3g} ULPs further from fp64 (eager's worst error {fc.eager_max_err_ulps:.3g} ULPs)")
+    if reason.rule == "many-ulps-worse" and fc:
+        return (f"torch.compile is less accurate than eager for {where}: {fc.n_diff} of {fc.numel} {fc.dtype} elements differ "
+                f"by up to {fc.max_ulp} ULPs, compiled further from fp64")
+    if reason.rule == "rmse-worse" and fc:
+        return (f"torch.compile is less accurate than eager for {where}: RMSE vs fp64 {fc.rmse_compiled:.3g} against eager's "
+                f"{fc.rmse_eager:.3g} ({fc.n_diff} of {fc.numel} {fc.dtype} elements differ)")
     if reason.rule == "int-gross" and ic:
         return (f"torch.compile gives a different {ic.dtype} result for {where}: {ic.flips} of {ic.numel} elements differ "
                 f"(max step {ic.max_step}), far from any rounding boundary")
@@ -110,7 +116,8 @@ def fp64_verdict(reason: "SeverityReason", verdict: "Verdict | None") -> str:
     if out is not None and out.float_cmp is not None:
         fc = out.float_cmp
         same = ("`same()` with this fp64 reference would reject it" if same_rejects(fc)
-                else "`same()`'s RMSE test alone would accept it, which is why the script checks per element")
+                else "`same()`'s RMSE test alone would accept it, which is why the script checks "
+                + ("the summed error over the differing elements" if reason.rule == "many-ulps-worse" else "per element"))
         ratio = f" ({fc.rmse_compiled / fc.rmse_eager:.3g}x eager's)" if fc.rmse_eager else ""
         line = (f"Against a float64 reference, as `torch._dynamo.utils.same(eager, compiled, fp64_ref=ref)` judges: "
                 f"RMSE vs fp64 is {fc.rmse_eager:.3g} for eager and {fc.rmse_compiled:.3g} for compiled{ratio}; {same}. "

@@ -27,7 +27,8 @@ from divfuzz.generators.ops import DTYPE_CODE
 from divfuzz.generators.registry import get_op
 from divfuzz.generators.runtime import COTANGENT_SEED_OFFSET
 from divfuzz.generators.spec import GraphSpec
-from divfuzz.oracles.compare import GROSS_FACTOR, GROSS_MIN_ULPS, GROSS_MIN_ULPS_BY_DTYPE
+from divfuzz.oracles.compare import GROSS_FACTOR, GROSS_MIN_ULPS, GROSS_MIN_ULPS_BY_DTYPE, TRIAGE_FACTOR
+from divfuzz.oracles.severity_policy import FEW_ULPS, NOISE_FRACTION, same_margin
 from divfuzz.records.config import BACKEND_IMPORT_PATH, BACKEND_NAME, COMPARED_COMPILE, INDUCTOR_SWITCHES, NUMERICS_NEUTRAL
 from divfuzz.records.outcomes import COMPILER_FAILURES
 from divfuzz.records.severity import Severity
@@ -47,12 +48,22 @@ CHECKS = {
     "int-gross": "the integer result differs from both eager and fp64",
     "float-gross-worse": ("compiled is further from fp64 than eager: its error exceeds {factor:g}x eager's largest "
                           "(and {floor:g} ULPs) at the output's scale"),
+    # The two compiled-worse rules a decomposition at fault makes a bug (`severity_policy.DECOMPOSITION_DEFECT_RULES`).
+    "many-ulps-worse": ("compiled is further from fp64 than eager (its summed error over the differing elements above "
+                        "{triage:g}x eager's) and differs by more than {few} ULPs or on more than {fraction:g}% of the elements"),
+    "rmse-worse": "compiled's RMSE against fp64 exceeds {margin}, the margin torch._dynamo.utils.same allows",
 }
+# Rules judged over the whole output (no per-element threshold): their check is an aggregate.
+AGGREGATE_RULES = frozenset({"many-ulps-worse", "rmse-worse"})
+# The integer view and the magnitude mask that order a float dtype's bits as its values (many-ulps-worse).
+_BITS = {"bfloat16": ("torch.int16", "0x7FFF"), "float16": ("torch.int16", "0x7FFF"),
+         "float32": ("torch.int32", "0x7FFFFFFF"), "float64": ("torch.int64", "0x7FFFFFFFFFFFFFFF")}
 ERROR_RULES = frozenset(kind.value for kind in COMPILER_FAILURES.values())
 # Names issue.py binds itself: a graph value named so is renamed (`_names`).
 SCRIPT_NAMES = frozenset({
     "torch", "F", "Path", "importlib", "signal", "sys", "g", "raw", "model", "D", "ref", "eager", "compiled", "err_e",
     "err_c", "ok", "scale", "ulp", "tol", "bad", "i", "name", "t", "outs", "cots", "grad", "backend", "args",
+    "key", "dist", "sum_e", "sum_c", "rmse_e", "rmse_c",
 })
 # Seconds a hang's script waits before it exits 1.
 HANG_S = 600
@@ -73,14 +84,21 @@ class IssueScript:
         return len(self.text.splitlines())
 
 
-def check_words(rule: str, dtype: str | None = None) -> str:
-    """What the script's assert checks for `rule` (a bug rule), in words."""
+def check_words(rule: str, dtype: str | None = None, fc=None) -> str:
+    """What the script's assert checks for `rule` (a bug rule), in words; `fc`, the output's
+    `FloatComparison`, gives `rmse-worse` its margin."""
     if rule == "output-type-mismatch":
         return "compiled returns the dtype and shape eager returns"
     if rule in ERROR_RULES:
         return f"torch.compile raises no error ({rule})"
     floor = GROSS_MIN_ULPS_BY_DTYPE.get(dtype or "", GROSS_MIN_ULPS)
-    return CHECKS.get(rule, rule).format(factor=GROSS_FACTOR, floor=floor)
+    if fc is not None:
+        multiplier, slack = same_margin(fc)
+        margin = f"{multiplier:g}x eager's" + (f" + {slack:.3g}" if slack else "")
+    else:
+        margin = "a multiple of eager's"
+    return CHECKS.get(rule, rule).format(factor=GROSS_FACTOR, floor=floor, triage=TRIAGE_FACTOR, few=FEW_ULPS,
+                                         fraction=NOISE_FRACTION * 100, margin=margin)
 
 
 def _names(spec: GraphSpec) -> dict[str, str]:
@@ -177,8 +195,12 @@ def _model_lines(spec: GraphSpec, names: dict[str, str], device_type: str) -> tu
     return lines, takes_ref
 
 
-def check_lines(rule: str, dtype: str) -> list[str]:
-    """The comparison of `eager`, `compiled` and `ref` (one output each) for a numeric bug rule."""
+def check_lines(rule: str, dtype: str, fc=None) -> list[str]:
+    """The comparison of `eager`, `compiled` and `ref` (one output each) for a numeric bug rule;
+    `fc`, the output's `FloatComparison`, is needed for `rmse-worse` (same()'s margin for its size)."""
+    words = _words_literal(check_words(rule, dtype, fc))
+    if rule in AGGREGATE_RULES:
+        return _aggregate_lines(rule, dtype, fc, words)
     if rule == "float-gross-worse":
         floor = GROSS_MIN_ULPS_BY_DTYPE.get(dtype, GROSS_MIN_ULPS)
         lines = [
@@ -198,11 +220,54 @@ def check_lines(rule: str, dtype: str) -> list[str]:
     else:
         raise ValueError(f"no plain-torch check for rule {rule!r}")
     lines += [
+        *_first_elements("elements"),
+        f'assert not bad.any(), f"{{int(bad.sum())}}/{{bad.numel()}} elements: {words}"',
+    ]
+    return lines
+
+
+def _first_elements(what: str) -> list[str]:
+    """Print eager, compiled and fp64 at the first 5 elements of `bad` (`what` says which they are)."""
+    return [
         "i = bad.flatten().nonzero()[:5, 0]",
-        'print("elements", i.tolist())',
+        f'print({what!r}, i.tolist())',
         'for name, t in [("eager", eager), ("compiled", compiled), ("fp64", ref)]:',
         '    print(f"{name:>8}", t.flatten()[i].tolist())',
-        f'assert not bad.any(), f"{{int(bad.sum())}}/{{bad.numel()}} elements: {_words_literal(check_words(rule, dtype))}"',
+    ]
+
+
+def _aggregate_lines(rule: str, dtype: str, fc, words: str) -> list[str]:
+    """The checks of the two compiled-worse rules, which judge the output as a whole, with the
+    rule's own numbers: `many-ulps-worse` (fp64 triage `compiled-worse` by `TRIAGE_FACTOR` over
+    the differing elements, and more than `FEW_ULPS` apart or on more than `NOISE_FRACTION` of
+    them) and `rmse-worse` (compiled's RMSE vs fp64 beyond same()'s margin, `same_margin`)."""
+    lines = ["err_e, err_c = (eager.double() - ref).abs(), (compiled.double() - ref).abs()"]
+    if rule == "many-ulps-worse":
+        if dtype not in _BITS:
+            raise ValueError(f"no plain-torch ULP distance for dtype {dtype!r}")
+        view, mask = _BITS[dtype]
+        lines += [
+            "ok = (eager != compiled) & err_e.isfinite() & err_c.isfinite()  # the differing elements",
+            f"key = lambda t: (lambda b: torch.where(b < 0, -(b & {mask}), b))(t.view({view}).long())  # bits in value order",
+            "dist = torch.where(eager.isnan() | compiled.isnan(), 0, (key(eager) - key(compiled)).abs())  # ULPs apart",
+            "bad = ok & (err_c > err_e)",
+            *_first_elements("elements further from fp64 in compiled"),
+            "sum_e, sum_c = err_e[ok].sum().item(), err_c[ok].sum().item()",
+            f"assert not (sum_c > {TRIAGE_FACTOR!r} * sum_e and (dist.max() > {FEW_ULPS!r} or (dist > 0).sum() > "
+            f"{NOISE_FRACTION!r} * dist.numel())), f\"summed error vs fp64 {{sum_c:.3g}} (eager {{sum_e:.3g}}), "
+            f"{{int((dist > 0).sum())}}/{{dist.numel()}} differ by up to {{int(dist.max())}} ULPs: {words}\"",
+        ]
+        return lines
+    if fc is None:
+        raise ValueError("rmse-worse needs the output's FloatComparison for same()'s margin")
+    multiplier, slack = same_margin(fc)
+    lines += [
+        "ok = err_e.isfinite() & err_c.isfinite()",
+        "rmse_e, rmse_c = (t[ok].pow(2).mean().sqrt().item() for t in (err_e, err_c))",
+        "bad = ok & (err_c > err_e)",
+        *_first_elements("elements further from fp64 in compiled"),
+        f'assert not rmse_c > {float(multiplier)!r} * rmse_e{f" + {float(slack)!r}" if slack else ""}, '
+        f'f"RMSE vs fp64 {{rmse_c:.3g}} (eager {{rmse_e:.3g}}): {words}"',
     ]
     return lines
 
@@ -275,8 +340,11 @@ def render_issue_script(spec: GraphSpec, *, device: str, config: "CompileConfig"
                 f"{pad}compiled = {compile_expr}({call})[{k}]{tail}",
                 f"{pad}ref = {ref_call}[{k}]{tail}",
             ]
+    fc = output.float_cmp if output is not None else None
+    if rule in AGGREGATE_RULES and (fc is None or fc.dtype not in _BITS):
+        return None
     if rule not in ERROR_RULES and rule != "output-type-mismatch":
-        run += check_lines(rule, dtype)
+        run += check_lines(rule, dtype, fc)
     imports = ["import torch"]
     if any("F." in line for line in model):
         imports.append("import torch.nn.functional as F")
@@ -286,7 +354,7 @@ def render_issue_script(spec: GraphSpec, *, device: str, config: "CompileConfig"
         imports += ["import signal", "import sys"]
         before = before + [f'signal.signal(signal.SIGALRM, lambda *a: sys.exit("no result after {HANG_S} s"))',
                            f"signal.alarm({HANG_S})"]
-    what = check_words(rule, dtype)
+    what = check_words(rule, dtype, fc)
     backend = config.backend if BACKEND_NAME.fullmatch(config.backend) else "a custom backend"
     doc = one_line_doc(f"torch.compile ({backend}, {device}): {spec.op_signature().replace('+', ', ')}. "
                         + _headline(rule, what))

@@ -21,7 +21,7 @@ from divfuzz.records.config import CompileConfig
 from divfuzz.records.severity import Severity
 from divfuzz.reports.issue_inputs import LITERAL_MAX, literal_code
 from divfuzz.reports.issue_markdown import Subject
-from divfuzz.reports.issue_script import CHECKS, IssueScript, check_lines, one_line_doc, setting_lines, check_words
+from divfuzz.reports.issue_script import AGGREGATE_RULES, CHECKS, IssueScript, check_lines, check_words, one_line_doc, setting_lines
 from divfuzz.reports.module_repro import RUNGS
 
 if TYPE_CHECKING:
@@ -58,6 +58,8 @@ def render_module_issue_script(gm, ref_gm, inputs, *, before: str, rung: str, de
         return None
     k = int(reason.output[7:])
     dtype = (output.float_cmp or output.int_cmp).dtype
+    if reason.rule in AGGREGATE_RULES and output.float_cmp is None:
+        return None
     names = [f"a{i}" for i in range(len(inputs))]
     lines, offset = [], 0  # inputs.bin holds every input in order, the small ones too
     for name, t in zip(names, inputs):
@@ -82,14 +84,14 @@ def render_module_issue_script(gm, ref_gm, inputs, *, before: str, rung: str, de
     if any(t.numel() > LITERAL_MAX for t in inputs):
         head.append("from pathlib import Path")
         lines.insert(0, f"raw = (Path(__file__).parent / {MODULE_INPUTS_FILE!r}).read_bytes()  # the captured inputs (little-endian)")
-    what = check_words(reason.rule, dtype)
+    what = check_words(reason.rule, dtype, output.float_cmp)
     doc = one_line_doc(f"torch.compile ({rung}, {device}): a graph reduced from a user's model, {before} vs {rung}. "
                         f"Exits 1 while {what}.")
     leaves = "torch.utils._pytree.tree_leaves"  # output k is the k-th tensor of the graph's outputs, flattened
     run = ["with torch.no_grad():", f"    eager = {leaves}({eager}({call}))[{k}]  # {before}",
            f"    compiled = {leaves}({compiled}({call}))[{k}]", f"    ref = {leaves}(Ref()({ref_call}))[{k}]  # in float64"]
     text = "\n".join([doc, *head, *setting_lines(CompileConfig(backend=rung), device), *lines, *_class_lines("Repro", gm),
-                      *_class_lines("Ref", ref_gm), *run, *check_lines(reason.rule, dtype)]) + "\n"
+                      *_class_lines("Ref", ref_gm), *run, *check_lines(reason.rule, dtype, output.float_cmp)]) + "\n"
     how = ("written as literals (the captured values)" if all(t.numel() <= LITERAL_MAX for t in inputs)
            else f"read from `{MODULE_INPUTS_FILE}` beside the script (the captured values: a user's inputs have no seed)")
     return IssueScript(text, {}, what, how)

@@ -7,8 +7,10 @@ writes a bucket folder."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -67,3 +69,37 @@ def test_replay_prints_divfuzz_lines_only(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert WARNING not in proc.stdout + proc.stderr and not proc.stderr.strip(), proc.stderr
     assert "severity:" in proc.stdout
+
+
+# A line of torch's own logging (TORCH_LOGS): `V1126 20:39:42.442000 14953 torch/_inductor/graph.py:2722] ...`.
+TORCH_LOG_LINE = re.compile(r"^[VIWEC]\d{4} [\d:.]+ +\d+ \S+\.py:\d+\]", re.M)
+
+
+def _logged_cli(tmp_path, *args):
+    """divfuzz with Inductor told to log every kernel it writes (`TORCH_LOGS=output_code`, through
+    torch's own log handlers, on the workers' and on divfuzz's process alike)."""
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor-cache"), TORCH_LOGS="output_code")
+    return subprocess.run([sys.executable, "-m", "divfuzz.fuzzer", *args], capture_output=True, text=True, timeout=900,
+                          env=env, cwd=tmp_path)
+
+
+def test_fuzz_s_terminal_holds_divfuzz_s_lines_only_and_the_bucket_keeps_inductor_s_log(tmp_path):
+    proc = _logged_cli(tmp_path, "fuzz", "--device", "cpu", "--out", "out", "--no-live", "--workers", "1", "--max-cases", "2",
+                       "--max-ops", "3", "--seed", "5", "--backend", "divfuzz.fuzzer.engine.planted:inductor_nan_first")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    printed = proc.stdout + proc.stderr
+    assert not TORCH_LOG_LINE.search(printed) and "Output code" not in printed and "torch/_inductor" not in printed, printed
+    assert "bug root causes" in proc.stdout  # the end-of-run summary is there
+    logs = list((tmp_path / "out" / "buckets").glob("*/compile.log"))
+    assert logs and any(TORCH_LOG_LINE.search(log.read_text()) and "Output code" in log.read_text() for log in logs)
+
+
+@pytest.mark.slow
+def test_gate_s_terminal_holds_divfuzz_s_lines_only(tmp_path):
+    corpus = Path(__file__).resolve().parent.parent / "corpus"
+    proc = _logged_cli(tmp_path, "gate", "--device", "cpu", "--corpus", str(corpus), "--spec", "activation-float32-bwd",
+                       "--workers", "1", "--baseline-any", "--backend", "divfuzz.fuzzer.engine.planted:inductor_nan_first")
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]  # the planted NaN fails the gate
+    printed = proc.stdout + proc.stderr
+    assert "gate FAIL" in proc.stdout and "nan-inf-new" in proc.stdout
+    assert not TORCH_LOG_LINE.search(printed) and "Output code" not in printed and "torch/_inductor" not in printed, printed
