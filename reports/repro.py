@@ -41,6 +41,7 @@ from divfuzz.generators import recipes, runtime
 from divfuzz.generators.build import reference_params
 from divfuzz.oracles import boundary as boundary_oracle
 from divfuzz.oracles import compare as compare_oracle
+from divfuzz.oracles import findings as findings_oracle
 from divfuzz.oracles import judge as judge_oracle
 from divfuzz.oracles import mechanisms as mechanisms_policy
 from divfuzz.oracles import perf as perf_policy
@@ -64,7 +65,7 @@ CARRIED_ORACLES: tuple[ModuleType, ...] = (ulp_oracle, boundary_oracle, compare_
 # reads, the oracles, then the one output judge. Each module uses only names of those before it
 # (and of `_JUDGE_PREAMBLE`); no two define one name (`tests/test_repro_summary.py`).
 CARRIED_JUDGE: tuple[ModuleType, ...] = (outcome_records, verdict_records, severity_records, perf_policy, mechanisms_policy,
-                                         severity_policy, *CARRIED_ORACLES, judge_oracle)
+                                         findings_oracle, severity_policy, *CARRIED_ORACLES, judge_oracle)
 
 
 def carried_runtime() -> str:
