@@ -139,12 +139,41 @@ def _subnormal_flush(case: "PreparedCase", compiled: Named, reason: SeverityReas
     eager_mix, reference_mix = _per_element_flush(case.eager, eager_ftz, compiled, case.reference, reference_ftz)
     again = severity_of(verdict_of(judge_outputs(eager_mix, compiled, reference_mix, case.bounds)))
     if again is not None and again.severity is Severity.BUG:
-        return None
+        return _subnormal_dependence(case, compiled, reason)
     now = "eager then agrees with compiled" if again is None else f"what is left is {again.severity.value} ({again.rule})"
     return Explanation("subnormal-flush", reason.output,
                        f"{eager_hook.flushed} subnormal values in eager's forward; with them and the gradients through "
                        f"them flushed to zero, {now}",
                        (("flushed", float(eager_hook.flushed)),))
+
+
+def _subnormal_dependence(case: "PreparedCase", compiled: Named, reason: SeverityReason) -> Explanation | None:
+    """On a CUDA device, where Inductor's kernels flush subnormals by default: explained when most
+    of the elements the rule names depend on a subnormal value of eager's (an input's or a
+    node's, tainted as NaN in an fp64 run: `_depending_elements`). A kernel flushes per
+    instruction (an operand here, a result there), so eager with everything flushed need not
+    give compiled's bits; that an element depends on a subnormal is what the default mode leaves
+    undefined. The CPU's kernels keep subnormals: never explained there this way."""
+    if case.device_type != "cuda":
+        return None
+    spec = case.spec
+    masks = {}
+    for name in _ancestors(spec, reason.output):
+        value = case.eager_env.get(name)
+        if isinstance(value, torch.Tensor) and value.is_floating_point() and value.dtype != torch.float64:
+            subnormal = (value != 0) & (value.detach().float().abs() < _SUBNORMAL_BELOW)
+            if bool(subnormal.any()):
+                masks[name] = subnormal
+    if not masks:
+        return None
+    n_diff, n_dep = _depending_elements(case, compiled, reason, masks)
+    if n_diff == 0 or n_dep < 0.5 * n_diff:
+        return None
+    where = ", ".join(sorted(masks, key=_graph_order(spec))[:3])
+    return Explanation("subnormal-flush", reason.output,
+                       f"{n_dep} of the {n_diff} differing elements of {reason.output} depend on subnormal values of eager's "
+                       f"({where}), which the compiled CUDA kernels may flush to zero per instruction",
+                       (("differing", float(n_diff)), ("depending", float(n_dep))))
 
 
 def _per_element_flush(eager: Named, eager_ftz: Named, compiled: Named, reference: Named, reference_ftz: Named) -> tuple[Named, Named]:
@@ -236,6 +265,33 @@ def _reassociation_edge(spec: GraphSpec, name: str, shape: torch.Size, reference
     return leaves_range_mask(source, accumulation, shape)
 
 
+def _depending_elements(case: "PreparedCase", compiled: Named, reason: SeverityReason,
+                        masks: dict[str, torch.Tensor]) -> tuple[int, int]:
+    """(the elements of the reason's output that its rule names, how many of them depend on the
+    values `masks` marks): each marked value of an input or node is made NaN in a second fp64
+    reference run (forward, and backward through it), and an element that turns NaN there
+    depends on one. (0, 0) when the output cannot be compared."""
+    spec = case.spec
+    eager, got = dict(case.eager).get(reason.output), dict(compiled).get(reason.output)
+    if eager is None or got is None or eager.shape != got.shape:
+        return 0, 0
+
+    def taint(name, value):
+        if name not in masks or not isinstance(value, torch.Tensor):
+            return value
+        return torch.where(masks[name].to(value.device), torch.full_like(value, float("nan")), value)
+
+    cots = [c.double() if c is not None else None for c in case.cots]
+    tainted, _ = run_forward_backward(spec, build_reference(spec, hook=taint, device_type=case.device_type),
+                                      reference_inputs(case.inputs), cots)
+    plain, reached = dict(case.reference).get(reason.output), dict(tainted).get(reason.output)
+    if plain is None or reached is None or reached.shape != eager.shape:
+        return 0, 0
+    differing = rule_elements(reason.rule, eager, got.to(eager.device))
+    depends = torch.isnan(reached.to(eager.device)) & ~torch.isnan(plain.to(eager.device))
+    return int(differing.sum()), int((differing & depends).sum())
+
+
 def _range_edge(case: "PreparedCase", compiled: Named, reason: SeverityReason) -> Explanation | None:
     """Explained when the output's differing elements (those the rule names: `divfuzz.oracles.named_elements.rule_elements`)
     depend on range-edge values: each such value is made NaN in a second fp64 reference run, and
@@ -244,7 +300,6 @@ def _range_edge(case: "PreparedCase", compiled: Named, reason: SeverityReason) -
     spec = case.spec
     reference_env: dict = {}
     ref_inputs = reference_inputs(case.inputs)
-    cots = [c.double() if c is not None else None for c in case.cots]
     with torch.no_grad():
         build_reference(spec, keep=reference_env, device_type=case.device_type)(*[x.detach() for x in ref_inputs])
     masks = _edge_masks(case, _ancestors(spec, reason.output), reference_env)
@@ -258,19 +313,7 @@ def _range_edge(case: "PreparedCase", compiled: Named, reason: SeverityReason) -
         return Explanation("range-edge", reason.output, f"{reason.output} depends on range-edge values: {because}",
                            (("edge_values", float(sum(int(m.sum()) for m, _ in masks.values()))),))
 
-    def taint(name, value):
-        if name not in masks or not isinstance(value, torch.Tensor):
-            return value
-        return torch.where(masks[name][0].to(value.device), torch.full_like(value, float("nan")), value)
-
-    tainted, _ = run_forward_backward(spec, build_reference(spec, hook=taint, device_type=case.device_type), ref_inputs, cots)
-    plain = dict(case.reference).get(reason.output)
-    reached = dict(tainted).get(reason.output)
-    if plain is None or reached is None or reached.shape != eager.shape:
-        return None
-    differing = rule_elements(reason.rule, eager, got.to(eager.device))
-    depends = torch.isnan(reached.to(eager.device)) & ~torch.isnan(plain.to(eager.device))
-    n_diff, n_dep = int(differing.sum()), int((differing & depends).sum())
+    n_diff, n_dep = _depending_elements(case, compiled, reason, {name: mask for name, (mask, _) in masks.items()})
     if n_diff == 0 or n_dep < 0.5 * n_diff:
         return None
     return Explanation("range-edge", reason.output,
