@@ -262,6 +262,8 @@ def rounding_boundaries(spec: GraphSpec, eager_env: dict[str, torch.Tensor]) -> 
             if op.boundary is None:
                 continue
             rule = op.boundary(_arg_names(1), dict(node.kwargs))
+            if rule.computed_input_only and node.inputs[0] in {t.name for t in spec.inputs}:
+                continue
             x = eager_env[node.inputs[0]].detach()
             pre_image = _compile_expression(f"{op.name}_pre_image", 1, rule.pre_image)(BuildContext().dt, x)
             maps[name] = RoundingBoundary(

@@ -122,6 +122,10 @@ class JumpRule:
     grid_offset: float | None = None
     threshold: float | None = None
     row_reduced: bool = False
+    # The pre-image says something only when the op's input is a value the graph computed: a
+    # rounding op applied to a graph input sees the same exact data in eager and compiled, so a
+    # flip there is never a last-bit difference upstream (a floor, a ceil, a round).
+    computed_input_only: bool = False
 
 
 @dataclass(frozen=True)

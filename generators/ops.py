@@ -913,15 +913,29 @@ _edge(
 )
 
 ROUND_DECIMALS = (0, 1, 2, -1)
+
+
+def _rounding_jump(offset: float):
+    """A rounding op's pre-image is its own input as eager computed it (scaled by 10**decimals for a
+    round to decimals), jumping at k + offset: a flip whose input lies within a few ULPs of the jump
+    is rounding at a boundary, whichever side computed the input (`divfuzz.oracles.compare`)."""
+    def rule(a, p):
+        decimals = p.get("decimals", 0)
+        return JumpRule(a[0] if not decimals else f"({a[0]} * {_num(10.0 ** decimals)})", grid_offset=offset,
+                        computed_input_only=True)
+    return rule
+
+
 _edge_unary(
     "round",
     "pointwise",
     lambda a, p: f"torch.round({a[0]})" if p["decimals"] == 0 else f"torch.round({a[0]}, decimals={_num(p['decimals'])})",
     params={"decimals": Choice(ROUND_DECIMALS)},
     draw_params=lambda draw, metas: {"decimals": draw(st.sampled_from((0, 0, 1, 2, -1)))},
+    boundary=_rounding_jump(0.5),
 )
 for _name in ("floor", "ceil", "trunc"):
-    _edge_unary(_name, "pointwise", (lambda f: lambda a, p: f"torch.{f}({a[0]})")(_name))
+    _edge_unary(_name, "pointwise", (lambda f: lambda a, p: f"torch.{f}({a[0]})")(_name), boundary=_rounding_jump(0.0))
 
 # ---- variance: var, std and var_mean, with a correction ----
 

@@ -55,7 +55,7 @@ def _dtype_name(t: torch.Tensor) -> str:
 
 
 def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.Tensor | None,
-                  *, perturbed: list[torch.Tensor] | None = None) -> FloatComparison:
+                  *, perturbed: list[torch.Tensor] | None = None, boundary_ulps: torch.Tensor | None = None) -> FloatComparison:
     """Eager vs compiled in ULPs, plus which of the two is closer to the float64 reference.
 
     Besides the aggregate triage and RMSEs (what `torch._dynamo.utils.same` looks at), it measures
@@ -69,7 +69,10 @@ def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.
     measures and NaN/Inf placement, triage "unknown", no per-element verdict. `perturbed` are the
     fp64 references on inputs moved by about one ULP (`divfuzz.oracles.conditioning`): where they move the
     reference by at least compiled's difference from eager, a gross or integer-valued-wrong element
-    is ill-conditioned (`n_*_ill_conditioned`). The caller has made dtypes and shapes agree
+    is ill-conditioned (`n_*_ill_conditioned`). `boundary_ulps`, for the output of a rounding op,
+    is each element's pre-image distance from where it jumps (`divfuzz.oracles.boundary`): an
+    integer-valued-wrong element within `BOUNDARY_ULPS` of it counts in `n_int_wrong_boundary`.
+    The caller has made dtypes and shapes agree
     (`divfuzz.oracles.judge` judges a mismatch before any value).
     """
     compiled = compiled.to(eager.device)
@@ -102,6 +105,7 @@ def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.
         **gross_measures,
         **integral_measures,
         **_conditioning_measures(c64, e64, r64, perturbed, gross, int_wrong, nonfinite_new),
+        "n_int_wrong_boundary": _near_boundary(int_wrong, boundary_ulps),
         **_histogram(dist),
     }
     values = torch.cat([torch.stack(list(measures.values())), _error_sample(err_e_ulps, err_c_ulps, diff_finite)]).tolist()
@@ -131,6 +135,7 @@ def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.
         conditioning_draws=len(perturbed or ()),
         n_gross_ill_conditioned=int(m["n_gross_ill"]),
         n_int_wrong_ill_conditioned=int(m["n_int_wrong_ill"]) if m["integral"] else 0,
+        n_int_wrong_boundary=int(m["n_int_wrong_boundary"]) if m["integral"] else 0,
         n_nonfinite_ill_conditioned=int(m["n_nonfinite_ill"]),
         max_reference_shift=float(m["max_ref_shift"]),
         reference_rms=float(m["rms_ref"]),
@@ -202,6 +207,15 @@ def _gross_measures(err_e_ulps, err_c_ulps, err_e_scale, err_c_scale, diff_finit
         "max_excess_scale": worst(excess_scale).clamp(min=0),
         "n_eager_gross": eager_gross.sum().to(torch.float64),
     }
+
+
+def _near_boundary(int_wrong: torch.Tensor, boundary_ulps: torch.Tensor | None) -> torch.Tensor:
+    """How many of the `int_wrong` elements have a pre-image within `BOUNDARY_ULPS` of a jump
+    (0 without distances, or with distances of another shape)."""
+    if boundary_ulps is None or boundary_ulps.numel() != int_wrong.numel():
+        return torch.zeros((), dtype=torch.float64, device=int_wrong.device)
+    near = boundary_ulps.to(int_wrong.device).flatten() <= BOUNDARY_ULPS
+    return (int_wrong & near).sum().to(torch.float64)
 
 
 def _conditioning_measures(c64, e64, r64, perturbed, gross, int_wrong, nonfinite_new) -> dict[str, torch.Tensor]:

@@ -55,7 +55,8 @@ def judge_output(name: str, e: torch.Tensor, c: torch.Tensor | None, r: torch.Te
     if e.is_floating_point():
         if r is not None and not r.is_floating_point():
             r = None
-        return OutputVerdict(name, float_cmp=compare_float(e, c, r, perturbed=perturbed if r is not None else None))
+        return OutputVerdict(name, float_cmp=compare_float(e, c, r, perturbed=perturbed if r is not None else None,
+                                                           boundary_ulps=bound))
     return OutputVerdict(name, int_cmp=compare_int(e, c, bound, reference=r, perturbed=perturbed))
 
 

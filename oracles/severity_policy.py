@@ -141,6 +141,13 @@ def _float_reason(name: str, fc) -> SeverityReason | None:
         return SeverityReason(Severity.BUG, "nan-inf-new", name,
                               f"{fc.n_nonfinite_new}/{fc.numel} {fc.dtype} elements are NaN/Inf in compiled where eager and fp64 are finite")
     if fc.integral and fc.n_int_wrong and fc.triage == "compiled-worse":
+        if fc.n_int_wrong_boundary >= fc.n_int_wrong:
+            # Eager's own input to the rounding op lies a few ULPs from the jump: any implementation
+            # whose input differs by a rounding step may land on the other side (a boundary, not a
+            # wrong answer). Never a floor division: its pre-image is not a value eager computes.
+            return SeverityReason(Severity.SUSPECT, "int-valued-boundary", name,
+                                  f"{fc.n_int_wrong}/{fc.numel} integer-valued {fc.dtype} elements differ from eager and fp64, but "
+                                  f"each one's pre-image (eager's input to the rounding) lies within a few ULPs of where it jumps")
         if _ill_conditioned(fc.conditioning_draws, fc.n_int_wrong_ill_conditioned, fc.n_int_wrong, fc.n_int_wrong, fc.n_diff):
             return SeverityReason(Severity.SUSPECT, "int-valued-ill-conditioned", name,
                                   f"{fc.n_int_wrong}/{fc.numel} integer-valued {fc.dtype} elements differ from eager and fp64, but the fp64 "

@@ -50,6 +50,9 @@ class FloatComparison:
     conditioning_draws: int = 0
     n_gross_ill_conditioned: int = 0
     n_int_wrong_ill_conditioned: int = 0
+    # ... of them, those whose pre-image (eager's input to the rounding op) lies within
+    # BOUNDARY_ULPS of where the op jumps: rounding at a boundary (0 when no pre-image is known)
+    n_int_wrong_boundary: int = 0
     n_nonfinite_ill_conditioned: int = 0
     max_reference_shift: float = 0.0  # the largest such move of the reference, anywhere
     reference_rms: float = 0.0  # the fp64 output's RMS over its finite elements (its scale)

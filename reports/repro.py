@@ -153,7 +153,7 @@ OWN_INT = ("dtype", "numel", "flips", "max_step", "compiled_correct", "eager_cor
 # What it does not measure, taken from divfuzz's run of this spec: the conditioning reruns and an
 # integer output's rounding boundaries (its pre-images).
 TAKEN_FLOAT = ("conditioning_draws", "n_gross_ill_conditioned", "n_int_wrong_ill_conditioned",
-               "n_nonfinite_ill_conditioned", "max_reference_shift")
+               "n_nonfinite_ill_conditioned", "max_reference_shift", "n_int_wrong_boundary")
 TAKEN_INT = ("boundary_flips", "gross_flips", "unknown_flips", "min_boundary_ulps", "undefined_flips",
              "conditioning_draws", "gross_ill_conditioned")
 
@@ -178,8 +178,8 @@ def recorded_measures(outputs):
     taken, merged = [], []
     for o in outputs:
         r = recorded[o.name]
-        if o.float_cmp is not None and r["float"].get("conditioning_draws"):
-            o = dataclasses.replace(o, float_cmp=dataclasses.replace(o.float_cmp, **{k: r["float"][k] for k in TAKEN_FLOAT}))
+        if o.float_cmp is not None and (r["float"].get("conditioning_draws") or r["float"].get("n_int_wrong_boundary")):
+            o = dataclasses.replace(o, float_cmp=dataclasses.replace(o.float_cmp, **{k: r["float"][k] for k in TAKEN_FLOAT if k in r["float"]}))
             taken.append(f"conditioning of {o.name}")
         elif o.int_cmp is not None and o.int_cmp.flips:
             o = dataclasses.replace(o, int_cmp=dataclasses.replace(o.int_cmp, **{k: r["int"][k] for k in TAKEN_INT}))

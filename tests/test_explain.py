@@ -228,13 +228,17 @@ def test_real_inductor_on_cuda_a_dropped_cast_is_named_a_bug():
     assert reason.severity is Severity.BUG
 
 
-def _round_of_sum(seed: int = 3) -> GraphSpec:
-    """round(sum(x, -1)) over rows of tenths (`decimal_grid`): row sums land next to .5, where the
-    order of the sum decides the rounding."""
-    return GraphSpec(inputs=(TensorSpec("x0", (256, 33), "float32", False),),
-                     nodes=(Node("v1", "sum", ("x0",), (("keepdim", False),), "float32", (256,)),
-                            Node("v2", "round", ("v1",), (("decimals", 0),), "float32", (256,))),
-                     outputs=("v2",), recipe=InputRecipe("decimal_grid", seed), backward=False)
+def _round_of_sum(seed: int = 3, *, then_abs: bool = True) -> GraphSpec:
+    """abs(round(sum(x, -1))) over rows of tenths (`decimal_grid`): row sums land next to .5, where
+    the order of the sum decides the rounding. The abs after the round hides the round's own
+    pre-image from the judge (only an output's own op has one), so the flips read
+    int-valued-wrong and the mechanism has to explain them; without it they are boundary flips."""
+    nodes = (Node("v1", "sum", ("x0",), (("keepdim", False),), "float32", (256,)),
+             Node("v2", "round", ("v1",), (("decimals", 0),), "float32", (256,)))
+    if then_abs:
+        nodes += (Node("v3", "abs", ("v2",), (), "float32", (256,)),)
+    return GraphSpec(inputs=(TensorSpec("x0", (256, 33), "float32", False),), nodes=nodes,
+                     outputs=(nodes[-1].name,), recipe=InputRecipe("decimal_grid", seed), backward=False)
 
 
 def test_a_sum_taken_in_another_order_is_explained_by_the_order_and_a_wrong_value_stays_a_bug():
@@ -248,6 +252,16 @@ def test_a_sum_taken_in_another_order_is_explained_by_the_order_and_a_wrong_valu
     assert reason.severity is MECHANISMS["reduction-order"].severity is Severity.NOISE
     verdict, reason = _judged(_round_of_sum(), PLANTED + "drift")
     assert reason.severity is Severity.BUG and verdict.explanation is None, verdict
+
+
+def test_a_rounding_whose_own_input_sits_next_to_the_jump_is_a_boundary_flip_not_a_bug():
+    """round(sum) as the output: the judge reads eager's input to the round, within a few ULPs of
+    .5 on every flipped row, so the flips are rounding at a boundary before any mechanism runs."""
+    verdict, reason = _judged(_round_of_sum(then_abs=False), PLANTED + "reversed_sums")
+    assert reason.severity is Severity.SUSPECT and reason.rule == "int-valued-boundary", verdict
+    assert verdict.explanation is None
+    verdict, reason = _judged(_round_of_sum(then_abs=False), PLANTED + "drift")
+    assert reason.severity is Severity.BUG, verdict
 
 
 @pytest.mark.parametrize("seed", [3, 4])

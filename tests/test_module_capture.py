@@ -389,7 +389,9 @@ def test_a_sum_in_another_order_is_explained_on_the_module_path_and_a_wrong_inte
     from divfuzz.records.severity import Severity
 
     x = torch.randint(-20000, 20001, (256, 33), generator=torch.Generator().manual_seed(15)).float() * 0.1
-    gm = make_fx(lambda v: torch.round(v.sum(-1)))(x)
+    # The abs keeps the round's own pre-image from the judge (a round as the output is judged by
+    # its input's distance from .5 first: a boundary flip before any mechanism runs).
+    gm = make_fx(lambda v: torch.round(v.sum(-1)).abs())(x)
     assert order_free_nodes(gm)
     eager = [gm(x)]
     backwards = [run_reordered(gm, [x], "interleaved")]
@@ -423,3 +425,27 @@ def test_a_graph_run_in_another_order_computes_the_same_values(make):
     plain = gm(v, w)
     for order in LAST_DIM_ORDERS:
         torch.testing.assert_close(run_reordered(gm, [v, w], order), plain, rtol=1e-5, atol=1e-5)
+
+
+def test_a_rounding_output_whose_input_sits_next_to_the_jump_is_a_boundary_flip_on_the_module_path():
+    """The module path reads a rounding op's pre-image as the campaign does: round(var) where
+    eager's variance lies a fraction of a ULP from .5 flips under any legal implementation of the
+    variance; a flip far from the jump stays a bug."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from divfuzz.fuzzer.triage.user_module import _int_boundaries, _verdict
+    from divfuzz.oracles.severity_policy import severity_of
+    from divfuzz.records.severity import Severity
+
+    x = torch.tensor([[0.0, 1.0], [0.0, 2.0], [0.0, 3.0]])
+    gm = make_fx(lambda v: torch.round(v.sum(-1) / 2 + 0.5))(x)  # 1.0, 1.5, 2.0: row 1 on the jump
+    eager = [gm(x)]
+    assert _int_boundaries(gm, [x])[0][1] == 0
+    other_side = eager[0].clone()
+    other_side[1] = 1.0  # eager (and fp64) round 1.5 to even, 2; an input a ULP below 1.5 gives 1
+    reason = severity_of(_verdict(gm, [x], eager, [other_side]))
+    assert reason.severity is not Severity.BUG, reason
+    far = eager[0].clone()
+    far[0] += 1  # 1.0 read as 2.0: its input 1.0 is half a unit from any jump
+    reason = severity_of(_verdict(gm, [x], eager, [far]))
+    assert reason.severity is Severity.BUG, reason

@@ -245,7 +245,12 @@ def _int_boundaries(gm, inputs) -> dict:
     maps = {}
     for i, node in enumerate(leaves):
         value = values.get(node)
-        if not isinstance(value, torch.Tensor) or value.is_floating_point() or value.dtype == torch.bool:
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            rounded = _rounding_distance(node, values)
+            if rounded is not None and rounded.shape == value.shape:
+                maps[i] = rounded
+            continue
+        if not isinstance(value, torch.Tensor) or value.dtype == torch.bool:
             continue
         selected = _selection_distance(node, values)
         if selected is not None:
@@ -279,6 +284,23 @@ def _int_boundaries(gm, inputs) -> dict:
 # Arg-reductions by name: which end they select. `max`/`min` with a dim give (values, indices).
 _ARG_REDUCTIONS = {"argmax": True, "argmin": False}
 _VALUE_AND_INDEX = {"max": True, "min": False}
+
+
+def _rounding_distance(node, values: dict):
+    """For a float output made by a rounding op (floor, ceil, trunc, round to an integer) of a
+    value the graph computed: each element's distance from where it jumps, from eager's own input
+    to the op (the campaign's rounding ops declare the same pre-image); else None."""
+    if node.op not in ("call_function", "call_method") or _op_name(node) not in _ROUNDING or not node.args:
+        return None
+    if node.kwargs.get("decimals") or len(node.args) > 1:
+        return None
+    source = node.args[0]
+    if not isinstance(source, torch.fx.Node) or source.op == "placeholder":
+        return None  # a graph input is the same exact data on both sides: no upstream rounding to blame
+    pre = values.get(source)
+    if not isinstance(pre, torch.Tensor) or not pre.is_floating_point():
+        return None
+    return distance_to_grid_ulps(pre, offset=_ROUNDING[_op_name(node)])
 
 
 def _selection_distance(node, values: dict):
