@@ -19,13 +19,16 @@ and one torch thread (`--threads`: what a worker of a 12-worker campaign on 16 c
   the compared-compile settings a campaign uses), runs it forward, then (for a backward pack) one
   backward over every member's outputs and inputs, timing each with its phase split
   (`divfuzz.fuzzer.engine.compile_phases.PhaseTimer`);
-- then it judges each member's outputs under its own spec (`judged_verdict`) and hashes them.
+- then it judges each member's outputs under its own spec (`judged_verdict`), and runs each
+  member's input siblings (`--inputs-per-compile`, 4 as in `divfuzz fuzz`) through the same packed
+  compile and judges them too: a member whose group (it and its siblings) has a finding
+  (`finding_of`) would be confirmed by compiling its spec alone.
 
 K=1 is today's behaviour: each graph compiled alone. The parent prints, per leg, milliseconds per
 graph for the forward compile and the backward compile, split by phase (median over `--repeats`
-interleaved repeats, A B C A B C ...), the speed-up over K=1, how many packs failed to compile,
-how many members' output bits or verdicts differ from their own compile (K=1), how many members'
-verdicts are findings (`finding_of`), and the cost per graph a campaign would pay: the packs that
+repeats, the legs of a repeat at once where the host has 4 cores per leg, else interleaved A B C A B C ...), the speed-up over K=1, how many packs failed to compile,
+how many members' groups differ in output bits or verdicts from their own compile (K=1), how many
+members' groups hold a finding, and the cost per graph a campaign would pay: the packs that
 compiled, plus each failed pack's members compiled alone (the fallback) and each packed member
 with a finding compiled alone (its confirmation), both at K=1's measured time ("net speed-up").
 """
@@ -114,6 +117,31 @@ def pack_function(fns, sizes):
     return packed
 
 
+def member_run(fn, flat: list, sizes: list[int], outputs: list[int], j: int, case) -> list:
+    """Member `j`'s named outputs (and, for a backward spec, its inputs' gradients) from the packed
+    compiled `fn`, run with member j's inputs replaced by `case`'s (a sibling: same shapes and
+    dtypes, so no new compile) and every other member's as they were."""
+    # lazy: a leg's own process imports torch after its environment (cache folders, threads) is set
+    import torch
+
+    at = sum(sizes[:j])
+    flat = flat[:at] + list(case.inputs) + flat[at + sizes[j]:]
+    spec = case.spec
+    with torch.enable_grad() if spec.backward else torch.no_grad():
+        outs = fn(*flat)
+    first = sum(outputs[:j])
+    mine = outs[first:first + outputs[j]]
+    named = [(n, o.detach()) for n, o in zip(spec.outputs, mine)]
+    if spec.backward:
+        pairs = [(o, cot) for o, cot in zip(mine, case.cots) if cot is not None and o.requires_grad]
+        targets = [(t.name, x) for t, x in zip(spec.inputs, case.inputs) if t.requires_grad]
+        if pairs and targets:
+            grads = torch.autograd.grad([o for o, _ in pairs], [x for _, x in targets],
+                                        [cot.to(o.dtype) for o, cot in pairs], allow_unused=True)
+            named += [(f"grad:{name}", g) for (name, _), g in zip(targets, grads) if g is not None]
+    return named
+
+
 def child(args) -> None:
     """One leg: every prepared spec compiled in packs of `args.k` (see the module's docstring)."""
     # lazy: a leg's own process imports torch after its environment (cache folders, threads) is set
@@ -123,6 +151,7 @@ def child(args) -> None:
     from divfuzz.fuzzer.engine.compile_phases import PhaseTimer
     from divfuzz.fuzzer.engine.execute import PreparedCase, judged_verdict, prepare_case
     from divfuzz.generators.build import build_callable
+    from divfuzz.generators.input_siblings import input_siblings
     from divfuzz.generators.runtime import key_compile_caches_by_cpu_isa
     from divfuzz.generators.spec import GraphSpec
     from divfuzz.oracles.findings import finding_of
@@ -146,28 +175,28 @@ def child(args) -> None:
         torch.autograd.grad(fn(warm)[0].sum(), warm)
     sync()
 
-    cases = []
+    cases = []  # (spec index, the drawn spec's case, its siblings' cases that ran eagerly)
     for i, text in enumerate(line for line in Path(args.specs).read_text().splitlines() if line):
-        case = prepare_case(GraphSpec.from_json(text), args.device)
+        spec = GraphSpec.from_json(text)
+        case = prepare_case(spec, args.device)
         if isinstance(case, PreparedCase):
-            cases.append((i, case))
+            siblings = [prepare_case(s, args.device) for s in input_siblings(spec, args.inputs_per_compile)]
+            cases.append((i, case, [s for s in siblings if isinstance(s, PreparedCase)]))
     packs = []
     for backward in (False, True):
-        members = [(i, c) for i, c in cases if c.spec.backward == backward]
+        members = [m for m in cases if m[1].spec.backward == backward]
         packs += [members[at:at + args.k] for at in range(0, len(members), args.k)]
     packs.sort(key=lambda pack: pack[0][0])
 
     results = []
     for pack in packs:
-        specs = [c.spec for _, c in pack]
-        fns = [build_callable(s, device_type) for s in specs]
-        sizes = [len(c.inputs) for _, c in pack]
+        specs = [c.spec for _, c, _ in pack]
+        sizes = [len(c.inputs) for _, c, _ in pack]
+        outputs = [len(s.outputs) for s in specs]
+        packed = pack_function([build_callable(s, device_type) for s in specs], sizes)
         backward = specs[0].backward
-
-        packed = pack_function(fns, sizes)
-
-        flat = [x for _, c in pack for x in c.inputs]
-        record = {"members": [i for i, _ in pack], "backward": backward, "error": None}
+        flat = [x for _, c, _ in pack for x in c.inputs]
+        record = {"members": [i for i, _, _ in pack], "backward": backward, "error": None}
         forward_timer = PhaseTimer()
         t0 = time.perf_counter()
         try:
@@ -177,19 +206,17 @@ def child(args) -> None:
                 sync()
                 record["forward_s"] = time.perf_counter() - t0
                 record["forward_phases"] = forward_timer.phases()
-                named_of, at = [], 0
-                for spec, (_, c) in zip(specs, pack):
-                    mine = outs[at:at + len(spec.outputs)]
-                    at += len(spec.outputs)
-                    named_of.append([(n, o.detach()) for n, o in zip(spec.outputs, mine)])
-                if backward:
+                named_of = []
+                for j, spec in enumerate(specs):
+                    first = sum(outputs[:j])
+                    named_of.append([(n, o.detach()) for n, o in zip(spec.outputs, outs[first:first + outputs[j]])])
+                if backward:  # one backward over every member's outputs: one compile of the pack's backward
                     backward_timer = PhaseTimer()
                     t1 = time.perf_counter()
                     pairs, targets, owners = [], [], []
-                    at = 0
-                    for j, (spec, (_, c)) in enumerate(zip(specs, pack)):
-                        mine = outs[at:at + len(spec.outputs)]
-                        at += len(spec.outputs)
+                    for j, (spec, (_, c, _)) in enumerate(zip(specs, pack)):
+                        first = sum(outputs[:j])
+                        mine = outs[first:first + outputs[j]]
                         pairs += [(o, cot) for o, cot in zip(mine, c.cots) if cot is not None and o.requires_grad]
                         for t, x in zip(spec.inputs, c.inputs):
                             if t.requires_grad:
@@ -204,38 +231,53 @@ def child(args) -> None:
                     sync()
                     record["backward_s"] = time.perf_counter() - t1
                     record["backward_phases"] = backward_timer.phases()
+                del outs
+                # Each member's input siblings through the same compile, as a campaign's group (untimed).
+                sibling_named = [[member_run(fn, flat, sizes, outputs, j, s) for s in siblings]
+                                 for j, (_, _, siblings) in enumerate(pack)]
         except Exception as e:  # the pack's compile failed: its members would each compile alone
             record["error"] = f"{type(e).__name__}: {' '.join(str(e).split())[:160]}"
             record["forward_s"] = time.perf_counter() - t0
             results.append(record)
             continue
         record["digests"], record["verdicts"], record["findings"] = [], [], []
-        for (_, c), named in zip(pack, named_of):
-            record["digests"].append(digest_outputs(named))
-            verdict = judged_verdict(c, named)
-            data = verdict.to_dict()
-            data.pop("timings", None)
-            record["verdicts"].append(hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16])
-            finding = finding_of(verdict)
-            record["findings"].append(None if finding is None else finding.kind.value)
+        for (_, c, siblings), named, sib_named in zip(pack, named_of, sibling_named):
+            digests, verdicts, findings = [], [], []
+            for case, outs_of in ((c, named), *zip(siblings, sib_named)):
+                digests.append(digest_outputs(outs_of))
+                verdict = judged_verdict(case, outs_of)
+                data = verdict.to_dict()
+                data.pop("timings", None)
+                verdicts.append(hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16])
+                finding = finding_of(verdict)
+                findings.append(None if finding is None else finding.kind.value)
+            # per member: one hash of its group's bits and of its group's verdicts, and its group's findings
+            record["digests"].append("-".join(digests))
+            record["verdicts"].append("-".join(verdicts))
+            record["findings"].append([f for f in findings if f is not None] or None)
         results.append(record)
     print(json.dumps({"prepared": len(cases), "packs": results}))
 
 
-def run_leg(args, k: int, specs_file: Path, tmp: Path, run: int) -> dict:
-    """Leg K in a fresh process with its own empty compile caches."""
+def start_leg(args, k: int, specs_file: Path, tmp: Path, run: int) -> tuple[subprocess.Popen, float]:
+    """Leg K in a fresh process with its own empty compile caches (`finish_leg` reads its result)."""
     cache = tmp / f"cache-k{k}-run{run}"
     env = dict(os.environ, PYTHONUNBUFFERED="1",
                TORCHINDUCTOR_CACHE_DIR=str(cache / "inductor"), TRITON_CACHE_DIR=str(cache / "triton"),
                TORCHINDUCTOR_COMPILE_THREADS=str(args.threads), DIVFUZZ_WORKER_THREADS=str(args.threads))
-    t0 = time.perf_counter()
-    done = subprocess.run([sys.executable, __file__, "--child", "--k", str(k), "--specs", str(specs_file),
-                           "--device", args.device, "--threads", str(args.threads)],
-                          env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"leg K={k} failed ({done.returncode}):\n{done.stderr[-4000:]}")
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    result["wall_s"] = time.perf_counter() - t0
+    process = subprocess.Popen([sys.executable, __file__, "--child", "--k", str(k), "--specs", str(specs_file),
+                                "--device", args.device, "--threads", str(args.threads),
+                                "--inputs-per-compile", str(args.inputs_per_compile)],
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return process, time.perf_counter()
+
+
+def finish_leg(k: int, process: subprocess.Popen, started: float) -> dict:
+    out, err = process.communicate()
+    if process.returncode != 0:
+        raise SystemExit(f"leg K={k} failed ({process.returncode}):\n{err[-4000:]}")
+    result = json.loads(out.strip().splitlines()[-1])
+    result["wall_s"] = time.perf_counter() - started
     return result
 
 
@@ -271,6 +313,10 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="compile threads and torch threads per leg")
     ap.add_argument("--skip", type=int, default=2, help="each slot's first draws left out (Hypothesis's simplest)")
     ap.add_argument("--slots", type=int, default=12)
+    ap.add_argument("--inputs-per-compile", type=int, default=4,
+                    help="each graph's input siblings run through its compile, as a campaign's (divfuzz fuzz's default 4)")
+    ap.add_argument("--parallel", choices=("auto", "yes", "no"), default="auto",
+                    help="run a repeat's legs at once (auto: where the host has 4 cores per leg's thread)")
     ap.add_argument("--json", help="write every leg's raw result here")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--k", type=int, default=1, help=argparse.SUPPRESS)
@@ -285,6 +331,8 @@ def main() -> None:
         report(legs, sorted(legs))
         return
     ks = sorted({1, *(int(k) for k in args.pack.split(","))})
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    parallel = {"yes": True, "no": False}.get(args.parallel, cores >= 4 * len(ks) * args.threads)
     t_start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="divfuzz-pack-") as d:
         tmp = Path(d)
@@ -293,11 +341,15 @@ def main() -> None:
         specs_file.write_text("\n".join(specs) + "\n")
         print(f"{len(specs)} specs drawn (campaign seed {args.seed}, {args.slots} slots, first {args.skip} draws of each "
               f"skipped) in {time.perf_counter() - t_start:.1f} s; device {args.device}, {args.threads} compile/torch "
-              f"thread(s) per leg, legs K={','.join(map(str, ks))} x {args.repeats}, interleaved", flush=True)
+              f"thread(s) per leg, legs K={','.join(map(str, ks))} x {args.repeats}, "
+              f"{'in parallel' if parallel else 'one after the other'} ({cores} cores)", flush=True)
         legs: dict[int, list[dict]] = {k: [] for k in ks}
         for run in range(args.repeats):
+            # In parallel, each leg on its own cores, where the host has cores to spare for all of
+            # them; else one after the other (interleaved over the repeats).
+            started = {k: start_leg(args, k, specs_file, tmp, run) for k in ks} if parallel else {}
             for k in ks:
-                leg = run_leg(args, k, specs_file, tmp, run)
+                leg = finish_leg(k, *(started[k] if parallel else start_leg(args, k, specs_file, tmp, run)))
                 legs[k].append(leg)
                 g = per_graph(leg)
                 print(f"  run {run} K={k}: {g['graphs']} graphs, forward {g['forward']:.0f} ms/graph, "
@@ -360,6 +412,11 @@ def report(legs: dict[int, list[dict]], ks: list[int]) -> None:
               f"| {net:.0f} | {base['total'] / net:.2f}x |")
         for p in failed:
             print(f"    K={k} pack {p['members']}: {p['error']}")
+    print("\nA packed member with a finding is compiled again alone, so packing K pays only while the share of "
+          "graphs with a finding stays below 1 - (K's ms/graph) / (K=1's): "
+          + ", ".join(f"K={k}: {max(0.0, 1 - med[k]['total'] / base['total']):.2f}" for k in ks if k > 1)
+          + f"; measured here: {sum(1 for p in legs[1][0]['packs'] for f in p.get('findings', []) if f)} of "
+          f"{sum(len(p['members']) for p in legs[1][0]['packs'])} graphs.")
 
 
 if __name__ == "__main__":
