@@ -163,9 +163,44 @@ def last_dim_permutation(n: int, order: str, device) -> torch.Tensor:
     raise ValueError(f"Expected an order in {LAST_DIM_ORDERS} but got {order!r}")
 
 
+_SCAN_COMBINE = {"add": torch.add, "mul": torch.mul, "logaddexp": torch.logaddexp}
+
+
+def log_depth_scan(x: torch.Tensor, combine: str) -> torch.Tensor:
+    """The inclusive scan of `x` along its last dim, associated as a log-depth (Hillis-Steele)
+    parallel prefix: the same mathematical result as a sequential scan, in another order."""
+    step, y, op = 1, x, _SCAN_COMBINE[combine]
+    while step < y.shape[-1]:
+        y = torch.cat([y[..., :step], op(y[..., step:], y[..., :-step])], -1)
+        step *= 2
+    return y
+
+
+def _scanned(node, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn` for a scan node (`OpDef.scan`) computed as a log-depth scan, in float32 for a bfloat16
+    or float16 input (the precision eager's and Inductor's scans accumulate in), then cast to
+    the op's output dtype (its `dtype` param, else the input's)."""
+    combine, target = get_op(node.op).scan, node.kwargs.get("dtype")
+
+    def scanned(D, *args):
+        x = args[0]
+        if not isinstance(x, torch.Tensor) or x.dim() == 0 or x.shape[-1] < 2:
+            return fn(D, *args)
+        out_dtype = D(target) if target else x.dtype
+        work = x.to(out_dtype)
+        if work.dtype in (torch.bfloat16, torch.float16):
+            work = work.float()
+        return log_depth_scan(work, combine).to(out_dtype)
+
+    return scanned
+
+
 def _in_order(node, fn: Callable[..., Any], order: str) -> Callable[..., Any]:
     """`fn` for an order-free node with its args' last dim taken in `order`, its output put back
-    in place: the same mathematical result, accumulated in another order. Other nodes: `fn`."""
+    in place, or a scan node associated as a log-depth scan (`_scanned`, whatever `order`): the
+    same mathematical result, accumulated in another order. Other nodes: `fn`."""
+    if get_op(node.op).scan is not None:
+        return _scanned(node, fn)
     free = get_op(node.op).order_free
     if free is None:
         return fn

@@ -197,6 +197,10 @@ class OpDef:
     # statistics, a softmax's denominator), or None. The reduction-order experiment
     # (`divfuzz.fuzzer.engine.explain`) runs eager again with that dim permuted.
     order_free: "OrderFree | None" = None
+    # An inclusive scan along the last dim with this combine ("add", "mul", "logaddexp"), or None:
+    # a legal implementation may associate it in any order (a parallel prefix scan), which the
+    # reduction-order experiment tries as a log-depth scan in the op's accumulation precision.
+    scan: str | None = None
 
     def param_problems(self, params: Mapping[str, Any]) -> list[str]:
         """What is wrong with `params` against this op's schema, one phrase per problem ([] when valid)."""

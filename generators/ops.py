@@ -863,9 +863,10 @@ for _name in ("cumsum", "cumprod"):
             params={"dtype": Choice(CUM_DTYPES)},
             draw_params=lambda draw, metas: {"dtype": draw(st.sampled_from(CUM_DTYPES))},
             accumulates="prod" if _name == "cumprod" else "sum",
+            scan="mul" if _name == "cumprod" else "add",
         )
     )
-_edge_unary("logcumsumexp", "cumulative", lambda a, p: f"torch.logcumsumexp({a[0]}, -1)")
+_edge_unary("logcumsumexp", "cumulative", lambda a, p: f"torch.logcumsumexp({a[0]}, -1)", scan="logaddexp")
 _edge_unary("cummax", "cumulative", lambda a, p: f"torch.cummax({a[0]}, -1).values")
 
 # ---- pointwise edge cases: near zero and -0.0, scalar exponents and bounds, rounding alone ----

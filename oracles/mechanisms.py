@@ -59,9 +59,11 @@ MECHANISMS: dict[str, Mechanism] = {m.id: m for m in (
     ),
     Mechanism(
         "reduction-order", Severity.NOISE,
-        "the order of a sum, a norm or a softmax (eager in another order gives compiled's answer)",
-        "the differing outputs depend on an op whose result is the same for any order of its reduced elements, "
-        "and eager run again with that dim in another order gives, element by element, values that leave no bug: "
+        "the order of a sum, a norm, a softmax or a scan (eager in another order gives compiled's answer)",
+        "the differing outputs depend on an op whose result is the same for any order of its reduced elements, or "
+        "a scan whose prefix may be associated in any order (a parallel prefix), and eager run again with that dim "
+        "in another order, or its scans associated as a parallel prefix, gives, element by element, values that "
+        "leave no bug: "
         "compiled's answer is one eager's own algorithm gives. Floating-point sums are not associative and neither "
         "eager nor a compiler defines their order (PyTorch's numerical-accuracy notes); maintainers judge such a "
         "difference by same() against fp64 (issue 143182) and keep integer flips of a sum at a rounding boundary "

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from divfuzz.fuzzer.engine.execute import execute_case
-from divfuzz.generators.build import LAST_DIM_ORDERS, build_callable, make_inputs
+from divfuzz.generators.build import LAST_DIM_ORDERS, build_callable, log_depth_scan, make_inputs
 from divfuzz.generators.surgery import rebuild_spec
 from divfuzz.generators.spec import GraphSpec, InputRecipe, Node, TensorSpec
 from divfuzz.oracles.accumulation_range import leaves_range_rows
@@ -306,3 +306,37 @@ def test_real_inductor_on_cuda_a_remainder_of_subnormal_tensors_is_explained_by_
     assert reason is None or reason.severity is not Severity.BUG, (reason, verdict)
     if reason is not None and reason.rule == "nan-inf-new":
         assert verdict.explanation is not None and verdict.explanation.mechanism == "subnormal-flush", (reason, verdict)
+
+
+def _sqrt_of_cumsum() -> GraphSpec:
+    """sqrt(cumsum(x)) over rows whose running sums pass close to 0 (seen on the H100, seed 97: a
+    NaN where compiled's parallel scan made a partial sum a hair negative)."""
+    return GraphSpec(inputs=(TensorSpec("x0", (32, 2, 64), "float32", False),),
+                     nodes=(Node("v2", "cumsum", ("x0",), (("dtype", "float32"),), "float32", (32, 2, 64)),
+                            Node("v3", "sqrt", ("v2",), (), "float32", (32, 2, 64))),
+                     outputs=("v3",), recipe=InputRecipe("near_half_integer", 24780739), backward=False)
+
+
+@pytest.mark.parametrize("backend, explained", [("reassociate_scans", True), ("nan_first", False), ("drift", False)])
+def test_a_scan_associated_as_a_parallel_prefix_is_explained_by_the_order_and_planted_defects_are_not(backend, explained):
+    """`reassociate_scans` computes cumsum as a log-depth scan: new NaNs where a running sum near 0
+    turns negative. Eager's scan associated the same way gives them: reduction order, noise.
+    A NaN planted on an ordinary element and a scaled output are no association of any scan."""
+    verdict, reason = _judged(_sqrt_of_cumsum(), PLANTED + backend)
+    if explained:
+        assert verdict.explanation is not None and verdict.explanation.mechanism == "reduction-order", verdict
+        assert reason.severity is Severity.NOISE
+    else:
+        assert reason.severity is Severity.BUG and verdict.explanation is None, verdict
+
+
+def test_real_inductor_on_the_cpu_scans_that_row_without_a_bug():
+    verdict, reason = _judged(_sqrt_of_cumsum(), "inductor")
+    assert reason is None or reason.severity is not Severity.BUG, verdict
+
+
+@pytest.mark.parametrize("combine, reference", [("add", torch.cumsum), ("mul", torch.cumprod), ("logaddexp", torch.logcumsumexp)])
+def test_a_log_depth_scan_is_the_same_scan(combine, reference):
+
+    x = torch.rand(3, 37, generator=torch.Generator().manual_seed(2), dtype=torch.float64) + 0.5
+    torch.testing.assert_close(log_depth_scan(x, combine), reference(x, -1))

@@ -409,7 +409,8 @@ def test_a_sum_in_another_order_is_explained_on_the_module_path_and_a_wrong_inte
     lambda v, w: torch.softmax(v, -1), lambda v, w: torch.nn.functional.layer_norm(v, (16,), w, w * 0.5 + 1),
     lambda v, w: v @ w.reshape(16, 1).expand(16, 3), lambda v, w: v.var(-1, keepdim=True) + v.mean(),
     lambda v, w: torch.nn.functional.group_norm(v.reshape(5, 4, 4), 2, w[:4], w[4:8]),
-], ids=["softmax", "layer_norm", "mm", "var-mean", "group_norm"])
+    lambda v, w: torch.cumsum(v, 0) + torch.cumprod(w, 0).sum() + torch.logcumsumexp(v.to(torch.bfloat16), 1).float(),
+], ids=["softmax", "layer_norm", "mm", "var-mean", "group_norm", "scans"])
 def test_a_graph_run_in_another_order_computes_the_same_values(make):
     """Each rewrite of `fx_reorder` is exact in real arithmetic: the values agree to rounding (a
     weight left unpermuted or an output left permuted would not)."""

@@ -22,8 +22,8 @@ the finding; the severity policy then rates it by `divfuzz.oracles.mechanisms.ME
 - ties: the differing output depends on a value-selecting op whose input holds ties (equal, or
   one rounding step apart) at the values it selects;
 - reduction order: the differing output depends on an order-free op (a sum, a norm, a softmax,
-  a linear's inner dim: `OpDef.order_free`), and eager run again with that dim permuted
-  (`LAST_DIM_ORDERS`) gives, element by element nearest compiled, values that leave no bug:
+  a linear's inner dim: `OpDef.order_free`) or a scan (`OpDef.scan`), and eager run again with
+  that dim permuted (`LAST_DIM_ORDERS`) and its scans associated as a parallel prefix gives, element by element nearest compiled, values that leave no bug:
   compiled's answer is one that eager's own algorithm gives in another order;
 - explicit cast elided (a defect, not an excuse): the graph casts to bfloat16 or float16 and the
   differing elements equal, within `FEW_ULPS`, the fp64 reference run without those casts'
@@ -365,7 +365,8 @@ def _reduction_order(case: "PreparedCase", compiled: Named, reason: SeverityReas
     leaves no bug: compiled's answer is one eager's own algorithm gives in another order of the
     same sum. The fp64 reference is not moved (it is exact to within the last bits for any order)."""
     spec = case.spec
-    free = [n.name for n in spec.nodes if n.name in _ancestors(spec, reason.output) and get_op(n.op).order_free is not None]
+    free = [n.name for n in spec.nodes if n.name in _ancestors(spec, reason.output)
+            and (get_op(n.op).order_free is not None or get_op(n.op).scan is not None)]
     if not free:
         return None
     orders = [run_forward_backward(spec, build_callable(spec, case.device_type, order=order), case.inputs, case.cots)[0]

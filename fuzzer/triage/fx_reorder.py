@@ -1,8 +1,9 @@
 """An eager run of a captured aten graph with its order-free ops accumulating in another order.
 
 A sum, a mean, a variance, a softmax's denominator, a layer norm's statistics and a matmul's inner
-dim give the same mathematical result for any order of the elements they accumulate; neither
-eager nor a compiler defines that order. `run_reordered(gm, inputs, order)` runs `gm` eagerly with
+dim give the same mathematical result for any order of the elements they accumulate, and a scan
+(cumsum, cumprod, logcumsumexp) for any association of its prefix; neither eager nor a compiler
+defines that order. `run_reordered(gm, inputs, order)` runs `gm` eagerly with
 each such op's reduced dims permuted (`divfuzz.generators.build.last_dim_permutation`: reversed,
 rolled, interleaved) in its inputs, and a kept dim permuted back in its output: values eager's own
 kernels give in another order. `minimize --module` asks whether they account for a bug
@@ -20,7 +21,7 @@ from collections.abc import Callable, Sequence
 import torch
 import torch.fx
 
-from divfuzz.generators.build import last_dim_permutation
+from divfuzz.generators.build import last_dim_permutation, log_depth_scan
 
 aten = torch.ops.aten
 
@@ -83,6 +84,22 @@ def _group_norm(target, args, kwargs, order):
     return _permute(out, [x.dim() - 1], order, inverse=True), mean, rstd
 
 
+def _scan(combine: str) -> Callable:
+    """cumsum / cumprod / logcumsumexp along args[1], associated as a log-depth parallel prefix in
+    float32 for a bfloat16 or float16 input (`divfuzz.generators.build.log_depth_scan`)."""
+    def rewrite(target, args, kwargs, order):
+        x, dim = args[0], args[1] if len(args) > 1 else kwargs.get("dim")
+        dtype = kwargs.get("dtype") or (args[2] if len(args) > 2 else None)
+        if not isinstance(dim, int) or x.dim() == 0:
+            return target(*args, **kwargs)
+        out_dtype = dtype or x.dtype
+        work = x.to(out_dtype)
+        if work.dtype in (torch.bfloat16, torch.float16):
+            work = work.float()
+        return log_depth_scan(work.movedim(dim, -1), combine).movedim(-1, dim).to(out_dtype)
+    return rewrite
+
+
 def _mm(target, args, kwargs, order):
     """mm(a, b) / bmm(a, b): the inner dim, a's last and b's second-to-last, permuted alike."""
     a, b = args[0], args[1]
@@ -102,6 +119,7 @@ ORDER_FREE: dict = {
     aten._softmax: _along_dim, aten._log_softmax: _along_dim, aten.softmax: _along_dim, aten.log_softmax: _along_dim,
     aten.native_layer_norm: _layer_norm, aten.native_group_norm: _group_norm,
     aten.mm: _mm, aten.bmm: _mm, aten.addmm: _addmm,
+    aten.cumsum: _scan("add"), aten.cumprod: _scan("mul"), aten.logcumsumexp: _scan("logaddexp"),
 }
 
 
