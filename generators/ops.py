@@ -390,6 +390,10 @@ _unary(
         "divisor": draw(st.sampled_from(DIVISORS)),
         "mode": draw(st.sampled_from([None, "floor", "trunc"])),
     },
+    # A floor or trunc division jumps where the quotient crosses an integer. Eager computes it
+    # exactly from its operands, so only a dividend the graph computed (whose last bits upstream
+    # rounding decides) makes a flip at the jump a boundary; on a graph input it is the op's own.
+    boundary=lambda a, p: JumpRule(f"({a[0]} / {_num(p['divisor'])})", grid_offset=0.0, computed_input_only=True),
 )
 
 _CMP = {"gt": ">", "ge": ">=", "lt": "<", "le": "<=", "eq": "=="}

@@ -340,3 +340,23 @@ def test_a_log_depth_scan_is_the_same_scan(combine, reference):
 
     x = torch.rand(3, 37, generator=torch.Generator().manual_seed(2), dtype=torch.float64) + 0.5
     torch.testing.assert_close(log_depth_scan(x, combine), reference(x, -1))
+
+
+def _floor_division(of_sum: bool) -> GraphSpec:
+    nodes = (Node("v1", "sum", ("x0",), (("keepdim", False),), "float32", (256,)),
+             Node("v2", "div", ("v1",), (("divisor", 0.3), ("mode", "floor")), "float32", (256,))) if of_sum else \
+        (Node("v2", "div", ("x0",), (("divisor", 0.3), ("mode", "floor")), "float32", (256, 33)),)
+    return GraphSpec(inputs=(TensorSpec("x0", (256, 33), "float32", False),), nodes=nodes, outputs=("v2",),
+                     recipe=InputRecipe("decimal_grid", 3), backward=False)
+
+
+def test_a_floor_division_of_a_computed_value_flipped_at_its_jump_is_a_boundary_and_of_an_input_it_is_not():
+    """x.sum(-1) // 0.3 under `reversed_sums`: the sum's last bits move, and quotients next to an
+    integer flip: a boundary (eager's own dividend sits at the jump). A floor division of a graph
+    input has no such excuse: both sides divide the same data, so a wrong quotient is the op's
+    (issue 197895's class stays a bug); `drift` stays a bug either way."""
+    verdict, reason = _judged(_floor_division(of_sum=True), PLANTED + "reversed_sums")
+    assert reason.severity is Severity.SUSPECT and reason.rule == "int-valued-boundary", verdict
+    for of_sum in (True, False):
+        verdict, reason = _judged(_floor_division(of_sum), PLANTED + "drift")
+        assert reason.severity is Severity.BUG and reason.rule == "int-valued-wrong", verdict
