@@ -174,11 +174,11 @@ def probe_host(device: str) -> HostResources:
         if from_smi is not None:
             return HostResources(cores=usable_cores(), host_available_bytes=host_available_bytes(), gpu_free_bytes=tuple(from_smi))
         # lazy: CLI start-up: the CLI imports this module (`resolve_workers`); the worker module brings specs and verdicts
-        from divfuzz.fuzzer.engine.worker import Worker
+        from divfuzz.fuzzer.engine.worker import Worker, WorkerTarget
 
         probe = Worker("cpu")  # a CPU worker: it initialises no CUDA until asked
         try:
-            outcome = probe.call("divfuzz.fuzzer.campaign.sizing:gpu_free_bytes", {"indices": indices}, 120.0)
+            outcome = probe.call(WorkerTarget.GPU_FREE_BYTES, {"indices": indices}, 120.0)
         finally:
             probe.stop()
         if outcome.error:
