@@ -139,7 +139,7 @@ def test_cases_of_one_graph_whose_severities_differ_open_a_raw_bucket_and_an_ana
     from dataclasses import replace
 
     from divfuzz.fuzzer.campaign.case_steps import CaseAt, CaseRun, Keyed, Ran, judge, store_case
-    from divfuzz.fuzzer.campaign.loop import most_severe_first
+    from divfuzz.fuzzer.campaign.schedule import most_severe_first
     from divfuzz.fuzzer.campaign.sizing import SlotDevice
     from divfuzz.generators.spec import RECIPE_KINDS, InputRecipe
     from seed_specs import sigmoid_gate

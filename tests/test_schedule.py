@@ -7,7 +7,7 @@ import threading
 
 from divfuzz.fuzzer.campaign import schedule
 from divfuzz.fuzzer.campaign.analysis_pool import AnalysisJob, AnalysisPool
-from divfuzz.fuzzer.campaign.loop import most_severe_first
+from divfuzz.fuzzer.campaign.schedule import most_severe_first
 from divfuzz.fuzzer.campaign.schedule import Measured, analysis_budget, analysis_rank, drawing_reserve
 from divfuzz.fuzzer.store import Store
 from divfuzz.generators.spec import GraphSpec

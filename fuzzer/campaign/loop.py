@@ -18,7 +18,7 @@ the campaign seed, the slot and the epoch) in a thread that feeds one worker pro
   under its raw key, and the pool re-keys the raw bucket to its root cause when done, bug buckets
   first, never noise, by-design or eager-worse ones; a slot that stops drawing hands its worker to the pool.
   Analyses still open when the budget's work ends stay pending in the store, and a resumed
-  campaign (or `divfuzz minimize --pending`) finishes them. `analysis_workers=0` analyses inline
+  campaign (or `divfuzz minimize --pending`: `divfuzz.fuzzer.campaign.pending`) finishes them. `analysis_workers=0` analyses inline
   in the slot instead; both end in the same buckets (`Store.resolve_root_cause`);
 - `--budget` is kept (`divfuzz.fuzzer.campaign.schedule`): it counts from the command's start, drawing
   stops early enough for the cases in flight and the open bug analyses, and whatever is still in
@@ -64,11 +64,10 @@ from divfuzz.fuzzer.campaign.case_steps import (
     store_case,
     write_new_bucket_folder,
 )
-from divfuzz.fuzzer.campaign.sizing import SlotDevice, resolve_workers, size_analysis_workers, slot_devices
-from divfuzz.records.config import CompileConfig
+from divfuzz.fuzzer.campaign.sizing import SlotDevice, campaign_slot_devices, size_analysis_workers
 from divfuzz.records.deadline import Deadline, StopReason, wall_clock_of
 from divfuzz.records.errors import ConfigError, DivfuzzError, InternalError
-from divfuzz.fuzzer.store import STORE_NAME, CampaignLock, Store, resolve_store
+from divfuzz.fuzzer.store import STORE_NAME, CampaignLock, Store
 from divfuzz.fuzzer.engine.environment import environment_versions
 from divfuzz.fuzzer.engine import warm_template
 from divfuzz.fuzzer.engine.compile_cache import private_compile_cache
@@ -149,10 +148,6 @@ class CampaignResult:
     stop_reason: StopReason = StopReason.FINISHED  # interrupted; time's up (the budget stopped drawing); or finished
 
 
-# The budget's rules live in `divfuzz.fuzzer.campaign.schedule`; this name stays for `minimize --pending`.
-MIN_ANALYSIS_S = schedule.MIN_ANALYSIS_S
-
-
 def compile_cache_env(versions: dict, device: str) -> dict:
     """The workers' `TORCHINDUCTOR_CACHE_DIR`: this user's own folder for this torch version and
     device (`divfuzz.fuzzer.engine.compile_cache.private_compile_cache`), never a folder beside the
@@ -179,17 +174,6 @@ def user_compile_cache() -> str | None:
     except ImportError:  # an older torch: take the value as the user's
         return value
     return None if os.path.abspath(value) == os.path.abspath(default_cache_dir()) else value
-
-
-def campaign_slot_devices(device: str, workers: int) -> list[SlotDevice]:
-    """Each slot's device: every visible GPU for 'cuda' (round-robin), one for 'cuda:N', else the CPU."""
-    gpu_count = 0
-    if device.startswith("cuda"):
-        # lazy: heavy: torch, only on a CUDA device
-        import torch
-
-        gpu_count = torch.cuda.device_count()
-    return slot_devices(device, workers, gpu_count=gpu_count, visible=os.environ.get("CUDA_VISIBLE_DEVICES"))
 
 
 def slot_engines(strategy, campaign_seed: int, slot: int, body: Callable[[GraphSpec], None]):
@@ -317,7 +301,7 @@ class Campaign:
             places = campaign_slot_devices(opts.device, opts.workers + count)[opts.workers:]
             self.pool = AnalysisPool(places, self.analyzer, budget_for=self._analysis_budget, on_done=self._file_analysis,
                                      on_error=self._fail, worker_env=self.worker_env,
-                                     choose=self._choose_analysis)
+                                     choose=functools.partial(schedule.most_severe_first, self.store, campaign=True))
 
     def run(self, before_slots: Callable[["Campaign"], None] | None = None) -> CampaignResult:
         """Run the slots to the end; `before_slots(self)` first, in this run (`fuzz --replay-known`)."""
@@ -443,10 +427,6 @@ class Campaign:
         if self.interrupted.is_set():
             return None
         return schedule.analysis_budget(time.monotonic(), self.work_end.at, self._measured(), self.opts.minimize_budget_s)
-
-    def _choose_analysis(self, queued: list[AnalysisJob]) -> AnalysisJob | None:
-        """The next analysis (`most_severe_first`): never a noise, by-design or eager-worse bucket in a campaign."""
-        return most_severe_first(self.store, queued, campaign=True)
 
     def _file_analysis(self, job: AnalysisJob, key, analysis) -> None:
         """A pool analysis is done: file it (`file_root_cause`) and update this run's progress."""
@@ -783,107 +763,3 @@ def run_campaign(opts: CampaignOptions, on_progress: Callable[[Progress], None] 
         return campaign.run(before_slots)
     finally:
         campaign.close()
-
-
-def most_severe_first(store: Store, queued: list[AnalysisJob], *, campaign: bool) -> AnalysisJob | None:
-    """The queued analysis to run next: bug, then suspect, by case count, then the oldest
-    (`schedule.analysis_rank` over the raw buckets' severities in the store, read now: a raw
-    bucket's severity and count grow while it waits). In a campaign, never a noise, by-design or
-    eager-worse bucket (None when only those are queued); `minimize --pending` takes every severity."""
-    priorities = store.pending_priorities()
-    ranked = []
-    for job in queued:
-        severity, count = priorities.get(job.raw_key.identity(), ("suspect", 0))
-        rank = schedule.analysis_rank(severity, count, job.case_id, campaign=campaign)
-        if rank is not None:
-            ranked.append((rank, job))
-    return min(ranked, key=lambda r: r[0])[1] if ranked else None
-
-
-@dataclass(frozen=True)
-class PendingOutcome:
-    filed: tuple  # (raw key, root-cause key, bucket id) of each analysis filed
-    left: int  # still pending (the budget ran out)
-
-
-def finish_pending(out_dir: Path, *, budget_s: float, workers: int | str = 1, timeout_s: float = 300.0,
-                   minimize_budget_s: float = 120.0, log: Callable[[str], None] | None = None,
-                   cli_backend: str | None = None) -> PendingOutcome:
-    """`divfuzz minimize --pending`: finish the analyses a campaign left pending in `out_dir`'s
-    store, in a pool of `workers` analysis workers, within `budget_s` (each analysis gets at most
-    `minimize_budget_s`), filed as the campaign files them (`file_root_cause`). Takes the store's
-    campaign lock (no campaign may run on it meanwhile). The stored case's device and config are
-    data: checked like command-line input before any worker runs them."""
-    # lazy: heavy: the compile site and the triage import torch._dynamo; only `minimize --pending` needs them
-    from divfuzz.fuzzer.engine.compile import check_stored_backend, validate_inductor_overrides
-    # lazy: heavy: as above
-    from divfuzz.fuzzer.triage.analysis import BucketAnalyzer
-    from divfuzz.generators.validate import load_spec
-
-    path = resolve_store(out_dir, purpose="for --pending")
-    lock = CampaignLock(path)
-    lock.acquire()
-    store = Store(path, create=False)
-    try:
-        groups: dict[tuple, list[AnalysisJob]] = {}
-        for p in store.pending_analyses():
-            case = store.case(p.case_id)
-            where = f"case {p.case_id} in {path}"
-            config = CompileConfig.from_dict(case.config, where=f"the stored config of {where}")
-            check_stored_backend(config.backend, cli_backend, source=where)  # an import path only when named by --backend
-            validate_inductor_overrides(dict(config.inductor), where=f"the stored config of {where}")
-            run = next(r for r in store.runs() if r["id"] == case.run_id)
-            options = run["options"]
-            oracle = options.get("oracle", "numeric")
-            if oracle not in ("numeric", "perf") or not isinstance(options.get("strict", False), bool):
-                raise ConfigError(f"{where}: run {case.run_id}'s options {options!r} are not a divfuzz campaign's")
-            if case.device != "cpu" and not (case.device == "cuda" or case.device.startswith("cuda:") and case.device[5:].isdigit()):
-                raise ConfigError(f"{where}: device {case.device!r} is not cpu, cuda or cuda:N")
-            group = (case.device, json.dumps(case.config, sort_keys=True), options.get("strict", False), oracle,
-                     options.get("perf_margin"))
-            groups.setdefault(group, []).append(AnalysisJob(p.raw_key, p.case_id, load_spec(case.spec_json, source=where)))
-        deadline = Deadline.after(budget_s)
-        filed: list = []
-
-        def budget_for() -> float | None:
-            left = deadline.left() / schedule.ANALYSIS_SPAN_FACTOR  # the whole analysis ends by the deadline
-            return min(minimize_budget_s, left) if left >= MIN_ANALYSIS_S else None
-
-        errors: list[BaseException] = []
-        for (device, config_json, strict, oracle, perf_margin), jobs in groups.items():
-            config = CompileConfig.from_dict(json.loads(config_json))
-            count = resolve_workers(workers, device)[0] if workers == "auto" else workers  # auto: sized as `fuzz` sizes its slots
-            places = campaign_slot_devices(device, max(1, min(count, len(jobs))))
-            analyzer = BucketAnalyzer(device=places[0].worker_device, config=config, strict=strict, budget_s=minimize_budget_s,
-                                      timeout_s=timeout_s, oracle=oracle, perf_margin=perf_margin, log=None,
-                                      span_factor=schedule.ANALYSIS_SPAN_FACTOR)
-
-            def on_done(job, key, analysis, device=device, config=config):
-                result = file_root_cause(store, out_dir, job, key, analysis, device=device, config=config, timeout_s=timeout_s)
-                filed.append((job.raw_key, key, result.bucket_id))
-                if log is not None:
-                    log(f"bucket {result.bucket_id}: {job.raw_key} -> {key}")
-
-            def on_error(e):  # divfuzz's own error: stop this group's pool (called from its threads, once it runs)
-                errors.append(e)
-                pool.abort()
-
-            pool = AnalysisPool(places, analyzer, budget_for=budget_for, on_done=on_done, on_error=on_error,
-                                choose=functools.partial(most_severe_first, store, campaign=False))
-            pool.start()
-            for job in jobs:
-                pool.submit(job)
-            pool.close()
-            try:
-                while not pool.done:
-                    pool.wait(0.5)
-            except KeyboardInterrupt:
-                pool.abort()
-                pool.wait(30)
-                raise
-            if errors:
-                raise InternalError(f"divfuzz's own error while finishing pending analyses: {errors[0]}") from errors[0]
-        return PendingOutcome(tuple(filed), store.pending_count())
-    finally:
-        store.close()
-        lock.release()

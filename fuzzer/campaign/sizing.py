@@ -216,6 +216,18 @@ def slot_devices(device: str, workers: int, *, gpu_count: int, visible: str | No
     return [SlotDevice(f"cuda:{i}", "cuda", {"CUDA_VISIBLE_DEVICES": entries[i]}) for i in indices]
 
 
+def campaign_slot_devices(device: str, workers: int) -> list[SlotDevice]:
+    """Each slot's device (`slot_devices` on this host's GPUs): every visible GPU for 'cuda' (round-robin), one for 'cuda:N', else the CPU."""
+    gpu_count = 0
+    if device.startswith("cuda"):
+        # lazy: heavy: torch, only on a CUDA device
+        import torch
+
+        gpu_count = torch.cuda.device_count()
+    return slot_devices(device, workers, gpu_count=gpu_count, visible=os.environ.get("CUDA_VISIBLE_DEVICES"))
+
+
+
 # Bucket analysis (minimize + attribute) runs in its own workers beside the fuzzing slots. An
 # analysis worker is as CPU-hungry as a slot (it compiles candidate after candidate), so on a host
 # the slots already fill, A analysis workers beside W slots leave the slots about W / (W + A) of

@@ -283,9 +283,9 @@ def _killed_at_deadline(ref: str, target: Path, budget_s: float) -> str:
 
 
 def _finish_pending(campaign_dir: Path, *, budget_s: float, workers: int, timeout_s: float, cli_backend: str | None) -> None:
-    """`--pending`: the campaign's open analyses, filed into its buckets (`divfuzz.fuzzer.campaign.loop.finish_pending`)."""
+    """`--pending`: the campaign's open analyses, filed into its buckets (`divfuzz.fuzzer.campaign.pending.finish_pending`)."""
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
-    from divfuzz.fuzzer.campaign.loop import finish_pending
+    from divfuzz.fuzzer.campaign.pending import finish_pending
 
     done = finish_pending(campaign_dir, budget_s=budget_s, workers=workers, timeout_s=timeout_s, cli_backend=cli_backend,
                           log=lambda line: out.print(line, highlight=False))
