@@ -299,8 +299,8 @@ class Campaign:
             count = 1
         if count:
             places = campaign_slot_devices(opts.device, opts.workers + count)[opts.workers:]
-            self.pool = AnalysisPool(places, self.analyzer, budget_for=self._analysis_budget, on_done=self._file_analysis,
-                                     on_error=self._fail, worker_env=self.worker_env,
+            self.pool = AnalysisPool(places, self.analyzer, budget=schedule.AnalysisBudget(self.work_end, opts.minimize_budget_s),
+                                     worker_env=self.worker_env,
                                      choose=functools.partial(schedule.most_severe_first, self.store, campaign=True))
 
     def run(self, before_slots: Callable[["Campaign"], None] | None = None) -> CampaignResult:
@@ -326,6 +326,7 @@ class Campaign:
                 waiting = next((e for e in done if not e.is_set()), None)
                 if waiting is not None:
                     waiting.wait(0.2)
+                self._file_analyses()
                 now = time.monotonic()
                 if self.work_end.expired():
                     self._cut_at_end(done)
@@ -342,6 +343,7 @@ class Campaign:
         if self.pool is not None:  # no pool thread may touch the store once the run is closed
             self.pool.abort()
             self.pool.wait(30)
+            self._file_analyses()  # what finished before the pool stopped
         self.pool_done_at = time.time()
         if self.failure is not None:
             self._interrupt(done)  # the other slots: their cases in flight are dropped, not stored
@@ -420,13 +422,19 @@ class Campaign:
                 self._cut_at_end(done)
                 break
             self.pool.wait(0.2)
+            self._file_analyses()
 
-    def _analysis_budget(self) -> float | None:
-        """Minimization seconds for an analysis starting now (`schedule.analysis_budget`); None
-        when too little is left before `work_end` (it stays pending)."""
-        if self.interrupted.is_set():
-            return None
-        return schedule.analysis_budget(time.monotonic(), self.work_end.at, self._measured(), self.opts.minimize_budget_s)
+    def _file_analyses(self) -> None:
+        """File what the analysis pool finished (`_file_analysis`), in this thread; divfuzz's own
+        error in the pool stops the run as a slot's does. Nothing once the run has failed."""
+        if self.pool is None:
+            return
+        if self.pool.error is not None:
+            self._fail(*self.pool.error)
+        if self.failure is not None:
+            return
+        for result in self.pool.take_results():
+            self._file_analysis(result.job, result.key, result.analysis)
 
     def _file_analysis(self, job: AnalysisJob, key, analysis) -> None:
         """A pool analysis is done: file it (`file_root_cause`) and update this run's progress."""
@@ -504,12 +512,14 @@ class Campaign:
         self.store.close()
         self.store_lock.release()
 
-    def _fail(self, error: BaseException) -> None:
-        """A slot hit divfuzz's own error: keep the first, and stop every slot."""
+    def _fail(self, error: BaseException, trace: str | None = None) -> None:
+        """A slot (or the analysis pool, with its `trace`) hit divfuzz's own error: keep the first,
+        and stop every slot."""
         with self.lock:
             if self.failure is None:
                 details = getattr(error, "details", "")
-                self.failure = (error, traceback.format_exc() + (f"\nin the worker:\n{details}" if details else ""))
+                trace = traceback.format_exc() if trace is None else trace
+                self.failure = (error, trace + (f"\nin the worker:\n{details}" if details else ""))
         self.interrupted.set()
         self.stop.set()
 

@@ -68,13 +68,8 @@ def finish_pending(out_dir: Path, *, budget_s: float, workers: int | str = 1, ti
             group = (case.device, json.dumps(case.config, sort_keys=True), options.get("strict", False), oracle,
                      options.get("perf_margin"))
             groups.setdefault(group, []).append(AnalysisJob(p.raw_key, p.case_id, load_spec(case.spec_json, source=where)))
-        deadline = Deadline.after(budget_s)
+        budget = schedule.AnalysisBudget(Deadline.after(budget_s), minimize_budget_s, campaign=False)
         filed: list = []
-
-        def budget_for() -> float | None:
-            return schedule.pending_analysis_budget(deadline.left(), minimize_budget_s)
-
-        errors: list[BaseException] = []
         for (device, config_json, strict, oracle, perf_margin), jobs in groups.items():
             config = CompileConfig.from_dict(json.loads(config_json))
             count = resolve_workers(workers, device)[0] if workers == "auto" else workers  # auto: sized as `fuzz` sizes its slots
@@ -83,17 +78,15 @@ def finish_pending(out_dir: Path, *, budget_s: float, workers: int | str = 1, ti
                                       timeout_s=timeout_s, oracle=oracle, perf_margin=perf_margin, log=None,
                                       span_factor=schedule.ANALYSIS_SPAN_FACTOR)
 
-            def on_done(job, key, analysis, device=device, config=config):
-                result = file_root_cause(store, out_dir, job, key, analysis, device=device, config=config, timeout_s=timeout_s)
-                filed.append((job.raw_key, key, result.bucket_id))
-                if log is not None:
-                    log(f"bucket {result.bucket_id}: {job.raw_key} -> {key}")
+            def file_finished(pool: AnalysisPool, device=device, config=config) -> None:
+                for done in pool.take_results():
+                    result = file_root_cause(store, out_dir, done.job, done.key, done.analysis, device=device, config=config,
+                                             timeout_s=timeout_s)
+                    filed.append((done.job.raw_key, done.key, result.bucket_id))
+                    if log is not None:
+                        log(f"bucket {result.bucket_id}: {done.job.raw_key} -> {done.key}")
 
-            def on_error(e):  # divfuzz's own error: stop this group's pool (called from its threads, once it runs)
-                errors.append(e)
-                pool.abort()
-
-            pool = AnalysisPool(places, analyzer, budget_for=budget_for, on_done=on_done, on_error=on_error,
+            pool = AnalysisPool(places, analyzer, budget=budget,
                                 choose=functools.partial(schedule.most_severe_first, store, campaign=False))
             pool.start()
             for job in jobs:
@@ -102,12 +95,15 @@ def finish_pending(out_dir: Path, *, budget_s: float, workers: int | str = 1, ti
             try:
                 while not pool.done:
                     pool.wait(0.5)
+                    file_finished(pool)
             except KeyboardInterrupt:
                 pool.abort()
                 pool.wait(30)
                 raise
-            if errors:
-                raise InternalError(f"divfuzz's own error while finishing pending analyses: {errors[0]}") from errors[0]
+            file_finished(pool)  # what finished before its last thread ended (divfuzz's own error stops the pool)
+            if pool.error is not None:
+                error = pool.error[0]
+                raise InternalError(f"divfuzz's own error while finishing pending analyses: {error}") from error
         return PendingOutcome(tuple(filed), store.pending_count())
     finally:
         store.close()

@@ -19,9 +19,11 @@ and `report.html`. Invariants:
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from typing import Iterable
 
+from divfuzz.records.deadline import Deadline
 from divfuzz.records.severity import Severity
 
 # After the last case and analysis: stopping the workers, closing the store, the summary and
@@ -132,3 +134,20 @@ def pending_analysis_budget(left_s: float, minimize_budget_s: float) -> float | 
     deadline; None when fewer than MIN_ANALYSIS_S would be left (it stays pending)."""
     left = left_s / ANALYSIS_SPAN_FACTOR
     return min(minimize_budget_s, left) if left >= MIN_ANALYSIS_S else None
+
+
+@dataclass(frozen=True)
+class AnalysisBudget:
+    """How long the next analysis may minimize, for the analysis pool: in a campaign
+    (`campaign=True`) `analysis_budget` before `end`, its `work_end`; for `minimize --pending`
+    `pending_analysis_budget` of what is left of `end`, its `--budget`. None: it stays pending."""
+
+    end: Deadline
+    minimize_budget_s: float
+    campaign: bool = True
+
+    def for_next(self, attribution_s: float | None) -> float | None:
+        """Seconds for an analysis starting now; `attribution_s`: the mean attribution measured so far."""
+        if self.campaign:
+            return analysis_budget(time.monotonic(), self.end.at, Measured(attribution_s=attribution_s), self.minimize_budget_s)
+        return pending_analysis_budget(self.end.left(), self.minimize_budget_s)
