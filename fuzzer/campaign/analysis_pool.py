@@ -4,7 +4,7 @@ A finding whose raw key has no known root cause is stored at once under its raw 
 pending-analysis row (`Store.add_case_for_analysis`), and its analysis job comes here. Each pool
 thread feeds its own `Worker` (pinned to a device like a slot), minimizes and attributes the job's
 case (`BucketAnalyzer.analyze`) and hands back an `AnalysisResult`; its owner takes the results
-(`take_results`) and files them (`divfuzz.fuzzer.campaign.bucket_folders.file_root_cause`). The
+(`take_results`) and files them (`divfuzz.fuzzer.campaign.bucket_folders.Filing.file_analysis`). The
 pool gets jobs and returns results: it calls nothing above it. Invariants:
 - the slots never wait for an analysis; the pool is bounded (its thread count) and its queue is
   the store's pending rows, so nothing is lost when the pool stops early (a result not yet filed

@@ -48,7 +48,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings, target
 
 from divfuzz.fuzzer.campaign import schedule
 from divfuzz.fuzzer.campaign.analysis_pool import AnalysisJob, AnalysisPool
-from divfuzz.fuzzer.campaign.bucket_folders import file_root_cause, finish_interrupted_buckets
+from divfuzz.fuzzer.campaign.bucket_folders import Filing
 from divfuzz.fuzzer.campaign.campaign_options import CampaignOptions, check_inputs_per_compile
 from divfuzz.fuzzer.campaign.case_steps import (
     CaseAt,
@@ -224,6 +224,7 @@ class Campaign:
         self.store_lock.acquire()
         try:
             self.store = Store(opts.out_dir / STORE_NAME)
+            self.filing = Filing(self.store, opts.out_dir, timeout_s=opts.timeout_s)
             versions = environment_versions(opts.device)
             self.run_id, self.resumed = self.store.start_run(
                 seed=opts.seed,
@@ -233,7 +234,7 @@ class Campaign:
                 versions=versions,
             )
             # What a kill left (a `.tmp-*` folder, a bucket without its folder or its first case) is put right before any draw.
-            finish_interrupted_buckets(self.store, opts.out_dir, timeout_s=opts.timeout_s)
+            self.filing.finish_interrupted()
             # Every worker here (slots and analyses) gets its share of the cores and this user's own compile cache.
             self.worker_env = {"DIVFUZZ_WORKER_THREADS": str(max(1, (os.cpu_count() or 1) // max(1, opts.workers))),
                                **(compile_cache_env(versions, opts.device) if fleet is None else {})}
@@ -267,7 +268,7 @@ class Campaign:
     def _case_run(self) -> CaseRun:
         """What each case's steps read (`divfuzz.fuzzer.campaign.case_steps`), fixed for this run."""
         opts = self.opts
-        return CaseRun(store=self.store, run_id=self.run_id, out_dir=opts.out_dir, device=opts.device, config=opts.config,
+        return CaseRun(store=self.store, filing=self.filing, run_id=self.run_id, out_dir=opts.out_dir, device=opts.device, config=opts.config,
                        strict=opts.strict, timeout_s=opts.timeout_s, profile=opts.profile, oracle=opts.oracle,
                        perf_margin=opts.perf_margin, against=opts.against, analyzer=self.analyzer, pool=self.pool,
                        inline_analysis=self.inline_analysis, minimize_budget_s=opts.minimize_budget_s,
@@ -437,10 +438,9 @@ class Campaign:
             self._file_analysis(result.job, result.key, result.analysis)
 
     def _file_analysis(self, job: AnalysisJob, key, analysis) -> None:
-        """A pool analysis is done: file it (`file_root_cause`) and update this run's progress."""
+        """A pool analysis is done: file it (`Filing.file_analysis`) and update this run's progress."""
         opts = self.opts
-        filed = file_root_cause(self.store, opts.out_dir, job, key, analysis, device=opts.device, config=opts.config,
-                                timeout_s=opts.timeout_s)
+        filed = self.filing.file_analysis(job, key, analysis, device=opts.device, config=opts.config)
         with self.lock:
             p = self.progress
             p.pending_analyses = max(0, p.pending_analyses - 1)

@@ -1,5 +1,5 @@
 """`divfuzz minimize --pending`: finish the analyses a campaign left pending in its store, in a
-pool of analysis workers, filed as the campaign files them (`bucket_folders.file_root_cause`),
+pool of analysis workers, filed as the campaign files them (`bucket_folders.Filing.file_analysis`),
 in the order a campaign's pool takes them (`schedule.most_severe_first`, every severity here).
 
 Invariants: it holds the store's campaign lock throughout (no campaign runs on the store
@@ -18,7 +18,7 @@ from typing import Callable
 
 from divfuzz.fuzzer.campaign import schedule
 from divfuzz.fuzzer.campaign.analysis_pool import AnalysisJob, AnalysisPool
-from divfuzz.fuzzer.campaign.bucket_folders import file_root_cause
+from divfuzz.fuzzer.campaign.bucket_folders import Filing
 from divfuzz.fuzzer.campaign.sizing import campaign_slot_devices, resolve_workers
 from divfuzz.fuzzer.store import CampaignLock, Store, resolve_store
 from divfuzz.records.config import CompileConfig
@@ -37,7 +37,7 @@ def finish_pending(out_dir: Path, *, budget_s: float, workers: int | str = 1, ti
                    cli_backend: str | None = None) -> PendingOutcome:
     """`divfuzz minimize --pending`: finish the analyses a campaign left pending in `out_dir`'s
     store, in a pool of `workers` analysis workers, within `budget_s` (each analysis gets at most
-    `minimize_budget_s`), filed as the campaign files them (`file_root_cause`). Takes the store's
+    `minimize_budget_s`), filed as the campaign files them (`Filing.file_analysis`). Takes the store's
     campaign lock (no campaign may run on it meanwhile). The stored case's device and config are
     data: checked like command-line input before any worker runs them."""
     # lazy: heavy: the compile site and the triage import torch._dynamo; only `minimize --pending` needs them
@@ -70,6 +70,7 @@ def finish_pending(out_dir: Path, *, budget_s: float, workers: int | str = 1, ti
             groups.setdefault(group, []).append(AnalysisJob(p.raw_key, p.case_id, load_spec(case.spec_json, source=where)))
         budget = schedule.AnalysisBudget(Deadline.after(budget_s), minimize_budget_s, campaign=False)
         filed: list = []
+        filing = Filing(store, out_dir, timeout_s=timeout_s)
         for (device, config_json, strict, oracle, perf_margin), jobs in groups.items():
             config = CompileConfig.from_dict(json.loads(config_json))
             count = resolve_workers(workers, device)[0] if workers == "auto" else workers  # auto: sized as `fuzz` sizes its slots
@@ -80,8 +81,7 @@ def finish_pending(out_dir: Path, *, budget_s: float, workers: int | str = 1, ti
 
             def file_finished(pool: AnalysisPool, device=device, config=config) -> None:
                 for done in pool.take_results():
-                    result = file_root_cause(store, out_dir, done.job, done.key, done.analysis, device=device, config=config,
-                                             timeout_s=timeout_s)
+                    result = filing.file_analysis(done.job, done.key, done.analysis, device=device, config=config)
                     filed.append((done.job.raw_key, done.key, result.bucket_id))
                     if log is not None:
                         log(f"bucket {result.bucket_id}: {done.job.raw_key} -> {done.key}")
