@@ -10,7 +10,7 @@ Invariants:
 - one folder is written at a time (`_FOLDER_WRITE`, always taken before the store's lock);
 - a raw bucket's folder is removed once its analysis re-keys it; its path is built from ids and
   a sanitised slug, never read from the store;
-- after a kill at any moment, `finish_interrupted_buckets` (a campaign calls it before it draws)
+- after a kill at any moment, `Filing.finish_interrupted` (a campaign calls it before it draws)
   leaves every bucket pointing at a stored case and with its folder, and no `buckets/.tmp-*`.
 """
 
