@@ -26,7 +26,8 @@ from pathlib import Path
 
 from divfuzz.fuzzer.campaign import bench_legs
 from divfuzz.fuzzer.campaign.cluster import Fleet, read_scheduler_file
-from divfuzz.fuzzer.campaign.loop import CampaignOptions, run_campaign
+from divfuzz.fuzzer.campaign import campaign_options
+from divfuzz.fuzzer.campaign.loop import run_campaign
 from divfuzz.fuzzer.campaign.sizing import SlotDevice
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.outcomes import Status
@@ -100,8 +101,8 @@ def timed_requests(spans: list) -> None:
 
 
 def campaign(mode: str, out: Path, slots: int, budget_s: float, fleet) -> str:
-    opts = CampaignOptions(device="cpu", out_dir=out, config=CompileConfig(backend="eager"), budget_s=budget_s, workers=slots,
-                           minimize=False, seed=1, inputs_per_compile=4, max_ops=6)
+    opts = campaign_options.build(device="cpu", out_dir=out, config=CompileConfig(backend="eager"), budget_s=budget_s,
+                                  workers=slots, minimize=False, seed=1, inputs_per_compile=4, max_ops=6)
     t0 = time.monotonic()
     p = run_campaign(opts, fleet=fleet).progress
     span = time.monotonic() - t0

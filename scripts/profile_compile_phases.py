@@ -58,9 +58,11 @@ VARIANTS = {
 def draw_specs(device: str, cases: int, seed: int) -> list[str]:
     """`cases` distinct specs as the campaign's slots 0..11 draw them (each slot's first
     `cases / 12` specs that no earlier slot drew)."""
-    from divfuzz.fuzzer.campaign.loop import CampaignOptions, slot_engines
+    from divfuzz.fuzzer.campaign import campaign_options
+    from divfuzz.fuzzer.campaign.loop import slot_engines
 
-    strategy = CampaignOptions(device=device, out_dir=Path(".")).strategy()
+    # The strategy does not depend on inputs per compile, minimization or workers.
+    strategy = campaign_options.build(device=device, out_dir=Path("."), inputs_per_compile=1, minimize=False, workers=1).strategy()
     specs: list[str] = []
     per_slot = -(-cases // 12)
 

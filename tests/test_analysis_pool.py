@@ -138,8 +138,9 @@ def test_cases_of_one_graph_whose_severities_differ_open_a_raw_bucket_and_an_ana
     import threading
     from dataclasses import replace
 
+    from divfuzz.fuzzer.campaign.bucket_folders import Filing
     from divfuzz.fuzzer.campaign.case_steps import CaseAt, CaseRun, Keyed, Ran, judge, store_case
-    from divfuzz.fuzzer.campaign.loop import most_severe_first
+    from divfuzz.fuzzer.campaign.schedule import most_severe_first
     from divfuzz.fuzzer.campaign.sizing import SlotDevice
     from divfuzz.generators.spec import RECIPE_KINDS, InputRecipe
     from seed_specs import sigmoid_gate
@@ -147,7 +148,7 @@ def test_cases_of_one_graph_whose_severities_differ_open_a_raw_bucket_and_an_ana
     config = CompileConfig()
     store = Store(tmp_path / STORE_NAME)
     run_id, _ = store.start_run(seed=0, device="cpu", config=config.to_dict(), options={}, versions={})
-    run = CaseRun(store=store, run_id=run_id, out_dir=tmp_path, device="cpu", config=config, strict=False, timeout_s=60.0,
+    run = CaseRun(store=store, filing=Filing(store, tmp_path, timeout_s=60.0), run_id=run_id, out_dir=tmp_path, device="cpu", config=config, strict=False, timeout_s=60.0,
                   profile=False, oracle="numeric", perf_margin=None, against=None, analyzer=object(), pool=None,
                   inline_analysis=False, minimize_budget_s=60.0, work_end=Deadline.never(), interrupted=threading.Event())
     # One graph under three input recipes: a noise difference first, then a bug, then noise again.

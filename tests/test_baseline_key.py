@@ -66,7 +66,7 @@ def test_workers_key_the_compile_caches_by_the_cpu_isa():
     Inductor's ISA into torch's cache key tag, so runs under two capabilities never share a cache
     entry. The two compared are the host's native one and `default` (scalar code, no vector ISA):
     they differ on every x86 host, an AVX2-only one included."""
-    from divfuzz.fuzzer.engine.worker import Worker
+    from divfuzz.fuzzer.engine.worker import Worker, WorkerTarget
 
     if key_in_subprocess(None)["torch_says"] not in ("AVX2", "AVX512"):
         pytest.skip("not an x86 host with AVX2")
@@ -75,7 +75,7 @@ def test_workers_key_the_compile_caches_by_the_cpu_isa():
         worker = Worker("cpu", extra_env={"ATEN_CPU_CAPABILITY": capability} if capability else {})
         try:
             worker.start()
-            outcome = worker.call("divfuzz.fuzzer.engine.worker:key_compile_caches_by_cpu_isa", {}, 300)
+            outcome = worker.call(WorkerTarget.KEY_CACHES_BY_ISA, {}, 300)
         finally:
             worker.stop()
         assert outcome.error is None, outcome.error

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from divfuzz.fuzzer.campaign.bucket_folders import finish_interrupted_buckets
+from divfuzz.fuzzer.campaign.bucket_folders import Filing
 from divfuzz.fuzzer.store import STORE_NAME, Store
 from divfuzz.records.buckets import BucketKey
 from test_spec_safety import base
@@ -66,7 +66,7 @@ def test_a_bucket_whose_first_case_was_dropped_points_at_a_stored_case_and_gets_
         _add(store, run_id, 0, _key("exp"))  # the resume's run of slot 0's draw: the first copy is dropped
         (tmp_path / "buckets" / ".tmp-abc").mkdir(parents=True)
         (tmp_path / "buckets" / ".tmp-abc" / "repro.py").write_text("half")
-        written = finish_interrupted_buckets(store, tmp_path, timeout_s=60)
+        written = Filing(store, tmp_path, timeout_s=60).finish_interrupted()
         assert store.bucket(bucket).first_case_id == joined
         assert bucket in written
     finally:

@@ -37,3 +37,17 @@ def test_an_upward_import_breaks_the_layers(tmp_path):
     assert "divfuzz layers import downward only BROKEN" in result.stdout
     assert "records and the verdict and severity policies import no torch BROKEN" in result.stdout
     assert "divfuzz.records.errors -> divfuzz.fuzzer.engine.worker" in result.stdout
+
+
+def test_the_worker_targets_are_above_every_layer_and_run_no_command(tmp_path):
+    for name in PACKAGES:
+        shutil.copytree(ROOT / name, tmp_path / "divfuzz" / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    # The registry is imported by nothing; a target's module reaching for click is a command's code in a worker.
+    attribute = tmp_path / "divfuzz" / "fuzzer" / "triage" / "attribute.py"
+    attribute.write_text(attribute.read_text() + "\nimport divfuzz.fuzzer.worker_targets  # noqa\nimport click  # noqa\n")
+    result = lint_imports(tmp_path)
+    assert result.returncode != 0
+    assert "divfuzz layers import downward only BROKEN" in result.stdout
+    assert "what a worker runs imports no command BROKEN" in result.stdout
+    assert "divfuzz.fuzzer.triage.attribute -> divfuzz.fuzzer.worker_targets" in result.stdout

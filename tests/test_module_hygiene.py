@@ -105,8 +105,9 @@ UNTAGGED_FOR_NOW: set[str] = set()
 # Function-level imports in the five packages: 301 before issue 23's pass, this many after. Lower it
 # when you hoist one; raising it needs a reason from LAZY_REASONS. 170: CLI start-up (issue 35: a
 # device, file or store error is reported before torch is imported) and torch-free module (issue 39's
-# issue.py writer, the report's --issue), heavy (issue 40: the campaign's private compile cache).
-MAX_FUNCTION_IMPORTS = 170
+# issue.py writer, the report's --issue), heavy (issue 40: the campaign's private compile cache). 168:
+# issue 36 hoisted minimize's records.config imports.
+MAX_FUNCTION_IMPORTS = 168
 
 
 def _function_imports(path: Path) -> list[tuple[int, list[str]]]:

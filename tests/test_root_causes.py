@@ -126,7 +126,7 @@ class Campaign:
              minimized: bool = True) -> int:
         """File `raw`'s analysis: its root-cause key (the minimal spec's ops and the culprit's fields),
         the store's own re-keying, and the analysis record on the bucket it created (as
-        `write_bucket_files`). `severity`, when given, is what the filed bucket must be."""
+        `Filing.write_folder`). `severity`, when given, is what the filed bucket must be."""
         spec = minimal or floor_div()
         fields = culprit_key(culprit)
         key = root_cause_key(raw, spec, fields)

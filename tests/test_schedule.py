@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import threading
 
 from divfuzz.fuzzer.campaign import schedule
 from divfuzz.fuzzer.campaign.analysis_pool import AnalysisJob, AnalysisPool
-from divfuzz.fuzzer.campaign.loop import most_severe_first
+from divfuzz.fuzzer.campaign.schedule import most_severe_first
 from divfuzz.fuzzer.campaign.schedule import Measured, analysis_budget, analysis_rank, drawing_reserve
 from divfuzz.fuzzer.store import Store
+from divfuzz.records.deadline import Deadline
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.records.buckets import BucketKey
 from divfuzz.records.severity import Severity, SeverityReason
@@ -135,9 +135,7 @@ def test_a_pool_takes_its_jobs_in_the_order_chosen_when_a_worker_is_free_and_ado
         opened = _store_findings(store, spec, [("s1", Severity.SUSPECT), ("n", Severity.NOISE), ("bug", Severity.BUG),
                                                ("s3", Severity.SUSPECT), ("s3", Severity.SUSPECT), ("s3", Severity.SUSPECT)])
         analyzer = _RecordingAnalyzer()
-        filed = threading.Event()
-        pool = AnalysisPool([], analyzer, budget_for=lambda: 60.0, on_done=lambda *a: filed.set(),
-                            on_error=lambda e: (_ for _ in ()).throw(e),
+        pool = AnalysisPool([], analyzer, budget=schedule.AnalysisBudget(Deadline.never(), 60.0),
                             choose=lambda queued: most_severe_first(store, queued, campaign=True))
         for key, case_id in opened.items():  # queued before any worker serves
             pool.submit(AnalysisJob(key, case_id, spec))
@@ -147,5 +145,33 @@ def test_a_pool_takes_its_jobs_in_the_order_chosen_when_a_worker_is_free_and_ado
         assert analyzer.order == ["bug", "s3", "s1"]  # the noise one stays queued (pending in the store)
         by_name = {key.ops[0]: key for key in opened}
         assert [t.raw_key for t in pool.timings] == [str(by_name[n]) for n in analyzer.order] and all(t.filed for t in pool.timings)
+        # The pool hands its results back, in the order it ran them, and calls nothing to file them.
+        assert [r.job.raw_key.ops[0] for r in pool.take_results()] == ["bug", "s3", "s1"] and pool.take_results() == []
+        assert pool.error is None
     finally:
         store.close()
+
+
+class _FailingAnalyzer:
+    def analyze(self, spec, raw_key, worker, *, budget_s=None, case_verdict=None):
+        raise RuntimeError("divfuzz's own bug")
+
+
+def test_a_pool_keeps_its_own_error_and_stops_giving_no_result():
+    pool = AnalysisPool([], _FailingAnalyzer(), budget=schedule.AnalysisBudget(Deadline.never(), 60.0))
+    pool.submit(AnalysisJob(_key("a"), 1, sigmoid_gate(rows=8, dim=8)))
+    assert pool.adopt(_IdleWorker())
+    assert pool.wait(30)
+    error, trace = pool.error
+    assert isinstance(error, RuntimeError) and "divfuzz's own bug" in trace
+    assert pool.take_results() == [] and not pool.adopt(_IdleWorker())  # stopped: no more workers
+
+
+def test_the_analysis_budget_follows_the_campaigns_rule_or_the_pending_one():
+    assert schedule.AnalysisBudget(Deadline.never(), 42.0).for_next(None) == 42.0
+    assert schedule.AnalysisBudget(Deadline.after(0.0), 42.0).for_next(None) is None  # no time left: stays pending
+    long = Deadline.after(10_000.0)
+    assert schedule.AnalysisBudget(long, 42.0, campaign=False).for_next(None) == 42.0
+    short = schedule.AnalysisBudget(Deadline.after(schedule.ANALYSIS_SPAN_FACTOR * (schedule.MIN_ANALYSIS_S + 1)), 42.0,
+                                    campaign=False).for_next(None)
+    assert short is not None and schedule.MIN_ANALYSIS_S <= short < schedule.MIN_ANALYSIS_S + 1

@@ -172,14 +172,14 @@ def test_auto_workers_resume_an_unfinished_run_with_its_own_count_not_a_new_run(
 def test_a_campaign_worker_gets_its_share_of_the_compile_threads_and_a_user_setting_is_kept():
     # Inductor sizes its compile pool from the host's cores in every process: W workers would start
     # W pools of that size. A worker given its share of the cores gets as many compile threads.
-    from divfuzz.fuzzer.engine.worker import Worker
+    from divfuzz.fuzzer.engine.worker import Worker, WorkerTarget
 
     facts = {}
     for name, env in (("share", {"DIVFUZZ_WORKER_THREADS": "1"}),
                       ("user", {"DIVFUZZ_WORKER_THREADS": "1", "TORCHINDUCTOR_COMPILE_THREADS": "3"})):
         worker = Worker("cpu", extra_env=env)
         try:
-            outcome = worker.call("divfuzz.fuzzer.engine.worker:worker_facts", {}, 120)
+            outcome = worker.call(WorkerTarget.WORKER_FACTS, {}, 120)
         finally:
             worker.stop()
         assert outcome.error is None, outcome.error
@@ -216,7 +216,7 @@ def test_nvidia_smi_reads_the_free_memory_the_probe_worker_reads():
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("needs a GPU")
-    from divfuzz.fuzzer.engine.worker import Worker
+    from divfuzz.fuzzer.engine.worker import Worker, WorkerTarget
 
     indices = list(range(torch.cuda.device_count()))
     from_smi = gpu_free_bytes_from_smi(indices, visible_count=len(indices))
@@ -224,7 +224,7 @@ def test_nvidia_smi_reads_the_free_memory_the_probe_worker_reads():
         pytest.skip("nvidia-smi cannot stand in on this host")
     probe = Worker("cpu")
     try:
-        from_worker = probe.call("divfuzz.fuzzer.campaign.sizing:gpu_free_bytes", {"indices": indices}, 120.0).value
+        from_worker = probe.call(WorkerTarget.GPU_FREE_BYTES, {"indices": indices}, 120.0).value
     finally:
         probe.stop()
     # The probe's own CUDA context (~0.5 GiB) is the difference.

@@ -44,7 +44,7 @@ def test_a_worker_forked_from_the_template_gives_the_spawned_workers_verdict(mon
 
 def test_a_forked_worker_sees_its_own_environment_and_a_changed_one_is_spawned(monkeypatch, tmp_path):
     cache = str(tmp_path / "cache")
-    getenv = lambda key: lambda w: w.call("os:getenv", {"key": key}, 60).value  # noqa: E731
+    getenv = lambda key: lambda w: w.call_unregistered_for_tests("os:getenv", {"key": key}, 60).value  # noqa: E731
     forked, seen, why = _in_worker({"DIVFUZZ_WORKER_THREADS": "1", "TORCHINDUCTOR_CACHE_DIR": cache}, getenv("TORCHINDUCTOR_CACHE_DIR"))
     assert forked == "ForkServerProcess", why
     assert seen == cache
@@ -107,7 +107,7 @@ def test_a_template_that_cannot_start_a_worker_gives_way_to_spawning(tmp_path, p
     done = _script(tmp_path, f"""
 warm_template.PRELOAD = ({preload!r},)
 first, second = Worker('cpu'), Worker('cpu')
-print(first.call('os:getpid', {{}}, 120))
+print(first.call_unregistered_for_tests('os:getpid', {{}}, 120))
 print(type(first.process).__name__)
 second.start()
 print(type(second.process).__name__)

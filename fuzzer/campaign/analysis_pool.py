@@ -3,28 +3,31 @@
 A finding whose raw key has no known root cause is stored at once under its raw key with a
 pending-analysis row (`Store.add_case_for_analysis`), and its analysis job comes here. Each pool
 thread feeds its own `Worker` (pinned to a device like a slot), minimizes and attributes the job's
-case (`BucketAnalyzer.analyze`) and hands the root-cause key to `on_done`, which files it
-(`Store.resolve_root_cause`: the raw bucket joins or becomes the root-cause bucket). Invariants:
+case (`BucketAnalyzer.analyze`) and hands back an `AnalysisResult`; its owner takes the results
+(`take_results`) and files them (`divfuzz.fuzzer.campaign.bucket_folders.Filing.file_analysis`). The
+pool gets jobs and returns results: it calls nothing above it. Invariants:
 - the slots never wait for an analysis; the pool is bounded (its thread count) and its queue is
-  the store's pending rows, so nothing is lost when the pool stops early;
+  the store's pending rows, so nothing is lost when the pool stops early (a result not yet filed
+  stays pending too);
 - the next job is the one `choose` picks from the queue when a thread is free (a campaign: bug
-  first, then suspect by case count, `divfuzz.fuzzer.campaign.schedule`); a job it passes over stays
-  queued, and pending in the store when the pool ends; `prepare` gives the job as it runs, read
-  when it starts (a campaign's: on the raw bucket's most severe case);
-- a job starts only while `budget_for()` gives it time; otherwise it stays pending in the store
-  (`divfuzz minimize --pending`, or a resumed campaign, finishes it);
+  first, then suspect by case count, `schedule.most_severe_first`); a job it passes over stays
+  queued, and pending in the store when the pool ends;
+- a job starts only while its `budget` (`schedule.AnalysisBudget`) gives it time; otherwise it
+  stays pending in the store (`divfuzz minimize --pending`, or a resumed campaign, finishes it);
 - `adopt` adds a worker started elsewhere (a fuzzing slot's, once drawing stops): no start-up;
-- an aborted worker's job is not filed (its store row stays pending); divfuzz's own error in a job
-  goes to `on_error` (the campaign stops), never into a bucket.
+- an aborted worker's job gives no result (its store row stays pending); divfuzz's own error in a
+  job stops the pool and is kept (`error`), never put into a bucket.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+import traceback
 from dataclasses import dataclass
 from typing import Callable
 
+from divfuzz.fuzzer.campaign.schedule import AnalysisBudget
 from divfuzz.fuzzer.campaign.sizing import SlotDevice
 from divfuzz.fuzzer.engine.worker import Worker
 from divfuzz.generators.spec import GraphSpec
@@ -44,9 +47,20 @@ class AnalysisJob:
 
 
 @dataclass(frozen=True)
+class AnalysisResult:
+    """A finished analysis, for its owner to file: the job, the root-cause key its analysis gave,
+    and the analysis (`divfuzz.fuzzer.triage.analysis.Analysis`)."""
+
+    job: AnalysisJob
+    key: BucketKey
+    analysis: object
+
+
+@dataclass(frozen=True)
 class AnalysisTiming:
     """One analysis the pool ran: when (time.time() timestamps, for the timings file), its
-    minimization budget, its wall (time.monotonic()), and whether it was filed (an aborted one is not)."""
+    minimization budget, its wall (time.monotonic()), and whether it gave a result to file (an
+    aborted one does not)."""
 
     raw_key: str
     started: float
@@ -63,15 +77,14 @@ def first_come(queued: list[AnalysisJob]) -> AnalysisJob | None:
 
 
 class AnalysisPool:
-    def __init__(self, places: list[SlotDevice], analyzer, *, budget_for: Callable[[], float | None],
-                 on_done: Callable[[AnalysisJob, BucketKey, object], None], on_error: Callable[[BaseException], None],
-                 worker_env: dict | None = None, worker_factory: Callable[..., Worker] = Worker,
+    def __init__(self, places: list[SlotDevice], analyzer, *, budget: AnalysisBudget, worker_env: dict | None = None,
+                 worker_factory: Callable[..., Worker] = Worker,
                  choose: Callable[[list[AnalysisJob]], AnalysisJob | None] = first_come):
         self.places = places
         self.analyzer = analyzer
-        self.budget_for = budget_for
-        self.on_done = on_done
-        self.on_error = on_error
+        self.budget = budget
+        self._results: list[AnalysisResult] = []
+        self._error: tuple[BaseException, str] | None = None
         self.worker_env = dict(worker_env or {})
         self.worker_factory = worker_factory
         self.choose = choose
@@ -147,6 +160,24 @@ class AnalysisPool:
         for w in self.workers:
             w.abort()
 
+    def take_results(self) -> list[AnalysisResult]:
+        """The analyses finished since the last call, oldest first, for the owner to file."""
+        with self._cond:
+            results, self._results = self._results, []
+        return results
+
+    @property
+    def error(self) -> tuple[BaseException, str] | None:
+        """divfuzz's own first error in a job, with its traceback (the pool stopped then); None: none."""
+        with self._cond:
+            return self._error
+
+    def _attribution_s(self) -> float | None:
+        """Mean seconds of each finished analysis beyond its minimization (None: none finished)."""
+        with self._cond:
+            spent = [t.wall_s - t.minimize_s for t in self.timings if t.filed and t.minimize_s is not None]
+        return sum(spent) / len(spent) if spent else None
+
     def poke(self) -> None:
         """Something `choose` reads changed (a case raised a pending bucket's severity): look again."""
         with self._cond:
@@ -174,7 +205,7 @@ class AnalysisPool:
                 if self._closed:  # nothing left that may run: what is queued stays pending in the store
                     return None
                 self._cond.wait(0.5)
-            budget = self.budget_for()
+            budget = self.budget.for_next(self._attribution_s())
             if budget is None:  # no time left: what is queued stays pending in the store
                 return None
             self._running += 1
@@ -193,17 +224,20 @@ class AnalysisPool:
                 try:
                     key, analysis = self.analyzer.analyze(job.spec, job.raw_key, worker, budget_s=budget, case_verdict=job.verdict)
                     minimized = getattr(getattr(analysis, "minimized", None), "wall_s", None)
-                    if not worker.aborted:  # an aborted analysis is not an answer: its row stays pending
-                        self.on_done(job, key, analysis)
-                        filed = True
+                    filed = not worker.aborted  # an aborted analysis is not an answer: its row stays pending
                 finally:
-                    self.timings.append(AnalysisTiming(str(job.raw_key), started, time.time(), budget, minimized, filed,
-                                                       time.monotonic() - clock))
                     with self._cond:
+                        self.timings.append(AnalysisTiming(str(job.raw_key), started, time.time(), budget, minimized, filed,
+                                                           time.monotonic() - clock))
+                        if filed:
+                            self._results.append(AnalysisResult(job, key, analysis))
                         self._running -= 1
                         self._started.pop(threading.get_ident(), None)
                         self._cond.notify_all()
-        except Exception as e:  # divfuzz's own (the store, the minimizer, a worker's internal error)
-            self.on_error(e)
+        except Exception as e:  # divfuzz's own (the store, the minimizer, a worker's internal error): the pool stops
+            with self._cond:
+                if self._error is None:
+                    self._error = (e, traceback.format_exc())
+            self.abort()
         finally:
             worker.stop()

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from divfuzz.fuzzer.campaign.breakdown import Breakdown, breakdown_table, campaign_breakdown
-from divfuzz.fuzzer.campaign.loop import CampaignOptions, run_campaign
+from divfuzz.fuzzer.campaign import campaign_options
+from divfuzz.fuzzer.campaign.loop import run_campaign
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.errors import InternalError
 
@@ -60,10 +61,9 @@ class BenchResult:
 def run_bench(device: str, cases: int, *, seed: int = 0, config: CompileConfig | None = None, workers: int = 1,
               setting: str = "divfuzz's defaults") -> BenchResult:
     with tempfile.TemporaryDirectory(prefix="divfuzz-bench-") as tmp:
-        opts = CampaignOptions(
-            device=device, out_dir=Path(tmp), config=config or CompileConfig(), seed=seed, max_cases=cases, profile=True,
-            workers=workers,
-        )
+        # The bench's choices: one input per compile and no minimization, so each case is one compile to time.
+        opts = campaign_options.build(device=device, out_dir=Path(tmp), config=config or CompileConfig(), seed=seed,
+                                      max_cases=cases, profile=True, workers=workers, inputs_per_compile=1, minimize=False)
         t0 = time.perf_counter()
         result = run_campaign(opts)
         wall = time.perf_counter() - t0

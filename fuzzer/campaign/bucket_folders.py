@@ -1,13 +1,16 @@
-"""A bucket's folder under `out_dir/buckets`, and filing a finished analysis into the store.
+"""Filing into a campaign folder: one object, `Filing`, stores a case, files a finished analysis,
+and writes a bucket's folder under `out_dir/buckets`.
 
-One owner for both, used by a campaign's slots (a new bucket's folder), its analysis pool and
-`divfuzz minimize --pending` (`file_root_cause`). Invariants:
+The campaign's slots (a case and its new bucket's folder; an analysis in the slot), the results
+of its analysis pool and `divfuzz minimize --pending` all file through it; nothing else writes
+a campaign's bucket folders (`divfuzz merge` copies whole folders into the store it makes).
+Invariants:
 - the store records the folder it wrote (and the analysis, when there is one, in the same
   transaction); a root cause is filed, its folder written and recorded in one transaction;
 - one folder is written at a time (`_FOLDER_WRITE`, always taken before the store's lock);
 - a raw bucket's folder is removed once its analysis re-keys it; its path is built from ids and
   a sanitised slug, never read from the store;
-- after a kill at any moment, `finish_interrupted_buckets` (a campaign calls it before it draws)
+- after a kill at any moment, `Filing.finish_interrupted` (a campaign calls it before it draws)
   leaves every bucket pointing at a stored case and with its folder, and no `buckets/.tmp-*`.
 """
 
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import shutil
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 from divfuzz.fuzzer.campaign.analysis_pool import AnalysisJob
@@ -33,16 +37,96 @@ from divfuzz.reports.kill_points import kill_point
 _FOLDER_WRITE = threading.RLock()
 
 
-def write_bucket_files(store: Store, out_dir: Path, *, bucket_id: int, case_id: int, key, spec: GraphSpec, verdict,
-                       analysis, device: str, config: CompileConfig, timeout_s: float, case_output: str = "") -> Path:
-    """A bucket's folder under `out_dir/buckets`: the minimized repro and its attribution when
-    analysed, else the case as drawn; the store records the folder (and the analysis). One folder
-    is written at a time (`_FOLDER_WRITE`). What the compiler printed while the case ran
-    (`case_output`) and while its analysis ran goes to the folder's compile.log."""
-    with _FOLDER_WRITE:
-        return _write_bucket_files(store, out_dir, bucket_id=bucket_id, case_id=case_id, key=key, spec=spec,
-                                   verdict=verdict, analysis=analysis, device=device, config=config, timeout_s=timeout_s,
-                                   case_output=case_output)
+class Filing:
+    """The one owner of filing into `store` and `out_dir/buckets`; `timeout_s` is what a folder's
+    repro.py allows a case (the campaign's, or `minimize --pending`'s)."""
+
+    def __init__(self, store: Store, out_dir: Path, *, timeout_s: float):
+        self.store = store
+        self.out_dir = out_dir
+        self.timeout_s = timeout_s
+
+    def store_case(self, row: dict, *, key, raw_key, triage: str, severity: dict | None, for_analysis: bool) -> CaseFiled:
+        """One committed case row and its bucket's update. A case for analysis goes in through
+        `Store.add_case_for_analysis` (which picks its key: a known root cause, else `raw_key`,
+        and opens its pending analysis); any other case under `key`."""
+        if for_analysis:
+            intake = self.store.add_case_for_analysis(raw_key=raw_key, triage=triage, severity=severity, **row)
+            return CaseFiled(intake.case_id, intake.bucket_id, intake.is_new, intake.key, intake.queued)
+        case_id, bucket_id, is_new = self.store.add_case(**row, key=key, triage=triage, severity=severity if key is not None else None)
+        return CaseFiled(case_id, bucket_id, is_new, key, False)
+
+    def file_in_slot(self, raw_key, key) -> None:
+        """An analysis a slot ran: its raw key's bucket (a pending one included) joins `key`'s,
+        whose folder the slot then writes with its case (`write_folder`)."""
+        self.store.resolve_root_cause(raw_key, key)
+
+    def write_folder(self, *, bucket_id: int, case_id: int, key, spec: GraphSpec, verdict, analysis, device: str,
+                     config: CompileConfig, case_output: str = "") -> Path:
+        """A bucket's folder under `out_dir/buckets`: the minimized repro and its attribution when
+        analysed, else the case as drawn; the store records the folder (and the analysis). One
+        folder is written at a time (`_FOLDER_WRITE`). What the compiler printed while the case ran
+        (`case_output`) and while its analysis ran goes to the folder's compile.log."""
+        with _FOLDER_WRITE:
+            return _write_bucket_files(self.store, self.out_dir, bucket_id=bucket_id, case_id=case_id, key=key, spec=spec,
+                                       verdict=verdict, analysis=analysis, device=device, config=config,
+                                       timeout_s=self.timeout_s, case_output=case_output)
+
+    def file_analysis(self, job: AnalysisJob, key, analysis, *, device: str, config: CompileConfig):
+        """File a finished analysis: re-key its raw bucket (`Store.resolve_root_cause`: its
+        severity becomes the root-cause key's), give a bucket that became a root cause its
+        minimized folder, and remove the raw bucket's folder. The same for the pool's results
+        and `minimize --pending`. Filing, the new root cause's folder and its record are one
+        transaction: a kill before it commits leaves the raw bucket and its open analysis as they
+        were (the analysis runs again), never a filed root cause without its folder and analysis."""
+        store, out_dir = self.store, self.out_dir
+        with _FOLDER_WRITE, store.transaction():
+            filed = store.resolve_root_cause(job.raw_key, key)
+            kill_point("root-cause-filed")
+            folder = None
+            if filed.created:
+                verdict = Verdict.from_dict(store.case(job.case_id).verdict)
+                folder = self.write_folder(bucket_id=filed.bucket_id, case_id=job.case_id, key=key, spec=job.spec,
+                                           verdict=verdict, analysis=analysis, device=device, config=config)
+        if filed.raw_bucket_id is not None:  # its path is built from ids and a sanitised slug, never read from the store
+            raw_folder = out_dir / "buckets" / bucket_folder_name(filed.raw_bucket_id, job.raw_key)
+            if raw_folder.is_dir() and raw_folder != folder:
+                shutil.rmtree(raw_folder)
+        return filed
+
+    def finish_interrupted(self) -> list[int]:
+        """Put right what a kill left (a campaign calls this on its store before it draws; no
+        other campaign holds the store): remove `buckets/.tmp-*`; point every bucket at a stored
+        case (`Store.repair_interrupted_buckets`); and write the folder of every bucket that a run
+        which did not finish opened without recording its folder, from its first case as stored
+        (the case as drawn, as a slot writes a new bucket's). A recorded folder is always in
+        place: it is moved in before the store records it. The stored spec and config are
+        untrusted data, loaded and checked as such (`load_spec`, `CompileConfig.from_dict`): a bad
+        one stops the campaign (exit 2) naming the case and the store. Returns the ids of the
+        buckets whose folder was written."""
+        store = self.store
+        remove_unfinished_folders(self.out_dir / "buckets")
+        unwritten = store.repair_interrupted_buckets()
+        for bucket_id in unwritten:
+            b = store.bucket(bucket_id)
+            case = store.case(b.first_case_id)
+            where = f"case {case.id} in {store.path}"
+            config = CompileConfig.from_dict(case.config, where=f"the stored config of {where}")
+            self.write_folder(bucket_id=b.id, case_id=case.id, key=b.key, spec=load_spec(case.spec_json, source=where),
+                              verdict=Verdict.from_dict(case.verdict), analysis=None, device=case.device, config=config)
+        return unwritten
+
+
+@dataclass(frozen=True)
+class CaseFiled:
+    """A case `Filing.store_case` stored: its row, its bucket, whether that bucket is new, the
+    key it went in under, and whether it opened an analysis to queue."""
+
+    case_id: int
+    bucket_id: int | None
+    is_new: bool
+    key: object  # BucketKey | None
+    queued: bool
 
 
 def compile_log_text(case_id: int | None, case_output: str, analysis) -> str:
@@ -80,49 +164,3 @@ def _write_bucket_files(store: Store, out_dir: Path, *, bucket_id: int, case_id:
     kill_point("folder-moved")
     store.set_bucket_folder(bucket_id, str(folder))
     return folder
-
-
-def file_root_cause(store: Store, out_dir: Path, job: AnalysisJob, key, analysis, *, device: str, config: CompileConfig,
-                    timeout_s: float):
-    """File a finished analysis: re-key its raw bucket (`Store.resolve_root_cause`: its severity
-    becomes the root-cause key's), give a bucket that became a root cause its
-    minimized folder, and remove the raw bucket's folder. The same for the pool and `minimize
-    --pending`. Filing, the new root cause's folder and its record are one transaction: a kill
-    before it commits leaves the raw bucket and its open analysis as they were (the analysis runs
-    again), never a filed root cause without its folder and analysis."""
-    with _FOLDER_WRITE, store.transaction():
-        filed = store.resolve_root_cause(job.raw_key, key)
-        kill_point("root-cause-filed")
-        folder = None
-        if filed.created:
-            verdict = Verdict.from_dict(store.case(job.case_id).verdict)
-            folder = write_bucket_files(store, out_dir, bucket_id=filed.bucket_id, case_id=job.case_id, key=key,
-                                        spec=job.spec, verdict=verdict, analysis=analysis, device=device, config=config,
-                                        timeout_s=timeout_s)
-    if filed.raw_bucket_id is not None:  # its path is built from ids and a sanitised slug, never read from the store
-        raw_folder = out_dir / "buckets" / bucket_folder_name(filed.raw_bucket_id, job.raw_key)
-        if raw_folder.is_dir() and raw_folder != folder:
-            shutil.rmtree(raw_folder)
-    return filed
-
-
-def finish_interrupted_buckets(store: Store, out_dir: Path, *, timeout_s: float) -> list[int]:
-    """Put right what a kill left (a campaign calls this on its store before it draws; no other
-    campaign holds the store): remove `buckets/.tmp-*`; point every bucket at a stored case
-    (`Store.repair_interrupted_buckets`); and write the folder of every bucket that a run which
-    did not finish opened without recording its folder, from its first case as stored (the case
-    as drawn, as a slot writes a new bucket's). A recorded folder is always in place: it is moved
-    in before the store records it. The stored spec and config are untrusted data, loaded and
-    checked as such (`load_spec`, `CompileConfig.from_dict`): a bad one stops the campaign (exit 2)
-    naming the case and the store. Returns the ids of the buckets whose folder was written."""
-    remove_unfinished_folders(out_dir / "buckets")
-    unwritten = store.repair_interrupted_buckets()
-    for bucket_id in unwritten:
-        b = store.bucket(bucket_id)
-        case = store.case(b.first_case_id)
-        where = f"case {case.id} in {store.path}"
-        config = CompileConfig.from_dict(case.config, where=f"the stored config of {where}")
-        write_bucket_files(store, out_dir, bucket_id=b.id, case_id=case.id, key=b.key,
-                           spec=load_spec(case.spec_json, source=where), verdict=Verdict.from_dict(case.verdict),
-                           analysis=None, device=case.device, config=config, timeout_s=timeout_s)
-    return unwritten

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from divfuzz.fuzzer.campaign import schedule
 from divfuzz.fuzzer.campaign.analysis_pool import AnalysisJob, AnalysisPool
-from divfuzz.fuzzer.campaign.bucket_folders import write_bucket_files
+from divfuzz.fuzzer.campaign.bucket_folders import Filing
 from divfuzz.reports.kill_points import kill_point
 from divfuzz.fuzzer.campaign.sizing import SlotDevice
 from divfuzz.fuzzer.engine.bucketing import bucket_key
@@ -56,6 +56,7 @@ class CaseRun:
     """What every case of one campaign run shares, fixed when the run starts."""
 
     store: Store
+    filing: Filing  # the one owner of storing cases, filing analyses and writing bucket folders
     run_id: int
     out_dir: Path
     device: str
@@ -187,37 +188,33 @@ def analyse_in_slot(run: CaseRun, spec: GraphSpec, judged: Judged, worker: CaseW
     if run.interrupted.is_set():
         return None
     if analysis is not None:
-        run.store.resolve_root_cause(judged.raw_key, key)
+        run.filing.file_in_slot(judged.raw_key, key)
     return Keyed(key, analysis)
 
 
 def store_case(run: CaseRun, spec: GraphSpec, ran: Ran, judged: Judged, keyed: Keyed) -> Stored:
-    """One committed row and its bucket's update. A finding for the pool goes in through
-    `Store.add_case_for_analysis` (which picks its key: a known root cause, else the raw key, and
-    opens its pending analysis); any other case under `keyed.key`."""
+    """One committed row and its bucket's update (`Filing.store_case`). A finding for the pool goes
+    in for analysis (under a known root cause, else its raw key, opening its pending analysis);
+    any other case under `keyed.key`."""
     t0 = time.perf_counter()
     row = dict(run_id=run.run_id, slot=ran.at.slot, idx=ran.at.idx, spec_digest=spec.digest(), spec_json=spec.to_json(indent=None),
                device=run.device, config=run.config.to_dict(), verdict=ran.verdict.to_dict(), score=judged.score,
                wall_s=ran.wall_s, finding_kind=judged.finding.kind.value if judged.finding else None, ran_on=ran.at.where.name)
     shown = judged.reason.to_dict() if judged.reason is not None else None
-    if judged.for_pool:
-        intake = run.store.add_case_for_analysis(raw_key=judged.raw_key, triage=judged.finding.triage, severity=shown, **row)
-        case_id, bucket_id, is_new, key, queued = intake.case_id, intake.bucket_id, intake.is_new, intake.key, intake.queued
-    else:
-        key, queued = keyed.key, False
-        case_id, bucket_id, is_new = run.store.add_case(**row, key=key, triage=judged.finding.triage if judged.finding else "",
-                                                        severity=shown if key is not None else None)
-    return Stored(case_id, bucket_id, is_new, key, key_severity(key) if key is not None else None, queued,
+    filed = run.filing.store_case(row, key=keyed.key, raw_key=judged.raw_key, triage=judged.finding.triage if judged.finding else "",
+                                  severity=shown, for_analysis=judged.for_pool)
+    key = filed.key
+    return Stored(filed.case_id, filed.bucket_id, filed.is_new, key, key_severity(key) if key is not None else None, filed.queued,
                   time.perf_counter() - t0)
 
 
 def write_new_bucket_folder(run: CaseRun, spec: GraphSpec, ran: Ran, keyed: Keyed, stored: Stored) -> None:
-    """A new bucket's folder (`write_bucket_files`): the analysis in the slot's, or the case as drawn."""
+    """A new bucket's folder (`Filing.write_folder`): the analysis in the slot's, or the case as drawn."""
     if stored.is_new:
         kill_point("case-stored")
-        write_bucket_files(run.store, run.out_dir, bucket_id=stored.bucket_id, case_id=stored.case_id, key=stored.key,
-                           spec=spec, verdict=ran.verdict, analysis=keyed.analysis, device=run.device, config=run.config,
-                           timeout_s=run.timeout_s, case_output=ran.output)
+        run.filing.write_folder(bucket_id=stored.bucket_id, case_id=stored.case_id, key=stored.key, spec=spec,
+                                verdict=ran.verdict, analysis=keyed.analysis, device=run.device, config=run.config,
+                                case_output=ran.output)
 
 
 def queue_analysis(run: CaseRun, spec: GraphSpec, ran: Ran, judged: Judged, stored: Stored) -> None:

@@ -61,7 +61,7 @@ from pathlib import Path
 
 from divfuzz.fuzzer.campaign.sizing import SlotDevice, usable_cores
 from divfuzz.fuzzer.engine import warm_template
-from divfuzz.fuzzer.engine.worker import STARTUP_TIMEOUT_S, CallOutcome, CaseRequest, Worker
+from divfuzz.fuzzer.engine.worker import STARTUP_TIMEOUT_S, CallOutcome, CaseRequest, Worker, WorkerTarget
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.errors import ClusterError, ConfigError, InternalError
@@ -170,7 +170,7 @@ def node_run(key: str, device: str, extra_env: dict, message: dict, timeout_s: f
             "output": worker.last_output, "node_s": time.perf_counter() - t0}
 
 
-def node_call(key: str, device: str, extra_env: dict, target: str, kwargs: dict, timeout_s: float) -> dict:
+def node_call(key: str, device: str, extra_env: dict, target: WorkerTarget, kwargs: dict, timeout_s: float) -> dict:
     worker = _node_worker(key, device, extra_env)
     outcome = worker.call(target, kwargs, timeout_s)
     return {"value": outcome.value, "error": outcome.error}
@@ -494,7 +494,7 @@ class ClusterWorker:
         self.last_output = reply.get("output", "")
         return [(Verdict.from_dict(verdict), float(seconds)) for verdict, seconds in reply["verdicts"]]
 
-    def call(self, target: str, kwargs: dict, timeout_s: float) -> CallOutcome:
+    def call(self, target: WorkerTarget, kwargs: dict, timeout_s: float) -> CallOutcome:
         reply = self._remote(lambda: (node_call, self.key, self.device, self._env(), target, kwargs, timeout_s), timeout_s)
         if reply is None:
             return CallOutcome(error="Aborted: divfuzz was interrupted")

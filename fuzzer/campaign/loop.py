@@ -18,7 +18,7 @@ the campaign seed, the slot and the epoch) in a thread that feeds one worker pro
   under its raw key, and the pool re-keys the raw bucket to its root cause when done, bug buckets
   first, never noise, by-design or eager-worse ones; a slot that stops drawing hands its worker to the pool.
   Analyses still open when the budget's work ends stay pending in the store, and a resumed
-  campaign (or `divfuzz minimize --pending`) finishes them. `analysis_workers=0` analyses inline
+  campaign (or `divfuzz minimize --pending`: `divfuzz.fuzzer.campaign.pending`) finishes them. `analysis_workers=0` analyses inline
   in the slot instead; both end in the same buckets (`Store.resolve_root_cause`);
 - `--budget` is kept (`divfuzz.fuzzer.campaign.schedule`): it counts from the command's start, drawing
   stops early enough for the cases in flight and the open bug analyses, and whatever is still in
@@ -48,7 +48,8 @@ from hypothesis import HealthCheck, Phase, given, seed, settings, target
 
 from divfuzz.fuzzer.campaign import schedule
 from divfuzz.fuzzer.campaign.analysis_pool import AnalysisJob, AnalysisPool
-from divfuzz.fuzzer.campaign.bucket_folders import file_root_cause, finish_interrupted_buckets
+from divfuzz.fuzzer.campaign.bucket_folders import Filing
+from divfuzz.fuzzer.campaign.campaign_options import CampaignOptions, check_inputs_per_compile
 from divfuzz.fuzzer.campaign.case_steps import (
     CaseAt,
     CaseRun,
@@ -63,21 +64,18 @@ from divfuzz.fuzzer.campaign.case_steps import (
     store_case,
     write_new_bucket_folder,
 )
-from divfuzz.fuzzer.campaign.sizing import SlotDevice, resolve_workers, size_analysis_workers, slot_devices
-from divfuzz.records.backends import ALL_DTYPES, capabilities_of
-from divfuzz.records.config import CompileConfig
+from divfuzz.fuzzer.campaign.sizing import SlotDevice, campaign_slot_devices, size_analysis_workers
 from divfuzz.records.deadline import Deadline, StopReason, wall_clock_of
 from divfuzz.records.errors import ConfigError, DivfuzzError, InternalError
-from divfuzz.fuzzer.store import STORE_NAME, CampaignLock, Store, resolve_store
+from divfuzz.fuzzer.store import STORE_NAME, CampaignLock, Store
 from divfuzz.fuzzer.engine.environment import environment_versions
 from divfuzz.fuzzer.engine import warm_template
 from divfuzz.fuzzer.engine.compile_cache import private_compile_cache
 from divfuzz.fuzzer.engine.worker import Worker
 from divfuzz.generators.coverage import DrawCounts
-from divfuzz.generators.input_siblings import MAX_INPUTS_PER_COMPILE, input_siblings
+from divfuzz.generators.input_siblings import input_siblings
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.generators.validate import load_spec
-from divfuzz.generators.strategies import graph_specs, perf_graph_specs
 from divfuzz.records.outcomes import ends_group
 from divfuzz.records.severity import Severity
 
@@ -102,86 +100,8 @@ def compiled_a_graph(verdict) -> bool:
     return any(name == "compile" for name, _ in verdict.timings)
 
 
-def check_inputs_per_compile(opts: "CampaignOptions") -> None:
-    """ConfigError unless `opts.inputs_per_compile` is 1, or within 1..MAX_INPUTS_PER_COMPILE for a
-    numeric campaign of one compiler (a perf case times its own compile's code, an `--against`
-    case runs two compiles). On one host or a fleet alike: a fleet's node runs a whole group per
-    request (`divfuzz.fuzzer.campaign.cluster`)."""
-    n = opts.inputs_per_compile
-    if n == 1:
-        return
-    if not isinstance(n, int) or not 1 <= n <= MAX_INPUTS_PER_COMPILE:
-        raise ConfigError(f"--inputs-per-compile: expected 1 to {MAX_INPUTS_PER_COMPILE} (one per input recipe) but got {n!r}")
-    for on, why in ((opts.oracle != "numeric", f"--oracle {opts.oracle}"), (opts.against is not None, "--against")):
-        if on:
-            raise ConfigError(f"--inputs-per-compile {n} with {why}: input siblings run under the numeric oracle "
-                              "of one compiler; pass --inputs-per-compile 1")
-
-
 class _StopCampaign(BaseException):
     """Raised inside a Hypothesis body to end that slot's loop (not a test failure)."""
-
-
-@dataclass(frozen=True)
-class CampaignOptions:
-    device: str
-    out_dir: Path
-    config: CompileConfig = field(default_factory=CompileConfig)
-    seed: int = 0
-    budget_s: float | None = None
-    max_cases: int | None = None
-    workers: int = 1
-    strict: bool = False
-    timeout_s: float = 300.0
-    max_ops: int = 12
-    ops: tuple[str, ...] | None = None  # restrict generation to these ops
-    dtypes: tuple[str, ...] | None = None  # restrict data dtypes
-    minimize: bool = False
-    profile: bool = False  # also time a warm compiled run per case (for `divfuzz bench`)
-    minimize_budget_s: float = 120.0  # per new root cause (divfuzz.fuzzer.triage.analysis)
-    oracle: str = "numeric"  # divfuzz.records.outcomes.ORACLES: "perf" times eager vs compiled instead
-    perf_margin: float | None = None  # the perf oracle's noise margin (None: divfuzz.oracles.perf.DEFAULT_MARGIN)
-    against: CompileConfig | None = None  # `--against`: judge config's compiler against this one (divfuzz.fuzzer.engine.against)
-    unguarded_casts: bool = False  # `--unguarded-casts`: draw float->int casts without their NaN/range guard
-    # Inputs one compile serves: each drawn spec, then its `inputs_per_compile - 1` input siblings
-    # (`divfuzz.generators.input_siblings`: the same graph under other recipes) through its
-    # compile, each a case of its own. 1 with the perf oracle or `--against`.
-    inputs_per_compile: int = 1
-    # With minimize: bucket analysis workers beside the slots (None: `size_analysis_workers`);
-    # 0 analyses inline, in the slot. Not part of `identity`: it changes when buckets are
-    # re-keyed, never which cases run or where they end up.
-    analysis_workers: int | None = None
-    # The time.monotonic() `budget_s` counts from: the command's start (`divfuzz fuzz` passes it),
-    # so sizing and start-up are inside the budget; None: the campaign's own start. Not identity.
-    budget_from: float | None = None
-
-    def identity(self) -> dict:
-        """What makes two campaigns the same (so that one resumes the other)."""
-        return {
-            "max_cases": self.max_cases,
-            "workers": self.workers,
-            "strict": self.strict,
-            "max_ops": self.max_ops,
-            "ops": list(self.ops) if self.ops else None,
-            "dtypes": list(self.dtypes) if self.dtypes else None,
-            **({"oracle": self.oracle, "perf_margin": self.perf_margin} if self.oracle != "numeric" else {}),
-        } | ({"against": self.against.to_dict()} if self.against else {}) | ({"unguarded_casts": True} if self.unguarded_casts else {}) | (
-            {"inputs_per_compile": self.inputs_per_compile} if self.inputs_per_compile != 1 else {})
-
-    def strategy(self, slot: int = 0):
-        """What slot `slot` draws from: each slot starts its ops at its own place (`graph_specs`'s
-        `op_offset`), so that two slots' first draws (Hypothesis's simplest ones) differ."""
-        if self.oracle == "perf":
-            return perf_graph_specs(device_type=self.device.split(":")[0], max_ops=self.max_ops, ops=self.ops,
-                                    op_offset=slot, **({"dtypes": self.dtypes} if self.dtypes else {}))
-        kwargs = {"max_ops": self.max_ops, "ops": self.ops, "guard_casts": not self.unguarded_casts, "op_offset": slot}
-        if self.dtypes:
-            kwargs["dtypes"] = self.dtypes
-        caps = capabilities_of(self.config.backend, self.against.backend if self.against else None)
-        if caps.unsupported or caps.dtypes != ALL_DTYPES or not caps.backward or not caps.autocast:  # draw within the backends' capabilities
-            kwargs.update(allowed=caps.allows, allow_backward=caps.backward, allow_autocast=caps.autocast,
-                          dtypes=tuple(d for d in kwargs.get("dtypes", caps.dtypes) if d in caps.dtypes))
-        return graph_specs(**kwargs)
 
 
 @dataclass
@@ -228,10 +148,6 @@ class CampaignResult:
     stop_reason: StopReason = StopReason.FINISHED  # interrupted; time's up (the budget stopped drawing); or finished
 
 
-# The budget's rules live in `divfuzz.fuzzer.campaign.schedule`; this name stays for `minimize --pending`.
-MIN_ANALYSIS_S = schedule.MIN_ANALYSIS_S
-
-
 def compile_cache_env(versions: dict, device: str) -> dict:
     """The workers' `TORCHINDUCTOR_CACHE_DIR`: this user's own folder for this torch version and
     device (`divfuzz.fuzzer.engine.compile_cache.private_compile_cache`), never a folder beside the
@@ -258,17 +174,6 @@ def user_compile_cache() -> str | None:
     except ImportError:  # an older torch: take the value as the user's
         return value
     return None if os.path.abspath(value) == os.path.abspath(default_cache_dir()) else value
-
-
-def campaign_slot_devices(device: str, workers: int) -> list[SlotDevice]:
-    """Each slot's device: every visible GPU for 'cuda' (round-robin), one for 'cuda:N', else the CPU."""
-    gpu_count = 0
-    if device.startswith("cuda"):
-        # lazy: heavy: torch, only on a CUDA device
-        import torch
-
-        gpu_count = torch.cuda.device_count()
-    return slot_devices(device, workers, gpu_count=gpu_count, visible=os.environ.get("CUDA_VISIBLE_DEVICES"))
 
 
 def slot_engines(strategy, campaign_seed: int, slot: int, body: Callable[[GraphSpec], None]):
@@ -319,6 +224,7 @@ class Campaign:
         self.store_lock.acquire()
         try:
             self.store = Store(opts.out_dir / STORE_NAME)
+            self.filing = Filing(self.store, opts.out_dir, timeout_s=opts.timeout_s)
             versions = environment_versions(opts.device)
             self.run_id, self.resumed = self.store.start_run(
                 seed=opts.seed,
@@ -328,7 +234,7 @@ class Campaign:
                 versions=versions,
             )
             # What a kill left (a `.tmp-*` folder, a bucket without its folder or its first case) is put right before any draw.
-            finish_interrupted_buckets(self.store, opts.out_dir, timeout_s=opts.timeout_s)
+            self.filing.finish_interrupted()
             # Every worker here (slots and analyses) gets its share of the cores and this user's own compile cache.
             self.worker_env = {"DIVFUZZ_WORKER_THREADS": str(max(1, (os.cpu_count() or 1) // max(1, opts.workers))),
                                **(compile_cache_env(versions, opts.device) if fleet is None else {})}
@@ -362,7 +268,7 @@ class Campaign:
     def _case_run(self) -> CaseRun:
         """What each case's steps read (`divfuzz.fuzzer.campaign.case_steps`), fixed for this run."""
         opts = self.opts
-        return CaseRun(store=self.store, run_id=self.run_id, out_dir=opts.out_dir, device=opts.device, config=opts.config,
+        return CaseRun(store=self.store, filing=self.filing, run_id=self.run_id, out_dir=opts.out_dir, device=opts.device, config=opts.config,
                        strict=opts.strict, timeout_s=opts.timeout_s, profile=opts.profile, oracle=opts.oracle,
                        perf_margin=opts.perf_margin, against=opts.against, analyzer=self.analyzer, pool=self.pool,
                        inline_analysis=self.inline_analysis, minimize_budget_s=opts.minimize_budget_s,
@@ -394,9 +300,9 @@ class Campaign:
             count = 1
         if count:
             places = campaign_slot_devices(opts.device, opts.workers + count)[opts.workers:]
-            self.pool = AnalysisPool(places, self.analyzer, budget_for=self._analysis_budget, on_done=self._file_analysis,
-                                     on_error=self._fail, worker_env=self.worker_env,
-                                     choose=self._choose_analysis)
+            self.pool = AnalysisPool(places, self.analyzer, budget=schedule.AnalysisBudget(self.work_end, opts.minimize_budget_s),
+                                     worker_env=self.worker_env,
+                                     choose=functools.partial(schedule.most_severe_first, self.store, campaign=True))
 
     def run(self, before_slots: Callable[["Campaign"], None] | None = None) -> CampaignResult:
         """Run the slots to the end; `before_slots(self)` first, in this run (`fuzz --replay-known`)."""
@@ -421,6 +327,7 @@ class Campaign:
                 waiting = next((e for e in done if not e.is_set()), None)
                 if waiting is not None:
                     waiting.wait(0.2)
+                self._file_analyses()
                 now = time.monotonic()
                 if self.work_end.expired():
                     self._cut_at_end(done)
@@ -437,6 +344,7 @@ class Campaign:
         if self.pool is not None:  # no pool thread may touch the store once the run is closed
             self.pool.abort()
             self.pool.wait(30)
+            self._file_analyses()  # what finished before the pool stopped
         self.pool_done_at = time.time()
         if self.failure is not None:
             self._interrupt(done)  # the other slots: their cases in flight are dropped, not stored
@@ -515,23 +423,24 @@ class Campaign:
                 self._cut_at_end(done)
                 break
             self.pool.wait(0.2)
+            self._file_analyses()
 
-    def _analysis_budget(self) -> float | None:
-        """Minimization seconds for an analysis starting now (`schedule.analysis_budget`); None
-        when too little is left before `work_end` (it stays pending)."""
-        if self.interrupted.is_set():
-            return None
-        return schedule.analysis_budget(time.monotonic(), self.work_end.at, self._measured(), self.opts.minimize_budget_s)
-
-    def _choose_analysis(self, queued: list[AnalysisJob]) -> AnalysisJob | None:
-        """The next analysis (`most_severe_first`): never a noise, by-design or eager-worse bucket in a campaign."""
-        return most_severe_first(self.store, queued, campaign=True)
+    def _file_analyses(self) -> None:
+        """File what the analysis pool finished (`_file_analysis`), in this thread; divfuzz's own
+        error in the pool stops the run as a slot's does. Nothing once the run has failed."""
+        if self.pool is None:
+            return
+        if self.pool.error is not None:
+            self._fail(*self.pool.error)
+        if self.failure is not None:
+            return
+        for result in self.pool.take_results():
+            self._file_analysis(result.job, result.key, result.analysis)
 
     def _file_analysis(self, job: AnalysisJob, key, analysis) -> None:
-        """A pool analysis is done: file it (`file_root_cause`) and update this run's progress."""
+        """A pool analysis is done: file it (`Filing.file_analysis`) and update this run's progress."""
         opts = self.opts
-        filed = file_root_cause(self.store, opts.out_dir, job, key, analysis, device=opts.device, config=opts.config,
-                                timeout_s=opts.timeout_s)
+        filed = self.filing.file_analysis(job, key, analysis, device=opts.device, config=opts.config)
         with self.lock:
             p = self.progress
             p.pending_analyses = max(0, p.pending_analyses - 1)
@@ -603,12 +512,14 @@ class Campaign:
         self.store.close()
         self.store_lock.release()
 
-    def _fail(self, error: BaseException) -> None:
-        """A slot hit divfuzz's own error: keep the first, and stop every slot."""
+    def _fail(self, error: BaseException, trace: str | None = None) -> None:
+        """A slot (or the analysis pool, with its `trace`) hit divfuzz's own error: keep the first,
+        and stop every slot."""
         with self.lock:
             if self.failure is None:
                 details = getattr(error, "details", "")
-                self.failure = (error, traceback.format_exc() + (f"\nin the worker:\n{details}" if details else ""))
+                trace = traceback.format_exc() if trace is None else trace
+                self.failure = (error, trace + (f"\nin the worker:\n{details}" if details else ""))
         self.interrupted.set()
         self.stop.set()
 
@@ -862,107 +773,3 @@ def run_campaign(opts: CampaignOptions, on_progress: Callable[[Progress], None] 
         return campaign.run(before_slots)
     finally:
         campaign.close()
-
-
-def most_severe_first(store: Store, queued: list[AnalysisJob], *, campaign: bool) -> AnalysisJob | None:
-    """The queued analysis to run next: bug, then suspect, by case count, then the oldest
-    (`schedule.analysis_rank` over the raw buckets' severities in the store, read now: a raw
-    bucket's severity and count grow while it waits). In a campaign, never a noise, by-design or
-    eager-worse bucket (None when only those are queued); `minimize --pending` takes every severity."""
-    priorities = store.pending_priorities()
-    ranked = []
-    for job in queued:
-        severity, count = priorities.get(job.raw_key.identity(), ("suspect", 0))
-        rank = schedule.analysis_rank(severity, count, job.case_id, campaign=campaign)
-        if rank is not None:
-            ranked.append((rank, job))
-    return min(ranked, key=lambda r: r[0])[1] if ranked else None
-
-
-@dataclass(frozen=True)
-class PendingOutcome:
-    filed: tuple  # (raw key, root-cause key, bucket id) of each analysis filed
-    left: int  # still pending (the budget ran out)
-
-
-def finish_pending(out_dir: Path, *, budget_s: float, workers: int | str = 1, timeout_s: float = 300.0,
-                   minimize_budget_s: float = 120.0, log: Callable[[str], None] | None = None,
-                   cli_backend: str | None = None) -> PendingOutcome:
-    """`divfuzz minimize --pending`: finish the analyses a campaign left pending in `out_dir`'s
-    store, in a pool of `workers` analysis workers, within `budget_s` (each analysis gets at most
-    `minimize_budget_s`), filed as the campaign files them (`file_root_cause`). Takes the store's
-    campaign lock (no campaign may run on it meanwhile). The stored case's device and config are
-    data: checked like command-line input before any worker runs them."""
-    # lazy: heavy: the compile site and the triage import torch._dynamo; only `minimize --pending` needs them
-    from divfuzz.fuzzer.engine.compile import check_stored_backend, validate_inductor_overrides
-    # lazy: heavy: as above
-    from divfuzz.fuzzer.triage.analysis import BucketAnalyzer
-    from divfuzz.generators.validate import load_spec
-
-    path = resolve_store(out_dir, purpose="for --pending")
-    lock = CampaignLock(path)
-    lock.acquire()
-    store = Store(path, create=False)
-    try:
-        groups: dict[tuple, list[AnalysisJob]] = {}
-        for p in store.pending_analyses():
-            case = store.case(p.case_id)
-            where = f"case {p.case_id} in {path}"
-            config = CompileConfig.from_dict(case.config, where=f"the stored config of {where}")
-            check_stored_backend(config.backend, cli_backend, source=where)  # an import path only when named by --backend
-            validate_inductor_overrides(dict(config.inductor), where=f"the stored config of {where}")
-            run = next(r for r in store.runs() if r["id"] == case.run_id)
-            options = run["options"]
-            oracle = options.get("oracle", "numeric")
-            if oracle not in ("numeric", "perf") or not isinstance(options.get("strict", False), bool):
-                raise ConfigError(f"{where}: run {case.run_id}'s options {options!r} are not a divfuzz campaign's")
-            if case.device != "cpu" and not (case.device == "cuda" or case.device.startswith("cuda:") and case.device[5:].isdigit()):
-                raise ConfigError(f"{where}: device {case.device!r} is not cpu, cuda or cuda:N")
-            group = (case.device, json.dumps(case.config, sort_keys=True), options.get("strict", False), oracle,
-                     options.get("perf_margin"))
-            groups.setdefault(group, []).append(AnalysisJob(p.raw_key, p.case_id, load_spec(case.spec_json, source=where)))
-        deadline = Deadline.after(budget_s)
-        filed: list = []
-
-        def budget_for() -> float | None:
-            left = deadline.left() / schedule.ANALYSIS_SPAN_FACTOR  # the whole analysis ends by the deadline
-            return min(minimize_budget_s, left) if left >= MIN_ANALYSIS_S else None
-
-        errors: list[BaseException] = []
-        for (device, config_json, strict, oracle, perf_margin), jobs in groups.items():
-            config = CompileConfig.from_dict(json.loads(config_json))
-            count = resolve_workers(workers, device)[0] if workers == "auto" else workers  # auto: sized as `fuzz` sizes its slots
-            places = campaign_slot_devices(device, max(1, min(count, len(jobs))))
-            analyzer = BucketAnalyzer(device=places[0].worker_device, config=config, strict=strict, budget_s=minimize_budget_s,
-                                      timeout_s=timeout_s, oracle=oracle, perf_margin=perf_margin, log=None,
-                                      span_factor=schedule.ANALYSIS_SPAN_FACTOR)
-
-            def on_done(job, key, analysis, device=device, config=config):
-                result = file_root_cause(store, out_dir, job, key, analysis, device=device, config=config, timeout_s=timeout_s)
-                filed.append((job.raw_key, key, result.bucket_id))
-                if log is not None:
-                    log(f"bucket {result.bucket_id}: {job.raw_key} -> {key}")
-
-            def on_error(e):  # divfuzz's own error: stop this group's pool (called from its threads, once it runs)
-                errors.append(e)
-                pool.abort()
-
-            pool = AnalysisPool(places, analyzer, budget_for=budget_for, on_done=on_done, on_error=on_error,
-                                choose=functools.partial(most_severe_first, store, campaign=False))
-            pool.start()
-            for job in jobs:
-                pool.submit(job)
-            pool.close()
-            try:
-                while not pool.done:
-                    pool.wait(0.5)
-            except KeyboardInterrupt:
-                pool.abort()
-                pool.wait(30)
-                raise
-            if errors:
-                raise InternalError(f"divfuzz's own error while finishing pending analyses: {errors[0]}") from errors[0]
-        return PendingOutcome(tuple(filed), store.pending_count())
-    finally:
-        store.close()
-        lock.release()

@@ -19,9 +19,11 @@ and `report.html`. Invariants:
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from typing import Iterable
 
+from divfuzz.records.deadline import Deadline
 from divfuzz.records.severity import Severity
 
 # After the last case and analysis: stopping the workers, closing the store, the summary and
@@ -108,3 +110,44 @@ def analysis_rank(severity: str, count: int, case_id: int, *, campaign: bool = T
     if campaign and sev in NOT_MINIMIZED:
         return None
     return sev.rank, -count, case_id
+
+
+def most_severe_first(store, queued: list, *, campaign: bool):
+    """The queued analysis to run next: bug, then suspect, by case count, then the oldest
+    (`analysis_rank` over the raw buckets' severities in `store`, a `Store`, read now: a raw
+    bucket's severity and count grow while it waits). In a campaign, never a noise, by-design or
+    eager-worse bucket (None when only those are queued); `minimize --pending` takes every severity.
+    `queued` holds `divfuzz.fuzzer.campaign.analysis_pool.AnalysisJob`s; the one returned is one of them."""
+    priorities = store.pending_priorities()
+    ranked = []
+    for job in queued:
+        severity, count = priorities.get(job.raw_key.identity(), ("suspect", 0))
+        rank = analysis_rank(severity, count, job.case_id, campaign=campaign)
+        if rank is not None:
+            ranked.append((rank, job))
+    return min(ranked, key=lambda r: r[0])[1] if ranked else None
+
+
+def pending_analysis_budget(left_s: float, minimize_budget_s: float) -> float | None:
+    """`minimize --pending`'s minimization seconds for an analysis starting with `left_s` of its
+    budget left: the whole analysis (at most ANALYSIS_SPAN_FACTOR times this) ends by the
+    deadline; None when fewer than MIN_ANALYSIS_S would be left (it stays pending)."""
+    left = left_s / ANALYSIS_SPAN_FACTOR
+    return min(minimize_budget_s, left) if left >= MIN_ANALYSIS_S else None
+
+
+@dataclass(frozen=True)
+class AnalysisBudget:
+    """How long the next analysis may minimize, for the analysis pool: in a campaign
+    (`campaign=True`) `analysis_budget` before `end`, its `work_end`; for `minimize --pending`
+    `pending_analysis_budget` of what is left of `end`, its `--budget`. None: it stays pending."""
+
+    end: Deadline
+    minimize_budget_s: float
+    campaign: bool = True
+
+    def for_next(self, attribution_s: float | None) -> float | None:
+        """Seconds for an analysis starting now; `attribution_s`: the mean attribution measured so far."""
+        if self.campaign:
+            return analysis_budget(time.monotonic(), self.end.at, Measured(attribution_s=attribution_s), self.minimize_budget_s)
+        return pending_analysis_budget(self.end.left(), self.minimize_budget_s)

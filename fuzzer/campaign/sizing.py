@@ -174,11 +174,11 @@ def probe_host(device: str) -> HostResources:
         if from_smi is not None:
             return HostResources(cores=usable_cores(), host_available_bytes=host_available_bytes(), gpu_free_bytes=tuple(from_smi))
         # lazy: CLI start-up: the CLI imports this module (`resolve_workers`); the worker module brings specs and verdicts
-        from divfuzz.fuzzer.engine.worker import Worker
+        from divfuzz.fuzzer.engine.worker import Worker, WorkerTarget
 
         probe = Worker("cpu")  # a CPU worker: it initialises no CUDA until asked
         try:
-            outcome = probe.call("divfuzz.fuzzer.campaign.sizing:gpu_free_bytes", {"indices": indices}, 120.0)
+            outcome = probe.call(WorkerTarget.GPU_FREE_BYTES, {"indices": indices}, 120.0)
         finally:
             probe.stop()
         if outcome.error:
@@ -214,6 +214,18 @@ def slot_devices(device: str, workers: int, *, gpu_count: int, visible: str | No
     if max(indices) >= len(entries):
         raise ConfigError(f"--device {device}: GPU {max(indices)} is not in CUDA_VISIBLE_DEVICES={visible!r}")
     return [SlotDevice(f"cuda:{i}", "cuda", {"CUDA_VISIBLE_DEVICES": entries[i]}) for i in indices]
+
+
+def campaign_slot_devices(device: str, workers: int) -> list[SlotDevice]:
+    """Each slot's device (`slot_devices` on this host's GPUs): every visible GPU for 'cuda' (round-robin), one for 'cuda:N', else the CPU."""
+    gpu_count = 0
+    if device.startswith("cuda"):
+        # lazy: heavy: torch, only on a CUDA device
+        import torch
+
+        gpu_count = torch.cuda.device_count()
+    return slot_devices(device, workers, gpu_count=gpu_count, visible=os.environ.get("CUDA_VISIBLE_DEVICES"))
+
 
 
 # Bucket analysis (minimize + attribute) runs in its own workers beside the fuzzing slots. An

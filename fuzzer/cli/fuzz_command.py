@@ -97,7 +97,7 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
     op_names = names_option(ops, "--ops", known=registered_ops())
     dtype_names = names_option(dtypes, "--dtypes", known=("float32", "bfloat16", "float16"))
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
-    from divfuzz.fuzzer.campaign.loop import CampaignOptions, run_campaign
+    from divfuzz.fuzzer.campaign import campaign_options, loop
     from divfuzz.fuzzer.store import STORE_NAME
 
     device = resolve_device(device) if cluster is None else device  # on a fleet the nodes have the GPUs, not the driver
@@ -128,11 +128,8 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
         from divfuzz.fuzzer.campaign.sizing import resolve_workers
 
         workers, workers_reason = resolve_workers(workers, device, oracle)
-    inputs_chosen_here = inputs_per_compile is None
-    if inputs_chosen_here:  # siblings run under the numeric oracle of one compiler, on one host or a fleet
-        one_compile = oracle == "numeric" and against_config is None
-        inputs_per_compile = DEFAULT_INPUTS_PER_COMPILE if one_compile else 1
-    opts = CampaignOptions(
+    inputs_chosen_here = inputs_per_compile is None  # campaign_options.build picks divfuzz's default
+    opts = campaign_options.build(
         device=device,
         out_dir=out_dir,
         config=config,
@@ -155,7 +152,7 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
         budget_from=started,
     )
     free = ({"workers"} if workers_chosen_here else set()) | (
-        {"inputs_per_compile"} if inputs_chosen_here and inputs_per_compile != 1 else set())
+        {"inputs_per_compile"} if inputs_chosen_here and opts.inputs_per_compile != 1 else set())
     resumed = _resumable_run(out_dir / STORE_NAME, opts, free) if free else None
     if resumed is not None:
         run_id, chosen = resumed
@@ -188,7 +185,7 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
         Store(store_path, create=False).close()
     try:
         with live_view:
-            result = run_campaign(opts, on_progress=live_view.update, before_slots=_replayer(known), fleet=fleet)
+            result = loop.run_campaign(opts, on_progress=live_view.update, before_slots=_replayer(known), fleet=fleet)
     except BaseException:
         if not store_existed and not store_path.exists():  # refused before a store was made: leave no trace
             if not lock_existed:

@@ -34,6 +34,7 @@ from divfuzz.fuzzer.cli.options import (
 )
 from divfuzz.fuzzer.store.schema import resolve_store
 from divfuzz.fuzzer.triage.module_ref import parse_module_ref
+from divfuzz.records.config import CompileConfig, parse_inductor_overrides
 from divfuzz.records.errors import ConfigError
 from divfuzz.records.numbers import parse_number
 
@@ -102,7 +103,7 @@ def minimize(ctx, case, modules, out_dir, repro_dir, store_dir, device, budget, 
         resolve_store(campaign_dir, purpose=f"for case {case}")
     check_device_early(device)
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
-    from divfuzz.fuzzer.engine.worker import Worker
+    from divfuzz.fuzzer.engine.worker import Worker, WorkerTarget
 
     device = resolve_device(device)
     out_dir = repro_dir  # below: where this command writes
@@ -118,7 +119,7 @@ def minimize(ctx, case, modules, out_dir, repro_dir, store_dir, device, budget, 
                     continue
                 mark = worker.output_mark()
                 res = worker.call(
-                    "divfuzz.fuzzer.triage.user_module:minimize_module_in_worker",
+                    WorkerTarget.MINIMIZE_MODULE,
                     {"ref": ref, "device": device, "out_dir": str(target), "autocast": autocast, "dtype": dtype, "budget_s": budget_s, "train": train},
                     budget_s + MODULE_GRACE_S,
                 )
@@ -282,9 +283,9 @@ def _killed_at_deadline(ref: str, target: Path, budget_s: float) -> str:
 
 
 def _finish_pending(campaign_dir: Path, *, budget_s: float, workers: int, timeout_s: float, cli_backend: str | None) -> None:
-    """`--pending`: the campaign's open analyses, filed into its buckets (`divfuzz.fuzzer.campaign.loop.finish_pending`)."""
+    """`--pending`: the campaign's open analyses, filed into its buckets (`divfuzz.fuzzer.campaign.pending.finish_pending`)."""
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
-    from divfuzz.fuzzer.campaign.loop import finish_pending
+    from divfuzz.fuzzer.campaign.pending import finish_pending
 
     done = finish_pending(campaign_dir, budget_s=budget_s, workers=workers, timeout_s=timeout_s, cli_backend=cli_backend,
                           log=lambda line: out.print(line, highlight=False))
@@ -300,7 +301,6 @@ def _load_case(case: str, store_dir: Path, read, *, cli_backend: str | None = No
     """
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.store import Store
-    from divfuzz.records.config import CompileConfig
     from divfuzz.fuzzer.engine.compile import check_stored_backend, validate_inductor_overrides
     from divfuzz.generators.validate import load_spec
 
@@ -327,11 +327,11 @@ def _perf_module(worker, ref: str, target: Path, *, device: str, autocast, dtype
     """`--module --oracle perf`: time the model and probe the scheduling switches in the worker."""
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.engine.compile import resolve_backend
-    from divfuzz.records.config import parse_inductor_overrides
+    from divfuzz.fuzzer.engine.worker import WorkerTarget
 
     resolve_backend(backend)
     res = worker.call(
-        "divfuzz.fuzzer.triage.module_perf:perf_module_in_worker",
+        WorkerTarget.PERF_MODULE,
         {"ref": ref, "device": device, "out_dir": str(target), "autocast": autocast, "dtype": dtype, "train": train,
          "margin": margin, "budget_s": budget_s, "backend": backend, "inductor": parse_inductor_overrides(inductor)},
         budget_s + PERF_MODULE_GRACE_S,

@@ -29,8 +29,9 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass, replace
+from enum import Enum
 from multiprocessing import resource_tracker
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from divfuzz.fuzzer.engine import warm_template
 from divfuzz.fuzzer.engine.compile_output import OutputCapture, flush_output, redirect_output, show_warnings_again
@@ -46,6 +47,22 @@ _CTX = mp.get_context("spawn")
 OUTPUT_KEPT_CHARS = 8_000_000
 STARTUP_TIMEOUT_S = 300.0
 _REAPER_REGISTERED = False
+# The one module that binds each `WorkerTarget` to its function. It imports every target, so it
+# sits above every layer and nothing imports it; the worker process loads it by name.
+TARGET_REGISTRY = "divfuzz.fuzzer.worker_targets"
+
+
+class WorkerTarget(Enum):
+    """What a worker may be asked to call (`Worker.call`), by its `module:function`; the functions
+    themselves are bound in `TARGET_REGISTRY`, which checks at import that both lists agree."""
+
+    GPU_FREE_BYTES = "divfuzz.fuzzer.campaign.sizing:gpu_free_bytes"  # sizing a CUDA campaign, seen from a worker
+    DESCRIBE_MACHINE = "divfuzz.fuzzer.gate.machine:describe_machine"  # the gate's record of the machine its cases ran on
+    BISECT = "divfuzz.fuzzer.triage.attribute:bisect_in_worker"  # attribution: torch's compiler bisector, in-process
+    MINIMIZE_MODULE = "divfuzz.fuzzer.triage.user_module:minimize_module_in_worker"  # minimize --module
+    PERF_MODULE = "divfuzz.fuzzer.triage.module_perf:perf_module_in_worker"  # minimize --module --oracle perf
+    WORKER_FACTS = "divfuzz.fuzzer.engine.worker:worker_facts"  # the threads a worker runs with
+    KEY_CACHES_BY_ISA = "divfuzz.fuzzer.engine.worker:key_compile_caches_by_cpu_isa"  # cache keys naming the CPU ISA
 
 
 def _reap_children_at_exit() -> None:
@@ -256,11 +273,28 @@ def _serve(conn, device: str, extra_env: dict, parent_env: dict | None) -> None:
                 return
 
 
+DECLARED_TARGETS = frozenset(t.value for t in WorkerTarget)
+
+
+def target_reference(target: Callable[..., Any]) -> str:
+    """A function's `module:function`, as `WorkerTarget` names it."""
+    return f"{target.__module__}:{target.__qualname__}"
+
+
 def _run_call(msg: dict) -> dict:
-    """Run `module:function(**kwargs)` in this worker; the result must be JSON-able data."""
-    module_name, _, attr = msg["call"].partition(":")
+    """Run a `WorkerTarget`'s function (bound in `TARGET_REGISTRY`) with `kwargs` in this worker,
+    or, for a test's `call_unregistered_for_tests`, any importable `module:function`; the result
+    must be JSON-able data. A target not declared is refused as an error."""
+    reference = msg["call"]
     try:
-        return {"result": getattr(importlib.import_module(module_name), attr)(**msg["kwargs"])}
+        if msg.get("unregistered_for_tests"):
+            module_name, _, attr = reference.partition(":")
+            target = getattr(importlib.import_module(module_name), attr)
+        elif reference in DECLARED_TARGETS:
+            target = importlib.import_module(TARGET_REGISTRY).TARGETS[WorkerTarget(reference)]
+        else:
+            return {"error": f"Expected a WorkerTarget but got call={reference!r}"}
+        return {"result": target(**msg["kwargs"])}
     except KeyboardInterrupt:  # raised by the user's own code (this process ignores SIGINT): an error, not a dead worker
         return {"error": "KeyboardInterrupt: raised by the code called in the worker (not a signal)"}
     except Exception as e:
@@ -298,7 +332,7 @@ class CaseWorker(Protocol):
 
     def run_group(self, request: "CaseRequest", timeout_s: float) -> list[tuple[Verdict, float]]: ...
 
-    def call(self, target: str, kwargs: dict, timeout_s: float) -> "CallOutcome": ...
+    def call(self, target: WorkerTarget, kwargs: dict, timeout_s: float) -> "CallOutcome": ...
 
     def output_mark(self) -> int | None: ...
 
@@ -465,15 +499,24 @@ class Worker:
             ), time.perf_counter() - t0))
             return got
 
-    def call(self, target: str, kwargs: dict, timeout_s: float) -> CallOutcome:
-        """`_call`, then what the compiler printed meanwhile taken into `last_output`."""
+    def call(self, target: WorkerTarget, kwargs: dict, timeout_s: float) -> CallOutcome:
+        """`_call` of a declared target, then what the compiler printed meanwhile taken into `last_output`."""
+        if not isinstance(target, WorkerTarget):
+            raise InternalError(f"Expected a WorkerTarget but got target={target!r}")
         try:
-            return self._call(target, kwargs, timeout_s)
+            return self._call({"call": target.value, "kwargs": kwargs}, timeout_s)
         finally:
             self._collect_output()
 
-    def _call(self, target: str, kwargs: dict, timeout_s: float) -> CallOutcome:
-        """Call an importable `module:function` with JSON-able kwargs inside the worker.
+    def call_unregistered_for_tests(self, reference: str, kwargs: dict, timeout_s: float) -> CallOutcome:
+        """`call` of any importable `module:function`, declared or not: for tests only (`os:getpid`)."""
+        try:
+            return self._call({"call": reference, "kwargs": kwargs, "unregistered_for_tests": True}, timeout_s)
+        finally:
+            self._collect_output()
+
+    def _call(self, message: dict, timeout_s: float) -> CallOutcome:
+        """Send a call `message` (`_run_call` reads it) with JSON-able kwargs to the worker.
 
         For work that must run in-process next to torch (e.g. `torch._inductor.compiler_bisector`).
         Never raises for what the compiler does: an exception, a crash or a timeout is `error`.
@@ -488,7 +531,7 @@ class Worker:
                     return CallOutcome(error="Aborted: divfuzz was interrupted")
                 raise
         try:
-            self.conn.send({"call": target, "kwargs": kwargs})
+            self.conn.send(message)
             if self.conn.poll(timeout_s):
                 reply = self.conn.recv()
                 return CallOutcome(value=reply.get("result"), error=reply.get("error"))
@@ -499,7 +542,7 @@ class Worker:
             code = self.process.exitcode
             self.kill()
             if self._lost_with_the_template():
-                return self._call(target, kwargs, timeout_s)
+                return self._call(message, timeout_s)
             return CallOutcome(error=f"WorkerDied: exit code {code}")
 
     def _output_path(self) -> str:

@@ -29,22 +29,17 @@ def gate_fuzz(*, device: str, config: CompileConfig, seed: int, budget_s: float 
     budget the number of cases depends on the machine's speed.
     """
     # lazy: heavy: the campaign loop and its workers; only gate --fuzz needs them
-    from divfuzz.fuzzer.campaign.loop import CampaignOptions, run_campaign
+    from divfuzz.fuzzer.campaign import campaign_options, loop
     from divfuzz.fuzzer.store import Store
     from divfuzz.reports.files import child_path
 
     tmp = Path(tempfile.mkdtemp(prefix="divfuzz-gate-fuzz-"))
     try:
-        copts = CampaignOptions(
-            device=device,
-            out_dir=tmp,
-            config=config,
-            seed=seed,
-            budget_s=budget_s,
-            max_cases=cases,
-            timeout_s=timeout_s,
-        )
-        outcome = run_campaign(copts)
+        # The gate's choices: one input per compile, no minimization (a failing bucket's case is
+        # its repro), one worker; the baseline's known buckets were written under the same ones.
+        copts = campaign_options.build(device=device, out_dir=tmp, config=config, seed=seed, budget_s=budget_s,
+                                       max_cases=cases, timeout_s=timeout_s, inputs_per_compile=1, minimize=False, workers=1)
+        outcome = loop.run_campaign(copts)
         if outcome.interrupted:  # the campaign saved and stopped on a signal: so does the gate (exit 2)
             raise KeyboardInterrupt
         store = Store(outcome.store_path)

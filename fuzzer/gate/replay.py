@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from divfuzz.fuzzer.engine.bucketing import bucket_key
-from divfuzz.fuzzer.engine.worker import CaseRequest, Worker
+from divfuzz.fuzzer.engine.worker import CaseRequest, Worker, WorkerTarget
 from divfuzz.fuzzer.gate.baseline import (
     Baseline,
     check_baseline_key,
@@ -282,7 +282,7 @@ def replay_corpus(
 
 def _describe_machine(worker: Worker, device: str) -> dict[str, Any]:
     """The worker's machine (`divfuzz.fuzzer.gate.machine.describe_machine`); its failure is divfuzz's own."""
-    outcome = worker.call("divfuzz.fuzzer.gate.machine:describe_machine", {"device": device}, MACHINE_CALL_TIMEOUT_S)
+    outcome = worker.call(WorkerTarget.DESCRIBE_MACHINE, {"device": device}, MACHINE_CALL_TIMEOUT_S)
     if outcome.error is not None:
         raise InternalError(f"divfuzz could not describe this machine in its worker: {outcome.error}")
     return outcome.value

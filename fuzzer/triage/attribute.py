@@ -28,7 +28,7 @@ from divfuzz.records.culprit import NOT_ATTRIBUTED, BisectResult, Culprit, summa
 from divfuzz.records.deadline import Deadline
 from divfuzz.records.errors import TimeUp
 from divfuzz.records.outcomes import ERROR_KINDS, PERF_KINDS, Status
-from divfuzz.fuzzer.engine.worker import CaseRequest
+from divfuzz.fuzzer.engine.worker import CaseRequest, WorkerTarget
 from divfuzz.oracles.findings import finding_of
 
 LADDER = ("aot_eager", "aot_eager_decomp_partition")
@@ -280,7 +280,7 @@ def _narrow_by_bisector(culprit: Culprit, worker, spec: GraphSpec, *, device: st
     stopped after `timeout_s`), or with a note saying why the bisector gave nothing; its summary
     rebuilt either way. With `cut_by_deadline`, a timeout is the analysis's deadline, not a hang."""
     res = worker.call(
-        "divfuzz.fuzzer.triage.attribute:bisect_in_worker",
+        WorkerTarget.BISECT,
         {"spec_json": spec.to_json(indent=None), "device": device, "config": config.to_dict(), "kind": kind, "strict": strict},
         timeout_s,
     )

@@ -1,0 +1,113 @@
+"""A campaign's options, and the one place they are built (`build`): `divfuzz fuzz`,
+the gate's short campaign (`divfuzz.fuzzer.gate.gate_fuzz`) and `divfuzz bench` name what they
+choose differently (inputs per compile, minimization, workers) as arguments of one builder, so a
+default changed here changes for every command that does not name it.
+
+Invariant: an option's meaning and default live on `CampaignOptions`; the rule for the default
+number of inputs per compile lives in `build`; no command constructs `CampaignOptions`
+itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from divfuzz.generators.input_siblings import DEFAULT_INPUTS_PER_COMPILE, MAX_INPUTS_PER_COMPILE
+from divfuzz.generators.strategies import graph_specs, perf_graph_specs
+from divfuzz.records.backends import ALL_DTYPES, capabilities_of
+from divfuzz.records.config import CompileConfig
+from divfuzz.records.errors import ConfigError
+
+
+def build(*, device: str, out_dir: Path, inputs_per_compile: int | None, minimize: bool, workers: int,
+          config: CompileConfig | None = None, oracle: str = "numeric", against: CompileConfig | None = None,
+          **fields) -> "CampaignOptions":
+    """A campaign's options. What commands choose differently is named, with no default here:
+    `inputs_per_compile` (None: DEFAULT_INPUTS_PER_COMPILE for a numeric campaign of one compiler,
+    else 1, as `divfuzz fuzz` documents), `minimize` and `workers`. `fields` are the other
+    `CampaignOptions` fields, each with the dataclass's default when not given."""
+    if inputs_per_compile is None:  # siblings run under the numeric oracle of one compiler, on one host or a fleet
+        inputs_per_compile = DEFAULT_INPUTS_PER_COMPILE if oracle == "numeric" and against is None else 1
+    return CampaignOptions(device=device, out_dir=out_dir, config=config if config is not None else CompileConfig(),
+                           oracle=oracle, against=against, inputs_per_compile=inputs_per_compile, minimize=minimize,
+                           workers=workers, **fields)
+
+
+def check_inputs_per_compile(opts: "CampaignOptions") -> None:
+    """ConfigError unless `opts.inputs_per_compile` is 1, or within 1..MAX_INPUTS_PER_COMPILE for a
+    numeric campaign of one compiler (a perf case times its own compile's code, an `--against`
+    case runs two compiles). On one host or a fleet alike: a fleet's node runs a whole group per
+    request (`divfuzz.fuzzer.campaign.cluster`)."""
+    n = opts.inputs_per_compile
+    if n == 1:
+        return
+    if not isinstance(n, int) or not 1 <= n <= MAX_INPUTS_PER_COMPILE:
+        raise ConfigError(f"--inputs-per-compile: expected 1 to {MAX_INPUTS_PER_COMPILE} (one per input recipe) but got {n!r}")
+    for on, why in ((opts.oracle != "numeric", f"--oracle {opts.oracle}"), (opts.against is not None, "--against")):
+        if on:
+            raise ConfigError(f"--inputs-per-compile {n} with {why}: input siblings run under the numeric oracle "
+                              "of one compiler; pass --inputs-per-compile 1")
+
+
+
+@dataclass(frozen=True)
+class CampaignOptions:
+    device: str
+    out_dir: Path
+    config: CompileConfig = field(default_factory=CompileConfig)
+    seed: int = 0
+    budget_s: float | None = None
+    max_cases: int | None = None
+    workers: int = 1
+    strict: bool = False
+    timeout_s: float = 300.0
+    max_ops: int = 12
+    ops: tuple[str, ...] | None = None  # restrict generation to these ops
+    dtypes: tuple[str, ...] | None = None  # restrict data dtypes
+    minimize: bool = False
+    profile: bool = False  # also time a warm compiled run per case (for `divfuzz bench`)
+    minimize_budget_s: float = 120.0  # per new root cause (divfuzz.fuzzer.triage.analysis)
+    oracle: str = "numeric"  # divfuzz.records.outcomes.ORACLES: "perf" times eager vs compiled instead
+    perf_margin: float | None = None  # the perf oracle's noise margin (None: divfuzz.oracles.perf.DEFAULT_MARGIN)
+    against: CompileConfig | None = None  # `--against`: judge config's compiler against this one (divfuzz.fuzzer.engine.against)
+    unguarded_casts: bool = False  # `--unguarded-casts`: draw float->int casts without their NaN/range guard
+    # Inputs one compile serves: each drawn spec, then its `inputs_per_compile - 1` input siblings
+    # (`divfuzz.generators.input_siblings`: the same graph under other recipes) through its
+    # compile, each a case of its own. 1 with the perf oracle or `--against`.
+    inputs_per_compile: int = 1
+    # With minimize: bucket analysis workers beside the slots (None: `size_analysis_workers`);
+    # 0 analyses inline, in the slot. Not part of `identity`: it changes when buckets are
+    # re-keyed, never which cases run or where they end up.
+    analysis_workers: int | None = None
+    # The time.monotonic() `budget_s` counts from: the command's start (`divfuzz fuzz` passes it),
+    # so sizing and start-up are inside the budget; None: the campaign's own start. Not identity.
+    budget_from: float | None = None
+
+    def identity(self) -> dict:
+        """What makes two campaigns the same (so that one resumes the other)."""
+        return {
+            "max_cases": self.max_cases,
+            "workers": self.workers,
+            "strict": self.strict,
+            "max_ops": self.max_ops,
+            "ops": list(self.ops) if self.ops else None,
+            "dtypes": list(self.dtypes) if self.dtypes else None,
+            **({"oracle": self.oracle, "perf_margin": self.perf_margin} if self.oracle != "numeric" else {}),
+        } | ({"against": self.against.to_dict()} if self.against else {}) | ({"unguarded_casts": True} if self.unguarded_casts else {}) | (
+            {"inputs_per_compile": self.inputs_per_compile} if self.inputs_per_compile != 1 else {})
+
+    def strategy(self, slot: int = 0):
+        """What slot `slot` draws from: each slot starts its ops at its own place (`graph_specs`'s
+        `op_offset`), so that two slots' first draws (Hypothesis's simplest ones) differ."""
+        if self.oracle == "perf":
+            return perf_graph_specs(device_type=self.device.split(":")[0], max_ops=self.max_ops, ops=self.ops,
+                                    op_offset=slot, **({"dtypes": self.dtypes} if self.dtypes else {}))
+        kwargs = {"max_ops": self.max_ops, "ops": self.ops, "guard_casts": not self.unguarded_casts, "op_offset": slot}
+        if self.dtypes:
+            kwargs["dtypes"] = self.dtypes
+        caps = capabilities_of(self.config.backend, self.against.backend if self.against else None)
+        if caps.unsupported or caps.dtypes != ALL_DTYPES or not caps.backward or not caps.autocast:  # draw within the backends' capabilities
+            kwargs.update(allowed=caps.allows, allow_backward=caps.backward, allow_autocast=caps.autocast,
+                          dtypes=tuple(d for d in kwargs.get("dtypes", caps.dtypes) if d in caps.dtypes))
+        return graph_specs(**kwargs)
