@@ -85,12 +85,13 @@ class IssueScript:
 
 
 def check_words(rule: str, dtype: str | None = None, fc=None) -> str:
-    """What the script's assert checks for `rule` (a bug rule), in words; `fc`, the output's
-    `FloatComparison`, gives `rmse-worse` its margin."""
+    """What makes the script fail for `rule` (a bug rule), in words: the condition its assert
+    catches, so that "fails while <this>" and "Exits 1 while <this>" read right; `fc`, the
+    output's `FloatComparison`, gives `rmse-worse` its margin."""
     if rule == "output-type-mismatch":
-        return "compiled returns the dtype and shape eager returns"
+        return "compiled returns another dtype or shape than eager"
     if rule in ERROR_RULES:
-        return f"torch.compile raises no error ({rule})"
+        return f"compiling or running it fails ({rule})"
     floor = GROSS_MIN_ULPS_BY_DTYPE.get(dtype or "", GROSS_MIN_ULPS)
     if fc is not None:
         multiplier, slack = same_margin(fc)
@@ -364,10 +365,6 @@ def render_issue_script(spec: GraphSpec, *, device: str, config: "CompileConfig"
 
 def _headline(rule: str, what: str) -> str:
     """The docstring's second sentence: what makes the script exit 1."""
-    if rule in ERROR_RULES:
-        return f"Exits 1 while compiling or running it fails ({rule})."
-    if rule == "output-type-mismatch":
-        return "Exits 1 while compiled returns another dtype or shape than eager."
     return f"Exits 1 while {what}."
 
 

@@ -115,3 +115,14 @@ def test_issue_md_s_upstream_lines_say_when_each_entry_s_state_was_checked():
     assert any(line.startswith("pytorch#179561 (fixed in PR 180575, state checked 2026-11-26;") for line in checked), checked
     unchecked = lines("fmod_tensor", "float32", "float32", "int-valued-wrong", True)
     assert any(line.startswith("pytorch#177740 (open, state not checked against the issue;") for line in unchecked), unchecked
+
+
+@pytest.mark.parametrize("rule", ["output-type-mismatch", "compile-error", "float-gross-worse", "int-valued-wrong"])
+def test_issue_md_s_failing_condition_reads_as_the_failure_not_as_the_pass(rule):
+    """issue.md says "the script below fails while <this>" and issue.py "Exits 1 while <this>":
+    <this> is what the assert catches (a dtype that changed, a compile that fails), never what
+    must hold for the script to pass."""
+    from divfuzz.reports.issue_script import check_words
+    words = check_words(rule, "float32")
+    assert "another" in words or "fails" in words or "further" in words or "differs" in words, words
+    assert "raises no error" not in words and "the dtype and shape eager returns" not in words
