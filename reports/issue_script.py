@@ -358,14 +358,9 @@ def render_issue_script(spec: GraphSpec, *, device: str, config: "CompileConfig"
     what = check_words(rule, dtype, fc)
     backend = config.backend if BACKEND_NAME.fullmatch(config.backend) else "a custom backend"
     doc = one_line_doc(f"torch.compile ({backend}, {device}): {spec.op_signature().replace('+', ', ')}. "
-                        + _headline(rule, what))
+                        + f"Exits 1 while {what}.")
     lines = [doc, *imports, *setting_lines(config, device), *before, *inputs.lines, *model, *run]
     return IssueScript("\n".join(lines) + "\n", dict(inputs.files), what, inputs.how)
-
-
-def _headline(rule: str, what: str) -> str:
-    """The docstring's second sentence: what makes the script exit 1."""
-    return f"Exits 1 while {what}."
 
 
 def one_line_doc(text: str) -> str:

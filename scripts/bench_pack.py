@@ -54,35 +54,12 @@ def draw_specs(device: str, graphs: int, seed: int, skip: int, slots: int) -> li
     """`graphs` distinct specs as a campaign of `slots` slots draws them: slot s's draws after its
     first `skip`, round-robin over the slots, in the order a campaign's slots would reach them."""
     # lazy: the parent alone draws; children never import Hypothesis's engines
-    from divfuzz.fuzzer.campaign.loop import CampaignOptions, slot_engines
+    from divfuzz.fuzzer.campaign import campaign_options
+    from divfuzz.fuzzer.campaign.loop import slots_first_specs
 
-    options = CampaignOptions(device=device, out_dir=Path("."))
-    per_slot = -(-graphs // slots)
-    seen: set[str] = set()
-    by_slot: list[list[str]] = []
-
-    class Enough(BaseException):
-        pass
-
-    for slot in range(slots):
-        got: list[str] = []
-        drawn = [0]
-
-        def body(spec):
-            drawn[0] += 1
-            if drawn[0] <= skip or spec.digest() in seen:
-                return
-            seen.add(spec.digest())
-            got.append(spec.to_json(indent=None))
-            if len(got) >= per_slot:
-                raise Enough
-
-        try:
-            for engine in slot_engines(options.strategy(slot), seed, slot, body):
-                engine()
-        except Enough:
-            pass
-        by_slot.append(got)
+    options = campaign_options.build(device=device, out_dir=Path("."), inputs_per_compile=None, minimize=False, workers=1)
+    by_slot = [[spec.to_json(indent=None) for spec in row]
+               for row in slots_first_specs(options.strategy, seed, slots, -(-graphs // slots), skip=skip)]
     ordered = [spec for row in zip(*by_slot) for spec in row]  # slot 0's first, slot 1's first, ...
     return ordered[:graphs]
 

@@ -82,17 +82,24 @@ def run_script(script: Path, timeout_s: float) -> Run:
         return Run(None, time.monotonic() - t0, out[-4000:], err[-4000:], timed_out=True)
 
 
-def repro_failure(run: Run) -> str:
-    """How repro.py failed: `rule:RULE` (its closing line), `raises:TYPE` for a compiler error,
-    `crash`, `hang`, or `passes` / `timeout` / `absent` / `exit N`."""
+def _plain_failure(run: Run, hung: bool) -> str | None:
+    """What either script's run says before its output is read: absent, timed out, killed by a
+    signal (`crash`), exit 0 (`passes`), or its own hang message (`hung`); else None."""
     if run.absent or run.timed_out:
         return run.code()
     if run.exit is not None and run.exit < 0:
         return "crash"
     if run.exit == 0:
         return "passes"
-    if REPRO_HANG in run.stdout:
-        return "hang"
+    return "hang" if hung else None
+
+
+def repro_failure(run: Run) -> str:
+    """How repro.py failed: `rule:RULE` (its closing line), `raises:TYPE` for a compiler error,
+    `crash`, `hang`, or `passes` / `timeout` / `absent` / `exit N`."""
+    plain = _plain_failure(run, REPRO_HANG in run.stdout)
+    if plain is not None:
+        return plain
     lines = [line for line in run.stdout.splitlines() if line.strip()]
     said = REPRO_LINE.match(lines[-1]) if lines else None
     if said is None:
@@ -106,14 +113,9 @@ def repro_failure(run: Run) -> str:
 def issue_failure(run: Run, script_lines: int, rule: str) -> str:
     """How issue.py failed, in repro_failure's words: `rule:RULE` when its own last line (the
     assert of the bucket's rule) raised AssertionError, `raises:TYPE` for any other exception."""
-    if run.absent or run.timed_out:
-        return run.code()
-    if run.exit is not None and run.exit < 0:
-        return "crash"
-    if run.exit == 0:
-        return "passes"
-    if ISSUE_HANG in run.stderr:
-        return "hang"
+    plain = _plain_failure(run, ISSUE_HANG in run.stderr)
+    if plain is not None:
+        return plain
     tail = run.stderr[run.stderr.rfind("Traceback (most recent call last):"):]
     frames = FRAME.findall(tail)
     after = FRAME.split(tail)[-1].splitlines()[1:] if frames else []  # past the last frame's line

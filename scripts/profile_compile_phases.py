@@ -59,36 +59,12 @@ def draw_specs(device: str, cases: int, seed: int) -> list[str]:
     """`cases` distinct specs as the campaign's slots 0..11 draw them (each slot's first
     `cases / 12` specs that no earlier slot drew)."""
     from divfuzz.fuzzer.campaign import campaign_options
-    from divfuzz.fuzzer.campaign.loop import slot_engines
+    from divfuzz.fuzzer.campaign.loop import slots_first_specs
 
     # The strategy does not depend on inputs per compile, minimization or workers.
     strategy = campaign_options.build(device=device, out_dir=Path("."), inputs_per_compile=1, minimize=False, workers=1).strategy()
-    specs: list[str] = []
-    per_slot = -(-cases // 12)
-
-    class Enough(BaseException):
-        pass
-
-    seen: set[str] = set()
-    for slot in range(12):
-        got: list[str] = []
-
-        def body(spec):
-            # distinct specs only, as a campaign's slot runs them (every slot's engine starts
-            # from the same simplest examples)
-            if spec.digest() in seen:
-                return
-            seen.add(spec.digest())
-            got.append(spec.to_json(indent=None))
-            if len(got) >= per_slot:
-                raise Enough
-
-        try:
-            for engine in slot_engines(strategy, seed, slot, body):
-                engine()
-        except Enough:
-            pass
-        specs += got
+    rows = slots_first_specs(lambda slot: strategy, seed, 12, -(-cases // 12))
+    specs = [spec.to_json(indent=None) for row in rows for spec in row]
     return specs[:cases]
 
 

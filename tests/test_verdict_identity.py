@@ -58,3 +58,32 @@ def test_skipping_the_fp64_reference_where_compiled_equals_eager_leaves_every_ve
         integer |= any(o.int_cmp is not None for o in full.outputs)
     # Both paths were taken, on forward and backward graphs with integer outputs among them.
     assert skipped >= 1 and ran >= 1 and backward and integer, (skipped, ran, backward, integer)
+
+
+def test_the_slots_first_specs_are_what_their_engines_draw_distinct_and_past_the_skip():
+    """Benchmarks compile a campaign's own first graphs (`slots_first_specs`): per slot, its
+    engine's draws in order, none repeated across slots, the first `skip` left out."""
+    from divfuzz.fuzzer.campaign.loop import slots_first_specs
+    from divfuzz.fuzzer.campaign.campaign_options import build
+    from pathlib import Path
+
+    strategy = build(device="cpu", out_dir=Path("."), inputs_per_compile=1, minimize=False, workers=1).strategy
+    rows = slots_first_specs(strategy, 3, 2, 3)
+    assert [len(r) for r in rows] == [3, 3]
+    digests = [s.digest() for r in rows for s in r]
+    assert len(set(digests)) == 6
+    assert [s.digest() for r in slots_first_specs(strategy, 3, 2, 3) for s in r] == digests  # deterministic
+    skipped = slots_first_specs(strategy, 3, 1, 2, skip=1)[0]
+    drawn: list = []
+
+    def body(spec):
+        drawn.append(spec.digest())
+        if len(drawn) == 3:
+            raise _StopCampaign
+
+    try:
+        for engine in slot_engines(strategy(0), 3, 0, body):
+            engine()
+    except _StopCampaign:
+        pass
+    assert [s.digest() for s in skipped] == [d for d in dict.fromkeys(drawn[1:])][:2]

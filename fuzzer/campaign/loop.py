@@ -42,7 +42,7 @@ import traceback
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from hypothesis import HealthCheck, Phase, given, seed, settings, target
 
@@ -195,6 +195,41 @@ def slot_engines(strategy, campaign_seed: int, slot: int, body: Callable[[GraphS
             body(spec)
 
         yield engine
+
+
+class _SlotFull(BaseException):
+    """Ends one slot's drawing in `slots_first_specs` (not an Exception: Hypothesis passes it on)."""
+
+
+def slots_first_specs(strategy_of: Callable[[int], Any], campaign_seed: int, slots: int, per_slot: int, *,
+                      skip: int = 0) -> list[list[GraphSpec]]:
+    """The first `per_slot` distinct specs each of `slots` slots draws, in order, past its first
+    `skip` draws: what a campaign of that seed would compile first (`slot_engines`, the strategy
+    `strategy_of(slot)`). A spec an earlier slot drew is not drawn again. For benchmarks that
+    compile the campaign's own graphs outside a campaign."""
+    seen: set[str] = set()
+    by_slot: list[list[GraphSpec]] = []
+    for slot in range(slots):
+        got: list[GraphSpec] = []
+        drawn = 0
+
+        def body(spec: GraphSpec) -> None:
+            nonlocal drawn
+            drawn += 1
+            if drawn <= skip or spec.digest() in seen:
+                return
+            seen.add(spec.digest())
+            got.append(spec)
+            if len(got) >= per_slot:
+                raise _SlotFull
+
+        try:
+            for engine in slot_engines(strategy_of(slot), campaign_seed, slot, body):
+                engine()
+        except _SlotFull:
+            pass
+        by_slot.append(got)
+    return by_slot
 
 
 def slot_quota(max_cases: int | None, workers: int, slot: int) -> int | None:
