@@ -13,8 +13,10 @@ from divfuzz.oracles.perf import is_slower
 _FLOAT_KIND = {"bfloat16": FindingKind.BF16_ULP, "float16": FindingKind.FP16_ULP, "float32": FindingKind.FP32_ULP}
 
 
-def finding_of(verdict: Verdict, *, strict: bool = False) -> Finding | None:
-    """The most severe finding in a verdict, or None when it is only statistics.
+def finding_of(verdict: Verdict, *, strict: bool = False, output: str | None = None) -> Finding | None:
+    """The most severe finding in a verdict, or None when it is only statistics; with `output`,
+    the most severe finding on that output when it has one (the case's bucket follows the output
+    its severity reason names: `divfuzz.oracles.severity_policy.case_finding`).
 
     Buckets open for: errors, crashes and hangs; a compiled output of another dtype or shape;
     any NaN/Inf placement change; any integer flip
@@ -56,7 +58,8 @@ def finding_of(verdict: Verdict, *, strict: bool = False) -> Finding | None:
             found.append(Finding(kind, fc.dtype, fc.triage, o.name))
     if not found:
         return None
-    return min(found, key=lambda f: FINDING_KIND_ORDER.index(f.kind))
+    on_output = [f for f in found if f.output == output]
+    return min(on_output or found, key=lambda f: FINDING_KIND_ORDER.index(f.kind))
 
 
 _PERF_KIND = {"fwd": FindingKind.SLOWER_FWD, "fwd+bwd": FindingKind.SLOWER_BWD}

@@ -400,6 +400,35 @@ def severity_of(verdict, *, switch: str | None = None, subsystem: str | None = N
     return worst
 
 
+def case_finding(verdict, *, strict: bool = False):
+    """The finding a case is bucketed, minimized and attributed by: the one on the output its
+    severity reason names (`severity_of`), else the verdict's most severe (`finding_of`). A bf16
+    output a few ULPs off beside a float32 floor division wrong by one is a float32 bucket about
+    the division: the bug's output decides the bucket's kind, so the minimizer keeps the division
+    and nothing else, and the report says what is wrong. None when nothing is a finding."""
+    reason = severity_of(verdict)
+    return finding_of(verdict, strict=strict, output=reason.output if reason is not None else None)
+
+
+def shows_reason(verdict, rule: str, output: str) -> bool:
+    """Whether `verdict` shows the finding a bucket is about: its output `output` diverges by
+    `rule` (that output's own reason, `output_severity`, whatever the other outputs show), or the
+    compiler failed by `rule` (output "-"). A verdict of the same spec under another stage or
+    switch may diverge elsewhere (a softmax's gradient rounded another way beside the gradient
+    the bucket is about): that is not the bucket's finding, and attribution must not blame what
+    changed it."""
+    status = getattr(verdict.status, "value", verdict.status)
+    if status in _COMPILER_FAILURE_RULES:
+        return _COMPILER_FAILURE_RULES[status] == rule
+    if status != Status.DIVERGED.value:
+        return False
+    for o in verdict.outputs:
+        if o.name == output:
+            reason = output_severity(o)
+            return reason is not None and reason.rule == rule
+    return False
+
+
 def explained_reason(worst: SeverityReason, explanation) -> SeverityReason | None:
     """`worst` as a mechanism explains it (`divfuzz.oracles.mechanisms`): the same rule and output,
     the mechanism's severity, and the experiment's words; None when no explanation applies."""

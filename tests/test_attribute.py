@@ -15,7 +15,7 @@ from divfuzz.records.config import CompileConfig
 from divfuzz.fuzzer.triage.analysis import analyze_finding
 from divfuzz.fuzzer.store import Store
 from divfuzz.fuzzer.engine.worker import Worker
-from divfuzz.generators.spec import GraphSpec, Node, TensorSpec
+from divfuzz.generators.spec import GraphSpec, InputRecipe, Node, TensorSpec
 from divfuzz.records.verdict import Finding
 from divfuzz.records.outcomes import FindingKind
 from seed_specs import layer_norm_linear, sigmoid_gate
@@ -95,6 +95,60 @@ def _analyze(spec, device):
         return analyze_finding(spec, worker=worker, device=device, config=CompileConfig(), kind="bf16-ulp", budget_s=60, timeout_s=120)
     finally:
         worker.stop()
+
+
+def _noise_beside_a_floor_division() -> GraphSpec:
+    """Two independent outputs: a float16 layer norm whose decomposition rounds one element
+    another way (noise, at aot_eager_decomp_partition already), and a float32 floor division by
+    0.1 that Inductor's lowering gets wrong by one (a bug, under Inductor only; torch 2.13 CPU)."""
+    return GraphSpec(
+        inputs=(TensorSpec("x0", (64, 128), "float16"), TensorSpec("x1", (4000,), "float32")),
+        nodes=(Node("v1", "layer_norm", ("x0",), (("affine", False), ("eps", 1e-5)), "float16", (64, 128)),
+               Node("v3", "div", ("x1",), (("divisor", 0.1), ("mode", "floor")), "float32", (4000,))),
+        outputs=("v1", "v3"), recipe=InputRecipe("decimal_grid", 0))
+
+
+def test_a_bucket_follows_its_bug_and_attribution_blames_no_stage_that_changes_another_output():
+    """The case's bucket is the output its severity reason names (the float32 division, not the
+    float16 layer norm whose kind ranks first), every rung is asked for that rule on that output,
+    and the minimizer keeps the division alone: before, the float16 noise made the bucket an
+    fp16-ulp one, the layer norm's decomposition its culprit, and the layer norm stayed in the repro."""
+    from divfuzz.fuzzer.engine.execute import execute_case
+    from divfuzz.oracles.findings import finding_of
+    from divfuzz.oracles.severity_policy import case_finding, severity_of
+
+    spec = _noise_beside_a_floor_division()
+    verdict = execute_case(spec, "cpu", CompileConfig())
+    reason = severity_of(verdict)
+    assert (reason.severity.value, reason.rule, reason.output) == ("bug", "int-valued-wrong", "v3")
+    assert finding_of(verdict).output == "v1"  # the kind order alone would bucket the noise
+    finding = case_finding(verdict)
+    assert (finding.kind, finding.output) == (FindingKind.FP32_ULP, "v3")
+    worker = Worker("cpu")
+    try:
+        a = analyze_finding(spec, worker=worker, device="cpu", config=CompileConfig(), kind=finding.kind.value,
+                            budget_s=90, timeout_s=120, case_verdict=verdict)
+    finally:
+        worker.stop()
+    assert a.spec.op_names == ("div",) and a.spec.outputs == ("v3",)
+    assert a.culprit.stage == "inductor" and "lowering of div" in a.culprit.summary
+    assert dict(a.culprit.ladder)["aot_eager_decomp_partition"] == "ok"
+
+
+def test_a_rung_that_changes_only_another_output_reads_another_and_is_not_the_stage():
+    """With the bucket's kind given as the float16 one (as the kind order alone chose it), the
+    decomposition rung shows an fp16-ulp difference on the layer norm only: it reads "another
+    fp16-ulp" and the stage is Inductor, where the division's rule shows."""
+    from divfuzz.fuzzer.triage.attribute import attribute_case
+
+    worker = Worker("cpu")
+    try:
+        culprit = attribute_case(_noise_beside_a_floor_division(), worker=worker, device="cpu", config=CompileConfig(),
+                                 kind="fp16-ulp", bisect=False, about=("int-valued-wrong", "v3"))
+    finally:
+        worker.stop()
+    assert dict(culprit.ladder)["aot_eager_decomp_partition"] == "another fp16-ulp"
+    assert culprit.stage == "inductor"
 
 
 @pytest.mark.slow

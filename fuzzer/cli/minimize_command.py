@@ -349,16 +349,15 @@ def minimize_case(spec, *, device: str, config, budget_s: float, timeout_s: floa
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.triage.analysis import write_bucket
     from divfuzz.fuzzer.engine.bucketing import bucket_key, root_cause_key
-    from divfuzz.oracles.severity_policy import severity_of
+    from divfuzz.oracles.severity_policy import case_finding, severity_of
     from divfuzz.fuzzer.engine.environment import environment_versions
     from divfuzz.fuzzer.triage.analysis import analyze_finding
     from divfuzz.fuzzer.engine.worker import CaseRequest, Worker
-    from divfuzz.oracles.findings import finding_of
 
     worker = Worker(device)
     try:
         verdict = worker.run(CaseRequest(spec, device, config, oracle=oracle, perf_margin=perf_margin), timeout_s)
-        finding = finding_of(verdict)
+        finding = case_finding(verdict)
         if finding is None:
             return None
         analysis = analyze_finding(spec, worker=worker, device=device, config=config, kind=finding.kind.value,

@@ -33,7 +33,7 @@ def replay(spec_file, device, timeout_s, against, backend, inductor, dynamic, mo
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.engine.worker import CaseRequest, Worker
     from divfuzz.generators.validate import load_spec
-    from divfuzz.oracles.findings import finding_of
+    from divfuzz.oracles.severity_policy import case_finding
     from divfuzz.reports.files import bucket_case
     from divfuzz.reports.markdown import verdict_table
 
@@ -56,7 +56,7 @@ def replay(spec_file, device, timeout_s, against, backend, inductor, dynamic, mo
         raise
     finally:
         worker.stop()
-    finding = finding_of(verdict)
+    finding = case_finding(verdict)
     out.print(f"{spec_file}: {verdict.status.value}" + (f" — {verdict.error_type}: {verdict.error_message}" if verdict.error_type else ""), highlight=False)
     out.print(verdict_table(verdict), highlight=False)
     out.print(f"finding: {finding.kind.value} ({finding.triage})" if finding else "finding: none", highlight=False)

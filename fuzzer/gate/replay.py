@@ -46,8 +46,7 @@ from divfuzz.fuzzer.gate.policy import (
     problem_rule,
 )
 from divfuzz.generators.spec import GraphSpec
-from divfuzz.oracles.findings import finding_of
-from divfuzz.oracles.severity_policy import severity_of
+from divfuzz.oracles.severity_policy import case_finding, severity_of
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.errors import BaselineError, InternalError, SpecError
 from divfuzz.records.outcomes import COMPILER_FAILURES, NO_OUTPUT_STATUSES, Status
@@ -179,7 +178,7 @@ class GateResult:
 
 def _bucket_of(verdict: Verdict, spec: GraphSpec, device: str) -> str | None:
     """The identity of the raw bucket this verdict would land in (`BucketKey.identity`), if any."""
-    finding = finding_of(verdict)
+    finding = case_finding(verdict)
     return bucket_key(finding, spec, device, reason=severity_of(verdict), explanation=verdict.explanation).identity() if finding else None
 
 

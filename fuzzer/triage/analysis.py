@@ -101,6 +101,14 @@ def _site_seen(verdict) -> str | None:
     return verdict.error_site if verdict is not None else None
 
 
+def _about_seen(verdict) -> tuple[str, str] | None:
+    """(rule, output) of the input's severity reason under the case's own config: what every rung,
+    probe and bisector step of its attribution must show to be blamed (`attribute_case`'s `about`);
+    None for a perf verdict (judged by its phases) or a verdict not known."""
+    reason = severity_of(verdict) if verdict is not None and not getattr(verdict, "perf", ()) else None
+    return (reason.rule, reason.output) if reason is not None else None
+
+
 def _output_seen(verdict) -> str | None:
     """The output the input's severity reason names ("-" for an error), which the minimal spec
     keeps: the report's reason, the spec and the repro name one output."""
@@ -164,7 +172,7 @@ def analyze_finding(
         # The first pass's probes only pick the minimizer's guard: they get half the minimization budget at most.
         rough_deadline = deadline.share(budget_s / 2) if deadline.bounded else deadline
         rough = attribute_case(spec, config=config, kind=kind, bisect=False, first_fix_only=True,
-                               **(common | {"deadline": rough_deadline}))
+                               about=_about_seen(seen.get((spec.digest(), config))), **(common | {"deadline": rough_deadline}))
         rough_s = time.monotonic() - t_rough
         if _by_design(seen.get((spec.digest(), config)), rough):
             # A documented precision knob removes it: named by the cheap culprit, never minimized in a campaign.
@@ -203,7 +211,10 @@ def analyze_finding(
                 note = f"not minimized: {e}"
     else:
         note = f"not minimized: a {kind} finding costs a whole timeout per candidate"
-    culprit = attribute_case(current, config=config, kind=kind, bisect=kind not in _NO_MINIMIZE, **common)
+    # Judged by what the input showed under its own config (known by now unless its run was cut):
+    # the minimal spec keeps that rule on that output, so each rung is asked for it.
+    culprit = attribute_case(current, config=config, kind=kind, bisect=kind not in _NO_MINIMIZE,
+                             about=_about_seen(seen.get((spec.digest(), config))), **common)
     return Analysis(current, culprit, minimized, seen.get((current.digest(), config)), note)
 
 

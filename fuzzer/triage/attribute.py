@@ -29,7 +29,7 @@ from divfuzz.records.deadline import Deadline
 from divfuzz.records.errors import TimeUp
 from divfuzz.records.outcomes import ERROR_KINDS, PERF_KINDS, Status
 from divfuzz.fuzzer.engine.worker import CaseRequest, WorkerTarget
-from divfuzz.oracles.findings import finding_of
+from divfuzz.oracles.severity_policy import case_finding, shows_reason
 
 LADDER = ("aot_eager", "aot_eager_decomp_partition")
 
@@ -134,11 +134,21 @@ def available_probes(device: str, table=PROBES) -> list[tuple[str, Any]]:
     return [(k, v) for k, v, devices in table if device_type in devices and k in have and have[k] != v]
 
 
-def _outcome(verdict, kind: str, strict: bool) -> str:
+# The label of a rung or probe that shows a finding of the bucket's kind, but not the one the
+# bucket is about (another output, or the same output by another rule): `_kind_of` reads it as
+# no finding of that kind.
+ANOTHER = "another"
+
+
+def _outcome(verdict, kind: str, strict: bool, about: tuple[str, str] | None = None) -> str:
     """The finding kind a rung or probe shows ("ok" for none, else the error status); a perf
-    verdict's label adds the slowest phase's ratio, e.g. "slower-fwd 1.42x" or "ok 0.97x"."""
-    finding = finding_of(verdict, strict=strict)
+    verdict's label adds the slowest phase's ratio, e.g. "slower-fwd 1.42x" or "ok 0.97x".
+    With `about` (the bucket's severity rule and output, as its own case showed them), a finding
+    of `kind` that is not that rule on that output (`shows_reason`) reads "another fp16-ulp"."""
+    finding = case_finding(verdict, strict=strict)
     label = finding.kind.value if finding is not None else ("ok" if verdict.status in (Status.OK, Status.DIVERGED) else verdict.status.value)
+    if about is not None and label == kind and not getattr(verdict, "perf", ()) and not shows_reason(verdict, *about):
+        return f"{ANOTHER} {label}"
     if getattr(verdict, "perf", ()):
         phase = finding.output if finding is not None else max(verdict.perf, key=lambda p: p.ratio).phase
         ratio = next(p.ratio for p in verdict.perf if p.phase == phase)
@@ -162,6 +172,7 @@ def attribute_case(
     known: Mapping | None = None,
     first_fix_only: bool = False,
     deadline: Deadline = Deadline.never(),
+    about: tuple[str, str] | None = None,
 ) -> Culprit:
     """The culprit of a case that shows a finding of `kind` under `config`: the stage ladder, then
     (for Inductor) the probes, then (with `bisect`) the bisector's narrowing. A perf finding
@@ -180,7 +191,12 @@ def attribute_case(
     (`TimeUp`, never a hang verdict); the bisector (several such runs) starts only while
     `BISECT_STEPS` of them fit, and is stopped at the deadline. What was not run says so
     (`NOT_ATTRIBUTED`): a ladder cut short names the case's own backend as the stage, with no
-    claim past it, and runs no probe and no bisector."""
+    claim past it, and runs no probe and no bisector.
+
+    `about` is the (rule, output) the bucket is about, as the case showed them under `config`:
+    a rung, probe or bisector step shows the finding only where that output diverges by that rule
+    (`shows_reason`), so a stage that changes only another output is never the culprit. None
+    (a perf finding, or a verdict not known) judges by `kind` alone."""
     digest = spec.digest()
     # Not seeded from `known`: the case's own Inductor run (a 137 s compile, once, on the H100)
     # says little of what the AOT rungs before it cost.
@@ -197,7 +213,7 @@ def attribute_case(
         verdict, ran = known_or_run(worker, request, timeout_s, known=known, on_verdict=on_verdict, deadline=deadline)
         # a verdict not run again still tells what a run of this spec costs
         slowest[0] = max(slowest[0], time.monotonic() - t0 if ran else verdict.span_seconds())
-        return _outcome(verdict, kind, strict)
+        return _outcome(verdict, kind, strict, about)
 
     # A perf finding climbs aot_eager only: the decomposed graph run eagerly is slow by nature
     # (many small kernels), so it says nothing about where compiled code lost time.
@@ -220,7 +236,7 @@ def attribute_case(
             return replace(culprit, summary=summarize(culprit))
         bisect_timeout = min(timeout_s * 4, deadline.left())
         return _narrow_by_bisector(culprit, worker, spec, device=device, config=config, kind=kind, strict=strict,
-                                   timeout_s=bisect_timeout, cut_by_deadline=deadline.bounded)
+                                   timeout_s=bisect_timeout, cut_by_deadline=deadline.bounded, about=about)
     return replace(culprit, summary=summarize(culprit))
 
 
@@ -275,13 +291,15 @@ def _probe_switches(outcome, config: CompileConfig, kind: str, *, device: str, s
 
 
 def _narrow_by_bisector(culprit: Culprit, worker, spec: GraphSpec, *, device: str, config: CompileConfig, kind: str,
-                        strict: bool, timeout_s: float, cut_by_deadline: bool = False) -> Culprit:
+                        strict: bool, timeout_s: float, cut_by_deadline: bool = False,
+                        about: tuple[str, str] | None = None) -> Culprit:
     """`culprit` narrowed by `compiler_bisector` (run in the worker: it is in-process only, and
     stopped after `timeout_s`), or with a note saying why the bisector gave nothing; its summary
     rebuilt either way. With `cut_by_deadline`, a timeout is the analysis's deadline, not a hang."""
     res = worker.call(
         WorkerTarget.BISECT,
-        {"spec_json": spec.to_json(indent=None), "device": device, "config": config.to_dict(), "kind": kind, "strict": strict},
+        {"spec_json": spec.to_json(indent=None), "device": device, "config": config.to_dict(), "kind": kind, "strict": strict,
+         "about": list(about) if about is not None else None},
         timeout_s,
     )
     if res.error is None and res.value:
@@ -298,8 +316,10 @@ def _narrow_by_bisector(culprit: Culprit, worker, spec: GraphSpec, *, device: st
 # ---------------------------------------------------------------------------------------------
 
 
-def bisect_in_worker(*, spec_json: str, device: str, config: dict, kind: str, strict: bool = False) -> dict | None:
-    """`CompilerBisector.do_bisect` over `execute_case`: good means "no finding of `kind`".
+def bisect_in_worker(*, spec_json: str, device: str, config: dict, kind: str, strict: bool = False,
+                     about: list | None = None) -> dict | None:
+    """`CompilerBisector.do_bisect` over `execute_case`: good means "no finding of `kind`", or
+    with `about` ([rule, output]) none of that rule on that output (`attribute_case`).
 
     The bisector replaces the backend of every `torch.compile` call while it runs, and
     `execute_case` calls torch.compile (and dynamo.reset) afresh each time, as it requires.
@@ -319,8 +339,10 @@ def bisect_in_worker(*, spec_json: str, device: str, config: dict, kind: str, st
             # A configuration that no longer compiles (say, batch norm without its decomposition
             # is not functional) says nothing about our divergence: never blame what it disabled.
             return False
-        finding = finding_of(verdict, strict=strict)
-        return finding is None or finding.kind.value != kind
+        finding = case_finding(verdict, strict=strict)
+        if finding is None or finding.kind.value != kind:
+            return True
+        return about is not None and not shows_reason(verdict, about[0], about[1])
 
     with contextlib.redirect_stdout(io.StringIO()):
         result = CompilerBisector.do_bisect(good)
