@@ -400,14 +400,22 @@ def severity_of(verdict, *, switch: str | None = None, subsystem: str | None = N
     return worst
 
 
-def case_finding(verdict, *, strict: bool = False):
+_UNJUDGED = object()
+
+
+def case_finding(verdict, *, strict: bool = False, reason=_UNJUDGED):
     """The finding a case is bucketed, minimized and attributed by: the one on the output its
-    severity reason names (`severity_of`), else the verdict's most severe (`finding_of`). A bf16
-    output a few ULPs off beside a float32 floor division wrong by one is a float32 bucket about
-    the division: the bug's output decides the bucket's kind, so the minimizer keeps the division
-    and nothing else, and the report says what is wrong. None when nothing is a finding."""
-    reason = severity_of(verdict)
-    return finding_of(verdict, strict=strict, output=reason.output if reason is not None else None)
+    severity reason names (`severity_of`, or `reason` when the caller has judged it), else the
+    verdict's most severe (`finding_of`). A float16 output a few ULPs off beside a float32 floor
+    division wrong by one is a float32 bucket about the division: the bug's output decides the
+    bucket's kind, so the minimizer keeps the division and nothing else, and the report says what
+    is wrong. None when nothing is a finding (then nothing is judged)."""
+    overall = finding_of(verdict, strict=strict)
+    if overall is None:
+        return None
+    if reason is _UNJUDGED:
+        reason = severity_of(verdict)
+    return finding_of(verdict, strict=strict, output=reason.output) if reason is not None else overall
 
 
 def shows_reason(verdict, rule: str, output: str) -> bool:

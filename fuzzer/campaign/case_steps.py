@@ -33,7 +33,7 @@ from divfuzz.fuzzer.engine.bucketing import bucket_key
 from divfuzz.fuzzer.store import Store
 from divfuzz.fuzzer.engine.worker import CaseRequest, CaseWorker
 from divfuzz.generators.spec import GraphSpec
-from divfuzz.oracles.findings import target_score
+from divfuzz.oracles.findings import finding_of, target_score
 from divfuzz.oracles.severity_policy import case_finding, key_severity, severity_of
 from divfuzz.records.buckets import BucketKey
 from divfuzz.records.config import CompileConfig
@@ -163,8 +163,9 @@ def judge(run: CaseRun, spec: GraphSpec, verdict: Verdict) -> Judged:
     """The finding, its severity, raw key and score; a finding goes to the pool when a pool
     analyses this campaign's findings, or when its severity is one no campaign minimizes (noise,
     inline too)."""
-    finding = case_finding(verdict, strict=run.strict)
-    reason = severity_of(verdict) if finding else None
+    finding = finding_of(verdict, strict=run.strict)
+    reason = severity_of(verdict) if finding else None  # judged once, for a finding only
+    finding = case_finding(verdict, strict=run.strict, reason=reason) if finding else None
     raw_key = bucket_key(finding, spec, run.device, reason=reason, against=verdict.against,
                          explanation=verdict.explanation) if finding else None
     for_pool = raw_key is not None and run.analyzer is not None and (
