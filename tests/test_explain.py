@@ -408,3 +408,20 @@ def test_real_inductor_on_cuda_a_count_of_a_floor_division_of_subnormals_is_expl
     verdict = execute_case(_count_of_a_floor_division_of_subnormals(), "cuda", CompileConfig(backend="inductor"))
     reason = severity_of(verdict)
     assert reason is None or reason.severity is not Severity.BUG, (reason, verdict)
+
+
+def test_a_nan_where_an_intermediate_rounds_to_zero_on_its_singularity_is_ill_conditioned():
+    """Campaign seed 131 (H100; the CPU shows it too): a bilinear interpolation, then fmod(v1, v1).
+    Compiled's interpolation (its decomposition, aot_eager already) gives exactly 0.0 where eager
+    gives 1.3e-6 from operands near 30, both within a rounding step; fmod(0, 0) is NaN. The zero
+    draw puts the fp64 reference on that singularity too: suspect, not a bug."""
+    spec = GraphSpec(inputs=(TensorSpec("x0", (4, 40), "float32"),),
+                     nodes=(Node("v1", "interpolate_bilinear", ("x0",), (("align_corners", False), ("scale_factor", 2.0)),
+                                 "float32", (1, 8, 80)),
+                            Node("v2", "fmod_tensor", ("v1", "v1"), (), "float32", (1, 8, 80))),
+                     outputs=("v2",), recipe=InputRecipe("near_half_integer", 10651848))
+    verdict = execute_case(spec, "cpu", CompileConfig(backend="aot_eager"))
+    reason = severity_of(verdict)
+    assert reason is None or reason.severity is not Severity.BUG, reason
+    if reason is not None:
+        assert reason.rule == "nan-inf-ill-conditioned", reason
