@@ -360,3 +360,68 @@ def test_a_floor_division_of_a_computed_value_flipped_at_its_jump_is_a_boundary_
     for of_sum in (True, False):
         verdict, reason = _judged(_floor_division(of_sum), PLANTED + "drift")
         assert reason.severity is Severity.BUG and reason.rule == "int-valued-wrong", verdict
+
+
+def _count_of_a_floor_division_of_subnormals(device: str = "cpu") -> GraphSpec:
+    """Campaign seed 131 on the H100 (torch 2.11): floor(x / 2.5) of subnormal x, its sqrt, and a
+    count of the roots <= 0.5. Eager's negative subnormals floor to -1 (a NaN root, not counted);
+    flushed to -0 they floor to -0 (counted): the count, an integer, differs by how many there are."""
+    return GraphSpec(inputs=(TensorSpec("x0", (1, 4), "float32", False),),
+                     nodes=(Node("v2", "div", ("x0",), (("divisor", 2.5), ("mode", "floor")), "float32", (1, 4)),
+                            Node("v7", "sqrt", ("v2",), (), "float32", (1, 4)),
+                            Node("v9", "count_cmp", ("v7",), (("cmp", "le"), ("threshold", 0.5)), "int64", (1,))),
+                     outputs=("v9",), recipe=InputRecipe("subnormal", 0), backward=False)
+
+
+def test_a_count_depends_on_subnormals_that_zero_and_not_nan_shows():
+    """floor(|x| / -2.5) of subnormal x is -1 in eager (a NaN root, not counted) and -0 once |x|
+    is flushed (counted). The dependence run fills the subnormal values with NaN, and with zero of
+    their sign (what a flush makes of them): a NaN root is not counted either, so NaN alone finds
+    no count depending on them; the signed zeros change it. The compiled outputs are a flushing
+    backend's (planted)."""
+    from divfuzz.fuzzer.engine.execute import compile_session, prepare_case
+    from divfuzz.fuzzer.engine.explain import depending_elements
+    from divfuzz.records.severity import SeverityReason
+
+    spec = GraphSpec(inputs=(TensorSpec("x0", (1, 4), "float32", False),),
+                     nodes=(Node("v1", "abs", ("x0",), (), "float32", (1, 4)),
+                            Node("v2", "div", ("v1",), (("divisor", -2.5), ("mode", "floor")), "float32", (1, 4)),
+                            Node("v7", "sqrt", ("v2",), (), "float32", (1, 4)),
+                            Node("v9", "count_cmp", ("v7",), (("cmp", "le"), ("threshold", 0.5)), "int64", (1,))),
+                     outputs=("v9",), recipe=InputRecipe("subnormal", 0), backward=False)
+    case = prepare_case(spec, "cpu")
+    with compile_session(spec, "cpu", CompileConfig(backend=PLANTED + "flush_subnormals"), case.inputs, case.cots,
+                         case.clock) as (compiled, failed, _):
+        assert failed is None
+        assert dict(compiled)["v9"].item() > dict(case.eager)["v9"].item() == 0  # flushed roots are counted
+        subnormal = {name: (v != 0) & (v.abs() < torch.finfo(torch.float32).tiny)
+                     for name, v in (("x0", case.inputs[0]), ("v1", case.eager_env["v1"]))}
+        reason = SeverityReason(Severity.BUG, "int-gross", "v9", "")
+        assert depending_elements(case, compiled, reason, subnormal, fills=("nan",)) == (1, 0)
+        assert depending_elements(case, compiled, reason, subnormal, fills=("nan", "signed-zero")) == (1, 1)
+
+
+@pytest.mark.gpu
+def test_real_inductor_on_cuda_a_count_of_a_floor_division_of_subnormals_is_explained_by_the_flush():
+    """The seed-131 bug line: an int64 count that flips because the CUDA kernel flushes the
+    subnormal dividends. Not a bug: subnormal-flush, whichever experiment shows it."""
+    verdict = execute_case(_count_of_a_floor_division_of_subnormals(), "cuda", CompileConfig(backend="inductor"))
+    reason = severity_of(verdict)
+    assert reason is None or reason.severity is not Severity.BUG, (reason, verdict)
+
+
+def test_a_nan_where_an_intermediate_rounds_to_zero_on_its_singularity_is_ill_conditioned():
+    """Campaign seed 131 (H100; the CPU shows it too): a bilinear interpolation, then fmod(v1, v1).
+    Compiled's interpolation (its decomposition, aot_eager already) gives exactly 0.0 where eager
+    gives 1.3e-6 from operands near 30, both within a rounding step; fmod(0, 0) is NaN. The zero
+    draw puts the fp64 reference on that singularity too: suspect, not a bug."""
+    spec = GraphSpec(inputs=(TensorSpec("x0", (4, 40), "float32"),),
+                     nodes=(Node("v1", "interpolate_bilinear", ("x0",), (("align_corners", False), ("scale_factor", 2.0)),
+                                 "float32", (1, 8, 80)),
+                            Node("v2", "fmod_tensor", ("v1", "v1"), (), "float32", (1, 8, 80))),
+                     outputs=("v2",), recipe=InputRecipe("near_half_integer", 10651848))
+    verdict = execute_case(spec, "cpu", CompileConfig(backend="aot_eager"))
+    reason = severity_of(verdict)
+    assert reason is None or reason.severity is not Severity.BUG, reason
+    if reason is not None:
+        assert reason.rule == "nan-inf-ill-conditioned", reason

@@ -5,7 +5,7 @@ conditioning, types first, a missing reference. Rules over classes: nothing here
 
 import torch
 
-from divfuzz.oracles.conditioning import CONDITIONING_DRAWS, perturb_inputs
+from divfuzz.oracles.conditioning import CONDITIONING_DRAWS, ZERO_DRAW, IntermediateNudge, perturb_inputs
 from divfuzz.oracles.findings import finding_of
 from divfuzz.oracles.judge import judge_outputs, verdict_of
 from divfuzz.oracles.severity_policy import severity_of
@@ -304,3 +304,21 @@ def test_a_nan_at_the_ranges_edge_costs_no_fp64_reruns():
     assert calls == []
     assert severity_of(_one(eager, compiled, ref, perturbed_reference=perturbed, inputs=[x / 1e36])).rule == "nan-inf-new"
     assert calls == list(range(CONDITIONING_DRAWS))
+
+
+def test_a_value_within_a_rounding_step_of_zero_at_its_operands_scale_moves_to_zero_in_the_zero_draw():
+    """A difference of nearly equal terms may round to exactly zero in another evaluation; a value
+    as large as its operands never becomes zero, and no other draw zeroes anything."""
+    def nudged(draw):
+        nudge = IntermediateNudge({"v": ("a",)}, {"a": "float32", "v": "float32"}, draw)
+        nudge("a", torch.full((4,), 30.0, dtype=torch.float64))
+        return nudge("v", torch.tensor([1.3e-6, -2e-6, 5.0, 30.0], dtype=torch.float64))
+
+    step = torch.finfo(torch.float32).eps
+    zeroed = nudged(ZERO_DRAW)
+    assert zeroed[:2].tolist() == [0.0, 0.0]
+    assert bool((zeroed[2:] != 0).all()) and float((zeroed[2:] - torch.tensor([5.0, 30.0])).abs().max()) <= step * 30 * 1.01
+    for draw in range(CONDITIONING_DRAWS):
+        if draw != ZERO_DRAW:
+            assert bool((nudged(draw) != 0).all())
+

@@ -150,7 +150,7 @@ def _subnormal_flush(case: "PreparedCase", compiled: Named, reason: SeverityReas
 def _subnormal_dependence(case: "PreparedCase", compiled: Named, reason: SeverityReason) -> Explanation | None:
     """On a CUDA device, where Inductor's kernels flush subnormals by default: explained when most
     of the elements the rule names depend on a subnormal value of eager's (an input's or a
-    node's, tainted as NaN in an fp64 run: `_depending_elements`). A kernel flushes per
+    node's: `depending_elements`, its subnormals made NaN or zero). A kernel flushes per
     instruction (an operand here, a result there), so eager with everything flushed need not
     give compiled's bits; that an element depends on a subnormal is what the default mode leaves
     undefined. The CPU's kernels keep subnormals: never explained there this way."""
@@ -166,7 +166,9 @@ def _subnormal_dependence(case: "PreparedCase", compiled: Named, reason: Severit
                 masks[name] = subnormal
     if not masks:
         return None
-    n_diff, n_dep = _depending_elements(case, compiled, reason, masks)
+    # A kernel's flush gives signed zero: an element the zeros change depends on the subnormals
+    # even where NaN cannot show it (a comparison, a count, an integer output).
+    n_diff, n_dep = depending_elements(case, compiled, reason, masks, fills=("nan", "signed-zero"))
     if n_diff == 0 or n_dep < 0.5 * n_diff:
         return None
     where = ", ".join(sorted(masks, key=_graph_order(spec))[:3])
@@ -265,30 +267,40 @@ def _reassociation_edge(spec: GraphSpec, name: str, shape: torch.Size, reference
     return leaves_range_mask(source, accumulation, shape)
 
 
-def _depending_elements(case: "PreparedCase", compiled: Named, reason: SeverityReason,
-                        masks: dict[str, torch.Tensor]) -> tuple[int, int]:
+# What a marked value becomes in a dependence run (`depending_elements`): NaN, which every
+# arithmetic op carries to what depends on it; or zero of the value's sign, which is what a
+# kernel's flush-to-zero makes of a subnormal, and which also reaches through a comparison.
+_FILLS = {"nan": lambda v: torch.full_like(v, float("nan")), "signed-zero": lambda v: v * 0}
+
+
+def depending_elements(case: "PreparedCase", compiled: Named, reason: SeverityReason,
+                       masks: dict[str, torch.Tensor], *, fills: tuple[str, ...] = ("nan",)) -> tuple[int, int]:
     """(the elements of the reason's output that its rule names, how many of them depend on the
-    values `masks` marks): each marked value of an input or node is made NaN in a second fp64
-    reference run (forward, and backward through it), and an element that turns NaN there
-    depends on one. (0, 0) when the output cannot be compared."""
+    values `masks` marks): for each of `fills` (`_FILLS`), the marked values of the inputs and
+    nodes are replaced by it in another fp64 reference run (forward, and backward through it),
+    and an element whose value that run changes depends on them. NaN alone cannot show a
+    dependence through a comparison (NaN compares false, as the value may have), so an integer
+    or boolean output needs a fill of real values. (0, 0) when the output cannot be compared."""
     spec = case.spec
     eager, got = dict(case.eager).get(reason.output), dict(compiled).get(reason.output)
-    if eager is None or got is None or eager.shape != got.shape:
+    plain = dict(case.reference).get(reason.output)
+    if eager is None or got is None or plain is None or eager.shape != got.shape:
         return 0, 0
-
-    def taint(name, value):
-        if name not in masks or not isinstance(value, torch.Tensor):
-            return value
-        return torch.where(masks[name].to(value.device), torch.full_like(value, float("nan")), value)
-
     cots = [c.double() if c is not None else None for c in case.cots]
-    tainted, _ = run_forward_backward(spec, build_reference(spec, hook=taint, device_type=case.device_type),
-                                      reference_inputs(case.inputs), cots)
-    plain, reached = dict(case.reference).get(reason.output), dict(tainted).get(reason.output)
-    if plain is None or reached is None or reached.shape != eager.shape:
-        return 0, 0
+    depends = torch.zeros(eager.shape, dtype=torch.bool, device=eager.device)
+    for fill in fills:
+        def marked(name, value, fill=_FILLS[fill]):
+            if name not in masks or not isinstance(value, torch.Tensor):
+                return value
+            return torch.where(masks[name].to(value.device), fill(value), value)
+
+        changed, _ = run_forward_backward(spec, build_reference(spec, hook=marked, device_type=case.device_type),
+                                          reference_inputs(case.inputs), cots)
+        reached = dict(changed).get(reason.output)
+        if reached is None or reached.shape != eager.shape:
+            return 0, 0
+        depends |= ~same_values(reached.to(eager.device), plain.to(eager.device))
     differing = rule_elements(reason.rule, eager, got.to(eager.device))
-    depends = torch.isnan(reached.to(eager.device)) & ~torch.isnan(plain.to(eager.device))
     return int(differing.sum()), int((differing & depends).sum())
 
 
@@ -313,7 +325,7 @@ def _range_edge(case: "PreparedCase", compiled: Named, reason: SeverityReason) -
         return Explanation("range-edge", reason.output, f"{reason.output} depends on range-edge values: {because}",
                            (("edge_values", float(sum(int(m.sum()) for m, _ in masks.values()))),))
 
-    n_diff, n_dep = _depending_elements(case, compiled, reason, {name: mask for name, (mask, _) in masks.items()})
+    n_diff, n_dep = depending_elements(case, compiled, reason, {name: mask for name, (mask, _) in masks.items()})
     if n_diff == 0 or n_dep < 0.5 * n_diff:
         return None
     return Explanation("range-edge", reason.output,
