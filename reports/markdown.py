@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 from divfuzz.reports.root_causes import culprit_of  # noqa: F401  (divfuzz.reports.markdown.culprit_of: the CLI and diff read it here)
-from divfuzz.reports.root_causes import COMPILER_ORDER, EAGER_WORSE, graph_pattern, severity_line_of
+from divfuzz.reports.root_causes import COMPILER_ORDER, EAGER_WORSE, MAX_BUG_LINES, graph_pattern, severity_line_of, summary_lines
 from divfuzz.generators.coverage import op_coverage
 from divfuzz.records.errors import UnsafePathError
 from divfuzz.records.severity import Severity
@@ -163,6 +163,8 @@ def root_causes_markdown(index, *, run_id: int | None = None, min_severity: str 
     if new_only:
         yield f"--new-only: {index.hidden} root causes that match a known upstream bug are hidden."
     sections = [s for s in ("bug", "suspect") if Severity(s).at_least(floor)] + [EAGER_WORSE]
+    if "bug" in sections and index.section("bug")[0]:
+        yield from _first_screen(index)
     # a severity this divfuzz does not know (a newer store): listed, never dropped
     sections += sorted(set(cause_counts) - {*COMPILER_ORDER, EAGER_WORSE})
     for sev in sections:
@@ -181,6 +183,20 @@ def root_causes_markdown(index, *, run_id: int | None = None, min_severity: str 
             shown = ", ".join(str(i) for i in ids[:BUCKETS_NAMED]) + (", ..." if n > BUCKETS_NAMED else "")
             where = "culprit not attributed yet" if culprit in ("-", "") else f"culprit {_plain(culprit)}"
             yield f"- {sev}, {where}: {n} buckets, {cases} cases, {n_rc} root causes (buckets {shown})"
+
+
+# The first screen folds at most this many bug root causes (a store's first, in the report's order).
+FIRST_SCREEN_CAUSES = 1000
+
+
+def _first_screen(index) -> Iterator[str]:
+    """The bug lines as the end of `divfuzz fuzz` prints them (`summary_lines`): new first, one per
+    part of the compiler (a lowering, a decomposition) and one per known upstream issue, whichever
+    op patterns met it; each names its lead bucket, whose root cause is listed below."""
+    causes = list(index.causes("bug", limit=FIRST_SCREEN_CAUSES, buckets=1))
+    yield from ("", "## First screen: one line per bug, new first (lead bucket, cases, upstream, ops @ culprit)", "")
+    for line in summary_lines(causes, width=100_000, max_lines=MAX_BUG_LINES):
+        yield f"- {_plain(line.strip())}"
 
 
 def _root_cause_item(n: int, rc) -> list[str]:

@@ -379,7 +379,7 @@ def summary_lines(causes: Sequence[RootCause], *, width: int = 80, max_lines: in
         cases = sum(rc.cases for rc in group)
         counted = f"{cases:,} case{'s' if cases != 1 else ''}"
         if len(group) == 1:
-            count = f" x{len(lead.buckets)}" if len(lead.buckets) > 1 else ""
+            count = f" x{lead.bucket_count}" if lead.bucket_count > 1 else ""
             lines.append(clip(f"  #{lead.lead.id}{count}{new} {counted}  {_upstream(group)}  {lead.title}", width))
         else:
             patterns = ", ".join(dict.fromkeys(ops_of(rc.lead) for rc in group))

@@ -413,6 +413,15 @@ def test_the_first_screen_gives_one_line_to_a_lowering_met_through_several_op_pa
     # Cut to fit: the lines left out count the root causes they hold.
     cut = summary_lines(causes, width=80, max_lines=2)
     assert cut[-1] == "  ... and 5 more bug root causes" and len(cut) == 2  # the first line holds one new root cause and max(map(len, cut)) <= 80
+    # The report opens with the same lines, uncut, before the root causes one by one.
+    from divfuzz.reports.markdown import iter_buckets_markdown
+
+    report = "".join(iter_buckets_markdown(c.store)).splitlines()
+    start = report.index(next(line for line in report if line.startswith("## First screen")))
+    screen = report[start + 2:report.index("", start + 2)]
+    assert len(screen) == 3 and all(line.startswith("- #") for line in screen), screen
+    assert "pytorch#197895" in screen[2] and "2 culprits (4): div, sin+div, mul+div" in screen[2], screen
+    assert start < report.index(next(line for line in report if line.startswith("## bug:")))
     c.close()
 
 
