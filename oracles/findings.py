@@ -62,6 +62,14 @@ def finding_of(verdict: Verdict, *, strict: bool = False, output: str | None = N
     return min(on_output or found, key=lambda f: FINDING_KIND_ORDER.index(f.kind))
 
 
+def shows_finding(verdict: Verdict, kind: str, output: str, *, strict: bool = False) -> bool:
+    """Whether `verdict` has a finding of `kind` on `output` (the most severe on it): a verdict of
+    the same spec under another stage or switch shows the bucket's finding only there, however
+    its other outputs differ."""
+    own = finding_of(verdict, strict=strict, output=output)
+    return own is not None and own.output == output and own.kind.value == kind
+
+
 _PERF_KIND = {"fwd": FindingKind.SLOWER_FWD, "fwd+bwd": FindingKind.SLOWER_BWD}
 
 

@@ -418,25 +418,6 @@ def case_finding(verdict, *, strict: bool = False, reason=_UNJUDGED):
     return finding_of(verdict, strict=strict, output=reason.output) if reason is not None else overall
 
 
-def shows_reason(verdict, rule: str, output: str) -> bool:
-    """Whether `verdict` shows the finding a bucket is about: its output `output` diverges by
-    `rule` (that output's own reason, `output_severity`, whatever the other outputs show), or the
-    compiler failed by `rule` (output "-"). A verdict of the same spec under another stage or
-    switch may diverge elsewhere (a softmax's gradient rounded another way beside the gradient
-    the bucket is about): that is not the bucket's finding, and attribution must not blame what
-    changed it."""
-    status = getattr(verdict.status, "value", verdict.status)
-    if status in _COMPILER_FAILURE_RULES:
-        return _COMPILER_FAILURE_RULES[status] == rule
-    if status != Status.DIVERGED.value:
-        return False
-    for o in verdict.outputs:
-        if o.name == output:
-            reason = output_severity(o)
-            return reason is not None and reason.rule == rule
-    return False
-
-
 def explained_reason(worst: SeverityReason, explanation) -> SeverityReason | None:
     """`worst` as a mechanism explains it (`divfuzz.oracles.mechanisms`): the same rule and output,
     the mechanism's severity, and the experiment's words; None when no explanation applies."""

@@ -110,7 +110,7 @@ def _noise_beside_a_floor_division() -> GraphSpec:
 
 def test_a_bucket_follows_its_bug_and_attribution_blames_no_stage_that_changes_another_output():
     """The case's bucket is the output its severity reason names (the float32 division, not the
-    float16 layer norm whose kind ranks first), every rung is asked for that rule on that output,
+    float16 layer norm whose kind ranks first), every rung is asked for a finding on that output,
     and the minimizer keeps the division alone: before, the float16 noise made the bucket an
     fp16-ulp one, the layer norm's decomposition its culprit, and the layer norm stayed in the repro."""
     from divfuzz.fuzzer.engine.execute import execute_case
@@ -135,20 +135,27 @@ def test_a_bucket_follows_its_bug_and_attribution_blames_no_stage_that_changes_a
     assert dict(a.culprit.ladder)["aot_eager_decomp_partition"] == "ok"
 
 
-def test_a_rung_that_changes_only_another_output_reads_another_and_is_not_the_stage():
-    """With the bucket's kind given as the float16 one (as the kind order alone chose it), the
-    decomposition rung shows an fp16-ulp difference on the layer norm only: it reads "another
-    fp16-ulp" and the stage is Inductor, where the division's rule shows."""
+def test_a_rung_whose_finding_is_on_another_output_reads_another_and_is_not_the_stage():
+    """The float16 kind on both outputs: the layer norm's noise (at aot_eager_decomp_partition
+    already) and the same floor division in float16 (under Inductor). Asked about the division's
+    output, the decomposition rung reads "another fp16-ulp" and the stage is Inductor; asked about
+    the layer norm's, the decomposition is the stage, as it is for a bucket about that output."""
     from divfuzz.fuzzer.triage.attribute import attribute_case
 
+    spec = _noise_beside_a_floor_division()
+    spec = replace(spec, inputs=(spec.inputs[0], TensorSpec("x1", (4000,), "float16")),
+                   nodes=(spec.nodes[0], Node("v3", "div", ("x1",), (("divisor", 0.1), ("mode", "floor")), "float16", (4000,))))
     worker = Worker("cpu")
     try:
-        culprit = attribute_case(_noise_beside_a_floor_division(), worker=worker, device="cpu", config=CompileConfig(),
-                                 kind="fp16-ulp", bisect=False, about=("int-valued-wrong", "v3"))
+        about_division = attribute_case(spec, worker=worker, device="cpu", config=CompileConfig(), kind="fp16-ulp",
+                                        bisect=False, output="v3")
+        about_norm = attribute_case(spec, worker=worker, device="cpu", config=CompileConfig(), kind="fp16-ulp",
+                                    bisect=False, output="v1")
     finally:
         worker.stop()
-    assert dict(culprit.ladder)["aot_eager_decomp_partition"] == "another fp16-ulp"
-    assert culprit.stage == "inductor"
+    assert dict(about_division.ladder)["aot_eager_decomp_partition"] == "another fp16-ulp"
+    assert about_division.stage == "inductor" and dict(about_division.ladder)["inductor"] == "fp16-ulp"
+    assert about_norm.stage == "aot_eager_decomp_partition"
 
 
 @pytest.mark.slow

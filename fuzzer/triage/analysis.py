@@ -27,7 +27,7 @@ from divfuzz.fuzzer.engine.bucketing import root_cause_key
 from divfuzz.records.buckets import BucketKey
 from divfuzz.fuzzer.triage.attribute import PERF_PROBES, attribute_case, guard_configs
 from divfuzz.fuzzer.triage.shrink import MinimizeResult, case_predicate, minimize_spec
-from divfuzz.oracles.severity_policy import explaining_mechanism, severity_of
+from divfuzz.oracles.severity_policy import case_finding, explaining_mechanism, severity_of
 from divfuzz.records.culprit import Culprit
 from divfuzz.records.deadline import Deadline
 from divfuzz.records.errors import MinimizeError
@@ -101,12 +101,15 @@ def _site_seen(verdict) -> str | None:
     return verdict.error_site if verdict is not None else None
 
 
-def _about_seen(verdict) -> tuple[str, str] | None:
-    """(rule, output) of the input's severity reason under the case's own config: what every rung,
-    probe and bisector step of its attribution must show to be blamed (`attribute_case`'s `about`);
-    None for a perf verdict (judged by its phases) or a verdict not known."""
-    reason = severity_of(verdict) if verdict is not None and not getattr(verdict, "perf", ()) else None
-    return (reason.rule, reason.output) if reason is not None else None
+def _finding_output_seen(verdict) -> str | None:
+    """The output of the input's finding under the case's own config (`case_finding`: the output
+    its severity reason names): what every rung, probe and bisector step of its attribution must
+    show a finding on to be blamed (`attribute_case`'s `output`); None for a perf verdict, a
+    compiler failure (its output is "-") or a verdict not known."""
+    if verdict is None or getattr(verdict, "perf", ()):
+        return None
+    finding = case_finding(verdict)
+    return finding.output if finding is not None and finding.output != "-" else None
 
 
 def _output_seen(verdict) -> str | None:
@@ -172,7 +175,7 @@ def analyze_finding(
         # The first pass's probes only pick the minimizer's guard: they get half the minimization budget at most.
         rough_deadline = deadline.share(budget_s / 2) if deadline.bounded else deadline
         rough = attribute_case(spec, config=config, kind=kind, bisect=False, first_fix_only=True,
-                               about=_about_seen(seen.get((spec.digest(), config))), **(common | {"deadline": rough_deadline}))
+                               output=_finding_output_seen(seen.get((spec.digest(), config))), **(common | {"deadline": rough_deadline}))
         rough_s = time.monotonic() - t_rough
         if _by_design(seen.get((spec.digest(), config)), rough):
             # A documented precision knob removes it: named by the cheap culprit, never minimized in a campaign.
@@ -214,7 +217,7 @@ def analyze_finding(
     # Judged by what the input showed under its own config (known by now unless its run was cut):
     # the minimal spec keeps that rule on that output, so each rung is asked for it.
     culprit = attribute_case(current, config=config, kind=kind, bisect=kind not in _NO_MINIMIZE,
-                             about=_about_seen(seen.get((spec.digest(), config))), **common)
+                             output=_finding_output_seen(seen.get((spec.digest(), config))), **common)
     return Analysis(current, culprit, minimized, seen.get((current.digest(), config)), note)
 
 

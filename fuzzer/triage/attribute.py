@@ -29,7 +29,8 @@ from divfuzz.records.deadline import Deadline
 from divfuzz.records.errors import TimeUp
 from divfuzz.records.outcomes import ERROR_KINDS, PERF_KINDS, Status
 from divfuzz.fuzzer.engine.worker import CaseRequest, WorkerTarget
-from divfuzz.oracles.severity_policy import case_finding, shows_reason
+from divfuzz.oracles.findings import finding_of, shows_finding
+from divfuzz.oracles.severity_policy import case_finding
 
 LADDER = ("aot_eager", "aot_eager_decomp_partition")
 
@@ -134,21 +135,21 @@ def available_probes(device: str, table=PROBES) -> list[tuple[str, Any]]:
     return [(k, v) for k, v, devices in table if device_type in devices and k in have and have[k] != v]
 
 
-# The label of a rung or probe that shows a finding of the bucket's kind, but not the one the
-# bucket is about (another output, or the same output by another rule): `_kind_of` reads it as
-# no finding of that kind.
+# The label's first word for a rung or probe whose finding is on another output than the one the
+# bucket is about: `_kind_of` reads "another fp16-ulp" as no finding of the bucket's kind.
 ANOTHER = "another"
 
 
-def _outcome(verdict, kind: str, strict: bool, about: tuple[str, str] | None = None) -> str:
+def _outcome(verdict, kind: str, strict: bool, output: str | None = None) -> str:
     """The finding kind a rung or probe shows ("ok" for none, else the error status); a perf
     verdict's label adds the slowest phase's ratio, e.g. "slower-fwd 1.42x" or "ok 0.97x".
-    With `about` (the bucket's severity rule and output, as its own case showed them), a finding
-    of `kind` that is not that rule on that output (`shows_reason`) reads "another fp16-ulp"."""
+    With `output` (the output the bucket is about), the finding on that output; a rung whose
+    findings are all on other outputs reads "another fp16-ulp" (`shows_finding`)."""
     finding = case_finding(verdict, strict=strict)
     label = finding.kind.value if finding is not None else ("ok" if verdict.status in (Status.OK, Status.DIVERGED) else verdict.status.value)
-    if about is not None and label == kind and not getattr(verdict, "perf", ()) and not shows_reason(verdict, *about):
-        return f"{ANOTHER} {label}"
+    if output is not None and finding is not None and verdict.status is Status.DIVERGED and not getattr(verdict, "perf", ()):
+        own = finding_of(verdict, strict=strict, output=output)
+        return own.kind.value if own.output == output else f"{ANOTHER} {label}"
     if getattr(verdict, "perf", ()):
         phase = finding.output if finding is not None else max(verdict.perf, key=lambda p: p.ratio).phase
         ratio = next(p.ratio for p in verdict.perf if p.phase == phase)
@@ -172,7 +173,7 @@ def attribute_case(
     known: Mapping | None = None,
     first_fix_only: bool = False,
     deadline: Deadline = Deadline.never(),
-    about: tuple[str, str] | None = None,
+    output: str | None = None,
 ) -> Culprit:
     """The culprit of a case that shows a finding of `kind` under `config`: the stage ladder, then
     (for Inductor) the probes, then (with `bisect`) the bisector's narrowing. A perf finding
@@ -193,10 +194,11 @@ def attribute_case(
     (`NOT_ATTRIBUTED`): a ladder cut short names the case's own backend as the stage, with no
     claim past it, and runs no probe and no bisector.
 
-    `about` is the (rule, output) the bucket is about, as the case showed them under `config`:
-    a rung, probe or bisector step shows the finding only where that output diverges by that rule
-    (`shows_reason`), so a stage that changes only another output is never the culprit. None
-    (a perf finding, or a verdict not known) judges by `kind` alone."""
+    `output` is the output the bucket is about, as the case showed it under `config`: a rung,
+    probe or bisector step shows the finding only where that output has a finding of `kind`
+    (`shows_finding`), so a stage that changes only another output (a softmax's gradient rounded
+    another way beside the gradient the bucket is about) is never the culprit. None (a perf
+    finding, a compiler failure, or a verdict not known) judges by `kind` alone."""
     digest = spec.digest()
     # Not seeded from `known`: the case's own Inductor run (a 137 s compile, once, on the H100)
     # says little of what the AOT rungs before it cost.
@@ -213,7 +215,7 @@ def attribute_case(
         verdict, ran = known_or_run(worker, request, timeout_s, known=known, on_verdict=on_verdict, deadline=deadline)
         # a verdict not run again still tells what a run of this spec costs
         slowest[0] = max(slowest[0], time.monotonic() - t0 if ran else verdict.span_seconds())
-        return _outcome(verdict, kind, strict, about)
+        return _outcome(verdict, kind, strict, output)
 
     # A perf finding climbs aot_eager only: the decomposed graph run eagerly is slow by nature
     # (many small kernels), so it says nothing about where compiled code lost time.
@@ -236,7 +238,7 @@ def attribute_case(
             return replace(culprit, summary=summarize(culprit))
         bisect_timeout = min(timeout_s * 4, deadline.left())
         return _narrow_by_bisector(culprit, worker, spec, device=device, config=config, kind=kind, strict=strict,
-                                   timeout_s=bisect_timeout, cut_by_deadline=deadline.bounded, about=about)
+                                   timeout_s=bisect_timeout, cut_by_deadline=deadline.bounded, output=output)
     return replace(culprit, summary=summarize(culprit))
 
 
@@ -292,14 +294,14 @@ def _probe_switches(outcome, config: CompileConfig, kind: str, *, device: str, s
 
 def _narrow_by_bisector(culprit: Culprit, worker, spec: GraphSpec, *, device: str, config: CompileConfig, kind: str,
                         strict: bool, timeout_s: float, cut_by_deadline: bool = False,
-                        about: tuple[str, str] | None = None) -> Culprit:
+                        output: str | None = None) -> Culprit:
     """`culprit` narrowed by `compiler_bisector` (run in the worker: it is in-process only, and
     stopped after `timeout_s`), or with a note saying why the bisector gave nothing; its summary
     rebuilt either way. With `cut_by_deadline`, a timeout is the analysis's deadline, not a hang."""
     res = worker.call(
         WorkerTarget.BISECT,
         {"spec_json": spec.to_json(indent=None), "device": device, "config": config.to_dict(), "kind": kind, "strict": strict,
-         "about": list(about) if about is not None else None},
+         "output": output},
         timeout_s,
     )
     if res.error is None and res.value:
@@ -317,9 +319,9 @@ def _narrow_by_bisector(culprit: Culprit, worker, spec: GraphSpec, *, device: st
 
 
 def bisect_in_worker(*, spec_json: str, device: str, config: dict, kind: str, strict: bool = False,
-                     about: list | None = None) -> dict | None:
+                     output: str | None = None) -> dict | None:
     """`CompilerBisector.do_bisect` over `execute_case`: good means "no finding of `kind`", or
-    with `about` ([rule, output]) none of that rule on that output (`attribute_case`).
+    with `output`, none of `kind` on that output (`shows_finding`, as `attribute_case` judges).
 
     The bisector replaces the backend of every `torch.compile` call while it runs, and
     `execute_case` calls torch.compile (and dynamo.reset) afresh each time, as it requires.
@@ -339,10 +341,10 @@ def bisect_in_worker(*, spec_json: str, device: str, config: dict, kind: str, st
             # A configuration that no longer compiles (say, batch norm without its decomposition
             # is not functional) says nothing about our divergence: never blame what it disabled.
             return False
+        if output is not None:
+            return not shows_finding(verdict, kind, output, strict=strict)
         finding = case_finding(verdict, strict=strict)
-        if finding is None or finding.kind.value != kind:
-            return True
-        return about is not None and not shows_reason(verdict, about[0], about[1])
+        return finding is None or finding.kind.value != kind
 
     with contextlib.redirect_stdout(io.StringIO()):
         result = CompilerBisector.do_bisect(good)

@@ -37,7 +37,8 @@ from divfuzz.records.dtypes import is_float
 from divfuzz.records.errors import MinimizeError, TimeUp
 from divfuzz.fuzzer.engine.worker import CaseRequest
 from divfuzz.fuzzer.triage.attribute import known_or_run
-from divfuzz.oracles.severity_policy import case_finding, explaining_mechanism, severity_of, shows_reason
+from divfuzz.oracles.findings import shows_finding
+from divfuzz.oracles.severity_policy import case_finding, explaining_mechanism, severity_of
 from divfuzz.records.severity import Severity
 
 Predicate = Callable[[GraphSpec], bool]
@@ -387,9 +388,9 @@ def case_predicate(
     `culprit_config` and `must_pass_with`, CompileConfigs, keep the culprit: the candidate must
     also show a finding of `kind` under `culprit_config` (a cheaper rung of the stage ladder,
     checked first), and none under `must_pass_with` (e.g. with the Inductor switch that removes
-    the divergence); with `rule` and `output` given, the finding there is that rule on that output
-    (`shows_reason`), as attribution judged the rung: a rung that diverged only on another output
-    would otherwise make the minimizer keep that output's ops.
+    the divergence); with `output` given, a finding of `kind` on that output (`shows_finding`), as
+    attribution judges a rung: a rung that diverged only on another output would otherwise make
+    the minimizer keep that output's ops.
     With `oracle="perf"` each candidate is timed (`divfuzz.fuzzer.engine.execute_perf`: a bounded number of
     pairs) and must stay slower by the margin, at the same severity (a slowdown must not shrink
     into the compiled wrapper's fixed cost). `known` maps (spec digest, config) to a verdict
@@ -407,8 +408,8 @@ def case_predicate(
             return False
         if keep_severity and site is not None and finding.site != site:
             return False
-        if not keep_severity:  # another stage or switch: the bucket's own finding, not any of its kind
-            return rule is None or output is None or bool(verdict.perf) or shows_reason(verdict, rule, output)
+        if not keep_severity:  # another stage or switch: a finding of the kind on the bucket's output
+            return output in (None, "-") or bool(verdict.perf) or shows_finding(verdict, kind, output, strict=strict)
         reason = severity_of(verdict)
         if severity is not None and (reason is None or not reason.severity.at_least(Severity(severity))):
             return False
