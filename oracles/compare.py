@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from divfuzz.oracles.boundary import MANTISSA_BITS, ulp_of
+from divfuzz.oracles.severity_policy import FEW_ULPS
 from divfuzz.oracles.ulp import nan_inf_mismatch, ulp_distance
 from divfuzz.records.verdict import FloatComparison, IntComparison
 
@@ -129,6 +130,7 @@ def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.
         integral=bool(m["integral"]),
         n_int_wrong=int(m["n_int_wrong"]) if m["integral"] else 0,
         n_nonfinite_new=int(m["n_nonfinite_new"]),
+        n_nonfinite_eager_near=int(m["n_nonfinite_eager_near"]),
         error_sample=_sample_pairs(values[len(measures):]),
         max_excess_scale_ulps=float(m["max_excess_scale"]),
         n_eager_gross_worse=int(m["n_eager_gross"]),
@@ -296,10 +298,18 @@ def _integral_measures(e64, c64, r64, diff_finite, dtype: str):
     # dtype's largest finite value: rounding at the edge of the range, not a wrong answer.
     edge = torch.finfo(getattr(torch, dtype)).max * (1.0 - OVERFLOW_EDGE_ULPS * 2.0 ** -mantissa_bits)
     nonfinite_new = fin_e & fin_r & ~torch.isfinite(c64) & (r64.abs() < edge)
+    # Where compiled alone is NaN/Inf: is eager, in the same precision, within a few ULPs of fp64
+    # there (floored near zero as `_errors_in_ulps` floors)? Where it is not, the formula is
+    # unstable in this precision, and which elements end NaN/Inf is rounding.
+    both = fin_e & fin_r
+    mag = torch.where(both, r64.abs(), torch.zeros_like(r64))
+    unit = ulp_of(torch.maximum(mag, mag.sum() / both.sum().clamp(min=1).to(torch.float64) * 2.0**-10), dtype)
+    eager_near = both & ((e64 - r64).abs() <= FEW_ULPS * unit)
     return (int_wrong, nonfinite_new), {
         "integral": (integral_mask.all() & informative.any()).to(torch.float64),
         "n_int_wrong": int_wrong.sum().to(torch.float64),
         "n_nonfinite_new": nonfinite_new.sum().to(torch.float64),
+        "n_nonfinite_eager_near": (nonfinite_new & eager_near).sum().to(torch.float64),
     }
 
 

@@ -137,6 +137,15 @@ def _float_reason(name: str, fc) -> SeverityReason | None:
         return SeverityReason(Severity.SUSPECT, "nan-inf-ill-conditioned", name,
                               f"{fc.n_nonfinite_new}/{fc.numel} {fc.dtype} elements are NaN/Inf in compiled where eager and fp64 are "
                               f"finite, but the fp64 value itself is NaN/Inf when the inputs move by one ULP: an ill-conditioned input")
+    if fc.n_nonfinite_new and 0 <= fc.n_nonfinite_eager_near < EAGER_EXACT_FRACTION * fc.n_nonfinite_new:
+        # The NaN counterpart of the eager-exact guards: a formula unstable in the working
+        # precision (E[x^2] - E[x]^2, acos of a rounded cosine) gives NaN on whichever rows its
+        # rounding decides; eager, off itself there, is no reference for which (issues 118090,
+        # 143182: compiled must diverge more from fp64 than eager; 188430: closed won't fix).
+        return SeverityReason(Severity.SUSPECT, "nan-inf-ill-conditioned", name,
+                              f"{fc.n_nonfinite_new}/{fc.numel} {fc.dtype} elements are NaN/Inf in compiled where eager and fp64 are "
+                              f"finite, but eager is within {FEW_ULPS} ULPs of fp64 on only {fc.n_nonfinite_eager_near} of them: "
+                              f"the computation is unstable in {fc.dtype}, and rounding decides which elements end NaN/Inf")
     if fc.n_nonfinite_new:
         return SeverityReason(Severity.BUG, "nan-inf-new", name,
                               f"{fc.n_nonfinite_new}/{fc.numel} {fc.dtype} elements are NaN/Inf in compiled where eager and fp64 are finite")

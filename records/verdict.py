@@ -37,6 +37,9 @@ class FloatComparison:
     integral: bool = False  # eager and fp64 values are all integers (floor, trunc, floor division)
     n_int_wrong: int = 0  # integral output: elements where eager == fp64 and compiled differs from both
     n_nonfinite_new: int = 0  # compiled NaN/Inf where eager and fp64 are both finite
+    # ... of them, those where eager is within a few ULPs of fp64 (-1: not measured, a verdict
+    # stored before it was): eager's precision suffices there
+    n_nonfinite_eager_near: int = -1
     # Up to 64 (eager, compiled) errors vs fp64 of differing elements, in ULPs of the output dtype
     # (divfuzz.oracles.compare.ERROR_SAMPLE_*: the largest excesses, then an even stride); for the report.
     error_sample: tuple[tuple[float, float], ...] = ()

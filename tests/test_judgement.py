@@ -3,6 +3,8 @@ compiled-closer is noise, errors at the output's scale, the mirror finding about
 conditioning, types first, a missing reference. Rules over classes: nothing here names an op.
 """
 
+from dataclasses import replace
+
 import torch
 
 from divfuzz.oracles.conditioning import CONDITIONING_DRAWS, ZERO_DRAW, IntermediateNudge, perturb_inputs
@@ -322,3 +324,35 @@ def test_a_value_within_a_rounding_step_of_zero_at_its_operands_scale_moves_to_z
         if draw != ZERO_DRAW:
             assert bool((nudged(draw) != 0).all())
 
+
+
+def test_a_new_nan_where_eager_is_itself_far_from_fp64_is_suspect_and_where_eager_is_accurate_a_bug():
+    """sqrt(E[x^2] - E[x]^2) in float32 over rows whose variance cancels: eager's finite answers
+    there are thousands of ULPs off fp64, so which rows end NaN is rounding (the NaN counterpart of
+    the eager-exact guards; issues 118090, 143182). Where eager is within a few ULPs, compiled's
+    NaN is the compiler's."""
+    ref = torch.tensor([1.0e-3, 2.0e-3, 0.5, 0.75], dtype=torch.float64)
+    compiled = ref.to(torch.float32)
+    compiled[:2] = float("nan")
+    unstable = ref.to(torch.float32)
+    unstable[:2] = torch.tensor([3.1e-3, 4.4e-4])  # the cancelled rows, far off in eager too
+    v = _one(unstable, compiled, ref)
+    assert v.outputs[0].float_cmp.n_nonfinite_new == 2 and v.outputs[0].float_cmp.n_nonfinite_eager_near == 0
+    r = severity_of(v)
+    assert (r.severity, r.rule) == (Severity.SUSPECT, "nan-inf-ill-conditioned") and "unstable in float32" in r.detail
+    accurate = _one(ref.to(torch.float32), compiled, ref)
+    assert accurate.outputs[0].float_cmp.n_nonfinite_eager_near == 2
+    assert (severity_of(accurate).severity, severity_of(accurate).rule) == (Severity.BUG, "nan-inf-new")
+
+
+def test_a_stored_verdict_from_before_the_eager_measure_keeps_its_nan_bug():
+    """A FloatComparison stored without `n_nonfinite_eager_near` reads it as not measured (-1):
+    its new NaN stays the bug it was judged."""
+    from divfuzz.records.verdict import FloatComparison
+
+    v = _one(torch.tensor([1.0, 2.0]), torch.tensor([float("nan"), 2.0]), torch.tensor([1.0, 2.0], dtype=torch.float64))
+    d = v.outputs[0].float_cmp.to_dict()
+    del d["n_nonfinite_eager_near"]
+    old = FloatComparison.from_dict(d)
+    assert old.n_nonfinite_eager_near == -1
+    assert severity_of(replace(v, outputs=(replace(v.outputs[0], float_cmp=old),))).rule == "nan-inf-new"
