@@ -2,9 +2,8 @@
 and writes a bucket's folder under `out_dir/buckets`.
 
 The campaign's slots (a case and its new bucket's folder; an analysis in the slot), the results
-of its analysis pool and `divfuzz minimize --pending` all file through it; nothing else writes
-a campaign's bucket folders (`divfuzz merge` copies whole folders into the store it makes).
-Invariants:
+of its analysis pool, `divfuzz minimize --pending` and `divfuzz merge` (which copies another
+store's folders in) all file through it; nothing else writes bucket folders. Invariants:
 - the store records the folder it wrote (and the analysis, when there is one, in the same
   transaction); a root cause is filed, its folder written and recorded in one transaction;
 - one folder is written at a time (`_FOLDER_WRITE`, always taken before the store's lock);
@@ -26,10 +25,12 @@ from divfuzz.fuzzer.engine.environment import environment_versions
 from divfuzz.fuzzer.store import Store
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.records.config import CompileConfig
+from divfuzz.records.errors import StoreError
 from divfuzz.records.verdict import Verdict
 from divfuzz.generators.validate import load_spec
 from divfuzz.reports.files import bucket_folder_name, remove_unfinished_folders, write_bucket_folder
 from divfuzz.reports.kill_points import kill_point
+from divfuzz.reports.safe_paths import copy_plain_tree, plain_folder
 
 # Bucket folders are written from the slots' and the pool's threads: one at a time, so that two
 # writers never race on one bucket's folder name. Reentrant: filing a root cause holds it around
@@ -39,9 +40,10 @@ _FOLDER_WRITE = threading.RLock()
 
 class Filing:
     """The one owner of filing into `store` and `out_dir/buckets`; `timeout_s` is what a folder's
-    repro.py allows a case (the campaign's, or `minimize --pending`'s)."""
+    repro.py allows a case (the campaign's, or `minimize --pending`'s; None for `divfuzz merge`,
+    which writes no repro, only copies folders)."""
 
-    def __init__(self, store: Store, out_dir: Path, *, timeout_s: float):
+    def __init__(self, store: Store, out_dir: Path, *, timeout_s: float | None):
         self.store = store
         self.out_dir = out_dir
         self.timeout_s = timeout_s
@@ -60,6 +62,26 @@ class Filing:
         """An analysis a slot ran: its raw key's bucket (a pending one included) joins `key`'s,
         whose folder the slot then writes with its case (`write_folder`)."""
         self.store.resolve_root_cause(raw_key, key)
+
+    def copy_folder(self, *, bucket_id: int, key, origin: Path, what: str) -> Path:
+        """Another store's bucket folder (`divfuzz merge`), copied whole as this store's bucket
+        `bucket_id` (regular files only: `copy_plain_tree` refuses a symlink, so nothing outside
+        `origin` is read) and recorded. `origin` is a path the caller checked (`child_path` under
+        the other store's own buckets/, never a stored path). StoreError when the destination is
+        taken already; UnsafePathError (naming `what`) for what is not a plain file or folder. A
+        copy that fails is removed. Called in the merge's transaction (no other thread runs)."""
+        with _FOLDER_WRITE:
+            dest = self.out_dir / "buckets" / bucket_folder_name(bucket_id, key)
+            if dest.exists():
+                raise StoreError(f"{dest}: already exists, and the output store names no bucket folder there; move it away")
+            plain_folder(self.out_dir / "buckets", root=self.out_dir, create=True, what="merge OUT's buckets folder")
+            try:
+                copy_plain_tree(origin, dest, what=what)
+            except BaseException:
+                shutil.rmtree(dest, ignore_errors=True)
+                raise
+            self.store.set_bucket_folder(bucket_id, str(dest.resolve()))
+            return dest
 
     def write_folder(self, *, bucket_id: int, case_id: int, key, spec: GraphSpec, verdict, analysis, device: str,
                      config: CompileConfig, case_output: str = "") -> Path:
@@ -142,7 +164,9 @@ def compile_log_text(case_id: int | None, case_output: str, analysis) -> str:
 
 
 def _write_bucket_files(store: Store, out_dir: Path, *, bucket_id: int, case_id: int, key, spec: GraphSpec, verdict,
-                        analysis, device: str, config: CompileConfig, timeout_s: float, case_output: str = "") -> Path:
+                        analysis, device: str, config: CompileConfig, timeout_s: float | None, case_output: str = "") -> Path:
+    if timeout_s is None:
+        raise ValueError("a Filing made without a timeout (divfuzz merge's) writes no repro.py")
     log = compile_log_text(case_id, case_output, analysis)
     stored = store.bucket(bucket_id).severity_reason  # judged once, when its case was stored: read, not judged again
     if analysis is not None:
