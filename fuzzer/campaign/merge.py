@@ -9,9 +9,11 @@ the result is the store one host would hold had it run the same campaigns one af
 - buckets are merged by root-cause key: a bucket's count is the number of its cases in the output,
   first/last seen are the earliest/latest of its inputs, its severity the most severe of theirs,
   its first run the run that saw it first; raw-key -> root-cause memories are merged too;
+- a bucket's severity and reason are copied as its input stored them (read, never judged again);
 - analyses a shard left pending stay pending in the output (pointing at the copied case), unless
   another shard filed that raw key's root cause: then its cases move into the root-cause bucket,
-  as `Store.resolve_root_cause` would, so a raw key is open or filed, never both;
+  as the campaign files an analysis (`Filing.close_pending_already_filed`: a bucket that becomes
+  the root cause is judged there), so a raw key is open or filed, never both;
 - a bucket new to the output gets its input's folder copied into `out_dir/buckets/` under its
   new number by the one writer of bucket folders (`Filing.copy_folder`; regular files only: a
   symlink in an input never leads outside it). The folder is looked up by its name under the
@@ -24,8 +26,8 @@ the result is the store one host would hold had it run the same campaigns one af
   joins; on any error it rolls back, copied folders are removed and a store that did not exist
   before is deleted. Errors are StoreError naming the file.
 - merge writes no SQL of its own: it reads each input and writes the output through `Store`
-  and `Filing`. It sits in the campaign layer, above the store, so that bucket folders have
-  one writer.
+  and `Filing`. It sits in the campaign layer, above the store, so that it can file as a
+  campaign files.
 """
 
 from __future__ import annotations
@@ -150,7 +152,7 @@ def _merge_one(filing: Filing, path: Path, source: Store, summary: MergeSummary,
                                  "which this store does not hold")
             store.import_pending(pending, case_ids[pending.case_id])
         _finish_buckets(filing, path, bucket_ids, folders, summary, copied)
-        summary.pending_filed += store.close_pending_already_filed()
+        summary.pending_filed += filing.close_pending_already_filed()
     except (ValueError, TypeError, KeyError, AttributeError) as e:  # a row that does not decode
         raise StoreError(f"{path}: the store holds a damaged row ({type(e).__name__}: {e}); nothing was merged") from None
 
