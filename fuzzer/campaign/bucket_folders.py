@@ -76,11 +76,15 @@ class Filing:
             stored = Severity(store.bucket(bucket_id).severity) if bucket_id is not None else None
         return CaseFiled(case_id, bucket_id, is_new, key, queued, stored)
 
-    def _resolve(self, raw_key, key):
-        """Inside a transaction: `Store.resolve_root_cause`, with the root-cause bucket's verdict
-        judged from `key` and the raw bucket's stored reason (which a renamed bucket keeps)."""
+    def _judged_root_cause(self, raw_key, key):
+        """Inside a transaction: the verdict of `key`'s bucket when the raw bucket becomes it,
+        judged from `key` and the raw bucket's stored reason (whose words the renamed bucket keeps)."""
         raw = self.store.bucket_of_key(raw_key)
-        return self.store.resolve_root_cause(raw_key, key, judged=bucket_severity(key, (raw.severity_reason or None) if raw else None))
+        return bucket_severity(key, (raw.severity_reason or None) if raw is not None else None)
+
+    def _resolve(self, raw_key, key):
+        """Inside a transaction: `Store.resolve_root_cause`, with the root-cause bucket's verdict judged here."""
+        return self.store.resolve_root_cause(raw_key, key, judged=self._judged_root_cause(raw_key, key))
 
     def file_in_slot(self, raw_key, key):
         """An analysis a slot ran: its raw key's bucket (a pending one included) joins `key`'s,
@@ -98,8 +102,7 @@ class Filing:
         with store.transaction():
             filed = store.pending_already_filed()
             for raw_key, key in filed:
-                raw = store.bucket_of_key(raw_key)
-                store.close_pending(raw_key, key, judged=bucket_severity(key, (raw.severity_reason or None) if raw else None))
+                store.close_pending(raw_key, key, judged=self._judged_root_cause(raw_key, key))
         return len(filed)
 
     def copy_folder(self, *, bucket_id: int, key, origin: Path, what: str) -> Path:
