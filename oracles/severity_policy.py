@@ -37,7 +37,7 @@ from divfuzz.oracles.findings import finding_of
 from divfuzz.oracles.mechanisms import mechanism_severity
 from divfuzz.oracles.perf import is_slower
 from divfuzz.records.outcomes import COMPILER_FAILURES, Status
-from divfuzz.records.severity import ORDER, Severity, SeverityReason
+from divfuzz.records.severity import ORDER, BucketSeverity, Severity, SeverityReason
 
 
 # A difference of at most this many ULPs (bf16/fp16/fp32 output) counts as "a few ULPs".
@@ -367,6 +367,24 @@ def key_severity(key) -> Severity:
     switch = key.culprit.switch if key.culprit is not None else None
     subsystem = key.culprit.subsystem if key.culprit is not None else ""
     return switch_severity(key.rule, switch or None, key.mechanism, subsystem or "")
+
+
+def bucket_severity(key, reason: dict | None) -> BucketSeverity:
+    """What a bucket of `key` stores: its key's severity (`key_severity`), and `reason` (a case's
+    `SeverityReason.to_dict()`, or a raw bucket's stored reason when it is re-keyed) as the bucket
+    shows it: under that severity, and, when the key's culprit switch changed it, the switch named
+    in front of the case's words (the rule `precision-knob` when it made it by-design, as
+    `severity_of` names it under the switch). Judged once per bucket written: the store takes it
+    as a value and derives none itself."""
+    severity = key_severity(key)
+    if reason is None:
+        return BucketSeverity(severity, None)
+    shown = dict(reason, severity=severity.value)
+    if severity.value != reason.get("severity") and key.culprit is not None and key.culprit.switch:
+        shown["detail"] = f"{key.culprit.switch} removes it; {reason.get('detail', '')}"
+        if severity is Severity.BY_DESIGN:
+            shown["rule"] = "precision-knob"
+    return BucketSeverity(severity, shown)
 
 
 def severity_of(verdict, *, switch: str | None = None, subsystem: str | None = None) -> SeverityReason | None:

@@ -72,3 +72,15 @@ class SeverityReason:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SeverityReason:
         return cls(Severity(d["severity"]), str(d["rule"]), str(d["output"]), str(d["detail"]))
+
+
+@dataclass(frozen=True)
+class BucketSeverity:
+    """A bucket's verdict as the store keeps it: its severity (its key's) and the reason it shows
+    (a case's `SeverityReason.to_dict()` under that severity), or no reason when no case gave one.
+    Judged once per finding above the store (`divfuzz.oracles.severity_policy.bucket_severity`,
+    called by the one filer, `divfuzz.fuzzer.campaign.bucket_folders.Filing`) or read from another
+    store as it was stored (`divfuzz merge`); the store only stores it."""
+
+    severity: Severity
+    reason: dict[str, Any] | None = None

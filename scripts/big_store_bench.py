@@ -73,7 +73,7 @@ def bucket_key(b: int):
 
 def build(folder: Path, n_buckets: int, extra_cases: int = 11) -> None:
     from divfuzz.fuzzer.store import STORE_NAME, Store
-    from divfuzz.oracles.severity_policy import key_severity
+    from divfuzz.oracles.severity_policy import bucket_severity, key_severity
 
     folder.mkdir(parents=True)
     verdict, spec = case_verdict(), json.dumps(SPEC)
@@ -90,7 +90,7 @@ def build(folder: Path, n_buckets: int, extra_cases: int = 11) -> None:
                     _, bucket_id, new = store.add_case(
                         run_id=run_id, slot=0, idx=i, spec_digest=f"d{i}", spec_json=spec, device="cpu", config={},
                         verdict=verdict, score=1.0, wall_s=1.0, finding_kind="fp32-ulp", key=key, triage="compiled-worse",
-                        severity={"severity": severity, "rule": key.rule, "output": "v1", "detail": f"case {i}"})
+                        judged=bucket_severity(key, {"severity": severity, "rule": key.rule, "output": "v1", "detail": f"case {i}"}))
                     if new and analysis is not None:
                         store.set_bucket_analysis(bucket_id, minimized=analysis[0], culprit=analysis[1])
         store.finish_run(run_id)

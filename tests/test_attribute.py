@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 
+from divfuzz.oracles.severity_policy import bucket_severity
 from divfuzz.records.culprit import BisectResult, Culprit, bisect_text_of, summarize
 from divfuzz.records.deadline import Deadline
 from divfuzz.records.errors import StoreError
@@ -217,7 +218,7 @@ def test_graphs_with_one_root_cause_share_one_bucket(tmp_path):
             keys.add(key)
             store.add_case(run_id=run_id, slot=0, idx=i, spec_digest=spec.digest(), spec_json=spec.to_json(), device="cpu",
                            config=config.to_dict(), verdict={"status": "diverged"}, score=1.0, wall_s=0.0,
-                           finding_kind="bf16-ulp", key=key)
+                           finding_kind="bf16-ulp", key=key, judged=bucket_severity(key, None))
     finally:
         worker.stop()
     assert len(raw_keys) == 3

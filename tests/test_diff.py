@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from divfuzz.fuzzer.store import STORE_NAME, Store
 from divfuzz.fuzzer.cli.main import main
-from divfuzz.oracles.severity_policy import key_severity
+from divfuzz.oracles.severity_policy import bucket_severity, key_severity
 from divfuzz.records.buckets import BucketKey, CulpritKey
 from divfuzz.records.outcomes import Status
 from divfuzz.records.verdict import FloatComparison, OutputVerdict, Verdict
@@ -58,7 +58,7 @@ def _add(store: Store, run_id: int, idx: int, spec, *, key=None, max_ulp=3) -> N
         run_id=run_id, slot=0, idx=idx, spec_digest=spec.digest(), spec_json=spec.to_json(indent=None), device="cpu",
         config={"backend": "inductor"}, verdict=_verdict(max_ulp) if key else _ok(), score=1.0, wall_s=0.5,
         finding_kind=key.kind if key else None, key=key, triage="compiled-worse" if key else "",
-        severity=_severity(key) if key else None,
+        judged=bucket_severity(key, _severity(key)) if key else None,
     )
 
 
@@ -214,7 +214,7 @@ def _plant_hostile(old_dir: Path, new_dir: Path) -> None:
         store.add_case(
             run_id=1, slot=0, idx=idx, spec_digest=_spec(20 + idx).digest(), spec_json=_spec(20 + idx).to_json(indent=None),
             device="cpu", config={"backend": "inductor"}, verdict=_verdict(3), score=1.0, wall_s=0.5, finding_kind=key.kind,
-            key=key, triage="compiled-worse", severity={"severity": "bug", "rule": "t", "output": "v2", "detail": f"why {HOSTILE_IMG}"},
+            key=key, triage="compiled-worse", judged=bucket_severity(key, {"severity": "bug", "rule": "t", "output": "v2", "detail": f"why {HOSTILE_IMG}"}),
         )
         bucket = next(b for b in store.buckets() if b.key == key)
         store.set_bucket_analysis(bucket.id, minimized=None, culprit={"stage": "inductor", "summary": HOSTILE_IMG})

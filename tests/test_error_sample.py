@@ -12,6 +12,7 @@ import re
 
 import torch
 
+from divfuzz.oracles.severity_policy import bucket_severity
 from divfuzz.fuzzer.store import STORE_NAME, Store
 from divfuzz.oracles.compare import ERROR_SAMPLE_STRIDE, ERROR_SAMPLE_TOP, _error_sample, compare_float
 from divfuzz.records.buckets import BucketKey, CulpritKey
@@ -110,7 +111,7 @@ def _store_with(tmp_path, samples):
             run_id=run, slot=0, idx=i, spec_digest=f"d{i}", spec_json=spec.to_json(indent=None), device="cpu",
             config={}, verdict=verdict, score=1.0, wall_s=0.1, finding_kind="bf16-ulp",
             key=BucketKey("bf16-ulp", "bfloat16", "cpu", ops=(f"op{i}",), rule="many-ulps", culprit=CulpritKey("inductor")),
-            triage="compiled-worse", severity={"severity": "suspect", "rule": "many-ulps", "output": "v2", "detail": "t"},
+            triage="compiled-worse", judged=bucket_severity(BucketKey("bf16-ulp", "bfloat16", "cpu", ops=(f"op{i}",), rule="many-ulps", culprit=CulpritKey("inductor")), {"severity": "suspect", "rule": "many-ulps", "output": "v2", "detail": "t"}),
         )
         ids.append(bucket_id)
     store.finish_run(run)

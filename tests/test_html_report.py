@@ -27,7 +27,7 @@ from click.testing import CliRunner
 
 from divfuzz.fuzzer.store import STORE_NAME, Store
 from divfuzz.fuzzer.cli.main import main
-from divfuzz.oracles.severity_policy import key_severity
+from divfuzz.oracles.severity_policy import bucket_severity, key_severity
 from divfuzz.records.buckets import BucketKey, CulpritKey
 from divfuzz.records.errors import OutputError
 from divfuzz.records.outcomes import Status
@@ -98,7 +98,7 @@ def build_store(out_dir: Path) -> dict[str, int]:
         _, bucket_id, _ = store.add_case(
             run_id=run, slot=0, idx=idx, spec_digest=f"d{idx}", spec_json=spec_json, device="cpu", config={"backend": "inductor"},
             verdict=verdict, score=1.0, wall_s=1.2, finding_kind=key.kind, key=key, triage="compiled-worse",
-            severity=_reason(key, f"why: {HOSTILE_IMG}" if name == "hostile" else ""),
+            judged=bucket_severity(key, _reason(key, f"why: {HOSTILE_IMG}" if name == "hostile" else "")),
         )
         ids[name] = bucket_id
     for idx in range(len(plan), len(plan) + 3):  # cases that matched: coverage counts them, no bucket

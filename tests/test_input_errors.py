@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from divfuzz.oracles.severity_policy import bucket_severity
 from divfuzz.fuzzer.store import STORE_NAME, Store
 from divfuzz.fuzzer.cli.main import main
 from divfuzz.records.errors import StoreError
@@ -218,7 +219,7 @@ def small_store(out: Path) -> Path:
     run_id, _ = store.start_run(seed=0, device="cpu", config={}, options={}, versions={})
     key = BucketKey(kind="ulp", dtype="bfloat16", device_type="cpu", ops=("gelu",), detail="")
     store.add_case(run_id=run_id, slot=0, idx=0, spec_digest="d0", spec_json="{}", device="cpu", config={},
-                   verdict={"status": "diverged"}, score=1.0, wall_s=0.1, finding_kind="ulp", key=key, triage="same")
+                   verdict={"status": "diverged"}, score=1.0, wall_s=0.1, finding_kind="ulp", key=key, judged=bucket_severity(key, None), triage="same")
     store.finish_run(run_id)
     store.close()
     return out / STORE_NAME

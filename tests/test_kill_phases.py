@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from divfuzz.oracles.severity_policy import bucket_severity
 from divfuzz.fuzzer.campaign.bucket_folders import Filing
 from divfuzz.fuzzer.store import STORE_NAME, Store
 from divfuzz.records.buckets import BucketKey
@@ -49,7 +50,7 @@ def _key(op: str) -> BucketKey:
 def _add(store: Store, run_id: int, slot: int, key: BucketKey):
     return store.add_case(run_id=run_id, slot=slot, idx=0, spec_digest="d", spec_json=json.dumps(base()), device="cpu",
                           config={"backend": "inductor", "dynamic": False, "mode": None, "inductor": {}},
-                          verdict={"status": "diverged"}, score=1.0, wall_s=0.1, finding_kind="fp32-ulp", key=key)
+                          verdict={"status": "diverged"}, score=1.0, wall_s=0.1, finding_kind="fp32-ulp", key=key, judged=bucket_severity(key, None))
 
 
 def test_a_bucket_whose_first_case_was_dropped_points_at_a_stored_case_and_gets_its_folder(tmp_path):

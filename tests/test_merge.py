@@ -19,10 +19,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from divfuzz.fuzzer.campaign.bucket_folders import Filing
 from divfuzz.fuzzer.campaign.loop import CampaignOptions, run_campaign
 from divfuzz.fuzzer.store import STORE_NAME, Store
 from divfuzz.fuzzer.cli.main import main
-from divfuzz.oracles.severity_policy import key_severity
+from divfuzz.oracles.severity_policy import bucket_severity, key_severity
 from divfuzz.records.buckets import BucketKey, CulpritKey
 from divfuzz.records.config import CompileConfig
 
@@ -45,7 +46,7 @@ def _add_run(store: Store, seed: int, cases: list[tuple[str, BucketKey | None, s
         store.add_case(run_id=run_id, slot=0, idx=idx, spec_digest=digest, spec_json=json.dumps({"d": digest}),
                        device="cpu", config={}, verdict=_VERDICT, score=1.0, wall_s=0.1,
                        finding_kind=key.kind if key else None, key=key, triage="compiled-worse" if key else "",
-                       severity=_severity(level, key.rule) if key else None, ran_on="cpu")
+                       judged=bucket_severity(key, _severity(level, key.rule)) if key else None, ran_on="cpu")
     store.finish_run(run_id)
     return run_id
 
@@ -78,6 +79,16 @@ def _cases(folder: Path) -> list[tuple]:
         return sorted(db.execute(
             "SELECT r.seed, c.slot, c.idx, c.spec_digest, c.status, b.key, c.ran_on FROM cases c JOIN runs r ON r.id = c.run_id"
             " LEFT JOIN buckets b ON b.id = c.bucket_id"), key=repr)
+
+
+def _verdicts(*folders: Path) -> dict[str, tuple]:
+    """Each bucket's key -> (severity, the reason it shows), as stored (a later folder's over an earlier one's)."""
+    verdicts = {}
+    for folder in folders:
+        with sqlite3.connect(folder / STORE_NAME) as db:
+            rows = db.execute("SELECT key, severity, severity_json FROM buckets").fetchall()
+        verdicts.update({key: (severity, json.loads(reason) if reason else None) for key, severity, reason in rows})
+    return verdicts
 
 
 def _digest_tree(folder: Path) -> dict[str, str]:
@@ -243,6 +254,11 @@ def test_merge_of_two_tiny_real_campaigns_equals_one_store_that_ran_both(tmp_pat
     assert {p: _digest_tree(tmp_path / p) for p in ("shard1", "shard2")} == before
     folders = sorted((tmp_path / "merged" / "buckets").iterdir())
     assert len(folders) == len(buckets) and all((f / "repro.py").is_file() for f in folders)
+    # Each folder is its shard's, copied whole (`Filing.copy_folder`), and each bucket's verdict is
+    # the one its shard stored, as one store that ran both holds it: read, never judged again.
+    shards = {tuple(sorted(_digest_tree(f).items())) for s in ("shard1", "shard2") for f in (tmp_path / s / "buckets").iterdir()}
+    assert {tuple(sorted(_digest_tree(f).items())) for f in folders} <= shards
+    assert _verdicts(tmp_path / "merged") == _verdicts(tmp_path / "single") == _verdicts(tmp_path / "shard2", tmp_path / "shard1")
 
 
 RAW = BucketKey("ulp", "bfloat16", "cpu", ops=("gelu", "mul"), rule="many-ulps")
@@ -256,13 +272,14 @@ def _shard_with_analysis(folder: Path, seed: int, digests: list[str], *, filed: 
     store = Store(folder / STORE_NAME)
     try:
         run_id, _ = store.start_run(seed=seed, device="cpu", config={}, options={"workers": 1}, versions={"torch": "x"})
+        filing = Filing(store, folder, timeout_s=None)
         for idx, digest in enumerate(digests):
-            store.add_case_for_analysis(raw_key=RAW, severity=_severity("suspect", RAW.rule), triage="compiled-worse",
-                                        run_id=run_id, slot=0, idx=idx, spec_digest=digest, spec_json=json.dumps({"d": digest}),
-                                        device="cpu", config={}, verdict=_VERDICT, score=1.0, wall_s=0.1,
-                                        finding_kind="ulp", ran_on="cpu")
+            row = dict(run_id=run_id, slot=0, idx=idx, spec_digest=digest, spec_json=json.dumps({"d": digest}), device="cpu",
+                       config={}, verdict=_VERDICT, score=1.0, wall_s=0.1, finding_kind="ulp", ran_on="cpu")
+            filing.store_case(row, key=None, raw_key=RAW, triage="compiled-worse", severity=_severity("suspect", RAW.rule),
+                              for_analysis=True)
         if filed:
-            store.resolve_root_cause(RAW, ROOT)
+            filing.file_in_slot(RAW, ROOT)
         store.finish_run(run_id)
     finally:
         store.close()
@@ -295,6 +312,7 @@ def test_a_raw_key_one_shard_left_open_and_another_filed_ends_filed_whatever_the
     buckets = _buckets(merged)
     assert RAW.identity() not in buckets and buckets[ROOT.identity()][0] == 3  # every case under the root cause
     assert "1 closed" in " ".join(result.output.split())
+    assert _verdicts(merged)[ROOT.identity()] == _verdicts(b)[ROOT.identity()]  # as the shard that filed it stored it
 
 
 def _mknod_zero(path: Path) -> None:

@@ -17,6 +17,7 @@ import pytest
 
 from click.testing import CliRunner
 
+from divfuzz.oracles.severity_policy import bucket_severity
 from divfuzz.fuzzer.campaign.loop import CampaignOptions, run_campaign
 from divfuzz.fuzzer.store import STORE_NAME, Store
 from divfuzz.fuzzer.campaign.replay_known import REPLAY_SLOT, known_specs
@@ -79,7 +80,7 @@ def _store(out: Path, *, minimized=None, spec_json=None) -> tuple[int, int]:
         _, bucket_id, _ = store.add_case(
             run_id=run, slot=0, idx=idx, spec_digest=spec.digest(), spec_json=text, device="cpu", config={},
             verdict=Verdict(Status.DIVERGED).to_dict(), score=1.0, wall_s=0.1, finding_kind="bf16-ulp",
-            key=BucketKey("bf16-ulp", "bfloat16", "cpu", ops=ops, rule="many-ulps", culprit=CulpritKey("inductor")),
+            key=BucketKey("bf16-ulp", "bfloat16", "cpu", ops=ops, rule="many-ulps", culprit=CulpritKey("inductor")), judged=bucket_severity(BucketKey("bf16-ulp", "bfloat16", "cpu", ops=ops, rule="many-ulps", culprit=CulpritKey("inductor")), None),
             triage="compiled-worse",
         )
         ids.append(bucket_id)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from divfuzz.oracles.severity_policy import bucket_severity
 from divfuzz.fuzzer.cli.main import main
 from divfuzz.fuzzer.store import STORE_NAME, Store
 from divfuzz.generators.coverage import op_coverage
@@ -42,7 +43,7 @@ def _add_second_run(path: Path) -> int:
             _, bucket_id, new = store.add_case(
                 run_id=run_id, slot=0, idx=i, spec_digest=f"r{i}", spec_json='{"not": "a spec"}', device="cpu", config={},
                 verdict=big_store_bench.case_verdict(), score=1.0, wall_s=1.0, finding_kind="fp32-ulp", key=key,
-                triage="compiled-worse", severity={"severity": "bug", "rule": key.rule, "output": "v1", "detail": "again"})
+                triage="compiled-worse", judged=bucket_severity(key, {"severity": "bug", "rule": key.rule, "output": "v1", "detail": "again"}))
             if new and analysis is not None:
                 store.set_bucket_analysis(bucket_id, minimized=analysis[0], culprit=analysis[1])
         store.finish_run(run_id)

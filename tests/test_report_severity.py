@@ -8,6 +8,7 @@ import sqlite3
 
 from click.testing import CliRunner
 
+from divfuzz.oracles.severity_policy import bucket_severity
 from divfuzz.records.buckets import BucketKey, CulpritKey
 from divfuzz.fuzzer.store import SCHEMA_VERSION, STORE_NAME, Store
 from divfuzz.fuzzer.cli.main import main
@@ -20,7 +21,7 @@ _VERDICT = {"status": "diverged", "outputs": [], "error_type": None, "error_mess
 def _add(store: Store, run_id: int, idx: int, key: BucketKey, severity: Severity, rule: str) -> None:
     reason = SeverityReason(severity, rule, "y", f"{rule} detail {idx}")
     store.add_case(run_id=run_id, slot=0, idx=idx, spec_digest=f"d{idx}", spec_json="{}", device="cpu", config={},
-                   verdict=_VERDICT, score=1.0, wall_s=0.1, finding_kind=key.kind, key=key, severity=reason.to_dict())
+                   verdict=_VERDICT, score=1.0, wall_s=0.1, finding_kind=key.kind, key=key, judged=bucket_severity(key, reason.to_dict()))
 
 
 def _store_with_every_severity(path) -> Store:
@@ -82,7 +83,7 @@ def test_a_version_1_store_is_migrated_and_its_buckets_judged_from_stored_verdic
     run_id, _ = store.start_run(seed=0, device="cpu", config={}, options={}, versions={})
     hang = {**_VERDICT, "status": "hang", "error_type": "Timeout"}
     store.add_case(run_id=run_id, slot=0, idx=0, spec_digest="d", spec_json="{}", device="cpu", config={},
-                   verdict=hang, score=1.0, wall_s=0.1, finding_kind="hang", key=BucketKey("hang", "-", "cpu", ops=("gelu",)))
+                   verdict=hang, score=1.0, wall_s=0.1, finding_kind="hang", key=BucketKey("hang", "-", "cpu", ops=("gelu",)), judged=bucket_severity(BucketKey("hang", "-", "cpu", ops=("gelu",)), None))
     store.close()
     db = sqlite3.connect(path)  # make it a version-1 store, as written before severities existed
     db.execute("ALTER TABLE buckets DROP COLUMN severity_json")

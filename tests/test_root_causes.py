@@ -22,6 +22,7 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
+from divfuzz.fuzzer.campaign.bucket_folders import Filing
 from divfuzz.fuzzer.campaign.loop import CampaignResult, Progress
 from divfuzz.fuzzer.store import STORE_NAME, Store
 from divfuzz.fuzzer.cli.main import main
@@ -103,6 +104,7 @@ class Campaign:
         folder.mkdir(parents=True, exist_ok=True)
         self.folder = folder
         self.store = Store(folder / STORE_NAME)
+        self.filing = Filing(self.store, folder, timeout_s=None)  # files as the campaign files: it judges, the store stores
         self.device = device
         self.run, _ = self.store.start_run(seed=seed, device=device, config={"backend": "inductor"}, options={},
                                            versions={"torch": "2.13.0+cpu"})
@@ -113,12 +115,11 @@ class Campaign:
         dtype = spec.nodes[-1].dtype
         raw = BucketKey(_ULP[dtype], dtype, self.device, ops=tuple(sorted(set(spec.op_names))), rule=_RULE[severity])
         for _ in range(cases):
-            self.store.add_case_for_analysis(
-                raw_key=raw, severity=_reason(severity), run_id=self.run, slot=0, idx=self.idx,
-                spec_digest=f"{spec.digest()}-{self.idx}", spec_json=spec.to_json(indent=None), device=self.device,
-                config={"backend": "inductor"}, verdict=_verdict(dtype), score=1.0, wall_s=0.5, finding_kind=raw.kind,
-                triage="compiled-worse",
-            )
+            row = dict(run_id=self.run, slot=0, idx=self.idx, spec_digest=f"{spec.digest()}-{self.idx}",
+                       spec_json=spec.to_json(indent=None), device=self.device, config={"backend": "inductor"},
+                       verdict=_verdict(dtype), score=1.0, wall_s=0.5, finding_kind=raw.kind)
+            self.filing.store_case(row, key=None, raw_key=raw, triage="compiled-worse", severity=_reason(severity),
+                                   for_analysis=True)
             self.idx += 1
         return raw
 
@@ -130,7 +131,7 @@ class Campaign:
         spec = minimal or floor_div()
         fields = culprit_key(culprit)
         key = root_cause_key(raw, spec, fields)
-        filed = self.store.resolve_root_cause(raw, key)
+        filed = self.filing.file_in_slot(raw, key)
         if severity is not None and filed.bucket_id is not None:  # None: a raw key filed before, under another root cause
             assert filed.severity == severity == self.store.bucket(filed.bucket_id).severity, (filed, severity)
         record = ({"spec": spec.to_dict(), "ops_before": 6, "ops_after": len(spec.nodes), "elements_before": 4096,

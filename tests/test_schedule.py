@@ -5,6 +5,7 @@ from __future__ import annotations
 
 
 from divfuzz.fuzzer.campaign import schedule
+from divfuzz.fuzzer.campaign.bucket_folders import Filing
 from divfuzz.fuzzer.campaign.analysis_pool import AnalysisJob, AnalysisPool
 from divfuzz.fuzzer.campaign.schedule import most_severe_first
 from divfuzz.fuzzer.campaign.schedule import Measured, analysis_budget, analysis_rank, drawing_reserve
@@ -71,10 +72,11 @@ def _store_findings(store: Store, spec: GraphSpec, findings: list[tuple[str, Sev
     for idx, (name, sev) in enumerate(findings):
         key = _key(name, sev)
         reason = SeverityReason(sev, key.rule, "out", "detail").to_dict()
-        intake = store.add_case_for_analysis(
-            raw_key=key, severity=reason, triage="", run_id=run_id, slot=slot, idx=idx,
-            spec_digest=spec.digest(), spec_json=spec.to_json(indent=None), device="cpu", config={},
-            verdict={"status": "diverged"}, score=0.0, wall_s=1.0, finding_kind="bf16-ulp", ran_on="cpu")
+        row = dict(run_id=run_id, slot=slot, idx=idx, spec_digest=spec.digest(), spec_json=spec.to_json(indent=None),
+                   device="cpu", config={}, verdict={"status": "diverged"}, score=0.0, wall_s=1.0, finding_kind="bf16-ulp",
+                   ran_on="cpu")
+        intake = Filing(store, store.path.parent, timeout_s=None).store_case(
+            row, key=None, raw_key=key, triage="", severity=reason, for_analysis=True)
         if intake.queued:
             opened[key] = intake.case_id
     return opened

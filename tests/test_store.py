@@ -8,10 +8,12 @@ import re
 import pytest
 
 from divfuzz.records.buckets import BucketKey, CulpritKey
+from divfuzz.fuzzer.campaign.bucket_folders import Filing
 from divfuzz.fuzzer.campaign.loop import Campaign, CampaignOptions
 from divfuzz.fuzzer.store import STORE_NAME, Store
 from divfuzz.records.config import CompileConfig
-from divfuzz.records.errors import StoreError
+from divfuzz.records.errors import InternalError, StoreError
+from divfuzz.records.severity import BucketSeverity, Severity
 from divfuzz.reports.markdown import _minimized, buckets_markdown
 
 
@@ -95,10 +97,12 @@ def test_a_version_2_store_gains_ran_on_and_keeps_its_cases(tmp_path):
 
 
 def _finding_case(store, run_id, idx, raw, *, severity="suspect"):
-    return store.add_case_for_analysis(
-        raw_key=raw, severity={"severity": severity, "rule": raw.rule, "output": "out", "detail": f"case {idx}"},
-        run_id=run_id, slot=0, idx=idx, spec_digest=f"d{idx}", spec_json="{}", device="cpu", config={},
-        verdict={"status": "diverged"}, score=1.0, wall_s=0.1, finding_kind="bf16-ulp")
+    """A finding's case stored for analysis as the campaign stores it (`Filing.store_case`)."""
+    row = dict(run_id=run_id, slot=0, idx=idx, spec_digest=f"d{idx}", spec_json="{}", device="cpu", config={},
+               verdict={"status": "diverged"}, score=1.0, wall_s=0.1, finding_kind="bf16-ulp")
+    return Filing(store, store.path.parent, timeout_s=None).store_case(
+        row, key=None, raw_key=raw, triage="", for_analysis=True,
+        severity={"severity": severity, "rule": raw.rule, "output": "out", "detail": f"case {idx}"})
 
 
 def test_a_version_3_store_gains_an_empty_pending_table_and_readers_see_it(tmp_path):
@@ -135,9 +139,10 @@ def test_a_raw_bucket_is_renamed_or_merged_into_its_root_cause_and_its_pending_r
     assert first.queued and not again.queued and other.queued and first.key == raw_a
     assert [p.raw_key for p in store.pending_analyses()] == [raw_a, raw_b] and store.pending_count() == 2
     assert {b.severity for b in store.buckets()} == {"suspect"}  # the raw keys' rule
-    filed = store.resolve_root_cause(raw_a, root)
+    filing = Filing(store, tmp_path, timeout_s=None)
+    filed = filing.file_in_slot(raw_a, root)
     assert filed.created and filed.bucket_id == first.bucket_id and filed.severity == "by-design"
-    merged = store.resolve_root_cause(raw_b, root)
+    merged = filing.file_in_slot(raw_b, root)
     assert not merged.created and merged.bucket_id == first.bucket_id and merged.raw_bucket_id == other.bucket_id
     assert merged.severity == "by-design"
     later = _finding_case(store, run_id, 3, raw_b)  # a raw key already filed goes straight to its root cause
@@ -154,6 +159,40 @@ def test_a_raw_bucket_is_renamed_or_merged_into_its_root_cause_and_its_pending_r
     store.close()
 
 
+def test_the_store_stores_the_severity_it_is_given_and_derives_none(tmp_path):
+    """Judge, then store: the store takes a bucket's verdict as a value (`BucketSeverity`) and
+    keeps it as given; it refuses a bucket without one rather than judge the key itself."""
+    store = Store(tmp_path / STORE_NAME)
+    run_id, _ = store.start_run(seed=0, device="cpu", config={}, options={}, versions={})
+    key = BucketKey("bf16-ulp", "bfloat16", "cpu", ops=("div", "floor"), rule="int-valued-wrong")  # its rule: a bug
+    row = dict(run_id=run_id, slot=0, spec_json="{}", device="cpu", config={}, verdict={"status": "diverged"},
+               score=1.0, wall_s=0.1, finding_kind="bf16-ulp")
+    with pytest.raises(InternalError, match="without its bucket's verdict"):
+        store.add_case(**row, idx=0, spec_digest="d0", key=key)
+    assert store.buckets() == [] and store.case_at(run_id, 0, 0) is None  # nothing half-stored
+    given = BucketSeverity(Severity.NOISE, {"severity": "noise", "rule": "planted", "output": "o", "detail": "as given"})
+    _, bucket_id, new = store.add_case(**row, idx=0, spec_digest="d0", key=key, judged=given)
+    assert new and store.bucket(bucket_id).severity == "noise"  # not the key's rule's `bug`: what it was given
+    assert store.bucket(bucket_id).severity_reason == given.reason
+    # A later case's verdict does not move a known bucket's.
+    store.add_case(**row, idx=1, spec_digest="d1", key=key, judged=BucketSeverity(Severity.BUG, {"severity": "bug"}))
+    assert store.bucket(bucket_id).severity == "noise" and store.bucket(bucket_id).severity_reason == given.reason
+    # A case for analysis comes with the key the store files it under, read in the same transaction.
+    raw = BucketKey("bf16-ulp", "bfloat16", "cpu", ops=("gelu",), rule="many-ulps")
+    root = raw.with_culprit(CulpritKey("inductor", "lowerings", "aten.gelu"))
+    store.remember_root_cause(raw, root)
+    with pytest.raises(InternalError, match="key_for_case"):
+        store.add_case_for_analysis(**row, idx=2, spec_digest="d2", raw_key=raw, key=raw, judged=given)
+    assert store.key_for_case(raw) == root and store.case_at(run_id, 0, 2) is None and store.pending_count() == 0
+    # A re-keyed bucket takes the verdict its filer gives it.
+    other = BucketKey("bf16-ulp", "bfloat16", "cpu", ops=("exp",), rule="many-ulps")
+    store.add_case_for_analysis(**row, idx=3, spec_digest="d3", raw_key=other, key=other,
+                                judged=BucketSeverity(Severity.SUSPECT, None))
+    filed = store.resolve_root_cause(other, other.with_culprit(CulpritKey("inductor")), judged=given)
+    assert filed.created and filed.severity == "noise" and store.bucket(filed.bucket_id).severity_reason == given.reason
+    store.close()
+
+
 def test_a_root_cause_without_a_switch_keeps_its_raw_keys_severity(tmp_path):
     store = Store(tmp_path / STORE_NAME)
     run_id, _ = store.start_run(seed=0, device="cpu", config={}, options={}, versions={})
@@ -162,7 +201,7 @@ def test_a_root_cause_without_a_switch_keeps_its_raw_keys_severity(tmp_path):
                      culprit=CulpritKey("inductor", "lowerings", "aten.div", switch="emulate_precision_casts"))
     first = _finding_case(store, run_id, 0, raw, severity="bug")
     assert store.bucket(first.bucket_id).severity == "bug"
-    filed = store.resolve_root_cause(raw, root)
+    filed = Filing(store, tmp_path, timeout_s=None).file_in_slot(raw, root)
     # a wrong answer stays a bug even when a precision switch hides it
     assert filed.created and filed.severity == "bug" and store.bucket(filed.bucket_id).severity == "bug"
     assert store.bucket(filed.bucket_id).severity_reason["detail"] == "case 0"

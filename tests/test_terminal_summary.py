@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from divfuzz.oracles.severity_policy import bucket_severity
 from divfuzz.fuzzer.campaign.loop import CampaignOptions, CampaignResult, Progress
 from divfuzz.fuzzer.cli.fuzz_command import live_progress, summary_screen
 from divfuzz.fuzzer.store import STORE_NAME
@@ -109,7 +110,7 @@ def test_report_markdown_reads_as_itself_and_renders_no_html_from_the_store(tmp_
             (BucketKey("fp32-ulp", "float32", "cpu", ("sub",), backward=True, rule="few-ulps"), "noise", "1 ULP"))):
         store.add_case(run_id=run_id, slot=0, idx=i, spec_digest=f"d{i}", spec_json="{}", device="cpu", config={},
                        verdict={"status": "diverged"}, score=1.0, wall_s=0.1, finding_kind=key.kind, key=key,
-                       severity={"severity": severity, "rule": key.rule, "output": "o", "detail": detail})
+                       judged=bucket_severity(key, {"severity": severity, "rule": key.rule, "output": "o", "detail": detail}))
     text = buckets_markdown(store)
     store.close()
     assert "&gt;" not in text and "&lt;" not in text

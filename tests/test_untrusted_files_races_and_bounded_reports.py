@@ -117,6 +117,7 @@ def test_an_oversized_spec_is_refused_by_replay_corpus_add_and_minimize_pending_
     `corpus add` took it (every later gate spent its timeout on it), `minimize --pending` ran it."""
     import json
 
+    from divfuzz.fuzzer.campaign.bucket_folders import Filing
     from divfuzz.fuzzer.store import STORE_NAME, Store
     from divfuzz.generators.validate import MAX_DEPTH, MAX_NODES
     from divfuzz.records.buckets import BucketKey
@@ -140,11 +141,12 @@ def test_an_oversized_spec_is_refused_by_replay_corpus_add_and_minimize_pending_
     store = Store(campaign / STORE_NAME)
     try:
         run_id, _ = store.start_run(seed=0, device="cpu", config={}, options={}, versions={})
-        store.add_case_for_analysis(raw_key=BucketKey("hang", "-", "cpu", ("tanh",), detail="Timeout", rule="hang"),
-                                    run_id=run_id, slot=0, idx=0, spec_digest="d", spec_json=spec.read_text(),
-                                    device="cpu", config={"backend": "inductor", "dynamic": False, "mode": None,
-                                                          "inductor": {}},
-                                    verdict={"status": "timeout"}, score=1.0, wall_s=300.0, finding_kind="hang")
+        row = dict(run_id=run_id, slot=0, idx=0, spec_digest="d", spec_json=spec.read_text(), device="cpu",
+                   config={"backend": "inductor", "dynamic": False, "mode": None, "inductor": {}},
+                   verdict={"status": "timeout"}, score=1.0, wall_s=300.0, finding_kind="hang")
+        Filing(store, campaign, timeout_s=None).store_case(
+            row, key=None, raw_key=BucketKey("hang", "-", "cpu", ("tanh",), detail="Timeout", rule="hang"), triage="",
+            severity=None, for_analysis=True)
         store.finish_run(run_id)
     finally:
         store.close()
@@ -159,6 +161,7 @@ def test_an_oversized_spec_is_refused_by_replay_corpus_add_and_minimize_pending_
 def _store_with_pending(folder: Path, config: dict) -> None:
     import json
 
+    from divfuzz.fuzzer.campaign.bucket_folders import Filing
     from divfuzz.fuzzer.store import STORE_NAME, Store
     from divfuzz.records.buckets import BucketKey
     from test_spec_safety import base
@@ -167,10 +170,11 @@ def _store_with_pending(folder: Path, config: dict) -> None:
     store = Store(folder / STORE_NAME)
     try:
         run_id, _ = store.start_run(seed=0, device="cpu", config=config, options={}, versions={})
-        store.add_case_for_analysis(raw_key=BucketKey("fp32-ulp", "float32", "cpu", ("gelu",), rule="many-ulps"),
-                                    run_id=run_id, slot=0, idx=0, spec_digest="d", spec_json=json.dumps(base()),
-                                    device="cpu", config=config, verdict={"status": "diverged"}, score=1.0, wall_s=0.1,
-                                    finding_kind="fp32-ulp")
+        row = dict(run_id=run_id, slot=0, idx=0, spec_digest="d", spec_json=json.dumps(base()), device="cpu",
+                   config=config, verdict={"status": "diverged"}, score=1.0, wall_s=0.1, finding_kind="fp32-ulp")
+        Filing(store, folder, timeout_s=None).store_case(
+            row, key=None, raw_key=BucketKey("fp32-ulp", "float32", "cpu", ("gelu",), rule="many-ulps"), triage="",
+            severity=None, for_analysis=True)
         store.finish_run(run_id)
     finally:
         store.close()
@@ -243,6 +247,7 @@ def _report_store(folder: Path, *, buckets: int, cases: int) -> None:
     import json
 
     from divfuzz.fuzzer.store import STORE_NAME, Store
+    from divfuzz.oracles.severity_policy import bucket_severity
     from divfuzz.records.buckets import BucketKey
     from test_spec_safety import base
 
@@ -258,9 +263,10 @@ def _report_store(folder: Path, *, buckets: int, cases: int) -> None:
                                verdict=verdict, score=1.0, wall_s=1.0, finding_kind="fp32-ulp",
                                key=BucketKey("fp32-ulp", "bfloat16", "cpu", (f"op{b}\x00\x1b]0;t\x07",),
                                              rule=("float-gross-worse", "few-ulps")[b % 2]),
-                               triage="compiled-worse", severity={"severity": ("bug", "noise")[b % 2],
+                               triage="compiled-worse", judged=bucket_severity(BucketKey("fp32-ulp", "bfloat16", "cpu", (f"op{b}\x00\x1b]0;t\x07",),
+                                             rule=("float-gross-worse", "few-ulps")[b % 2]), {"severity": ("bug", "noise")[b % 2],
                                                                   "rule": ("float-gross-worse", "few-ulps")[b % 2],
-                                                                  "output": "v0", "detail": "d"})
+                                                                  "output": "v0", "detail": "d"}))
         store.finish_run(run_id)
     finally:
         store.close()

@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from divfuzz.oracles.severity_policy import bucket_severity
 from divfuzz.fuzzer.cli.main import main
 from divfuzz.records.config import INDUCTOR_SWITCHES, CompileConfig, check_inductor_override
 from divfuzz.records.errors import ConfigError, UnsafePathError
@@ -396,7 +397,7 @@ def test_a_bucket_whose_folder_was_never_recorded_is_run_again_on_resume(tmp_pat
     key = BucketKey("bf16-ulp", "bfloat16", "cpu", ops=("gelu",), rule="many-ulps", culprit=CulpritKey("inductor"))
     run_id, _ = store.start_run(seed=0, device="cpu", config={}, options={}, versions={})
     case = dict(run_id=run_id, slot=0, idx=0, spec_digest="d", spec_json="{}", device="cpu", config={},
-                verdict={"status": "diverged"}, score=1.0, wall_s=0.1, finding_kind="bf16-ulp", key=key)
+                verdict={"status": "diverged"}, score=1.0, wall_s=0.1, finding_kind="bf16-ulp", key=key, judged=bucket_severity(key, None))
     _, bucket_id, is_new = store.add_case(**case)
     assert is_new
     # the disk filled up before the folder was written: the case is not "stored" for the resume
@@ -444,7 +445,7 @@ def test_the_markdown_report_escapes_html_from_the_store(tmp_path):
                     culprit=CulpritKey("inductor", "<script>alert(2)</script>"))
     store.add_case(run_id=run_id, slot=0, idx=0, spec_digest="d", spec_json="{}", device="cpu", config={},
                    verdict={"status": "diverged"}, score=1.0, wall_s=0.1, finding_kind="bf16-ulp", key=key,
-                   severity={"severity": "bug", "rule": "r", "output": "o", "detail": "<b>bold</b>"})
+                   judged=bucket_severity(key, {"severity": "bug", "rule": "r", "output": "o", "detail": "<b>bold</b>"}))
     text = buckets_markdown(store)
     store.close()
     from divfuzz.reports.markdown import md_code

@@ -9,8 +9,8 @@ one compile serves; each member then takes the other steps as a case of its own.
 Each step takes what the steps before it gave and returns a frozen record; none reads or writes
 the campaign's progress (the campaign records it from these records). Invariants:
 - a case is judged once (`judge`: its severity reason, whose rule goes into its raw key); the
-  severity it is stored and counted under is its key's (`key_severity`: the rule under the key's
-  culprit switch), never judged again from the verdict;
+  severity it is counted under is its bucket's as stored (`Filing.store_case` judges a bucket's
+  from its key, once, and stores it), never judged again from the verdict;
 - a finding the pool analyses (or one no campaign minimizes) is stored at once under its raw key,
   or its root cause when that is known, and queued only after its bucket folder is written (the
   pool's re-keying replaces that folder);
@@ -204,9 +204,7 @@ def store_case(run: CaseRun, spec: GraphSpec, ran: Ran, judged: Judged, keyed: K
     shown = judged.reason.to_dict() if judged.reason is not None else None
     filed = run.filing.store_case(row, key=keyed.key, raw_key=judged.raw_key, triage=judged.finding.triage if judged.finding else "",
                                   severity=shown, for_analysis=judged.for_pool)
-    key = filed.key
-    return Stored(filed.case_id, filed.bucket_id, filed.is_new, key, key_severity(key) if key is not None else None, filed.queued,
-                  time.perf_counter() - t0)
+    return Stored(filed.case_id, filed.bucket_id, filed.is_new, filed.key, filed.severity, filed.queued, time.perf_counter() - t0)
 
 
 def write_new_bucket_folder(run: CaseRun, spec: GraphSpec, ran: Ran, keyed: Keyed, stored: Stored) -> None:

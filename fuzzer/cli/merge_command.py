@@ -19,7 +19,7 @@ def merge(out_dir, stores):
     """
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.store import STORE_NAME
-    from divfuzz.fuzzer.store.merge import merge_stores
+    from divfuzz.fuzzer.campaign.merge import merge_stores
 
     check_out_dir(out_dir, "OUT")
     s = merge_stores(out_dir, list(stores))

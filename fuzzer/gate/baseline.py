@@ -32,7 +32,7 @@ from divfuzz.fuzzer.gate.machine import check_machine
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.errors import BaselineError, DivfuzzError
 from divfuzz.records.outcomes import Status
-from divfuzz.records.severity import Severity
+from divfuzz.records.severity import Severity, SeverityReason
 from divfuzz.records.verdict import Verdict
 from divfuzz.reports.safe_paths import read_user_file
 from divfuzz.oracles.severity_policy import severity_of
@@ -82,8 +82,13 @@ def default_baseline_path(corpus_dir: Path, device: str) -> Path:
     return corpus_dir / default_baseline_name(machine_key(device))
 
 
-def summarize_verdict(verdict: Verdict) -> dict[str, Any]:
-    """A verdict as baseline data: the status, the error type, and each differing output's measures."""
+_UNJUDGED = object()
+
+
+def summarize_verdict(verdict: Verdict, reason=_UNJUDGED) -> dict[str, Any]:
+    """A verdict as baseline data: the status, the error type, each differing output's measures, and
+    its severity (`severity_summary`): `reason`, the verdict's `severity_of` when the caller judged
+    it already (the gate judges each replay once), else judged here."""
     outputs: dict[str, Any] = {}
     for o in verdict.outputs:
         if not o.differs:
@@ -111,14 +116,13 @@ def summarize_verdict(verdict: Verdict) -> dict[str, Any]:
                 "gross_flips": i.gross_flips + i.unknown_flips,
             }
     return {"status": verdict.status.value, "error_type": verdict.error_type, "outputs": outputs,
-            "severity": severity_summary(verdict)}
+            "severity": severity_summary(severity_of(verdict) if reason is _UNJUDGED else reason)}
 
 
-def severity_summary(verdict: Verdict) -> dict[str, str] | None:
+def severity_summary(reason: SeverityReason | None) -> dict[str, str] | None:
     """The severity policy's judgement of a verdict (`divfuzz.oracles.severity_policy.severity_of`) as baseline
     data: severity, rule and output, or None when nothing diverges. The rule's sentence is left
     out: its numbers move run to run, and the gate judges the severity, not the numbers."""
-    reason = severity_of(verdict)
     return None if reason is None else {"severity": reason.severity.value, "rule": reason.rule, "output": reason.output}
 
 

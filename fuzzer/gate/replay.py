@@ -176,16 +176,10 @@ class GateResult:
         return d
 
 
-def _bucket_of(verdict: Verdict, spec: GraphSpec, device: str) -> str | None:
-    """The identity of the raw bucket this verdict would land in (`BucketKey.identity`), if any."""
-    finding = case_finding(verdict)
-    return bucket_key(finding, spec, device, reason=severity_of(verdict), explanation=verdict.explanation).identity() if finding else None
-
-
-def _severity_of(verdict: Verdict) -> dict | None:
-    """The severity policy's judgement, as it goes into the gate's JSON (exit codes do not use it)."""
-    reason = severity_of(verdict)
-    return reason.to_dict() if reason else None
+def _bucket_of(verdict: Verdict, reason, spec: GraphSpec, device: str) -> str | None:
+    """The identity of the raw bucket this verdict, judged `reason`, would land in (`BucketKey.identity`), if any."""
+    finding = case_finding(verdict, reason=reason)
+    return bucket_key(finding, spec, device, reason=reason, explanation=verdict.explanation).identity() if finding else None
 
 
 @dataclass(frozen=True)
@@ -422,7 +416,8 @@ def _judge_perf_spec(s: CorpusSpec, verdict: Verdict | None, wall_s: float, opts
         return SpecResult(s.name, digest, None, None, [f"not run: the gate's budget of {opts.budget_s:g} s ran out"], [], None,
                           judged_by="perf")
     observed = {"status": verdict.status.value, "error_type": verdict.error_type, "outputs": {}}
-    severity = _severity_of(verdict)
+    reason = severity_of(verdict)  # the replay judged once: the JSON's severity and its bucket's rule
+    severity = reason.to_dict() if reason else None
     phases = [p.to_dict() for p in verdict.perf]
     problems: list[str] = []
     if verdict.status in COMPILER_FAILURES:
@@ -431,7 +426,7 @@ def _judge_perf_spec(s: CorpusSpec, verdict: Verdict | None, wall_s: float, opts
         problems.append(f"{NEW_ERROR}: {describe_summary(observed)}: the spec was not timed")
     elif severity is not None and severity["severity"] == Severity.BUG.value:
         problems.append(f"{PERF_SLOWER}: {severity['detail']}")
-    return SpecResult(s.name, digest, observed, None, problems, [], _bucket_of(verdict, s.spec, opts.device), wall_s,
+    return SpecResult(s.name, digest, observed, None, problems, [], _bucket_of(verdict, reason, s.spec, opts.device), wall_s,
                       severity, judged_by="perf", perf=phases)
 
 
@@ -463,13 +458,15 @@ def _judge_spec(s: CorpusSpec, verdict: Verdict | None, expected: dict | None, w
     digest = s.spec.digest()
     if verdict is None:
         return SpecResult(s.name, digest, None, expected, [f"not run: the gate's budget of {opts.budget_s:g} s ran out"], [], None)
-    observed = summarize_verdict(verdict)
-    severity = _severity_of(verdict)
+    reason = severity_of(verdict)  # the replay judged once: its summary, the JSON's severity and its bucket's rule
+    observed = summarize_verdict(verdict, reason)
+    severity = reason.to_dict() if reason else None
     problems, improvements = compare_with_baseline(observed, expected, detail=severity["detail"] if severity else None)
     if expected is not None and expected.get("digest") not in (None, digest):
         problems.insert(0, f"the spec changed since the baseline was written (digest {digest}, baseline {expected['digest']}); re-run --update-baseline")
-    return SpecResult(s.name, digest, observed, expected, problems, improvements, _bucket_of(verdict, s.spec, opts.device),
-                      wall_s, severity, moved_bounds(observed, expected, margin=opts.margin))
+    return SpecResult(s.name, digest, observed, expected, problems, improvements,
+                      _bucket_of(verdict, reason, s.spec, opts.device), wall_s, severity,
+                      moved_bounds(observed, expected, margin=opts.margin))
 
 
 def fuzz_options(opts: GateOptions) -> dict[str, Any]:

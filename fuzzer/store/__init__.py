@@ -6,15 +6,17 @@
 - `rows`: each table's row as a named, frozen value.
 - `store`: `Store`, every query and every write.
 - `lock`: one live campaign per store (`CampaignLock`).
-- `merge`: `divfuzz merge`, folding shard stores into one through `Store`'s own methods.
+- the `import_*` methods `divfuzz merge` folds shard stores in by (the merge itself sits above,
+  in `divfuzz.fuzzer.campaign.merge`, and files folders and verdicts through `Filing`).
 
 It sits beside the engine (neither imports the other), below campaign, triage and gate.
 """
 
+from divfuzz.fuzzer.store.connection import describe_sqlite_error
 from divfuzz.fuzzer.store.lock import CampaignLock
 from divfuzz.fuzzer.store.rows import BucketRow, CaseRow, PendingAnalysis, RootCauseFiled, RunRow
 from divfuzz.fuzzer.store.schema import SCHEMA_VERSION, STORE_NAME, resolve_store
 from divfuzz.fuzzer.store.store import Store
 
 __all__ = ["STORE_NAME", "SCHEMA_VERSION", "resolve_store", "Store", "CampaignLock", "BucketRow", "CaseRow", "PendingAnalysis",
-           "RootCauseFiled", "RunRow"]
+           "RootCauseFiled", "RunRow", "describe_sqlite_error"]

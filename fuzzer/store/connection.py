@@ -61,6 +61,16 @@ def describe_sqlite_error(path: Path, e: sqlite3.Error) -> str:
 
 
 @contextmanager
+def sqlite_errors_named(path: Path) -> Iterator[None]:
+    """The block's SQLite errors raised as StoreError naming the store's file (what a transaction
+    whose block is the caller's code, `Store.transaction`, raises at its COMMIT: a full disk)."""
+    try:
+        yield
+    except sqlite3.Error as e:
+        raise StoreError(describe_sqlite_error(path, e)) from e
+
+
+@contextmanager
 def errors_named(path: Path) -> Iterator[None]:
     """The block's SQLite errors, and the rows it could not decode (ValueError, TypeError,
     KeyError: damaged content), raised as StoreError naming the store's file."""

@@ -22,7 +22,11 @@ Invariants:
 - a raw bucket key is either open (a `pending_analyses` row, its cases in the raw bucket) or filed
   (a `root_causes` row, its cases in the root-cause bucket), never both: `add_case_for_analysis`
   and `resolve_root_cause` each decide it in one transaction, so the buckets at the end are the
-  same whether an analysis ran inline, in the analysis pool or later (`minimize --pending`).
+  same whether an analysis ran inline, in the analysis pool or later (`minimize --pending`);
+- a bucket's severity and shown reason are given to the store as a value (`BucketSeverity`,
+  judged above it by `divfuzz.fuzzer.campaign.bucket_folders.Filing`, or another store's as
+  stored); the store derives none itself, and refuses a bucket without one. Only the migration
+  of a store older than its keys' fields (`divfuzz.fuzzer.store.schema`) judges, once, on conversion.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from typing import Any, Iterator
 
 from divfuzz.fuzzer.store import connection
 from divfuzz.fuzzer.store.cause_index import RootCauseIndex
-from divfuzz.fuzzer.store.connection import connect, describe_sqlite_error, errors_named
+from divfuzz.fuzzer.store.connection import connect, describe_sqlite_error, errors_named, sqlite_errors_named
 from divfuzz.fuzzer.store.lock import refuse_if_live
 from divfuzz.fuzzer.store.rows import (
     AnalysisIntake,
@@ -53,10 +57,9 @@ from divfuzz.fuzzer.store.rows import (
     RunRow,
 )
 from divfuzz.fuzzer.store.schema import SCHEMA_VERSION, check_divfuzz_store, create_store_file, migrate, write_schema
-from divfuzz.oracles.severity_policy import key_severity
 from divfuzz.records.buckets import BucketKey
-from divfuzz.records.errors import StoreError
-from divfuzz.records.severity import Severity
+from divfuzz.records.errors import InternalError, StoreError
+from divfuzz.records.severity import BucketSeverity, Severity
 from divfuzz.reports.safe_paths import check_plain
 
 _CASE_PAGE = 500  # cases read at a time by `iter_cases` (a shard's store may not fit in memory)
@@ -139,8 +142,10 @@ class Store:
 
     @contextmanager
     def transaction(self) -> Iterator["Store"]:
-        """Every write of the block, or none (`connection.transaction`); inside an open one, joins it."""
-        with self._lock, connection.transaction(self.db):
+        """Every write of the block, or none (`connection.transaction`); inside an open one, joins it.
+        Its own SQLite errors (a COMMIT on a full disk) are StoreError naming the file, as every
+        method's are, whoever holds the block (`Filing` judges and stores in one)."""
+        with self._lock, sqlite_errors_named(self.path), connection.transaction(self.db):
             yield self
 
     # ---- runs --------------------------------------------------------------------------------
@@ -251,26 +256,42 @@ class Store:
         finding_kind: str | None,
         key: BucketKey | None,
         triage: str = "",
-        severity: dict | None = None,
+        judged: BucketSeverity | None = None,
         ran_on: str | None = None,
     ) -> tuple[int, int | None, bool]:
-        """Store one case (and bump its bucket) atomically. Returns (case id, bucket id, new bucket?)."""
+        """Store one case (and bump its bucket) atomically. Returns (case id, bucket id, new bucket?).
+        A case with a `key` comes with its bucket's verdict, `judged` (`BucketSeverity`): a new
+        bucket stores it, a known one keeps its own (and takes its reason when it had none).
+        Without it, InternalError: the store derives no severity."""
         case = dict(run_id=run_id, slot=slot, idx=idx, spec_digest=spec_digest, spec_json=spec_json, device=device,
                     config=config, verdict=verdict, score=score, wall_s=wall_s, finding_kind=finding_kind, ran_on=ran_on)
         with self.transaction():
-            return self._insert_case(case, key, triage, severity)
+            return self._insert_case(case, key, triage, judged)
 
-    def add_case_for_analysis(self, *, raw_key: BucketKey, triage: str = "", severity: dict | None = None,
+    def key_for_case(self, raw_key: BucketKey) -> BucketKey:
+        """The key a finding's case of `raw_key` is stored under: its root cause when one is filed
+        (`root_causes`), else `raw_key`. Read it in the transaction that stores the case
+        (`add_case_for_analysis` checks it)."""
+        with self._lock:
+            known = self._root_cause_locked(raw_key)
+        return known if known is not None else raw_key
+
+    def add_case_for_analysis(self, *, raw_key: BucketKey, key: BucketKey, judged: BucketSeverity, triage: str = "",
                               **case) -> AnalysisIntake:
         """Store a finding's case at once, before its analysis: under its root-cause key when one
         is known (`root_causes`), else under `raw_key` with a `pending_analyses` row for it (one
-        per raw key: `queued` says this case opened it). Looking the key up and storing are one
-        transaction, so a case never lands under a raw key whose root cause is already filed
-        (`resolve_root_cause`)."""
+        per raw key: `queued` says this case opened it). `key` is that key as the caller read it
+        (`key_for_case`) and `judged` its bucket's verdict; the caller holds the transaction
+        around both, and this one checks `key` again: a case never lands under a raw key whose
+        root cause is already filed (`resolve_root_cause`). InternalError (a caller's bug) when
+        `key` is not the key the store files `raw_key` under."""
         with self.transaction():
             known = self._root_cause_locked(raw_key)
-            key = known if known is not None else raw_key
-            case_id, bucket_id, is_new = self._insert_case(case, key, triage, severity)
+            if key != (known if known is not None else raw_key):
+                raise InternalError(f"{self.path}: a case of {raw_key} given key {key}, but the store files it under "
+                                    f"{known if known is not None else raw_key}: read the key (`key_for_case`) in the "
+                                    "transaction that stores the case")
+            case_id, bucket_id, is_new = self._insert_case(case, key, triage, judged)
             queued = known is None and self._queue_pending(raw_key, case_id, time.time())
         return AnalysisIntake(case_id, bucket_id, is_new, key, queued)
 
@@ -285,14 +306,18 @@ class Store:
              verdict_json, wall_s, created_at, ran_on),
         ).lastrowid
 
-    def _insert_case(self, case: dict, key: BucketKey | None, triage: str, severity: dict | None) -> tuple[int, int | None, bool]:
-        """Inside a transaction: the case row and its bucket's update. `severity` is the case's
-        reason (`SeverityReason.to_dict`): a new bucket keeps it to show; its severity is its key's."""
+    def _insert_case(self, case: dict, key: BucketKey | None, triage: str,
+                     judged: BucketSeverity | None) -> tuple[int, int | None, bool]:
+        """Inside a transaction: the case row and its bucket's update. `judged` is the bucket's
+        verdict (`BucketSeverity`), required with a key: a new bucket stores it as given."""
+        if key is not None and not isinstance(judged, BucketSeverity):
+            raise InternalError(f"a case of bucket {key} came without its bucket's verdict (a BucketSeverity): the store "
+                                "derives no severity itself; judge it above the store (severity_policy.bucket_severity)")
         self._drop_unfinished_case(case["run_id"], case["slot"], case["idx"])
         now = time.time()
         bucket_id, is_new = None, False
         if key is not None:
-            bucket_id, is_new = self._touch_bucket(key, triage, case["run_id"], now, severity)
+            bucket_id, is_new = self._touch_bucket(key, triage, case["run_id"], now, judged)
         case_id = self._insert_case_row(
             run_id=case["run_id"], slot=case["slot"], idx=case["idx"], spec_digest=case["spec_digest"],
             spec_json=case["spec_json"], device=case["device"], config_json=json.dumps(case["config"], sort_keys=True),
@@ -305,12 +330,11 @@ class Store:
         return case_id, bucket_id, is_new
 
     def _insert_bucket(self, key: BucketKey, *, triage: str, first_seen: float, last_seen: float, first_run_id: int,
-                       count: int, minimized_json: str | None = None, culprit_json: str | None = None,
-                       reason: dict | None = None, severity: str | None = None) -> int:
-        """A bucket row; its severity is its key's (`key_severity`) unless `severity` (a merged
-        store's stored one) is given, and `reason` (a case's) is kept to show with it."""
-        severity = severity or key_severity(key).value
-        reason_json = json.dumps(_shown_reason(reason, key, severity)) if reason is not None else None
+                       count: int, judged: BucketSeverity, minimized_json: str | None = None,
+                       culprit_json: str | None = None) -> int:
+        """A bucket row, with the severity and reason it was given (`judged`), stored as they are."""
+        severity = judged.severity.value
+        reason_json = json.dumps(judged.reason) if judged.reason is not None else None
         return self.db.execute(
             "INSERT INTO buckets(key, key_json, kind, dtype, device_type, signature, detail, triage, first_seen,"
             " last_seen, first_run_id, count, minimized_json, culprit_json, severity, severity_json)"
@@ -323,16 +347,16 @@ class Store:
         row = self.db.execute("SELECT id FROM buckets WHERE key=?", (key.identity(),)).fetchone()
         return row["id"] if row else None
 
-    def _touch_bucket(self, key: BucketKey, triage: str, run_id: int, now: float, reason: dict | None) -> tuple[int, bool]:
+    def _touch_bucket(self, key: BucketKey, triage: str, run_id: int, now: float, judged: BucketSeverity) -> tuple[int, bool]:
         bucket_id = self._bucket_id(key)
         if bucket_id is not None:
             self.db.execute("UPDATE buckets SET count=count+1, last_seen=? WHERE id=?", (now, bucket_id))
-            if reason is not None:  # the first case stored with a reason shows it
+            if judged.reason is not None:  # the first case stored with a reason shows it
                 self.db.execute("UPDATE buckets SET severity_json=? WHERE id=? AND severity_json IS NULL",
-                                (json.dumps(_shown_reason(reason, key, key_severity(key).value)), bucket_id))
+                                (json.dumps(judged.reason), bucket_id))
             return bucket_id, False
         return self._insert_bucket(key, triage=triage, first_seen=now, last_seen=now, first_run_id=run_id, count=1,
-                                   reason=reason), True
+                                   judged=judged), True
 
     def case(self, case_id: int) -> CaseRow:
         with self._lock:
@@ -392,57 +416,66 @@ class Store:
         return [RootCauseRow(r["raw_key"], BucketKey.from_dict(json.loads(r["key_json"]), where=f"{self.path}: root_causes"))
                 for r in rows]
 
-    def resolve_root_cause(self, raw_key: BucketKey, key: BucketKey) -> RootCauseFiled:
+    def bucket_of_key(self, key: BucketKey) -> BucketRow | None:
+        """The bucket stored under `key`, or None."""
+        with self._lock:
+            r = self.db.execute(f"SELECT {BucketRow.COLUMNS} FROM buckets WHERE key=?", (key.identity(),)).fetchone()
+        return BucketRow.from_row(r) if r else None
+
+    def resolve_root_cause(self, raw_key: BucketKey, key: BucketKey, *, judged: BucketSeverity) -> RootCauseFiled:
         """File an analysis: `raw_key`'s root cause is `key`. One transaction: remember it, close
         the raw key's pending analysis, and move the cases stored under the raw key into the
         root-cause bucket (the raw bucket is renamed when the root-cause bucket is new, else merged
-        into it: counts add, first/last seen widen). The bucket's severity is `key`'s (its rule
-        under its culprit's switch: `key_severity`); the reason shown keeps the raw bucket's words.
+        into it: counts add, first/last seen widen). A renamed bucket takes `judged`, the
+        root-cause bucket's verdict its filer judged from the raw bucket's reason
+        (`divfuzz.fuzzer.campaign.bucket_folders.Filing`); a known one keeps its own.
 
         The end state depends only on (raw key, root-cause key) and the cases stored: the same
         whether the analysis ran inline, in the pool or later (`minimize --pending`)."""
         with self.transaction():
             self._file_root_cause(raw_key.identity(), key, replace=True)
             self.db.execute("DELETE FROM pending_analyses WHERE raw_key=?", (raw_key.identity(),))
-            return self._move_bucket(raw_key, key)
+            return self._move_bucket(raw_key, key, judged)
 
-    def _move_bucket(self, raw_key: BucketKey, key: BucketKey) -> RootCauseFiled:
-        raw = self.db.execute("SELECT id, count, first_seen, last_seen, severity_json FROM buckets WHERE key=?",
+    def _move_bucket(self, raw_key: BucketKey, key: BucketKey, judged: BucketSeverity) -> RootCauseFiled:
+        raw = self.db.execute("SELECT id, count, first_seen, last_seen FROM buckets WHERE key=?",
                               (raw_key.identity(),)).fetchone()
-        root_id = self._bucket_id(key)
+        root = self.db.execute("SELECT id, severity FROM buckets WHERE key=?", (key.identity(),)).fetchone()
         if raw is None or raw_key == key:  # nothing stored under the raw key (inline analysis)
-            return RootCauseFiled(root_id, created=False, raw_bucket_id=None)
-        severity = key_severity(key).value
-        if root_id is None:
-            reason = json.loads(raw["severity_json"]) if raw["severity_json"] else None
+            return RootCauseFiled(root["id"] if root else None, created=False, raw_bucket_id=None)
+        if root is None:
+            severity = judged.severity.value
             self.db.execute("UPDATE buckets SET key=?, key_json=?, kind=?, dtype=?, device_type=?, signature=?, detail=?,"
                             " severity=?, severity_json=? WHERE id=?",
                             (key.identity(), json.dumps(key.to_dict()), key.kind, key.dtype, key.device_type, key.ops_text(),
-                             key.detail, severity, json.dumps(_shown_reason(reason, key, severity)) if reason else None,
-                             raw["id"]))
+                             key.detail, severity, json.dumps(judged.reason) if judged.reason else None, raw["id"]))
             bucket_id, created = raw["id"], True
         else:
-            bucket_id, created = root_id, False
+            bucket_id, created, severity = root["id"], False, root["severity"]
             self.db.execute("UPDATE cases SET bucket_id=? WHERE bucket_id=?", (bucket_id, raw["id"]))
             self.db.execute("UPDATE buckets SET count=count+?, first_seen=min(first_seen, ?), last_seen=max(last_seen, ?)"
                             " WHERE id=?", (raw["count"], raw["first_seen"], raw["last_seen"], bucket_id))
             self.db.execute("DELETE FROM buckets WHERE id=?", (raw["id"],))
         return RootCauseFiled(bucket_id, created=created, raw_bucket_id=raw["id"], severity=severity)
 
-    def close_pending_already_filed(self) -> int:
-        """Every pending raw key that `root_causes` now files (another shard analysed it, `divfuzz
-        merge`) is resolved as `resolve_root_cause` would: its pending row goes, its cases move into
-        the root-cause bucket. Restores the invariant that a raw key is open or filed, never both.
-        Returns how many were closed. Joins the caller's transaction when one is open."""
-        with self.transaction():
-            rows = self.db.execute("SELECT p.raw_key, p.key_json AS raw_json, r.key_json AS root_json FROM pending_analyses p"
+    def pending_already_filed(self) -> list[tuple[BucketKey, BucketKey]]:
+        """(raw key, root-cause key) of every pending raw key that `root_causes` now files (another
+        shard analysed it, `divfuzz merge`), in the order queued: what `close_pending` closes."""
+        with self._lock:
+            rows = self.db.execute("SELECT p.key_json AS raw_json, r.key_json AS root_json FROM pending_analyses p"
                                    " JOIN root_causes r ON r.raw_key = p.raw_key ORDER BY p.case_id").fetchall()
-            for row in rows:
-                raw_key = BucketKey.from_dict(json.loads(row["raw_json"]), where=f"{self.path}: pending_analyses")
-                key = BucketKey.from_dict(json.loads(row["root_json"]), where=f"{self.path}: root_causes")
-                self.db.execute("DELETE FROM pending_analyses WHERE raw_key=?", (row["raw_key"],))
-                self._move_bucket(raw_key, key)
-        return len(rows)
+        return [(BucketKey.from_dict(json.loads(r["raw_json"]), where=f"{self.path}: pending_analyses"),
+                 BucketKey.from_dict(json.loads(r["root_json"]), where=f"{self.path}: root_causes")) for r in rows]
+
+    def close_pending(self, raw_key: BucketKey, key: BucketKey, *, judged: BucketSeverity) -> RootCauseFiled:
+        """A pending raw key that `root_causes` files under `key` (`pending_already_filed`),
+        resolved as `resolve_root_cause` would, its remembered root cause left as stored: its
+        pending row goes, its cases move into the root-cause bucket (`judged` as there).
+        Restores the invariant that a raw key is open or filed, never both. Joins the caller's
+        transaction when one is open."""
+        with self.transaction():
+            self.db.execute("DELETE FROM pending_analyses WHERE raw_key=?", (raw_key.identity(),))
+            return self._move_bucket(raw_key, key, judged)
 
     def _queue_pending(self, raw_key: BucketKey, case_id: int, queued_at: float) -> bool:
         """Inside a transaction: open `raw_key`'s analysis on `case_id` unless it is open already."""
@@ -554,11 +587,11 @@ class Store:
         severity_json = json.dumps(bucket.severity_reason) if bucket.severity_reason is not None else None
         with self.transaction():
             out_id = self._bucket_id(bucket.key)
-            if out_id is None:
+            if out_id is None:  # its verdict as the other store holds it: read, never judged again
                 return self._insert_bucket(bucket.key, triage=bucket.triage, first_seen=bucket.first_seen,
                                            last_seen=bucket.last_seen, first_run_id=first_run_id, count=0,
-                                           minimized_json=minimized, culprit_json=culprit, severity=bucket.severity,
-                                           reason=bucket.severity_reason), True
+                                           judged=BucketSeverity(Severity(bucket.severity), bucket.severity_reason),
+                                           minimized_json=minimized, culprit_json=culprit), True
             out = self.bucket(out_id)
             if bucket.first_seen < out.first_seen:
                 self.db.execute("UPDATE buckets SET first_seen=?, first_run_id=? WHERE id=?",
@@ -743,17 +776,6 @@ def _case_scope(run_id: int | None, bucket_id: int | None, *, opened: bool = Fal
     if opened:
         where += " AND cases.id IN (SELECT b.first_case_id FROM buckets b WHERE b.id = cases.bucket_id)"
     return where, args
-
-
-def _shown_reason(reason: dict, key: BucketKey, severity: str) -> dict:
-    """A case's reason as its bucket shows it: the bucket's severity (its key's), and, when the
-    key's culprit switch changed it, the switch named in front of the case's words."""
-    shown = dict(reason, severity=severity)
-    if severity != reason.get("severity") and key.culprit is not None and key.culprit.switch:
-        shown["detail"] = f"{key.culprit.switch} removes it; {reason.get('detail', '')}"
-        if severity == "by-design":  # as `severity_of` names it under the switch
-            shown["rule"] = "precision-knob"
-    return shown
 
 
 def _named_sqlite_errors(method):

@@ -78,27 +78,16 @@ _NO_MINIMIZE = {"hang"}  # each candidate would cost a whole timeout
 MIN_MINIMIZE_S = 5.0
 
 
-def _severity_seen(verdict) -> str | None:
-    """The severity the input showed under the case's own config, which the minimal spec keeps."""
-    reason = severity_of(verdict) if verdict is not None else None
-    return reason.severity.value if reason is not None else None
-
-
-def _rule_seen(verdict) -> str | None:
-    """The severity rule the input showed under the case's own config, which the minimal spec keeps."""
-    reason = severity_of(verdict) if verdict is not None else None
-    return reason.rule if reason is not None else None
-
-
-def _mechanism_seen(verdict) -> str | None:
-    """The mechanism that explained the input under the case's own config ("" for none), which the
-    minimal spec keeps; None when the input's verdict is unknown."""
-    return explaining_mechanism(verdict, severity_of(verdict)) if verdict is not None else None
-
-
-def _site_seen(verdict) -> str | None:
-    """Where the compiler raised the input's error under the case's own config, which the minimal spec keeps."""
-    return verdict.error_site if verdict is not None else None
+def _kept_of_input(verdict) -> dict:
+    """What the minimal spec keeps of the input's finding under the case's own config, judged once
+    (`severity_of`): its severity, rule and output, the mechanism that explained it ("" for none)
+    and where the compiler raised its error; each None when the input's verdict is unknown."""
+    if verdict is None:
+        return dict(severity=None, rule=None, mechanism=None, output=None, site=None)
+    reason = severity_of(verdict)
+    return dict(severity=reason.severity.value if reason is not None else None, rule=reason.rule if reason is not None else None,
+                mechanism=explaining_mechanism(verdict, reason), output=reason.output if reason is not None else None,
+                site=verdict.error_site)
 
 
 def _finding_output_seen(verdict) -> str | None:
@@ -110,13 +99,6 @@ def _finding_output_seen(verdict) -> str | None:
         return None
     finding = case_finding(verdict)
     return finding.output if finding is not None and finding.output != "-" else None
-
-
-def _output_seen(verdict) -> str | None:
-    """The output the input's severity reason names ("-" for an error), which the minimal spec
-    keeps: the report's reason, the spec and the repro name one output."""
-    reason = severity_of(verdict) if verdict is not None else None
-    return reason.output if reason is not None else None
 
 
 def analyze_finding(
@@ -194,9 +176,8 @@ def analyze_finding(
         own = seen.get((spec.digest(), config))
         predicate = case_predicate(
             worker, device=device, config=config, kind=kind, timeout_s=timeout_s, strict=strict,
-            culprit_config=must_fail, must_pass_with=must_pass, on_verdict=record, severity=_severity_seen(own),
-            rule=_rule_seen(own), mechanism=_mechanism_seen(own), output=_output_seen(own),
-            oracle=oracle, perf_margin=perf_margin, known=seen, site=_site_seen(own),
+            culprit_config=must_fail, must_pass_with=must_pass, on_verdict=record, **_kept_of_input(own),
+            oracle=oracle, perf_margin=perf_margin, known=seen,
             deadline=deadline.share(max(budget, 0.0)) if deadline.bounded else deadline,
         )
         if budget < MIN_MINIMIZE_S:

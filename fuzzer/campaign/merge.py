@@ -9,20 +9,25 @@ the result is the store one host would hold had it run the same campaigns one af
 - buckets are merged by root-cause key: a bucket's count is the number of its cases in the output,
   first/last seen are the earliest/latest of its inputs, its severity the most severe of theirs,
   its first run the run that saw it first; raw-key -> root-cause memories are merged too;
+- a bucket's severity and reason are copied as its input stored them (read, never judged again);
 - analyses a shard left pending stay pending in the output (pointing at the copied case), unless
   another shard filed that raw key's root cause: then its cases move into the root-cause bucket,
-  as `Store.resolve_root_cause` would, so a raw key is open or filed, never both;
+  as the campaign files an analysis (`Filing.close_pending_already_filed`: a bucket that becomes
+  the root cause is judged there), so a raw key is open or filed, never both;
 - a bucket new to the output gets its input's folder copied into `out_dir/buckets/` under its
-  new number (regular files only: a symlink in an input never leads outside it). The folder is
-  looked up by its name under the input's own `buckets/`, never by the stored path, so a shard
-  moved off its node still merges, and a stored path cannot point the copy elsewhere;
+  new number by the one writer of bucket folders (`Filing.copy_folder`; regular files only: a
+  symlink in an input never leads outside it). The folder is looked up by its name under the
+  input's own `buckets/` (`child_path`), never by the stored path, so a shard moved off its node
+  still merges, and a stored path cannot point the copy elsewhere;
 - inputs are never written: each is opened immutable (read-only, no lock, no journal files),
   or when it has a write-ahead log or an older schema, from a private copy (`Store.open_input`);
   a store a campaign holds is refused;
 - all or nothing: one `Store.transaction()` on the output, which every `Store.import_*` write
   joins; on any error it rolls back, copied folders are removed and a store that did not exist
   before is deleted. Errors are StoreError naming the file.
-- merge writes no SQL of its own: it reads each input and writes the output through `Store`.
+- merge writes no SQL of its own: it reads each input and writes the output through `Store`
+  and `Filing`. It sits in the campaign layer, above the store, so that it can file as a
+  campaign files.
 """
 
 from __future__ import annotations
@@ -34,14 +39,11 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from divfuzz.fuzzer.store.connection import describe_sqlite_error
-from divfuzz.fuzzer.store.lock import CampaignLock
-from divfuzz.fuzzer.store.schema import STORE_NAME, resolve_store
-from divfuzz.fuzzer.store.store import Store
+from divfuzz.fuzzer.campaign.bucket_folders import Filing
+from divfuzz.fuzzer.store import STORE_NAME, CampaignLock, Store, describe_sqlite_error, resolve_store
 from divfuzz.records.errors import StoreError, UnsafePathError
 from divfuzz.records.severity import Severity
-from divfuzz.reports.files import bucket_folder_name, child_path
-from divfuzz.reports.safe_paths import copy_plain_tree, plain_folder
+from divfuzz.reports.files import child_path
 
 @dataclass
 class MergeSummary:
@@ -90,9 +92,10 @@ def merge_stores(out_dir: Path, inputs: list[Path]) -> MergeSummary:
         with ExitStack() as stack:
             scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="divfuzz-merge-")))
             sources = [(f, stack.enter_context(Store.open_input(f, scratch))) for f in files]
+            filing = Filing(store, out_dir, timeout_s=None)  # copies folders, writes no repro
             with store.transaction():
                 for path, source in sources:
-                    _merge_one(store, path, source, out_dir, summary, copied)
+                    _merge_one(filing, path, source, summary, copied)
                 summary.pending_open = store.pending_count()
         failed = False
         return summary
@@ -132,10 +135,10 @@ def _remove_made(made: list[Path], lock: Path | None) -> None:
             break
 
 
-def _merge_one(store: Store, path: Path, source: Store, out_dir: Path, summary: MergeSummary,
-               copied: list[Path]) -> None:
+def _merge_one(filing: Filing, path: Path, source: Store, summary: MergeSummary, copied: list[Path]) -> None:
     """One input, inside the merge's transaction. The input's own errors (a damaged row, a case
     naming a run it does not hold) are StoreError naming the input."""
+    store = filing.store
     try:
         source.check_stored_keys()
         run_ids = _merge_runs(store, source, summary)
@@ -148,8 +151,8 @@ def _merge_one(store: Store, path: Path, source: Store, out_dir: Path, summary: 
                 raise ValueError(f"pending analysis {pending.raw_key!s} names case {pending.case_id!r}, "
                                  "which this store does not hold")
             store.import_pending(pending, case_ids[pending.case_id])
-        _finish_buckets(store, path, bucket_ids, folders, out_dir, summary, copied)
-        summary.pending_filed += store.close_pending_already_filed()
+        _finish_buckets(filing, path, bucket_ids, folders, summary, copied)
+        summary.pending_filed += filing.close_pending_already_filed()
     except (ValueError, TypeError, KeyError, AttributeError) as e:  # a row that does not decode
         raise StoreError(f"{path}: the store holds a damaged row ({type(e).__name__}: {e}); nothing was merged") from None
 
@@ -214,10 +217,11 @@ def _merge_cases(store: Store, path: Path, source: Store, run_ids: dict[int, int
     return mapping
 
 
-def _finish_buckets(store: Store, path: Path, bucket_ids: dict[int, int], folders: dict[int, str], out_dir: Path,
+def _finish_buckets(filing: Filing, path: Path, bucket_ids: dict[int, int], folders: dict[int, str],
                     summary: MergeSummary, copied: list[Path]) -> None:
     """Recount the touched buckets from their cases, point each at its first case, and copy the
-    folder of each bucket that has none in the output yet."""
+    folder of each bucket that has none in the output yet (`Filing.copy_folder`)."""
+    store = filing.store
     for old_id, out_id in bucket_ids.items():
         store.recount_bucket(out_id)
         stored = folders.get(old_id)
@@ -233,14 +237,9 @@ def _finish_buckets(store: Store, path: Path, bucket_ids: dict[int, int], folder
         if not origin.is_dir() or origin.is_symlink():
             summary.folders_missing.append(f"bucket {old_id} of {path}: {origin}")
             continue
-        dest = out_dir / "buckets" / bucket_folder_name(out_id, out.key)
-        if dest.exists():
-            raise StoreError(f"{dest}: already exists, and the output store names no bucket folder there; move it away")
-        plain_folder(out_dir / "buckets", root=out_dir, create=True, what="merge OUT's buckets folder")
-        copied.append(dest)
         try:
-            copy_plain_tree(origin, dest, what=f"{path}: bucket {old_id}'s folder")
+            copied.append(filing.copy_folder(bucket_id=out_id, key=out.key, origin=origin,
+                                             what=f"{path}: bucket {old_id}'s folder"))
         except UnsafePathError as e:
             raise StoreError(f"{e}; nothing was merged") from None
-        store.set_bucket_folder(out_id, str(dest.resolve()))
         summary.folders_copied += 1
