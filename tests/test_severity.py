@@ -377,3 +377,19 @@ def test_a_cases_reason_names_the_output_its_bucket_is_about_when_as_severe():
     # A more severe reason on another output still wins: the tie-break is only among equals.
     noisy = OutputVerdict("v6", float_cmp=compare_float(eager, eager.clone(), ref))
     assert severity_of(Verdict(Status.DIVERGED, outputs=(gross, noisy))).output == "v3"
+
+
+def test_a_few_ulps_on_many_elements_is_no_decompositions_defect_and_more_than_a_few_is():
+    """A decomposition is at fault for a compiled-worse result by more than a few ULPs (or one
+    same() rejects): four float16 rows index_add-ed into one, 2 ULPs off on 5% of the row (the
+    order of an accumulation, H100 seed 163), reads `many-ulps` and stays suspect under it; 6 ULPs
+    reads `many-ulps-worse`, a bug under the decomposition."""
+    for n, k, ulps, rule, under_decomposition in ((200, 10, 2, "many-ulps", Severity.SUSPECT),
+                                                  (1000, 5, 6, "many-ulps-worse", Severity.BUG)):
+        ref = torch.linspace(1.0, 2.0, n, dtype=torch.float64)
+        eager = ref.to(torch.float16)
+        compiled = eager.clone()
+        compiled.view(torch.int16)[:k] += ulps  # further from fp64 on k of n elements, same() accepting it
+        v = _float_verdict(eager, compiled, ref)
+        assert severity_of(v).rule == rule and severity_of(v).severity is Severity.SUSPECT, severity_of(v)
+        assert severity_of(v, subsystem="decomposition").severity is under_decomposition

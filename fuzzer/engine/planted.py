@@ -85,6 +85,20 @@ def ulp_bump(gm: torch.fx.GraphModule, example_inputs):
     return run
 
 
+def _eight_ulps_up(t: torch.Tensor) -> torch.Tensor:
+    t.view(-1).view(torch.int16)[0] += 8
+    return t
+
+
+def eight_ulps_up(gm: torch.fx.GraphModule, example_inputs):
+    """The first bf16 output's first element 8 ULPs further from zero: more than a few ULPs
+    (`severity_policy.FEW_ULPS`), short of grossly worse (16 ULPs in bf16)."""
+    def run(*args):
+        return _bump_first(gm.forward(*args), torch.bfloat16, _eight_ulps_up)
+
+    return run
+
+
 def uint8_flip(gm: torch.fx.GraphModule, example_inputs):
     def run(*args):
         return _bump_first(gm.forward(*args), torch.uint8, _flip_uint8)
