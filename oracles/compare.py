@@ -56,7 +56,8 @@ def _dtype_name(t: torch.Tensor) -> str:
 
 
 def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.Tensor | None,
-                  *, perturbed: list[torch.Tensor] | None = None, boundary_ulps: torch.Tensor | None = None) -> FloatComparison:
+                  *, perturbed: list[torch.Tensor] | None = None, boundary_ulps: torch.Tensor | None = None,
+                  perturbed_inner: list[torch.Tensor] | None = None) -> FloatComparison:
     """Eager vs compiled in ULPs, plus which of the two is closer to the float64 reference.
 
     Besides the aggregate triage and RMSEs (what `torch._dynamo.utils.same` looks at), it measures
@@ -73,6 +74,8 @@ def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.
     is ill-conditioned (`n_*_ill_conditioned`). `boundary_ulps`, for the output of a rounding op,
     is each element's pre-image distance from where it jumps (`divfuzz.oracles.boundary`): an
     integer-valued-wrong element within `BOUNDARY_ULPS` of it counts in `n_int_wrong_boundary`.
+    `perturbed_inner` are references with the intermediates alone moved: the integer-valued-wrong
+    elements they move as far count in `n_int_wrong_ill_inner`.
     The caller has made dtypes and shapes agree
     (`divfuzz.oracles.judge` judges a mismatch before any value).
     """
@@ -106,6 +109,7 @@ def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.
         **gross_measures,
         **integral_measures,
         **_conditioning_measures(c64, e64, r64, perturbed, gross, int_wrong, nonfinite_new),
+        "n_int_wrong_ill_inner": _conditioning_measures(c64, e64, r64, perturbed_inner, gross, int_wrong, nonfinite_new)["n_int_wrong_ill"],
         "n_int_wrong_boundary": _near_boundary(int_wrong, boundary_ulps),
         **_histogram(dist),
     }
@@ -131,6 +135,7 @@ def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.
         n_int_wrong=int(m["n_int_wrong"]) if m["integral"] else 0,
         n_nonfinite_new=int(m["n_nonfinite_new"]),
         n_nonfinite_eager_near=int(m["n_nonfinite_eager_near"]),
+        n_int_wrong_ill_inner=int(m["n_int_wrong_ill_inner"]) if m["integral"] else 0,
         error_sample=_sample_pairs(values[len(measures):]),
         max_excess_scale_ulps=float(m["max_excess_scale"]),
         n_eager_gross_worse=int(m["n_eager_gross"]),
@@ -374,6 +379,7 @@ def compare_int(
     reference: torch.Tensor | None = None,
     boundary_threshold: float = BOUNDARY_ULPS,
     perturbed: list[torch.Tensor] | None = None,
+    perturbed_inner: list[torch.Tensor] | None = None,
 ) -> IntComparison:
     """Flips of an integer output, each placed by its pre-image's distance from a rounding boundary.
 
@@ -382,7 +388,8 @@ def compare_int(
     `reference`, the integer computed in float64, gives the fp64 verdict over the flips.
     `perturbed` are that integer computed on inputs moved by about one ULP (`divfuzz.oracles.conditioning`):
     a flip far from a boundary whose fp64 integer itself changes under them is ill-conditioned
-    (`gross_ill_conditioned`).
+    (`gross_ill_conditioned`); `perturbed_inner`, with the intermediates alone moved, count in
+    `gross_ill_inner`.
     """
     compiled = compiled.to(device=eager.device, dtype=eager.dtype)
     flips = (eager != compiled).flatten()
@@ -392,10 +399,11 @@ def compare_int(
     verdict = _fp64_int_measures(eager, compiled, reference, flips & ~undefined, zero)
     far = flips & (boundary_ulps.to(flips.device).flatten() > boundary_threshold) if boundary_ulps is not None else flips & ~undefined
     ill = _int_ill_conditioned(reference, perturbed, far, zero)
+    ill_inner = _int_ill_conditioned(reference, perturbed_inner, far, zero)
     vals = torch.stack(
-        [flips.sum().to(torch.float64), step.max().to(torch.float64) if step.numel() else zero, *extra, *verdict, ill]
+        [flips.sum().to(torch.float64), step.max().to(torch.float64) if step.numel() else zero, *extra, *verdict, ill, ill_inner]
     ).tolist()
-    n_flips, max_step, near_n, far_n, min_d, undefined_n, c_ok_n, e_ok_n, neither_n, ill_n = vals
+    n_flips, max_step, near_n, far_n, min_d, undefined_n, c_ok_n, e_ok_n, neither_n, ill_n, ill_inner_n = vals
     known = boundary_ulps is not None
     defined = int(n_flips) - int(undefined_n)
     return IntComparison(
@@ -414,6 +422,7 @@ def compare_int(
         neither_correct=int(neither_n),
         conditioning_draws=len(perturbed or ()) if reference is not None else 0,
         gross_ill_conditioned=int(ill_n),
+        gross_ill_inner=int(ill_inner_n),
     )
 
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from divfuzz.oracles.compare import compare_float, compare_int
-from divfuzz.oracles.conditioning import CONDITIONING_DRAWS
+from divfuzz.oracles.conditioning import CONDITIONING_DRAWS, INNER_DRAWS
 from divfuzz.oracles.severity_policy import CONDITIONED_RULES, output_severity
 from divfuzz.records.outcomes import Status
 from divfuzz.records.severity import Severity
@@ -46,7 +46,8 @@ def _mismatch(e: torch.Tensor, c: torch.Tensor | None) -> str | None:
 
 
 def judge_output(name: str, e: torch.Tensor, c: torch.Tensor | None, r: torch.Tensor | None,
-                 bound: torch.Tensor | None = None, perturbed: list | None = None) -> OutputVerdict:
+                 bound: torch.Tensor | None = None, perturbed: list | None = None,
+                 perturbed_inner: list | None = None) -> OutputVerdict:
     """One output's verdict (the module's rules for a mismatch and a missing reference)."""
     mismatch = _mismatch(e, c)
     if mismatch:
@@ -56,16 +57,19 @@ def judge_output(name: str, e: torch.Tensor, c: torch.Tensor | None, r: torch.Te
         if r is not None and not r.is_floating_point():
             r = None
         return OutputVerdict(name, float_cmp=compare_float(e, c, r, perturbed=perturbed if r is not None else None,
-                                                           boundary_ulps=bound))
-    return OutputVerdict(name, int_cmp=compare_int(e, c, bound, reference=r, perturbed=perturbed))
+                                                           boundary_ulps=bound, perturbed_inner=perturbed_inner if r is not None else None))
+    return OutputVerdict(name, int_cmp=compare_int(e, c, bound, reference=r, perturbed=perturbed, perturbed_inner=perturbed_inner))
 
 
 def judge_outputs(eager: Named, compiled: Named, reference: Named | None, bounds: dict | None = None, *,
                   perturbed_reference: Callable[[int], Named] | None = None,
+                  inner_reference: Callable[[int], Named] | None = None,
                   inputs: Sequence | None = None) -> tuple[OutputVerdict, ...]:
     """One `OutputVerdict` per eager output, matched to compiled and reference by name, then one per
     compiled output eager lacks. See the module docstring for mismatches and conditioning; with the
-    case's `inputs`, an output with new NaN/Inf records how close they come to its range's edge."""
+    case's `inputs`, an output with new NaN/Inf records how close they come to its range's edge.
+    `inner_reference(draw)`, where the graph's intermediates are known (a campaign's spec, not a
+    user's module), is the reference with the intermediates alone moved (`INNER_DRAWS`)."""
     comp = dict(compiled)
     ref = dict(reference or ())
     bounds = bounds or {}
@@ -77,10 +81,12 @@ def judge_outputs(eager: Named, compiled: Named, reference: Named | None, bounds
     suspects = [i for i, v in enumerate(verdicts) if _needs_conditioning(v)]
     if suspects and perturbed_reference is not None:
         draws = [dict(perturbed_reference(d)) for d in range(CONDITIONING_DRAWS)]
+        inner = [dict(inner_reference(d)) for d in range(INNER_DRAWS)] if inner_reference is not None else []
         for i in suspects:
             name, e = eager[i]
             verdicts[i] = _with_input_peak(judge_output(name, e, comp.get(name), ref.get(name), bounds.get(name),
-                                                        perturbed=[d[name] for d in draws if name in d]), inputs)
+                                                        perturbed=[d[name] for d in draws if name in d],
+                                                        perturbed_inner=[d[name] for d in inner if name in d]), inputs)
     return tuple(verdicts)
 
 

@@ -40,6 +40,9 @@ class FloatComparison:
     # ... of them, those where eager is within a few ULPs of fp64 (-1: not measured, a verdict
     # stored before it was): eager's precision suffices there
     n_nonfinite_eager_near: int = -1
+    # ... integer-valued-wrong elements the intermediates alone, moved by a rounding step, move as
+    # far (`divfuzz.oracles.conditioning.INNER_DRAWS`; 0: not measured)
+    n_int_wrong_ill_inner: int = 0
     # Up to 64 (eager, compiled) errors vs fp64 of differing elements, in ULPs of the output dtype
     # (divfuzz.oracles.compare.ERROR_SAMPLE_*: the largest excesses, then an even stride); for the report.
     error_sample: tuple[tuple[float, float], ...] = ()
@@ -102,6 +105,7 @@ class IntComparison:
     # fp64 integer itself changes on inputs moved by about one ULP.
     conditioning_draws: int = 0
     gross_ill_conditioned: int = 0
+    gross_ill_inner: int = 0  # ... of them, those the intermediates alone move (INNER_DRAWS; 0: not measured)
 
     @property
     def fp64_triage(self) -> str:

@@ -158,18 +158,20 @@ def judge_case(case: "PreparedCase", compiled: Named) -> tuple[OutputVerdict, ..
     reference, bounds = case.reference, case.bounds
     with case.clock.span("oracles"), single_thread(case.device_type):
         return judge_outputs(case.eager, compiled, reference, bounds,
-                             perturbed_reference=lambda draw: perturbed_reference(case, draw), inputs=case.inputs)
+                             perturbed_reference=lambda draw: perturbed_reference(case, draw),
+                             inner_reference=lambda draw: perturbed_reference(case, draw, inputs_too=False), inputs=case.inputs)
 
 
-def perturbed_reference(case: "PreparedCase", draw: int) -> Named:
+def perturbed_reference(case: "PreparedCase", draw: int, *, inputs_too: bool = True) -> Named:
     """The fp64 reference on the case's inputs and intermediates moved by one rounding step
     (`divfuzz.oracles.conditioning`), with the same output gradients: what the judge's
-    conditioning check compares against (bug candidates only)."""
+    conditioning check compares against (bug candidates only). Without `inputs_too`, the
+    intermediates alone move (the judge's inner draws)."""
     spec = case.spec
     nudge = IntermediateNudge({n.name: tuple(n.inputs) for n in spec.nodes},
                               {t.name: t.dtype for t in spec.inputs} | {n.name: n.dtype for n in spec.nodes}, draw)
     with case.clock.span("conditioning"):
-        moved = reference_inputs(perturb_inputs(case.inputs, draw))
+        moved = reference_inputs(perturb_inputs(case.inputs, draw) if inputs_too else case.inputs)
         reference, _ = run_forward_backward(
             spec, build_reference(spec, hook=nudge, device_type=case.device_type), moved, [c.double() if c is not None else None for c in case.cots]
         )
