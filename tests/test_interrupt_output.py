@@ -93,3 +93,24 @@ def test_ctrl_c_after_cases_ran_leaves_no_resource_tracker_warning(tmp_path):
     assert proc.returncode == 2, output
     assert "interrupted:" in output
     assert _foreign_lines(output) == [], output
+
+
+def test_an_interrupt_raised_inside_exec_of_source_text_still_exits_2(tmp_path):
+    """Under `python -m`, CPython ends a process by SIGINT (exit -2) when a KeyboardInterrupt has
+    left an exec() of source text, whatever it exits with after catching it; hypothesis execs
+    source at import, so a Ctrl-C landing there made `python -m divfuzz.fuzzer fuzz` exit -2 (1
+    run in 5 of the fork-server test under load). divfuzz's group handles it as any interrupt:
+    one line, exit 2."""
+    script = tmp_path / "interrupted_cli.py"  # run with -m, as `python -m divfuzz.fuzzer` is (a script file exits at once)
+    script.write_text("import click\n"
+                      "from divfuzz.fuzzer.cli.main import DivfuzzGroup\n"
+                      "@click.group(cls=DivfuzzGroup)\n"
+                      "def group():\n    pass\n"
+                      "@group.command()\n"
+                      "def stop():\n    exec('raise KeyboardInterrupt')\n"
+                      "group()\n")
+    done = subprocess.run([sys.executable, "-m", "interrupted_cli", "stop"], cwd=tmp_path,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(ROOT)])),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+    assert "interrupted:" in done.stdout + done.stderr

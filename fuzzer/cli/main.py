@@ -51,6 +51,11 @@ def _internal_failure_log(ctx: click.Context) -> Path:
 def _exit_interrupted(ctx: click.Context) -> None:
     console.print(f"[bold yellow]interrupted:[/] divfuzz {escape(ctx.invoked_subcommand or '')} stopped by a signal; "
                   "its workers are stopped and no output was half-written", markup=True, soft_wrap=True)
+    # CPython marks a KeyboardInterrupt that left an exec() of source text as unhandled, and under
+    # `python -m` ends the process by SIGINT (exit -2) whatever exit code follows; hypothesis builds its
+    # strategies that way at import, so a Ctrl-C during that import exited -2 about one run in
+    # five. An exec that completes clears the mark (signals are ignored from here on).
+    exec("None")
     sys.exit(INTERRUPTED_EXIT)
 
 
