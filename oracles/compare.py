@@ -57,7 +57,7 @@ def _dtype_name(t: torch.Tensor) -> str:
 
 def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.Tensor | None,
                   *, perturbed: list[torch.Tensor] | None = None, boundary_ulps: torch.Tensor | None = None,
-                  perturbed_inner: list[torch.Tensor] | None = None) -> FloatComparison:
+                  perturbed_inner: list[torch.Tensor] | None = None, working_dtype: str | None = None) -> FloatComparison:
     """Eager vs compiled in ULPs, plus which of the two is closer to the float64 reference.
 
     Besides the aggregate triage and RMSEs (what `torch._dynamo.utils.same` looks at), it measures
@@ -75,7 +75,9 @@ def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.
     is each element's pre-image distance from where it jumps (`divfuzz.oracles.boundary`): an
     integer-valued-wrong element within `BOUNDARY_ULPS` of it counts in `n_int_wrong_boundary`.
     `perturbed_inner` are references with the intermediates alone moved: the integer-valued-wrong
-    elements they move as far count in `n_int_wrong_ill_inner`.
+    elements they move as far count in `n_int_wrong_ill_inner`. `working_dtype`, the coarsest
+    float dtype the computation passes through (a bf16 autocast region before a float32 output),
+    is the precision eager is held to where compiled alone is NaN/Inf (`n_nonfinite_eager_near`).
     The caller has made dtypes and shapes agree
     (`divfuzz.oracles.judge` judges a mismatch before any value).
     """
@@ -100,7 +102,7 @@ def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.
     err_e_ulps, err_c_ulps = _errors_in_ulps(r64, err_e, err_c, finite, dtype)
     err_e_scale, err_c_scale = _errors_at_scale(r64, err_e, err_c, finite, dtype)
     gross, gross_measures = _gross_measures(err_e_ulps, err_c_ulps, err_e_scale, err_c_scale, diff_finite, dtype)
-    (int_wrong, nonfinite_new), integral_measures = _integral_measures(e64, c64, r64, diff_finite, dtype)
+    (int_wrong, nonfinite_new), integral_measures = _integral_measures(e64, c64, r64, diff_finite, dtype, working_dtype)
     measures = {
         "n_diff": differs.sum().to(torch.float64),
         "max_ulp": dist.max().to(torch.float64) if dist.numel() else torch.zeros((), dtype=torch.float64, device=dist.device),
@@ -286,7 +288,7 @@ def _sample_pairs(values: list) -> tuple:
     return tuple(pairs)
 
 
-def _integral_measures(e64, c64, r64, diff_finite, dtype: str):
+def _integral_measures(e64, c64, r64, diff_finite, dtype: str, working_dtype: str | None = None):
     """Integer-valued outputs (floor, trunc, floor division): whether eager and fp64 are all
     integers, where compiled is off by a whole step while eager matches fp64; and where compiled
     alone is NaN/Inf. Returns the wrong-element mask too."""
@@ -303,12 +305,14 @@ def _integral_measures(e64, c64, r64, diff_finite, dtype: str):
     # dtype's largest finite value: rounding at the edge of the range, not a wrong answer.
     edge = torch.finfo(getattr(torch, dtype)).max * (1.0 - OVERFLOW_EDGE_ULPS * 2.0 ** -mantissa_bits)
     nonfinite_new = fin_e & fin_r & ~torch.isfinite(c64) & (r64.abs() < edge)
-    # Where compiled alone is NaN/Inf: is eager, in the same precision, within a few ULPs of fp64
-    # there (floored near zero as `_errors_in_ulps` floors)? Where it is not, the formula is
-    # unstable in this precision, and which elements end NaN/Inf is rounding.
+    # Where compiled alone is NaN/Inf: is eager, in the precision the graph works in (the output's,
+    # or a coarser one it passes through), within a few ULPs of fp64 there (floored near zero as
+    # `_errors_in_ulps` floors)? Where it is not, the formula is unstable in this precision, and
+    # which elements end NaN/Inf is rounding.
     both = fin_e & fin_r
     mag = torch.where(both, r64.abs(), torch.zeros_like(r64))
-    unit = ulp_of(torch.maximum(mag, mag.sum() / both.sum().clamp(min=1).to(torch.float64) * 2.0**-10), dtype)
+    coarse = working_dtype if working_dtype in MANTISSA_BITS and MANTISSA_BITS[working_dtype] < mantissa_bits else dtype
+    unit = ulp_of(torch.maximum(mag, mag.sum() / both.sum().clamp(min=1).to(torch.float64) * 2.0**-10), coarse)
     eager_near = both & ((e64 - r64).abs() <= FEW_ULPS * unit)
     return (int_wrong, nonfinite_new), {
         "integral": (integral_mask.all() & informative.any()).to(torch.float64),

@@ -47,7 +47,7 @@ def _mismatch(e: torch.Tensor, c: torch.Tensor | None) -> str | None:
 
 def judge_output(name: str, e: torch.Tensor, c: torch.Tensor | None, r: torch.Tensor | None,
                  bound: torch.Tensor | None = None, perturbed: list | None = None,
-                 perturbed_inner: list | None = None) -> OutputVerdict:
+                 perturbed_inner: list | None = None, working_dtype: str | None = None) -> OutputVerdict:
     """One output's verdict (the module's rules for a mismatch and a missing reference)."""
     mismatch = _mismatch(e, c)
     if mismatch:
@@ -57,23 +57,25 @@ def judge_output(name: str, e: torch.Tensor, c: torch.Tensor | None, r: torch.Te
         if r is not None and not r.is_floating_point():
             r = None
         return OutputVerdict(name, float_cmp=compare_float(e, c, r, perturbed=perturbed if r is not None else None,
-                                                           boundary_ulps=bound, perturbed_inner=perturbed_inner if r is not None else None))
+                                                           boundary_ulps=bound, perturbed_inner=perturbed_inner if r is not None else None,
+                                                           working_dtype=working_dtype))
     return OutputVerdict(name, int_cmp=compare_int(e, c, bound, reference=r, perturbed=perturbed, perturbed_inner=perturbed_inner))
 
 
 def judge_outputs(eager: Named, compiled: Named, reference: Named | None, bounds: dict | None = None, *,
                   perturbed_reference: Callable[[int], Named] | None = None,
                   inner_reference: Callable[[int], Named] | None = None,
-                  inputs: Sequence | None = None) -> tuple[OutputVerdict, ...]:
+                  inputs: Sequence | None = None, working_dtype: str | None = None) -> tuple[OutputVerdict, ...]:
     """One `OutputVerdict` per eager output, matched to compiled and reference by name, then one per
     compiled output eager lacks. See the module docstring for mismatches and conditioning; with the
     case's `inputs`, an output with new NaN/Inf records how close they come to its range's edge.
     `inner_reference(draw)`, where the graph's intermediates are known (a campaign's spec, not a
-    user's module), is the reference with the intermediates alone moved (`INNER_DRAWS`)."""
+    user's module), is the reference with the intermediates alone moved (`INNER_DRAWS`).
+    `working_dtype` is the coarsest float dtype the graph computes in (`compare_float`)."""
     comp = dict(compiled)
     ref = dict(reference or ())
     bounds = bounds or {}
-    verdicts = [judge_output(name, e, comp.get(name), ref.get(name), bounds.get(name)) for name, e in eager]
+    verdicts = [judge_output(name, e, comp.get(name), ref.get(name), bounds.get(name), working_dtype=working_dtype) for name, e in eager]
     known = {name for name, _ in eager}
     verdicts += [OutputVerdict(name, mismatch=f"missing in eager, {_type_of(c)} compiled") for name, c in compiled if name not in known]
     # First the range's edge (free), so that a NaN it explains costs no fp64 reruns.
@@ -86,7 +88,8 @@ def judge_outputs(eager: Named, compiled: Named, reference: Named | None, bounds
             name, e = eager[i]
             verdicts[i] = _with_input_peak(judge_output(name, e, comp.get(name), ref.get(name), bounds.get(name),
                                                         perturbed=[d[name] for d in draws if name in d],
-                                                        perturbed_inner=[d[name] for d in inner if name in d]), inputs)
+                                                        perturbed_inner=[d[name] for d in inner if name in d],
+                                                        working_dtype=working_dtype), inputs)
     return tuple(verdicts)
 
 

@@ -449,3 +449,13 @@ def test_an_argmin_that_hangs_on_an_intermediates_last_bit_is_ill_conditioned_th
     if reason is not None and reason.rule.startswith("int"):
         ic = verdict.outputs[0].int_cmp
         assert reason.rule == "int-ill-conditioned" and ic.gross_ill_inner >= 1 and ic.eager_correct == ic.flips, (reason, ic)
+
+
+def test_the_working_precision_is_the_coarsest_float_dtype_a_spec_computes_in():
+    from divfuzz.fuzzer.engine.execute import coarsest_float_dtype
+
+    plain = _unary("exp", "normal")
+    assert coarsest_float_dtype(plain) == "float32"
+    assert coarsest_float_dtype(GraphSpec(inputs=plain.inputs, nodes=plain.nodes, outputs=plain.outputs,
+                                          recipe=plain.recipe, autocast="bfloat16")) == "bfloat16"
+    assert coarsest_float_dtype(_count_of_a_floor_division_of_subnormals()) == "float32"  # int64 nodes do not count

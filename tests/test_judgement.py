@@ -345,6 +345,20 @@ def test_a_new_nan_where_eager_is_itself_far_from_fp64_is_suspect_and_where_eage
     assert (severity_of(accurate).severity, severity_of(accurate).rule) == (Severity.BUG, "nan-inf-new")
 
 
+def test_a_new_nan_in_a_float32_output_of_a_bfloat16_computation_holds_eager_to_bfloat16():
+    """A float32 output computed through bfloat16 (an autocast region): eager is thousands of
+    float32 ULPs off fp64 everywhere, as bfloat16 allows. Held to the graph's working precision,
+    eager is accurate at compiled's NaN, which stays a bug; held to float32 it would read unstable."""
+    ref = torch.linspace(0.5, 2.0, 64, dtype=torch.float64)
+    eager = ref.to(torch.bfloat16).to(torch.float32)  # up to half a bf16 ULP off: ~2**15 float32 ULPs
+    compiled = eager.clone()
+    compiled[3] = float("nan")
+    held_to_bf16 = verdict_of(judge_outputs([("y", eager)], [("y", compiled)], [("y", ref)], working_dtype="bfloat16"))
+    assert held_to_bf16.outputs[0].float_cmp.n_nonfinite_eager_near == 1 and severity_of(held_to_bf16).rule == "nan-inf-new"
+    held_to_fp32 = _one(eager, compiled, ref)
+    assert severity_of(held_to_fp32).rule == "nan-inf-ill-conditioned"
+
+
 def test_a_stored_verdict_from_before_the_eager_measure_keeps_its_nan_bug():
     """A FloatComparison stored without `n_nonfinite_eager_near` reads it as not measured (-1):
     its new NaN stays the bug it was judged."""

@@ -39,6 +39,7 @@ from divfuzz.fuzzer.engine.graph_run import Named, boundary_distances, run_forwa
 from divfuzz.generators.build import build_callable, build_reference, make_inputs, reference_inputs
 from divfuzz.generators.input_siblings import same_graph
 from divfuzz.generators.spec import GraphSpec
+from divfuzz.oracles.boundary import MANTISSA_BITS
 from divfuzz.oracles.conditioning import IntermediateNudge, perturb_inputs
 from divfuzz.oracles.judge import judge_outputs, verdict_of
 from divfuzz.oracles.ulp import bitwise_equal
@@ -159,7 +160,15 @@ def judge_case(case: "PreparedCase", compiled: Named) -> tuple[OutputVerdict, ..
     with case.clock.span("oracles"), single_thread(case.device_type):
         return judge_outputs(case.eager, compiled, reference, bounds,
                              perturbed_reference=lambda draw: perturbed_reference(case, draw),
-                             inner_reference=lambda draw: perturbed_reference(case, draw, inputs_too=False), inputs=case.inputs)
+                             inner_reference=lambda draw: perturbed_reference(case, draw, inputs_too=False), inputs=case.inputs,
+                             working_dtype=coarsest_float_dtype(case.spec))
+
+
+def coarsest_float_dtype(spec: GraphSpec) -> str | None:
+    """The float dtype of fewest mantissa bits among the spec's inputs, nodes and autocast region:
+    the precision eager is held to (`divfuzz.oracles.compare.compare_float`'s `working_dtype`)."""
+    floats = [d for d in {t.dtype for t in spec.inputs} | {n.dtype for n in spec.nodes} | {spec.autocast or ""} if d in MANTISSA_BITS]
+    return min(floats, key=lambda d: MANTISSA_BITS[d]) if floats else None
 
 
 def perturbed_reference(case: "PreparedCase", draw: int, *, inputs_too: bool = True) -> Named:
