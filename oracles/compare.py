@@ -138,6 +138,8 @@ def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.
         n_nonfinite_new=int(m["n_nonfinite_new"]),
         n_nonfinite_eager_near=int(m["n_nonfinite_eager_near"]),
         n_int_wrong_ill_inner=int(m["n_int_wrong_ill_inner"]) if m["integral"] else 0,
+        n_int_eager_missed=int(m["n_int_eager_missed"]) if m["integral"] else -1,
+        n_int_compiled_missed=int(m["n_int_compiled_missed"]) if m["integral"] else -1,
         error_sample=_sample_pairs(values[len(measures):]),
         max_excess_scale_ulps=float(m["max_excess_scale"]),
         n_eager_gross_worse=int(m["n_eager_gross"]),
@@ -314,11 +316,18 @@ def _integral_measures(e64, c64, r64, diff_finite, dtype: str, working_dtype: st
     coarse = working_dtype if working_dtype in MANTISSA_BITS and MANTISSA_BITS[working_dtype] < mantissa_bits else dtype
     unit = ulp_of(torch.maximum(mag, mag.sum() / both.sum().clamp(min=1).to(torch.float64) * 2.0**-10), coarse)
     eager_near = both & ((e64 - r64).abs() <= FEW_ULPS * unit)
+    # Who misses the fp64 integer where the two sides differ (finite on all three): an element
+    # where they agree says nothing of the compiler, and counting it would count every gap between
+    # eager's semantics and the reference's (a decimal grid divided by 0.1, which eager divides by
+    # 0.1 rounded to float32).
+    judged = diff_finite & (r64.abs() < 2.0**mantissa_bits)
     return (int_wrong, nonfinite_new), {
         "integral": (integral_mask.all() & informative.any()).to(torch.float64),
         "n_int_wrong": int_wrong.sum().to(torch.float64),
         "n_nonfinite_new": nonfinite_new.sum().to(torch.float64),
         "n_nonfinite_eager_near": (nonfinite_new & eager_near).sum().to(torch.float64),
+        "n_int_eager_missed": (judged & (e64 != r64)).sum().to(torch.float64),
+        "n_int_compiled_missed": (judged & (c64 != r64)).sum().to(torch.float64),
     }
 
 
@@ -401,13 +410,15 @@ def compare_int(
     zero = torch.zeros((), dtype=torch.float64, device=eager.device)
     undefined, extra = _boundary_measures(flips, boundary_ulps, boundary_threshold, zero)
     verdict = _fp64_int_measures(eager, compiled, reference, flips & ~undefined, zero)
+    missed = _fp64_int_misses(eager, compiled, reference, flips & ~undefined, zero)
     far = flips & (boundary_ulps.to(flips.device).flatten() > boundary_threshold) if boundary_ulps is not None else flips & ~undefined
     ill = _int_ill_conditioned(reference, perturbed, far, zero)
     ill_inner = _int_ill_conditioned(reference, perturbed_inner, far, zero)
     vals = torch.stack(
-        [flips.sum().to(torch.float64), step.max().to(torch.float64) if step.numel() else zero, *extra, *verdict, ill, ill_inner]
+        [flips.sum().to(torch.float64), step.max().to(torch.float64) if step.numel() else zero, *extra, *verdict, ill, ill_inner,
+         *missed]
     ).tolist()
-    n_flips, max_step, near_n, far_n, min_d, undefined_n, c_ok_n, e_ok_n, neither_n, ill_n, ill_inner_n = vals
+    n_flips, max_step, near_n, far_n, min_d, undefined_n, c_ok_n, e_ok_n, neither_n, ill_n, ill_inner_n, e_miss, c_miss = vals
     known = boundary_ulps is not None
     defined = int(n_flips) - int(undefined_n)
     return IntComparison(
@@ -427,6 +438,8 @@ def compare_int(
         conditioning_draws=len(perturbed or ()) if reference is not None else 0,
         gross_ill_conditioned=int(ill_n),
         gross_ill_inner=int(ill_inner_n),
+        eager_missed=int(e_miss) if e_miss >= 0 else -1,
+        compiled_missed=int(c_miss) if c_miss >= 0 else -1,
     )
 
 
@@ -455,6 +468,18 @@ def _boundary_measures(flips, boundary_ulps, boundary_threshold: float, zero) ->
     far = flips & (d > boundary_threshold)
     min_d = torch.where(flips & ~undefined, d, torch.full_like(d, float("inf"))).min() if d.numel() else zero
     return undefined, [near.sum().to(torch.float64), far.sum().to(torch.float64), min_d.to(torch.float64), undefined.sum().to(torch.float64)]
+
+
+def _fp64_int_misses(eager, compiled, reference, judged, zero) -> list[torch.Tensor]:
+    """Over the `judged` flips whose integer computed in float64 is finite: how many eager's
+    integer misses, how many compiled's does (both -1 without a reference of eager's shape). Only
+    flips: where the two sides agree, a miss is no difference of the compiler's."""
+    if reference is None or reference.shape != eager.shape:
+        return [zero - 1, zero - 1]
+    r = reference.to(device=eager.device).flatten().double()
+    known = judged & torch.isfinite(r)
+    return [(known & (eager.flatten().double() != r)).sum().to(torch.float64),
+            (known & (compiled.flatten().double() != r)).sum().to(torch.float64)]
 
 
 def _fp64_int_measures(eager, compiled, reference, judged, zero) -> list[torch.Tensor]:

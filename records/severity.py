@@ -43,7 +43,7 @@ NUMERIC_RULES = (
     "output-type-mismatch", "nan-inf-range-edge", "nan-inf-ill-conditioned", "nan-inf-new", "int-valued-wrong", "int-valued-ill-conditioned", "int-valued-boundary",
     "gross-worse-ill-conditioned", "float-gross-worse", "nan-inf-moved", "eager-gross-worse", "few-ulps-unreferenced",
     "unreferenced", "compiled-closer", "rmse-worse", "few-ulps", "within-same", "many-ulps", "many-ulps-worse", "undefined-cast",
-    "compiled-fp64-correct", "int-ill-conditioned", "int-gross", "int-boundary", "int-flip", "precision-knob",
+    "compiled-fp64-correct", "int-ill-conditioned", "int-eager-inexact", "int-gross", "int-boundary", "int-flip", "precision-knob",
 )
 
 

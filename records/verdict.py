@@ -43,6 +43,10 @@ class FloatComparison:
     # ... integer-valued-wrong elements the intermediates alone, moved by a rounding step, move as
     # far (`divfuzz.oracles.conditioning.INNER_DRAWS`; 0: not measured)
     n_int_wrong_ill_inner: int = 0
+    # Integral output, over the differing elements (finite on all sides): where eager's integer is
+    # not fp64's, and where compiled's is not (-1: not measured, a verdict stored before it was)
+    n_int_eager_missed: int = -1
+    n_int_compiled_missed: int = -1
     # Up to 64 (eager, compiled) errors vs fp64 of differing elements, in ULPs of the output dtype
     # (divfuzz.oracles.compare.ERROR_SAMPLE_*: the largest excesses, then an even stride); for the report.
     error_sample: tuple[tuple[float, float], ...] = ()
@@ -106,6 +110,10 @@ class IntComparison:
     conditioning_draws: int = 0
     gross_ill_conditioned: int = 0
     gross_ill_inner: int = 0  # ... of them, those the intermediates alone move (INNER_DRAWS; 0: not measured)
+    # Over the flips with a finite fp64 integer (not undefined casts): where eager's integer is not
+    # fp64's, and where compiled's is not (-1: not measured, a verdict stored before it was)
+    eager_missed: int = -1
+    compiled_missed: int = -1
 
     @property
     def fp64_triage(self) -> str:

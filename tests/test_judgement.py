@@ -155,11 +155,22 @@ def test_integer_flip_far_from_a_boundary_is_suspect_when_fp64_flips_too_and_eag
                                         perturbed_reference=lambda d: [("q", moved)]))
 
     neither = torch.tensor([3, 7, 5, 6], dtype=torch.int32)  # fp64 says 7: eager and compiled both miss
-    assert severity_of(judge(neither, neither + (torch.arange(4) == 1))).rule == "int-ill-conditioned"
-    assert severity_of(judge(neither, neither)).rule == "int-gross"  # fp64 steady: well-conditioned
+    # eager misses fp64 wherever the two differ: suspect before any conditioning draw is needed
+    assert severity_of(judge(neither, neither + (torch.arange(4) == 1))).rule == "int-eager-inexact"
+    # conditioning decides where eager is right on some flips and the fp64 integer moves on most
+    mixed = torch.tensor([3, 9, 5, 6, 1, 1, 1], dtype=torch.int32)
+    e7 = torch.tensor([3, 4, 5, 6, 2, 2, 2], dtype=torch.int32)
+    r7 = torch.tensor([3, 7, 5, 6, 2, 2, 2], dtype=torch.int32)  # eager right on 3 of the 4 flips, compiled on none
+    moved = verdict_of(judge_outputs([("q", e7)], [("q", mixed)], [("q", r7)], {"q": torch.full((7,), 1000.0, dtype=torch.float64)},
+                                     perturbed_reference=lambda d: [("q", r7 - ((torch.arange(7) >= 4) | (torch.arange(7) == 1)).int())]))
+    assert severity_of(moved).rule == "int-ill-conditioned"
+    # fp64 steady, but eager misses it wherever the two differ: no side computes the integer, and
+    # the compiler is not shown to be the one at fault (EAGER_MISS_SHARE)
+    assert severity_of(judge(neither, neither)).rule == "int-eager-inexact"
     exact = eager.clone()  # eager is exactly right where fp64 is sensitive: still the compiler's bug
     r = severity_of(judge(exact, exact + (torch.arange(4) == 1)))
     assert (r.severity, r.rule) == (Severity.BUG, "int-gross")
+    assert severity_of(judge(exact, exact)).rule == "int-gross"  # ... and where fp64 is steady
 
 
 def test_an_output_of_another_dtype_or_shape_is_a_bug_before_any_value():
