@@ -54,6 +54,9 @@ def _verdict(dtype: str, n_diff: int = 9) -> dict:
 _RULE = {"bug": "int-valued-wrong", "suspect": "rmse-worse", EAGER_WORSE: "eager-gross-worse", "noise": "within-same"}
 
 
+_KIND_RULE = {"type-mismatch": "output-type-mismatch"}
+
+
 def _reason(sev: str, detail: str = "") -> dict:
     return {"severity": sev, "rule": _RULE[sev], "output": "v1", "detail": detail or f"planted {sev}"}
 
@@ -66,8 +69,8 @@ def culprit_key(text: str) -> CulpritKey:
         key = CulpritKey("aot_eager_decomp_partition", "decomposition", text.removeprefix("decomposition of "))
     elif m := re.fullmatch(r"inductor: (\w+) removes it", text):
         key = CulpritKey("inductor", switch=m.group(1))
-    elif text == "inductor (no single subsystem)":
-        key = CulpritKey("inductor")
+    elif m := re.fullmatch(r"(\w+) \(no single subsystem\)", text):
+        key = CulpritKey(m.group(1))
     else:
         key = CulpritKey("inductor", text.removeprefix("inductor: "))
     assert key.describe() == text, (key, text)
@@ -110,15 +113,20 @@ class Campaign:
                                            versions={"torch": "2.13.0+cpu"})
         self.idx = 0
 
-    def find(self, spec: GraphSpec, *, severity: str = "bug", cases: int = 1) -> BucketKey:
-        """`cases` cases of `spec` stored under its raw key (the graph's op set), analysis pending."""
+    def find(self, spec: GraphSpec, *, severity: str = "bug", cases: int = 1, kind: str | None = None) -> BucketKey:
+        """`cases` cases of `spec` stored under its raw key (the graph's op set), analysis pending;
+        `kind` (default: the ULP kind of the last node's dtype) names another finding, rated by
+        `_KIND_RULE`'s rule."""
         dtype = spec.nodes[-1].dtype
-        raw = BucketKey(_ULP[dtype], dtype, self.device, ops=tuple(sorted(set(spec.op_names))), rule=_RULE[severity])
+        raw = BucketKey(kind or _ULP[dtype], "-" if kind else dtype, self.device, ops=tuple(sorted(set(spec.op_names))),
+                        autocast=spec.autocast or "", backward=spec.backward,
+                        rule=_KIND_RULE[kind] if kind else _RULE[severity])
         for _ in range(cases):
             row = dict(run_id=self.run, slot=0, idx=self.idx, spec_digest=f"{spec.digest()}-{self.idx}",
                        spec_json=spec.to_json(indent=None), device=self.device, config={"backend": "inductor"},
                        verdict=_verdict(dtype), score=1.0, wall_s=0.5, finding_kind=raw.kind)
-            self.filing.store_case(row, key=None, raw_key=raw, triage="compiled-worse", severity=_reason(severity),
+            reason = {**_reason(severity), "rule": raw.rule}
+            self.filing.store_case(row, key=None, raw_key=raw, triage="compiled-worse", severity=reason,
                                    for_analysis=True)
             self.idx += 1
         return raw
@@ -423,6 +431,40 @@ def test_the_first_screen_gives_one_line_to_a_lowering_met_through_several_op_pa
     assert len(screen) == 3 and all(line.startswith("- #") for line in screen), screen
     assert "pytorch#197895" in screen[2] and "2 culprits (4): div, sin+div, mul+div" in screen[2], screen
     assert start < report.index(next(line for line in report if line.startswith("## bug:")))
+    c.close()
+
+
+def upsample(mode: str, autocast: str | None = "bfloat16") -> GraphSpec:
+    """One interpolation of a bfloat16 input, under `autocast`: its minimized dtype-change pattern."""
+    op = f"interpolate_{mode}"
+    params = (("align_corners", False), ("scale_factor", 0.5)) if mode == "bilinear" else (("mode", "nearest-exact"), ("scale_factor", 0.5))
+    return GraphSpec(inputs=(TensorSpec("x1", (1, 2, 2), "bfloat16"),),
+                     nodes=(Node("v1", op, ("x1",), params, "bfloat16", (1, 1, 1)),), outputs=("v1",), autocast=autocast)
+
+
+def test_dtype_changes_at_one_stage_under_one_autocast_read_as_one_line_with_their_ops(tmp_path):
+    """Two interpolations whose output dtype changes at aot_eager under bfloat16 autocast (H100
+    seed 163: float32 eager, bfloat16 compiled) are one line: one typing rule of one stage, met by
+    two ops. A dtype change with no autocast, or under another autocast at another stage, keeps its
+    own line."""
+    from divfuzz.reports.root_causes import summary_lines
+
+    c = Campaign(tmp_path, device="cuda")
+    for mode, autocast, culprit, n in (("nearest", "bfloat16", "aot_eager (no single subsystem)", 4),
+                                       ("bilinear", "bfloat16", "aot_eager (no single subsystem)", 3),
+                                       ("bilinear", None, "aot_eager (no single subsystem)", 2),
+                                       ("bilinear", "float16", "inductor (no single subsystem)", 1)):
+        spec = upsample(mode, autocast)
+        raw = c.find(spec, cases=n, kind="type-mismatch")
+        c.file(raw, spec, culprit, severity="bug")
+    causes = root_cause_groups(c.store.buckets())
+    assert len(causes) == 4 and all(rc.severity == "bug" for rc in causes)
+    lines = summary_lines(causes, width=300)
+    assert len(lines) == 3, lines
+    assert re.fullmatch(r"  #\d+ 7 cases  new  output dtype or shape changed @ aot_eager \(no single subsystem\) \(2\): "
+                        r"interpolate_nearest \(autocast bfloat16\), interpolate_bilinear \(autocast bfloat16\)", lines[0]), lines
+    assert "2 cases" in lines[1] and "interpolate_bilinear @ aot_eager" in lines[1], lines
+    assert "1 case " in lines[2] and "@ inductor" in lines[2], lines
     c.close()
 
 
