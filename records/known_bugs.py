@@ -17,7 +17,9 @@ The file (schema "divfuzz-known-bugs", schema_version 1) is an object with `sche
              (`argmax`, `remainder`, `cumsum`, ...);
   dtypes     the dtypes the issue shows it in (`DTYPES`);
   device     "cpu", "cuda" or "any" (where the issue reproduces it, not a promise it is absent elsewhere);
-  backward   true when only the backward (gradients) is wrong;
+  backward   true when only the backward (gradients) is wrong, false when the forward is, null when
+             either shows it (a forward op whose value the backward computes again, as a
+             comparison's mask is recomputed for its gradient);
   rules      the divfuzz severity rule ids (`RULES`) a case of it would get;
   culprit    null, or {"kind": one of `CULPRIT_KINDS`, "name": null or the name divfuzz's culprit
              text would contain, e.g. "aten.native_layer_norm", "emulate_precision_casts"};
@@ -37,7 +39,8 @@ Matching (invariants, tested on the entries themselves and on near misses):
 - ops by set, not order: every op item of the entry has one of its names among the root cause's
   ops (a minimized graph keeps the ops that matter but may order independent branches either way);
 - dtypes overlap: one of the entry's dtypes is among the root cause's (inputs, nodes, autocast, output);
-- backward agrees exactly; the root cause's severity rule is one of the entry's rules;
+- backward agrees exactly, unless the entry's is null (either) or it has a mechanism; the root
+  cause's severity rule is one of the entry's rules;
 - device and culprit only rank matches: a culprit name found in the root cause's culprit text makes
   the match "high" confidence, a culprit that names something else makes it "low".
 """
@@ -118,7 +121,7 @@ class KnownBug:
     ops: tuple[frozenset[str], ...]  # each item: the alternative names of one required op
     dtypes: frozenset[str]
     device: str
-    backward: bool
+    backward: bool | None  # None: the forward and the backward alike
     rules: frozenset[str]
     culprit: KnownCulprit | None
     state: str
@@ -227,7 +230,7 @@ def match_one(bug: KnownBug, pattern: RootCausePattern) -> KnownMatch | None:
         return None
     if bug.message is not None and bug.message.lower() not in pattern.site.lower():
         return None
-    if (pattern.backward != bug.backward and bug.mechanism is None) or pattern.rule not in bug.rules:
+    if (bug.backward is not None and pattern.backward != bug.backward and bug.mechanism is None) or pattern.rule not in bug.rules:
         return None
     if not bug.dtypes & pattern.dtypes or not all(item & ops for item in bug.ops):
         return None
@@ -344,8 +347,8 @@ def _entry(raw: Any, index: int, source: str) -> KnownBug:
     missing = [f for f in _FIELDS if f not in raw]
     if missing:
         raise KnownBugsError(f"{e.where}: field {missing[0]!r} is missing")
-    if not isinstance(raw["backward"], bool):
-        raise e.fail("backward", "true or false", raw["backward"])
+    if raw["backward"] is not None and not isinstance(raw["backward"], bool):
+        raise e.fail("backward", "true, false or null", raw["backward"])
     reported = raw["reported"]
     if reported is not None and not (isinstance(reported, str) and _MONTH.match(reported)):
         raise e.fail("reported", "null or a month like '2026-05'", reported)
