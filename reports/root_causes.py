@@ -352,13 +352,16 @@ def _typing_part(rc: RootCause) -> str | None:
 
 
 def by_upstream(groups: Sequence[tuple[RootCause, ...]]) -> list[tuple[RootCause, ...]]:
-    """`groups` (`by_culprit`'s) with the groups that match one known upstream issue folded into
-    one, in the order of their first: a maintainer reads one line per filed bug, whichever parts
-    of the compiler or op patterns its root causes named. New groups stay as they are."""
+    """`groups` (`by_culprit`'s) with the groups whose first known upstream issue is one folded
+    into one, in the order of their first: a maintainer reads one line per filed bug, whichever
+    parts of the compiler or op patterns its root causes named. A part of the compiler whose root
+    causes match several issues joins its first one's line (H100 seed 211: Inductor's lowering of
+    eq, met by where_scalar alone and before an E8M0 encoding, matched 173987 and 178045, and read
+    as a second line of 173987). New groups stay as they are."""
     merged: dict[str, list[RootCause]] = {}
     for i, group in enumerate(groups):
-        upstream = _upstream(group)
-        key = upstream if upstream != "new" and not upstream.endswith("+") else f"#{i}"
+        upstream = _upstream(group).removesuffix("+")
+        key = upstream if upstream != "new" else f"#{i}"
         merged.setdefault(key, []).extend(group)
     return [tuple(g) for g in merged.values()]
 
