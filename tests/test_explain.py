@@ -64,6 +64,26 @@ def test_a_nan_on_an_element_fed_by_an_infinite_input_is_range_edge_and_one_fed_
     assert clean.explanation is None and reason.severity is Severity.BUG
 
 
+def test_a_gradient_taken_through_values_made_nan_by_infinite_inputs_is_range_edge_on_real_inductor():
+    """H100 seed 131 (bucket 1314), and the CPU alike: infinities of opposite sign summed by a
+    scatter_add make NaN, which a max_pool2d, a one-element log_softmax and a matmul carry to the
+    output. Eager's gradient is 0, compiled's NaN on the 12 elements behind the NaN: a gradient
+    through undefined values. The dependence run carries NaN backward through the marked values
+    (a `torch.where` fill would cut the gradient there and find none of the 12 dependent)."""
+    spec = GraphSpec(
+        inputs=(TensorSpec("x0", (2, 24), "float16", True), TensorSpec("v8_weight", (1, 8), "float16", True, "fan_in")),
+        nodes=(Node("v1", "scatter_add", ("x0",), (("pattern", "cyclic"), ("size", 2)), "float16", (2, 2)),
+               Node("v6", "max_pool2d", ("v1",), (("kernel", 2), ("stride", 1)), "float16", (1, 1)),
+               Node("v7", "log_softmax", ("v6",), (), "float16", (1, 1)),
+               Node("v8", "matmul", ("v7", "v8_weight"), (("out_features", 8),), "float16", (1, 8)),
+               Node("v9", "scatter_add", ("v8",), (("pattern", "repeat"), ("size", 1)), "float16", (1, 1))),
+        outputs=("v9",), recipe=InputRecipe("inf_divisors", 0), backward=True)
+    verdict, reason = _judged(spec, "inductor")
+    assert reason is not None and reason.output == "grad:x0" and "NaN/Inf in compiled" in reason.detail, verdict
+    assert verdict.explanation is not None and verdict.explanation.mechanism == "range-edge", verdict
+    assert reason.severity is MECHANISMS["range-edge"].severity is Severity.SUSPECT
+
+
 def test_a_reduction_over_a_row_holding_an_infinity_carries_it_to_its_output():
     spec = GraphSpec(inputs=(TensorSpec("x0", (4, 8), "float32"),),
                      nodes=(Node("v1", "sum", ("x0",), (("keepdim", False),), "float32", (4,)),

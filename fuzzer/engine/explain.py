@@ -226,7 +226,8 @@ def _ancestors(spec: GraphSpec, output: str) -> set[str]:
 def _edge_masks(case: "PreparedCase", names: set[str], reference_env: dict) -> dict[str, tuple[torch.Tensor, str]]:
     """For each input or node in `names` that holds range-edge values, the mask of those values
     and a sentence: an input's inf/NaN values or values at the edge of its dtype's range; a node's
-    values that overflow in eager (inf where fp64 is finite), are inf in fp64, or lie at the edge."""
+    values that overflow in eager (inf where fp64 is finite), are inf or NaN in fp64 (inf - inf of
+    the inputs' infinities), or lie at the edge."""
     spec = case.spec
     inputs = {t.name for t in spec.inputs}
     masks = {}
@@ -242,9 +243,9 @@ def _edge_masks(case: "PreparedCase", names: set[str], reference_env: dict) -> d
             mask = ~torch.isfinite(value) | at_edge
             what = f"input {name} holds {{n}} inf/NaN values or values at the edge of its dtype's range"
         else:
-            mask = (torch.isinf(value) & torch.isfinite(exact)) | torch.isinf(exact) | at_edge
+            mask = (torch.isinf(value) & torch.isfinite(exact)) | ~torch.isfinite(exact) | at_edge
             what = (f"{name} = {spec.node(name).op} holds {{n}} values that overflow its {str(value.dtype).removeprefix('torch.')} "
-                    "in eager, are inf in fp64, or lie at the edge of its range")
+                    "in eager, are inf or NaN in fp64, or lie at the edge of its range")
             reordered = _reassociation_edge(spec, name, value.shape, reference_env)
             if reordered is not None and bool(reordered.any()):
                 mask, plain_edge = mask | reordered.to(value.device), bool(mask.any())
@@ -267,10 +268,16 @@ def _reassociation_edge(spec: GraphSpec, name: str, shape: torch.Size, reference
     return leaves_range_mask(source, accumulation, shape)
 
 
-# What a marked value becomes in a dependence run (`depending_elements`): NaN, which every
-# arithmetic op carries to what depends on it; or zero of the value's sign, which is what a
-# kernel's flush-to-zero makes of a subnormal, and which also reaches through a comparison.
-_FILLS = {"nan": lambda v: torch.full_like(v, float("nan")), "signed-zero": lambda v: v * 0}
+# What a marked value becomes in a dependence run (`depending_elements`), given its value and its
+# mask: NaN, which every arithmetic op carries to what depends on it, forward and, as a factor of
+# NaN, backward too (a gradient taken through a value at the range's edge is as undefined as the
+# value: `torch.where` would instead cut the gradient there, and an input whose every path runs
+# through such values would read as independent of them); or zero of the value's sign, which is
+# what a kernel's flush-to-zero makes of a subnormal, and which also reaches through a comparison.
+_FILLS = {
+    "nan": lambda v, mask: v * torch.where(mask, torch.full_like(v, float("nan")), torch.ones_like(v)),
+    "signed-zero": lambda v, mask: torch.where(mask, v * 0, v),
+}
 
 
 def depending_elements(case: "PreparedCase", compiled: Named, reason: SeverityReason,
@@ -292,7 +299,7 @@ def depending_elements(case: "PreparedCase", compiled: Named, reason: SeverityRe
         def marked(name, value, fill=_FILLS[fill]):
             if name not in masks or not isinstance(value, torch.Tensor):
                 return value
-            return torch.where(masks[name].to(value.device), fill(value), value)
+            return fill(value, masks[name].to(value.device))
 
         changed, _ = run_forward_backward(spec, build_reference(spec, hook=marked, device_type=case.device_type),
                                           reference_inputs(case.inputs), cots)
