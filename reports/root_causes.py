@@ -337,6 +337,16 @@ def by_culprit(causes: Sequence[RootCause]) -> list[tuple[RootCause, ...]]:
     return sorted((tuple(g) for g in groups.values()), key=lambda g: -sum(rc.cases for rc in g))
 
 
+# Finding kinds of a numeric divergence: a raw bucket of one is a candidate until its analysis
+# minimizes and attributes it (an error, a hang or a changed type reads as it is).
+_NUMERIC_KINDS = _ULP_KINDS | {FindingKind.NAN_INF.value, FindingKind.INT_GROSS.value, FindingKind.INT_BOUNDARY.value}
+
+
+def awaiting_analysis(rc: RootCause) -> bool:
+    """A numeric finding's raw bucket whose analysis has not run: not minimized, no culprit."""
+    return not rc.minimized and rc.culprit == "-" and rc.lead.key.kind in _NUMERIC_KINDS
+
+
 def _typing_part(rc: RootCause) -> str | None:
     """For a root cause whose finding is a changed output dtype or shape, attributed to a stage:
     the part of the compiler that types the graph at that stage, under that autocast and for that
@@ -385,9 +395,16 @@ def summary_lines(causes: Sequence[RootCause], *, width: int = 80, max_lines: in
     `#6 +run 1,400 cases  pytorch#197895+  inductor lowering of aten.div (3): div+floor, fmod, …`
     (the lead of its largest root cause, the first known upstream issue and `+` for more, the
     count of its root causes and their op patterns, largest first)."""
-    groups = by_upstream(by_culprit([rc for rc in causes if rc.severity == severity]))
+    of_severity = [rc for rc in causes if rc.severity == severity]
+    awaiting = tuple(rc for rc in of_severity if awaiting_analysis(rc) and rc.is_new)
+    groups = by_upstream(by_culprit([rc for rc in of_severity if not any(rc is a for a in awaiting)]))
     # New root causes first (what nobody has filed), then the known upstream ones; stable otherwise.
     groups.sort(key=lambda g: _upstream(g) != "new")
+    # Then, on one line, the new numeric findings whose analysis has not run (found as the budget
+    # ended): candidates with no minimal graph and no culprit, which no reader can act on yet (one
+    # that matches a known upstream issue joins its line).
+    if awaiting:
+        groups.append(awaiting)
     total = sum(len(g) for g in groups)
     shown = groups if len(groups) <= max_lines else groups[: max(0, max_lines - 1)]
     lines = []
@@ -396,7 +413,10 @@ def summary_lines(causes: Sequence[RootCause], *, width: int = 80, max_lines: in
         new = " +run" if new_in_run is not None and any(b.first_run_id == new_in_run for rc in group for b in rc.buckets) else ""
         cases = sum(rc.cases for rc in group)
         counted = f"{cases:,} case{'s' if cases != 1 else ''}"
-        if len(group) == 1:
+        if group is awaiting:
+            lines.append(clip(f"  #{lead.lead.id}{new} {counted}  {len(group)} not analysed yet (the budget ended first; "
+                              f"divfuzz minimize --pending finishes them): {', '.join(ops_of(rc.lead) for rc in group)}", width))
+        elif len(group) == 1:
             count = f" x{lead.bucket_count}" if lead.bucket_count > 1 else ""
             lines.append(clip(f"  #{lead.lead.id}{count}{new} {counted}  {_upstream(group)}  {lead.title}", width))
         else:

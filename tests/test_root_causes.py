@@ -468,6 +468,36 @@ def test_dtype_changes_at_one_stage_under_one_autocast_read_as_one_line_with_the
     c.close()
 
 
+def unary_chain(*ops: str, dtype: str = "float32") -> GraphSpec:
+    nodes, last = [], "x0"
+    for i, op in enumerate(ops, start=1):
+        nodes.append(Node(f"v{i}", op, (last,), (), dtype, (8, 16)))
+        last = f"v{i}"
+    return GraphSpec(inputs=(TensorSpec("x0", (8, 16), dtype),), nodes=tuple(nodes), outputs=(last,))
+
+
+def test_new_bug_candidates_whose_analysis_has_not_run_share_one_last_line_and_known_ones_join_theirs(tmp_path):
+    """Raw bug buckets the budget left unanalysed (no minimal graph, no culprit) are candidates:
+    the new ones read as one last line that says so and how to finish them; one that matches a
+    known upstream issue counts on that issue's line. Analysed root causes keep a line each."""
+    from divfuzz.reports.root_causes import summary_lines
+
+    c = Campaign(tmp_path)
+    plant_floor_division(c)  # analysed: div @ LOWERING, pytorch#197895
+    c.find(floor_div(before=("cos",)), cases=2)  # unanalysed, of the known issue
+    analysed = c.find(unary_chain("tanh", "exp"), cases=3)
+    c.file(analysed, unary_chain("exp"), "inductor lowering of exp")
+    for ops, n in ((("sin", "exp"), 4), (("sigmoid", "relu"), 1)):
+        c.find(unary_chain(*ops), cases=n)  # unanalysed, new
+    lines = summary_lines(root_cause_groups(c.store.buckets()), width=300)
+    assert len(lines) == 3, lines
+    assert lines[0].endswith("  new  exp @ inductor lowering of exp"), lines
+    assert "pytorch#197895" in lines[1] and "17 cases" in lines[1], lines  # 15 analysed + 2 awaiting
+    assert re.fullmatch(r"  #\d+ 5 cases  2 not analysed yet \(the budget ended first; divfuzz minimize --pending "
+                        r"finishes them\): exp\+sin, relu\+sigmoid", lines[2]), lines  # a raw key sorts its ops
+    c.close()
+
+
 def test_report_new_only_hides_root_causes_that_match_a_known_upstream_bug(tmp_path):
     mixed_store(tmp_path)
     r = CliRunner().invoke(main, ["report", "--out", str(tmp_path), "--new-only"], catch_exceptions=False)
