@@ -12,6 +12,9 @@ compiled differs from eager.
 
 Invariants:
 - a perturbation is a pure function of (inputs, draw): replays and the gate see the same draws;
+- draws come in mirrored pairs (`_directions`): draw 1 moves every value the other way draw 0
+  moves it, so a sensitivity to the sign of a rounding (a linear of a norm's noise around zero,
+  then a square root) is met whichever way compiled rounded; the other draws are drawn alone;
 - each floating input moves by exactly one ULP of its own dtype, up or down, per distinct value:
   equal elements move together, so exact ties (repeated maxima, equal rows) stay ties. A tie is
   part of the input's meaning (argmax returns the first maximum), a near-tie is not;
@@ -34,24 +37,41 @@ CONDITIONING_DRAWS = 3
 # Draws that move the intermediates alone, the inputs as given (`IntermediateNudge` only): where
 # they move the exact answer as far as compiled differs, the sensitivity lies in values eager
 # itself computes with rounding, so eager agreeing with fp64 there is luck, not precision that
-# suffices (`divfuzz.oracles.severity_policy._ill_conditioned`).
-INNER_DRAWS = 2
+# suffices (`divfuzz.oracles.severity_policy._ill_conditioned`). As the draws with the inputs: a
+# mirrored pair, then the zero draw.
+INNER_DRAWS = 3
 # The draw whose nudge takes intermediates within one rounding step of zero to zero.
 ZERO_DRAW = CONDITIONING_DRAWS - 1
 _SEED = 0x5EED
 
 
+def _directions(draw: int) -> tuple[int, bool]:
+    """(the draw whose random directions `draw` uses, whether it flips them): draws 0 and 1 are a
+    mirrored pair; every draw from the zero draw on is its own."""
+    if draw < ZERO_DRAW:
+        return draw - draw % 2, draw % 2 == 1
+    return draw, False
+
+
+def _up(n: int, generator: torch.Generator, flip: bool) -> torch.Tensor:
+    """`n` directions (True: up), drawn from `generator`, all reversed when `flip`."""
+    up = torch.rand((n,), generator=generator) < 0.5
+    return ~up if flip else up
+
+
 def perturb_inputs(inputs: list, draw: int) -> list:
     """Copies of `inputs` with every floating tensor moved by one ULP of its dtype per distinct
-    value, the direction drawn from (`draw`, the value's rank among the distinct values)."""
-    g = torch.Generator().manual_seed(_SEED + 7919 * draw)
+    value, the direction drawn from (`draw`, the value's rank among the distinct values), the
+    mirror of the paired draw's (`_directions`)."""
+    seed_draw, flip = _directions(draw)
+    g = torch.Generator().manual_seed(_SEED + 7919 * seed_draw)
     out = []
     for x in inputs:
         if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.numel() == 0:
             out.append(x)
             continue
         values, inverse = torch.unique(x.detach(), return_inverse=True)
-        up = (torch.rand(values.shape, generator=g) < 0.5).to(values.device)
+        up = _up(values.numel(), g, flip).reshape(values.shape).to(values.device)
         target = torch.where(up, torch.full_like(values, float("inf")), torch.full_like(values, -float("inf")))
         moved = torch.nextafter(values, target.to(values.device))
         moved = torch.where(torch.isfinite(values), moved, values)  # NaN and Inf stay what they are
@@ -86,9 +106,10 @@ class IntermediateNudge:
                 if finite.numel():
                     operands = torch.maximum(operands, finite.double().pow(2).mean().sqrt().to(value.dtype).to(value.device))
         scale = torch.maximum(value.detach().abs(), operands)
-        g = torch.Generator().manual_seed(_SEED + 7919 * self.draw + 104729 * (len(self.seen) + 1))
+        seed_draw, flip = _directions(self.draw)
+        g = torch.Generator().manual_seed(_SEED + 7919 * seed_draw + 104729 * (len(self.seen) + 1))
         values, inverse = torch.unique(value.detach(), return_inverse=True)
-        up = (torch.rand(values.shape, generator=g) < 0.5).to(value.device)
+        up = _up(values.numel(), g, flip).reshape(values.shape).to(value.device)
         sign = torch.where(up, 1.0, -1.0).to(value.dtype)[inverse].reshape(value.shape)
         moved = value + (sign * step * scale).detach()
         if self.draw == ZERO_DRAW:

@@ -213,6 +213,23 @@ def test_perturbation_moves_each_value_one_ulp_keeps_ties_and_is_replayable():
     assert len(directions) > 1  # the draws differ
 
 
+def test_the_first_two_draws_move_every_input_and_intermediate_the_opposite_ways():
+    """A value whose sign is rounding noise (a norm over a constant row, then a linear and a square
+    root: H100 seed 229) turns NaN in one direction only; mirrored draws try both for every value,
+    where two independent coin flips per value miss one side a quarter of the time."""
+    x = torch.randn(64, generator=torch.Generator().manual_seed(3), dtype=torch.float64).to(torch.float32)
+    up0 = perturb_inputs([x], 0)[0] > x
+    up1 = perturb_inputs([x], 1)[0] > x
+    assert bool((up0 != up1).all())
+
+    def nudged(draw):
+        nudge = IntermediateNudge({"v": ("a",)}, {"a": "float32", "v": "float32"}, draw)
+        nudge("a", torch.ones(64, dtype=torch.float64))
+        return nudge("v", x.double())
+
+    assert bool(((nudged(0) > x.double()) != (nudged(1) > x.double())).all())
+
+
 def test_a_compiler_returning_another_dtype_is_a_type_mismatch_bug_end_to_end():
     """The planted `wrong_dtype` backend returns the right values in another dtype (the class of a
     rewrite pass that drops a cumsum's explicit dtype): the real engine files it as a bug."""
