@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 from divfuzz.generators.recipes import INITS, RECIPES
 from divfuzz.generators.opdef import OpDef, RoundingBoundary
-from divfuzz.records.reference_rules import eager_rounds_scalar, round_scalar
+from divfuzz.records.reference_rules import round_scalar, scalar_dtype
 from divfuzz.generators.registry import get_op
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.records.dtypes import ALL_DTYPES
@@ -111,20 +111,20 @@ def _plan(spec: GraphSpec, params_of: Callable[[Any], dict[str, Any]] | None = N
 
 
 def reference_params(spec: GraphSpec, node, device_type: str) -> dict[str, Any]:
-    """The params a node is built with in the fp64 reference: its own, with each scalar that eager
-    rounds to its bfloat16/float16 input's dtype on `device_type` (`OpDef.eager_rounds_scalars`,
-    `divfuzz.records.reference_rules`) rounded the same way: the reference means what eager's op means."""
+    """The params a node is built with in the fp64 reference: its own, with each scalar the op
+    combines with its input (`OpDef.eager_rounds_scalars`) rounded to the dtype eager computes it
+    in on `device_type` (`divfuzz.records.reference_rules.scalar_dtype`: the input's bfloat16 or
+    float16 where eager rounds it so, else float32): the reference means what eager's op means."""
     op = get_op(node.op)
     params = node.kwargs
     if not op.eager_rounds_scalars or not node.inputs:
         return params
     dtype = spec.meta(node.inputs[0])[1]
-    if dtype not in ("bfloat16", "float16"):
-        return params
     rounded = dict(params)
     for name, kind in op.eager_rounds_scalars.items():
-        if name in rounded and eager_rounds_scalar(kind, device_type):
-            rounded[name] = round_scalar(rounded[name], dtype)
+        target = scalar_dtype(kind, dtype, device_type)
+        if name in rounded and target is not None and isinstance(rounded[name], float):
+            rounded[name] = round_scalar(rounded[name], target)
     return rounded
 
 

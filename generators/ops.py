@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from divfuzz.generators.node_typing import promote
 from divfuzz.generators.opdef import FP32, LOWER_PRECISION, Choice, Flag, FloatRange, IntRange, JumpRule, Meta, OpDef, OrderFree, WeightSpec
 from divfuzz.records.dtypes import ALL_DTYPES, DATA_DTYPES, DTYPES, FLOAT_DTYPES
-from divfuzz.records.reference_rules import BINARY, round_scalar
+from divfuzz.records.reference_rules import BINARY, MUL_DIV, round_scalar
 
 # Every registered op by name, in registration order (`divfuzz.generators.registry` looks them up).
 OPS: dict[str, OpDef] = {}
@@ -390,6 +390,7 @@ _unary(
         "divisor": draw(st.sampled_from(DIVISORS)),
         "mode": draw(st.sampled_from([None, "floor", "trunc"])),
     },
+    eager_rounds_scalars={"divisor": MUL_DIV},
     # A floor or trunc division jumps where the quotient crosses an integer. Eager computes it
     # exactly from its operands, so only a dividend the graph computed (whose last bits upstream
     # rounding decides) makes a flip at the jump a boundary; on a graph input it is the op's own.

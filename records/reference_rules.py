@@ -12,7 +12,10 @@ and treat eager's type semantics as what an op means):
   comparisons round it to the tensor's bfloat16/float16 dtype on every device (issue 173987,
   PR 175807, PR 195223); on the CPU every other binary op but mul and div does too, because
   TensorIterator casts a wrapped CPU scalar to the common dtype (PR 185869, PR 186818's table);
-  on CUDA arithmetic keeps the scalar at float32 opmath.
+  on CUDA arithmetic keeps the scalar at float32 opmath. With a float32 tensor every op on every
+  device computes with the scalar rounded to float32, the common dtype and its opmath alike
+  (`scalar_dtype`): `torch.remainder(x, 0.37)` of float32 values near 1e7 is the remainder by
+  0.37 rounded to float32, thousands of ULPs from the remainder by the double 0.37.
 """
 
 from __future__ import annotations
@@ -33,6 +36,18 @@ def eager_rounds_scalar(kind: str, device_type: str) -> bool:
     if kind == COMPARE:
         return True
     return kind == BINARY and device_type == "cpu"
+
+
+def scalar_dtype(kind: str, tensor_dtype: str, device_type: str) -> str | None:
+    """The dtype eager computes with a Python scalar in an op of `kind` with a tensor of
+    `tensor_dtype` on `device_type`: that dtype where eager rounds the scalar to it
+    (`eager_rounds_scalar`), else float32 (the opmath of bfloat16, float16 and float32); None for
+    any other tensor dtype (float64 keeps the scalar as it is)."""
+    if tensor_dtype == "float32":
+        return "float32"
+    if tensor_dtype in ("bfloat16", "float16"):
+        return tensor_dtype if eager_rounds_scalar(kind, device_type) else "float32"
+    return None
 
 
 def round_scalar(value: float, dtype: str) -> float:

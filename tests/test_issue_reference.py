@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 from divfuzz.generators.build import build_reference, make_inputs, reference_inputs
 from divfuzz.generators.spec import GraphSpec, InputRecipe, Node, TensorSpec
+from divfuzz.records.reference_rules import round_scalar
 from divfuzz.reports.issue_script import _model_lines
 
 
@@ -30,7 +31,7 @@ def _specs():
 def test_issue_py_s_reference_is_divfuzz_s(spec, device_type):
     lines, takes_ref = _model_lines(spec, {t.name: t.name for t in spec.inputs} | {n.name: n.name for n in spec.nodes},
                                     device_type)
-    assert takes_ref == (spec.nodes[0].op == "cast" or device_type == "cpu")  # CUDA eager keeps the scalar unrounded
+    assert takes_ref  # a cast kept, or a scalar rounded: to bfloat16 on the CPU, to float32 (opmath) on CUDA
     namespace = {"torch": torch, "F": F}
     exec("\n".join(lines), namespace)  # the script's own text, as a user runs it
     inputs = make_inputs(spec, "cpu")
@@ -40,7 +41,8 @@ def test_issue_py_s_reference_is_divfuzz_s(spec, device_type):
     # the rounding is really there: the scalar (CPU) or the cast changes the reference here
     plain = [t.double() for t in namespace["model"](*inputs)] if spec.nodes[0].op == "cast" else None
     if spec.nodes[0].op == "remainder":
-        unrounded = torch.remainder(inputs[0].double(), 0.1)
-        assert torch.equal(divfuzz[0], unrounded) == (device_type != "cpu")
+        assert not torch.equal(divfuzz[0], torch.remainder(inputs[0].double(), 0.1))
+        eagers = round_scalar(0.1, "bfloat16" if device_type == "cpu" else "float32")
+        assert torch.equal(divfuzz[0], torch.remainder(inputs[0].double(), eagers))
     else:
         assert all(torch.equal(a, b) for a, b in zip(divfuzz, plain))  # eager's own casts, kept

@@ -56,7 +56,7 @@ from divfuzz.oracles.boundary import distance_to_grid_ulps, selection_distance_u
 from divfuzz.oracles.conditioning import perturb_inputs
 from divfuzz.oracles.judge import judge_outputs, verdict_of
 from divfuzz.records.config import CompileConfig
-from divfuzz.records.reference_rules import BINARY, COMPARE, EXPLICIT_CAST_METHODS, MUL_DIV, eager_rounds_scalar, round_scalar
+from divfuzz.records.reference_rules import BINARY, COMPARE, EXPLICIT_CAST_METHODS, MUL_DIV, round_scalar, scalar_dtype
 from divfuzz.records.culprit import Culprit, NOT_ATTRIBUTED, summarize
 from divfuzz.records.deadline import Deadline
 from divfuzz.records.errors import ConfigError, TimeUp
@@ -168,8 +168,8 @@ def reference_graph(gm, *, inputs=None, device_type: str = "cpu", keep_casts: bo
     (`divfuzz.records.reference_rules`), as `divfuzz.generators.build.build_reference` builds it for
     specs: every floating dtype argument and constant mapped to float64 and autocast's casts
     dropped, but the user's own casts kept (`explicit_casts`: rounded to their dtype and back)
-    and, given the graph's `inputs`, a Python scalar that eager rounds to its bfloat16/float16
-    tensor's dtype on `device_type` rounded the same way. `keep_casts=False` drops the user's
+    and, given the graph's `inputs`, a Python scalar rounded to the dtype eager computes it in with
+    its tensor on `device_type` (`divfuzz.records.reference_rules.scalar_dtype`). `keep_casts=False` drops the user's
     casts' rounding too: what the model computes without them (`divfuzz.oracles.cast_elision`)."""
     keep = explicit_casts(gm) if keep_casts else frozenset()
     dtypes = _real_dtypes(gm, inputs) if inputs is not None else {}
@@ -179,9 +179,9 @@ def reference_graph(gm, *, inputs=None, device_type: str = "cpu", keep_casts: bo
             kind = _SCALAR_KINDS.get(_op_name(node))
             tensor = node.args[0] if node.args and isinstance(node.args[0], torch.fx.Node) else None
             low = dtypes.get(tensor.name) if tensor is not None else None
-            if kind and low in (torch.bfloat16, torch.float16) and eager_rounds_scalar(kind, device_type):
-                node.args = tuple(round_scalar(a, str(low).removeprefix("torch.")) if isinstance(a, float) else a
-                                  for a in node.args)
+            target = scalar_dtype(kind, str(low).removeprefix("torch."), device_type) if kind and low is not None else None
+            if target is not None:
+                node.args = tuple(round_scalar(a, target) if isinstance(a, float) else a for a in node.args)
             cast_to = _cast_dtype(node) if node.name in keep else None
             node.args = _to_float64(node.args)
             node.kwargs = {k: _to_float64(v) for k, v in node.kwargs.items()}

@@ -122,12 +122,12 @@ class FloorAfterPrint(torch.nn.Module):
 
 class TwoFloors(torch.nn.Module):
     """A floor division on either side of a `print`: each captured graph diverges on its own
-    (the second divides tenths again: the first's whole numbers times 0.1)."""
+    (the second divides the same tenths again and adds the first's whole numbers)."""
 
     def forward(self, x):
         y = _floor_tenths(x)
         print("divfuzz test: between the divisions")  # graph break
-        return _floor_tenths(y * 0.1)
+        return y + _floor_tenths(x)
 
 
 def floor_after_item():
