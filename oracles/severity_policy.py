@@ -506,6 +506,25 @@ def explaining_mechanism(verdict, reason: SeverityReason | None) -> str:
 EAGER_FURTHER_RULES = frozenset({"eager-gross-worse", "compiled-closer", "compiled-fp64-correct"})
 
 
+def reference_doubtful(verdict, reason: SeverityReason | None) -> bool:
+    """Whether a whole model's reading below suspect rests on eager standing far from the fp64
+    reference of the user's Python (which cannot round a scalar where eager rounds it): a rule
+    that reads eager further (`EAGER_FURTHER_RULES`), or eager itself off fp64 by more than
+    `ILL_CONDITIONED_RELATIVE` on the reason's float32 or float64 output (a float32 remainder by
+    0.37 of values near 1e7 is thousands of ULPs from the remainder by the double 0.37, so compiled
+    being further still reads within same()'s margin). Either way each captured graph is judged
+    again against the reference with eager's type semantics before the reading is believed."""
+    if reason is None:
+        return False
+    if reason.rule in EAGER_FURTHER_RULES:
+        return True
+    fc = next((o.float_cmp for o in verdict.outputs if o.name == reason.output and o.float_cmp is not None), None)
+    # float32 and float64 only: a bfloat16 or float16 model's eager is that far from fp64 by its
+    # precision alone, and its scalar comparisons read eager further (the rule above) when unrounded
+    return (fc is not None and fc.dtype in NO_PRECISION_KNOB
+            and fc.eager_max_err_ulps * 2.0 ** -_MANTISSA_BITS[fc.dtype] > ILL_CONDITIONED_RELATIVE)
+
+
 def worth_reducing(verdict) -> bool:
     """What `minimize --module` reduces and attributes: a divergence rated `suspect` or worse."""
     reason = severity_of(verdict)

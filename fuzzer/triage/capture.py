@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from divfuzz.fuzzer.triage.phase_clock import PhaseClock
-from divfuzz.oracles.severity_policy import EAGER_FURTHER_RULES, severity_of, verdict_lines_of
+from divfuzz.oracles.severity_policy import reference_doubtful, severity_of, verdict_lines_of
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.errors import ConfigError
 
@@ -491,7 +491,7 @@ def capture_user_case(case, *, ref: str, device: str, dtype: str | None, autocas
         + ("" if not reasons else ": " + "; ".join(reasons[:5]))
     )
     cap.verdict_lines += ["  " + g.describe() for g in graphs]
-    eager_further = reason is not None and reason.rule in EAGER_FURTHER_RULES
+    eager_further = reference_doubtful(verdict, reason)
     if not whole and not eager_further:
         cap.notes.append(f"the model's own outputs {'agree' if reason is None else 'differ only at ' + reason.severity.value + ' severity'}"
                          " between eager and compiled: no graph to reduce")
@@ -502,9 +502,9 @@ def capture_user_case(case, *, ref: str, device: str, dtype: str | None, autocas
         # the definition. Each graph is judged by itself, against the reference that follows eager's
         # type semantics (`divfuzz.records.reference_rules`), before that is believed.
         cap.rank_by_own_verdict = True
-        cap.notes.append(f"the model's own outputs read {reason.severity.value} ({reason.rule}): eager further from fp64 "
-                         "than compiled; each captured graph is judged by itself against the reference with eager's "
-                         "type semantics (scalars rounded where eager rounds them, the model's casts kept)")
+        cap.notes.append(f"the model's own outputs read {reason.severity.value} ({reason.rule}) with eager itself far from "
+                         "the fp64 of the model's Python; each captured graph is judged by itself against the reference with "
+                         "eager's type semantics (scalars rounded where eager rounds them, the model's casts kept)")
     if not graphs:
         cap.capture_method = "make_fx (fallback: Dynamo handed the compiler no graph)"
         with clock.phase("lower"):
