@@ -46,3 +46,18 @@ def test_issue_py_s_reference_is_divfuzz_s(spec, device_type):
         assert torch.equal(divfuzz[0], torch.remainder(inputs[0].double(), eagers))
     else:
         assert all(torch.equal(a, b) for a, b in zip(divfuzz, plain))  # eager's own casts, kept
+
+
+@pytest.mark.parametrize("device_type", ["cpu", "cuda"])
+def test_a_float32_graph_s_reference_uses_the_scalar_eager_computes_with(device_type):
+    """Eager computes a float32 tensor with a Python scalar in float32 on every device. A remainder
+    by 0.37 of values near 1e7 is exact in eager (fmod is exact), and the fp64 reference by the
+    float32 0.37 matches it to the last bit, where the remainder by the double 0.37 is far off."""
+    spec = GraphSpec(inputs=(TensorSpec("x0", (4, 256), "float32"),),
+                     nodes=(Node("v1", "remainder", ("x0",), (("divisor", 0.37),), "float32", (4, 256)),),
+                     outputs=("v1",), recipe=InputRecipe("normal", 3))
+    x = make_inputs(spec, "cpu")[0].abs() * 1e7
+    ref = build_reference(spec, device_type=device_type)(x.double())[0]
+    eager = torch.remainder(x, 0.37)
+    assert torch.equal(eager.double(), ref)
+    assert (torch.remainder(x.double(), 0.37) - ref).abs().max() > 1e-3
