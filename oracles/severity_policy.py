@@ -232,6 +232,14 @@ def _float_reason(name: str, fc) -> SeverityReason | None:
     if fc.triage == "compiled-closer":
         return SeverityReason(Severity.NOISE, "compiled-closer", name,
                               f"{spread}; compiled is closer to fp64 over the output, and no element is grossly further")
+    if few and fc.triage == "compiled-worse" and same_rejects(fc):
+        # A few ULPs on a handful of elements is noise whatever the RMSE ratio says: where eager
+        # equals fp64 rounded (RMSE 0), same() would reject any difference at all. On the H100
+        # (seed 241) 2 float16 elements 1 ULP off in 40,960 read rmse-worse, and a decomposition
+        # named as their culprit made them a bug (`DECOMPOSITION_DEFECT_RULES`).
+        return SeverityReason(Severity.NOISE, "few-ulps", name,
+                              f"{spread}; compiled further from fp64 on that handful only (RMSE {fc.rmse_compiled:.3g} against "
+                              f"eager's {fc.rmse_eager:.3g})")
     if fc.triage == "compiled-worse" and same_rejects(fc):
         return SeverityReason(Severity.SUSPECT, "rmse-worse", name,
                               f"{spread}; compiled RMSE vs fp64 {fc.rmse_compiled:.3g} > {_same_multiplier(fc):g}x eager's {fc.rmse_eager:.3g}"
