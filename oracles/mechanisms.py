@@ -83,13 +83,30 @@ MECHANISMS: dict[str, Mechanism] = {m.id: m for m in (
 EXPLAINABLE_RULES = frozenset({"nan-inf-new", "float-gross-worse", "int-valued-wrong", "int-gross"})
 
 
+# Suspect rules that say the output is sensitive, not that compiled is right: an ill-conditioned
+# input, or eager itself unstable in its precision. A mechanism that names a defect still names
+# it there (compiled equal to the model without its explicit casts is no sensitivity's doing: the
+# sensitivity only makes the dropped rounding show, as `y.to(bfloat16).to(float32) - y` does).
+CONDITIONED_SUSPECT_RULES = frozenset({"gross-worse-ill-conditioned", "nan-inf-ill-conditioned",
+                                       "int-valued-ill-conditioned", "int-ill-conditioned"})
+
+
+def names_defect(mechanism: str) -> bool:
+    """Whether `mechanism` names a compiler defect (its severity is bug)."""
+    row = MECHANISMS.get(mechanism)
+    return row is not None and row.severity is Severity.BUG
+
+
 def mechanism_severity(mechanism: str, rule: str) -> Severity | None:
     """The severity `mechanism` gives a finding rated by `rule`, or None when it does not apply
-    (no mechanism, an unknown one, or a rule no mechanism explains)."""
+    (no mechanism, an unknown one, or a rule no mechanism explains; on a rule of
+    `CONDITIONED_SUSPECT_RULES`, only a mechanism that names a defect applies)."""
     row = MECHANISMS.get(mechanism)
-    if row is None or rule not in EXPLAINABLE_RULES:
+    if row is None:
         return None
-    return row.severity
+    if rule in EXPLAINABLE_RULES or (rule in CONDITIONED_SUSPECT_RULES and row.severity is Severity.BUG):
+        return row.severity
+    return None
 
 
 def excuses(mechanism: str) -> bool:

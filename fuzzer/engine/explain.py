@@ -33,7 +33,9 @@ the finding; the severity policy then rates it by `divfuzz.oracles.mechanisms.ME
 (Ill-conditioned intermediates are measured by the judge's conditioning draws, which move every
 intermediate as well as the inputs: `divfuzz.fuzzer.engine.execute.perturbed_reference`.)
 Invariants: an experiment never changes the case's own outputs or verdict, only adds an
-explanation; each runs only for a bug candidate, so ordinary cases pay nothing; a crash, a
+explanation; each runs only for a bug candidate, so ordinary cases pay nothing, except the
+explicit-cast one, which also runs for a suspect that only says the output is sensitive
+(`CONDITIONED_SUSPECT_RULES`) where the graph holds a narrowing cast; a crash, a
 compile error or a dtype or shape change is never explained (the policy's table says so).
 """
 
@@ -49,7 +51,7 @@ from divfuzz.generators.registry import get_op
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.oracles.accumulation_range import leaves_range_mask
 from divfuzz.oracles.judge import judge_outputs, verdict_of
-from divfuzz.oracles.mechanisms import EXPLAINABLE_RULES
+from divfuzz.oracles.mechanisms import CONDITIONED_SUSPECT_RULES, EXPLAINABLE_RULES
 from divfuzz.oracles.cast_elision import dropped_cast_elements
 from divfuzz.oracles.named_elements import nearest_alternative, rule_elements, same_values
 from divfuzz.oracles.severity_policy import RANGE_EDGE_FRACTION, severity_of
@@ -75,10 +77,16 @@ def explain_case(case: "PreparedCase", compiled: Named, outputs: tuple[OutputVer
     """The first mechanism that explains the case's bug, or None (no bug candidate, a rule no
     mechanism explains, or nothing explained it)."""
     reason = severity_of(verdict_of(outputs))
-    if reason is None or reason.severity is not Severity.BUG or reason.rule not in EXPLAINABLE_RULES:
+    if reason is None:
+        return None
+    if reason.severity is Severity.BUG and reason.rule in EXPLAINABLE_RULES:
+        experiments = (_subnormal_flush, _range_edge, _ties, _reduction_order, _explicit_cast_elided)
+    elif reason.rule in CONDITIONED_SUSPECT_RULES:
+        experiments = (_explicit_cast_elided,)  # the one that names a defect a sensitivity cannot excuse
+    else:
         return None
     with case.clock.span("explain"):
-        for experiment in (_subnormal_flush, _range_edge, _ties, _reduction_order, _explicit_cast_elided):
+        for experiment in experiments:
             found = experiment(case, compiled, reason)
             if found is not None:
                 return found

@@ -39,7 +39,7 @@ import torch.utils._pytree as pytree
 from divfuzz.oracles.cast_elision import dropped_cast_elements
 from divfuzz.oracles.named_elements import nearest_alternative
 from divfuzz.generators.build import LAST_DIM_ORDERS
-from divfuzz.oracles.mechanisms import EXPLAINABLE_RULES
+from divfuzz.oracles.mechanisms import CONDITIONED_SUSPECT_RULES, EXPLAINABLE_RULES
 from divfuzz.oracles.severity_policy import severity_of, verdict_lines_of, worth_reducing
 from divfuzz.reports.issue_folder import ISSUE_MARKDOWN, ISSUE_SCRIPT, known_lines
 from divfuzz.reports.issue_markdown import render_issue_markdown
@@ -380,8 +380,9 @@ def _with_dropped_cast(verdict, gm, inputs, a, b, kept):
     computes without those casts' rounding (`divfuzz.oracles.cast_elision`); else `verdict`.
     `kept` is the fp64 reference the verdict was judged against (the casts' rounding kept)."""
     reason = severity_of(verdict)
-    if reason is None or reason.severity is not Severity.BUG or reason.rule not in EXPLAINABLE_RULES \
-            or not reason.output.startswith("output ") or not explicit_casts(gm):
+    candidate = reason is not None and ((reason.severity is Severity.BUG and reason.rule in EXPLAINABLE_RULES)
+                                        or reason.rule in CONDITIONED_SUSPECT_RULES)
+    if not candidate or not reason.output.startswith("output ") or not explicit_casts(gm):
         return verdict
     i = int(reason.output.removeprefix("output "))
     loose = _reference_outputs(gm, inputs, keep_casts=False)
@@ -771,7 +772,9 @@ def _write_folder(diff: RungDifference, folders: CauseFolders, number: int, redu
 def _write_issue(folder: Path, gm, inputs, *, before: str, rung: str, device: str, reason, verdict, culprit: dict) -> None:
     """A bug cause's issue.py and issue.md (`divfuzz.reports.module_issue`): the reduced graph in plain
     torch, and PyTorch's bug template around it. Nothing for a cause that is not a bug."""
-    script = render_module_issue_script(gm, reference_graph(gm), inputs, before=before, rung=rung, device=device,
+    # the reference the cause was judged by: scalars rounded as eager rounds them with these inputs
+    ref_gm = reference_graph(gm, inputs=inputs, device_type=torch.device(device).type)
+    script = render_module_issue_script(gm, ref_gm, inputs, before=before, rung=rung, device=device,
                                         reason=reason, verdict=verdict)
     if script is None:
         return
