@@ -1,7 +1,9 @@
 """A `minimize --module` cause that is a bug gets an issue.py (the reduced aten graph in plain torch,
 its fp64 reference, one check) that exits 1 and names no divfuzz, an issue.md, and the run's
-compile.log (issue 39). The real Inductor on the CPU: topk(largest=False) over a float16 var_mean
-whose rows hold inf and -inf gives -inf where eager and fp64 give a finite mean."""
+compile.log (issue 39). The real Inductor on the CPU: a float32 remainder by 0.37 of values near
+1e7 (pytorch#194345's class) is grossly wrong, beside a var_mean whose correction leaves no degrees of
+freedom (a warning the compile log keeps). The earlier model here, topk over a float16 var_mean of
+rows holding inf and -inf, reads as the order of the sum now: another order of it gives compiled's values."""
 
 from __future__ import annotations
 
@@ -15,8 +17,9 @@ import torch
 
 
 def case():
-    x = torch.tensor([-2.24, 5.344, -0.0, float("inf"), -float("inf"), -1.439], dtype=torch.float16).reshape((1, 3, 2))
-    return (lambda x: torch.topk(torch.var_mean(x, -1, correction=2)[1], 2, -1, largest=False).values), (x,)
+    torch.manual_seed(0)
+    x = torch.rand(8, 2) * 1e7
+    return (lambda x: (torch.var_mean(x, -1, correction=2)[1], torch.remainder(x, 0.37))), (x,)
 '''
 
 
