@@ -156,13 +156,18 @@ def test_device_and_culprit_rank_a_match_but_do_not_refuse_it():
 
 
 def test_the_best_match_prefers_an_agreeing_culprit_then_the_more_specific_pattern():
-    # div + amax backward in bf16 with an Inf gradient: pytorch#195214 (its culprit is the precision knob).
-    pattern = RootCausePattern(ops=("div", "amax"), dtypes=frozenset({"bfloat16"}), backward=True, rule="float-gross-worse",
-                               culprit="inductor: emulate_precision_casts removes it", device_type="cuda")
-    assert matched_issues(pattern) == [195214, 186799]
-    assert describe(BUGS.match(pattern)) == "known: pytorch#195214 (closed)"
-    # The same graph without that culprit: the two-op entry still outranks the one-op one.
-    assert matched_issues(RootCausePattern(("mul", "amax"), frozenset({"bfloat16"}), True, "float-gross-worse"))[0] == 195214
+    # A floor of a softmax's sum, divided: pytorch#197895 (a floor division's lowering, one op) and
+    # pytorch#189787 (softmax, sum, then a rounding: three ops, no culprit name) both match.
+    pattern = RootCausePattern(ops=("softmax", "sum", "div"), dtypes=frozenset({"float32"}), backward=False,
+                               rule="int-valued-wrong", culprit="inductor lowering of aten.div", device_type="cpu")
+    assert matched_issues(pattern)[:2] == [197895, 189787]
+    assert describe(BUGS.match(pattern)).startswith("known: pytorch#197895")
+    # The same graph without that culprit: the three-op entry outranks the one-op one.
+    assert matched_issues(RootCausePattern(("softmax", "sum", "div"), frozenset({"float32"}), False, "int-valued-wrong"))[0] == 189787
+    # An amax backward whose gradient is NaN/Inf under a precision knob: pytorch#195214, whatever op fed it.
+    knob = RootCausePattern(ops=("cumsum", "amin"), dtypes=frozenset({"float16"}), backward=True, rule="nan-inf-new",
+                            culprit="inductor: emulate_precision_casts removes it", device_type="cpu")
+    assert describe(BUGS.match(knob)) == "known: pytorch#195214 (closed)"
 
 
 def test_describe_names_the_issue_and_its_state_or_says_new():
