@@ -168,3 +168,16 @@ def copy_plain_tree(origin: Path, dest: Path, *, what: str = "folder") -> int:
         else:
             raise UnsafePathError(f"{what}: {source} is {_kind(mode)}, not a regular file or folder; refused without reading it")
     return copied
+
+
+def remove_made(made: list[Path], lock: Path | None) -> None:
+    """Undo a refused command's folder work: `lock` (one it created; None to keep it) is removed,
+    and the folders of `made` (outermost first, as they were created) are removed innermost first
+    while they are still empty."""
+    if lock is not None:
+        lock.unlink(missing_ok=True)
+    for folder in reversed(made):
+        try:
+            folder.rmdir()
+        except OSError:
+            break

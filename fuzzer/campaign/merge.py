@@ -44,6 +44,7 @@ from divfuzz.fuzzer.store import STORE_NAME, CampaignLock, Store, describe_sqlit
 from divfuzz.records.errors import StoreError, UnsafePathError
 from divfuzz.records.severity import Severity
 from divfuzz.reports.files import child_path
+from divfuzz.reports.safe_paths import remove_made
 
 @dataclass
 class MergeSummary:
@@ -81,7 +82,7 @@ def merge_stores(out_dir: Path, inputs: list[Path]) -> MergeSummary:
     try:
         lock.acquire()
     except BaseException:
-        _remove_made(made, lock.path if not lock_existed else None)
+        remove_made(made, lock.path if not lock_existed else None)
         raise
     copied: list[Path] = []
     store = None
@@ -121,18 +122,7 @@ def merge_stores(out_dir: Path, inputs: list[Path]) -> MergeSummary:
             store.close()
         lock.release()
         if failed and not out_existed:
-            _remove_made(made, lock.path if not lock_existed else None)
-
-
-def _remove_made(made: list[Path], lock: Path | None) -> None:
-    """A refused merge leaves no trace: the lock it created, and the folders it made if still empty."""
-    if lock is not None:
-        lock.unlink(missing_ok=True)
-    for folder in reversed(made):
-        try:
-            folder.rmdir()
-        except OSError:
-            break
+            remove_made(made, lock.path if not lock_existed else None)
 
 
 def _merge_one(filing: Filing, path: Path, source: Store, summary: MergeSummary, copied: list[Path]) -> None:

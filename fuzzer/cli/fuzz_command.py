@@ -46,6 +46,7 @@ from divfuzz.fuzzer.cli.options import (
 from divfuzz.generators.input_siblings import DEFAULT_INPUTS_PER_COMPILE, MAX_INPUTS_PER_COMPILE
 from divfuzz.records.errors import ConfigError, OutputError
 from divfuzz.records.severity import ORDER
+from divfuzz.reports.safe_paths import remove_made
 
 
 
@@ -188,13 +189,7 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
             result = loop.run_campaign(opts, on_progress=live_view.update, before_slots=_replayer(known), fleet=fleet)
     except BaseException:
         if not store_existed and not store_path.exists():  # refused before a store was made: leave no trace
-            if not lock_existed:
-                lock_path.unlink(missing_ok=True)
-            for folder in reversed(made):
-                try:
-                    folder.rmdir()
-                except OSError:
-                    break
+            remove_made(made, None if lock_existed else lock_path)
         raise
     finally:
         if fleet is not None:
