@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,8 @@ from divfuzz.fuzzer.campaign.cluster import (
     SlotPlan,
     check_address,
     fleet_device,
+    fuzzing_threads,
+    plan_analysis,
     plan_slots,
     read_scheduler_file,
     request_from_message,
@@ -65,6 +68,35 @@ def test_plan_with_explicit_workers_and_on_the_cpu():
     assert [p.where.name for p in plans] == ["a/cpu", "b/cpu", "a/cpu"]
     assert [p.threads for p in plans] == [8, 16, 8]
     assert [p.where.name for p in plan_slots(_nodes(), "cuda:1", None)] == ["a/cuda:3", "b/cuda:1"] * 2
+
+
+def test_with_minimization_auto_leaves_each_node_the_threads_one_host_gives_its_analysis_workers():
+    from divfuzz.fuzzer.campaign.bench_legs import node_threads
+    from divfuzz.fuzzer.campaign.sizing import size_analysis_workers
+
+    # One host's rule: 12 slots and 5 analysis workers. A node of 17 threads plans the same split.
+    assert size_analysis_workers(12).workers == 5 and fuzzing_threads(17, True) == 12
+    assert fuzzing_threads(17, False) == 17 and fuzzing_threads(12, True) == 9  # 9 + 3 = 12
+    assert fuzzing_threads(1, True) == 1 and fuzzing_threads(2, True) == 1  # always a slot
+    for slots in range(1, 40):  # the bench's dask nodes get back the slots they were sized for
+        assert fuzzing_threads(node_threads(slots, True), True) == slots
+        assert node_threads(slots, False) == slots
+    nodes = [NodeInfo("tcp://10.0.0.2:9000", "b", 17, 16, ("0", "1")),
+             NodeInfo("tcp://10.0.0.1:9000", "a", 17, 16, ("2",))]
+    slots = plan_slots(nodes, "cuda", None, minimize=True)
+    assert len(slots) == 24 and Counter(p.address for p in slots) == {n.address: 12 for n in nodes}
+    assert plan_slots(nodes, "cuda", None) != slots and len(plan_slots(nodes, "cuda", None)) == 34  # no reserve without it
+    analysis = plan_analysis(nodes, "cuda", slots)
+    assert [p.slot for p in analysis] == list(range(24, 34))  # numbered after the slots: their workers' keys differ
+    assert [p.address for p in analysis] == ["tcp://10.0.0.1:9000"] * 5 + ["tcp://10.0.0.2:9000"] * 5
+    # Pinned as the node's next slots would be: node b's 12 slots sat on GPUs 0,1 alternately.
+    assert [p.where.name for p in analysis[5:]] == ["b/cuda:0", "b/cuda:1", "b/cuda:0", "b/cuda:1", "b/cuda:0"]
+    assert {p.threads for p in analysis} == {p.threads for p in slots} == {1}
+    # Every thread a slot: nothing is left, and the slots analyse inline.
+    assert plan_analysis(nodes, "cuda", plan_slots(nodes, "cuda", 34)) == []
+    # Fewer slots than a node could hold: its analysis workers still follow one host's rule.
+    few = plan_slots(nodes, "cpu", 4)
+    assert len(plan_analysis(nodes, "cpu", few)) == 2  # size_analysis_workers(2) per node: 1 each
 
 
 def test_device_is_checked_against_the_nodes_not_the_driver():
@@ -291,16 +323,15 @@ def test_live_view_shows_the_fleet_by_node_and_gpu():
 
 
 # ---- a real Dask cluster ------------------------------------------------------------------------
-@pytest.fixture
-def local_cluster():
-    """2 Dask worker processes, 1 thread each, allowed to spawn divfuzz's workers (daemon off)."""
+def _local_cluster(threads: int):
+    """2 Dask worker processes, `threads` threads each, allowed to spawn divfuzz's workers (daemon off)."""
     dask = pytest.importorskip("dask")
     distributed = pytest.importorskip("distributed")
     # Held for the fixture's life, not only at start: the nanny restarts a killed worker with the
     # config in force then, and a daemonic worker cannot start divfuzz's processes.
     environ = dict(os.environ)  # the nannies write theirs (OMP_NUM_THREADS, __DASK_PARENT_PID...) into this process's
     with dask.config.set({"distributed.worker.daemon": False}):
-        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=threads, processes=True, dashboard_address=None)
         client = distributed.Client(cluster, set_as_default=False)
         try:
             yield cluster, client
@@ -309,6 +340,16 @@ def local_cluster():
             cluster.close()
             os.environ.clear()
             os.environ.update(environ)
+
+
+@pytest.fixture
+def local_cluster():
+    yield from _local_cluster(1)
+
+
+@pytest.fixture
+def local_cluster_two_threads():
+    yield from _local_cluster(2)
 
 
 def _stored(store: Path):
@@ -519,3 +560,30 @@ def test_a_fleets_worker_and_a_local_worker_both_serve_the_case_worker_interface
     assert fleet_worker.where == SlotDevice("a/cpu", "cpu") and local.where is None
     assert fleet_worker.output_mark() is None and local.output_mark() == 0
     fleet_worker.ensure_started()  # nothing to start from the driver
+
+
+# ---- analyses on a fleet ------------------------------------------------------------------------
+# Not slow: about 40 s on the shared 2-core CPU (a planted backend: no Inductor compile).
+def test_a_fleet_analyses_in_a_pool_on_the_nodes_threads_the_slots_leave_free(local_cluster_two_threads, tmp_path):
+    # Every case is a bug (planted `nan_first`), so every new raw key is analysed. Each node has 2
+    # threads: `--workers auto` makes 1 a slot and leaves 1 to an analysis worker on that node, so
+    # the analyses run in the pool beside the slots, not inline in them (before, a fleet always
+    # analysed inline: on 2 H100s its slots spent 46% of their time minimizing, 0.36x the
+    # graphs/s of one host's 24 slots).
+    cluster, _ = local_cluster_two_threads
+    out = tmp_path / "out"
+    r = _fuzz(["--cluster", cluster.scheduler_address, "--device", "cpu", "--backend", "divfuzz.fuzzer.engine.planted:nan_first",
+               "--max-cases", "8", "--max-ops", "2", "--inputs-per-compile", "1", "--no-live", "--seed", "2", "--out", out],
+              timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    text = " ".join((r.stdout + r.stderr).split())
+    assert "2 slots on 2 Dask worker(s)" in text and "2 Dask thread(s) left for analysis workers" in text, text
+    shown = subprocess.run([sys.executable, "-m", "divfuzz.fuzzer", "bench", "--breakdown", str(out)], capture_output=True,
+                           text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT, timeout=120)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    analyses = [line for line in shown.stdout.splitlines() if line.startswith("analyses:")]
+    assert analyses and not analyses[0].startswith("analyses: 0 run"), shown.stdout  # the pool ran them
+    with sqlite3.connect(f"file:{out / 'divfuzz.sqlite'}?mode=ro", uri=True) as db:
+        filed = db.execute("SELECT count(*) FROM root_causes").fetchone()[0]
+        pending = db.execute("SELECT count(*) FROM pending_analyses").fetchone()[0]
+    assert filed >= 1 and pending == 0  # every raw key analysed and filed by the end

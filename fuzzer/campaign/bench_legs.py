@@ -12,7 +12,8 @@ compile cache (fresh Inductor and Triton folders), and read back from its own st
 - `all`: every GPU and every core (`--device cuda`, slot i on GPU i mod G);
 - `dask`: a Dask scheduler and one Dask worker per GPU on this host (`dask scheduler`, `dask
   worker`, as a fleet is started: docs/campaigns.md), each pinned to its GPU and its share of the
-  cores, with the slots per GPU that `all` has as its threads, then `fuzz --cluster-file`: the
+  cores, with the slots per GPU that `all` has as its threads (and, with minimization, one more
+  per analysis worker one host runs beside them: `node_threads`), then `fuzz --cluster-file`: the
   fleet path on the same GPUs as `all`. The cluster is up before its leg starts, as a fleet is,
   and is stopped after it.
 
@@ -42,7 +43,7 @@ from pathlib import Path
 
 from divfuzz.fuzzer.campaign.bench import DefaultCampaign, run_default_campaign
 from divfuzz.fuzzer.campaign.cluster import import_distributed
-from divfuzz.fuzzer.campaign.sizing import HostResources, cuda_indices, probe_host, size_workers
+from divfuzz.fuzzer.campaign.sizing import HostResources, cuda_indices, probe_host, size_analysis_workers, size_workers
 from divfuzz.records.errors import ConfigError, InternalError
 
 # How long the local cluster may take to come up (its scheduler file, every worker joined).
@@ -146,8 +147,8 @@ def run_legs(names: tuple[str, ...], device: str, root: Path, *, budget_s: float
             log(f"leg {leg.name}: {describe(leg, device)}")
         common = dict(budget_s=budget_s, max_cases=max_cases, seed=seed, minimize=minimize, extra=extra)
         try:
-            if leg.name == "dask":  # the fleet's slots: one per Dask worker thread
-                with local_fleet(leg, folder, env, counts["dask"]) as scheduler_file:
+            if leg.name == "dask":  # the fleet's slots and analysis workers: one per Dask worker thread
+                with local_fleet(leg, folder, env, node_threads(counts["dask"], minimize)) as scheduler_file:
                     run = run_default_campaign("cuda" if device != "cpu" else "cpu", folder / "out", workers="auto", env=env,
                                                **{**common, "extra": (*extra, "--cluster-file", str(scheduler_file))})
             else:
@@ -178,6 +179,14 @@ def leg_slots(legs: list[Leg], device: str, workers: int | str, devices: int) ->
     every = sized(host.cores, host.gpu_free_bytes)
     return {"one": sized(len(one.cores[0]) if one is not None and one.cores else host.cores, host.gpu_free_bytes[:1]),
             "all": every, "dask": max(1, every // devices)}
+
+
+def node_threads(slots: int, minimize: bool) -> int:
+    """A `dask` leg node's Dask threads for `slots` slots: one per slot, and with minimization
+    one more per analysis worker one host runs beside that many slots
+    (`sizing.size_analysis_workers`), so that `--workers auto` on the fleet plans the same slots
+    (`cluster.fuzzing_threads`) and the node's analyses run beside them, as one host's pool does."""
+    return slots + (size_analysis_workers(slots).workers if minimize else 0)
 
 
 def cold_cache_env(folder: Path) -> dict:

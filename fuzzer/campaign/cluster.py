@@ -59,7 +59,7 @@ from concurrent.futures import CancelledError
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from divfuzz.fuzzer.campaign.sizing import SlotDevice, usable_cores
+from divfuzz.fuzzer.campaign.sizing import SlotDevice, size_analysis_workers, usable_cores
 from divfuzz.fuzzer.engine import warm_template
 from divfuzz.fuzzer.engine.worker import STARTUP_TIMEOUT_S, CallOutcome, CaseRequest, Worker, WorkerTarget
 from divfuzz.generators.spec import GraphSpec
@@ -246,14 +246,32 @@ def fleet_device(device: str, nodes: list[NodeInfo]) -> str:
     return device
 
 
-def plan_slots(nodes: list[NodeInfo], device: str, workers: int | None) -> list[SlotPlan]:
+def fuzzing_threads(threads: int, minimize: bool) -> int:
+    """How many of a node's `threads` Dask threads `--workers auto` makes fuzzing slots (pure).
+    Without minimization, all of them. With it, the most slots S whose analysis workers
+    (`sizing.size_analysis_workers(S)`, the rule one host uses beside its slots) fit the threads
+    left, S + A(S) <= threads, and at least 1: a node's analysis workers run beside its slots as
+    one host's pool does, each a request on a thread of its own (a node runs at most its
+    threads' worth of requests at once)."""
+    if not minimize or threads < 2:
+        return max(1, threads)
+    slots = 1
+    while slots + 1 + size_analysis_workers(slots + 1).workers <= threads:
+        slots += 1
+    return slots
+
+
+def plan_slots(nodes: list[NodeInfo], device: str, workers: int | None, *, minimize: bool = False) -> list[SlotPlan]:
     """Slots over the nodes: one per Dask worker thread (or `workers` of them), filled round-robin
     over the workers in address order; on CUDA, the k-th slot of a node is pinned to its GPU k mod G
-    (`cuda:N`: GPU N). Each slot's worker gets the node's cores split between its slots."""
+    (`cuda:N`: GPU N). Each slot's worker gets the node's cores split between its slots. With
+    `minimize` and no `workers`, a node gives `fuzzing_threads` of its threads to slots and keeps
+    the rest for its analysis workers (`plan_analysis`)."""
     if not nodes:
         raise ClusterError("the cluster has no workers")
     ordered = sorted(nodes, key=lambda n: n.address)
-    capacity = [n for rounds in range(max(n.nthreads for n in ordered)) for n in ordered if n.nthreads > rounds]
+    room = {n.address: (n.nthreads if workers is not None else fuzzing_threads(n.nthreads, minimize)) for n in ordered}
+    capacity = [n for rounds in range(max(room.values())) for n in ordered if room[n.address] > rounds]
     count = workers if workers is not None else len(capacity)
     homes = [capacity[i % len(capacity)] for i in range(count)]
     per_node = Counter(n.address for n in homes)
@@ -263,6 +281,26 @@ def plan_slots(nodes: list[NodeInfo], device: str, workers: int | None) -> list[
         k = seen[node.address]
         seen[node.address] += 1
         plans.append(SlotPlan(slot, node.address, slot_device_on(node, device, k), max(1, node.cores // per_node[node.address])))
+    return plans
+
+
+def plan_analysis(nodes: list[NodeInfo], device: str, slots: list[SlotPlan]) -> list[SlotPlan]:
+    """The analysis workers' places (pure): on each node, on the Dask threads its slots leave
+    free, at most `sizing.size_analysis_workers` of its slot count (none on a node without
+    slots), in address order; numbered after the slots, each pinned to the node's next GPU as a
+    further slot would be, with the torch threads the node's slots have. [] where no thread is
+    free: the slots then analyse inline."""
+    ordered = sorted(nodes, key=lambda n: n.address)
+    on_node = Counter(p.address for p in slots)
+    plans = []
+    for node in ordered:
+        here = on_node[node.address]
+        if here == 0:
+            continue
+        count = min(node.nthreads - here, size_analysis_workers(here).workers)
+        for j in range(max(0, count)):
+            plans.append(SlotPlan(len(slots) + len(plans), node.address, slot_device_on(node, device, here + j),
+                                  max(1, node.cores // here)))
     return plans
 
 
@@ -294,10 +332,11 @@ class Fleet:
     """A connected cluster and the campaign's slot plan; `worker(slot, ...)` is the Campaign's
     worker factory (a `ClusterWorker` per slot)."""
 
-    def __init__(self, client, nodes: list[NodeInfo], device: str, plans: list[SlotPlan]):
+    def __init__(self, client, nodes: list[NodeInfo], device: str, plans: list[SlotPlan], *, minimize: bool = False):
         self.client = client
         self.nodes = {n.address: n for n in nodes}
         self.device = device
+        self.minimize = minimize
         self.plans = plans
         self.slot_devices = [p.where for p in plans]
         self.token = uuid.uuid4().hex[:12]  # two campaigns on one cluster never share a slot's worker
@@ -309,8 +348,9 @@ class Fleet:
         self.workers: list[ClusterWorker] = []
 
     @classmethod
-    def connect(cls, address: str, device: str, workers: int | None) -> "Fleet":
-        """Connect, read the nodes, resolve the device on them, plan the slots."""
+    def connect(cls, address: str, device: str, workers: int | None, *, minimize: bool = False) -> "Fleet":
+        """Connect, read the nodes, resolve the device on them, plan the slots (with `minimize`,
+        `--workers auto` leaves each node threads for its analysis workers: `plan_slots`)."""
         distributed = import_distributed()
         try:
             client = distributed.Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
@@ -327,26 +367,53 @@ class Fleet:
                      for a, i in infos.items()]
             device = fleet_device(device, nodes)
             client.run(node_warm_up, "cuda" if device.startswith("cuda") else "cpu")  # returns at once: each node imports in a thread
-            return cls(client, nodes, device, plan_slots(nodes, device, workers))
+            return cls(client, nodes, device, plan_slots(nodes, device, workers, minimize=minimize), minimize=minimize)
         except BaseException:
             client.close()
             raise
 
     def replan(self, workers: int) -> None:
         """Plan `workers` slots over the same nodes (a resumed run keeps its slot count)."""
-        self.plans = plan_slots(list(self.nodes.values()), self.device, workers)
+        self.plans = plan_slots(list(self.nodes.values()), self.device, workers, minimize=self.minimize)
         self.slot_devices = [p.where for p in self.plans]
+
+    def analysis_plans(self, wanted: int) -> list[SlotPlan]:
+        """At most `wanted` places for the campaign's analysis workers, on the threads the slots
+        leave free (`plan_analysis`); [] when none is free or none is wanted."""
+        return plan_analysis(list(self.nodes.values()), self.device, self.plans)[:max(0, wanted)]
+
+    def analysis_worker_factory(self, plans: list[SlotPlan]):
+        """The analysis pool's `worker_factory` for `plans` (`AnalysisPool.start` calls it once per
+        place, in order): each call gives the next plan's `ClusterWorker`, a worker process on that
+        node beside its slots'. The driver's `extra_env` is replaced by the node's, as for a slot."""
+        queue = list(plans)
+        lock = threading.Lock()
+
+        def make(device: str, *, extra_env: dict | None = None) -> "ClusterWorker":
+            with lock:
+                if not queue:
+                    raise InternalError("the fleet's analysis pool asked for more workers than it planned")
+                plan = queue.pop(0)
+            w = ClusterWorker(self, plan)
+            with self.lock:
+                self.workers.append(w)
+            return w
+
+        return make
 
     def describe(self) -> str:
         """One line for the campaign's header: slots, nodes, devices."""
         hosts = Counter(p.where.name for p in self.plans)
+        spare = len(plan_analysis(list(self.nodes.values()), self.device, self.plans)) if self.minimize else 0
         return (f"{len(self.plans)} slot{'s' if len(self.plans) != 1 else ''} on {len(self.nodes)} Dask worker(s): "
-                + ", ".join(f"{name} x{n}" for name, n in sorted(hosts.items())))
+                + ", ".join(f"{name} x{n}" for name, n in sorted(hosts.items()))
+                + (f"; {spare} Dask thread(s) left for analysis workers" if spare else ""))
 
     def progress_line(self) -> str:
         """Workers by node and GPU, now, and what lost nodes cost (the live view's fleet line)."""
         with self.lock:
-            where = Counter(w.where_name for w in self.workers) if self.workers else Counter(p.where.name for p in self.plans)
+            slots = [w for w in self.workers if w.slot < len(self.plans)]  # a fuzzing slot's, not an analysis worker's
+            where = Counter(w.where_name for w in slots) if slots else Counter(p.where.name for p in self.plans)
             lost, requeued = len(self.stats.lost_nodes), self.stats.requeued
         line = "fleet: " + " · ".join(f"{name} x{n}" for name, n in sorted(where.items()))
         if lost or requeued:

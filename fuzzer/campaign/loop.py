@@ -19,7 +19,9 @@ the campaign seed, the slot and the epoch) in a thread that feeds one worker pro
   first, never noise, by-design or eager-worse ones; a slot that stops drawing hands its worker to the pool.
   Analyses still open when the budget's work ends stay pending in the store, and a resumed
   campaign (or `divfuzz minimize --pending`: `divfuzz.fuzzer.campaign.pending`) finishes them. `analysis_workers=0` analyses inline
-  in the slot instead; both end in the same buckets (`Store.resolve_root_cause`);
+  in the slot instead; both end in the same buckets (`Store.resolve_root_cause`). On a fleet the pool's
+  workers live on the nodes, on the Dask threads the slots leave free (`cluster.plan_analysis`), and
+  the slots analyse inline only where no thread is free;
 - `--budget` is kept (`divfuzz.fuzzer.campaign.schedule`): it counts from the command's start, drawing
   stops early enough for the cases in flight and the open bug analyses, and whatever is still in
   flight at `work_end` is dropped, as for an interrupt;
@@ -325,18 +327,25 @@ class Campaign:
         count = opts.analysis_workers if opts.analysis_workers is not None else size_analysis_workers(opts.workers).workers
         if count < 0:
             raise ConfigError(f"Expected analysis_workers >= 0 but got analysis_workers={count!r}")
-        if self.fleet is not None:
-            # On a fleet the devices are the nodes': analyses run inline, in the slot's node worker
-            # (a pool here would put them on the driver). Pending ones wait for `minimize --pending`.
-            count = 0
-        self.inline_analysis = count == 0
         self.pending_at_start = self.store.pending_analyses()
-        if count == 0 and self.pending_at_start and self.fleet is None:
-            count = 1
-        if count:
+        factory = Worker
+        if self.fleet is not None:
+            # On a fleet the devices are the nodes': the pool's workers are processes on the nodes,
+            # on the Dask threads the slots leave free (`Fleet.analysis_plans`). Where none is
+            # free, the slots analyse inline (their requests hold every thread).
+            plans = self.fleet.analysis_plans(max(count, 1 if self.pending_at_start else 0))
+            count = len(plans)
+            self.inline_analysis = count == 0
+            places = [p.where for p in plans]
+            factory = self.fleet.analysis_worker_factory(plans)
+        else:
+            self.inline_analysis = count == 0
+            if count == 0 and self.pending_at_start:
+                count = 1
             places = campaign_slot_devices(opts.device, opts.workers + count)[opts.workers:]
+        if count:
             self.pool = AnalysisPool(places, self.analyzer, budget=schedule.AnalysisBudget(self.work_end, opts.minimize_budget_s),
-                                     worker_env=self.worker_env,
+                                     worker_env=self.worker_env, worker_factory=factory,
                                      choose=functools.partial(schedule.most_severe_first, self.store, campaign=True))
 
     def run(self, before_slots: Callable[["Campaign"], None] | None = None) -> CampaignResult:
@@ -682,7 +691,7 @@ class Campaign:
             pass
         finally:
             # Drawing is over for this slot: its warm worker minimizes (bug buckets first) beside the pool's.
-            if self.pool is None or self.interrupted.is_set() or self.fleet is not None or not self.pool.adopt(worker):
+            if self.pool is None or self.interrupted.is_set() or not self.pool.adopt(worker):
                 worker.stop()
 
     def _members_to_run(self, slot: int, idx: int, where: SlotDevice, group: list[GraphSpec],

@@ -116,7 +116,7 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
         # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
         from divfuzz.fuzzer.campaign.cluster import Fleet
 
-        fleet = Fleet.connect(cluster, device, None if workers == "auto" else workers)
+        fleet = Fleet.connect(cluster, device, None if workers == "auto" else workers, minimize=not no_minimize)
         device, workers, workers_reason = fleet.device, len(fleet.plans), fleet.describe()
         shared = [name for name in {p.where.name for p in fleet.plans} if sum(p.where.name == name for p in fleet.plans) > 1]
         if oracle == "perf" and shared:  # as on one host: timings need their device alone
