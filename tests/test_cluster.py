@@ -587,3 +587,47 @@ def test_a_fleet_analyses_in_a_pool_on_the_nodes_threads_the_slots_leave_free(lo
         filed = db.execute("SELECT count(*) FROM root_causes").fetchone()[0]
         pending = db.execute("SELECT count(*) FROM pending_analyses").fetchone()[0]
     assert filed >= 1 and pending == 0  # every raw key analysed and filed by the end
+
+
+# ---- a fleet's end ------------------------------------------------------------------------------
+# Not slow: about 15 s on the shared 2-core CPU (one node worker process, a planted hang).
+def test_stopping_a_busy_slot_never_holds_up_its_node(local_cluster):
+    # At a campaign's end every slot and analysis worker is stopped through `Client.run`, which
+    # runs the call in the node's event loop. A graceful stop waits up to 10 s for the process to
+    # exit; in the loop, one busy process held every other call to the node (on 2 H100s the fleet's
+    # slots ended 10.6 s past the budget's work end). The stop must return at once, and a stop
+    # after an abort must kill, not wait.
+    from divfuzz.fuzzer.campaign import cluster
+    from divfuzz.fuzzer.engine.worker import CaseRequest
+
+    _, client = local_cluster
+    fleet = cluster.Fleet.connect(client.scheduler.address, "cpu", 1)
+    try:
+        worker = fleet.worker(0, "cpu")
+        spec = layer_norm_linear(8, 4)
+        request = CaseRequest(spec, "cpu", CompileConfig(backend="divfuzz.fuzzer.engine.planted:hang"))
+        got = []
+        slot = threading.Thread(target=lambda: got.append(worker.run_group(request, 600.0)), daemon=True)
+        slot.start()
+        busy = f"""
+import divfuzz.fuzzer.campaign.cluster as node
+w = node._NODE_WORKERS.get({worker.key!r})
+busy = w is not None and w.process is not None and w.process.is_alive() and w.conn is not None
+"""
+        deadline = time.monotonic() + 120
+        while not any(client.run(lambda code: (lambda ns: (exec(code, ns), ns["busy"])[1])({}), busy, workers=[worker.address]).values()):
+            assert time.monotonic() < deadline, "the node's worker never started the request"
+            time.sleep(0.2)
+        time.sleep(1.0)  # the request reached the process, which now compiles or hangs
+        started = time.monotonic()
+        client.run(cluster.node_stop, worker.key, workers=[worker.address])
+        assert time.monotonic() - started < 3.0  # the graceful stop waits in a thread of the node, not in its loop
+        worker.abort()  # the slot's wait ends; its process is killed on the node
+        slot.join(30)
+        assert not slot.is_alive()
+        sent = []
+        worker._on_node = lambda fn: sent.append(fn.__name__)
+        worker.stop()
+        assert sent == ["node_kill"]  # an aborted slot's stop kills: its process may still run
+    finally:
+        fleet.close()

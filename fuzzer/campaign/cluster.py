@@ -177,10 +177,25 @@ def node_call(key: str, device: str, extra_env: dict, target: WorkerTarget, kwar
 
 
 def node_stop(key: str) -> None:
+    """Out of band: the slot's process stops gracefully, in a thread of this node's process, so
+    that `Client.run`, which runs this in the node's event loop, returns at once (a stop waits
+    for the process to exit: done in the loop, a fleet's many stops at a campaign's end would
+    queue behind each other, and every other call to the node behind them)."""
     with _NODE_LOCK:
         worker = _NODE_WORKERS.pop(key, None)
     if worker is not None:
-        worker.stop()
+        threading.Thread(target=worker.stop, name=f"divfuzz-stop-{key}", daemon=True).start()
+
+
+def node_kill(key: str) -> None:
+    """Out of band: the slot's process ends now, without the graceful stop's wait (`Worker.stop`
+    waits up to 10 s for a busy process to read its stop, and `Client.run` runs this in the
+    node's event loop, where that wait would hold up every other call to the node)."""
+    with _NODE_LOCK:
+        worker = _NODE_WORKERS.pop(key, None)
+    if worker is not None:
+        worker.abort()
+        worker.kill()
 
 
 def node_abort(key: str) -> None:
@@ -628,14 +643,18 @@ class ClusterWorker:
         """From another thread: stop now; the case in flight is dropped, never a verdict."""
         self.aborted = True
         self._abort_event.set()
-        self._answered.set()  # the wait in flight ends now
         future = self._future
         if future is not None:
             future.cancel()
+        # The node's process dies before the slot's wait wakes: the slot's `stop` must never reach
+        # the node while that process still runs its request.
         self._on_node(node_abort)
+        self._answered.set()  # the wait in flight ends now
 
     def stop(self) -> None:
-        self._on_node(node_stop)
+        """Stop the slot's process on its node: gracefully, or at once once aborted (its process
+        was killed or is being killed: a graceful stop would wait on it in the node's event loop)."""
+        self._on_node(node_kill if self.aborted else node_stop)
 
     def kill(self) -> None:
         self.abort()
