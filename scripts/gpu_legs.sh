@@ -8,7 +8,7 @@
 #   CASES=       bound each leg by cases instead (a smoke test: CASES=8 DEVICE=cpu WORKERS=1)
 #   SEED=1  OUT=legs-out  DEVICE=cuda  PYTHON=python3
 #   WORKERS=auto   or N: slots per GPU
-#   MINIMIZE=0     1: keep minimization (the fleet analyses inline in its slots, one host in a pool)
+#   MINIMIZE=0     1: keep minimization (a default campaign: an analysis pool beside the slots, on a fleet on its nodes)
 #   WHEELS=DIR     install dask[distributed] and the packages it needs from DIR first, offline
 set -euo pipefail
 LEGS="${1:-one,all,dask}"
