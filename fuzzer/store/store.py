@@ -381,9 +381,10 @@ class Store:
                                        (after, _CASE_PAGE)).fetchall()
             if not rows:
                 return
+            after = rows[-1]["id"]
             for r in rows:
                 yield CaseRow.from_row(r)
-            after = rows[-1]["id"]
+            del rows, r  # else the next page is read while this one is still held: two pages at the peak
 
     def run_stats(self, run_id: int) -> dict[str, Any]:
         with self._lock:
@@ -685,9 +686,10 @@ class Store:
                                        " ORDER BY id LIMIT ?", (after, *scope, _CASE_PAGE)).fetchall()
             if not rows:
                 return
+            after = rows[-1]["id"]
             for r in rows:
                 yield {**{name: r[name] for name in self._CASE_SUMMARY}, "verdict": json.loads(r["verdict_json"])}
-            after = rows[-1]["id"]
+            del rows, r  # else the next page is read while this one is still held: two pages at the peak
 
     def _streamed(self, query: str, args: tuple) -> Iterator[sqlite3.Row]:
         """The rows of one query, fetched a page at a time from one cursor: for an order no index
@@ -701,6 +703,7 @@ class Store:
                 if not rows:
                     return
                 yield from rows
+                del rows  # else the next page is fetched while this one is still held
         finally:
             cursor.close()
 
