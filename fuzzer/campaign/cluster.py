@@ -19,6 +19,12 @@ and only a wait past `POLL_S` looks at the scheduler's worker list, which one sl
 time for all. What the Dask path adds to each request (submit, scheduling, the
 result's fetch) is counted as `fleet_round_trip` in the run's timings (`bench --breakdown`).
 
+Analyses travel as cases do. With minimization on, `--workers auto` leaves each node the Dask
+threads one host gives its analysis workers beside that many slots (`fuzzing_threads`), and the
+campaign's analysis pool gets a `ClusterWorker` on each of them (`plan_analysis`): the analysis
+logic stays on the driver, its compiles run on the nodes beside the slots, as one host's pool runs
+beside its slots. A node whose threads are all slots leaves its slots to analyse inline.
+
 Input siblings travel as on one host: a request is a drawn spec and its siblings
 (`divfuzz.generators.input_siblings`), and the node runs the whole group through one compile in
 the slot's worker (`Worker.run_group`), answering once with every member's verdict. So a fleet
