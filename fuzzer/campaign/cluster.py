@@ -23,7 +23,7 @@ Analyses travel as cases do. With minimization on, `--workers auto` leaves each 
 threads one host gives its analysis workers beside that many slots (`fuzzing_threads`), and the
 campaign's analysis pool gets a `ClusterWorker` on each of them (`plan_analysis`): the analysis
 logic stays on the driver, its compiles run on the nodes beside the slots, as one host's pool runs
-beside its slots. A node whose threads are all slots leaves its slots to analyse inline.
+beside its slots. A fleet with no thread left over has its slots analyse inline.
 
 Input siblings travel as on one host: a request is a drawn spec and its siblings
 (`divfuzz.generators.input_siblings`), and the node runs the whole group through one compile in
