@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -203,3 +204,25 @@ def test_bench_legs_on_the_cpu_run_one_and_dask_on_the_same_cases_with_cold_cach
     # Each leg compiled into its own cache, cold when it started (never the user's).
     assert all(any((tmp_path / f"leg-{leg}" / "inductor-cache").iterdir()) for leg in ("one", "dask"))
     assert not (tmp_path / "leg-all").exists()
+
+
+def test_the_legs_table_says_whether_a_rate_kept_the_budget_and_analysed_every_bug():
+    # Issue 41's goals hold a rate only with the budget kept (within 10 s) and every bug bucket
+    # analysed by the end: each leg's row says both, from its own store's breakdown.
+    from divfuzz.fuzzer.campaign.bench import DefaultCampaign
+    from divfuzz.fuzzer.campaign.bench_legs import Leg, LegResult, legs_table
+    from divfuzz.fuzzer.campaign.breakdown import Breakdown
+
+    def leg(name, span_s, pending):
+        b = Breakdown(store=Path("s"), run_id=1, device="cuda", workers=12, cases=400, span_s=span_s, first_case_s=20.0,
+                      last_case_s=190.0, stages={"compile_forward": 100.0}, slot_time={}, budget_s=200.0,
+                      pending_by_severity=pending, graphs=100)
+        return LegResult(Leg(name, ("0",)), DefaultCampaign(("python", "-m", "divfuzz.fuzzer", "fuzz"), span_s, b), 12)
+
+    table = legs_table([leg("one", 195.3, {"bug": 2, "suspect": 40}), leg("all", 211.5, {"suspect": 3})], "cuda",
+                       seed=1, budget_s=200.0, max_cases=None)
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[1:-1]] for line in table.splitlines()
+            if line.startswith("| one") or line.startswith("| all")}
+    header = [c.strip() for c in table.splitlines()[1].split("|")[1:-1]]
+    assert header[-2:] == ["past the budget s", "bug analyses pending"]
+    assert rows["one"][-2:] == ["-4.7", "2"] and rows["all"][-2:] == ["+11.5", "0"]

@@ -283,22 +283,27 @@ def tail(path: Path, chars: int = 1500) -> str:
 
 def legs_table(results: list[LegResult], device: str, *, seed: int, budget_s: float | None, max_cases: int | None) -> str:
     """One row per leg (graphs/s and cases/s over the run, cases/s past start-up, the compile's
-    seconds per graph: what the leg's cores made of it), then the ratios all/one and dask/all
-    (dask/one where 'all' did not run)."""
+    seconds per graph: what the leg's cores made of it; how far past its budget the run ended and
+    how many bug analyses it left pending: what a rate must not be bought with), then the ratios
+    all/one and dask/all (dask/one where 'all' did not run)."""
     bound = f"budget {budget_s:g} s" if budget_s else f"{max_cases} cases"
     lines = [f"legs on {device}, seed {seed}, {bound} each, one after another, each with its own cold compile cache:",
-             "| leg | where | slots | graphs | cases | span s | graphs/s | cases/s | cases/s past start-up | compile ms per graph |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| leg | where | slots | graphs | cases | span s | graphs/s | cases/s | cases/s past start-up | compile ms per graph "
+             "| past the budget s | bug analyses pending |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     by_name = {}
     for r in results:
         if r.run is None:
-            lines.append(f"| {r.leg.name} | not run: {r.leg.skipped} | | | | | | | | |")
+            lines.append(f"| {r.leg.name} | not run: {r.leg.skipped} | | | | | | | | | | |")
             continue
         b = r.run.breakdown
         by_name[r.leg.name] = r
         compile_ms = (b.stages.get("compile_forward", 0.0) + b.stages.get("compile_backward", 0.0)) / b.graphs * 1000 if b.graphs else 0.0
+        # What a rate must not be bought with: the budget kept, and every bug bucket analysed by the end.
+        past = f"{b.span_s - b.budget_s:+.1f}" if b.budget_s else "-"
         lines.append(f"| {r.leg.name} | {describe(r.leg, device)} | {r.slots} | {b.graphs} | {b.cases} | {b.span_s:.1f} | "
-                     f"{r.graphs_per_s:.2f} | {r.cases_per_s:.2f} | {b.rate_past_startup:.2f} | {compile_ms:.0f} |")
+                     f"{r.graphs_per_s:.2f} | {r.cases_per_s:.2f} | {b.rate_past_startup:.2f} | {compile_ms:.0f} | "
+                     f"{past} | {b.pending_by_severity.get('bug', 0)} |")
     ratios = []
     for top, bottom in (("all", "one"), ("dask", "all" if "all" in by_name else "one")):
         a, b = by_name.get(top), by_name.get(bottom)
