@@ -616,13 +616,14 @@ def test_stopping_a_busy_slot_never_holds_up_its_node(local_cluster):
         got = []
         slot = threading.Thread(target=lambda: got.append(worker.run_group(request, 600.0)), daemon=True)
         slot.start()
-        busy = f"""
-import divfuzz.fuzzer.campaign.cluster as node
-w = node._NODE_WORKERS.get({worker.key!r})
-busy = w is not None and w.process is not None and w.process.is_alive() and w.conn is not None
-"""
+        def busy(key):  # on the node (a nested function travels by value, not as this test module)
+            import divfuzz.fuzzer.campaign.cluster as node
+
+            w = node._NODE_WORKERS.get(key)
+            return w is not None and w.process is not None and w.process.is_alive() and w.conn is not None
+
         deadline = time.monotonic() + 120
-        while not any(client.run(lambda code: (lambda ns: (exec(code, ns), ns["busy"])[1])({}), busy, workers=[worker.address]).values()):
+        while not any(client.run(busy, worker.key, workers=[worker.address]).values()):
             assert time.monotonic() < deadline, "the node's worker never started the request"
             time.sleep(0.2)
         time.sleep(1.0)  # the request reached the process, which now compiles or hangs

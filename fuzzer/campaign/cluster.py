@@ -652,8 +652,8 @@ class ClusterWorker:
         future = self._future
         if future is not None:
             future.cancel()
-        # The node's process dies before the slot's wait wakes: the slot's `stop` must never reach
-        # the node while that process still runs its request.
+        # Kill on the node before waking the slot's wait. A slot that sees `aborted` at its own poll
+        # first still never stops gracefully: its `stop` kills (`node_kill`).
         self._on_node(node_abort)
         self._answered.set()  # the wait in flight ends now
 
