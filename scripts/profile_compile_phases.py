@@ -52,6 +52,12 @@ VARIANTS = {
     # the same kernel text in two graphs is then one source file, one Triton cache entry and,
     # within a process, one compiled kernel (Inductor's own "maximize caching" setting)
     "samenames": ("compared", (("triton.unique_kernel_names", False),), {}),
+    # Triton without debug line info (no DI scope pass in LLVM, ptxas told to drop debug info):
+    # what a kernel computes is unchanged, only the tables that map it back to its source
+    "nolineinfo": ("compared", (), {"TRITON_DISABLE_LINE_INFO": "1"}),
+    # the objects alive after the imports moved out of the garbage collector's reach (gc.freeze):
+    # a full collection then scans only what the compiles made
+    "gcfreeze": ("compared", (), {"PROFILE_PHASES_GC_FREEZE": "1"}),
 }
 
 
@@ -91,6 +97,12 @@ def child(args) -> None:
         setattr(obj, last, value)
     if args.device.startswith("cuda"):
         torch.cuda.init()
+    if os.environ.get("PROFILE_PHASES_GC_FREEZE") == "1":
+        # lazy: only the gcfreeze variant
+        import gc
+
+        gc.collect()
+        gc.freeze()
     started = time.perf_counter() - t0
     specs = [line for line in Path(args.specs).read_text().splitlines() if line][args.shard::args.procs]
     out = []
@@ -134,7 +146,9 @@ def run_variant(args, variant: str, specs_file: Path, tmp: Path, n: int) -> dict
     cache = (Path(args.keep_caches) if args.keep_caches else tmp) / f"cache-{variant}-{n}"
     profiles = tmp / f"profiles-{variant}-{n}"
     profiles.mkdir(exist_ok=True)
-    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT),
+    # the children import divfuzz as this process does (an install, or a PYTHONPATH the caller set)
+    path = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(ROOT)) if p)
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(cache), PYTHONPATH=path,
                DIVFUZZ_WORKER_THREADS=str(max(1, (os.cpu_count() or 1) // args.procs)),
                TORCHINDUCTOR_COMPILE_THREADS=str(max(1, (os.cpu_count() or 1) // args.procs)))
     env.update(VARIANTS[variant][2])

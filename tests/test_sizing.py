@@ -184,8 +184,28 @@ def test_a_campaign_worker_gets_its_share_of_the_compile_threads_and_a_user_sett
             worker.stop()
         assert outcome.error is None, outcome.error
         facts[name] = outcome.value
-    assert facts["share"] == {"torch_threads": 1, "compile_threads": 1}
+    assert (facts["share"]["torch_threads"], facts["share"]["compile_threads"]) == (1, 1)
     assert facts["user"]["compile_threads"] == 3
+
+
+def test_a_worker_compiles_without_triton_line_info_and_with_its_imports_frozen_and_a_user_setting_is_kept():
+    # Both cut a compile's CPU and neither its bits (worker._serve): Triton's line tables are
+    # debug info only, and the objects the imports left are out of the collector's scans.
+    from divfuzz.fuzzer.engine.worker import Worker, WorkerTarget
+
+    facts = {}
+    for name, env in (("default", {}), ("user", {"TRITON_DISABLE_LINE_INFO": "0"})):
+        worker = Worker("cpu", extra_env=env)
+        try:
+            outcome = worker.call(WorkerTarget.WORKER_FACTS, {}, 120)
+        finally:
+            worker.stop()
+        assert outcome.error is None, outcome.error
+        facts[name] = outcome.value
+    assert facts["default"]["triton_disable_line_info"] == "1"
+    assert facts["user"]["triton_disable_line_info"] == "0"
+    # torch's import alone leaves hundreds of thousands of objects; a worker that froze none says 0
+    assert facts["default"]["frozen_objects"] > 100_000, facts["default"]
 
 
 SMI_TWO_H100 = "NVIDIA H100 80GB HBM3, 80000\nNVIDIA H100 80GB HBM3, 1024\n"

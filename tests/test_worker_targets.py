@@ -22,7 +22,7 @@ def test_every_target_is_bound_to_the_function_it_names():
 
 def test_a_worker_runs_a_declared_target_and_refuses_any_other():
     facts = engine_worker._run_call({"call": WorkerTarget.WORKER_FACTS.value, "kwargs": {}})
-    assert set(facts["result"]) == {"torch_threads", "compile_threads"}
+    assert set(facts["result"]) == {"torch_threads", "compile_threads", "triton_disable_line_info", "frozen_objects"}
     refused = engine_worker._run_call({"call": "os:getpid", "kwargs": {}})
     assert "result" not in refused and "Expected a WorkerTarget" in refused["error"]
     escape = engine_worker._run_call({"call": "os:getpid", "kwargs": {}, "unregistered_for_tests": True})
