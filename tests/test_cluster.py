@@ -97,6 +97,13 @@ def test_with_minimization_auto_leaves_each_node_the_threads_one_host_gives_its_
     # Fewer slots than a node could hold: its analysis workers still follow one host's rule.
     few = plan_slots(nodes, "cpu", 4)
     assert len(plan_analysis(nodes, "cpu", few)) == 2  # size_analysis_workers(2) per node: 1 each
+    # The header counts the threads the analysis workers will take: none under --analysis-workers 0.
+    from divfuzz.fuzzer.campaign import cluster
+
+    fleet = cluster.Fleet(None, nodes, "cuda", slots, minimize=True)
+    assert fleet.describe().endswith("; 10 Dask thread(s) left for analysis workers")
+    assert fleet.describe(3).endswith("; 3 Dask thread(s) left for analysis workers")
+    assert "analysis" not in fleet.describe(0) and "analysis" not in cluster.Fleet(None, nodes, "cuda", slots).describe()
 
 
 def test_device_is_checked_against_the_nodes_not_the_driver():

@@ -422,10 +422,14 @@ class Fleet:
 
         return make
 
-    def describe(self) -> str:
-        """One line for the campaign's header: slots, nodes, devices."""
+    def describe(self, analysis_workers: int | None = None) -> str:
+        """One line for the campaign's header: slots, nodes, devices, and the Dask threads the
+        campaign's analysis workers will take (`analysis_plans`: at most `analysis_workers` of the
+        threads the slots leave free, all of them when None; none without minimization)."""
         hosts = Counter(p.where.name for p in self.plans)
         spare = len(plan_analysis(list(self.nodes.values()), self.device, self.plans)) if self.minimize else 0
+        if analysis_workers is not None:
+            spare = min(spare, max(0, analysis_workers))
         return (f"{len(self.plans)} slot{'s' if len(self.plans) != 1 else ''} on {len(self.nodes)} Dask worker(s): "
                 + ", ".join(f"{name} x{n}" for name, n in sorted(hosts.items()))
                 + (f"; {spare} Dask thread(s) left for analysis workers" if spare else ""))

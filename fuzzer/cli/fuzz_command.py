@@ -117,7 +117,8 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
         from divfuzz.fuzzer.campaign.cluster import Fleet
 
         fleet = Fleet.connect(cluster, device, None if workers == "auto" else workers, minimize=not no_minimize)
-        device, workers, workers_reason = fleet.device, len(fleet.plans), fleet.describe()
+        device, workers = fleet.device, len(fleet.plans)
+        workers_reason = fleet.describe(None if analysis_workers == "auto" else analysis_workers)
         shared = [name for name in {p.where.name for p in fleet.plans} if sum(p.where.name == name for p in fleet.plans) > 1]
         if oracle == "perf" and shared:  # as on one host: timings need their device alone
             fleet.close()
