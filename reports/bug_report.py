@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from divfuzz.generators.runtime import COTANGENT_SEED_OFFSET
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.records.culprit import bisect_text_of
 from divfuzz.reports.markdown import verdict_table
-from divfuzz.reports.repro import graph_code, inputs_code
+from divfuzz.reports.repro import graph_code, inputs_code, int_literal
 
 if TYPE_CHECKING:
     from divfuzz.records.severity import SeverityReason
@@ -74,6 +75,37 @@ def render_bug_report(
 
 
 def _minimal_code_section(spec: GraphSpec, device: str) -> list[str]:
+    """The case as a short script: the forward under no_grad, or, for a case with a backward pass,
+    the forward and each input's gradient under the output gradients divfuzz drew
+    (`divfuzz.generators.runtime.cotangents`: one CPU generator seeded with the recipe's seed plus
+    `COTANGENT_SEED_OFFSET`, one draw per floating output that requires grad, in order), so that a
+    divergence or a compile error of the backward shows here as it does in the campaign."""
+    if spec.backward:
+        run = [
+            f"SEED = {int_literal(spec.recipe.seed)}",
+            "",
+            "",
+            "def run(fn):  # the outputs, then the gradient of each input that requires grad",
+            "    outs = fn(*inputs)",
+            f"    g = torch.Generator().manual_seed(SEED + {COTANGENT_SEED_OFFSET})",
+            "    diff = [o for o in outs if o.is_floating_point() and o.requires_grad]",
+            "    cots = [torch.randn(o.shape, generator=g).to(o) for o in diff]",
+            "    leaves = [t for t in inputs if t.requires_grad]",
+            "    grads = torch.autograd.grad(diff, leaves, cots, allow_unused=True)",
+            "    return [o.detach() for o in outs] + [t for t in grads if t is not None]",
+            "",
+            "",
+            "eager = run(model)",
+            "torch._dynamo.reset()",
+            "compiled = run(torch.compile(model))",
+        ]
+    else:
+        run = [
+            "with torch.no_grad():",
+            "    eager = model(*inputs)",
+            "    torch._dynamo.reset()",
+            "    compiled = torch.compile(model)(*inputs)",
+        ]
     return [
         "## Minimal code",
         "",
@@ -87,10 +119,7 @@ def _minimal_code_section(spec: GraphSpec, device: str) -> list[str]:
         "",
         f"DEVICE_TYPE = {device.split(':')[0]!r}",
         f"inputs = make_inputs({device!r})",
-        "with torch.no_grad():",
-        "    eager = model(*inputs)",
-        "    torch._dynamo.reset()",
-        "    compiled = torch.compile(model)(*inputs)",
+        *run,
         "for eager_out, compiled_out in zip(eager, compiled):",
         "    print((eager_out != compiled_out).sum().item(), 'of', eager_out.numel(), 'elements differ')",
         "```",

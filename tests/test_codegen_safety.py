@@ -93,6 +93,14 @@ def reference_spec():
     return load_spec(json.dumps(base()))
 
 
+def reference_backward_spec():
+    """The reference spec with a backward pass (its input requires grad)."""
+    data = base()
+    data["backward"] = True
+    data["inputs"][0]["requires_grad"] = True
+    return load_spec(json.dumps(data))
+
+
 def _dumps(tree: ast.Module) -> dict[str, str]:
     return {getattr(s, "name", None) or ast.dump(s): ast.dump(s) for s in tree.body}
 
@@ -207,17 +215,25 @@ def report_code(report: str) -> str:
 
 
 def check_report(report: str, spec) -> None:
+    """report.md's code: model() and make_inputs() checked, a backward case's SEED the recipe's seed
+    as an int literal, and every other statement exactly the reference's (forward or backward)."""
     tree = ast.parse(report_code(report))
-    reference = REPORT_REFERENCE
+    reference = REPORT_REFERENCE_BACKWARD if spec.backward else REPORT_REFERENCE
+    seeds = 0
     for stmt in tree.body:
         if isinstance(stmt, ast.FunctionDef) and stmt.name == "model":
             check_model(stmt, spec)
         elif isinstance(stmt, ast.FunctionDef) and stmt.name == "make_inputs":
             check_make_inputs(stmt, spec)
-        elif isinstance(stmt, ast.FunctionDef):
+        elif isinstance(stmt, ast.FunctionDef) and stmt.name in RECIPE_NAMES:
             assert ast.dump(stmt) == RECIPE_DUMPS[stmt.name]
+        elif spec.backward and isinstance(stmt, ast.Assign) and [getattr(t, "id", None) for t in stmt.targets] == ["SEED"]:
+            assert isinstance(stmt.value, ast.Constant) and stmt.value.value == spec.recipe.seed
+            seeds += 1
         else:
-            assert reference.get(ast.dump(stmt)) == ast.dump(stmt), ast.unparse(stmt)[:300]
+            key = getattr(stmt, "name", None) or ast.dump(stmt)
+            assert reference.get(key) == ast.dump(stmt), ast.unparse(stmt)[:300]
+    assert seeds == (1 if spec.backward else 0)
 
 
 def _render_report(spec) -> str:
@@ -226,6 +242,7 @@ def _render_report(spec) -> str:
 
 
 REPORT_REFERENCE = _dumps(ast.parse(report_code(_render_report(reference_spec()))))
+REPORT_REFERENCE_BACKWARD = _dumps(ast.parse(report_code(_render_report(reference_backward_spec()))))
 
 
 def check_rendered(spec) -> None:
@@ -240,7 +257,8 @@ def test_reserved_names_cover_every_name_the_templates_bind_or_use():
     """Graph values are locals of model() and make_inputs(): no template name may be one."""
     spec = reference_spec()
     graph = {t.name for t in spec.inputs} | {n.name for n in spec.nodes}
-    for text in (render_repro(spec, device="cpu", config=CompileConfig(), title="t"), report_code(_render_report(spec))):
+    for text in (render_repro(spec, device="cpu", config=CompileConfig(), title="t"), report_code(_render_report(spec)),
+                 report_code(_render_report(reference_backward_spec()))):
         tree = ast.parse(text)
         module_level = set()
         for stmt in tree.body:
