@@ -169,14 +169,12 @@ def test_auto_workers_resume_an_unfinished_run_with_its_own_count_not_a_new_run(
         assert {r[0] for r in db.execute("SELECT slot FROM cases")} == set(range(count))  # the run's slots, no other
 
 
-def test_a_campaign_worker_gets_its_share_of_the_compile_threads_and_a_user_setting_is_kept():
-    # Inductor sizes its compile pool from the host's cores in every process: W workers would start
-    # W pools of that size. A worker given its share of the cores gets as many compile threads.
+def _worker_facts(envs: dict[str, dict]) -> dict[str, dict]:
+    """`worker_facts` from a fresh CPU worker started with each named extra environment."""
     from divfuzz.fuzzer.engine.worker import Worker, WorkerTarget
 
     facts = {}
-    for name, env in (("share", {"DIVFUZZ_WORKER_THREADS": "1"}),
-                      ("user", {"DIVFUZZ_WORKER_THREADS": "1", "TORCHINDUCTOR_COMPILE_THREADS": "3"})):
+    for name, env in envs.items():
         worker = Worker("cpu", extra_env=env)
         try:
             outcome = worker.call(WorkerTarget.WORKER_FACTS, {}, 120)
@@ -184,6 +182,14 @@ def test_a_campaign_worker_gets_its_share_of_the_compile_threads_and_a_user_sett
             worker.stop()
         assert outcome.error is None, outcome.error
         facts[name] = outcome.value
+    return facts
+
+
+def test_a_campaign_worker_gets_its_share_of_the_compile_threads_and_a_user_setting_is_kept():
+    # Inductor sizes its compile pool from the host's cores in every process: W workers would start
+    # W pools of that size. A worker given its share of the cores gets as many compile threads.
+    facts = _worker_facts({"share": {"DIVFUZZ_WORKER_THREADS": "1"},
+                           "user": {"DIVFUZZ_WORKER_THREADS": "1", "TORCHINDUCTOR_COMPILE_THREADS": "3"}})
     assert (facts["share"]["torch_threads"], facts["share"]["compile_threads"]) == (1, 1)
     assert facts["user"]["compile_threads"] == 3
 
@@ -191,17 +197,7 @@ def test_a_campaign_worker_gets_its_share_of_the_compile_threads_and_a_user_sett
 def test_a_worker_compiles_without_triton_line_info_and_with_its_imports_frozen_and_a_user_setting_is_kept():
     # Both cut a compile's CPU and neither its bits (worker._serve): Triton's line tables are
     # debug info only, and the objects the imports left are out of the collector's scans.
-    from divfuzz.fuzzer.engine.worker import Worker, WorkerTarget
-
-    facts = {}
-    for name, env in (("default", {}), ("user", {"TRITON_DISABLE_LINE_INFO": "0"})):
-        worker = Worker("cpu", extra_env=env)
-        try:
-            outcome = worker.call(WorkerTarget.WORKER_FACTS, {}, 120)
-        finally:
-            worker.stop()
-        assert outcome.error is None, outcome.error
-        facts[name] = outcome.value
+    facts = _worker_facts({"default": {}, "user": {"TRITON_DISABLE_LINE_INFO": "0"}})
     assert facts["default"]["triton_disable_line_info"] == "1"
     assert facts["user"]["triton_disable_line_info"] == "0"
     # torch's import alone leaves hundreds of thousands of objects; a worker that froze none says 0
