@@ -28,10 +28,14 @@ def test_the_before_leg_uses_what_torch_picks_in_a_process_where_nothing_sets_co
     fresh = subprocess.run([sys.executable, "-c", "import torch._inductor.config as c; print(c.compile_threads)"],
                            env=env, capture_output=True, text=True, check=True)
     assert torch_default_compile_threads() == int(fresh.stdout.split()[-1])
-    before, after, warm = compile_cost_legs()
-    assert before.env == {"TORCHINDUCTOR_COMPILE_THREADS": fresh.stdout.split()[-1]}
-    assert after.env == warm.env == {"TORCHINDUCTOR_COMPILE_THREADS": None}  # the worker splits the cores
-    assert warm.cache == after.cache != before.cache
+    before, split, after, warm = compile_cost_legs()
+    cuts_off = {"TRITON_DISABLE_LINE_INFO": "0", "DIVFUZZ_WORKER_GC_FREEZE": "0"}
+    assert before.env == {"TORCHINDUCTOR_COMPILE_THREADS": fresh.stdout.split()[-1], **cuts_off}
+    assert split.env == {"TORCHINDUCTOR_COMPILE_THREADS": None, **cuts_off}  # the worker splits the cores
+    # divfuzz's defaults: the worker's own choices (no line info, the imports frozen)
+    assert after.env == warm.env == {"TORCHINDUCTOR_COMPILE_THREADS": None, "TRITON_DISABLE_LINE_INFO": None,
+                                     "DIVFUZZ_WORKER_GC_FREEZE": None}
+    assert warm.cache == after.cache and len({before.cache, split.cache, after.cache}) == 3
     assert os.environ["TORCHINDUCTOR_COMPILE_THREADS"] == "3"
 
 
@@ -45,16 +49,16 @@ def test_a_legs_environment_is_undone_and_a_users_value_comes_back(monkeypatch):
     assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ
 
 
-@pytest.mark.slow  # three real campaigns (276 s on the shared 2-core CPU): the two tests above are CI's sample
+@pytest.mark.slow  # four real campaigns (three took 276 s on the shared 2-core CPU): the two tests above are CI's sample
 def test_each_leg_runs_the_same_real_case_with_its_own_inductor_cache(tmp_path):
     results = run_before_after("cpu", 1, seed=4, workers=1, caches=tmp_path)
-    assert [r.cases for r in results] == [1, 1, 1]
+    assert [r.cases for r in results] == [1, 1, 1, 1]
     assert all(r.timings.get("compile", 0.0) > 0 for r in results)
-    # The workers compiled into the cache their leg named: torch's leg and divfuzz's apart.
-    assert {p.name for p in tmp_path.iterdir()} == {"torch", "divfuzz"}
+    # The workers compiled into the cache their leg named: torch's leg, the split's and divfuzz's apart.
+    assert {p.name for p in tmp_path.iterdir()} == {"torch", "split", "divfuzz"}
     assert all(any(p.rglob("*")) for p in tmp_path.iterdir())
     table = before_after_table(results)
-    assert table.count("\n| ") == 5 and "torch's defaults" in table and "warm cache" in table and "| 1.00x |" in table
+    assert table.count("\n| ") == 6 and "torch's defaults" in table and "warm cache" in table and "| 1.00x |" in table
 
 
 def test_divfuzz_bench_runs_a_default_campaign_and_reads_where_its_time_went_from_its_store(tmp_path):

@@ -197,11 +197,12 @@ def test_a_campaign_worker_gets_its_share_of_the_compile_threads_and_a_user_sett
 def test_a_worker_compiles_without_triton_line_info_and_with_its_imports_frozen_and_a_user_setting_is_kept():
     # Both cut a compile's CPU and neither its bits (worker._serve): Triton's line tables are
     # debug info only, and the objects the imports left are out of the collector's scans.
-    facts = _worker_facts({"default": {}, "user": {"TRITON_DISABLE_LINE_INFO": "0"}})
+    facts = _worker_facts({"default": {}, "user": {"TRITON_DISABLE_LINE_INFO": "0"}, "nofreeze": {"DIVFUZZ_WORKER_GC_FREEZE": "0"}})
     assert facts["default"]["triton_disable_line_info"] == "1"
     assert facts["user"]["triton_disable_line_info"] == "0"
     # torch's import alone leaves hundreds of thousands of objects; a worker that froze none says 0
     assert facts["default"]["frozen_objects"] > 100_000, facts["default"]
+    assert facts["nofreeze"]["frozen_objects"] == 0  # what `bench --before-after`'s legs without the cuts run
 
 
 SMI_TWO_H100 = "NVIDIA H100 80GB HBM3, 80000\nNVIDIA H100 80GB HBM3, 1024\n"

@@ -92,17 +92,27 @@ def torch_default_compile_threads() -> int:
         return decide_compile_threads()
 
 
+# What the workers start with to cut a compile's CPU without changing its bits
+# (`divfuzz.fuzzer.engine.worker`), as a leg's environment: None keeps the worker's own choice.
+COMPILE_CPU_CUTS_ON = {"TRITON_DISABLE_LINE_INFO": None, "DIVFUZZ_WORKER_GC_FREEZE": None}
+COMPILE_CPU_CUTS_OFF = {"TRITON_DISABLE_LINE_INFO": "0", "DIVFUZZ_WORKER_GC_FREEZE": "0"}
+
+
 def compile_cost_legs() -> list[BenchLeg]:
     """The compile-cost settings divfuzz changed, before and after (DESIGN.md, "Scale"):
-    - torch's defaults: every worker starts a compile pool of the host's size;
-    - divfuzz's defaults: each worker's pool gets its share of the cores (`divfuzz.fuzzer.engine.worker`);
+    - torch's defaults: every worker starts a compile pool of the host's size, Triton writes its
+      debug line info, and the collector scans everything the imports left;
+    - each worker's pool gets its share of the cores, nothing else changed;
+    - divfuzz's defaults: that, without Triton's line info and with the imports' objects frozen
+      (`divfuzz.fuzzer.engine.worker`);
     - the same on the cache the previous leg left: what a resume, a replay or the gate pays."""
+    split = {"TORCHINDUCTOR_COMPILE_THREADS": None}
     return [
         BenchLeg("torch's defaults (compile threads = cores, per worker)", "torch",
-                 {"TORCHINDUCTOR_COMPILE_THREADS": str(torch_default_compile_threads())}),
-        BenchLeg("divfuzz's defaults (compile threads split between workers)", "divfuzz",
-                 {"TORCHINDUCTOR_COMPILE_THREADS": None}),
-        BenchLeg("divfuzz's defaults, warm cache", "divfuzz", {"TORCHINDUCTOR_COMPILE_THREADS": None}),
+                 {"TORCHINDUCTOR_COMPILE_THREADS": str(torch_default_compile_threads()), **COMPILE_CPU_CUTS_OFF}),
+        BenchLeg("compile threads split between workers", "split", {**split, **COMPILE_CPU_CUTS_OFF}),
+        BenchLeg("divfuzz's defaults (that, no Triton line info, the imports frozen)", "divfuzz", {**split, **COMPILE_CPU_CUTS_ON}),
+        BenchLeg("divfuzz's defaults, warm cache", "divfuzz", {**split, **COMPILE_CPU_CUTS_ON}),
     ]
 
 

@@ -58,7 +58,8 @@ def forked_child_is_usable() -> bool:
 # the forked worker decides Inductor's compile threads again under its own): the template's own
 # value does not matter, the child's (this process's, with `extra_env` on top) is what counts.
 LATE_READ_ENV = frozenset({"CUDA_VISIBLE_DEVICES", "DIVFUZZ_WORKER_THREADS", "TORCHINDUCTOR_CACHE_DIR",
-                           "TRITON_CACHE_DIR", "TORCHINDUCTOR_COMPILE_THREADS", "TRITON_DISABLE_LINE_INFO"})
+                           "TRITON_CACHE_DIR", "TORCHINDUCTOR_COMPILE_THREADS", "TRITON_DISABLE_LINE_INFO",
+                           "DIVFUZZ_WORKER_GC_FREEZE"})
 
 def _in_fork_server() -> bool:
     """Whether this module is being imported by multiprocessing's fork server (as a preload)."""

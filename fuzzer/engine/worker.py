@@ -230,9 +230,11 @@ def _serve(conn, device: str, extra_env: dict, parent_env: dict | None) -> None:
     _tqdm_lock_without_a_semaphore()
     # What the imports left alive lives as long as the worker: moved out of the collector's reach,
     # a full collection during a compile scans only what the compiles made (the same measurement:
-    # 1.61 s of CPU per case against 1.69 and 1.68, every verdict equal).
-    gc.collect()
-    gc.freeze()
+    # 1.61 s of CPU per case against 1.69 and 1.68, every verdict equal). DIVFUZZ_WORKER_GC_FREEZE=0
+    # leaves it out (`divfuzz bench --before-after` measures both).
+    if os.environ.get("DIVFUZZ_WORKER_GC_FREEZE", "1") != "0":
+        gc.collect()
+        gc.freeze()
     conn.send({"ready": True, "pid": os.getpid()})
     while True:
         try:
