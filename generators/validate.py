@@ -55,7 +55,7 @@ REPRO_NAMES = frozenset(
     {
         # module level of repro.py and of report.md's code
         "torch", "F", "importlib", "os", "platform", "signal", "sys", "ordered_bits", "run", "compare", "type_changes",
-        "main", "make_inputs", "model", "inputs", "eager", "compiled", "eager_out", "compiled_out",
+        "main", "make_inputs", "model", "inputs", "eager", "compiled", "eager_out", "compiled_out", "cots",
         "DEVICE", "DEVICE_TYPE", "REF_ON_CPU", "SEED", "BACKWARD", "BACKEND", "DYNAMIC", "MODE", "INDUCTOR_CONFIG",
         "TIMEOUT_S", "OUTPUTS", "INPUT_NAMES", "COMPARED_COMPILE", "compile_settings",
         # repro.py's own judging: divfuzz's recorded verdict, the culprit's switch, what it measures itself

@@ -76,28 +76,34 @@ def render_bug_report(
 
 def _minimal_code_section(spec: GraphSpec, device: str) -> list[str]:
     """The case as a short script: the forward under no_grad, or, for a case with a backward pass,
-    the forward and each input's gradient under the output gradients divfuzz drew
+    the forward and each input's gradient under the output gradients divfuzz drew, as
+    `divfuzz.fuzzer.engine.graph_run.run_forward_backward` does: drawn once, from eager's outputs
     (`divfuzz.generators.runtime.cotangents`: one CPU generator seeded with the recipe's seed plus
-    `COTANGENT_SEED_OFFSET`, one draw per floating output that requires grad, in order), so that a
-    divergence or a compile error of the backward shows here as it does in the campaign."""
+    `COTANGENT_SEED_OFFSET`, one draw per floating output that requires grad, in order), and given
+    to the compiled run as they are; no gradient is asked for when no output or no input takes
+    part. So a divergence or a compile error of the backward shows here as it does in the campaign."""
     if spec.backward:
         run = [
             f"SEED = {int_literal(spec.recipe.seed)}",
             "",
             "",
-            "def run(fn):  # the outputs, then the gradient of each input that requires grad",
+            "def run(fn, cots=None):  # the outputs, then the gradient of each input that requires grad",
             "    outs = fn(*inputs)",
-            f"    g = torch.Generator().manual_seed(SEED + {COTANGENT_SEED_OFFSET})",
-            "    diff = [o for o in outs if o.is_floating_point() and o.requires_grad]",
-            "    cots = [torch.randn(o.shape, generator=g).to(o) for o in diff]",
+            "    if cots is None:  # drawn once, from eager's outputs, as divfuzz drew them",
+            f"        g = torch.Generator().manual_seed(SEED + {COTANGENT_SEED_OFFSET})",
+            "        cots = [torch.randn(o.shape, generator=g).to(o) if o.is_floating_point() and o.requires_grad else None",
+            "                for o in outs]",
+            "    pairs = [(o, c.to(o.dtype)) for o, c in zip(outs, cots) if c is not None and o.requires_grad]",
             "    leaves = [t for t in inputs if t.requires_grad]",
-            "    grads = torch.autograd.grad(diff, leaves, cots, allow_unused=True)",
-            "    return [o.detach() for o in outs] + [t for t in grads if t is not None]",
+            "    grads = []",
+            "    if pairs and leaves:",
+            "        grads = torch.autograd.grad([o for o, _ in pairs], leaves, [c for _, c in pairs], allow_unused=True)",
+            "    return [o.detach() for o in outs] + [t for t in grads if t is not None], cots",
             "",
             "",
-            "eager = run(model)",
+            "eager, cots = run(model)",
             "torch._dynamo.reset()",
-            "compiled = run(torch.compile(model))",
+            "compiled = run(torch.compile(model), cots)[0]",
         ]
     else:
         run = [

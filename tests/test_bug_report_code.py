@@ -45,3 +45,14 @@ def test_a_forward_case_s_minimal_code_runs_under_no_grad():
                      nodes=(Node("v1", "tanh", ("x0",), (), "float32", (4, 8)),), outputs=("v1",))
     code = _minimal_code(spec)
     assert "with torch.no_grad():" in code and "autograd" not in code
+
+
+def test_a_backward_case_with_no_input_that_requires_grad_runs_its_forward_alone(capsys):
+    # divfuzz asks for no gradient when no input takes part (`run_forward_backward`); neither may the code.
+    spec = GraphSpec(inputs=(TensorSpec("x0", (4, 8), "float32"),),
+                     nodes=(Node("v1", "tanh", ("x0",), (), "float32", (4, 8)),), outputs=("v1",), backward=True)
+    namespace: dict = {}
+    exec(compile(_minimal_code(spec), "report.md", "exec"), namespace)
+    printed = capsys.readouterr().out.splitlines()
+    assert len(printed) == 1 and printed[0].endswith("of 32 elements differ"), printed  # the bits are the CPU's
+    assert len(namespace["eager"]) == 1

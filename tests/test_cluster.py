@@ -101,9 +101,15 @@ def test_with_minimization_auto_leaves_each_node_the_threads_one_host_gives_its_
     from divfuzz.fuzzer.campaign import cluster
 
     fleet = cluster.Fleet(None, nodes, "cuda", slots, minimize=True)
-    assert fleet.describe().endswith("; 10 Dask thread(s) left for analysis workers")
+    assert fleet.describe().endswith("; 10 Dask thread(s) left for analysis workers")  # auto: as many as one host of 24 slots
     assert fleet.describe(3).endswith("; 3 Dask thread(s) left for analysis workers")
     assert "analysis" not in fleet.describe(0) and "analysis" not in cluster.Fleet(None, nodes, "cuda", slots).describe()
+    # Under auto the campaign asks for size_analysis_workers(all its slots): with 4 slots, 1 thread
+    # of the 2 the nodes leave free; the header says what the pool will take.
+    small = cluster.Fleet(None, nodes, "cpu", few, minimize=True)
+    wanted = size_analysis_workers(len(few)).workers
+    assert wanted == 1 and len(small.analysis_plans(wanted)) == 1
+    assert small.describe().endswith("; 1 Dask thread(s) left for analysis workers")
 
 
 def test_device_is_checked_against_the_nodes_not_the_driver():

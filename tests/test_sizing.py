@@ -194,9 +194,11 @@ def test_a_campaign_worker_gets_its_share_of_the_compile_threads_and_a_user_sett
     assert facts["user"]["compile_threads"] == 3
 
 
-def test_a_worker_compiles_without_triton_line_info_and_with_its_imports_frozen_and_a_user_setting_is_kept():
+def test_a_worker_compiles_without_triton_line_info_and_with_its_imports_frozen_and_a_user_setting_is_kept(monkeypatch):
     # Both cut a compile's CPU and neither its bits (worker._serve): Triton's line tables are
     # debug info only, and the objects the imports left are out of the collector's scans.
+    monkeypatch.delenv("TRITON_DISABLE_LINE_INFO", raising=False)  # the runner's own settings are not the default
+    monkeypatch.delenv("DIVFUZZ_WORKER_GC_FREEZE", raising=False)
     facts = _worker_facts({"default": {}, "user": {"TRITON_DISABLE_LINE_INFO": "0"}, "nofreeze": {"DIVFUZZ_WORKER_GC_FREEZE": "0"}})
     assert facts["default"]["triton_disable_line_info"] == "1"
     assert facts["user"]["triton_disable_line_info"] == "0"

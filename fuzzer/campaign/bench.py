@@ -11,9 +11,10 @@ minimization, with a timed warm compiled run per case, and splits its time into 
 build, eager, reference, compile, compiled run, oracles, store and worker round trips.
 
 `--before-after` runs the same cases (same seed, workers and count) under each compile-cost
-setting that divfuzz changed from torch's defaults, each leg with a private Inductor cache
-(`compile_cost_legs`): torch's defaults, divfuzz's, and divfuzz's again on the cache the second leg
-left. Only the environment the workers are spawned with differs between legs.
+setting that divfuzz changed from torch's defaults, each leg with a private Inductor and Triton
+cache (`compile_cost_legs`): torch's defaults, the compile threads split, divfuzz's defaults, and
+divfuzz's again on the cache the third leg left. Only the environment the workers are spawned with
+differs between legs.
 """
 
 from __future__ import annotations
@@ -139,14 +140,16 @@ def _environment(env: dict):
 def run_before_after(device: str, cases: int, *, seed: int = 0, workers: int = 1,
                      legs: list[BenchLeg] | None = None, caches: Path | None = None) -> list[BenchResult]:
     """The same campaign under each leg, in order; each leg's workers see its environment and its
-    private Inductor cache (`TORCHINDUCTOR_CACHE_DIR` = `caches`/leg.cache; a temporary folder,
-    removed after, when `caches` is None), and the user's environment is restored."""
+    private Inductor and Triton caches (`TORCHINDUCTOR_CACHE_DIR` = `caches`/leg.cache and
+    `TRITON_CACHE_DIR` its `triton` folder, so that a user's own `TRITON_CACHE_DIR` is not shared
+    between legs; a temporary folder, removed after, when `caches` is None), and the user's
+    environment is restored."""
     legs = legs if legs is not None else compile_cost_legs()
     results = []
     with contextlib.ExitStack() as stack:
         root = caches if caches is not None else Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="divfuzz-bench-caches-")))
         for leg in legs:
-            env = {**leg.env, "TORCHINDUCTOR_CACHE_DIR": str(root / leg.cache)}
+            env = {**leg.env, "TORCHINDUCTOR_CACHE_DIR": str(root / leg.cache), "TRITON_CACHE_DIR": str(root / leg.cache / "triton")}
             with _environment(env):
                 results.append(run_bench(device, cases, seed=seed, workers=workers, setting=leg.setting))
     return results

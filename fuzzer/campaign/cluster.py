@@ -424,12 +424,13 @@ class Fleet:
 
     def describe(self, analysis_workers: int | None = None) -> str:
         """One line for the campaign's header: slots, nodes, devices, and the Dask threads the
-        campaign's analysis workers will take (`analysis_plans`: at most `analysis_workers` of the
-        threads the slots leave free, all of them when None; none without minimization)."""
+        campaign's analysis pool will take, asked as the campaign asks (`analysis_plans` of
+        `analysis_workers`, or of `size_analysis_workers(slots)` under auto; none without
+        minimization). A resumed run with analyses pending and `--analysis-workers 0` still takes
+        one thread for them, which this line, written before the store is read, does not count."""
         hosts = Counter(p.where.name for p in self.plans)
-        spare = len(plan_analysis(list(self.nodes.values()), self.device, self.plans)) if self.minimize else 0
-        if analysis_workers is not None:
-            spare = min(spare, max(0, analysis_workers))
+        wanted = analysis_workers if analysis_workers is not None else size_analysis_workers(len(self.plans)).workers
+        spare = len(self.analysis_plans(wanted)) if self.minimize and self.plans else 0
         return (f"{len(self.plans)} slot{'s' if len(self.plans) != 1 else ''} on {len(self.nodes)} Dask worker(s): "
                 + ", ".join(f"{name} x{n}" for name, n in sorted(hosts.items()))
                 + (f"; {spare} Dask thread(s) left for analysis workers" if spare else ""))
