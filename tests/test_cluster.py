@@ -104,12 +104,11 @@ def test_with_minimization_auto_leaves_each_node_the_threads_one_host_gives_its_
     assert fleet.describe().endswith("; 10 Dask thread(s) left for analysis workers")  # auto: as many as one host of 24 slots
     assert fleet.describe(3).endswith("; 3 Dask thread(s) left for analysis workers")
     assert "analysis" not in fleet.describe(0) and "analysis" not in cluster.Fleet(None, nodes, "cuda", slots).describe()
-    # Under auto the campaign asks for size_analysis_workers(all its slots): with 4 slots, 1 thread
-    # of the 2 the nodes leave free; the header says what the pool will take.
+    # Under auto the pool takes every thread the nodes were sized to leave (one per node with 2
+    # slots each), though one host of 4 slots would run 1 analysis worker: the header says so.
     small = cluster.Fleet(None, nodes, "cpu", few, minimize=True)
-    wanted = size_analysis_workers(len(few)).workers
-    assert wanted == 1 and len(small.analysis_plans(wanted)) == 1
-    assert small.describe().endswith("; 1 Dask thread(s) left for analysis workers")
+    assert size_analysis_workers(len(few)).workers == 1 and len(small.analysis_plans(None)) == 2
+    assert small.describe().endswith("; 2 Dask thread(s) left for analysis workers")
 
 
 def test_device_is_checked_against_the_nodes_not_the_driver():
@@ -607,6 +606,9 @@ def test_a_fleet_analyses_in_a_pool_on_the_nodes_threads_the_slots_leave_free(lo
         filed = db.execute("SELECT count(*) FROM root_causes").fetchone()[0]
         pending = db.execute("SELECT count(*) FROM pending_analyses").fetchone()[0]
     assert filed >= 1 and pending == 0  # every raw key analysed and filed by the end
+    # Under auto the pool started a worker on every thread the header named (not one host's 1 for 2 slots).
+    timings = json.loads((out / "divfuzz-run1-timings.json").read_text())
+    assert timings["analysis_workers_own"] == 2, timings["analysis_workers_own"]
 
 
 # ---- a fleet's end ------------------------------------------------------------------------------

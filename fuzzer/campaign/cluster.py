@@ -398,10 +398,13 @@ class Fleet:
         self.plans = plan_slots(list(self.nodes.values()), self.device, workers, minimize=self.minimize)
         self.slot_devices = [p.where for p in self.plans]
 
-    def analysis_plans(self, wanted: int) -> list[SlotPlan]:
-        """At most `wanted` places for the campaign's analysis workers, on the threads the slots
-        leave free (`plan_analysis`); [] when none is free or none is wanted."""
-        return plan_analysis(list(self.nodes.values()), self.device, self.plans)[:max(0, wanted)]
+    def analysis_plans(self, wanted: int | None) -> list[SlotPlan]:
+        """Places for the campaign's analysis workers on the threads the slots leave free
+        (`plan_analysis`, which sizes each node's share by one host's rule): every one when
+        `wanted` is None (`--analysis-workers auto`), else at most `wanted`; [] when none is free
+        or none is wanted."""
+        plans = plan_analysis(list(self.nodes.values()), self.device, self.plans)
+        return plans if wanted is None else plans[:max(0, wanted)]
 
     def analysis_worker_factory(self, plans: list[SlotPlan]):
         """The analysis pool's `worker_factory` for `plans` (`AnalysisPool.start` calls it once per
@@ -425,12 +428,11 @@ class Fleet:
     def describe(self, analysis_workers: int | None = None) -> str:
         """One line for the campaign's header: slots, nodes, devices, and the Dask threads the
         campaign's analysis pool will take, asked as the campaign asks (`analysis_plans` of
-        `analysis_workers`, or of `size_analysis_workers(slots)` under auto; none without
-        minimization). A resumed run with analyses pending and `--analysis-workers 0` still takes
-        one thread for them, which this line, written before the store is read, does not count."""
+        `analysis_workers`, None for auto; none without minimization). A resumed run with analyses
+        pending and `--analysis-workers 0` still takes one thread for them, which this line,
+        written before the store is read, does not count."""
         hosts = Counter(p.where.name for p in self.plans)
-        wanted = analysis_workers if analysis_workers is not None else size_analysis_workers(len(self.plans)).workers
-        spare = len(self.analysis_plans(wanted)) if self.minimize and self.plans else 0
+        spare = len(self.analysis_plans(analysis_workers)) if self.minimize else 0
         return (f"{len(self.plans)} slot{'s' if len(self.plans) != 1 else ''} on {len(self.nodes)} Dask worker(s): "
                 + ", ".join(f"{name} x{n}" for name, n in sorted(hosts.items()))
                 + (f"; {spare} Dask thread(s) left for analysis workers" if spare else ""))

@@ -331,9 +331,11 @@ class Campaign:
         factory = Worker
         if self.fleet is not None:
             # On a fleet the devices are the nodes': the pool's workers are processes on the nodes,
-            # on the Dask threads the slots leave free (`Fleet.analysis_plans`). Where none is
-            # free, the slots analyse inline (their requests hold every thread).
-            plans = self.fleet.analysis_plans(max(count, 1 if self.pending_at_start else 0))
+            # on the Dask threads the slots leave free (`Fleet.analysis_plans`): under auto every
+            # one (the nodes were sized for them by one host's rule), else at most the count asked.
+            # Where none is free, the slots analyse inline (their requests hold every thread).
+            wanted = None if opts.analysis_workers is None else max(count, 1 if self.pending_at_start else 0)
+            plans = self.fleet.analysis_plans(wanted)
             count = len(plans)
             self.inline_analysis = count == 0
             places = [p.where for p in plans]
@@ -515,6 +517,7 @@ class Campaign:
             "slots_done": self.slots_done_at, "pool_done": self.pool_done_at,
             "cut_at_end": self.cut_at_end, "stop_reason": reason.value, "cases": p.cases, "repeats": p.repeats, "driver_timings": driver,
             "analysis_workers": (self.pool.size if self.pool is not None else 0),
+            "analysis_workers_own": (len(self.pool.places) if self.pool is not None else 0),  # started for the pool, no slot's
             "analyses": [asdict(t) for t in (self.pool.timings if self.pool is not None else ())],
             "pending": pending, "pending_by_severity": dict(pending_by_severity),
             "worker_starts": warm_template.starts(),
