@@ -24,8 +24,8 @@ import torch
 import torch.nn.functional as F
 
 from divfuzz.generators.recipes import INITS, RECIPES
-from divfuzz.generators.opdef import OpDef, RoundingBoundary
-from divfuzz.records.reference_rules import round_scalar, scalar_dtype
+from divfuzz.generators.opdef import JumpRule, OpDef, RoundingBoundary
+from divfuzz.records.reference_rules import round_scalar, rounds_before_comparison, scalar_dtype
 from divfuzz.generators.registry import get_op
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.records.dtypes import ALL_DTYPES
@@ -261,22 +261,77 @@ def _keeping_explicit_cast(node, fn: Callable[..., Any]) -> Callable[..., Any]:
     return rounded
 
 
+def _rounding_compared(spec: GraphSpec, node, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn` for the fp64 reference of an op that compares (`OpDef.decision`, or a comparison's
+    jump: `JumpRule.threshold`): each bfloat16/float16 input rounded to its dtype first, as eager
+    holds the values it compares (`divfuzz.records.reference_rules.rounds_before_comparison`)."""
+    op = get_op(node.op)
+    rule = deciding_rule(node)
+    if rule is None or rule.threshold is None:
+        return fn
+    dtypes = [spec.meta(i)[1] for i in node.inputs]
+    rounded = [TORCH_DTYPES[d] if rounds_before_comparison(d) else None for d in dtypes]
+    if not any(rounded) or op.family == "selection":
+        return fn
+
+    def comparing(D, *args):
+        return fn(D, *[a.to(r).to(torch.float64) if r is not None and isinstance(a, torch.Tensor) and a.is_floating_point() else a
+                       for a, r in zip(args, rounded)])
+
+    return comparing
+
+
 def build_reference(spec: GraphSpec, keep: dict | None = None, hook: ValueHook | None = None, *,
                     device_type: str = "cpu", explicit_casts: bool = True) -> Callable[..., tuple]:
     """The float64 reference, one semantics for every path: the same ops with every floating dtype
     mapped to float64 and no autocast, but the graph's explicit casts kept (`_keeping_explicit_cast`)
-    and a scalar rounded where eager rounds it on `device_type` (`reference_params`). `keep` and `hook` as for `build_callable` (the values are float64 here).
-    `explicit_casts=False` drops the explicit casts' rounding: what the model computes without
-    them, for the experiment that asks whether compiled dropped one (`divfuzz.fuzzer.engine.explain`)."""
+    and a scalar rounded where eager rounds it on `device_type` (`reference_params`), and the
+    bfloat16/float16 values a comparison reads rounded to their dtype (`_rounding_compared`).
+    `keep` and `hook` as for `build_callable` (the values are float64 here). `explicit_casts=False`
+    drops those roundings the model's code asks for (its casts, its comparisons' operands): what
+    it computes without them, for the experiments that ask whether compiled dropped one
+    (`divfuzz.fuzzer.engine.explain`)."""
     ctx = BuildContext(reference=True)
     keeping = _keeping_explicit_cast if explicit_casts else (lambda node, fn: fn)
-    plan = tuple((name, inputs, keeping(spec.node(name), fn))
+    comparing = (lambda node, fn: _rounding_compared(spec, node, fn)) if explicit_casts else (lambda node, fn: fn)
+    plan = tuple((name, inputs, comparing(spec.node(name), keeping(spec.node(name), fn)))
                  for name, inputs, fn in _plan(spec, lambda n: reference_params(spec, n, device_type)))
 
     def reference(*tensors):
         return _run(spec, plan, tensors, ctx, keep, hook)
 
     return reference
+
+
+def deciding_rule(node) -> JumpRule | None:
+    """The discrete decision node `node` makes: its op's comparison inside (`OpDef.decision`) or
+    the jump of its integer-valued output (`OpDef.boundary`); None for an op that decides nothing
+    or selects among its elements (which element an argmax picks is the tie experiment's)."""
+    op = get_op(node.op)
+    if op.family == "selection":
+        return None
+    make = op.decision or op.boundary
+    return make(_arg_names(len(node.inputs)), dict(node.kwargs)) if make is not None else None
+
+
+def decision_values(spec: GraphSpec, node, env: dict, *, device_type: str) -> torch.Tensor | None:
+    """What `node` decides, element by element, given the values its inputs hold in `env` (an
+    eager run's or a reference's): the side of its threshold (-1, 0, 1) or the integer its
+    pre-image floors to, evaluated in float64 with the scalars eager rounds rounded so
+    (`reference_params`). Two runs that feed the node different roundings of the same values
+    decide differently exactly where these differ. None when the node decides nothing, or its
+    inputs are not in `env`."""
+    rule = deciding_rule(node)
+    if rule is None or not all(isinstance(env.get(i), torch.Tensor) for i in node.inputs):
+        return None
+    params = reference_params(spec, node, device_type)
+    rule = (get_op(node.op).decision or get_op(node.op).boundary)(_arg_names(len(node.inputs)), params)
+    args = [env[i].detach().to(torch.float64) if env[i].is_floating_point() else env[i].detach() for i in node.inputs]
+    with torch.no_grad():
+        pre = _compile_expression(f"{node.op}_decision", len(args), rule.pre_image)(BuildContext(reference=True).dt, *args)
+        if rule.threshold is not None:
+            return torch.sign(pre - rule.threshold)
+        return torch.floor(pre - rule.grid_offset)
 
 
 def rounding_boundaries(spec: GraphSpec, eager_env: dict[str, torch.Tensor]) -> dict[str, RoundingBoundary]:

@@ -126,6 +126,11 @@ class JumpRule:
     # rounding op applied to a graph input sees the same exact data in eager and compiled, so a
     # flip there is never a last-bit difference upstream (a floor, a ceil, a round).
     computed_input_only: bool = False
+    # The pre-image is a quotient the op computes in one step (a floor or trunc division): where
+    # the exact quotient of eager's operands lies on the grid, eager's answer is that integer, and
+    # an answer one step off is an approximate division (`divfuzz.records.mechanisms`,
+    # "approximate-division").
+    quotient: bool = False
 
 
 @dataclass(frozen=True)
@@ -173,6 +178,12 @@ class OpDef:
     # jumps, as a `JumpRule` whose pre-image is code (the oracle measures distances from eager's own
     # input value, see `divfuzz.generators.build.rounding_boundaries`).
     boundary: Callable[[list[str], dict[str, Any]], JumpRule] | None = None
+    # For ops whose float output is selected by a comparison inside them (a `torch.where` on a
+    # condition): the comparison, as a `JumpRule` with a threshold whose pre-image may read every
+    # argument (a0, a1, ...). With `boundary`, what the explain experiments read as the decisions
+    # a graph makes (`divfuzz.generators.build.decisions`): a rounding that moves one of them is
+    # never elidable noise (`divfuzz.records.mechanisms`, "rounding-decides").
+    decision: Callable[[list[str], dict[str, Any]], JumpRule] | None = None
     differentiable: bool = True
     # Which of torch's autocast lists the op is on (LOWER_PRECISION, FP32, or None: neither).
     autocast_policy: str | None = None

@@ -394,7 +394,8 @@ _unary(
     # A floor or trunc division jumps where the quotient crosses an integer. Eager computes it
     # exactly from its operands, so only a dividend the graph computed (whose last bits upstream
     # rounding decides) makes a flip at the jump a boundary; on a graph input it is the op's own.
-    boundary=lambda a, p: JumpRule(f"({a[0]} / {_num(p['divisor'])})", grid_offset=0.0, computed_input_only=True),
+    boundary=lambda a, p: JumpRule(f"({a[0]} / {_num(p['divisor'])})", grid_offset=0.0, computed_input_only=True,
+                                   quotient=True),
 )
 
 _CMP = {"gt": ">", "ge": ">=", "lt": "<", "le": "<=", "eq": "=="}
@@ -413,6 +414,14 @@ def _where_cond(a, b, p):
     return f"{a} {_CMP[p['cmp']]} {rhs}"
 
 
+def _where_decision(a, p):
+    """where_cmp's comparison as a jump: the difference of its operands against 0, or its first
+    operand against the threshold."""
+    if p["against"] == "tensor":
+        return JumpRule(f"({a[0]} - {a[1]})", threshold=0.0)
+    return JumpRule(a[0], threshold=float(p["threshold"]))
+
+
 register(
     OpDef(
         name="where_cmp",
@@ -423,6 +432,7 @@ register(
         code=lambda a, p: f"torch.where({_where_cond(a[0], a[1], p)}, {a[0]}, {a[1]})",
         params={"cmp": Choice(tuple(sorted(_CMP))), "against": Choice(("tensor", "scalar")), "threshold": THRESHOLD},
         draw_params=_where_params,
+        decision=_where_decision,
     )
 )
 
@@ -849,6 +859,7 @@ _edge(
         code=lambda a, p: f"torch.where({_scalar_cond(a, p)}, {a[0]}, 0.0)",
         params=SCALAR_CMP_PARAMS,
         draw_params=_scalar_cmp_params,
+        decision=lambda a, p: JumpRule(f"{a[0]}.to(D({DTYPE_CODE[p['scalar_dtype']]}))", threshold=round_scalar(p["threshold"], p["scalar_dtype"])),
     )
 )
 

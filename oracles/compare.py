@@ -107,6 +107,8 @@ def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.
         "n_diff": differs.sum().to(torch.float64),
         "max_ulp": dist.max().to(torch.float64) if dist.numel() else torch.zeros((), dtype=torch.float64, device=dist.device),
         "n_naninf": naninf.sum().to(torch.float64),
+        # eager non-finite exactly as fp64 is (NaN as NaN, inf of the same sign), compiled not so
+        "n_naninf_eager_exact": (naninf.flatten() & ~torch.isfinite(e64) & ~nan_inf_mismatch(e64, r64)).sum().to(torch.float64),
         **_error_measures(e64, c64, r64, err_e, err_c, finite, diff_finite),
         **gross_measures,
         **integral_measures,
@@ -124,6 +126,7 @@ def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.
         max_ulp=int(m["max_ulp"]),
         ulp_histogram=tuple((label, int(m[f"bin {label}"])) for label in ULP_BIN_LABELS),
         nan_inf_mismatch=int(m["n_naninf"]),
+        n_naninf_eager_exact=int(m["n_naninf_eager_exact"]),
         triage=_triage(m["n_diff"], m["sum_e"], m["sum_c"]),
         n_worse=int(m["n_worse"]),
         n_closer=int(m["n_closer"]),

@@ -34,7 +34,7 @@ graph too small to pay it back is `by-design` (`mode="reduce-overhead"` is the d
 from __future__ import annotations
 
 from divfuzz.oracles.findings import finding_of
-from divfuzz.oracles.mechanisms import mechanism_severity
+from divfuzz.oracles.mechanisms import mechanism_severity, switch_mechanism_severity
 from divfuzz.oracles.perf import is_slower
 from divfuzz.records.outcomes import COMPILER_FAILURES, Status
 from divfuzz.records.severity import ORDER, BucketSeverity, Severity, SeverityReason
@@ -169,6 +169,15 @@ def _float_reason(name: str, fc) -> SeverityReason | None:
     if fc.n_nonfinite_new:
         return SeverityReason(Severity.BUG, "nan-inf-new", name,
                               f"{fc.n_nonfinite_new}/{fc.numel} {fc.dtype} elements are NaN/Inf in compiled where eager and fp64 are finite")
+    if fc.nan_inf_mismatch and fc.n_naninf_eager_exact > 0:
+        # Where eager's NaN or infinity is exactly fp64's (NaN as NaN, an infinity of the same
+        # sign: 1 / -0.0 is -inf by definition), it is the answer, as an integer is: compiled's
+        # other value there is wrong, not a rounding (issue 189799: a -0.0 whose sign a fused add
+        # loses, then reciprocal gives +inf for eager's -inf; issue 161150). An infinity that
+        # comes from the inputs or from overflow is the range-edge mechanism's to explain.
+        return SeverityReason(Severity.BUG, "nan-inf-wrong", name,
+                              f"{fc.n_naninf_eager_exact}/{fc.numel} {fc.dtype} elements are NaN/Inf in eager exactly as in fp64 "
+                              f"(NaN as NaN, an infinity of the same sign), and compiled gives another value there")
     eager_misses = _eager_misses_as_often(fc.n_int_eager_missed, fc.n_int_compiled_missed)
     if fc.integral and fc.n_int_wrong and fc.triage == "compiled-worse" and not eager_misses:
         if fc.n_int_wrong_boundary >= fc.n_int_wrong:
@@ -350,7 +359,7 @@ _COMPILER_FAILURE_RULES = {status.value: kind.value for status, kind in COMPILER
 # rules above emit). A key's severity starts here (`key_severity`).
 RULE_SEVERITY: dict[str, Severity] = {
     **{rule: Severity.BUG for rule in _COMPILER_FAILURE_RULES.values()},
-    "output-type-mismatch": Severity.BUG, "nan-inf-new": Severity.BUG, "int-valued-wrong": Severity.BUG,
+    "output-type-mismatch": Severity.BUG, "nan-inf-new": Severity.BUG, "nan-inf-wrong": Severity.BUG, "int-valued-wrong": Severity.BUG,
     "float-gross-worse": Severity.BUG, "int-gross": Severity.BUG, "slower-beyond-noise": Severity.BUG,
     "nan-inf-range-edge": Severity.SUSPECT, "nan-inf-ill-conditioned": Severity.SUSPECT,
     "int-valued-ill-conditioned": Severity.SUSPECT, "int-valued-boundary": Severity.SUSPECT,
@@ -368,9 +377,10 @@ RULE_SEVERITY: dict[str, Severity] = {
 _SWITCH_KEEPS = frozenset({"undefined-cast", "compiled-closer", "within-same"})
 # The one bug rule a precision switch does turn into by-design: a float result further from fp64
 # because a fused kernel skipped eager's intermediate roundings is precision elision, the
-# documented default that `emulate_precision_casts` undoes. A discrete wrong answer it causes (a
-# NaN, an integer or a comparison that flips) stays a bug: PyTorch keeps eager's rounding before
-# comparisons by default for that reason (PR 195223).
+# documented default that `emulate_precision_casts` undoes. A discrete answer the skipped rounding
+# decides (a NaN/Inf, an integer, an index or a comparison that flips) is a bug, whichever side
+# fp64 takes: PyTorch keeps eager's rounding before comparisons by default for that reason (PR
+# 195223; `divfuzz.records.mechanisms`, the `precision-elision` row and `DECISIVE_RULES`).
 _ELIDED_ROUNDING_RULES = frozenset({"float-gross-worse"})
 
 
@@ -384,22 +394,25 @@ DECOMPOSITION_DEFECT_RULES = frozenset({"many-ulps-worse", "rmse-worse"})
 DECOMPOSITION_SUBSYSTEM = "decomposition"
 
 
-def switch_severity(rule: str, switch: str | None, mechanism: str = "", subsystem: str = "") -> Severity:
+def switch_severity(rule: str, switch: str | None, mechanism: str = "", subsystem: str = "", device_type: str = "") -> Severity:
     """The severity of a finding rated by `rule` once attribution named `switch` as removing it:
     a documented precision knob (`PRECISION_KNOBS`) makes a suspect or noise rule by-design; any
     other switch, or none, leaves the rule's own severity; a `mechanism` that explains the rule
     (`divfuzz.oracles.mechanisms`) gives its own; a decomposition named as the `subsystem` at fault
     makes a compiled-worse rule a bug (`DECOMPOSITION_DEFECT_RULES`). An unknown rule (a newer
     store's, or none fired) is suspect."""
-    explained = mechanism_severity(mechanism, rule) if mechanism else None
+    explained = mechanism_severity(mechanism, rule, device_type) if mechanism else None
     if explained is not None:
         return explained
     if subsystem == DECOMPOSITION_SUBSYSTEM and rule in DECOMPOSITION_DEFECT_RULES:
         return Severity.BUG
     base = RULE_SEVERITY.get(rule, Severity.SUSPECT)
-    if switch in PRECISION_KNOBS and (base in (Severity.SUSPECT, Severity.NOISE) or rule in _ELIDED_ROUNDING_RULES) \
-            and rule not in _SWITCH_KEEPS:
-        return Severity.BY_DESIGN
+    if switch in PRECISION_KNOBS and rule not in _SWITCH_KEEPS:
+        by_switch = switch_mechanism_severity(switch, rule)
+        if by_switch is not None and by_switch is not Severity.BY_DESIGN:
+            return by_switch  # the skipped rounding decides a discrete answer (`DECISIVE_RULES`)
+        if base in (Severity.SUSPECT, Severity.NOISE) or rule in _ELIDED_ROUNDING_RULES:
+            return Severity.BY_DESIGN
     return base
 
 
@@ -409,7 +422,7 @@ def key_severity(key) -> Severity:
     judged once, from the key's fields, wherever a bucket is stored or moved."""
     switch = key.culprit.switch if key.culprit is not None else None
     subsystem = key.culprit.subsystem if key.culprit is not None else ""
-    return switch_severity(key.rule, switch or None, key.mechanism, subsystem or "")
+    return switch_severity(key.rule, switch or None, key.mechanism, subsystem or "", key.device_type)
 
 
 def bucket_severity(key, reason: dict | None) -> BucketSeverity:
@@ -467,6 +480,12 @@ def severity_of(verdict, *, switch: str | None = None, subsystem: str | None = N
         return SeverityReason(Severity.BY_DESIGN, "precision-knob", worst.output, f"{switch} removes it; {worst.detail}")
     if switch in PRECISION_KNOBS and worst.severity is Severity.BUG:
         return SeverityReason(worst.severity, worst.rule, worst.output, f"{worst.detail} ({switch} removes it)")
+    if switch in PRECISION_KNOBS and switch_severity(worst.rule, switch) is not worst.severity:
+        # the skipped rounding decides a discrete answer: no elidable noise (`DECISIVE_RULES`)
+        severity = switch_severity(worst.rule, switch)
+        return SeverityReason(severity, worst.rule, worst.output,
+                              f"{worst.detail}; {switch} removes it, and the rounding it restores decides this "
+                              f"{'discrete answer (PR 195223)' if severity is Severity.BUG else 'answer as much as the input does'}")
     return worst
 
 
@@ -493,7 +512,7 @@ def explained_reason(worst: SeverityReason, explanation) -> SeverityReason | Non
     the mechanism's severity, and the experiment's words; None when no explanation applies."""
     if explanation is None:
         return None
-    severity = mechanism_severity(explanation.mechanism, worst.rule)
+    severity = mechanism_severity(explanation.mechanism, worst.rule, explanation.device_type)
     if severity is None:
         return None
     return SeverityReason(severity, worst.rule, worst.output,

@@ -33,7 +33,11 @@ The file (schema "divfuzz-known-bugs", schema_version 1) is an object with `sche
              backward any (a mechanism meets the forward and the backward alike);
   message    optional: text a compiler error's masked site must contain (case-insensitive, plain
              text, never a pattern), for errors met through many ops; its ops may then be empty;
-  checked    optional: "YYYY-MM-DD", when the entry's state was last checked against the issue.
+  checked    optional: "YYYY-MM-DD", when the entry's state was last checked against the issue;
+  fixed_after optional, with state "fixed": the last torch release the fix is not in ("2.11"),
+             so a finding on that torch or older is "known, fixed after your torch".
+An issue may have more than one entry where it shows in more than one pattern (its ops, and a
+mechanism or an error message that meets many ops): (issue, mechanism, message) is unique.
 
 Matching (invariants, tested on the entries themselves and on near misses):
 - ops by set, not order: every op item of the entry has one of its names among the root cause's
@@ -42,7 +46,11 @@ Matching (invariants, tested on the entries themselves and on near misses):
 - backward agrees exactly, unless the entry's is null (either) or it has a mechanism; the root
   cause's severity rule is one of the entry's rules;
 - device and culprit only rank matches: a culprit name found in the root cause's culprit text makes
-  the match "high" confidence, a culprit that names something else makes it "low".
+  the match "high" confidence, a culprit that names something else makes it "low";
+- an entry with a `message` matches by the compiler's own words alone: any ops, any device, the
+  forward or the backward; a root cause whose error does not contain them never matches it, whatever
+  its ops (a different crash in the same ops is a different bug);
+- a low-confidence match is said as "possibly: pytorch#N", never plainly "known".
 """
 
 from __future__ import annotations
@@ -89,7 +97,7 @@ CULPRIT_KINDS = ("decomposition", "lowering", "fusion", "precision-knob", "patte
                  "constant-folding", "inductor")
 _FIELDS = ("issue", "title", "op_class", "ops", "dtypes", "device", "backward", "rules", "culprit", "state",
            "reported", "live_in", "fixed_in")
-_OPTIONAL = ("note", "mechanism", "message", "checked")
+_OPTIONAL = ("note", "mechanism", "message", "checked", "fixed_after")
 _TOP = ("schema", "schema_version", "description", "entries")
 _OP_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}\Z")
 _CULPRIT_NAME = re.compile(r"[A-Za-z0-9_.]{1,80}\Z")
@@ -132,17 +140,24 @@ class KnownBug:
     mechanism: str | None = None  # a mechanism id (`divfuzz.oracles.mechanisms`) the root cause must carry
     message: str | None = None  # text the compiler error's masked site must contain (case-insensitive)
     checked: str | None = None  # "YYYY-MM-DD": when the entry's state was last checked against the issue
+    fixed_after: str | None = None  # the last torch release without the fix ("2.11"), for state "fixed"
 
-    def state_text(self) -> str:
-        """e.g. "open, live in 2.14.0", "fixed in PR 175807", "closed", "not a bug"."""
+    def state_text(self, torch_version: str | None = None) -> str:
+        """e.g. "open, live in 2.14.0", "fixed in PR 175807", "fixed in PR 183653 after torch 2.11:
+        not in your 2.11.0", "closed", "not a bug". `torch_version` is the torch the finding ran on."""
         if self.state == "open":
             return f"open, live in {self.live_in[-1]}" if self.live_in else "open"
         if self.state == "fixed":
-            return f"fixed in {self.fixed_in}" if self.fixed_in else "fixed"
+            text = f"fixed in {self.fixed_in}" if self.fixed_in else "fixed"
+            if self.fixed_after:
+                text += f" after torch {self.fixed_after}"
+                if torch_version and not version_after(torch_version, self.fixed_after):
+                    text += f": not in your {torch_version.split('+')[0]}"
+            return text
         return "not a bug" if self.state == "not-a-bug" else self.state
 
-    def describe(self) -> str:
-        return f"known: pytorch#{self.issue} ({self.state_text()})"
+    def describe(self, torch_version: str | None = None) -> str:
+        return f"known: pytorch#{self.issue} ({self.state_text(torch_version)})"
 
 
 @dataclass(frozen=True)
@@ -198,8 +213,11 @@ class KnownMatch:
         """"high" when the culprits agree, "low" when they name different things, else "medium"."""
         return {True: "high", None: "medium", False: "low"}[self.culprit_agrees]
 
-    def describe(self) -> str:
-        return self.bug.describe()
+    def describe(self, torch_version: str | None = None) -> str:
+        """"known: pytorch#N (state)", or "possibly: pytorch#N (state)" for a low-confidence match
+        (the culprits name different things: the pattern fits, the cause may not)."""
+        text = self.bug.describe(torch_version)
+        return text.replace("known: ", "possibly: ", 1) if self.confidence == "low" else text
 
     def _rank(self) -> tuple:
         # Best first: confidence, the most specific pattern, device, fewest dtypes, the earliest report.
@@ -207,9 +225,23 @@ class KnownMatch:
                 len(self.bug.dtypes), self.bug.issue)
 
 
-def describe(match: KnownMatch | None) -> str:
-    """What a report, `diff` and the gate print: "known: pytorch#N (state)" or "new"."""
-    return match.describe() if match is not None else "new"
+def describe(match: KnownMatch | None, torch_version: str | None = None) -> str:
+    """What a report, `diff` and the gate print: "known: pytorch#N (state)", "possibly: pytorch#N
+    (state)" (a low-confidence match) or "new"."""
+    return match.describe(torch_version) if match is not None else "new"
+
+
+_RELEASE = re.compile(r"(\d+)\.(\d+)")
+
+
+def version_after(version: str, release: str) -> bool:
+    """Whether torch `version` ("2.13.0+cpu", "2.15.0.dev20260921") is a later release than
+    `release` ("2.11"): a nightly of the next release counts as later. False when either does not
+    read as MAJOR.MINOR."""
+    got, base = _RELEASE.match(version or ""), _RELEASE.match(release or "")
+    if got is None or base is None:
+        return False
+    return (int(got[1]), int(got[2])) > (int(base[1]), int(base[2]))
 
 
 def _tokens(text: str) -> list[str]:
@@ -230,7 +262,8 @@ def match_one(bug: KnownBug, pattern: RootCausePattern) -> KnownMatch | None:
         return None
     if bug.message is not None and bug.message.lower() not in pattern.site.lower():
         return None
-    if (bug.backward is not None and pattern.backward != bug.backward and bug.mechanism is None) or pattern.rule not in bug.rules:
+    if (bug.backward is not None and pattern.backward != bug.backward and bug.mechanism is None and bug.message is None) \
+            or pattern.rule not in bug.rules:
         return None
     if not bug.dtypes & pattern.dtypes or not all(item & ops for item in bug.ops):
         return None
@@ -363,6 +396,9 @@ def _entry(raw: Any, index: int, source: str) -> KnownBug:
     fixed_in = e.text("fixed_in", limit=80, optional=True)
     if fixed_in is not None and state != "fixed":
         raise e.fail("fixed_in", f"null for state {state!r}", fixed_in)
+    fixed_after = raw.get("fixed_after")
+    if fixed_after is not None and not (isinstance(fixed_after, str) and _RELEASE.fullmatch(fixed_after) and state == "fixed"):
+        raise e.fail("fixed_after", "null, or a release like '2.11' for state 'fixed'", fixed_after)
     return KnownBug(
         issue=issue,
         title=e.text("title", limit=200),
@@ -381,6 +417,7 @@ def _entry(raw: Any, index: int, source: str) -> KnownBug:
         mechanism=mechanism,
         message=message,
         checked=checked,
+        fixed_after=fixed_after,
     )
 
 
@@ -406,9 +443,11 @@ def parse_known_bugs(data: Any, *, source: str = "known-bugs") -> KnownBugs:
     entries, seen = [], {}
     for index, raw in enumerate(raw_entries):
         bug = _entry(raw, index, source)
-        if bug.issue in seen:
-            raise KnownBugsError(f"{source}: entry {index} (pytorch#{bug.issue}): field 'issue': already used by entry {seen[bug.issue]}")
-        seen[bug.issue] = index
+        pattern = (bug.issue, bug.mechanism, bug.message)
+        if pattern in seen:
+            raise KnownBugsError(f"{source}: entry {index} (pytorch#{bug.issue}): field 'issue': already used by entry {seen[pattern]} "
+                                 "with the same mechanism and message")
+        seen[pattern] = index
         entries.append(bug)
     return KnownBugs(tuple(entries), source)
 

@@ -15,7 +15,11 @@ and treat eager's type semantics as what an op means):
   on CUDA arithmetic keeps the scalar at float32 opmath. With a float32 tensor every op on every
   device computes with the scalar rounded to float32, the common dtype and its opmath alike
   (`scalar_dtype`): `torch.remainder(x, 0.37)` of float32 values near 1e7 is the remainder by
-  0.37 rounded to float32, thousands of ULPs from the remainder by the double 0.37.
+  0.37 rounded to float32, thousands of ULPs from the remainder by the double 0.37;
+- a bfloat16 or float16 value a comparison reads is rounded to that dtype first, as eager holds it
+  (`rounds_before_comparison`): a comparison's answer is discrete, and a rounding that decides it
+  is part of what the model computes, not precision the reference may add (PR 195223 keeps those
+  roundings in Inductor by default, issue 195214; no maintainer has called their loss intended).
 """
 
 from __future__ import annotations
@@ -71,3 +75,13 @@ def round_scalar(value: float, dtype: str) -> float:
     if dtype == "float32":
         return f32
     raise ValueError(f"Expected a floating dtype but got dtype={dtype!r}")
+
+
+# The dtypes whose values a comparison reads rounded in the reference (`rounds_before_comparison`).
+ROUNDED_BEFORE_COMPARISON = frozenset({"bfloat16", "float16"})
+
+
+def rounds_before_comparison(value_dtype: str) -> bool:
+    """Whether the reference rounds a value of `value_dtype` (eager's dtype for it) to that dtype
+    where a comparison reads it: bfloat16 and float16, whose rounding can decide the answer."""
+    return value_dtype in ROUNDED_BEFORE_COMPARISON

@@ -69,6 +69,10 @@ class FloatComparison:
     # Where compiled has new NaN/Inf: the largest finite input magnitude over the dtype's largest
     # finite value (the input's dtype or this output's, the smaller); 0 = not measured.
     input_peak_fraction: float = 0.0
+    # Of the `nan_inf_mismatch` elements, those where eager is NaN/Inf exactly as fp64 is (NaN as
+    # NaN, an infinity of the same sign): there the non-finite value is the definition, and
+    # compiled's other answer is wrong (-1: not measured, a verdict stored before it was).
+    n_naninf_eager_exact: int = -1
 
     @property
     def fp32_worse(self) -> bool:
@@ -281,9 +285,13 @@ class Explanation:
     output: str
     detail: str
     measures: tuple[tuple[str, float], ...] = ()
+    # The device type the case ran on ("" when not recorded): the public record decides some
+    # mechanisms per device (`divfuzz.records.mechanisms.Mechanism.on_devices`).
+    device_type: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"mechanism": self.mechanism, "output": self.output, "detail": self.detail, "measures": dict(self.measures)}
+        d = {"mechanism": self.mechanism, "output": self.output, "detail": self.detail, "measures": dict(self.measures)}
+        return d | ({"device_type": self.device_type} if self.device_type else {})
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Explanation:
@@ -292,8 +300,11 @@ class Explanation:
         measures = d.get("measures") or {}
         if not isinstance(measures, dict):
             raise ValueError(f"Expected explanation measures as an object but got {measures!r:.80}")
+        device_type = d.get("device_type") or ""
+        if not isinstance(device_type, str):
+            raise ValueError(f"Expected an explanation's device_type as a string but got {device_type!r:.80}")
         return cls(d["mechanism"][:80], d["output"][:200], d["detail"][:1000],
-                   tuple(sorted((str(k)[:80], float(v)) for k, v in measures.items())))
+                   tuple(sorted((str(k)[:80], float(v)) for k, v in measures.items())), device_type[:20])
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from divfuzz.generators.spec import GraphSpec
-from divfuzz.oracles.severity_policy import severity_of
+from divfuzz.oracles.severity_policy import explaining_mechanism, severity_of
 from divfuzz.records.culprit import Culprit
 from divfuzz.records.errors import StoreError
 from divfuzz.records.known_bugs import KnownBugsError, RootCausePattern, default_known_bugs
@@ -33,15 +33,19 @@ COMPILE_LOG = "compile.log"
 COMPILE_LOG_MAX_CHARS = 1_000_000
 
 
-def known_lines(spec: GraphSpec, reason: "SeverityReason", *, device: str, culprit: str | None) -> list[str]:
-    """The upstream issues divfuzz's known-bug list matches for this finding, best first, one line each."""
+def known_lines(spec: GraphSpec, reason: "SeverityReason", *, device: str, culprit: str | None, mechanism: str = "",
+                site: str = "", torch_version: str | None = None) -> list[str]:
+    """The upstream issues divfuzz's known-bug list matches for this finding (by its ops, its
+    mechanism and the compiler error's own words), best first, one line each; `torch_version` says
+    whether a fix is in the torch the finding ran on."""
     try:
         known = default_known_bugs()
     except KnownBugsError:
         return []
-    pattern = RootCausePattern.from_spec_dict(spec.to_dict(), rule=reason.rule, culprit=culprit, device_type=device.split(":")[0])
-    return [f"pytorch#{m.bug.issue} ({m.bug.state_text()}, {_checked_words(m.bug.checked)}; {m.confidence} confidence): {m.bug.title}"
-            for m in known.matches(pattern)]
+    pattern = RootCausePattern.from_spec_dict(spec.to_dict(), rule=reason.rule, culprit=culprit, device_type=device.split(":")[0],
+                                              mechanism=mechanism, site=site)
+    return [f"pytorch#{m.bug.issue} ({m.bug.state_text(torch_version)}, {_checked_words(m.bug.checked)}; {m.confidence} "
+            f"confidence): {m.bug.title}" for m in known.matches(pattern)]
 
 
 def _checked_words(day: str | None) -> str:
@@ -66,7 +70,11 @@ def issue_files(spec: GraphSpec, *, device: str, config: "CompileConfig", verdic
     if script is None:
         return {}
     markdown = render_issue_markdown(spec, script, device=device, reason=reason, verdict=verdict, culprit=culprit,
-                                     versions=versions, known=known_lines(spec, reason, device=device, culprit=summary),
+                                     versions=versions,
+                                     known=known_lines(spec, reason, device=device, culprit=summary,
+                                                       mechanism=explaining_mechanism(verdict, reason) if verdict is not None else "",
+                                                       site=(verdict.error_site or "") if verdict is not None else "",
+                                                       torch_version=(versions or {}).get("torch")),
                                      config_desc=config.describe(), error_log=error_log)
     return {ISSUE_SCRIPT: script.text.encode(), ISSUE_MARKDOWN: markdown.encode(), **script.files}
 

@@ -52,7 +52,14 @@ CHECKS = {
     "many-ulps-worse": ("compiled is further from fp64 than eager (its summed error over the differing elements above "
                         "{triage:g}x eager's) and differs by more than {few} ULPs or on more than {fraction:g}% of the elements"),
     "rmse-worse": "compiled's RMSE against fp64 exceeds {margin}, the margin torch._dynamo.utils.same allows",
+    "nan-inf-wrong": "eager is NaN/Inf exactly as fp64 is, and compiled gives another value",
+    # Discrete answers a skipped low-precision rounding decides are bugs where a precision knob
+    # removes them (`divfuzz.records.mechanisms.DECISIVE_RULES`): the check is eager's answer.
+    "nan-inf-moved": "compiled puts NaN/Inf elsewhere than eager, whose low-precision rounding decides it",
 }
+DISCRETE_CHECK = "the discrete answer differs from eager's, whose low-precision rounding decides it"
+CHECKS.update({rule: DISCRETE_CHECK for rule in ("int-boundary", "int-flip", "int-valued-boundary", "int-eager-inexact",
+                                                 "compiled-fp64-correct")})
 # The suspect rules that only say an output is sensitive are bugs where compiled dropped an explicit
 # cast's rounding (`divfuzz.oracles.mechanisms.CONDITIONED_SUSPECT_RULES`): issue.py asserts the
 # rule the judge measured before it read the sensitivity, which the dropped rounding makes fail.
@@ -68,7 +75,7 @@ ERROR_RULES = frozenset(kind.value for kind in COMPILER_FAILURES.values())
 # Names issue.py binds itself: a graph value named so is renamed (`_names`).
 SCRIPT_NAMES = frozenset({
     "torch", "F", "Path", "importlib", "signal", "sys", "g", "raw", "model", "D", "ref", "eager", "compiled", "err_e",
-    "err_c", "ok", "scale", "ulp", "tol", "bad", "i", "name", "t", "outs", "cots", "grad", "backend", "args",
+    "err_c", "ok", "scale", "ulp", "tol", "bad", "i", "name", "t", "outs", "cots", "grad", "backend", "args", "same",
     "key", "dist", "sum_e", "sum_c", "rmse_e", "rmse_c",
 })
 # Seconds a hang's script waits before it exits 1.
@@ -225,6 +232,15 @@ def check_lines(rule: str, dtype: str, fc=None) -> list[str]:
         lines = ["bad = (eager.double() == ref) & (compiled != eager)"]
     elif rule == "int-gross":
         lines = ["bad = (compiled != eager) & (compiled != ref)"]
+    elif rule == "nan-inf-wrong":
+        lines = ["same = lambda a, b: (a == b) | (a.isnan() & b.isnan())",
+                 "bad = ~eager.isfinite() & same(eager.double(), ref) & ~same(compiled, eager)"]
+    elif rule == "nan-inf-moved":
+        lines = ["bad = (eager.isnan() != compiled.isnan()) | (eager.isinf() != compiled.isinf()) | "
+                 "(eager.isinf() & compiled.isinf() & (eager.sign() != compiled.sign()))"]
+    elif CHECKS.get(rule) == DISCRETE_CHECK:
+        lines = ["bad = (compiled != eager) & ~(compiled.isnan() & eager.isnan()) if compiled.is_floating_point() "
+                 "else compiled != eager"]
     else:
         raise ValueError(f"no plain-torch check for rule {rule!r}")
     lines += [

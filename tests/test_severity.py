@@ -319,17 +319,28 @@ def test_a_keys_severity_is_its_rule_under_its_culprits_switch():
     assert key_severity(raw.with_culprit(knob)) is Severity.BY_DESIGN
     assert key_severity(raw.with_culprit(CulpritKey("inductor", "lowerings", "aten.gelu"))) is Severity.SUSPECT
     assert key_severity(raw.with_culprit(CulpritKey("inductor", switch="freezing"))) is Severity.SUSPECT
-    # a precision knob turns suspect and noise rules into by-design, not what is noise by its nature
-    # (compiled closer, within same(), an undefined cast), nor a wrong answer, nor a finding about eager
+    # a precision knob turns suspect and noise rules of a float difference into by-design, not what
+    # is noise by its nature (compiled closer, within same(), an undefined cast), nor a wrong answer,
+    # nor a finding about eager; where the skipped rounding decides a discrete answer (an integer, a
+    # comparison, NaN/Inf: DECISIVE_RULES) it is a bug (PR 195223), and `suspect` where the input's
+    # conditioning decides it as much (the record does not say which is to blame)
+    from divfuzz.records.mechanisms import CONDITIONED_DECISIVE_RULES, DECISIVE_RULES
+
     knob = "emulate_precision_casts"
     for rule, severity in RULE_SEVERITY.items():
         under = switch_severity(rule, knob)
         if rule in ("undefined-cast", "compiled-closer", "within-same"):
             assert under is Severity.NOISE, rule
+        elif rule in DECISIVE_RULES:
+            assert under is Severity.BUG, rule
+        elif rule in CONDITIONED_DECISIVE_RULES:
+            assert under is Severity.SUSPECT, rule
         elif severity in (Severity.SUSPECT, Severity.NOISE, Severity.BY_DESIGN):
             assert under is Severity.BY_DESIGN, rule
         elif severity is Severity.EAGER_WORSE:
             assert under is Severity.EAGER_WORSE, rule
+    for rule in ("int-boundary", "int-flip", "nan-inf-moved", "compiled-fp64-correct"):
+        assert RULE_SEVERITY[rule] is not Severity.BUG and switch_severity(rule, knob) is Severity.BUG, rule
     for rule in ("int-valued-wrong", "nan-inf-new", "int-gross", "output-type-mismatch", "compile-error", "crash", "hang"):
         assert switch_severity(rule, knob) is Severity.BUG, rule
         # and a key's severity under the switch is what `severity_of` says of such a finding under it

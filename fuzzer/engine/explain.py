@@ -41,12 +41,14 @@ compile error or a dtype or shape change is never explained (the policy's table 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import torch
 
 from divfuzz.fuzzer.engine.graph_run import Named, run_forward_backward
-from divfuzz.generators.build import LAST_DIM_ORDERS, build_callable, build_reference, reference_inputs
+from divfuzz.generators.build import (LAST_DIM_ORDERS, build_callable, build_reference, decision_values, deciding_rule,
+                                      reference_inputs, reference_params)
 from divfuzz.generators.registry import get_op
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.oracles.accumulation_range import leaves_range_mask
@@ -80,16 +82,17 @@ def explain_case(case: "PreparedCase", compiled: Named, outputs: tuple[OutputVer
     if reason is None:
         return None
     if reason.severity is Severity.BUG and reason.rule in EXPLAINABLE_RULES:
-        experiments = (_subnormal_flush, _range_edge, _ties, _reduction_order, _explicit_cast_elided)
+        experiments = (_subnormal_flush, _range_edge, _ties, _reduction_order, _approximate_division, _rounding_decides,
+                       _explicit_cast_elided)
     elif reason.rule in CONDITIONED_SUSPECT_RULES:
-        experiments = (_explicit_cast_elided,)  # the one that names a defect a sensitivity cannot excuse
+        experiments = (_rounding_decides,)  # the one that names a defect a sensitivity cannot excuse
     else:
         return None
     with case.clock.span("explain"):
         for experiment in experiments:
             found = experiment(case, compiled, reason)
             if found is not None:
-                return found
+                return replace(found, device_type=case.device_type)
     return None
 
 
@@ -133,12 +136,45 @@ def _real_dtypes(spec: GraphSpec) -> dict[str, str]:
     return {t.name: t.dtype for t in spec.inputs} | {n.name: n.dtype for n in spec.nodes}
 
 
+def _inner_subnormals(case: "PreparedCase", names: set[str]) -> dict[str, torch.Tensor]:
+    """For each node in `names` whose op rounds or compares a value it computes inside (its
+    `JumpRule` pre-image: a floor division's quotient), where that value, computed from eager's
+    own inputs in float32 (the opmath of bfloat16, float16 and float32), is subnormal: a kernel
+    that computes it flushes it to zero, and the op then rounds or compares zero."""
+    spec = case.spec
+    masks = {}
+    for node in spec.nodes:
+        if node.name not in names or deciding_rule(node) is None:
+            continue
+        args = [case.eager_env.get(i) for i in node.inputs]
+        if not args or not all(isinstance(a, torch.Tensor) for a in args) or not args[0].is_floating_point() \
+                or args[0].dtype == torch.float64:
+            continue
+        op = get_op(node.op)
+        rule = (op.decision or op.boundary)([f"a{i}" for i in range(len(args))], reference_params(spec, node, case.device_type))
+        with torch.no_grad():
+            pre = _evaluate(rule.pre_image, [a.detach().float() if a.is_floating_point() else a.detach() for a in args])
+        subnormal = (pre != 0) & (pre.abs() < _SUBNORMAL_BELOW)
+        value = case.eager_env.get(node.name)
+        if bool(subnormal.any()) and isinstance(value, torch.Tensor) and subnormal.shape == value.shape:
+            masks[node.name] = subnormal
+    return masks
+
+
+def _evaluate(expression: str, args: list) -> torch.Tensor:
+    """A pre-image template over a0, a1, ... evaluated on `args` in their own dtypes."""
+    from divfuzz.generators.build import BuildContext, _compile_expression  # the templates' one compiler
+
+    return _compile_expression("pre_image", len(args), expression)(BuildContext().dt, *args)
+
+
 def _subnormal_flush(case: "PreparedCase", compiled: Named, reason: SeverityReason) -> Explanation | None:
     spec = case.spec
     eager_hook = _FlushCounter(_real_dtypes(spec))
     eager_ftz, _ = run_forward_backward(spec, build_callable(spec, case.device_type, hook=eager_hook), case.inputs, case.cots)
     if eager_hook.flushed == 0 and not _any_subnormal(case.eager):
-        return None  # nothing subnormal in the forward: a flush cannot be what differs
+        # nothing subnormal among the values: only a value inside an op (a quotient) may be
+        return _subnormal_dependence(case, compiled, reason) if case.device_type == "cuda" else None
     ref_hook = _FlushCounter(_real_dtypes(spec))
     reference_ftz, _ = run_forward_backward(spec, build_reference(spec, hook=ref_hook, device_type=case.device_type), reference_inputs(case.inputs),
                                             [c.double() if c is not None else None for c in case.cots])
@@ -166,12 +202,16 @@ def _subnormal_dependence(case: "PreparedCase", compiled: Named, reason: Severit
         return None
     spec = case.spec
     masks = {}
-    for name in _ancestors(spec, reason.output):
+    ancestors = _ancestors(spec, reason.output)
+    for name in ancestors:
         value = case.eager_env.get(name)
         if isinstance(value, torch.Tensor) and value.is_floating_point() and value.dtype != torch.float64:
             subnormal = (value != 0) & (value.detach().float().abs() < _SUBNORMAL_BELOW)
             if bool(subnormal.any()):
                 masks[name] = subnormal
+    inner = _inner_subnormals(case, ancestors)
+    for name, mask in inner.items():
+        masks[name] = masks[name] | mask if name in masks else mask
     if not masks:
         return None
     # A kernel's flush gives signed zero: an element the zeros change depends on the subnormals
@@ -179,11 +219,12 @@ def _subnormal_dependence(case: "PreparedCase", compiled: Named, reason: Severit
     n_diff, n_dep = depending_elements(case, compiled, reason, masks, fills=("nan", "signed-zero"))
     if n_diff == 0 or n_dep < 0.5 * n_diff:
         return None
-    where = ", ".join(sorted(masks, key=_graph_order(spec))[:3])
+    where = ", ".join(f"{name} (inside {spec.node(name).op})" if name in inner else name
+                      for name in sorted(masks, key=_graph_order(spec))[:3])
     return Explanation("subnormal-flush", reason.output,
                        f"{n_dep} of the {n_diff} differing elements of {reason.output} depend on subnormal values of eager's "
                        f"({where}), which the compiled CUDA kernels may flush to zero per instruction",
-                       (("differing", float(n_diff)), ("depending", float(n_dep))))
+                       (("differing", float(n_diff)), ("depending", float(n_dep)), ("inside_ops", float(len(inner)))))
 
 
 def _per_element_flush(eager: Named, eager_ftz: Named, compiled: Named, reference: Named, reference_ftz: Named) -> tuple[Named, Named]:
@@ -238,10 +279,17 @@ def _edge_masks(case: "PreparedCase", names: set[str], reference_env: dict) -> d
     the inputs' infinities), or lie at the edge."""
     spec = case.spec
     inputs = {t.name for t in spec.inputs}
+    reads = {n.name: n.inputs for n in spec.nodes}
     masks = {}
+    # Values that carry the range's edge downstream: an input's inf/NaN or edge values, a node's
+    # overflow or edge values. An infinity fp64 itself computes from finite values with none of
+    # these upstream is a pole (1 / -0.0 is -inf by definition), not the edge of the range.
+    sourced: set[str] = set()
     for name in sorted(names, key=_graph_order(spec)):
         value, exact = case.eager_env.get(name), reference_env.get(name)
         if not isinstance(value, torch.Tensor) or not value.is_floating_point() or not isinstance(exact, torch.Tensor):
+            if any(i in sourced for i in reads.get(name, ())):
+                sourced.add(name)
             continue
         value, exact = value.detach(), exact.detach().to(value.device)
         if value.shape != exact.shape:
@@ -251,7 +299,9 @@ def _edge_masks(case: "PreparedCase", names: set[str], reference_env: dict) -> d
             mask = ~torch.isfinite(value) | at_edge
             what = f"input {name} holds {{n}} inf/NaN values or values at the edge of its dtype's range"
         else:
-            mask = (torch.isinf(value) & torch.isfinite(exact)) | ~torch.isfinite(exact) | at_edge
+            upstream_edge = any(i in sourced for i in reads.get(name, ()))
+            overflow = torch.isinf(value) & torch.isfinite(exact)
+            mask = overflow | at_edge | (~torch.isfinite(exact) if upstream_edge else torch.zeros_like(at_edge))
             what = (f"{name} = {spec.node(name).op} holds {{n}} values that overflow its {str(value.dtype).removeprefix('torch.')} "
                     "in eager, are inf or NaN in fp64, or lie at the edge of its range")
             reordered = _reassociation_edge(spec, name, value.shape, reference_env)
@@ -261,6 +311,8 @@ def _edge_masks(case: "PreparedCase", names: set[str], reference_env: dict) -> d
                                                 "partial results leave float32's range in some order of the accumulation")
         if bool(mask.any()):
             masks[name] = (mask, what.format(n=int(mask.sum())))
+        if bool(mask.any()) or any(i in sourced for i in reads.get(name, ())):
+            sourced.add(name)
     return masks
 
 
@@ -282,9 +334,20 @@ def _reassociation_edge(spec: GraphSpec, name: str, shape: torch.Size, reference
 # value: `torch.where` would instead cut the gradient there, and an input whose every path runs
 # through such values would read as independent of them); or zero of the value's sign, which is
 # what a kernel's flush-to-zero makes of a subnormal, and which also reaches through a comparison.
+def _perturbed(v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """`v` with its marked elements made other than they are, whatever its dtype: a boolean
+    negated, an integer moved by one, a float made NaN (a decision taken the other way)."""
+    if v.dtype == torch.bool:
+        return v ^ mask
+    if not v.is_floating_point():
+        return v + mask.to(v.dtype)
+    return _FILLS["nan"](v, mask)
+
+
 _FILLS = {
     "nan": lambda v, mask: v * torch.where(mask, torch.full_like(v, float("nan")), torch.ones_like(v)),
     "signed-zero": lambda v, mask: torch.where(mask, v * 0, v),
+    "perturb": _perturbed,
 }
 
 
@@ -375,6 +438,99 @@ def _explicit_cast_elided(case: "PreparedCase", compiled: Named, reason: Severit
                        f"{n_close} of the {n_named} differing elements of {reason.output} equal what the model computes "
                        f"without the rounding of its explicit casts ({what}): compiled dropped it",
                        (("differing", float(n_named)), ("without_casts", float(n_close))))
+
+
+# ---- a rounding that decides ------------------------------------------------------------------
+
+
+def _low_precision_feeds(spec: GraphSpec, name: str) -> bool:
+    """Whether node `name` reads a value computed in bfloat16 or float16, or one downstream of an
+    explicit cast to them: where eager rounds what the node compares, and a fused kernel may not."""
+    node = spec.node(name)
+    dtypes = _real_dtypes(spec)
+    if any(dtypes.get(i) in _NARROWING for i in node.inputs):
+        return True
+    for upstream in _ancestors(spec, name) - {name}:
+        if upstream in dtypes and upstream not in {t.name for t in spec.inputs}:
+            up = spec.node(upstream)
+            if get_op(up.op).rounds_to_param and up.kwargs.get(get_op(up.op).rounds_to_param) in _NARROWING:
+                return True
+    return False
+
+
+def _rounding_decides(case: "PreparedCase", compiled: Named, reason: SeverityReason) -> Explanation | None:
+    """Found when the differing elements depend on decisions of the graph (a comparison a
+    `where` selects by, a count over a threshold, an integer a rounding op makes:
+    `divfuzz.generators.build.decision_values`) that take the other side once eager's own
+    low-precision values are replaced by what the model computes without rounding (the fp64
+    reference with no casts' rounding): compiled compared before the rounding eager made. Only
+    for decisions fed by bfloat16/float16 values or an explicit cast to them; a decision on a
+    graph input sees the same data on both sides."""
+    spec = case.spec
+    deciders = [n for n in spec.nodes if n.name in _ancestors(spec, reason.output) and deciding_rule(n) is not None
+                and _low_precision_feeds(spec, n.name)]
+    if not deciders:
+        return None
+    loose_env: dict = {}
+    with torch.no_grad():
+        build_reference(spec, keep=loose_env, device_type=case.device_type, explicit_casts=False)(
+            *[x.detach() for x in reference_inputs(case.inputs)])
+    masks = {}
+    for node in deciders:
+        rounded = decision_values(spec, node, case.eager_env, device_type=case.device_type)
+        exact = decision_values(spec, node, loose_env, device_type=case.device_type)
+        value = case.eager_env.get(node.name)
+        if rounded is None or exact is None or not isinstance(value, torch.Tensor) or rounded.shape != exact.shape:
+            continue
+        flipped = rounded.to(exact.device) != exact
+        if flipped.shape != value.shape and flipped.shape[:-1] == value.shape:
+            flipped = flipped.any(dim=-1)  # a count over the row: any element crossing moves it
+        if flipped.shape == value.shape and bool(flipped.any()):
+            masks[node.name] = flipped.to(value.device)
+    if not masks:
+        return None
+    n_diff, n_dep = depending_elements(case, compiled, reason, masks, fills=("perturb",))
+    if n_diff == 0 or n_dep < 0.5 * n_diff:
+        return None
+    what = ", ".join(f"{name} = {spec.node(name).op} ({int(mask.sum())} flipped)" for name, mask in list(masks.items())[:3])
+    return Explanation("rounding-decides", reason.output,
+                       f"{n_dep} of the {n_diff} differing elements of {reason.output} depend on decisions that eager's "
+                       f"low-precision rounding takes the other way from the unrounded values ({what}): compiled decided "
+                       "before that rounding",
+                       (("differing", float(n_diff)), ("depending", float(n_dep)), ("decisions", float(len(masks)))))
+
+
+def _approximate_division(case: "PreparedCase", compiled: Named, reason: SeverityReason) -> Explanation | None:
+    """Found when the output is a floor or trunc division (`JumpRule.quotient`) and most of its
+    wrong elements are one step off at an exact quotient: the quotient of eager's operands, in
+    float64, is an integer (eager's answer), and compiled gives the next integer toward zero for a
+    trunc or one below for a floor: the kernel divided approximately (182 / 7 as 25.99999)."""
+    spec = case.spec
+    if reason.output not in {n.name for n in spec.nodes}:
+        return None
+    node = spec.node(reason.output)
+    op = get_op(node.op)
+    rule = op.boundary([f"a{i}" for i in range(len(node.inputs))], reference_params(spec, node, case.device_type)) \
+        if op.boundary is not None else None
+    if rule is None or not rule.quotient:
+        return None
+    x = case.eager_env.get(node.inputs[0])
+    eager, got = dict(case.eager).get(reason.output), dict(compiled).get(reason.output)
+    if not isinstance(x, torch.Tensor) or eager is None or got is None or eager.shape != got.shape:
+        return None
+    with torch.no_grad():
+        quotient = _evaluate(rule.pre_image, [x.detach().double()])
+        got64, eager64 = got.detach().double().to(quotient.device), eager.detach().double().to(quotient.device)
+        exact = torch.isfinite(quotient) & (quotient == torch.round(quotient))
+        one_off = (got64 - quotient).abs() == 1
+    named = rule_elements(reason.rule, eager, got.to(eager.device)).to(quotient.device)
+    n_named, n_at = int(named.sum()), int((named & exact & one_off & (eager64 == quotient)).sum())
+    if n_named == 0 or n_at < 0.5 * n_named:
+        return None
+    return Explanation("approximate-division", reason.output,
+                       f"{n_at} of the {n_named} wrong elements of {reason.output} = {node.op} are one step off where the "
+                       "exact quotient of eager's operands is an integer: an approximate division before the rounding",
+                       (("wrong", float(n_named)), ("at_exact_quotient", float(n_at))))
 
 
 def _graph_order(spec: GraphSpec):

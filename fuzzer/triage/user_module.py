@@ -37,10 +37,10 @@ import torch.fx
 import torch.utils._pytree as pytree
 
 from divfuzz.oracles.cast_elision import dropped_cast_elements
-from divfuzz.oracles.named_elements import nearest_alternative
+from divfuzz.oracles.named_elements import nearest_alternative, rule_elements, same_values
 from divfuzz.generators.build import LAST_DIM_ORDERS
 from divfuzz.oracles.mechanisms import CONDITIONED_SUSPECT_RULES, EXPLAINABLE_RULES
-from divfuzz.oracles.severity_policy import severity_of, verdict_lines_of, worth_reducing
+from divfuzz.oracles.severity_policy import explaining_mechanism, severity_of, verdict_lines_of, worth_reducing
 from divfuzz.reports.issue_folder import ISSUE_MARKDOWN, ISSUE_SCRIPT, known_lines
 from divfuzz.reports.issue_markdown import render_issue_markdown
 from divfuzz.reports.module_issue import module_subject, render_module_issue_script
@@ -56,7 +56,8 @@ from divfuzz.oracles.boundary import distance_to_grid_ulps, selection_distance_u
 from divfuzz.oracles.conditioning import perturb_inputs
 from divfuzz.oracles.judge import judge_outputs, verdict_of
 from divfuzz.records.config import CompileConfig
-from divfuzz.records.reference_rules import BINARY, COMPARE, EXPLICIT_CAST_METHODS, MUL_DIV, round_scalar, scalar_dtype
+from divfuzz.records.reference_rules import (BINARY, COMPARE, EXPLICIT_CAST_METHODS, MUL_DIV, round_scalar,
+                                             rounds_before_comparison, scalar_dtype)
 from divfuzz.records.culprit import Culprit, NOT_ATTRIBUTED, summarize
 from divfuzz.records.deadline import Deadline
 from divfuzz.records.errors import ConfigError, TimeUp
@@ -182,6 +183,8 @@ def reference_graph(gm, *, inputs=None, device_type: str = "cpu", keep_casts: bo
             target = scalar_dtype(kind, str(low).removeprefix("torch."), device_type) if kind and low is not None else None
             if target is not None:
                 node.args = tuple(round_scalar(a, target) if isinstance(a, float) else a for a in node.args)
+            if keep_casts and _op_name(node) in _COMPARISONS:
+                node.args = tuple(_rounded_operand(ref, node, a, dtypes) for a in node.args)
             cast_to = _cast_dtype(node) if node.name in keep else None
             node.args = _to_float64(node.args)
             node.kwargs = {k: _to_float64(v) for k, v in node.kwargs.items()}
@@ -195,6 +198,19 @@ def reference_graph(gm, *, inputs=None, device_type: str = "cpu", keep_casts: bo
                 setattr(ref, node.target, torch.nn.Parameter(value.detach().double(), requires_grad=False) if isinstance(value, torch.nn.Parameter) else value.detach().double())
     ref.recompile()
     return ref
+
+
+_COMPARISONS = frozenset({"eq", "ne", "lt", "le", "gt", "ge"})
+
+
+def _rounded_operand(ref, node, arg, dtypes: dict):
+    """A comparison's operand in the reference: rounded to its bfloat16/float16 dtype first, as
+    eager holds the values it compares (`divfuzz.records.reference_rules.rounds_before_comparison`)."""
+    low = dtypes.get(arg.name) if isinstance(arg, torch.fx.Node) else None
+    if low is None or not rounds_before_comparison(str(low).removeprefix("torch.")):
+        return arg
+    with ref.graph.inserting_before(node):
+        return ref.graph.call_function(_round_through, (arg, low))
 
 
 def _reference_outputs(gm, inputs, *, keep_casts: bool = True):
@@ -394,7 +410,119 @@ def _with_dropped_cast(verdict, gm, inputs, a, b, kept):
     return replace(verdict, explanation=Explanation(
         "explicit-cast-elided", reason.output,
         f"{n_close} of the {n_named} differing elements of {reason.output} equal what the graph computes without the "
-        "rounding of the model's own casts: the rung under test dropped it", (("differing", float(n_named)), ("without_casts", float(n_close)))))
+        "rounding of the model's own casts: the rung under test dropped it", (("differing", float(n_named)), ("without_casts", float(n_close))),
+        _device_type(inputs)))
+
+
+# Aten ops whose result is a discrete decision of their floating inputs: comparisons (their
+# boolean selects, counts or masks downstream) and roundings to an integer.
+_DECIDING = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "floor", "ceil", "round", "trunc", "sign", "signbit",
+                       "isinf", "isnan", "isfinite"})
+_NARROW = (torch.bfloat16, torch.float16)
+
+
+def _values_of(gm, inputs) -> dict:
+    """Every node's value in one run of `gm` on `inputs` (no grad), by node name."""
+    values: dict = {}
+
+    class Keep(torch.fx.Interpreter):
+        def run_node(self, n):
+            value = super().run_node(n)
+            values[n.name] = value
+            return value
+
+    with torch.no_grad():
+        Keep(gm).run(*inputs)
+    return values
+
+
+def _deciding_nodes(gm, inputs) -> list:
+    """The nodes of `gm` that decide (`_DECIDING`) on a value eager computes in bfloat16/float16,
+    or on one downstream of the model's explicit cast to them: where eager rounds what is decided
+    on, and a fused kernel may not. A decision on a graph input sees the same data on both sides."""
+    dtypes = _real_dtypes(gm, inputs)
+    casts = explicit_casts(gm)
+    narrowed: set = set()  # nodes downstream of an explicit narrowing cast
+    for node in gm.graph.nodes:
+        inputs_of = [a for a in node.all_input_nodes]
+        if node.name in casts and dtypes.get(node.name) in _NARROW or any(a.name in narrowed for a in inputs_of):
+            narrowed.add(node.name)
+    found = []
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or _op_name(node) not in _DECIDING or not node.args:
+            continue
+        operands = [a for a in node.all_input_nodes if a.op != "placeholder"]
+        if any(dtypes.get(a.name) in _NARROW or a.name in narrowed for a in operands):
+            found.append(node)
+    return found
+
+
+def _with_rounding_decides(verdict, gm, inputs, a, b):
+    """`verdict` with the `rounding-decides` explanation when it is a bug candidate (or a
+    sensitive suspect) and its differing elements depend on decisions (`_deciding_nodes`) that go
+    the other way once eager's low-precision values are replaced by the unrounded ones (the fp64
+    reference without the model's casts' rounding): the rung under test decided before the
+    rounding eager made. `a` is the rung before (eager's side), `b` the rung under test."""
+    reason = severity_of(verdict)
+    candidate = reason is not None and ((reason.severity is Severity.BUG and reason.rule in EXPLAINABLE_RULES)
+                                        or reason.rule in CONDITIONED_SUSPECT_RULES)
+    if not candidate or not reason.output.startswith("output "):
+        return verdict
+    try:
+        deciders = _deciding_nodes(gm, inputs)
+        if not deciders:
+            return verdict
+        eager_values = _values_of(gm, inputs)
+        loose_gm = reference_graph(gm, inputs=inputs, device_type=_device_type(inputs), keep_casts=False)
+        wide = [_to_float64(x) for x in inputs]
+        loose_values = _values_of(loose_gm, wide)
+        flipped = {}
+        for node in deciders:
+            rounded, exact = eager_values.get(node.name), loose_values.get(node.name)
+            if not isinstance(rounded, torch.Tensor) or not isinstance(exact, torch.Tensor) or rounded.shape != exact.shape:
+                continue
+            moved = rounded.to(exact.device).to(exact.dtype) != exact
+            if bool(moved.any()):
+                flipped[node.name] = moved
+        if not flipped:
+            return verdict
+        plain = _flat(loose_gm(*wide))
+
+        class Perturb(torch.fx.Interpreter):
+            def run_node(self, n):
+                value = super().run_node(n)
+                mask = flipped.get(n.name)
+                if mask is None or not isinstance(value, torch.Tensor):
+                    return value
+                if value.dtype == torch.bool:
+                    return value ^ mask
+                if not value.is_floating_point():
+                    return value + mask.to(value.dtype)
+                return torch.where(mask, torch.full_like(value, float("nan")), value)
+
+        with torch.no_grad():
+            perturbed = _flat(Perturb(loose_gm).run(*wide))
+    except Exception:  # a graph the reference cannot run: no explanation
+        return verdict
+    i = int(reason.output.removeprefix("output "))
+    if i >= min(len(a), len(b), len(plain), len(perturbed)):
+        return verdict
+    named = rule_elements(reason.rule, a[i], b[i].to(a[i].device)).to(plain[i].device)
+    depends = ~same_values(perturbed[i], plain[i])
+    n_named, n_dep = int(named.sum()), int((named & depends).sum())
+    if n_named == 0 or n_dep < 0.5 * n_named:
+        return verdict
+    what = ", ".join(f"{n} ({int(m.sum())} flipped)" for n, m in list(flipped.items())[:3])
+    return replace(verdict, explanation=Explanation(
+        "rounding-decides", reason.output,
+        f"{n_dep} of the {n_named} differing elements of {reason.output} depend on decisions that eager's low-precision "
+        f"rounding takes the other way from the unrounded values ({what}): the rung under test decided before that rounding",
+        (("differing", float(n_named)), ("depending", float(n_dep)), ("decisions", float(len(flipped)))),
+        _device_type(inputs)))
+
+
+def _device_type(inputs) -> str:
+    return next((x.device.type for x in inputs if isinstance(x, torch.Tensor)), "cpu")
 
 
 def _n_differ(a, b) -> int:
@@ -731,8 +859,9 @@ def _write_folder(diff: RungDifference, folders: CauseFolders, number: int, redu
         culprit = replace(culprit, summary=summarize(culprit))
     summary = culprit.summary
     kept = _reference_outputs(small, small_inputs)
-    verdict = _with_dropped_cast(_verdict(small, small_inputs, before_out, after_out, ref=kept), small, small_inputs,
-                                 before_out, after_out, kept)
+    verdict = _verdict(small, small_inputs, before_out, after_out, ref=kept)
+    decided = _with_rounding_decides(verdict, small, small_inputs, before_out, after_out)
+    verdict = decided if decided is not verdict else _with_dropped_cast(verdict, small, small_inputs, before_out, after_out, kept)
     reason = severity_of(verdict, switch=culprit.key().switch or None, subsystem=culprit.key().subsystem)
     folder = folders.out / f"{number:02d}-{rung}"
     folder.mkdir(parents=True, exist_ok=True)
@@ -779,11 +908,14 @@ def _write_issue(folder: Path, gm, inputs, *, before: str, rung: str, device: st
     if script is None:
         return
     subject = module_subject(gm, inputs)
-    known = known_lines(_KnownProbe(subject.ops, subject.dtypes), reason, device=device, culprit=culprit.get("summary"))
+    versions = environment_versions(device)
+    known = known_lines(_KnownProbe(subject.ops, subject.dtypes), reason, device=device, culprit=culprit.get("summary"),
+                        mechanism=explaining_mechanism(verdict, reason), site=verdict.error_site or "",
+                        torch_version=versions.get("torch"))
     (folder / ISSUE_SCRIPT).write_text(script.text)
     (folder / ISSUE_MARKDOWN).write_text(render_issue_markdown(
         subject, script, device=device, reason=reason, verdict=verdict, culprit=culprit,
-        versions=environment_versions(device), known=known, config_desc=f"{rung}, {before} as the baseline"))
+        versions=versions, known=known, config_desc=f"{rung}, {before} as the baseline"))
 
 
 @dataclass(frozen=True)
