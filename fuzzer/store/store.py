@@ -13,8 +13,9 @@ Invariants:
 - a bucket's key is unique across runs: a key seen in an earlier run is not new;
 - opening a file that is not a divfuzz store (empty, another application's SQLite file, a
   non-integer schema version, a symlink) raises StoreError and writes nothing; `create=False`
-  (readers such as `report`) never writes to a current store at all, and `open_input` (merge's
-  inputs) never writes next to the input;
+  (readers such as `report`) opens it read-only (`mode=ro`) and never migrates it: a store that
+  needs upgrading is refused there, naming the writing command that upgrades it; `open_input`
+  (merge's inputs) never writes next to the input;
 - every SQLite error of a method is a StoreError naming the file and saying what it is (corrupt,
   disk full, read-only), never a bare sqlite3 traceback; a row that does not decode is a
   "damaged row" naming the file;
@@ -56,7 +57,14 @@ from divfuzz.fuzzer.store.rows import (
     RootCauseRow,
     RunRow,
 )
-from divfuzz.fuzzer.store.schema import SCHEMA_VERSION, check_divfuzz_store, create_store_file, migrate, write_schema
+from divfuzz.fuzzer.store.schema import (
+    SCHEMA_VERSION,
+    check_divfuzz_store,
+    create_store_file,
+    migrate,
+    refuse_old_schema,
+    write_schema,
+)
 from divfuzz.records.buckets import BucketKey
 from divfuzz.records.errors import InternalError, StoreError
 from divfuzz.records.severity import BucketSeverity, Severity
@@ -66,40 +74,57 @@ _CASE_PAGE = 500  # cases read at a time by `iter_cases` (a shard's store may no
 
 
 class Store:
-    def __init__(self, path: str | Path, *, create: bool = True):
+    def __init__(self, path: str | Path, *, create: bool = True, read_only: bool | None = None):
         """Open (or with `create`, make) a store. Without `create` the file must already be a
-        divfuzz store, and nothing is written to it: no schema, no journal-mode change."""
+        divfuzz store, and it is opened read-only (SQLite's `mode=ro`; `immutable` too when no
+        journal is beside it, so reading creates no `-wal`/`-shm` files): what every command that
+        only reads (`report`, `diff`, `minimize CASE-ID`, `bench --breakdown`) opens. A store of
+        an older schema is refused there, never upgraded (`refuse_old_schema`). A writing command
+        on an existing store passes `create=False, read_only=False`: checked, then upgraded."""
         self.path = Path(path)
+        self.read_only = (not create) if read_only is None else read_only
         self._lock = threading.RLock()
-        for part in (self.path, *(self.path.with_name(self.path.name + s) for s in ("-wal", "-shm", "-journal"))):
+        journals = [self.path.with_name(self.path.name + s) for s in ("-wal", "-shm", "-journal")]
+        for part in (self.path, *journals):
             check_plain(part, what="store file")  # SQLite would follow a symlink, and block on a FIFO
         if self.path.exists() and self.path.is_file() and self.path.stat().st_size == 0:
             raise StoreError(f"{self.path}: an empty file, not a divfuzz store; refused and left as it is")
         if not self.path.exists():
-            if not create:
+            if not create or self.read_only:
                 raise StoreError(f"{self.path}: no store here")
             create_store_file(self.path)
         self.db = None
         try:
-            self.db = connect(str(self.path), check_same_thread=False, timeout=30)
-            self._prepare(create=create)
+            if self.read_only:
+                wal, _, rollback = journals
+                quiet = not (wal.exists() or rollback.exists())  # no writer's log to read
+                uri = self.path.resolve().as_uri() + ("?mode=ro&immutable=1" if quiet else "?mode=ro")
+                self.db = connect(uri, uri=True, check_same_thread=False, timeout=30)
+            else:
+                self.db = connect(str(self.path), check_same_thread=False, timeout=30)
+            self._prepare(create=create and not self.read_only)
         except sqlite3.Error as e:
             if self.db is not None:
                 self.db.close()
             raise StoreError(f"not a usable divfuzz store: {describe_sqlite_error(self.path, e)}") from None
         except StoreError:
-            self.db.close()
+            if self.db is not None:
+                self.db.close()
             raise
 
     def _prepare(self, *, create: bool) -> None:
         """Only reads until the file is known to be a divfuzz store; then, with `create`, WAL mode
-        and the tables it lacks; an older store (checked) is upgraded in place, a current one is not touched."""
-        check_divfuzz_store(self.db, self.path)
+        and the tables it lacks; an older store (checked) is upgraded in place, a current one is
+        not touched. Read-only, an older store is refused: nothing on a read path migrates."""
+        version = check_divfuzz_store(self.db, self.path)
+        if self.read_only:
+            refuse_old_schema(self.path, version)
+            return
         if create:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             write_schema(self.db)
-        migrate(self.db)
+        migrate(self.db, self.path)
 
     @classmethod
     @contextmanager
@@ -112,7 +137,7 @@ class Store:
         refuse_if_live(path)
         wal = Path(f"{path}-wal")
         store = cls.__new__(cls)
-        store.path, store._lock, store.db = path, threading.RLock(), None
+        store.path, store._lock, store.db, store.read_only = path, threading.RLock(), None, False
         try:
             try:
                 if not (wal.exists() and wal.stat().st_size > 0):

@@ -1,0 +1,158 @@
+"""A store received from someone else (issue 56): a command that only reads it opens it read-only
+and never upgrades it; the attacks are repeated through the real command line, and each refusal
+is exit 2 with the store named and the file left byte for byte as it was."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from divfuzz.fuzzer.cli.main import main
+from divfuzz.fuzzer.store import SCHEMA_VERSION, STORE_NAME, Store
+from divfuzz.records.errors import StoreError
+from test_input_errors import small_store
+
+
+def _invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _folder(path: Path) -> dict[str, str]:
+    return {p.name: _sha(p) for p in sorted(path.parent.iterdir()) if p.is_file()}
+
+
+def _sql(path: Path, *statements: str) -> None:
+    db = sqlite3.connect(path)
+    for statement in statements:
+        db.execute(statement)
+    db.commit()
+    db.close()
+
+
+def _claiming_version_4(tmp_path: Path) -> Path:
+    """The issue's attack: a current store whose meta was edited to claim schema 4."""
+    path = small_store(tmp_path / "received")
+    _sql(path, "UPDATE meta SET value='4' WHERE key='schema_version'")
+    return path
+
+
+def _version_4(tmp_path: Path) -> Path:
+    """A store as schema 4 wrote it: its bucket keyed by a text, a signature in its key_json."""
+    path = _claiming_version_4(tmp_path)
+    old = '{"kind": "ulp", "dtype": "bfloat16", "device_type": "cpu", "signature": "gelu", "detail": ""}'
+    _sql(path, f"UPDATE buckets SET key='ulp \u00b7 bfloat16 \u00b7 cpu \u00b7 gelu', key_json='{old}'")
+    return path
+
+
+@pytest.mark.parametrize("command", [
+    ("report", "--out", "{dir}"),
+    ("report", "--out", "{dir}", "--html", "{tmp}/page.html"),
+    ("report", "--out", "{dir}", "--bucket", "1", "--issue"),
+    ("diff", "{dir}", "{dir}"),
+    ("minimize", "1", "--out", "{dir}", "--repro-dir", "{tmp}/min"),
+    ("bench", "--breakdown", "{dir}"),
+])
+def test_a_reading_command_refuses_a_store_that_needs_upgrading_and_leaves_it_byte_identical(tmp_path, command):
+    """The attack: a copied store whose meta claims schema 4 was rewritten by `report` (every
+    key's ops emptied, root causes dropped) and the command exited 0."""
+    path = _claiming_version_4(tmp_path)
+    before = _folder(path)
+    result = _invoke(*(a.format(dir=path.parent, tmp=tmp_path) for a in command))
+    message = _flat(result.output)
+    assert result.exit_code == 2, result.output
+    assert f"{path}: store schema version 4 is older than this divfuzz's ({SCHEMA_VERSION})" in message, message
+    assert f"divfuzz fuzz --out {path.parent}" in message and "left as it is" in message, message
+    assert _folder(path) == before  # the store byte for byte, and no -wal, -shm or log beside it
+    assert not (tmp_path / "page.html").exists() and not (tmp_path / "min").exists()
+
+
+def test_a_read_only_open_never_migrates_and_a_writing_open_does(tmp_path, monkeypatch):
+    path = _version_4(tmp_path)
+    before = _sha(path)
+    import divfuzz.fuzzer.store.store as store_module
+
+    def no_migration(*args):
+        raise AssertionError("migrate() called on a read path")
+
+    with monkeypatch.context() as m:
+        m.setattr(store_module, "migrate", no_migration)
+        with pytest.raises(StoreError, match="older than this divfuzz"):
+            Store(path, create=False)
+    assert _sha(path) == before
+    Store(path, create=False, read_only=False).close()  # a writing command's open: checked, then upgraded
+    store = Store(path, create=False)
+    try:
+        assert store.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+        [bucket] = store.buckets()
+        assert bucket.count == 1 and bucket.key.ops == ("gelu",)
+    finally:
+        store.close()
+
+
+def test_a_store_whose_version_was_lowered_by_hand_is_not_upgraded_by_a_writing_command_either(tmp_path):
+    """Upgrading the attack's store would have emptied every key's ops: its keys are no schema-4
+    keys, and the writing open says so, naming the row, and converts nothing."""
+    path = _claiming_version_4(tmp_path)
+    before = _sha(path)
+    with pytest.raises(StoreError) as refused:
+        Store(path, create=False, read_only=False)
+    assert f"{path}: its meta table says schema 4, but buckets row 1 holds no schema-4 key" in str(refused.value)
+    assert _sha(path) == before
+    result = _invoke("merge", tmp_path / "merged", path.parent)
+    assert result.exit_code == 2 and "buckets row 1 holds no schema-4 key" in _flat(result.output), result.output
+    assert not (tmp_path / "merged").exists() and _sha(path) == before
+
+
+def test_a_store_opened_read_only_refuses_every_write_and_creates_no_journal(tmp_path):
+    path = small_store(tmp_path)
+    before = _folder(path)
+    store = Store(path, create=False)
+    try:
+        with pytest.raises(StoreError, match="read-only"):
+            store.finish_run(1, "interrupted")
+        assert store.run_info(1)["status"] == "finished"
+    finally:
+        store.close()
+    assert _folder(path) == before
+
+
+def test_a_reader_sees_what_a_live_writer_has_committed(tmp_path):
+    """With a writer's log beside it (a campaign running), the read-only open reads through it
+    (not `immutable`, which would miss the log's rows)."""
+    path = small_store(tmp_path)
+    writer = Store(path)
+    try:
+        run_id, _ = writer.start_run(seed=9, device="cpu", config={}, options={}, versions={})
+        assert Path(f"{path}-wal").exists()
+        reader = Store(path, create=False)
+        try:
+            assert reader.has_run(run_id)
+        finally:
+            reader.close()
+    finally:
+        writer.close()
+
+
+def test_fuzz_the_writing_command_the_refusal_names_upgrades_the_store(tmp_path):
+    path = _version_4(tmp_path)
+    result = _invoke("fuzz", "--out", path.parent, "--device", "cpu", "--max-cases", "1", "--workers", "1", "--no-live",
+                     "--no-minimize", "--max-ops", "2", "--backend", "divfuzz.fuzzer.engine.planted:ulp_bump")
+    assert result.exit_code == 0, result.output
+    store = Store(path, create=False)  # now current: read without refusal
+    try:
+        assert store.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+        assert len(store.runs()) == 2
+    finally:
+        store.close()
