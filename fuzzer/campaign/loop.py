@@ -125,6 +125,10 @@ class Progress:
     pending_analyses: int = 0  # bucket analyses queued or running in the analysis pool
     analyses_filed: int = 0  # analyses the pool finished and filed in this run
     drawing_stopped: float | None = None  # time.time() when the slots stopped drawing (budget or failure): stored
+    # Cases whose worker died under them and that then ran in a fresh worker without dying
+    # (`Verdict.worker_deaths`): infrastructure events (a kill from outside, the OOM killer), never
+    # findings; each {"slot", "idx", "deaths"}, kept in the run's timings file and said in its summary.
+    worker_deaths: list = field(default_factory=list)
 
     def note_severity(self, bucket_id: int, severity) -> None:
         old = self.bucket_severity.get(bucket_id)
@@ -521,6 +525,7 @@ class Campaign:
             "analyses": [asdict(t) for t in (self.pool.timings if self.pool is not None else ())],
             "pending": pending, "pending_by_severity": dict(pending_by_severity),
             "worker_starts": warm_template.starts(),
+            "worker_deaths_not_repeated": p.worker_deaths,
         }
         path = self.opts.out_dir / f"divfuzz-run{self.run_id}-timings.json"
         tmp = path.with_suffix(".json.tmp")
@@ -805,6 +810,8 @@ class Campaign:
             p.timings["worker_ipc"] += ran.ipc_s
             p.timings["store"] += stored.store_s
             p.timings["minimize_and_files"] += t_analysis
+            if verdict.worker_deaths:
+                p.worker_deaths.append({"slot": ran.at.slot, "idx": ran.at.idx, "deaths": list(verdict.worker_deaths)})
             if judged.finding:
                 p.findings += 1
                 p.buckets.add(stored.bucket_id)

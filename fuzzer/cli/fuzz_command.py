@@ -427,6 +427,11 @@ def summary_screen(result, buckets, *, elapsed: float, width: int, min_severity:
         facts.append("; ".join(compiled))
     if result.cut_at_end:
         facts.append("budget reached: work still in flight then was dropped (re-run resumes it)")
+    if p.worker_deaths:
+        where = ", ".join(f"slot {d['slot']} case {d['idx']} ({'; '.join(d['deaths'])})" for d in p.worker_deaths[:3])
+        facts.append(f"{len(p.worker_deaths)} worker death(s) that did not repeat when the case ran again in a fresh "
+                     f"worker: {where}{', ...' if len(p.worker_deaths) > 3 else ''}; infrastructure (a kill from outside, "
+                     "the OOM killer), not findings")
     store_dir = result.store_path.parent
     if result.pending_analyses:
         by_severity = ", ".join(f"{n} {s}" for s, n in sorted(result.pending_by_severity.items()) if n)
