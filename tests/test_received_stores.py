@@ -156,3 +156,31 @@ def test_fuzz_the_writing_command_the_refusal_names_upgrades_the_store(tmp_path)
         assert len(store.runs()) == 2
     finally:
         store.close()
+
+
+PLANTED_SQL = {
+    "trigger": ("CREATE TRIGGER quiet AFTER INSERT ON cases BEGIN UPDATE buckets SET severity='noise'; END",
+                "trigger 'quiet' on 'cases'"),
+    "view": ("CREATE VIEW everything AS SELECT spec_json FROM cases", "view 'everything'"),
+    "table": ("CREATE TABLE stolen (spec_json TEXT)", "table 'stolen'"),
+    "index": ("CREATE UNIQUE INDEX one_digest ON cases(spec_digest)", "index 'one_digest' on 'cases'"),
+}
+
+
+@pytest.mark.parametrize("what", sorted(PLANTED_SQL))
+@pytest.mark.parametrize("command", ["report", "fuzz", "merge"])
+def test_a_store_with_a_trigger_view_or_unknown_table_is_refused_naming_it(tmp_path, what, command):
+    """The attack: a planted `create trigger ... after insert on cases` turned a suspect bucket to
+    noise during a resume, and the command exited 0."""
+    path = small_store(tmp_path / "received")
+    statement, named = PLANTED_SQL[what]
+    _sql(path, statement)
+    before = _folder(path)
+    args = {"report": ("report", "--out", path.parent),
+            "fuzz": ("fuzz", "--out", path.parent, "--device", "cpu", "--max-cases", "1", "--no-live", "--workers", "1"),
+            "merge": ("merge", tmp_path / "merged", path.parent)}[command]
+    result = _invoke(*args)
+    message = _flat(result.output)
+    assert result.exit_code == 2, result.output
+    assert f"{path}: holds what no divfuzz store has: {named}" in message and "refused and left as it is" in message, message
+    assert _folder(path) == before and not (tmp_path / "merged").exists()

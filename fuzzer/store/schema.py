@@ -7,7 +7,8 @@ Invariants:
 - a new store file is made whole or not at all: its schema and `meta` are written to a temporary
   file beside it that is renamed into place (a full disk leaves no half-made store);
 - a file that is not a divfuzz store (another application's SQLite file, a missing table or
-  column, a non-integer or newer schema version) is refused by `check_divfuzz_store`, which only reads;
+  column, a non-integer or newer schema version, a trigger, a view or a table or index divfuzz
+  never makes) is refused by `check_divfuzz_store`, which only reads;
 - an older store is migrated in one transaction, here and nowhere else, and only by a command that
   writes: a reader refuses it (`refuse_old_schema`).
 """
@@ -15,6 +16,7 @@ Invariants:
 from __future__ import annotations
 
 import errno
+import itertools
 import json
 import os
 import sqlite3
@@ -134,6 +136,16 @@ REQUIRED_COLUMNS = {
     "runs": {"id", "status", "seed", "device", "config_json", "options_json"},
     "cases": {"id", "run_id", "slot", "idx", "spec_digest", "spec_json", "verdict_json"},
     "buckets": {"id", "key", "key_json", "count", "folder"},
+}
+
+
+# What a divfuzz store's sqlite_master may name: its tables and its one index (SQLite's own
+# `sqlite_autoindex_*`, `sqlite_sequence` and `sqlite_stat*` too). Anything else (a trigger, a
+# view, another table or index) is refused by `check_divfuzz_store`: a trigger would run its own
+# SQL inside divfuzz's writes, and no divfuzz writes one.
+KNOWN_OBJECTS = {
+    "table": {"meta", "runs", "cases", "buckets", "run_failures", "root_causes", "pending_analyses"},
+    "index": {"cases_by_bucket"},
 }
 
 
@@ -284,7 +296,8 @@ def _legacy_raw_identity(text: str, rule: str) -> str | None:
 
 def check_divfuzz_store(db: sqlite3.Connection, path: Path) -> int:
     """Only reads: the schema version of a divfuzz store, or StoreError naming `path` when the file
-    is another application's SQLite file, lacks a table or column, or is from a newer divfuzz."""
+    is another application's SQLite file, lacks a table or column, is from a newer divfuzz, or
+    holds a trigger, a view, or a table or index no divfuzz store has (`KNOWN_OBJECTS`)."""
     tables = {r["name"] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     if "meta" not in tables:
         raise StoreError(f"{path}: an SQLite file, but not a divfuzz store (no meta table); left as it is")
@@ -304,6 +317,13 @@ def check_divfuzz_store(db: sqlite3.Connection, path: Path) -> int:
         raise StoreError(f"{path}: schema_version {row['value']!r} in its meta table is not an integer; left as it is") from None
     if version > SCHEMA_VERSION:
         raise StoreError(f"{path}: store schema version {version} is newer than this divfuzz")
+    foreign = [f"{r['type']} {r['name']!r}" + (f" on {r['tbl_name']!r}" if r["type"] in ("trigger", "index") else "")
+               for r in db.execute("SELECT type, name, tbl_name FROM sqlite_master ORDER BY type, name")
+               if r["name"] not in KNOWN_OBJECTS.get(r["type"], ()) and not r["name"].startswith("sqlite_")]
+    if foreign:
+        shown = ", ".join(itertools.islice(foreign, 5)) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise StoreError(f"{path}: holds what no divfuzz store has: {shown} (a trigger or view would run its own SQL "
+                         "when divfuzz reads or writes the store); refused and left as it is")
     return version
 
 
