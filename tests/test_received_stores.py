@@ -5,6 +5,7 @@ is exit 2 with the store named and the file left byte for byte as it was."""
 from __future__ import annotations
 
 import hashlib
+import os
 import sqlite3
 from pathlib import Path
 
@@ -13,7 +14,8 @@ from click.testing import CliRunner
 
 from divfuzz.fuzzer.cli.main import main
 from divfuzz.fuzzer.store import SCHEMA_VERSION, STORE_NAME, Store
-from divfuzz.records.errors import StoreError
+from divfuzz.records.errors import StoreError, UnsafePathError
+from divfuzz.reports.safe_paths import open_plain
 from test_input_errors import small_store
 
 
@@ -184,3 +186,73 @@ def test_a_store_with_a_trigger_view_or_unknown_table_is_refused_naming_it(tmp_p
     assert result.exit_code == 2, result.output
     assert f"{path}: holds what no divfuzz store has: {named}" in message and "refused and left as it is" in message, message
     assert _folder(path) == before and not (tmp_path / "merged").exists()
+
+
+# ---- files divfuzz writes into a store folder: never through a hard link --------------------------
+def _hard_link_to_an_unrelated_file(tmp_path: Path, name: str) -> tuple[Path, Path, bytes]:
+    path = small_store(tmp_path / "received")
+    unrelated = tmp_path / "unrelated.txt"
+    unrelated.write_bytes(b"the user's own file, kept byte for byte\n")
+    os.link(unrelated, path.parent / name)
+    return path, unrelated, unrelated.read_bytes()
+
+
+@pytest.mark.parametrize("command", ["merge", "minimize-pending"])
+def test_a_hard_linked_lock_is_refused_and_the_file_it_names_is_left_byte_identical(tmp_path, command):
+    """The attack: `divfuzz.lock` hard-linked to an unrelated file had that file overwritten with
+    the lock's JSON, exit 0."""
+    path, unrelated, before = _hard_link_to_an_unrelated_file(tmp_path, "divfuzz.lock")
+    args = {"merge": ("merge", path.parent, small_store(tmp_path / "shard")),
+            "minimize-pending": ("minimize", "--pending", "--out", path.parent, "--device", "cpu")}[command]
+    result = _invoke(*args)
+    message = _flat(result.output)
+    assert result.exit_code == 2, result.output
+    assert f"campaign lock {path.parent / 'divfuzz.lock'}: is a hard link (2 names for one file)" in message, message
+    assert "refused and left as it is" in message
+    assert unrelated.read_bytes() == before
+
+
+def test_a_hard_linked_store_is_not_written_but_may_be_read(tmp_path):
+    path = small_store(tmp_path / "received")
+    os.link(path, tmp_path / "second-name.sqlite")
+    before = _sha(path)
+    with pytest.raises(UnsafePathError, match="is a hard link"):
+        Store(path)
+    with pytest.raises(UnsafePathError, match="is a hard link"):
+        Store(path, create=False, read_only=False)
+    Store(path, create=False).close()  # read-only and immutable: nothing is written through it
+    assert _sha(path) == before
+
+
+def test_open_plain_refuses_writing_or_truncating_a_hard_link_before_touching_it(tmp_path):
+    target = tmp_path / "target"
+    target.write_bytes(b"kept")
+    os.link(target, tmp_path / "link")
+    for flags in (os.O_RDWR | os.O_CREAT, os.O_WRONLY | os.O_TRUNC, os.O_WRONLY | os.O_APPEND):
+        with pytest.raises(UnsafePathError, match="is a hard link"):
+            open_plain(tmp_path / "link", flags, what="log")
+    os.close(open_plain(tmp_path / "link", what="spec"))  # reading is harmless
+    assert target.read_bytes() == b"kept"
+    os.symlink(target, tmp_path / "symlink")
+    with pytest.raises(UnsafePathError, match="is a symlink"):
+        open_plain(tmp_path / "symlink", os.O_WRONLY | os.O_TRUNC, what="log")
+    assert target.read_bytes() == b"kept"
+
+
+def test_the_html_report_and_the_logs_are_never_written_through_a_planted_name(tmp_path):
+    """report.html's temporary file had a guessable name (`.report.html.tmp-<pid>`) opened with
+    a plain `open`: a symlink planted there was followed."""
+    from divfuzz.reports.html import write_page
+    from divfuzz.reports.safe_paths import write_text_plain
+
+    unrelated = tmp_path / "unrelated.txt"
+    unrelated.write_text("kept")
+    out = tmp_path / "out"
+    out.mkdir()
+    os.symlink(unrelated, out / f".report.html.tmp-{os.getpid()}")
+    write_page("<p>page</p>", out / "report.html")
+    assert (out / "report.html").read_text() == "<p>page</p>" and unrelated.read_text() == "kept"
+    os.link(unrelated, out / "divfuzz-run1-failure.log")
+    with pytest.raises(UnsafePathError, match="is a hard link"):
+        write_text_plain(out / "divfuzz-run1-failure.log", "traceback", what="failure log")
+    assert unrelated.read_text() == "kept"

@@ -37,6 +37,7 @@ import functools
 import itertools
 import json
 import os
+import sys
 import tempfile
 import threading
 import time
@@ -68,7 +69,7 @@ from divfuzz.fuzzer.campaign.case_steps import (
 )
 from divfuzz.fuzzer.campaign.sizing import SlotDevice, campaign_slot_devices, size_analysis_workers
 from divfuzz.records.deadline import Deadline, StopReason, wall_clock_of
-from divfuzz.records.errors import ConfigError, DivfuzzError, InternalError
+from divfuzz.records.errors import ConfigError, DivfuzzError, InternalError, UnsafePathError
 from divfuzz.fuzzer.store import STORE_NAME, CampaignLock, Store
 from divfuzz.fuzzer.engine.environment import environment_versions
 from divfuzz.fuzzer.engine import warm_template
@@ -80,6 +81,8 @@ from divfuzz.generators.spec import GraphSpec
 from divfuzz.generators.validate import load_spec
 from divfuzz.records.outcomes import ends_group
 from divfuzz.records.severity import Severity
+from divfuzz.reports.safe_paths import write_atomic, write_text_plain
+from divfuzz.reports.terminal import terminal_safe
 
 
 # Cases per Hypothesis engine. Hypothesis bounds each pass of its target optimiser (a quarter of
@@ -528,12 +531,12 @@ class Campaign:
             "worker_deaths_not_repeated": p.worker_deaths,
         }
         path = self.opts.out_dir / f"divfuzz-run{self.run_id}-timings.json"
-        tmp = path.with_suffix(".json.tmp")
-        try:
-            tmp.write_text(json.dumps(data, indent=1))
-            tmp.replace(path)
+        try:  # a temporary file of its own, renamed over: nothing planted there is followed or written through
+            write_atomic(path, json.dumps(data, indent=1), what="timings file")
         except OSError:  # a full or read-only disk: the run's results are in the store already
-            tmp.unlink(missing_ok=True)
+            pass
+        except UnsafePathError as e:  # a link or a FIFO planted under its name: left as it is, said
+            sys.stderr.write(terminal_safe(f"divfuzz: the run's timings were not written: {e}") + "\n")
 
     def _before_slots(self, fn: Callable[["Campaign"], None], done: list[threading.Event]) -> None:
         """Work before any slot starts: its own errors stop the campaign as a slot's do, and an
@@ -582,8 +585,8 @@ class Campaign:
         text = f"divfuzz run {self.run_id} failed at {time.strftime('%Y-%m-%d %H:%M:%S')}: {what}\n\n{trace}"
         log = self.opts.out_dir / f"divfuzz-run{self.run_id}-failure.log"
         try:
-            log.write_text(text)
-        except OSError:  # a full or read-only disk: the log goes where it can
+            write_text_plain(log, text, what="failure log")
+        except (OSError, UnsafePathError):  # a full or read-only disk, or a link planted there: the log goes where it can
             fd, name = tempfile.mkstemp(prefix=f"divfuzz-run{self.run_id}-failure-", suffix=".log")
             with os.fdopen(fd, "w") as f:
                 f.write(text)

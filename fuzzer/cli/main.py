@@ -31,6 +31,7 @@ from divfuzz.fuzzer.cli.options import OS_REASONS, DivfuzzCommand, console
 from divfuzz.fuzzer.cli.replay_command import replay
 from divfuzz.fuzzer.cli.report_command import report
 from divfuzz.records.errors import DivfuzzError
+from divfuzz.reports.safe_paths import open_plain
 
 
 def _internal_failure_log(ctx: click.Context) -> Path:
@@ -41,9 +42,12 @@ def _internal_failure_log(ctx: click.Context) -> Path:
         try:
             if folder.is_dir():
                 log = folder / f"divfuzz-error-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
-                log.write_text(text)
+                # a new file of its own: never through a link planted under its name
+                fd = open_plain(log, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, what="error log")
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    f.write(text)
                 return log
-        except OSError:
+        except (OSError, DivfuzzError):
             continue
     return Path("<nowhere: no folder was writable>")
 

@@ -68,7 +68,7 @@ from divfuzz.fuzzer.store.schema import (
 from divfuzz.records.buckets import BucketKey
 from divfuzz.records.errors import InternalError, StoreError
 from divfuzz.records.severity import BucketSeverity, Severity
-from divfuzz.reports.safe_paths import check_plain
+from divfuzz.reports.safe_paths import check_plain, refuse_hard_link
 
 _CASE_PAGE = 500  # cases read at a time by `iter_cases` (a shard's store may not fit in memory)
 
@@ -87,6 +87,8 @@ class Store:
         journals = [self.path.with_name(self.path.name + s) for s in ("-wal", "-shm", "-journal")]
         for part in (self.path, *journals):
             check_plain(part, what="store file")  # SQLite would follow a symlink, and block on a FIFO
+        for part in ([] if self.read_only else [self.path]) + journals:  # a reader writes -shm too
+            refuse_hard_link(part, what="store file")  # SQLite would write through a hard link
         if self.path.exists() and self.path.is_file() and self.path.stat().st_size == 0:
             raise StoreError(f"{self.path}: an empty file, not a divfuzz store; refused and left as it is")
         if not self.path.exists():
