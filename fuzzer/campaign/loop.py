@@ -73,7 +73,7 @@ from divfuzz.records.errors import ConfigError, DivfuzzError, InternalError, Uns
 from divfuzz.fuzzer.store import STORE_NAME, CampaignLock, Store
 from divfuzz.fuzzer.engine.environment import environment_versions
 from divfuzz.fuzzer.engine import warm_template
-from divfuzz.fuzzer.engine.compile_cache import private_compile_cache
+from divfuzz.fuzzer.engine.compile_cache import private_compile_cache, refuse_a_cache_inside
 from divfuzz.fuzzer.engine.worker import Worker
 from divfuzz.generators.coverage import DrawCounts
 from divfuzz.generators.input_siblings import input_siblings
@@ -82,7 +82,7 @@ from divfuzz.generators.validate import load_spec
 from divfuzz.records.outcomes import ends_group
 from divfuzz.records.severity import Severity
 from divfuzz.reports.safe_paths import write_atomic, write_text_plain
-from divfuzz.reports.terminal import terminal_safe
+from divfuzz.reports.terminal import one_line, terminal_safe
 
 
 # Cases per Hypothesis engine. Hypothesis bounds each pass of its target optimiser (a quarter of
@@ -157,14 +157,16 @@ class CampaignResult:
     stop_reason: StopReason = StopReason.FINISHED  # interrupted; time's up (the budget stopped drawing); or finished
 
 
-def compile_cache_env(versions: dict, device: str) -> dict:
+def compile_cache_env(versions: dict, device: str, out_dir: Path) -> dict:
     """The workers' `TORCHINDUCTOR_CACHE_DIR`: this user's own folder for this torch version and
     device (`divfuzz.fuzzer.engine.compile_cache.private_compile_cache`), never a folder beside the
     store: a store is data from anyone, and Inductor runs code from its cache (issue 40). It outlives
     a night where /tmp does not (a resume, `--replay-known`, each analysis's recompile of its case,
     the next night's repeats); Triton's cache lives inside it unless TRITON_CACHE_DIR is set; CPU
     kernels are also keyed by their vector ISA, `worker.key_compile_caches_by_cpu_isa`. The user's
-    own TORCHINDUCTOR_CACHE_DIR wins: {} then."""
+    own TORCHINDUCTOR_CACHE_DIR wins: {} then, unless it lies inside the store folder `out_dir`
+    (refused: `refuse_a_cache_inside`)."""
+    refuse_a_cache_inside(out_dir)
     if user_compile_cache() is not None:
         return {}
     return {"TORCHINDUCTOR_CACHE_DIR": str(private_compile_cache(versions, device))}
@@ -260,6 +262,8 @@ class Campaign:
         self.lock = threading.Lock()
         self.failure: tuple[BaseException, str] | None = None  # divfuzz's own first error, with its traceback
         check_inputs_per_compile(opts)
+        if fleet is None:  # before the store and any worker: a cache the user named inside the store folder
+            refuse_a_cache_inside(opts.out_dir)
         self.slot_devices = fleet.slot_devices if fleet else campaign_slot_devices(opts.device, opts.workers)  # before the store: a bad device writes nothing
         if fleet is None:  # the workers' template imports torch while the store opens (a fleet's workers start on its nodes)
             warm_template.start_in_background(opts.device)
@@ -281,7 +285,7 @@ class Campaign:
             self.filing.finish_interrupted()
             # Every worker here (slots and analyses) gets its share of the cores and this user's own compile cache.
             self.worker_env = {"DIVFUZZ_WORKER_THREADS": str(max(1, (os.cpu_count() or 1) // max(1, opts.workers))),
-                               **(compile_cache_env(versions, opts.device) if fleet is None else {})}
+                               **(compile_cache_env(versions, opts.device, opts.out_dir) if fleet is None else {})}
         except BaseException:
             if getattr(self, "store", None) is not None:
                 self.store.close()
@@ -581,7 +585,7 @@ class Campaign:
     def _record_failure(self) -> None:
         """Write the traceback to a log in out_dir, mark the run failed, raise one line naming both."""
         error, trace = self.failure
-        what = " ".join(str(error).split())[:300] if isinstance(error, DivfuzzError) else " ".join(f"{type(error).__name__}: {error}".split())[:300]
+        what = one_line(str(error) if isinstance(error, DivfuzzError) else f"{type(error).__name__}: {error}")
         text = f"divfuzz run {self.run_id} failed at {time.strftime('%Y-%m-%d %H:%M:%S')}: {what}\n\n{trace}"
         log = self.opts.out_dir / f"divfuzz-run{self.run_id}-failure.log"
         try:

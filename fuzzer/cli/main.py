@@ -32,6 +32,7 @@ from divfuzz.fuzzer.cli.replay_command import replay
 from divfuzz.fuzzer.cli.report_command import report
 from divfuzz.records.errors import DivfuzzError
 from divfuzz.reports.safe_paths import open_plain
+from divfuzz.reports.terminal import one_line
 
 
 def _internal_failure_log(ctx: click.Context) -> Path:
@@ -91,7 +92,7 @@ class DivfuzzGroup(click.Group):
             if signal_received():  # raised while the command stopped on a signal (interrupts.signal_received)
                 _exit_interrupted(ctx)
             log = _internal_failure_log(ctx)
-            what = " ".join(f"{type(e).__name__}: {e}".split())[:300]
+            what = one_line(f"{type(e).__name__}: {e}")
             text = (f"divfuzz {ctx.invoked_subcommand or ''} failed on its own error, not a compiler finding: {what}; "
                     f"traceback in {log}")
             console.print(f"[bold red]internal error:[/] {escape(text)}", markup=True, soft_wrap=True)
