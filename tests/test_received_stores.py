@@ -256,3 +256,52 @@ def test_the_html_report_and_the_logs_are_never_written_through_a_planted_name(t
     with pytest.raises(UnsafePathError, match="is a hard link"):
         write_text_plain(out / "divfuzz-run1-failure.log", "traceback", what="failure log")
     assert unrelated.read_text() == "kept"
+
+
+# ---- every stored row is checked as it is read --------------------------------------------------
+DAMAGED_ROWS = {
+    # the issue's four, and one per kind of field
+    "severity_json list": ("UPDATE buckets SET severity_json='[1,2]'", "table buckets, row 1, field severity_json: expected a JSON object"),
+    "options_json list": ("UPDATE runs SET options_json='[1,2]'", "table runs, row 1, field options_json: expected a JSON object"),
+    "text first_seen": ("UPDATE buckets SET first_seen='yesterday'", "table buckets, row 1, field first_seen: expected a finite number"),
+    "spec nodes 5": ("""UPDATE cases SET spec_json='{"nodes": 5}'""", "table cases, row 1, field spec_json: nodes must be a list"),
+    "verdict not a verdict": ("""UPDATE cases SET verdict_json='{"status": "exploded"}'""", "table cases, row 1, field verdict_json: not a verdict"),
+    "unknown severity": ("UPDATE buckets SET severity='catastrophic'", "table buckets, row 1, field severity: expected one of bug"),
+    "key_json list": ("UPDATE buckets SET key_json='[]'", "table buckets, row 1, field key_json: expected a JSON object"),
+    "culprit without a stage": ("""UPDATE buckets SET culprit_json='{"summary": "x"}'""", "table buckets, row 1, field culprit_json: not a culprit"),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGED_ROWS))
+@pytest.mark.parametrize("command", ["report --html", "diff", "merge"])
+def test_a_damaged_row_exits_2_naming_store_table_row_and_field_and_writes_no_log(tmp_path, damage, command):
+    """The attack: such rows gave `internal error: ... AttributeError: 'list' object has no
+    attribute 'get'`, naming nothing, with a traceback log written into the received folder;
+    `merge` copied them and exited 0 (its output then failed `report --html`)."""
+    path = small_store(tmp_path / "received")
+    statement, fragment = DAMAGED_ROWS[damage]
+    _sql(path, statement)
+    before = _folder(path)
+    args = {"report --html": ("report", "--out", path.parent, "--html", tmp_path / "page.html"),
+            "diff": ("diff", small_store(tmp_path / "other"), path.parent),
+            "merge": ("merge", tmp_path / "merged", path.parent)}[command]
+    result = _invoke(*args)
+    message = _flat(result.output)
+    assert result.exit_code == 2, result.output
+    assert f"{path}: a damaged row: {fragment}" in message and "internal error" not in message, message
+    assert _folder(path) == before  # no divfuzz-error-*.log beside the store, and the store as it was
+    assert not (tmp_path / "merged").exists() and not (tmp_path / "page.html").exists()
+
+
+def test_a_bucket_id_past_sqlites_integers_is_an_input_error_not_an_overflow(tmp_path):
+    path = small_store(tmp_path / "received")
+    result = _invoke("report", "--out", path.parent, "--bucket", "99999999999999999999", "--html", tmp_path / "page.html")
+    message = _flat(result.output)
+    assert result.exit_code == 2 and "--bucket" in message and "from 1 to 9223372036854775807" in message, message
+    assert "OverflowError" not in message and "internal error" not in message
+    with pytest.raises(StoreError, match="no row has such an id"):  # the store's own backstop, for any caller
+        store = Store(path, create=False)
+        try:
+            store.bucket(10**20)
+        finally:
+            store.close()

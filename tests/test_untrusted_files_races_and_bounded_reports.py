@@ -143,7 +143,7 @@ def test_an_oversized_spec_is_refused_by_replay_corpus_add_and_minimize_pending_
         run_id, _ = store.start_run(seed=0, device="cpu", config={}, options={}, versions={})
         row = dict(run_id=run_id, slot=0, idx=0, spec_digest="d", spec_json=spec.read_text(), device="cpu",
                    config={"backend": "inductor", "dynamic": False, "mode": None, "inductor": {}},
-                   verdict={"status": "timeout"}, score=1.0, wall_s=300.0, finding_kind="hang")
+                   verdict={"status": "hang"}, score=1.0, wall_s=300.0, finding_kind="hang")
         Filing(store, campaign, timeout_s=None).store_case(
             row, key=None, raw_key=BucketKey("hang", "-", "cpu", ("tanh",), detail="Timeout", rule="hang"), triage="",
             severity=None, for_analysis=True)

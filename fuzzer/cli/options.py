@@ -101,6 +101,7 @@ TIMEOUT = Number(low=1, high=7 * 24 * 3600, metavar="SECONDS")
 WORKER_COUNT = Number(low=1, high=MAX_WORKERS, integer=True)
 CASE_COUNT = Number(low=1, high=2**63 - 1, integer=True)
 RUN_ID = Number(low=1, high=2**63 - 1, integer=True, metavar="RUN")
+BUCKET_ID = Number(low=1, high=2**63 - 1, integer=True, metavar="N")  # a store's row id: SQLite's integer holds it
 
 
 class WorkersType(click.ParamType):
