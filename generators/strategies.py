@@ -55,9 +55,21 @@ DIGIT_BASE = 64
 SPREAD = 16
 
 
-def input_recipes(*, kinds: tuple[str, ...] = RECIPE_KINDS) -> st.SearchStrategy[InputRecipe]:
-    """A named input distribution and its seed."""
-    return st.builds(InputRecipe, kind=st.sampled_from(kinds), seed=st.integers(0, 2**31 - 1))
+def input_recipes(*, kinds: tuple[str, ...] = RECIPE_KINDS, zero_seed: int = 0) -> st.SearchStrategy[InputRecipe]:
+    """A named input distribution and its seed. A drawn seed of 0 (Hypothesis's simplest choice,
+    where its first examples land whatever its own seed) is `zero_seed` instead: a campaign's seed
+    enters its first draws that way (`campaign_recipe_seed`); 0 draws as before."""
+    seeds = st.integers(0, 2**31 - 1)
+    if zero_seed:
+        seeds = seeds.map(lambda drawn: drawn or zero_seed)
+    return st.builds(InputRecipe, kind=st.sampled_from(kinds), seed=seeds)
+
+
+def campaign_recipe_seed(campaign_seed: int) -> int:
+    """The recipe seed a campaign of `campaign_seed` draws where Hypothesis draws 0: the seed itself
+    inside the recipe's range (1 for a nonzero multiple of it), 0 for seed 0 (its draws unchanged).
+    Distinct campaign seeds below 2**31 - 1 give distinct first specs."""
+    return campaign_seed % (2**31 - 1) or (1 if campaign_seed else 0)
 
 
 @st.composite
@@ -95,6 +107,7 @@ def graph_specs(
     allowed: Callable[[str, str, bool], bool] | None = None,
     guard_casts: bool = True,
     op_offset: int = 0,
+    zero_recipe_seed: int = 0,
 ) -> GraphSpec:
     """A valid graph of `min_ops` to `max_ops` registered ops, its input recipe, autocast and backward.
 
@@ -117,6 +130,10 @@ def graph_specs(
     example, then short random prefixes extended with zeros), land on another op. A campaign's
     slot `s` draws with `op_offset=s`, so that its slots' first draws differ; 0 draws the same
     graphs as before it existed.
+
+    `zero_recipe_seed` is the input recipe's seed where the draw gives 0 (`input_recipes`): a
+    campaign passes its own seed's (`campaign_recipe_seed`), so that its first draws (Hypothesis's
+    simplest, the same for every Hypothesis seed) are its own; the later, random draws keep theirs.
     """
     if not 1 <= min_ops <= max_ops:
         raise ValueError(f"Expected 1 <= min_ops <= max_ops but got min_ops={min_ops!r}, max_ops={max_ops!r}")
@@ -174,7 +191,7 @@ def graph_specs(
     # Every node not consumed by a later node is an output: no dead code, and integer values
     # (which nothing consumes) are always judged.
     outputs = tuple(n.name for n in nodes if n.name not in consumed)
-    recipe = draw(recipes if recipes is not None else input_recipes())
+    recipe = draw(recipes if recipes is not None else input_recipes(zero_seed=zero_recipe_seed))
     return GraphSpec(
         inputs=tuple(inputs),
         nodes=tuple(nodes),
@@ -277,13 +294,15 @@ def perf_shapes(draw, device_type: str = "cuda") -> tuple[int, int]:
 
 
 def perf_graph_specs(*, device_type: str = "cuda", dtypes: tuple[str, ...] = ("bfloat16",), max_ops: int = 4,
-                     ops: tuple[str, ...] | None = None, op_offset: int = 0) -> st.SearchStrategy[GraphSpec]:
+                     ops: tuple[str, ...] | None = None, op_offset: int = 0,
+                     zero_recipe_seed: int = 0) -> st.SearchStrategy[GraphSpec]:
     """Training-like norm blocks for the perf oracle (`--oracle perf`): backward always on
-    (`op_offset`: as for `graph_specs`)."""
+    (`op_offset`, `zero_recipe_seed`: as for `graph_specs`)."""
     return graph_specs(
         min_ops=1, max_ops=max(1, min(max_ops, 4)), dtypes=dtypes, ops=ops or PERF_OPS, allow_autocast=False,
         backward=True, shapes=perf_shapes(device_type),
         first_ops=tuple(n for n in PERF_NORMS if ops is None or n in ops) or None, op_offset=op_offset,
+        zero_recipe_seed=zero_recipe_seed,
     )
 
 

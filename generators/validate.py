@@ -23,7 +23,7 @@ import math
 import re
 from dataclasses import replace
 
-from divfuzz.records.errors import InvalidGraphError
+from divfuzz.records.errors import InvalidGraphError, UnknownOpError
 from divfuzz.records.numbers import checked_number
 from divfuzz.generators.recipes import INITS, RECIPES
 from divfuzz.generators.node_typing import node_output
@@ -155,7 +155,10 @@ def _check_node(spec: GraphSpec, n, metas: dict[str, Meta], older: dict[str, Met
     spec typed a loss or a hand-written norm after a linear (and what it feeds) by its op's
     `infer`. A node whose dtype is what that rule gave (`older` holds each value as it did) is
     read with the dtype torch gives: such stores still load, re-typed."""
-    op = get_op(n.op)
+    try:
+        op = get_op(n.op)
+    except UnknownOpError as e:  # named by its file and node, as every other refusal of a node is
+        raise UnknownOpError(f"{where.removesuffix(f' ({n.op})')}: {e}") from None  # the op is in the message
     problems = op.param_problems(n.kwargs)
     if problems:
         raise InvalidGraphError(f"{where}: " + "; ".join(problems))

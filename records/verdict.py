@@ -326,6 +326,11 @@ class Verdict:
     # Inductor's CPU kernels and eager's reductions split work by thread, so their bits follow it:
     # a bucket's replay and repro.py run under the same count (`divfuzz.reports.files.bucket_case`).
     threads: int | None = field(default=None, compare=False)
+    # How the worker died during this case, each time, when running it again in a fresh worker
+    # answered (`divfuzz.fuzzer.engine.worker.Worker`): a death that does not repeat (a kill from
+    # outside, the OOM killer) is an infrastructure event, never a finding; this verdict is the
+    # re-run's. Empty when no worker died.
+    worker_deaths: tuple[str, ...] = field(default=(), compare=False)
 
     def span_seconds(self) -> float:
         """The seconds its case spent in the worker's timed spans (nested ones counted once)."""
@@ -347,6 +352,8 @@ class Verdict:
             d["explanation"] = self.explanation.to_dict()
         if self.threads is not None:
             d["threads"] = self.threads
+        if self.worker_deaths:
+            d["worker_deaths"] = list(self.worker_deaths)
         return d
 
     @classmethod
@@ -362,7 +369,15 @@ class Verdict:
             error_site=_clipped(d.get("error_site"), MAX_ERROR_SITE_CHARS),
             explanation=Explanation.from_dict(d["explanation"]) if d.get("explanation") else None,
             threads=_threads(d.get("threads")),
+            worker_deaths=_deaths(d.get("worker_deaths")),
         )
+
+
+def _deaths(value: Any) -> tuple[str, ...]:
+    """Stored worker deaths: a list of short texts (at most 8 kept), else none recorded."""
+    if not isinstance(value, list):
+        return ()
+    return tuple(x[:200] for x in value[:8] if isinstance(x, str))
 
 
 def _threads(value: Any) -> int | None:

@@ -151,7 +151,27 @@ def write_bucket_folder(
     root.parent.mkdir(parents=True, exist_ok=True)
     plain_folder(root, create=True, what="buckets folder")  # a symlinked buckets/ is refused, never followed
     final = child_path(root, bucket_folder_name(bucket_id, key), what="bucket folder")
+    # What is there now is replaced only when it is a real folder: a symlink (to another bucket's
+    # folder, or anywhere) or a file under the bucket's name is refused, naming it, before anything is written.
+    check_plain(final, what="bucket folder", folder=True)
     tmp = Path(tempfile.mkdtemp(prefix=UNFINISHED_PREFIX, dir=root))
+    try:
+        _fill_bucket_folder(tmp, spec=spec, case_id=case_id, device=device, config=config, key=key, verdict=verdict,
+                            notes=notes, timeout_s=timeout_s, knob=knob, severity=severity, culprit=culprit,
+                            versions=versions, compile_log=compile_log, extra_files=extra_files)
+        kill_point("folder-written")
+        if check_plain(final, what="bucket folder", folder=True):  # again: nothing planted meanwhile is followed
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)  # no .tmp-* left by a refusal or an error (a kill leaves one: removed on resume)
+        raise
+    return final
+
+
+def _fill_bucket_folder(tmp: Path, *, spec, case_id, device, config, key, verdict, notes, timeout_s, knob, severity,
+                        culprit, versions, compile_log, extra_files) -> None:
+    """`write_bucket_folder`'s files, into its temporary folder `tmp`."""
     (tmp / "spec.json").write_text(spec.to_json() + "\n")
     (tmp / CASE_FILE).write_text(
         json.dumps(
@@ -182,8 +202,3 @@ def write_bucket_folder(
         if not is_slug(stem) or suffix not in ("json", "md"):  # divfuzz's own names, never data
             raise ValueError(f"extra_files: {name!r} is not a bucket file name")
         (tmp / name).write_text(text)
-    kill_point("folder-written")
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(tmp, final)
-    return final

@@ -44,6 +44,7 @@ import functools
 import json
 import math
 import os
+import tempfile
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -784,11 +785,14 @@ def write_html(data: ReportData, html_path: Path, *, plots: str = "bug") -> Path
 def write_page(text, html_path: Path) -> Path:
     """Write a page (its text, or its pieces) whole: to a temporary file beside it, renamed into place."""
     html_path = Path(html_path)
-    tmp = html_path.with_name(f".{html_path.name}.tmp-{os.getpid()}")
+    # a temporary file of its own (mkstemp: made new, never through a link planted under a guessable name)
+    fd, name = tempfile.mkstemp(prefix=f".{html_path.name}.tmp-", dir=html_path.parent)
+    tmp = Path(name)
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
             for piece in ([text] if isinstance(text, str) else text):
                 f.write(piece)
+        os.chmod(tmp, 0o644)
         os.replace(tmp, html_path)
     finally:
         if tmp.exists():

@@ -6,6 +6,8 @@ Invariants:
   between the trusted folder (`root`, which the user named) and it is checked with `lstat`;
 - only a regular file or a folder is accepted: a FIFO, a socket or a device (a FIFO named
   `x.json` would block `open` for ever) is refused without blocking (`O_NONBLOCK`, then `fstat`);
+- a file opened for writing in place is divfuzz's alone: one with other names (a hard link,
+  `st_nlink > 1`, to a file anywhere on the disk) is refused before a byte is written;
 - a refusal is `UnsafePathError` (exit 2) naming the path and what it is.
 Paths a user names directly on the command line (`replay SPEC`, `--cluster-file`) may be
 symlinks (the user chose them); they still must be regular files (`read_user_file`).
@@ -83,14 +85,38 @@ def plain_folder(path: Path, *, root: Path | None = None, create: bool = False, 
     return Path(path)
 
 
+_WRITING = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_TRUNC
+
+
+def _hard_link_refused(what: str, path: Path, links: int) -> UnsafePathError:
+    return UnsafePathError(f"{what} {path}: is a hard link ({links} names for one file): writing it would change "
+                           "the file under its other names too; refused and left as it is")
+
+
+def refuse_hard_link(path: Path, *, what: str = "file") -> None:
+    """UnsafePathError when the file at `path` (not followed) has other names (`st_nlink > 1`): a
+    file divfuzz writes in place (a store, its journals) must be its own, never another file's
+    second name. Nothing when it is absent."""
+    try:
+        links = os.lstat(path).st_nlink
+    except FileNotFoundError:
+        return
+    if links > 1:
+        raise _hard_link_refused(what, Path(path), links)
+
+
 def open_plain(path: Path, flags: int = os.O_RDONLY, mode: int = 0o644, *, root: Path | None = None, what: str = "file",
                follow: bool = False) -> int:
     """A file descriptor on the regular file `path` (created with `os.O_CREAT` in `flags`), never
-    through a symlink (unless `follow`, for a path the user named) and never blocking on a FIFO."""
+    through a symlink (unless `follow`, for a path the user named) and never blocking on a FIFO.
+    Opened for writing, a file with other names (a hard link, `st_nlink > 1`) is refused before
+    anything is written or truncated (`O_TRUNC` is applied only after the check)."""
     _check_folder_parts(root, path, what)
     extra = os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | (0 if follow else os.O_NOFOLLOW)
+    truncate = bool(flags & os.O_TRUNC)
+    writing = bool(flags & _WRITING)
     try:
-        fd = os.open(path, flags | extra, mode)
+        fd = os.open(path, (flags & ~os.O_TRUNC) | extra, mode)
     except OSError as e:
         if e.errno == getattr(os, "ELOOP", 40) and not follow:
             raise UnsafePathError(f"{what} {path}: is a symlink; refused and left as it is") from None
@@ -101,6 +127,11 @@ def open_plain(path: Path, flags: int = os.O_RDONLY, mode: int = 0o644, *, root:
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
         raise UnsafePathError(f"{what} {path}: is {_kind(st.st_mode)}, not a regular file; refused and left as it is")
+    if writing and st.st_nlink > 1:
+        os.close(fd)
+        raise _hard_link_refused(what, Path(path), st.st_nlink)
+    if truncate:
+        os.ftruncate(fd, 0)
     os.set_blocking(fd, True)
     return fd
 
@@ -119,6 +150,15 @@ def read_text(path: Path, *, root: Path | None = None, what: str = "file", follo
 def read_user_file(path: Path, *, what: str = "file") -> str:
     """A file the user named on the command line: symlinks followed, anything but a regular file refused."""
     return read_text(path, what=what, follow=True)
+
+
+def write_text_plain(path: Path, text: str, *, root: Path | None = None, what: str = "file", mode: int = 0o644) -> Path:
+    """Write `text` to `path` in place, created or truncated, through `open_plain` (no symlink
+    followed, no hard link written through): a log, whose name nothing renames over."""
+    fd = open_plain(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode, root=root, what=what)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    return Path(path)
 
 
 def write_atomic(path: Path, data: str | bytes, *, root: Path | None = None, what: str = "file", mode: int = 0o644) -> Path:

@@ -27,3 +27,18 @@ def _escape(match: re.Match) -> str:
 def terminal_safe(text: str) -> str:
     """`text` with every character that could control a terminal written as a visible escape."""
     return _UNSAFE.sub(_escape, text)
+
+
+# The longest one-line message a failure is said in (a campaign's failure, the CLI's internal
+# error): long enough for a sentence naming two paths, so that no message is cut mid-word
+# (a cache's warning read "...compiles without the cache (;" when clipped at 300).
+ONE_LINE_CHARS = 2000
+
+
+def one_line(text: str, limit: int = ONE_LINE_CHARS) -> str:
+    """`text` on one line (its whitespace runs as one space), at most `limit` characters; a longer
+    one ends with "… (N more characters)", never cut without saying so."""
+    flat = " ".join(str(text).split())
+    if len(flat) <= limit:
+        return flat
+    return f"{flat[:limit]}… ({len(flat) - limit} more characters)"

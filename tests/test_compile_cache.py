@@ -25,9 +25,9 @@ VERSIONS = {"torch": "2.13.0+cpu", "cpu_capability": "AVX512", "gpu": "NVIDIA H1
 def test_the_cache_folder_is_private_keyed_by_torch_and_device_and_a_users_own_wins(tmp_path, monkeypatch):
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    cpu = compile_cache_env(VERSIONS, "cpu")["TORCHINDUCTOR_CACHE_DIR"]
-    gpu = compile_cache_env(VERSIONS, "cuda")["TORCHINDUCTOR_CACHE_DIR"]
-    other = compile_cache_env(VERSIONS | {"torch": "2.14.0"}, "cpu")["TORCHINDUCTOR_CACHE_DIR"]
+    cpu = compile_cache_env(VERSIONS, "cpu", tmp_path / "out")["TORCHINDUCTOR_CACHE_DIR"]
+    gpu = compile_cache_env(VERSIONS, "cuda", tmp_path / "out")["TORCHINDUCTOR_CACHE_DIR"]
+    other = compile_cache_env(VERSIONS | {"torch": "2.14.0"}, "cpu", tmp_path / "out")["TORCHINDUCTOR_CACHE_DIR"]
     root = tmp_path / "xdg" / "divfuzz" / COMPILE_CACHE
     assert Path(cpu).parent == Path(gpu).parent == root
     assert len({cpu, gpu, other}) == 3 and "AVX512" in cpu and "H100" in gpu and "2_14_0" in other
@@ -37,16 +37,16 @@ def test_the_cache_folder_is_private_keyed_by_torch_and_device_and_a_users_own_w
     # A relative XDG_CACHE_HOME is ignored (the XDG rule): ~/.cache.
     monkeypatch.setenv("XDG_CACHE_HOME", "relative")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert compile_cache_env(VERSIONS, "cpu")["TORCHINDUCTOR_CACHE_DIR"].startswith(str(tmp_path / "home" / ".cache" / "divfuzz"))
+    assert compile_cache_env(VERSIONS, "cpu", tmp_path / "out")["TORCHINDUCTOR_CACHE_DIR"].startswith(str(tmp_path / "home" / ".cache" / "divfuzz"))
     # Inductor writes its default folder into the environment once asked: that is not the user's.
     from torch._inductor.runtime.cache_dir_utils import cache_dir, default_cache_dir
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     cache_dir()
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == default_cache_dir()
-    assert compile_cache_env(VERSIONS, "cpu")["TORCHINDUCTOR_CACHE_DIR"] == cpu
+    assert compile_cache_env(VERSIONS, "cpu", tmp_path / "out")["TORCHINDUCTOR_CACHE_DIR"] == cpu
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))
-    assert compile_cache_env(VERSIONS, "cpu") == {}
+    assert compile_cache_env(VERSIONS, "cpu", tmp_path / "out") == {}
 
 
 @pytest.mark.parametrize("spoil, fragment", [
@@ -62,16 +62,64 @@ def test_a_cache_folder_another_user_could_write_is_refused_and_left_as_it_is(tm
         pytest.skip("chown to another user needs root")
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    compile_cache_env(VERSIONS, "cpu")
+    compile_cache_env(VERSIONS, "cpu", tmp_path / "out")
     folder = tmp_path / "xdg" / level
     (tmp_path / "elsewhere").mkdir()
     spoil(folder, tmp_path / "elsewhere")
     before = (folder.lstat().st_mode, folder.lstat().st_uid)
     with pytest.raises(UnsafePathError, match=fragment) as refused:
-        compile_cache_env(VERSIONS, "cpu")
+        compile_cache_env(VERSIONS, "cpu", tmp_path / "out")
     assert str(folder) in str(refused.value)
     assert (folder.lstat().st_mode, folder.lstat().st_uid) == before  # never repaired
     assert not any((tmp_path / "elsewhere").iterdir())  # never followed
+
+
+@pytest.mark.parametrize("variable", ["TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"])
+@pytest.mark.parametrize("how", ["inside", "through a symlink", "the folder itself"])
+def test_a_users_cache_folder_inside_the_store_folder_is_refused_before_any_worker(tmp_path, monkeypatch, variable, how):
+    """The attack (issue 56): TORCHINDUCTOR_CACHE_DIR pointed at a received store's
+    `compile-cache/`, and its planted pickle ran; the private cache's checks were never asked
+    (and would not help: unpacking a store makes its files the user's)."""
+    out = tmp_path / "received"
+    (out / COMPILE_CACHE).mkdir(parents=True)
+    named = {"inside": out / COMPILE_CACHE, "through a symlink": tmp_path / "link", "the folder itself": out}[how]
+    if how == "through a symlink":
+        named.symlink_to(out / COMPILE_CACHE)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv(variable, str(named))
+    with pytest.raises(UnsafePathError) as refused:
+        compile_cache_env(VERSIONS, "cpu", out)
+    message = str(refused.value)
+    assert f"{variable}={named} lies inside --out {out}" in message and "refused before any worker started" in message
+    monkeypatch.setenv(variable, str(tmp_path / "mine"))  # outside the store folder: the user's own, as before
+    compile_cache_env(VERSIONS, "cpu", out)
+
+
+def test_fuzz_refuses_a_cache_inside_its_out_before_recording_a_run(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from divfuzz.fuzzer.cli.main import main
+
+    out = tmp_path / "received"
+    (out / COMPILE_CACHE).mkdir(parents=True)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(out / COMPILE_CACHE))
+    result = CliRunner().invoke(main, ["fuzz", "--device", "cpu", "--max-cases", "1", "--workers", "1", "--no-live",
+                                       "--out", str(out)])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and f"TORCHINDUCTOR_CACHE_DIR={out / COMPILE_CACHE} lies inside --out {out}" in text, text
+    assert not (out / STORE_NAME).exists()
+
+
+def test_a_long_failure_message_is_never_cut_without_saying_so():
+    """A cache's warning was clipped at 300 characters and read "...compiles without the cache (;"."""
+    from divfuzz.reports.terminal import one_line
+
+    warning = ("the compile cache /home/someone/.cache/divfuzz/compile-cache/torch-2_13_0_cpu-cpu-AVX512 is corrupt or "
+               "was tampered with: delete that folder. Inductor raised UnpicklingError while it read a cached graph, "
+               "and the same graph compiles without the cache (invalid load key, 'x')")
+    said = f"divfuzz's own code failed in the worker (not the compiler under test): CompileCacheError: {warning}"
+    assert len(said) > 300 and one_line(said).endswith("(invalid load key, 'x')")
+    assert one_line("word " * 1000, limit=100).endswith("… (4899 more characters)")
 
 
 def test_a_campaigns_workers_compile_into_the_private_cache_not_beside_the_store(tmp_path, monkeypatch):

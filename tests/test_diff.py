@@ -210,7 +210,7 @@ def _plant_hostile(old_dir: Path, new_dir: Path) -> None:
     """One more bucket on each side whose key, culprit and severity reason are markup: gone (not
     reached) from OLD, new in NEW."""
     for folder, key, idx in ((old_dir, HOSTILE_GONE, 10), (new_dir, HOSTILE_NEW, 11)):  # other specs: not a replay
-        store = Store(folder / STORE_NAME, create=False)
+        store = Store(folder / STORE_NAME, create=False, read_only=False)  # written to: a writer's open
         store.add_case(
             run_id=1, slot=0, idx=idx, spec_digest=_spec(20 + idx).digest(), spec_json=_spec(20 + idx).to_json(indent=None),
             device="cpu", config={"backend": "inductor"}, verdict=_verdict(3), score=1.0, wall_s=0.5, finding_kind=key.kind,

@@ -94,8 +94,8 @@ def test_a_version_1_store_is_migrated_and_its_buckets_judged_from_stored_verdic
     db.execute("UPDATE meta SET value='1' WHERE key='schema_version'")
     db.commit()
     db.close()
-    # Opening it migrates it: its bucket is judged from its first case's stored verdict, once.
-    Store(path, create=False).close()
+    # A writing command's open migrates it: its bucket is judged from its first case's stored verdict, once.
+    Store(path, create=False, read_only=False).close()
     db = sqlite3.connect(path)
     assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
     assert db.execute("SELECT severity FROM buckets").fetchall() == [("bug",)]

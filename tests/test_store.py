@@ -117,7 +117,7 @@ def test_a_version_3_store_gains_an_empty_pending_table_and_readers_see_it(tmp_p
     db.execute("UPDATE meta SET value='3' WHERE key='schema_version'")
     db.commit()
     db.close()
-    store = Store(path, create=False)
+    store = Store(path, create=False, read_only=False)  # a writing command's open upgrades it
     try:
         assert store.pending_count() == 0 and store.pending_analyses() == []
         assert store.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION) == "5"
@@ -259,7 +259,7 @@ def test_a_version_4_store_converts_its_keys_to_fields_and_keeps_severities_case
     db.commit()
     db.close()
 
-    store = Store(path, create=False)
+    store = Store(path, create=False, read_only=False)  # a writing command's open upgrades it
     try:
         assert store.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION) == "5"
         store.check_stored_keys()  # every key column is its key_json's identity

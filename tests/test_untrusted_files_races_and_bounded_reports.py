@@ -75,7 +75,8 @@ def test_each_slot_draws_its_own_specs_as_a_pure_function_of_seed_and_slot():
     """Hypothesis starts every engine at its simplest example and then zero-extends short random
     prefixes, so two slots drew the same first 4-8 specs (duplicated work on every multi-slot
     campaign). Each slot starts its ops at its own place: no spec is shared by two slots' first
-    draws, a slot's draws are the same every time, and slot 0 draws what it always drew."""
+    draws, a slot's draws are the same every time, and slot 0 of seed 0 draws what it always drew
+    (another seed's first draws are its own since issue 56: `test_seed_enters_every_slots_first_draws`)."""
     from divfuzz.fuzzer.campaign.loop import CampaignOptions
 
     opts = CampaignOptions(device="cpu", out_dir=Path("unused"), max_cases=30, seed=5, max_ops=4)
@@ -90,7 +91,22 @@ def test_each_slot_draws_its_own_specs_as_a_pure_function_of_seed_and_slot():
         def strategy(self, slot: int = 0):
             return graph_specs(max_ops=self.max_ops, ops=self.ops, guard_casts=True)
 
-    assert _slot_draws(Unrotated(device="cpu", out_dir=Path("unused"), max_cases=30, seed=5, max_ops=4), 0, 12) == draws[0]
+    seed_0 = CampaignOptions(device="cpu", out_dir=Path("unused"), max_cases=30, seed=0, max_ops=4)
+    assert _slot_draws(Unrotated(**seed_0.__dict__), 0, 12) == _slot_draws(seed_0, 0, 12)
+
+
+def test_seed_enters_every_slots_first_draws():
+    """Issue 56: the first 2 specs per slot were the same for seeds 1, 2, 7, 11 and 12345 (Hypothesis
+    starts at its simplest example whatever its seed), so shards run with different --seed values
+    repeated cases. 20 two-slot campaigns, each its own seed: no first spec is shared."""
+    from divfuzz.fuzzer.campaign.loop import CampaignOptions, slots_first_specs
+
+    firsts = {}
+    for seed in (1, 2, 7, 11, 12345, *range(20, 35)):
+        opts = CampaignOptions(device="cpu", out_dir=Path("unused"), max_cases=10, seed=seed, workers=2)
+        firsts[seed] = [s.digest() for row in slots_first_specs(opts.strategy, seed, 2, 2) for s in row]
+    every = [d for digests in firsts.values() for d in digests]
+    assert len(firsts) == 20 and len(every) == 80 and len(set(every)) == 80
 
 
 # ---- 5: a cap on a spec's size in ops --------------------------------------------------------
@@ -143,7 +159,7 @@ def test_an_oversized_spec_is_refused_by_replay_corpus_add_and_minimize_pending_
         run_id, _ = store.start_run(seed=0, device="cpu", config={}, options={}, versions={})
         row = dict(run_id=run_id, slot=0, idx=0, spec_digest="d", spec_json=spec.read_text(), device="cpu",
                    config={"backend": "inductor", "dynamic": False, "mode": None, "inductor": {}},
-                   verdict={"status": "timeout"}, score=1.0, wall_s=300.0, finding_kind="hang")
+                   verdict={"status": "hang"}, score=1.0, wall_s=300.0, finding_kind="hang")
         Filing(store, campaign, timeout_s=None).store_case(
             row, key=None, raw_key=BucketKey("hang", "-", "cpu", ("tanh",), detail="Timeout", rule="hang"), triage="",
             severity=None, for_analysis=True)

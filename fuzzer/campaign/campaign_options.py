@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from divfuzz.generators.input_siblings import DEFAULT_INPUTS_PER_COMPILE, MAX_INPUTS_PER_COMPILE
-from divfuzz.generators.strategies import graph_specs, perf_graph_specs
+from divfuzz.generators.strategies import campaign_recipe_seed, graph_specs, perf_graph_specs
 from divfuzz.records.backends import ALL_DTYPES, capabilities_of
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.errors import ConfigError
@@ -99,11 +99,16 @@ class CampaignOptions:
 
     def strategy(self, slot: int = 0):
         """What slot `slot` draws from: each slot starts its ops at its own place (`graph_specs`'s
-        `op_offset`), so that two slots' first draws (Hypothesis's simplest ones) differ."""
+        `op_offset`), so that two slots' first draws (Hypothesis's simplest ones) differ, and the
+        campaign's seed gives those first draws their inputs (`zero_recipe_seed`), so that two
+        seeds' first draws differ too (Hypothesis's simplest examples ignore its seed)."""
+        recipe_seed = campaign_recipe_seed(self.seed)
         if self.oracle == "perf":
             return perf_graph_specs(device_type=self.device.split(":")[0], max_ops=self.max_ops, ops=self.ops,
-                                    op_offset=slot, **({"dtypes": self.dtypes} if self.dtypes else {}))
-        kwargs = {"max_ops": self.max_ops, "ops": self.ops, "guard_casts": not self.unguarded_casts, "op_offset": slot}
+                                    op_offset=slot, zero_recipe_seed=recipe_seed,
+                                    **({"dtypes": self.dtypes} if self.dtypes else {}))
+        kwargs = {"max_ops": self.max_ops, "ops": self.ops, "guard_casts": not self.unguarded_casts, "op_offset": slot,
+                  "zero_recipe_seed": recipe_seed}
         if self.dtypes:
             kwargs["dtypes"] = self.dtypes
         caps = capabilities_of(self.config.backend, self.against.backend if self.against else None)

@@ -578,7 +578,7 @@ class ClusterWorker:
         members = 1 + len(request.siblings)
         t0 = time.perf_counter()
         reply = self._remote(lambda: (node_run, self.key, self.device, self._env(), message, timeout_s),
-                             timeout_s * members, cases=members)
+                             timeout_s * (members + 1), cases=members)  # + 1: a death's re-run (`Worker`)
         if reply is None:
             return [(Verdict(Status.CRASH, error_type="Aborted", error_message="divfuzz was interrupted"), 0.0)]
         if "internal" in reply:

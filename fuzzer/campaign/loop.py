@@ -37,6 +37,7 @@ import functools
 import itertools
 import json
 import os
+import sys
 import tempfile
 import threading
 import time
@@ -68,11 +69,11 @@ from divfuzz.fuzzer.campaign.case_steps import (
 )
 from divfuzz.fuzzer.campaign.sizing import SlotDevice, campaign_slot_devices, size_analysis_workers
 from divfuzz.records.deadline import Deadline, StopReason, wall_clock_of
-from divfuzz.records.errors import ConfigError, DivfuzzError, InternalError
+from divfuzz.records.errors import ConfigError, DivfuzzError, InternalError, UnsafePathError
 from divfuzz.fuzzer.store import STORE_NAME, CampaignLock, Store
 from divfuzz.fuzzer.engine.environment import environment_versions
 from divfuzz.fuzzer.engine import warm_template
-from divfuzz.fuzzer.engine.compile_cache import private_compile_cache
+from divfuzz.fuzzer.engine.compile_cache import private_compile_cache, refuse_a_cache_inside
 from divfuzz.fuzzer.engine.worker import Worker
 from divfuzz.generators.coverage import DrawCounts
 from divfuzz.generators.input_siblings import input_siblings
@@ -80,6 +81,8 @@ from divfuzz.generators.spec import GraphSpec
 from divfuzz.generators.validate import load_spec
 from divfuzz.records.outcomes import ends_group
 from divfuzz.records.severity import Severity
+from divfuzz.reports.safe_paths import write_atomic, write_text_plain
+from divfuzz.reports.terminal import one_line, terminal_safe
 
 
 # Cases per Hypothesis engine. Hypothesis bounds each pass of its target optimiser (a quarter of
@@ -125,6 +128,10 @@ class Progress:
     pending_analyses: int = 0  # bucket analyses queued or running in the analysis pool
     analyses_filed: int = 0  # analyses the pool finished and filed in this run
     drawing_stopped: float | None = None  # time.time() when the slots stopped drawing (budget or failure): stored
+    # Cases whose worker died under them and that then ran in a fresh worker without dying
+    # (`Verdict.worker_deaths`): infrastructure events (a kill from outside, the OOM killer), never
+    # findings; each {"slot", "idx", "deaths"}, kept in the run's timings file and said in its summary.
+    worker_deaths: list = field(default_factory=list)
 
     def note_severity(self, bucket_id: int, severity) -> None:
         old = self.bucket_severity.get(bucket_id)
@@ -150,14 +157,16 @@ class CampaignResult:
     stop_reason: StopReason = StopReason.FINISHED  # interrupted; time's up (the budget stopped drawing); or finished
 
 
-def compile_cache_env(versions: dict, device: str) -> dict:
+def compile_cache_env(versions: dict, device: str, out_dir: Path) -> dict:
     """The workers' `TORCHINDUCTOR_CACHE_DIR`: this user's own folder for this torch version and
     device (`divfuzz.fuzzer.engine.compile_cache.private_compile_cache`), never a folder beside the
     store: a store is data from anyone, and Inductor runs code from its cache (issue 40). It outlives
     a night where /tmp does not (a resume, `--replay-known`, each analysis's recompile of its case,
     the next night's repeats); Triton's cache lives inside it unless TRITON_CACHE_DIR is set; CPU
     kernels are also keyed by their vector ISA, `worker.key_compile_caches_by_cpu_isa`. The user's
-    own TORCHINDUCTOR_CACHE_DIR wins: {} then."""
+    own TORCHINDUCTOR_CACHE_DIR wins: {} then, unless it lies inside the store folder `out_dir`
+    (refused: `refuse_a_cache_inside`)."""
+    refuse_a_cache_inside(out_dir)
     if user_compile_cache() is not None:
         return {}
     return {"TORCHINDUCTOR_CACHE_DIR": str(private_compile_cache(versions, device))}
@@ -253,6 +262,8 @@ class Campaign:
         self.lock = threading.Lock()
         self.failure: tuple[BaseException, str] | None = None  # divfuzz's own first error, with its traceback
         check_inputs_per_compile(opts)
+        if fleet is None:  # before the store and any worker: a cache the user named inside the store folder
+            refuse_a_cache_inside(opts.out_dir)
         self.slot_devices = fleet.slot_devices if fleet else campaign_slot_devices(opts.device, opts.workers)  # before the store: a bad device writes nothing
         if fleet is None:  # the workers' template imports torch while the store opens (a fleet's workers start on its nodes)
             warm_template.start_in_background(opts.device)
@@ -274,7 +285,7 @@ class Campaign:
             self.filing.finish_interrupted()
             # Every worker here (slots and analyses) gets its share of the cores and this user's own compile cache.
             self.worker_env = {"DIVFUZZ_WORKER_THREADS": str(max(1, (os.cpu_count() or 1) // max(1, opts.workers))),
-                               **(compile_cache_env(versions, opts.device) if fleet is None else {})}
+                               **(compile_cache_env(versions, opts.device, opts.out_dir) if fleet is None else {})}
         except BaseException:
             if getattr(self, "store", None) is not None:
                 self.store.close()
@@ -521,14 +532,15 @@ class Campaign:
             "analyses": [asdict(t) for t in (self.pool.timings if self.pool is not None else ())],
             "pending": pending, "pending_by_severity": dict(pending_by_severity),
             "worker_starts": warm_template.starts(),
+            "worker_deaths_not_repeated": p.worker_deaths,
         }
         path = self.opts.out_dir / f"divfuzz-run{self.run_id}-timings.json"
-        tmp = path.with_suffix(".json.tmp")
-        try:
-            tmp.write_text(json.dumps(data, indent=1))
-            tmp.replace(path)
+        try:  # a temporary file of its own, renamed over: nothing planted there is followed or written through
+            write_atomic(path, json.dumps(data, indent=1), what="timings file")
         except OSError:  # a full or read-only disk: the run's results are in the store already
-            tmp.unlink(missing_ok=True)
+            pass
+        except UnsafePathError as e:  # a link or a FIFO planted under its name: left as it is, said
+            sys.stderr.write(terminal_safe(f"divfuzz: the run's timings were not written: {e}") + "\n")
 
     def _before_slots(self, fn: Callable[["Campaign"], None], done: list[threading.Event]) -> None:
         """Work before any slot starts: its own errors stop the campaign as a slot's do, and an
@@ -573,12 +585,12 @@ class Campaign:
     def _record_failure(self) -> None:
         """Write the traceback to a log in out_dir, mark the run failed, raise one line naming both."""
         error, trace = self.failure
-        what = " ".join(str(error).split())[:300] if isinstance(error, DivfuzzError) else " ".join(f"{type(error).__name__}: {error}".split())[:300]
+        what = one_line(str(error) if isinstance(error, DivfuzzError) else f"{type(error).__name__}: {error}")
         text = f"divfuzz run {self.run_id} failed at {time.strftime('%Y-%m-%d %H:%M:%S')}: {what}\n\n{trace}"
         log = self.opts.out_dir / f"divfuzz-run{self.run_id}-failure.log"
         try:
-            log.write_text(text)
-        except OSError:  # a full or read-only disk: the log goes where it can
+            write_text_plain(log, text, what="failure log")
+        except (OSError, UnsafePathError):  # a full or read-only disk, or a link planted there: the log goes where it can
             fd, name = tempfile.mkstemp(prefix=f"divfuzz-run{self.run_id}-failure-", suffix=".log")
             with os.fdopen(fd, "w") as f:
                 f.write(text)
@@ -805,6 +817,8 @@ class Campaign:
             p.timings["worker_ipc"] += ran.ipc_s
             p.timings["store"] += stored.store_s
             p.timings["minimize_and_files"] += t_analysis
+            if verdict.worker_deaths:
+                p.worker_deaths.append({"slot": ran.at.slot, "idx": ran.at.idx, "deaths": list(verdict.worker_deaths)})
             if judged.finding:
                 p.findings += 1
                 p.buckets.add(stored.bucket_id)

@@ -49,7 +49,7 @@ def finish_pending(out_dir: Path, *, budget_s: float, workers: int | str = 1, ti
     path = resolve_store(out_dir, purpose="for --pending")
     lock = CampaignLock(path)
     lock.acquire()
-    store = Store(path, create=False)
+    store = Store(path, create=False, read_only=False)  # files analyses: a writing command
     try:
         groups: dict[tuple, list[AnalysisJob]] = {}
         for p in store.pending_analyses():

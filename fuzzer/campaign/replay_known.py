@@ -58,7 +58,7 @@ def known_specs(store_path: Path) -> list[KnownSpec]:
                 else:
                     raise SpecError(f"{source}: the bucket has no case stored")
                 spec = validate_spec(spec, source=source)
-            except DivfuzzError as e:  # not every message names its source (an unknown op does not)
+            except DivfuzzError as e:  # a store's own error (a damaged row) may name no source
                 raise SpecError(f"--replay-known: {e if str(e).startswith(source) else f'{source}: {e}'}") from None
             except (ValueError, KeyError, TypeError, RecursionError) as e:
                 raise SpecError(f"--replay-known: {source}: does not load ({type(e).__name__}: {str(e)[:200]})") from None

@@ -153,6 +153,15 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
         inputs_per_compile=inputs_per_compile,
         budget_from=started,
     )
+    if (out_dir / STORE_NAME).exists():
+        # Checked before it is read (the resume's runs, the known specs) and before the campaign
+        # takes the lock or records a run: a file that is not a divfuzz store is refused untouched;
+        # a store of an older schema is upgraded here, by this writing command, once checked
+        # (the readers below open it read-only and refuse an older one).
+        # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
+        from divfuzz.fuzzer.store import Store
+
+        Store(out_dir / STORE_NAME, create=False, read_only=False).close()
     free = ({"workers"} if workers_chosen_here else set()) | (
         {"inputs_per_compile"} if inputs_chosen_here and opts.inputs_per_compile != 1 else set())
     resumed = _resumable_run(out_dir / STORE_NAME, opts, free) if free else None
@@ -180,11 +189,6 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
     made = [p for p in reversed([out_dir, *out_dir.parents]) if not p.exists()]
     lock_path, store_path = out_dir / "divfuzz.lock", out_dir / STORE_NAME
     lock_existed, store_existed = lock_path.exists(), store_path.exists()
-    if store_existed:  # checked, and nothing written, before the campaign takes the lock or records a run
-        # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
-        from divfuzz.fuzzer.store import Store
-
-        Store(store_path, create=False).close()
     try:
         with live_view:
             result = loop.run_campaign(opts, on_progress=live_view.update, before_slots=_replayer(known), fleet=fleet)
@@ -423,6 +427,11 @@ def summary_screen(result, buckets, *, elapsed: float, width: int, min_severity:
         facts.append("; ".join(compiled))
     if result.cut_at_end:
         facts.append("budget reached: work still in flight then was dropped (re-run resumes it)")
+    if p.worker_deaths:
+        where = ", ".join(f"slot {d['slot']} case {d['idx']} ({'; '.join(d['deaths'])})" for d in p.worker_deaths[:3])
+        facts.append(f"{len(p.worker_deaths)} worker death(s) that did not repeat when the case ran again in a fresh "
+                     f"worker: {where}{', ...' if len(p.worker_deaths) > 3 else ''}; infrastructure (a kill from outside, "
+                     "the OOM killer), not findings")
     store_dir = result.store_path.parent
     if result.pending_analyses:
         by_severity = ", ".join(f"{n} {s}" for s, n in sorted(result.pending_by_severity.items()) if n)

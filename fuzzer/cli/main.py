@@ -31,6 +31,8 @@ from divfuzz.fuzzer.cli.options import OS_REASONS, DivfuzzCommand, console
 from divfuzz.fuzzer.cli.replay_command import replay
 from divfuzz.fuzzer.cli.report_command import report
 from divfuzz.records.errors import DivfuzzError
+from divfuzz.reports.safe_paths import open_plain
+from divfuzz.reports.terminal import one_line
 
 
 def _internal_failure_log(ctx: click.Context) -> Path:
@@ -41,9 +43,12 @@ def _internal_failure_log(ctx: click.Context) -> Path:
         try:
             if folder.is_dir():
                 log = folder / f"divfuzz-error-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
-                log.write_text(text)
+                # a new file of its own: never through a link planted under its name
+                fd = open_plain(log, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, what="error log")
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    f.write(text)
                 return log
-        except OSError:
+        except (OSError, DivfuzzError):
             continue
     return Path("<nowhere: no folder was writable>")
 
@@ -87,7 +92,7 @@ class DivfuzzGroup(click.Group):
             if signal_received():  # raised while the command stopped on a signal (interrupts.signal_received)
                 _exit_interrupted(ctx)
             log = _internal_failure_log(ctx)
-            what = " ".join(f"{type(e).__name__}: {e}".split())[:300]
+            what = one_line(f"{type(e).__name__}: {e}")
             text = (f"divfuzz {ctx.invoked_subcommand or ''} failed on its own error, not a compiler finding: {what}; "
                     f"traceback in {log}")
             console.print(f"[bold red]internal error:[/] {escape(text)}", markup=True, soft_wrap=True)

@@ -93,7 +93,7 @@ def minimize(ctx, case, modules, out_dir, repro_dir, store_dir, device, budget, 
                         cli_backend=backend if explicit_backend else None)
         return
     # First, before torch is imported: the output folder, the module files or the case, the device.
-    check_out_dir(repro_dir, "--repro-dir")
+    check_out_dir(repro_dir, "--repro-dir", no_link=True)  # its writer refuses a link: said now, not after the work
     for ref in modules:
         parse_module_ref(ref)
     if not modules and not case:

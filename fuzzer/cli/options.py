@@ -22,7 +22,7 @@ from rich.segment import Segment
 
 from divfuzz.records.severity import ORDER
 from divfuzz.reports.terminal import terminal_safe
-from divfuzz.records.errors import ConfigError, DeviceUnavailableError, OutputError, SpecError, UnknownOpError
+from divfuzz.records.errors import ConfigError, DeviceUnavailableError, OutputError, SpecError, UnknownOpError, UnsafePathError
 from divfuzz.records.numbers import checked_number, describe_range, parse_number
 
 SEVERITY_CHOICE = click.Choice([s.value for s in ORDER])
@@ -101,6 +101,7 @@ TIMEOUT = Number(low=1, high=7 * 24 * 3600, metavar="SECONDS")
 WORKER_COUNT = Number(low=1, high=MAX_WORKERS, integer=True)
 CASE_COUNT = Number(low=1, high=2**63 - 1, integer=True)
 RUN_ID = Number(low=1, high=2**63 - 1, integer=True, metavar="RUN")
+BUCKET_ID = Number(low=1, high=2**63 - 1, integer=True, metavar="N")  # a store's row id: SQLite's integer holds it
 
 
 class WorkersType(click.ParamType):
@@ -259,11 +260,17 @@ OS_REASONS = {
 }
 
 
-def check_out_dir(path: Path, option: str) -> Path:
+def check_out_dir(path: Path, option: str, *, no_link: bool = False) -> Path:
     """Make sure `path` is a folder divfuzz can write, before any work starts, without creating
     anything: a probe file is written to and removed from the deepest folder that exists on the way
     (the writers create the folder when they have something to write, so a refused input leaves no
-    trace). Errors name the option and say why (a file in the way, read-only, disk full)."""
+    trace). Errors name the option and say why (a file in the way, read-only, disk full). With
+    `no_link`, a symlink at `path` is refused too: for a folder whose writer never writes through
+    one (`minimize --repro-dir`, written as a bucket folder is), said here rather than at the end."""
+    if no_link and os.path.islink(path):
+        raise UnsafePathError(f"{option} {path}: is a symlink (to {os.readlink(path)}); divfuzz writes it only as a real "
+                              "folder, never through a link: refused before any work, and left as it is (name the folder "
+                              "it points to, or another)")
     for parent in [path, *path.parents]:
         if parent.exists() and not parent.is_dir():
             raise OutputError(f"{option} {path}: {parent} is {'a regular file' if parent.is_file() else 'not a folder'}, not a folder")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from divfuzz.fuzzer.cli.options import RUN_ID, SEVERITY_CHOICE, DivfuzzCommand, check_out_file, out
+from divfuzz.fuzzer.cli.options import BUCKET_ID, RUN_ID, SEVERITY_CHOICE, DivfuzzCommand, check_out_file, out
 from divfuzz.records.errors import ConfigError, StoreError
 
 
@@ -21,7 +21,7 @@ from divfuzz.records.errors import ConfigError, StoreError
               help="Write one self-contained HTML page (plots, cards, no network) to this file instead of markdown.")
 @click.option("--new-only", is_flag=True, default=False,
               help="With --min-severity: only root causes that match no known upstream bug (corpus/known-bugs.json).")
-@click.option("--bucket", "bucket_id", type=click.IntRange(min=1), default=None, metavar="N",
+@click.option("--bucket", "bucket_id", type=BUCKET_ID, default=None,
               help="Only this bucket, with all its plots (needs --html or --issue): what a compact card's command draws.")
 @click.option("--issue", "issue", is_flag=True, default=False,
               help="With --bucket: print the bucket's issue.md (PyTorch's torch.compile bug template, issue.py inline), ready to paste.")

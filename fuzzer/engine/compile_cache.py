@@ -12,7 +12,8 @@ Invariants:
   writable by no one else; an absent one is made 0700; anything else is refused
   (`UnsafePathError`, exit 2, naming the folder and why), never repaired, followed or used;
 - a `compile-cache/` folder inside a store folder (written there by divfuzz before issue 40, or
-  planted) is never read: nothing points a worker at it;
+  planted) is never read: nothing points a worker at it, and a TORCHINDUCTOR_CACHE_DIR or
+  TRITON_CACHE_DIR the user set that lies inside the store folder is refused (`refuse_a_cache_inside`);
 - a compile error raised while Inductor read its cache (`came_from_cache_read`) is never filed as
   the compiler's: the case compiles again with the caches off (`divfuzz.fuzzer.engine.execute`),
   and when that compile succeeds the cache is reported as corrupt (`divfuzz.records.errors.CompileCacheError`), naming it.
@@ -63,6 +64,29 @@ def private_folder(path: Path) -> Path:
             f"only a folder this user alone can write; refused and left as it is (fix or remove it, or set "
             f"TORCHINDUCTOR_CACHE_DIR)")
     return Path(path)
+
+
+# The environment variables that name a folder whose files a compile loads and runs.
+CACHE_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+
+
+def refuse_a_cache_inside(out_dir: Path, *, option: str = "--out") -> None:
+    """A cache folder the user named (`CACHE_VARIABLES`) that lies inside `out_dir`, a store folder
+    (a received one's `compile-cache/`, say), is refused: its files came with the folder, from
+    whoever wrote it, and ownership proves nothing (unpacking an archive makes every file the
+    user's). UnsafePathError naming the variable, the folder and `option`; checked before any
+    worker starts. Symlinks are resolved on both sides, so a link into the folder is caught too."""
+    root = Path(os.path.realpath(out_dir))
+    for name in CACHE_VARIABLES:
+        value = os.environ.get(name)
+        if not value:
+            continue
+        cache = Path(os.path.realpath(value))
+        if cache == root or root in cache.parents:
+            raise UnsafePathError(
+                f"{name}={value} lies inside {option} {out_dir}: a store folder is data from anyone, and a compile "
+                f"loads and runs code from its cache; refused before any worker started (point {name} at a folder "
+                f"outside {out_dir}, or unset it for divfuzz's own private cache)")
 
 
 def cache_folder_name(versions: dict, device: str) -> str:

@@ -9,6 +9,11 @@ Invariants:
 - Start-up (importing torch) is not counted against a case's timeout.
 - Only the parent stops a worker (a message, or SIGKILL): terminal and group signals are ignored
   there, so interrupting divfuzz never turns the case in flight into a crash finding.
+- A worker that dies during a case or a call by anything divfuzz did not do (a signal from
+  outside, the OOM killer, a segfault) has the request run once more in a fresh worker: only a
+  death that repeats there is `Status.CRASH` (both deaths in its message); one that does not is
+  an infrastructure event, said on stderr and kept in the re-run's verdict (`Verdict.worker_deaths`),
+  never a finding. So the campaign, the minimizer and the stage ladder see the same rule.
 - What the compiler prints in a worker (logs, warnings, a crash's last words) goes to the worker's
   own file (`divfuzz.fuzzer.engine.compile_output`), never to divfuzz's terminal; the parent takes it
   after each request (`Worker.last_output`, `Worker.output_since`).
@@ -293,6 +298,26 @@ def _serve(conn, device: str, extra_env: dict, parent_env: dict | None) -> None:
 DECLARED_TARGETS = frozenset(t.value for t in WorkerTarget)
 
 
+def death_reason(exit_code: int | None) -> str:
+    """How a worker process ended: "signal SIGKILL" (a negative exit code), else "exit code N"."""
+    sig = -exit_code if exit_code is not None and exit_code < 0 else None
+    if sig:
+        try:
+            return f"signal {signal.Signals(sig).name}"
+        except ValueError:
+            return f"signal {sig}"
+    return f"exit code {exit_code}"
+
+
+def _say(text: str) -> None:
+    """A line on divfuzz's stderr (loud: an infrastructure event must not pass unseen)."""
+    try:
+        sys.stderr.write(terminal_safe(text) + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
 def target_reference(target: Callable[..., Any]) -> str:
     """A function's `module:function`, as `WorkerTarget` names it."""
     return f"{target.__module__}:{target.__qualname__}"
@@ -459,14 +484,17 @@ class Worker:
         finally:
             self._collect_output()
 
-    def _run_group(self, request: CaseRequest, timeout_s: float) -> list[tuple[Verdict, float]]:
+    def _run_group(self, request: CaseRequest, timeout_s: float, *, died: str | None = None) -> list[tuple[Verdict, float]]:
         """A verdict for `request.spec` and for each of its siblings that ran, in order, each with
         the seconds from the one before it (from sending the request, for the first). Each
         verdict has `timeout_s`. A group ends early where the worker stops it (`execute_group`),
         or with the verdict of the spec in flight when the process died (`Status.CRASH`) or timed
         out (`Status.HANG`): the process is then replaced, and the specs after it do not run. A
         worker that died with the warm template's server (not the compiler) is no verdict: the
-        members it had not answered run again on a spawned worker, the first of them compiling."""
+        members it had not answered run again on a spawned worker, the first of them compiling.
+        Any other death runs the members not answered again, once, in a fresh worker (`died`: how
+        the worker died under the first of them): the crash verdict is kept only when it dies again
+        under the same member (`_after_death`)."""
         if self.aborted:
             return [(Verdict(Status.CRASH, error_type="Aborted", error_message="divfuzz was interrupted"), 0.0)]
         if not self._alive():
@@ -506,15 +534,37 @@ class Worker:
             if self._lost_with_the_template():  # not the compiler: the members not answered run again, spawned
                 rest = [request.spec, *request.siblings][len(got):]
                 return got + self._run_group(replace(request, spec=rest[0], siblings=tuple(rest[1:])), timeout_s)
-            sig = -code if code is not None and code < 0 else None
-            reason = f"signal {signal.Signals(sig).name}" if sig else f"exit code {code}"
-            got.append((Verdict(
-                Status.CRASH,
-                error_type=f"WorkerDied({reason})",
-                error_message=f"the worker process died during the case ({reason})",
-                timings=(("case", time.perf_counter() - t0),),
-            ), time.perf_counter() - t0))
-            return got
+            reason = death_reason(code)
+            rest = [request.spec, *request.siblings][len(got):]
+            if died is not None and not got:  # it died again under the member it died under before
+                got.append((Verdict(
+                    Status.CRASH,
+                    error_type=f"WorkerDied({reason})",
+                    error_message=f"the worker process died during the case ({died}), and again ({reason}) when "
+                                  "the case ran once more in a fresh worker",
+                    timings=(("case", time.perf_counter() - t0),),
+                ), time.perf_counter() - t0))
+                _say(f"divfuzz: the worker died again ({reason}) when the case ran once more in a fresh worker: "
+                     "a crash of the compiler under test")
+                return got
+            if self.aborted:  # divfuzz killed it (an interrupt, the budget's end): no verdict is kept
+                got.append((Verdict(Status.CRASH, error_type="Aborted", error_message="divfuzz was interrupted"), 0.0))
+                return got
+            _say(f"divfuzz: a worker died during a case ({reason}), not stopped by divfuzz; running the case once more "
+                 "in a fresh worker to see whether the death repeats")
+            return got + self._after_death(replace(request, spec=rest[0], siblings=tuple(rest[1:])), timeout_s, reason)
+
+    def _after_death(self, request: CaseRequest, timeout_s: float, reason: str) -> list[tuple[Verdict, float]]:
+        """`request` (the members a dead worker had not answered) run again in a fresh worker. A
+        first member that dies again is a crash; one that answers carries the death it survived
+        (`Verdict.worker_deaths`): an infrastructure event, said on stderr, never a finding."""
+        again = self._run_group(request, timeout_s, died=reason)
+        (first, seconds), *after = again
+        if first.status is Status.CRASH and (first.error_type or "").startswith(("WorkerDied", "Aborted")):
+            return again
+        _say(f"divfuzz: the case ran in a fresh worker without the death ({reason}): an infrastructure event "
+             "(a kill from outside, the OOM killer), not a finding; the re-run's verdict is kept")
+        return [(replace(first, worker_deaths=(*first.worker_deaths, reason)), seconds), *after]
 
     def call(self, target: WorkerTarget, kwargs: dict, timeout_s: float) -> CallOutcome:
         """`_call` of a declared target, then what the compiler printed meanwhile taken into `last_output`."""
@@ -532,11 +582,12 @@ class Worker:
         finally:
             self._collect_output()
 
-    def _call(self, message: dict, timeout_s: float) -> CallOutcome:
+    def _call(self, message: dict, timeout_s: float, *, died: str | None = None) -> CallOutcome:
         """Send a call `message` (`_run_call` reads it) with JSON-able kwargs to the worker.
 
         For work that must run in-process next to torch (e.g. `torch._inductor.compiler_bisector`).
-        Never raises for what the compiler does: an exception, a crash or a timeout is `error`.
+        Never raises for what the compiler does: an exception, a crash or a timeout is `error`. A
+        death is `error` only when it repeats in a fresh worker (`died`: the first one's reason).
         """
         if self.aborted:
             return CallOutcome(error="Aborted: divfuzz was interrupted")
@@ -559,8 +610,19 @@ class Worker:
             code = self.process.exitcode
             self.kill()
             if self._lost_with_the_template():
-                return self._call(message, timeout_s)
-            return CallOutcome(error=f"WorkerDied: exit code {code}")
+                return self._call(message, timeout_s, died=died)
+            reason = death_reason(code)
+            if died is not None:
+                return CallOutcome(error=f"WorkerDied: {died}, and again ({reason}) when the call ran once more in a fresh worker")
+            if self.aborted:
+                return CallOutcome(error="Aborted: divfuzz was interrupted")
+            _say(f"divfuzz: a worker died during a call ({reason}), not stopped by divfuzz; running the call once more "
+                 "in a fresh worker to see whether the death repeats")
+            outcome = self._call(message, timeout_s, died=reason)
+            if not (outcome.error or "").startswith(("WorkerDied", "Aborted")):
+                _say(f"divfuzz: the call ran in a fresh worker without the death ({reason}): an infrastructure event, "
+                     "not a finding")
+            return outcome
 
     def _output_path(self) -> str:
         """The file the worker process prints to (made once per `Worker`, removed by `stop`)."""

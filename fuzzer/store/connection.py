@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from divfuzz.fuzzer.store.rows import DamagedRow
 from divfuzz.records.errors import StoreError
 
 
@@ -78,5 +79,9 @@ def errors_named(path: Path) -> Iterator[None]:
         yield
     except sqlite3.Error as e:
         raise StoreError(describe_sqlite_error(path, e)) from e
+    except DamagedRow as e:  # a field checked as it was read (`divfuzz.fuzzer.store.rows.Fields`)
+        raise StoreError(f"{path}: a damaged row: {e}; refused, and the store left as it is") from None
+    except OverflowError as e:  # a number past SQLite's 64-bit integers, given as a row's id
+        raise StoreError(f"{path}: {e}: no row has such an id") from None
     except (ValueError, TypeError, KeyError) as e:  # a row that does not decode: damaged content
         raise StoreError(f"{path}: the store holds a damaged row ({type(e).__name__}: {e})") from e

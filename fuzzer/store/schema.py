@@ -7,13 +7,16 @@ Invariants:
 - a new store file is made whole or not at all: its schema and `meta` are written to a temporary
   file beside it that is renamed into place (a full disk leaves no half-made store);
 - a file that is not a divfuzz store (another application's SQLite file, a missing table or
-  column, a non-integer or newer schema version) is refused by `check_divfuzz_store`, which only reads;
-- an older store is migrated in one transaction, here and nowhere else.
+  column, a non-integer or newer schema version, a trigger, a view or a table or index divfuzz
+  never makes) is refused by `check_divfuzz_store`, which only reads;
+- an older store is migrated in one transaction, here and nowhere else, and only by a command that
+  writes: a reader refuses it (`refuse_old_schema`).
 """
 
 from __future__ import annotations
 
 import errno
+import itertools
 import json
 import os
 import sqlite3
@@ -136,6 +139,16 @@ REQUIRED_COLUMNS = {
 }
 
 
+# What a divfuzz store's sqlite_master may name: its tables and its one index (SQLite's own
+# `sqlite_autoindex_*`, `sqlite_sequence` and `sqlite_stat*` too). Anything else (a trigger, a
+# view, another table or index) is refused by `check_divfuzz_store`: a trigger would run its own
+# SQL inside divfuzz's writes, and no divfuzz writes one.
+KNOWN_OBJECTS = {
+    "table": {"meta", "runs", "cases", "buckets", "run_failures", "root_causes", "pending_analyses"},
+    "index": {"cases_by_bucket"},
+}
+
+
 def write_schema(db: sqlite3.Connection) -> None:
     """The tables a store lacks and its schema version (kept when already there), in one transaction."""
     with transaction(db):
@@ -152,7 +165,7 @@ def _stored_version(db: sqlite3.Connection) -> sqlite3.Row | None:
     return db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
 
 
-def migrate(db: sqlite3.Connection) -> None:
+def migrate(db: sqlite3.Connection, path: Path | None = None) -> None:
     """Bring an older store to the current version, in one transaction. 1 -> 2: its buckets get a
     severity column. 2 -> 3: its cases get `ran_on`, NULL (unknown) for the cases already stored.
     3 -> 4: an empty `pending_analyses` table (every earlier store analysed inline, so no raw key
@@ -173,8 +186,26 @@ def migrate(db: sqlite3.Connection) -> None:
         db.execute(PENDING_TABLE)
         db.execute("CREATE TABLE IF NOT EXISTS root_causes (raw_key TEXT PRIMARY KEY, key_json TEXT NOT NULL)")
         if version < 5:
+            _check_legacy_keys(db, path)
             _convert_keys(db)
         db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
+
+
+def _check_legacy_keys(db: sqlite3.Connection, path: Path | None) -> None:
+    """Before schema 4 -> 5 converts a key, it must be a schema-4 key (a `signature`, no `ops`):
+    a current store whose `schema_version` was lowered by hand would otherwise lose every key's
+    ops and autocast and its remembered root causes. StoreError naming the row; nothing converted."""
+    for table, id_column in (("buckets", "id"), ("pending_analyses", "raw_key"), ("root_causes", "raw_key")):
+        for r in db.execute(f"SELECT {id_column} AS id, key_json FROM {table}"):
+            try:
+                old = json.loads(r["key_json"])
+            except (TypeError, ValueError):
+                old = None
+            if not isinstance(old, dict) or "ops" in old or not isinstance(old.get("signature", ""), str):
+                raise StoreError(
+                    f"{path}: its meta table says schema {_stored_version(db)['value']}, but {table} row {r['id']!r} holds "
+                    f"no schema-4 key in key_json ({'a current key, with ops' if isinstance(old, dict) else 'not a JSON object'}): "
+                    "not upgraded; refused and left as it is")
 
 
 def _legacy_key(old: dict, *, rule: str, culprit: CulpritKey | None, backward: bool | None) -> BucketKey:
@@ -265,7 +296,8 @@ def _legacy_raw_identity(text: str, rule: str) -> str | None:
 
 def check_divfuzz_store(db: sqlite3.Connection, path: Path) -> int:
     """Only reads: the schema version of a divfuzz store, or StoreError naming `path` when the file
-    is another application's SQLite file, lacks a table or column, or is from a newer divfuzz."""
+    is another application's SQLite file, lacks a table or column, is from a newer divfuzz, or
+    holds a trigger, a view, or a table or index no divfuzz store has (`KNOWN_OBJECTS`)."""
     tables = {r["name"] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     if "meta" not in tables:
         raise StoreError(f"{path}: an SQLite file, but not a divfuzz store (no meta table); left as it is")
@@ -285,7 +317,25 @@ def check_divfuzz_store(db: sqlite3.Connection, path: Path) -> int:
         raise StoreError(f"{path}: schema_version {row['value']!r} in its meta table is not an integer; left as it is") from None
     if version > SCHEMA_VERSION:
         raise StoreError(f"{path}: store schema version {version} is newer than this divfuzz")
+    foreign = [f"{r['type']} {r['name']!r}" + (f" on {r['tbl_name']!r}" if r["type"] in ("trigger", "index") else "")
+               for r in db.execute("SELECT type, name, tbl_name FROM sqlite_master ORDER BY type, name")
+               if r["name"] not in KNOWN_OBJECTS.get(r["type"], ()) and not r["name"].startswith("sqlite_")]
+    if foreign:
+        shown = ", ".join(itertools.islice(foreign, 5)) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise StoreError(f"{path}: holds what no divfuzz store has: {shown} (a trigger or view would run its own SQL "
+                         "when divfuzz reads or writes the store); refused and left as it is")
     return version
+
+
+def refuse_old_schema(path: Path, version: int) -> None:
+    """A command that only reads a store never upgrades it: StoreError naming the store and the
+    writing commands that do (a fuzz campaign on it, in place; a merge, into a new store)."""
+    if version < SCHEMA_VERSION:
+        folder = Path(path).parent
+        raise StoreError(
+            f"{path}: store schema version {version} is older than this divfuzz's ({SCHEMA_VERSION}); a command that "
+            f"only reads a store does not upgrade it, and it was left as it is: upgrade it in place with a writing "
+            f"command (`divfuzz fuzz --out {folder}`), or into a copy (`divfuzz merge NEW_DIR {folder}`)")
 
 
 def create_store_file(path: Path) -> None:

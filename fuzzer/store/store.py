@@ -13,8 +13,9 @@ Invariants:
 - a bucket's key is unique across runs: a key seen in an earlier run is not new;
 - opening a file that is not a divfuzz store (empty, another application's SQLite file, a
   non-integer schema version, a symlink) raises StoreError and writes nothing; `create=False`
-  (readers such as `report`) never writes to a current store at all, and `open_input` (merge's
-  inputs) never writes next to the input;
+  (readers such as `report`) opens it read-only (`mode=ro`) and never migrates it: a store that
+  needs upgrading is refused there, naming the writing command that upgrades it; `open_input`
+  (merge's inputs) never writes next to the input;
 - every SQLite error of a method is a StoreError naming the file and saying what it is (corrupt,
   disk full, read-only), never a bare sqlite3 traceback; a row that does not decode is a
   "damaged row" naming the file;
@@ -51,55 +52,84 @@ from divfuzz.fuzzer.store.rows import (
     AnalysisIntake,
     BucketRow,
     CaseRow,
+    Fields,
     PendingAnalysis,
     RootCauseFiled,
     RootCauseRow,
     RunRow,
+    case_summary,
 )
-from divfuzz.fuzzer.store.schema import SCHEMA_VERSION, check_divfuzz_store, create_store_file, migrate, write_schema
+from divfuzz.fuzzer.store.schema import (
+    SCHEMA_VERSION,
+    check_divfuzz_store,
+    create_store_file,
+    migrate,
+    refuse_old_schema,
+    write_schema,
+)
 from divfuzz.records.buckets import BucketKey
 from divfuzz.records.errors import InternalError, StoreError
 from divfuzz.records.severity import BucketSeverity, Severity
-from divfuzz.reports.safe_paths import check_plain
+from divfuzz.reports.safe_paths import check_plain, refuse_hard_link
 
+SEVERITIES = tuple(s.value for s in Severity)
 _CASE_PAGE = 500  # cases read at a time by `iter_cases` (a shard's store may not fit in memory)
 
 
 class Store:
-    def __init__(self, path: str | Path, *, create: bool = True):
+    def __init__(self, path: str | Path, *, create: bool = True, read_only: bool | None = None):
         """Open (or with `create`, make) a store. Without `create` the file must already be a
-        divfuzz store, and nothing is written to it: no schema, no journal-mode change."""
+        divfuzz store, and it is opened read-only (SQLite's `mode=ro`; `immutable` too when no
+        journal is beside it, so reading creates no `-wal`/`-shm` files): what every command that
+        only reads (`report`, `diff`, `minimize CASE-ID`, `bench --breakdown`) opens. A store of
+        an older schema is refused there, never upgraded (`refuse_old_schema`). A writing command
+        on an existing store passes `create=False, read_only=False`: checked, then upgraded."""
         self.path = Path(path)
+        self.read_only = (not create) if read_only is None else read_only
         self._lock = threading.RLock()
-        for part in (self.path, *(self.path.with_name(self.path.name + s) for s in ("-wal", "-shm", "-journal"))):
+        journals = [self.path.with_name(self.path.name + s) for s in ("-wal", "-shm", "-journal")]
+        for part in (self.path, *journals):
             check_plain(part, what="store file")  # SQLite would follow a symlink, and block on a FIFO
+        for part in ([] if self.read_only else [self.path]) + journals:  # a reader writes -shm too
+            refuse_hard_link(part, what="store file")  # SQLite would write through a hard link
         if self.path.exists() and self.path.is_file() and self.path.stat().st_size == 0:
             raise StoreError(f"{self.path}: an empty file, not a divfuzz store; refused and left as it is")
         if not self.path.exists():
-            if not create:
+            if not create or self.read_only:
                 raise StoreError(f"{self.path}: no store here")
             create_store_file(self.path)
         self.db = None
         try:
-            self.db = connect(str(self.path), check_same_thread=False, timeout=30)
-            self._prepare(create=create)
+            if self.read_only:
+                wal, _, rollback = journals
+                quiet = not (wal.exists() or rollback.exists())  # no writer's log to read
+                uri = self.path.resolve().as_uri() + ("?mode=ro&immutable=1" if quiet else "?mode=ro")
+                self.db = connect(uri, uri=True, check_same_thread=False, timeout=30)
+            else:
+                self.db = connect(str(self.path), check_same_thread=False, timeout=30)
+            self._prepare(create=create and not self.read_only)
         except sqlite3.Error as e:
             if self.db is not None:
                 self.db.close()
             raise StoreError(f"not a usable divfuzz store: {describe_sqlite_error(self.path, e)}") from None
         except StoreError:
-            self.db.close()
+            if self.db is not None:
+                self.db.close()
             raise
 
     def _prepare(self, *, create: bool) -> None:
         """Only reads until the file is known to be a divfuzz store; then, with `create`, WAL mode
-        and the tables it lacks; an older store (checked) is upgraded in place, a current one is not touched."""
-        check_divfuzz_store(self.db, self.path)
+        and the tables it lacks; an older store (checked) is upgraded in place, a current one is
+        not touched. Read-only, an older store is refused: nothing on a read path migrates."""
+        version = check_divfuzz_store(self.db, self.path)
+        if self.read_only:
+            refuse_old_schema(self.path, version)
+            return
         if create:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             write_schema(self.db)
-        migrate(self.db)
+        migrate(self.db, self.path)
 
     @classmethod
     @contextmanager
@@ -112,7 +142,7 @@ class Store:
         refuse_if_live(path)
         wal = Path(f"{path}-wal")
         store = cls.__new__(cls)
-        store.path, store._lock, store.db = path, threading.RLock(), None
+        store.path, store._lock, store.db, store.read_only = path, threading.RLock(), None, False
         try:
             try:
                 if not (wal.exists() and wal.stat().st_size > 0):
@@ -180,7 +210,7 @@ class Store:
         with self._lock:
             rows = self.db.execute("SELECT id, options_json FROM runs WHERE status != 'finished' AND seed=? AND device=?"
                                    " AND config_json=? ORDER BY id DESC", (seed, device, cfg)).fetchall()
-        return [(r["id"], json.loads(r["options_json"])) for r in rows]
+        return [(Fields(r, "runs").int("id"), Fields(r, "runs").json("options_json")) for r in rows]
 
     def finish_run(self, run_id: int, status: str = "finished") -> None:
         with self.transaction():
@@ -198,7 +228,10 @@ class Store:
         """(error, log path) of a failed run, or None."""
         with self._lock:
             r = self.db.execute("SELECT error, log_path FROM run_failures WHERE run_id=?", (run_id,)).fetchone()
-        return (r["error"], r["log_path"]) if r else None
+        if r is None:
+            return None
+        f = Fields(r, "run_failures", "run_id")
+        return f.text("error"), f.text("log_path", null=True)
 
     def run_rows(self) -> list[RunRow]:
         """Every run as stored, oldest first."""
@@ -400,7 +433,7 @@ class Store:
 
     def _root_cause_locked(self, raw_key: BucketKey) -> BucketKey | None:
         r = self.db.execute("SELECT key_json FROM root_causes WHERE raw_key=?", (raw_key.identity(),)).fetchone()
-        return BucketKey.from_dict(json.loads(r["key_json"]), where=f"{self.path}: root_causes") if r else None
+        return Fields(r, "root_causes", "raw_key").key() if r else None
 
     def _file_root_cause(self, raw_identity: str, key: BucketKey, *, replace: bool) -> None:
         self.db.execute(f"INSERT OR {'REPLACE' if replace else 'IGNORE'} INTO root_causes(raw_key, key_json) VALUES (?, ?)",
@@ -414,7 +447,7 @@ class Store:
         """Every remembered analysis (raw key -> root-cause key)."""
         with self._lock:
             rows = self.db.execute("SELECT raw_key, key_json FROM root_causes ORDER BY raw_key").fetchall()
-        return [RootCauseRow(r["raw_key"], BucketKey.from_dict(json.loads(r["key_json"]), where=f"{self.path}: root_causes"))
+        return [RootCauseRow(Fields(r, "root_causes", "raw_key").text("raw_key"), Fields(r, "root_causes", "raw_key").key())
                 for r in rows]
 
     def bucket_of_key(self, key: BucketKey) -> BucketRow | None:
@@ -465,8 +498,8 @@ class Store:
         with self._lock:
             rows = self.db.execute("SELECT p.key_json AS raw_json, r.key_json AS root_json FROM pending_analyses p"
                                    " JOIN root_causes r ON r.raw_key = p.raw_key ORDER BY p.case_id").fetchall()
-        return [(BucketKey.from_dict(json.loads(r["raw_json"]), where=f"{self.path}: pending_analyses"),
-                 BucketKey.from_dict(json.loads(r["root_json"]), where=f"{self.path}: root_causes")) for r in rows]
+        return [(Fields(r, "pending_analyses", "raw_key").key("raw_json"), Fields(r, "root_causes", "raw_key").key("root_json"))
+                for r in rows]
 
     def close_pending(self, raw_key: BucketKey, key: BucketKey, *, judged: BucketSeverity) -> RootCauseFiled:
         """A pending raw key that `root_causes` files under `key` (`pending_already_filed`),
@@ -489,8 +522,11 @@ class Store:
         """The raw keys whose analysis is still open, oldest first, each with the case to minimize."""
         with self._lock:
             rows = self.db.execute("SELECT key_json, case_id, queued_at FROM pending_analyses ORDER BY case_id").fetchall()
-        return [PendingAnalysis(BucketKey.from_dict(json.loads(r["key_json"]), where=f"{self.path}: pending_analyses"),
-                                r["case_id"], r["queued_at"]) for r in rows]
+        pending = []
+        for r in rows:
+            f = Fields(r, "pending_analyses", "raw_key")
+            pending.append(PendingAnalysis(f.key(), f.int("case_id"), f.real("queued_at")))
+        return pending
 
     def pending_count(self) -> int:
         with self._lock:
@@ -500,11 +536,11 @@ class Store:
         """ValueError naming the row when a bucket's or a pending analysis's key text is not the
         key its JSON decodes to (what `merge` matches buckets and analyses by)."""
         with self._lock:
-            for table in ("buckets", "pending_analyses"):
-                column = "key" if table == "buckets" else "raw_key"
-                for r in self.db.execute(f"SELECT {column} AS text, key_json FROM {table}"):
-                    if BucketKey.from_dict(json.loads(r["key_json"]), where=f"{self.path}: {table}").identity() != r["text"]:
-                        raise ValueError(f"{table}: key {r['text']!r} does not match its key_json")
+            for table, row_id, column in (("buckets", "id", "key"), ("pending_analyses", "raw_key", "raw_key")):
+                for r in self.db.execute(f"SELECT {row_id} AS id, {column} AS text, key_json FROM {table}"):
+                    f = Fields(r, table)
+                    if f.key().identity() != r["text"]:
+                        raise f.bad(column, f"the key {r['text']!s:.120} does not match its key_json")
 
     # ---- buckets -----------------------------------------------------------------------------
     def set_bucket_folder(self, bucket_id: int, folder: str) -> None:
@@ -648,7 +684,7 @@ class Store:
         for r in rows:
             info = RunRow.from_row(r).info()
             versions = info.pop("versions")
-            runs.append({**info, "options": json.loads(r["options_json"]), "versions": versions, "cases": r["cases"]})
+            runs.append({**info, "options": Fields(r, "runs").json("options_json"), "versions": versions, "cases": r["cases"]})
         return runs
 
     def has_bucket(self, bucket_id: int) -> bool:
@@ -673,7 +709,7 @@ class Store:
             args = (run_id,)
         with self._lock:
             rows = self.db.execute(q + " ORDER BY id", args).fetchall()
-        return [{**{name: r[name] for name in self._CASE_SUMMARY}, "verdict": json.loads(r["verdict_json"])} for r in rows]
+        return [case_summary(r, self._CASE_SUMMARY) for r in rows]
 
     def iter_case_summaries(self, *, run_id: int | None = None, bucket_id: int | None = None) -> Iterator[dict[str, Any]]:
         """`case_summaries` (of a run, of a bucket) one at a time, by id, read a page at a time: a
@@ -688,7 +724,7 @@ class Store:
                 return
             after = rows[-1]["id"]
             for r in rows:
-                yield {**{name: r[name] for name in self._CASE_SUMMARY}, "verdict": json.loads(r["verdict_json"])}
+                yield case_summary(r, self._CASE_SUMMARY)
             del rows, r  # else the next page is read while this one is still held: two pages at the peak
 
     def _streamed(self, query: str, args: tuple) -> Iterator[sqlite3.Row]:
@@ -720,17 +756,18 @@ class Store:
         what a report's campaign plots draw over time, without holding a time per case."""
         where, scope = _case_scope(run_id, bucket_id, opened=opened)
         for r in self._streamed(f"SELECT created_at FROM cases WHERE 1{where} ORDER BY created_at", scope):
-            yield r["created_at"]
+            yield Fields(r, "cases", "created_at").real("created_at")
 
     def iter_case_specs(self, *, run_id: int | None = None) -> Iterator[tuple[str, int | None, str | None]]:
         """Each case's (spec as stored JSON, bucket id, its bucket's severity), a bucket's cases
         together (by bucket, then id: the index on cases' buckets gives that order), streamed: what
         the coverage table counts (`divfuzz.generators.coverage.op_coverage(grouped=True)`)."""
         where, scope = _case_scope(run_id, None)
-        for r in self._streamed("SELECT cases.spec_json, cases.bucket_id, b.severity FROM cases"
+        for r in self._streamed("SELECT cases.id, cases.spec_json, cases.bucket_id, b.severity FROM cases"
                                 f" LEFT JOIN buckets b ON b.id = cases.bucket_id WHERE 1{where} ORDER BY cases.bucket_id, cases.id",
                                 scope):
-            yield r["spec_json"], r["bucket_id"], r["severity"]
+            yield (Fields(r, "cases").spec_text(), Fields(r, "cases").int("bucket_id", null=True),
+                   Fields(r, "buckets", "bucket_id").text("severity", null=True, choices=SEVERITIES))
 
     def root_cause_index(self, *, run_id: int | None = None, bucket_id: int | None = None,
                          new_only: bool = False) -> RootCauseIndex:
@@ -748,7 +785,7 @@ class Store:
             if also is not None and all(r["id"] != also for r in rows):
                 rows += self.db.execute(f"SELECT {', '.join(self._CASE_SUMMARY)}, verdict_json FROM cases"
                                         " WHERE id=? AND bucket_id=?", (also, bucket_id)).fetchall()
-        return [{**{name: r[name] for name in self._CASE_SUMMARY}, "verdict": json.loads(r["verdict_json"])} for r in rows]
+        return [case_summary(r, self._CASE_SUMMARY) for r in rows]
 
     def pending_priorities(self) -> dict[str, tuple[str, int]]:
         """Each open analysis's raw key (`BucketKey.identity`) -> its raw bucket's severity and case count (suspect
@@ -756,7 +793,11 @@ class Store:
         with self._lock:
             rows = self.db.execute("SELECT p.raw_key, b.severity, b.count FROM pending_analyses p"
                                    " LEFT JOIN buckets b ON b.key = p.raw_key").fetchall()
-        return {r["raw_key"]: (r["severity"] or "suspect", r["count"] or 0) for r in rows}
+        priorities = {}
+        for r in rows:
+            f = Fields(r, "buckets", "raw_key")
+            priorities[r["raw_key"]] = (f.text("severity", null=True, choices=SEVERITIES) or "suspect", f.int("count", null=True) or 0)
+        return priorities
 
     def case_clock(self, run_id: int) -> list[dict[str, Any]]:
         """A run's cases by slot and index: slot, idx, created_at, wall_s, status and the verdict's
@@ -764,8 +805,15 @@ class Store:
         with self._lock:
             rows = self.db.execute("SELECT slot, idx, created_at, wall_s, status, verdict_json FROM cases WHERE run_id=?"
                                    " ORDER BY slot, idx", (run_id,)).fetchall()
-        return [{"slot": r["slot"], "idx": r["idx"], "created_at": r["created_at"], "wall_s": r["wall_s"],
-                 "status": r["status"], "timings": dict(json.loads(r["verdict_json"]).get("timings") or ())} for r in rows]
+        clock = []
+        for r in rows:
+            f = Fields(r, "cases", "idx")
+            timings = f.verdict().get("timings") or {}
+            if not isinstance(timings, dict) or not all(isinstance(v, (int, float)) for v in timings.values()):
+                raise f.bad("verdict_json", f"its timings must map names to seconds but got {timings!r:.80}")
+            clock.append({"slot": f.int("slot"), "idx": f.int("idx"), "created_at": f.real("created_at"),
+                          "wall_s": f.real("wall_s"), "status": f.text("status"), "timings": dict(timings)})
+        return clock
 
 
 def _case_scope(run_id: int | None, bucket_id: int | None, *, opened: bool = False) -> tuple[str, tuple]:
