@@ -281,6 +281,21 @@ def _int_reason(name: str, ic) -> SeverityReason | None:
     if ic.fp64_known and ic.compiled_correct == defined:
         return SeverityReason(Severity.NOISE, "compiled-fp64-correct", name, f"{where}; compiled matches the integer computed in fp64 every time")
     wrong = ic.eager_correct + ic.neither_correct if ic.fp64_known else defined
+    if ic.unknown_flips and ic.fp64_known and defined and ic.eager_correct == defined:
+        # No pre-image to measure a boundary by (an integer computed by integer ops, the indices
+        # of a pooling), but fp64 agrees with eager on every flip: the conditioning draws then
+        # stand in for the distance. Where the fp64 integer stays when the inputs move by one ULP,
+        # compiled's other integer is a wrong answer (issue 197434: a max pool's indices on a
+        # transposed input; 187018: a sum of uint8 abs values off by 1024).
+        if _ill_conditioned(ic.conditioning_draws, ic.gross_ill_conditioned, defined, ic.eager_correct, defined):
+            return SeverityReason(Severity.SUSPECT, "int-ill-conditioned", name,
+                                  f"{where}; pre-image unknown, but the integer computed in fp64 flips too when the inputs "
+                                  f"move by one ULP: an ill-conditioned input")
+        measured = f"and stays when the inputs move by one ULP ({ic.conditioning_draws} draws)" if ic.conditioning_draws \
+            else "(its conditioning not yet measured)"
+        return SeverityReason(Severity.BUG, "int-gross", name,
+                              f"{where}; pre-image unknown, but the integer computed in fp64 agrees with eager on every flip "
+                              f"{measured}: compiled's integers are wrong")
     if ic.gross_flips and (not ic.fp64_known or wrong) and _ill_conditioned(ic.conditioning_draws, ic.gross_ill_conditioned, ic.gross_flips,
                                                                           ic.eager_correct, defined if ic.fp64_known else 0,
                                                                           ic.gross_ill_inner):

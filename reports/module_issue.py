@@ -65,7 +65,7 @@ def render_module_issue_script(gm, ref_gm, inputs, *, before: str, rung: str, de
     for name, t in zip(names, inputs):
         t = t.detach().cpu()
         size = t.numel() * t.element_size()
-        if t.numel() <= LITERAL_MAX:
+        if t.numel() == 0 or t.numel() <= LITERAL_MAX:
             lines.append(f"{name} = {literal_code(t, device)}")
         else:
             where = "" if device == "cpu" else f".to({device!r})"

@@ -35,7 +35,8 @@ def load_inputs(device):
     for meta in json.loads((here / "inputs.json").read_text()):
         dtype = getattr(torch, meta["dtype"])
         n = meta["nbytes"]
-        flat = torch.frombuffer(bytearray(blob[offset:offset + n]), dtype=torch.uint8)
+        # an empty input has no bytes, which frombuffer refuses
+        flat = torch.frombuffer(bytearray(blob[offset:offset + n]), dtype=torch.uint8) if n else torch.empty(0, dtype=torch.uint8)
         t = flat.view(dtype).reshape(meta["shape"])
         stride = [int(s) for s in meta.get("stride", t.stride())]  # the captured layout (channels-last, ...)
         tensors.append(torch.empty_strided(t.shape, stride, dtype=dtype, device=device).copy_(t))
@@ -52,8 +53,9 @@ with torch.no_grad():
         a = model(*inputs) if {before!r} == "eager" else torch.compile(model, backend={before!r})(*inputs)
         torch._dynamo.reset()
         b = torch.compile(model, backend={rung!r})(*inputs)
-a = a if isinstance(a, (tuple, list)) else (a,)
-b = b if isinstance(b, (tuple, list)) else (b,)
+# every tensor of the outputs, nested tuples included ((values, indices) of a pooling)
+a = [t for t in torch.utils._pytree.tree_leaves(a) if isinstance(t, torch.Tensor)]
+b = [t for t in torch.utils._pytree.tree_leaves(b) if isinstance(t, torch.Tensor)]
 bad = 0
 for x, y in zip(a, b):
     diff = x != y

@@ -425,3 +425,24 @@ def test_a_few_ulps_on_a_handful_of_elements_is_noise_even_where_eager_equals_fp
     far[900] = (far[900].double() - 8 * 32).to(torch.float16)
     r = severity_of(_float_verdict(eager, far, ref))
     assert r.rule in ("rmse-worse", "many-ulps-worse") and r.severity is Severity.SUSPECT, r
+
+
+def test_an_integer_with_no_pre_image_is_a_bug_where_fp64_agrees_with_eager_and_stays_under_one_ulp_moves():
+    """Integers computed by integer ops (a sum of uint8 abs values, issue 187018) or the indices of a
+    pooling (issue 197434) have no pre-image to measure a boundary by: the conditioning draws stand
+    in. fp64 equal to eager on every flip and unmoved by the draws: a wrong answer; compiled equal
+    to fp64, or fp64 on neither side: not that."""
+    from divfuzz.records.verdict import IntComparison, OutputVerdict, Verdict
+    from divfuzz.records.outcomes import Status
+
+    def judged(**kw):
+        ic = IntComparison(dtype="int64", numel=32, flips=27, max_step=55, boundary_flips=0, gross_flips=0, unknown_flips=27,
+                           min_boundary_ulps=None, fp64_known=True, **kw)
+        return severity_of(Verdict(Status.DIVERGED, outputs=(OutputVerdict("output 0", int_cmp=ic),)))
+
+    stable = judged(eager_correct=27, conditioning_draws=3, gross_ill_conditioned=0)
+    assert stable.severity is Severity.BUG and stable.rule == "int-gross", stable
+    unmeasured = judged(eager_correct=27)
+    assert unmeasured.severity is Severity.BUG  # a bug candidate: the judge measures its conditioning next
+    assert judged(compiled_correct=27).severity is Severity.NOISE
+    assert judged(eager_correct=20, neither_correct=7).severity is not Severity.BUG
