@@ -87,7 +87,8 @@ def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.
     dist = ulp_distance(eager, compiled).flatten()
     differs = dist > 0
     naninf = nan_inf_mismatch(eager, compiled)
-    if not bool(differs.any() | naninf.any()):  # the common case: bitwise equal, nothing to triage
+    zero_sign = ((eager == 0) & (compiled == 0) & (torch.signbit(eager) != torch.signbit(compiled))).flatten()
+    if not bool(differs.any() | naninf.any() | zero_sign.any()):  # the common case: bitwise equal, nothing to triage
         return _equal_float(eager)
     dtype = _dtype_name(eager)
     if reference is None:
@@ -109,6 +110,8 @@ def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.
         "n_naninf": naninf.sum().to(torch.float64),
         # eager non-finite exactly as fp64 is (NaN as NaN, inf of the same sign), compiled not so
         "n_naninf_eager_exact": (naninf.flatten() & ~torch.isfinite(e64) & ~nan_inf_mismatch(e64, r64)).sum().to(torch.float64),
+        "n_zero_sign": zero_sign.sum().to(torch.float64),
+        "n_zero_sign_wrong": (zero_sign & (r64 == 0) & (torch.signbit(r64) == torch.signbit(e64))).sum().to(torch.float64),
         **_error_measures(e64, c64, r64, err_e, err_c, finite, diff_finite),
         **gross_measures,
         **integral_measures,
@@ -127,6 +130,8 @@ def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.
         ulp_histogram=tuple((label, int(m[f"bin {label}"])) for label in ULP_BIN_LABELS),
         nan_inf_mismatch=int(m["n_naninf"]),
         n_naninf_eager_exact=int(m["n_naninf_eager_exact"]),
+        n_zero_sign=int(m["n_zero_sign"]),
+        n_zero_sign_wrong=int(m["n_zero_sign_wrong"]),
         triage=_triage(m["n_diff"], m["sum_e"], m["sum_c"]),
         n_worse=int(m["n_worse"]),
         n_closer=int(m["n_closer"]),

@@ -25,7 +25,7 @@ import torch
 
 from divfuzz.oracles.compare import compare_float, compare_int
 from divfuzz.oracles.conditioning import CONDITIONING_DRAWS, INNER_DRAWS
-from divfuzz.oracles.severity_policy import CONDITIONED_RULES, output_severity
+from divfuzz.oracles.severity_policy import needs_conditioning
 from divfuzz.records.outcomes import Status
 from divfuzz.records.severity import Severity
 from divfuzz.records.verdict import OutputVerdict, Verdict
@@ -116,8 +116,7 @@ def _with_input_peak(v: OutputVerdict, inputs: Sequence | None) -> OutputVerdict
 
 
 def _needs_conditioning(v: OutputVerdict) -> bool:
-    reason = output_severity(v)
-    return reason is not None and reason.severity is Severity.BUG and reason.rule in CONDITIONED_RULES
+    return needs_conditioning(v)
 
 
 def verdict_of(outputs: Sequence[OutputVerdict], **extra) -> Verdict:

@@ -222,6 +222,13 @@ def _float_reason(name: str, fc) -> SeverityReason | None:
                               f"{fc.n_gross_worse}/{fc.numel} {fc.dtype} elements are grossly further from fp64 in compiled "
                               f"(up to {fc.max_excess_ulps:.3g} ULPs more than eager, whose worst is {fc.eager_max_err_ulps:.3g}; "
                               f"{fc.max_excess_scale_ulps:.3g} ULPs more at the output's scale)")
+    if fc.n_zero_sign_wrong and not fc.n_gross_worse:
+        # The sign of a zero where eager's equals fp64's is the answer as an infinity's is (1 / z):
+        # PyTorch fixed minimum(-0.0, +0.0) returning +0.0 (issue 185610, PR 185765) and Triton's
+        # 0 - x losing -0.0 (issue 185696, PR 185834) as bugs.
+        return SeverityReason(Severity.BUG, "zero-sign-wrong", name,
+                              f"{fc.n_zero_sign_wrong}/{fc.numel} {fc.dtype} zeros have the other sign in compiled, where eager's "
+                              f"is fp64's")
     if fc.nan_inf_mismatch:
         return SeverityReason(Severity.SUSPECT, "nan-inf-moved", name,
                               f"{fc.nan_inf_mismatch}/{fc.numel} {fc.dtype} elements change NaN/Inf placement (eager or fp64 not finite there)")
@@ -270,6 +277,24 @@ def _float_reason(name: str, fc) -> SeverityReason | None:
     return SeverityReason(Severity.SUSPECT, "many-ulps", name, f"{spread}; fp64 triage {fc.triage}")
 
 
+def _stable_unknown_candidate(ic) -> bool:
+    """Integer flips with no pre-image on which fp64 agrees with eager every time: whether they are
+    wrong answers or rounding is for the conditioning draws to say (`needs_conditioning`)."""
+    defined = ic.flips - ic.undefined_flips
+    return bool(ic.unknown_flips and ic.fp64_known and defined and ic.eager_correct == defined)
+
+
+def needs_conditioning(output) -> bool:
+    """Whether the judge should measure `output`'s conditioning (fp64 on inputs moved by one ULP):
+    a bug by a rule an ill-conditioned input can fake (`CONDITIONED_RULES`), or integer flips with
+    no pre-image that fp64 gives to eager (`_stable_unknown_candidate`), which the draws decide."""
+    reason = output_severity(output)
+    if reason is not None and reason.severity is Severity.BUG and reason.rule in CONDITIONED_RULES:
+        return True
+    ic = getattr(output, "int_cmp", None)
+    return ic is not None and not ic.conditioning_draws and _stable_unknown_candidate(ic)
+
+
 def _int_reason(name: str, ic) -> SeverityReason | None:
     defined = ic.flips - ic.undefined_flips
     if ic.flips and not defined:
@@ -281,7 +306,7 @@ def _int_reason(name: str, ic) -> SeverityReason | None:
     if ic.fp64_known and ic.compiled_correct == defined:
         return SeverityReason(Severity.NOISE, "compiled-fp64-correct", name, f"{where}; compiled matches the integer computed in fp64 every time")
     wrong = ic.eager_correct + ic.neither_correct if ic.fp64_known else defined
-    if ic.unknown_flips and ic.fp64_known and defined and ic.eager_correct == defined:
+    if _stable_unknown_candidate(ic) and ic.conditioning_draws:
         # No pre-image to measure a boundary by (an integer computed by integer ops, the indices
         # of a pooling), but fp64 agrees with eager on every flip: the conditioning draws then
         # stand in for the distance. Where the fp64 integer stays when the inputs move by one ULP,
@@ -291,11 +316,9 @@ def _int_reason(name: str, ic) -> SeverityReason | None:
             return SeverityReason(Severity.SUSPECT, "int-ill-conditioned", name,
                                   f"{where}; pre-image unknown, but the integer computed in fp64 flips too when the inputs "
                                   f"move by one ULP: an ill-conditioned input")
-        measured = f"and stays when the inputs move by one ULP ({ic.conditioning_draws} draws)" if ic.conditioning_draws \
-            else "(its conditioning not yet measured)"
         return SeverityReason(Severity.BUG, "int-gross", name,
-                              f"{where}; pre-image unknown, but the integer computed in fp64 agrees with eager on every flip "
-                              f"{measured}: compiled's integers are wrong")
+                              f"{where}; pre-image unknown, but the integer computed in fp64 agrees with eager on every flip and "
+                              f"stays when the inputs move by one ULP ({ic.conditioning_draws} draws): compiled's integers are wrong")
     if ic.gross_flips and (not ic.fp64_known or wrong) and _ill_conditioned(ic.conditioning_draws, ic.gross_ill_conditioned, ic.gross_flips,
                                                                           ic.eager_correct, defined if ic.fp64_known else 0,
                                                                           ic.gross_ill_inner):
@@ -374,7 +397,8 @@ _COMPILER_FAILURE_RULES = {status.value: kind.value for status, kind in COMPILER
 # rules above emit). A key's severity starts here (`key_severity`).
 RULE_SEVERITY: dict[str, Severity] = {
     **{rule: Severity.BUG for rule in _COMPILER_FAILURE_RULES.values()},
-    "output-type-mismatch": Severity.BUG, "nan-inf-new": Severity.BUG, "nan-inf-wrong": Severity.BUG, "int-valued-wrong": Severity.BUG,
+    "output-type-mismatch": Severity.BUG, "nan-inf-new": Severity.BUG, "nan-inf-wrong": Severity.BUG, "zero-sign-wrong": Severity.BUG,
+    "int-valued-wrong": Severity.BUG,
     "float-gross-worse": Severity.BUG, "int-gross": Severity.BUG, "slower-beyond-noise": Severity.BUG,
     "nan-inf-range-edge": Severity.SUSPECT, "nan-inf-ill-conditioned": Severity.SUSPECT,
     "int-valued-ill-conditioned": Severity.SUSPECT, "int-valued-boundary": Severity.SUSPECT,

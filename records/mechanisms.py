@@ -86,7 +86,7 @@ class Mechanism:
 # the answer is ill-conditioned are not here: there the conditioning, not the rounding, decides.
 DECISIVE_RULES = frozenset({
     "int-valued-wrong", "int-gross", "int-flip", "int-boundary", "int-valued-boundary", "int-eager-inexact",
-    "compiled-fp64-correct", "nan-inf-new", "nan-inf-moved", "nan-inf-wrong",
+    "compiled-fp64-correct", "nan-inf-new", "nan-inf-moved", "nan-inf-wrong", "zero-sign-wrong",
 })
 # ... and these say the same, but the conditioning of the input decides as much as the rounding:
 # a rounding that decides them is `suspect` (the record does not say which of the two is to blame).

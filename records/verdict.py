@@ -73,6 +73,10 @@ class FloatComparison:
     # NaN, an infinity of the same sign): there the non-finite value is the definition, and
     # compiled's other answer is wrong (-1: not measured, a verdict stored before it was).
     n_naninf_eager_exact: int = -1
+    # Zeros of the other sign than eager's (-0.0 against +0.0: ULP-equal, yet 1 / z tells them
+    # apart), and of them those where fp64's zero has eager's sign.
+    n_zero_sign: int = 0
+    n_zero_sign_wrong: int = 0
 
     @property
     def fp32_worse(self) -> bool:
@@ -193,7 +197,7 @@ class OutputVerdict:
         if self.mismatch:
             return True
         if self.float_cmp is not None:
-            return self.float_cmp.n_diff > 0 or self.float_cmp.nan_inf_mismatch > 0
+            return self.float_cmp.n_diff > 0 or self.float_cmp.nan_inf_mismatch > 0 or self.float_cmp.n_zero_sign > 0
         return self.int_cmp is not None and self.int_cmp.flips > 0
 
     def to_dict(self) -> dict[str, Any]:

@@ -61,6 +61,7 @@ for x, y in zip(a, b):
     diff = x != y
     if x.is_floating_point():
         diff &= ~(x.isnan() & y.isnan())
+        diff |= (x == 0) & (y == 0) & (x.signbit() != y.signbit())  # -0.0 against +0.0: 1 / z tells them apart
     n = int(diff.sum())
     print(f"{{n}}/{{x.numel()}} elements differ ({before} vs {rung})")
     bad += n

@@ -112,9 +112,11 @@ def test_issue_md_s_upstream_lines_say_when_each_entry_s_state_was_checked():
         return known_lines(spec, SeverityReason(Severity.BUG, rule, "v1", "-"), device="cuda", culprit=None)
 
     checked = lines("cast", "float32", "bfloat16", "many-ulps-worse", False)
-    assert any(line.startswith("pytorch#179561 (fixed in PR 180575, state checked 2026-11-26;") for line in checked), checked
-    unchecked = lines("fmod_tensor", "float32", "float32", "int-valued-wrong", True)
-    assert any(line.startswith("pytorch#177740 (open, state not checked against the issue;") for line in unchecked), unchecked
+    assert any(line.startswith("pytorch#179561 (fixed in PR 180575 after torch 2.10, state checked 2026-12-02;")
+               for line in checked), checked
+    unchecked = lines("div", "float32", "float32", "int-valued-wrong", False)
+    assert any(line.startswith("pytorch#197895 (open, live in 2.14.0, state not checked against the issue;")
+               for line in unchecked), unchecked
 
 
 @pytest.mark.parametrize("rule", ["output-type-mismatch", "compile-error", "float-gross-worse", "int-valued-wrong"])

@@ -443,6 +443,24 @@ def test_an_integer_with_no_pre_image_is_a_bug_where_fp64_agrees_with_eager_and_
     stable = judged(eager_correct=27, conditioning_draws=3, gross_ill_conditioned=0)
     assert stable.severity is Severity.BUG and stable.rule == "int-gross", stable
     unmeasured = judged(eager_correct=27)
-    assert unmeasured.severity is Severity.BUG  # a bug candidate: the judge measures its conditioning next
+    assert unmeasured.severity is Severity.SUSPECT and unmeasured.rule == "int-flip"  # the draws decide, once measured
+    from divfuzz.oracles.severity_policy import needs_conditioning
+    from divfuzz.records.verdict import IntComparison, OutputVerdict
+    ic = IntComparison(dtype="int64", numel=32, flips=27, max_step=55, boundary_flips=0, gross_flips=0, unknown_flips=27,
+                       min_boundary_ulps=None, fp64_known=True, eager_correct=27)
+    assert needs_conditioning(OutputVerdict("output 0", int_cmp=ic))
     assert judged(compiled_correct=27).severity is Severity.NOISE
     assert judged(eager_correct=20, neither_correct=7).severity is not Severity.BUG
+
+
+def test_a_zero_of_the_other_sign_where_eager_shares_fp64_s_sign_is_a_bug():
+    """-0.0 and +0.0 are ULP-equal, yet 1 / z tells them apart: minimum(-0.0, +0.0) returning +0.0
+    was fixed as a bug (issue 185610). Where fp64's zero has compiled's sign, it is not."""
+    import torch
+    from divfuzz.oracles.judge import judge_outputs, verdict_of
+
+    eager, ref = torch.tensor([-0.0, 1.0]), torch.tensor([-0.0, 1.0], dtype=torch.float64)
+    reason = severity_of(verdict_of(judge_outputs([("o", eager)], [("o", torch.tensor([0.0, 1.0]))], [("o", ref)])))
+    assert reason is not None and reason.severity is Severity.BUG and reason.rule == "zero-sign-wrong", reason
+    other = severity_of(verdict_of(judge_outputs([("o", eager)], [("o", torch.tensor([0.0, 1.0]))], [("o", ref.abs())])))
+    assert other is None or other.severity is not Severity.BUG, other

@@ -530,6 +530,7 @@ def _n_differ(a, b) -> int:
     diff = a != b
     if a.is_floating_point():
         diff &= ~(a.isnan() & b.isnan())
+        diff |= (a == 0) & (b == 0) & (a.signbit() != b.signbit())
     return int(diff.sum())
 
 
