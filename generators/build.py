@@ -314,6 +314,12 @@ def deciding_rule(node) -> JumpRule | None:
     return make(_arg_names(len(node.inputs)), dict(node.kwargs)) if make is not None else None
 
 
+def evaluate_template(name: str, expression: str, args: list) -> Any:
+    """A template over a0, a1, ... (an op's `JumpRule.pre_image`) evaluated on `args` in their own
+    dtypes (the real graph's dtype map), compiled by the templates' one compiler."""
+    return _compile_expression(name, len(args), expression)(BuildContext().dt, *args)
+
+
 def decision_values(spec: GraphSpec, node, env: dict, *, device_type: str) -> torch.Tensor | None:
     """What `node` decides, element by element, given the values its inputs hold in `env` (an
     eager run's or a reference's): the side of its threshold (-1, 0, 1) or the integer its

@@ -128,7 +128,7 @@ class JumpRule:
     computed_input_only: bool = False
     # The pre-image is a quotient the op computes in one step (a floor or trunc division): where
     # the exact quotient of eager's operands lies on the grid, eager's answer is that integer, and
-    # an answer one step off is an approximate division (`divfuzz.records.mechanisms`,
+    # an answer one step off is an approximate division (`divfuzz.records.mechanism_table`,
     # "approximate-division").
     quotient: bool = False
 
@@ -182,7 +182,7 @@ class OpDef:
     # condition): the comparison, as a `JumpRule` with a threshold whose pre-image may read every
     # argument (a0, a1, ...). With `boundary`, what the explain experiments read as the decisions
     # a graph makes (`divfuzz.generators.build.decisions`): a rounding that moves one of them is
-    # never elidable noise (`divfuzz.records.mechanisms`, "rounding-decides").
+    # never elidable noise (`divfuzz.records.mechanism_table`, "rounding-decides").
     decision: Callable[[list[str], dict[str, Any]], JumpRule] | None = None
     differentiable: bool = True
     # Which of torch's autocast lists the op is on (LOWER_PRECISION, FP32, or None: neither).

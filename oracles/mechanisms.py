@@ -1,6 +1,6 @@
 """What a mechanism that explains a divergence makes of its finding's severity.
 
-The mechanisms and their groundings are one table, `divfuzz.records.mechanisms.MECHANISMS`; this
+The mechanisms and their groundings are one table, `divfuzz.records.mechanism_table.MECHANISMS`; this
 module applies it to a finding's rule. The experiments that find a mechanism live in
 `divfuzz.fuzzer.engine.explain` (campaign graphs) and `divfuzz.fuzzer.triage.user_module`
 (captured aten graphs); `divfuzz.oracles.severity_policy` applies this module to a verdict that
@@ -19,7 +19,7 @@ Invariants:
 
 from __future__ import annotations
 
-from divfuzz.records.mechanisms import CONDITIONED_DECISIVE_RULES, DECISIVE_RULES, MECHANISMS, SWITCH_MECHANISMS
+from divfuzz.records.mechanism_table import CONDITIONED_DECISIVE_RULES, DECISIVE_RULES, MECHANISMS, SWITCH_MECHANISMS
 from divfuzz.records.severity import Severity
 
 # The rules a mechanism may explain: the bug rules a numeric difference can fake. Never a

@@ -419,7 +419,7 @@ _SWITCH_KEEPS = frozenset({"undefined-cast", "compiled-closer", "within-same"})
 # documented default that `emulate_precision_casts` undoes. A discrete answer the skipped rounding
 # decides (a NaN/Inf, an integer, an index or a comparison that flips) is a bug, whichever side
 # fp64 takes: PyTorch keeps eager's rounding before comparisons by default for that reason (PR
-# 195223; `divfuzz.records.mechanisms`, the `precision-elision` row and `DECISIVE_RULES`).
+# 195223; `divfuzz.records.mechanism_table`, the `precision-elision` row and `DECISIVE_RULES`).
 _ELIDED_ROUNDING_RULES = frozenset({"float-gross-worse"})
 
 

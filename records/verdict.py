@@ -290,7 +290,7 @@ class Explanation:
     detail: str
     measures: tuple[tuple[str, float], ...] = ()
     # The device type the case ran on ("" when not recorded): the public record decides some
-    # mechanisms per device (`divfuzz.records.mechanisms.Mechanism.on_devices`).
+    # mechanisms per device (`divfuzz.records.mechanism_table.Mechanism.on_devices`).
     device_type: str = ""
 
     def to_dict(self) -> dict[str, Any]:

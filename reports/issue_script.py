@@ -55,7 +55,7 @@ CHECKS = {
     "nan-inf-wrong": "eager is NaN/Inf exactly as fp64 is, and compiled gives another value",
     "zero-sign-wrong": "compiled's zeros have the other sign than eager's, which fp64 shares",
     # Discrete answers a skipped low-precision rounding decides are bugs where a precision knob
-    # removes them (`divfuzz.records.mechanisms.DECISIVE_RULES`): the check is eager's answer.
+    # removes them (`divfuzz.records.mechanism_table.DECISIVE_RULES`): the check is eager's answer.
     "nan-inf-moved": "compiled puts NaN/Inf elsewhere than eager, whose low-precision rounding decides it",
 }
 DISCRETE_CHECK = "the discrete answer differs from eager's, whose low-precision rounding decides it"

@@ -8,7 +8,7 @@ once they agree.
 One source for what it runs and how it judges:
 - the graph is each op's `code` template, the very text `divfuzz.generators.build` compiles to run it;
 - the judging is the engine's own judge and severity policy (`records/outcomes.py`,
-  `records/verdict.py`, `records/severity.py`, `oracles/perf.py`, `records/mechanisms.py`, `oracles/mechanisms.py`,
+  `records/verdict.py`, `records/severity.py`, `oracles/perf.py`, `records/mechanism_table.py`, `oracles/mechanisms.py`,
   `oracles/severity_policy.py`, `oracles/ulp.py`, `oracles/boundary.py`, `oracles/compare.py`,
   `oracles/judge.py`), carried by source (`carried_judge`). Its last line states the severity, its
   rule and its output (`SeverityReason.labelled`), as `divfuzz replay` and the report do.
@@ -51,7 +51,7 @@ from divfuzz.generators.registry import get_op
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.generators.validate import name_problem
 from divfuzz.records import outcomes as outcome_records
-from divfuzz.records import mechanisms as mechanism_records
+from divfuzz.records import mechanism_table as mechanism_records
 from divfuzz.records import severity as severity_records
 from divfuzz.records import verdict as verdict_records
 from divfuzz.records.config import COMPARED_COMPILE

@@ -1,4 +1,4 @@
-"""The mechanism table (`divfuzz.records.mechanisms`) is the one record of what each mechanism is
+"""The mechanism table (`divfuzz.records.mechanism_table`) is the one record of what each mechanism is
 worth and which public decision grounds it: every mechanism an experiment names, a known-bugs entry
 names or a precision switch stands for has a row; every row carries its grounding; a severity the
 record does not settle is never `bug`; docs/findings.md prints the table as the code holds it."""
@@ -9,7 +9,7 @@ import json
 import re
 from pathlib import Path
 
-from divfuzz.records.mechanisms import CONDITIONED_DECISIVE_RULES, DECISIVE_RULES, MECHANISMS, SWITCH_MECHANISMS, markdown_table
+from divfuzz.records.mechanism_table import CONDITIONED_DECISIVE_RULES, DECISIVE_RULES, MECHANISMS, SWITCH_MECHANISMS, markdown_table
 from divfuzz.records.severity import NUMERIC_RULES, Severity
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,4 +60,4 @@ def test_docs_print_the_table_the_code_holds():
     end = text.index("\n<!-- mechanisms: end -->")
     assert text[begin:end] == markdown_table(), (
         "docs/findings.md is out of date: paste the output of "
-        "python -c 'from divfuzz.records.mechanisms import markdown_table; print(markdown_table())'")
+        "python -c 'from divfuzz.records.mechanism_table import markdown_table; print(markdown_table())'")

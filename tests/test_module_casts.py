@@ -1,6 +1,6 @@
 """A model's explicit cast round trip that the real Inductor drops (torch 2.13 CPU) is, by the public
 record, intended by default on the CPU (jansel on issue 183761; PR 185847 for issue 185337: "Default-
-config behavior is unchanged"; `divfuzz.records.mechanisms`): `minimize --module` ends in a by-design
+config behavior is unchanged"; `divfuzz.records.mechanism_table`): `minimize --module` ends in a by-design
 headline whose cause names what removes it, writes no issue.py (nothing to file), and keeps a
 repro.py that exits 1 while the divergence is there. A round trip whose rounding decides a
 comparison is a bug: tests/test_rounding_decides.py."""

@@ -1,6 +1,6 @@
 """A low-precision rounding that decides a discrete answer (a comparison, an integer, NaN/Inf) is
 never elidable noise: where a compiler skips it, the finding is a bug, on the campaign's path and
-on `minimize --module` alike (`divfuzz.records.mechanisms`, rows "rounding-decides",
+on `minimize --module` alike (`divfuzz.records.mechanism_table`, rows "rounding-decides",
 "precision-elision", "explicit-cast-elided"). The same graphs without the rounding (float32
 throughout) hold no finding."""
 

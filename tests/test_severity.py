@@ -324,7 +324,7 @@ def test_a_keys_severity_is_its_rule_under_its_culprits_switch():
     # nor a finding about eager; where the skipped rounding decides a discrete answer (an integer, a
     # comparison, NaN/Inf: DECISIVE_RULES) it is a bug (PR 195223), and `suspect` where the input's
     # conditioning decides it as much (the record does not say which is to blame)
-    from divfuzz.records.mechanisms import CONDITIONED_DECISIVE_RULES, DECISIVE_RULES
+    from divfuzz.records.mechanism_table import CONDITIONED_DECISIVE_RULES, DECISIVE_RULES
 
     knob = "emulate_precision_casts"
     for rule, severity in RULE_SEVERITY.items():

@@ -48,7 +48,7 @@ import torch
 
 from divfuzz.fuzzer.engine.graph_run import Named, run_forward_backward
 from divfuzz.generators.build import (LAST_DIM_ORDERS, build_callable, build_reference, decision_values, deciding_rule,
-                                      reference_inputs, reference_params)
+                                      evaluate_template, reference_inputs, reference_params)
 from divfuzz.generators.registry import get_op
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.oracles.accumulation_range import leaves_range_mask
@@ -163,9 +163,7 @@ def _inner_subnormals(case: "PreparedCase", names: set[str]) -> dict[str, torch.
 
 def _evaluate(expression: str, args: list) -> torch.Tensor:
     """A pre-image template over a0, a1, ... evaluated on `args` in their own dtypes."""
-    from divfuzz.generators.build import BuildContext, _compile_expression  # the templates' one compiler
-
-    return _compile_expression("pre_image", len(args), expression)(BuildContext().dt, *args)
+    return evaluate_template("pre_image", expression, args)
 
 
 def _subnormal_flush(case: "PreparedCase", compiled: Named, reason: SeverityReason) -> Explanation | None:
