@@ -23,7 +23,9 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
+from divfuzz.generators.layouts import CONTIGUOUS, layout_code
 from divfuzz.generators.recipes import INITS, RECIPES
+from divfuzz.generators.runtime import same_layout_copy
 from divfuzz.generators.opdef import OpDef, RoundingBoundary
 from divfuzz.records.reference_rules import round_scalar, scalar_dtype
 from divfuzz.generators.registry import get_op
@@ -48,21 +50,34 @@ class BuildContext:
 
 
 def make_inputs(spec: GraphSpec, device: str | torch.device = "cpu") -> list[torch.Tensor]:
-    """Concrete inputs in `spec.inputs` order: drawn on the CPU from the recipe's seed, then moved."""
+    """Concrete inputs in `spec.inputs` order: drawn on the CPU from the recipe's seed, moved, then
+    laid out as each input's `layout` says (`divfuzz.generators.layouts`)."""
     g = torch.Generator().manual_seed(spec.recipe.seed)
     recipe = RECIPES[spec.recipe.kind]
     out = []
     for t in spec.inputs:
         make = recipe if t.init == "data" else INITS[t.init]
         value = make(tuple(t.shape), g).to(TORCH_DTYPES[t.dtype]).to(device)
+        if t.layout != CONTIGUOUS:
+            value = layout_function(t.layout, len(t.shape))(value)
         out.append(value.requires_grad_(t.requires_grad))
     return out
 
 
+@functools.lru_cache(maxsize=64)
+def layout_function(layout: str, rank: int) -> Callable[[torch.Tensor], torch.Tensor]:
+    """`layouts.layout_code` compiled into `f(t)`: the text repro.py prints, run here."""
+    source = f"def lay_out(t):\n    return {layout_code(layout, 't', rank)}\n"
+    namespace: dict[str, Any] = {"torch": torch}
+    exec(compile(source, f"<divfuzz layout {layout}>", "exec"), namespace)  # our own template text
+    return namespace["lay_out"]
+
+
 def reference_inputs(inputs: list[torch.Tensor]) -> list[torch.Tensor]:
-    """float64 copies of the real inputs (the same values, after their rounding to the input dtype)."""
+    """float64 copies of the real inputs (the same values, after their rounding to the input
+    dtype), each in its input's layout (`same_layout_copy`: strides, offset and overlap kept)."""
     return [
-        x.detach().to(torch.float64).requires_grad_(x.requires_grad) if x.is_floating_point() else x.detach()
+        same_layout_copy(x, torch.float64).requires_grad_(x.requires_grad) if x.is_floating_point() else x.detach()
         for x in inputs
     ]
 

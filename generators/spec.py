@@ -17,11 +17,14 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from divfuzz.generators.layouts import CONTIGUOUS, LAYOUTS
 from divfuzz.records.dtypes import ALL_DTYPES, AUTOCAST_DTYPES, FLOAT_DTYPES, INT_DTYPES  # noqa: F401  (the IR's names)
 from divfuzz.records.errors import SpecError
 from divfuzz.records.numbers import number_problem
 
-SCHEMA_VERSION = 1
+# Version 2 added an input's layout (and the graph's compile dimensions, below); a spec that uses
+# none of them is written as version 1, byte for byte as before, so its digest is unchanged.
+SCHEMA_VERSION = 2
 
 # Seeds are fed to torch.Generator.manual_seed (and seed + 7919 for cotangents): an unsigned
 # 32-bit range is plenty for drawing and keeps every derived seed valid.
@@ -52,13 +55,15 @@ RECIPE_KINDS = (
 
 @dataclass(frozen=True)
 class TensorSpec:
-    """A graph input: a data tensor or a parameter (weight, bias)."""
+    """A graph input: a data tensor or a parameter (weight, bias). `layout` is how its values sit
+    in memory (`divfuzz.generators.layouts.LAYOUTS`: strides, storage offset, overlap)."""
 
     name: str
     shape: tuple[int, ...]
     dtype: str
     requires_grad: bool = False
     init: str = "data"
+    layout: str = CONTIGUOUS
 
 
 @dataclass(frozen=True)
@@ -132,9 +137,14 @@ class GraphSpec:
         return replace(self, recipe=recipe)
 
     # ---- JSON ----------------------------------------------------------------------------
+    @property
+    def uses_version_2(self) -> bool:
+        """Whether the spec holds a field schema version 1 lacks (then it is written as version 2)."""
+        return any(t.layout != CONTIGUOUS for t in self.inputs)
+
     def to_dict(self) -> dict[str, Any]:
         return {
-            "schema_version": SCHEMA_VERSION,
+            "schema_version": SCHEMA_VERSION if self.uses_version_2 else 1,
             "inputs": [
                 {
                     "name": t.name,
@@ -142,7 +152,7 @@ class GraphSpec:
                     "dtype": t.dtype,
                     "requires_grad": t.requires_grad,
                     "init": t.init,
-                }
+                } | ({"layout": t.layout} if t.layout != CONTIGUOUS else {})
                 for t in self.inputs
             ],
             "nodes": [
@@ -242,6 +252,7 @@ def _read_input(r: _Reader, t: Any, where: str) -> TensorSpec:
         dtype=r.dtype(t, f"{where}.dtype"),
         requires_grad=r.flag(t, "requires_grad", f"{where}.requires_grad"),
         init=r.choice(t.get("init", "data"), INIT_KINDS, f"{where}.init"),
+        layout=r.choice(t.get("layout", CONTIGUOUS), LAYOUTS, f"{where}.layout"),
     )
 
 

@@ -25,6 +25,7 @@ from typing import Callable
 
 from hypothesis import reject, strategies as st
 
+from divfuzz.generators.layouts import LAYOUTS, layout_problem
 from divfuzz.generators.node_typing import new_node
 from divfuzz.generators.opdef import Meta
 from divfuzz.generators.ops import CAST_GUARD, GUARDED_ENCODINGS, cast_guard_params
@@ -95,6 +96,7 @@ def graph_specs(
     allowed: Callable[[str, str, bool], bool] | None = None,
     guard_casts: bool = True,
     op_offset: int = 0,
+    layouts: bool = True,
 ) -> GraphSpec:
     """A valid graph of `min_ops` to `max_ops` registered ops, its input recipe, autocast and backward.
 
@@ -117,6 +119,12 @@ def graph_specs(
     example, then short random prefixes extended with zeros), land on another op. A campaign's
     slot `s` draws with `op_offset=s`, so that its slots' first draws differ; 0 draws the same
     graphs as before it existed.
+
+    `layouts` (the default) lays out the data inputs of a share of the graphs (`LAYOUT_SHARE`)
+    in other layouts than contiguous (`divfuzz.generators.layouts`: transposed, permuted, sliced
+    with a step, expanded, channels-last, a storage offset), drawn after the ops, so that the ops
+    drawn do not depend on it; a share of the graphs (`FOUR_D_SHARE`) has 4-D data, which
+    channels-last needs (drawing from the whole registry only). False draws every input contiguous.
     """
     if not 1 <= min_ops <= max_ops:
         raise ValueError(f"Expected 1 <= min_ops <= max_ops but got min_ops={min_ops!r}, max_ops={max_ops!r}")
@@ -127,7 +135,11 @@ def graph_specs(
     data_dtype = "float32" if autocast else draw(st.sampled_from(dtypes))
     backward_drawn = allow_backward and draw(st.integers(0, 9)) < 2
     backward = backward_drawn if backward is None else backward
-    shape = draw(shapes if shapes is not None else data_shapes())
+    if shapes is None:
+        # 4-D only over the whole registry: a chosen few ops (`ops`) may take no 4-D input
+        four_d = layouts and ops is None and first_ops is None and draw(st.integers(0, 99)) < FOUR_D_SHARE
+        shapes = data_shapes(min_dims=4, max_dims=4) if four_d else data_shapes()
+    shape = draw(shapes)
     n_data = draw(st.integers(1, 2))
 
     inputs: list[TensorSpec] = [
@@ -175,6 +187,8 @@ def graph_specs(
     # (which nothing consumes) are always judged.
     outputs = tuple(n.name for n in nodes if n.name not in consumed)
     recipe = draw(recipes if recipes is not None else input_recipes())
+    if layouts:
+        inputs = _draw_layouts(draw, inputs)
     return GraphSpec(
         inputs=tuple(inputs),
         nodes=tuple(nodes),
@@ -183,6 +197,26 @@ def graph_specs(
         autocast=autocast,
         backward=backward,
     )
+
+
+# Percent of the graphs whose data inputs are drawn in other layouts than contiguous (each input
+# then takes one of the layouts its shape allows, contiguous among them), and of those with 4-D data.
+LAYOUT_SHARE = 20
+FOUR_D_SHARE = 8
+
+
+def _draw_layouts(draw, inputs: list[TensorSpec]) -> list[TensorSpec]:
+    """The data inputs laid out (`LAYOUT_SHARE` of the graphs), weights contiguous."""
+    if draw(st.integers(0, 99)) >= LAYOUT_SHARE:
+        return inputs
+    out = []
+    for t in inputs:
+        if t.init == "data":
+            fits = [name for name in LAYOUTS if layout_problem(name, t.shape) is None]
+            # contiguous last: a laid-out graph lays out at least its first input, unless shrunk there
+            t = replace(t, layout=draw(st.sampled_from(fits[1:] + fits[:1])))
+        out.append(t)
+    return out
 
 
 def _ops_in_draw_order(registry: dict, ops: tuple[str, ...] | None) -> list[str]:

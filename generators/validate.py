@@ -9,6 +9,7 @@ A spec that passes it holds only:
   of its type and inside its range or choices);
 - node dtypes and shapes equal to what `divfuzz.generators.node_typing` gives for its op, params, inputs
   and the spec's autocast (a linear under autocast gives the autocast dtype);
+- input layouts that fit their shapes (`divfuzz.generators.layouts.layout_problem`);
 - tensors of at most `MAX_TENSOR_ELEMENTS` elements, `MAX_TOTAL_ELEMENTS` in all, `MAX_DIMS` dims;
 - at most `MAX_NODES` nodes, no chain of them deeper than `MAX_DEPTH`;
 - nodes that all reach an output, and outputs that are distinct nodes.
@@ -25,6 +26,7 @@ from dataclasses import replace
 
 from divfuzz.records.errors import InvalidGraphError
 from divfuzz.records.numbers import checked_number
+from divfuzz.generators.layouts import layout_problem
 from divfuzz.generators.recipes import INITS, RECIPES
 from divfuzz.generators.node_typing import node_output
 from divfuzz.generators.opdef import INFER_ERRORS, Meta
@@ -66,7 +68,8 @@ REPRO_NAMES = frozenset(
     }
 )
 # What `divfuzz.generators.runtime` binds in every generated script that carries it.
-RUNTIME_NAMES = frozenset({"COTANGENT_SEED_OFFSET", "cotangents", "import_backend", "importlib", "key_compile_caches_by_cpu_isa"})
+RUNTIME_NAMES = frozenset({"COTANGENT_SEED_OFFSET", "cotangents", "import_backend", "importlib", "key_compile_caches_by_cpu_isa",
+                           "same_layout_copy"})
 RESERVED_NAMES = (
     frozenset(keyword.kwlist) | frozenset(keyword.softkwlist) | frozenset(dir(builtins)) | REPRO_NAMES
     | frozenset(RECIPES) | frozenset(INITS) | RUNTIME_NAMES
@@ -112,6 +115,9 @@ def validate_spec(spec: GraphSpec, *, source: str = "spec") -> GraphSpec:
         if t.dtype not in FLOAT_DTYPES:
             raise InvalidGraphError(f"{source}: input {t.name!r} has dtype {t.dtype!r}; graph inputs are floating ({', '.join(FLOAT_DTYPES)})")
         total += _check_size(f"{source}: input {t.name!r}", tuple(t.shape))
+        problem = layout_problem(t.layout, tuple(t.shape))
+        if problem:
+            raise InvalidGraphError(f"{source}: input {t.name!r}: layout {short_repr(t.layout, 40)} {problem} (shape {tuple(t.shape)})")
         metas[t.name] = older[t.name] = Meta(tuple(t.shape), t.dtype)
     for n in spec.nodes:
         _check_name(source, "node", n.name, metas)

@@ -183,10 +183,15 @@ class OutputVerdict:
     # Set when compiled's output is missing or has another dtype or shape than eager's (then no
     # values are compared): "dtype float16 eager, float32 compiled", "shape [4] eager, [2, 2] compiled".
     mismatch: str | None = None
+    # Set when a returned tensor (not a gradient) has other strides than eager's over its dims
+    # of more than one element: "(1, 8) eager, (8, 1) compiled". Data beside the values: eager's
+    # output strides are not a documented contract of every op, so it opens a bucket of its own
+    # kind (`FindingKind.STRIDE_MISMATCH`), never a bug by itself.
+    strides: str | None = None
 
     @property
     def differs(self) -> bool:
-        if self.mismatch:
+        if self.mismatch or self.strides:
             return True
         if self.float_cmp is not None:
             return self.float_cmp.n_diff > 0 or self.float_cmp.nan_inf_mismatch > 0
@@ -197,7 +202,7 @@ class OutputVerdict:
             "name": self.name,
             "float": self.float_cmp.to_dict() if self.float_cmp else None,
             "int": self.int_cmp.to_dict() if self.int_cmp else None,
-        } | ({"mismatch": self.mismatch} if self.mismatch else {})
+        } | ({"mismatch": self.mismatch} if self.mismatch else {}) | ({"strides": self.strides} if self.strides else {})
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> OutputVerdict:
@@ -206,6 +211,7 @@ class OutputVerdict:
             float_cmp=FloatComparison.from_dict(d["float"]) if d.get("float") else None,
             int_cmp=IntComparison.from_dict(d["int"]) if d.get("int") else None,
             mismatch=str(d["mismatch"]) if d.get("mismatch") else None,
+            strides=str(d["strides"])[:200] if d.get("strides") else None,
         )
 
 

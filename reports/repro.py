@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 
 from divfuzz.generators import recipes, runtime
 from divfuzz.generators.build import reference_params
+from divfuzz.generators.layouts import CONTIGUOUS, LAYOUTS, layout_code
 from divfuzz.oracles import boundary as boundary_oracle
 from divfuzz.oracles import compare as compare_oracle
 from divfuzz.oracles import findings as findings_oracle
@@ -289,7 +290,9 @@ def main():
         print(f"threads: {THREADS}, as divfuzz ran the case")
     inputs = make_inputs(device)
     eager, cots = run(model, inputs)
-    ref_inputs = [x.detach().double().requires_grad_(x.requires_grad) if x.is_floating_point() else x for x in inputs]
+    # float64 copies in the inputs' own layouts (strides, storage offset), as divfuzz's reference runs
+    ref_inputs = [same_layout_copy(x, torch.float64).requires_grad_(x.requires_grad) if x.is_floating_point() else x
+                  for x in inputs]
     reference, _ = run(lambda *a: model(*a, ref=True), ref_inputs,
                        [c.double() if c is not None else None for c in cots] if cots else None)
     backend = import_backend(BACKEND)
@@ -324,6 +327,7 @@ if __name__ == "__main__":
 
 _DTYPE_CODE = {d: f"torch.{d}" for d in ("float32", "bfloat16", "float16", "float64")}
 _RECIPE_FUNCS = {name: name for name in (*recipes.RECIPES, *recipes.INITS)}
+_LAYOUT_NAMES = {name: name for name in LAYOUTS}  # a layout reaches the text only through this table
 
 
 def graph_name(name: str) -> str:
@@ -402,7 +406,13 @@ def inputs_code(spec: GraphSpec) -> str:
         make = _RECIPE_FUNCS[spec.recipe.kind if t.init == "data" else t.init]
         grad = ".requires_grad_(True)" if t.requires_grad else ""
         shape = repr(tuple(int(int_literal(d)) for d in t.shape))
-        body.append(f"    {graph_name(t.name)} = {make}({shape}, g).to({_DTYPE_CODE[t.dtype]}).to(device){grad}")
+        name = graph_name(t.name)
+        if t.layout == CONTIGUOUS:
+            body.append(f"    {name} = {make}({shape}, g).to({_DTYPE_CODE[t.dtype]}).to(device){grad}")
+        else:
+            body.append(f"    {name} = {make}({shape}, g).to({_DTYPE_CODE[t.dtype]}).to(device)")
+            laid_out = layout_code(_LAYOUT_NAMES[t.layout], name, len(t.shape))
+            body.append(f"    {name} = {laid_out}{grad}  # layout: {_LAYOUT_NAMES[t.layout]}")
     body.append(f"    return [{', '.join(graph_name(t.name) for t in spec.inputs)}]")
     return "\n\n".join(f.rstrip() for f in funcs) + "\n\n\n" + "\n".join(body)
 

@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from divfuzz.records.config import CompileConfig
+from divfuzz.generators.layouts import CONTIGUOUS, LAYOUTS, layout_code
 from divfuzz.generators import recipes
 from divfuzz.records.errors import SpecError
 from divfuzz.generators.opdef import Choice, Flag, FloatRange, IntRange
@@ -87,6 +88,10 @@ def registry_allow_list() -> tuple[set[str], set[str]]:
 
 
 GRAPH_CALLS, GRAPH_STRINGS = registry_allow_list()
+# Every call a layout's template makes over an input (`divfuzz.generators.layouts.layout_code`),
+# then the input's requires_grad.
+LAYOUT_CALLS = {c for layout in LAYOUTS for rank in (1, 2, 3, 4)
+                for c in calls_and_strings(ast.parse(layout_code(layout, "x", rank) + ".requires_grad_(True)", mode="eval"), {"x"})[0]}
 
 
 def reference_spec():
@@ -167,8 +172,16 @@ def check_make_inputs(fn: ast.FunctionDef, spec) -> None:
     assert [ast.literal_eval(a) for a in first.value.args] == [spec.recipe.seed]
     assigns = fn.body[1:-1]
     assert all(isinstance(a, ast.Assign) and isinstance(a.targets[0], ast.Name) for a in assigns)
-    assert [a.targets[0].id for a in assigns] == inputs
-    for a in assigns:
+    # each input once, then once more where it is laid out: its layout's template over it, nothing else
+    assert [a.targets[0].id for a in assigns] == [n for t in spec.inputs for n in [t.name] * (1 + (t.layout != CONTIGUOUS))]
+    laid_out = [a for a in assigns if any(isinstance(n, ast.Name) and n.id == a.targets[0].id for n in ast.walk(a.value))]
+    assert len(laid_out) == sum(t.layout != CONTIGUOUS for t in spec.inputs)
+    for a in laid_out:
+        calls, strings = calls_and_strings(a.value, {a.targets[0].id})
+        assert calls <= LAYOUT_CALLS, calls - LAYOUT_CALLS
+        assert strings <= {"nan"}, strings
+        assert {n.id for n in ast.walk(a.value) if isinstance(n, ast.Name)} <= {a.targets[0].id, "torch", "float"}
+    for a in (a for a in assigns if a not in laid_out):
         calls, strings = calls_and_strings(a.value, set(inputs))
         assert calls <= {"<recipe>", "<recipe>().to", "<recipe>().to().to", "<recipe>().to().to().requires_grad_"}, calls
         assert not strings

@@ -25,6 +25,10 @@ differs) and plants exactly one defect:
   combines a value with the one `d` places before it, d = 1, 2, 4, ...), as a parallel scan
   does: the same sums and products in another order, whose partial results may leave the float
   range where eager's do not (`divfuzz.fuzzer.engine.explain` must explain that as range-edge);
+- `ignores_strides`: every input that is not contiguous from its storage's start read as if it
+  were (a transposed input read row by row, a slice's gaps and a storage offset's leading
+  elements read as elements, what lies past an expanded input's storage read as NaN), as a kernel
+  that ignores strides and storage offsets does;
 - `compile_error`: raises `PlantedCompileError` while compiling;
 - `inductor_assertion`: real Inductor with its own test fault on (`_raise_error_for_testing`): every
   graph fails Inductor's own assertion at one site in `compile_fx`, whatever its ops;
@@ -288,6 +292,25 @@ def reversed_sums(gm: torch.fx.GraphModule, example_inputs):
             node.target = _REVERSED[node.target]
     gm.recompile()
     return gm.forward
+
+
+def _as_if_contiguous(x):
+    """`x`'s storage read as a contiguous tensor of its shape from the storage's first element,
+    NaN past the storage's end; `x` itself when it is contiguous and starts there (or is not a tensor)."""
+    if not isinstance(x, torch.Tensor) or (x.is_contiguous() and x.storage_offset() == 0) or x.numel() == 0:
+        return x
+    have = x.untyped_storage().nbytes() // x.element_size()
+    flat = torch.as_strided(x, (have,), (1,), 0)
+    if x.numel() > have:
+        flat = torch.cat([flat, torch.full((x.numel() - have,), float("nan"), dtype=x.dtype, device=x.device)])
+    return flat[:x.numel()].view(x.shape)
+
+
+def ignores_strides(gm: torch.fx.GraphModule, example_inputs):
+    def run(*args):
+        return gm.forward(*[_as_if_contiguous(a) for a in args])
+
+    return run
 
 
 def compile_error(gm: torch.fx.GraphModule, example_inputs):
