@@ -23,6 +23,7 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
+from divfuzz.generators.aliasing import alias_roots, mutated_roots
 from divfuzz.generators.layouts import CONTIGUOUS, layout_code
 from divfuzz.generators.recipes import INITS, RECIPES
 from divfuzz.generators.runtime import same_layout_copy
@@ -150,14 +151,29 @@ ValueHook = Callable[[str, Any], Any]
 
 def _run(spec: GraphSpec, plan: Plan, tensors, ctx: BuildContext, keep: dict | None = None, hook: ValueHook | None = None):
     env = {t.name: v for t, v in zip(spec.inputs, tensors)}
+    written = mutated_roots(spec) if hook is not None else set()
+    roots = alias_roots(spec) if written else {}
     if hook is not None:
-        env = {name: hook(name, v) for name, v in env.items()}
+        env = {name: _hooked(hook, name, v, roots.get(name) in written) for name, v in env.items()}
     for name, inputs, fn in plan:
         value = fn(ctx.dt, *[env[i] for i in inputs])
-        env[name] = value if hook is None else hook(name, value)
+        env[name] = value if hook is None else _hooked(hook, name, value, roots.get(name) in written)
     if keep is not None:
         keep.update(env)
     return tuple(env[o] for o in spec.outputs)
+
+
+def _hooked(hook: ValueHook, name: str, value, aliased: bool):
+    """`hook(name, value)`; where the graph later writes into `value`'s storage (`aliased`), the
+    hooked values are written into `value` itself, so that the experiment's writes still reach
+    the tensors they alias (a mutated input, a view's base) and `mutated:<input>` means what it
+    means in the real graph."""
+    new = hook(name, value)
+    if not aliased or new is value or not isinstance(value, torch.Tensor):
+        return new
+    with torch.no_grad():
+        value.copy_(new)
+    return value
 
 
 # Other orders of a last dim that an order-free op (`OpDef.order_free`) may accumulate in:

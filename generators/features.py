@@ -14,9 +14,10 @@ A pure function of the spec: the same spec has the same features everywhere.
 from __future__ import annotations
 
 from divfuzz.generators.layouts import CONTIGUOUS
+from divfuzz.generators.registry import get_op
 from divfuzz.generators.spec import GraphSpec
 
-FEATURES = ("layout",)
+FEATURES = ("layout", "mutation", "view", "dynamic", "mode")
 
 
 def program_features(spec: GraphSpec) -> frozenset[str]:
@@ -24,4 +25,13 @@ def program_features(spec: GraphSpec) -> frozenset[str]:
     found = set()
     if any(t.layout != CONTIGUOUS for t in spec.inputs):
         found.add("layout")
+    ops = [get_op(n.op) for n in spec.nodes]
+    if any(getattr(op, "mutates", False) for op in ops):
+        found.add("mutation")
+    if any(getattr(op, "view", False) for op in ops):
+        found.add("view")
+    if getattr(spec, "dynamic", ""):
+        found.add("dynamic")
+    if getattr(spec, "mode", ""):
+        found.add("mode")
     return frozenset(found)

@@ -25,7 +25,8 @@ from typing import Callable
 
 from hypothesis import reject, strategies as st
 
-from divfuzz.generators.layouts import LAYOUTS, layout_problem
+from divfuzz.generators.aliasing import shares_storage, writes_in_place
+from divfuzz.generators.layouts import LAYOUTS, OVERLAPPING, layout_problem
 from divfuzz.generators.node_typing import new_node
 from divfuzz.generators.opdef import Meta
 from divfuzz.generators.ops import CAST_GUARD, GUARDED_ENCODINGS, cast_guard_params
@@ -39,12 +40,13 @@ LAST_DIMS = (8, 24, 40, 64, 96, 100, 128, 160, 200, 257)
 MAX_NUMEL = 1 << 17
 _FAMILY_ORDER = (
     "norm", "activation", "encoding", "selection", "linear", "cast", "compare", "pointwise", "reduction", "cumulative",
-    "statistic", "index", "pool", "resample", "loss",
+    "statistic", "index", "pool", "resample", "loss", "mutation", "view",
 )
 # Each family's share of the op draws, split evenly among its ops in the pool drawn from.
 FAMILY_WEIGHTS = {
     "norm": 3, "activation": 3, "encoding": 3, "selection": 3, "linear": 1, "cast": 1, "compare": 2, "pointwise": 4,
     "reduction": 2, "cumulative": 2, "statistic": 2, "index": 2, "pool": 2, "resample": 1, "loss": 1,
+    "mutation": 2, "view": 3,
 }
 # Within its family, an op of the card's bug families (GELU forms, RMSNorm, the log2-ceil
 # encoding) counts this many times.
@@ -148,6 +150,7 @@ def graph_specs(
     values: dict[str, Meta] = {t.name: Meta(shape, data_dtype) for t in inputs}
     base = _base_weights(registry, names)
     consumed: set[str] = set()
+    roots = {t.name: t.name for t in inputs}  # each value's storage (`divfuzz.generators.aliasing.alias_roots`)
     nodes: list[Node] = []
     n_ops = draw(st.integers(min_ops, max_ops))
     for step in range(n_ops):
@@ -157,7 +160,7 @@ def graph_specs(
         floats = [n for n in reversed(list(values)) if values[n].is_float]
         pool = names if step or first_ops is None else _ops_in_draw_order(registry, first_ops)
         usable = {name: _usable(name, floats, values, allowed, backward, guard_casts) for name in pool}
-        applicable = [name for name in pool if _candidates(registry[name], usable[name], values)]
+        applicable = [name for name in pool if _candidates(registry[name], usable[name], values, roots)]
         if guard_casts and n_ops - len(nodes) < 2 and nodes:  # no room left for a guard and its encoding
             applicable = [name for name in applicable if name not in GUARDED_ENCODINGS]
         if not applicable:
@@ -166,18 +169,21 @@ def graph_specs(
         turn = op_offset % len(applicable)
         applicable = applicable[turn:] + applicable[:turn]
         op = registry[applicable[_weighted_index(draw, [shares[n] for n in applicable])]]
-        node, weights = _draw_node(draw, op, f"v{step + 1}", usable[op.name], values, autocast=autocast, backward=backward)
+        node, weights = _draw_node(draw, op, f"v{step + 1}", usable[op.name], values, autocast=autocast, backward=backward,
+                                   roots=roots)
         inputs.extend(weights)
         if guard_casts and op.name in GUARDED_ENCODINGS:
             guarded = node.inputs[0]
             guard, _ = new_node(registry[CAST_GUARD], f"g{step + 1}", (guarded,), (values[guarded],),
                                 cast_guard_params(op.name, node.kwargs), autocast=autocast, backward=backward)
             nodes.append(guard)
+            roots[guard.name] = guard.name
             consumed.add(guarded)
             node = replace(node, inputs=(guard.name,) + node.inputs[1:])
         nodes.append(node)
         consumed.update(node.inputs[: op.arity])
         values[node.name] = Meta(node.shape, node.dtype)
+        roots[node.name] = roots[node.inputs[0]] if shares_storage(node) else node.name
 
     if not nodes and allowed is not None:  # the backend compiles no op on this dtype: draw another
         reject()
@@ -188,7 +194,8 @@ def graph_specs(
     outputs = tuple(n.name for n in nodes if n.name not in consumed)
     recipe = draw(recipes if recipes is not None else input_recipes())
     if layouts:
-        inputs = _draw_layouts(draw, inputs)
+        written = {roots[n.inputs[0]] for n in nodes if writes_in_place(n)}
+        inputs = _draw_layouts(draw, inputs, written)
     return GraphSpec(
         inputs=tuple(inputs),
         nodes=tuple(nodes),
@@ -205,14 +212,16 @@ LAYOUT_SHARE = 20
 FOUR_D_SHARE = 8
 
 
-def _draw_layouts(draw, inputs: list[TensorSpec]) -> list[TensorSpec]:
-    """The data inputs laid out (`LAYOUT_SHARE` of the graphs), weights contiguous."""
+def _draw_layouts(draw, inputs: list[TensorSpec], written: set[str]) -> list[TensorSpec]:
+    """The data inputs laid out (`LAYOUT_SHARE` of the graphs), weights contiguous; an input the
+    graph writes into (`written`) never overlapping (`layouts.OVERLAPPING`)."""
     if draw(st.integers(0, 99)) >= LAYOUT_SHARE:
         return inputs
     out = []
     for t in inputs:
         if t.init == "data":
-            fits = [name for name in LAYOUTS if layout_problem(name, t.shape) is None]
+            fits = [name for name in LAYOUTS if layout_problem(name, t.shape) is None
+                    and not (t.name in written and name in OVERLAPPING)]
             # contiguous last: a laid-out graph lays out at least its first input, unless shrunk there
             t = replace(t, layout=draw(st.sampled_from(fits[1:] + fits[:1])))
         out.append(t)
@@ -258,19 +267,28 @@ def _weighted_index(draw, weights: list[float]) -> int:
 
 
 def _draw_node(draw, op, name: str, floats: list[str], values: dict[str, Meta], *, autocast: str | None,
-               backward: bool) -> tuple[Node, tuple[TensorSpec, ...]]:
+               backward: bool, roots: dict[str, str]) -> tuple[Node, tuple[TensorSpec, ...]]:
     """One node of `op` on values in hand (its data arguments, params, and the weight inputs it
-    needs), typed by `divfuzz.generators.node_typing`."""
+    needs), typed by `divfuzz.generators.node_typing`. An in-place op writes into a copy in a
+    backward graph (its `clone` param) and never reads the storage it writes into
+    (`divfuzz.generators.aliasing.aliasing_problem`)."""
     if op.arity == 1:
         args = [draw(st.sampled_from([n for n in floats if op.accepts((values[n],))]))]
     else:
-        firsts = [n for n in floats if any(op.accepts((values[n], values[m])) for m in floats)]
+        firsts = [n for n in floats if any(_pair_fits(op, n, m, values, roots) for m in floats)]
         a = draw(st.sampled_from(firsts))
-        b = draw(st.sampled_from([m for m in floats if op.accepts((values[a], values[m]))]))
+        b = draw(st.sampled_from([m for m in floats if _pair_fits(op, a, m, values, roots)]))
         args = [a, b]
     metas = tuple(values[a] for a in args)
     params = op.draw_params(draw, metas)
+    if op.mutates and backward:
+        params = {**params, "clone": True}
     return new_node(op, name, tuple(args), metas, params, autocast=autocast, backward=backward)
+
+
+def _pair_fits(op, a: str, b: str, values: dict[str, Meta], roots: dict[str, str]) -> bool:
+    """Whether a binary `op` takes (a, b): accepted, and for an in-place op, storages apart or one value."""
+    return op.accepts((values[a], values[b])) and not (op.mutates and roots[a] == roots[b] and a != b)
 
 
 def _usable(name: str, floats: list[str], values: dict[str, Meta], allowed, backward: bool, guard_casts: bool) -> list[str]:
@@ -282,10 +300,10 @@ def _usable(name: str, floats: list[str], values: dict[str, Meta], allowed, back
     return [n for n in floats if all(allowed(op, values[n].dtype, backward) for op in needs)]
 
 
-def _candidates(op, floats: list[str], values: dict[str, Meta]) -> bool:
+def _candidates(op, floats: list[str], values: dict[str, Meta], roots: dict[str, str]) -> bool:
     if op.arity == 1:
         return any(op.accepts((values[n],)) for n in floats)
-    return any(op.accepts((values[a], values[b])) for a in floats for b in floats)
+    return any(_pair_fits(op, a, b, values, roots) for a in floats for b in floats)
 
 
 # The perf oracle's graphs: training-like norm blocks (a norm first, then up to three of the ops
@@ -339,6 +357,8 @@ def op_spec(op_name: str, params: list[dict], dtype: str, shape: tuple[int, ...]
     weights: list[TensorSpec] = []
     nodes: list[Node] = []
     for p in params:
+        if op.mutates and backward:  # a backward graph's in-place ops write into copies (`aliasing_problem`)
+            p = {**p, "clone": True}
         node, ws = new_node(op, f"v{len(nodes) + 1}", tuple(t.name for t in data), metas, p, autocast=None, backward=backward)
         weights += ws
         nodes.append(node)

@@ -12,7 +12,9 @@ A spec that passes it holds only:
 - input layouts that fit their shapes (`divfuzz.generators.layouts.layout_problem`);
 - tensors of at most `MAX_TENSOR_ELEMENTS` elements, `MAX_TOTAL_ELEMENTS` in all, `MAX_DIMS` dims;
 - at most `MAX_NODES` nodes, no chain of them deeper than `MAX_DEPTH`;
-- nodes that all reach an output, and outputs that are distinct nodes.
+- nodes that all reach an output, and outputs that are distinct nodes;
+- in-place ops that run eagerly (`divfuzz.generators.aliasing.aliasing_problem`: copies in a
+  backward graph, no write into overlapping memory or into the storage they read).
 So code generation can print names as they are and params through `repr` or lookup tables.
 """
 
@@ -26,6 +28,7 @@ from dataclasses import replace
 
 from divfuzz.records.errors import InvalidGraphError
 from divfuzz.records.numbers import checked_number
+from divfuzz.generators.aliasing import aliasing_problem
 from divfuzz.generators.layouts import layout_problem
 from divfuzz.generators.recipes import INITS, RECIPES
 from divfuzz.generators.node_typing import node_output
@@ -57,9 +60,9 @@ REPRO_NAMES = frozenset(
     {
         # module level of repro.py and of report.md's code
         "torch", "F", "importlib", "os", "platform", "signal", "sys", "ordered_bits", "run", "compare", "type_changes",
-        "main", "make_inputs", "model", "inputs", "eager", "compiled", "eager_out", "compiled_out", "cots",
+        "main", "make_inputs", "model", "inputs", "eager", "compiled", "eager_out", "compiled_out", "cots", "mine", "theirs", "MUTATED_AT",
         "DEVICE", "DEVICE_TYPE", "REF_ON_CPU", "SEED", "BACKWARD", "BACKEND", "DYNAMIC", "MODE", "INDUCTOR_CONFIG",
-        "TIMEOUT_S", "OUTPUTS", "INPUT_NAMES", "COMPARED_COMPILE", "compile_settings",
+        "TIMEOUT_S", "OUTPUTS", "INPUT_NAMES", "MUTATED", "COMPARED_COMPILE", "compile_settings",
         # repro.py's own judging: divfuzz's recorded verdict, the culprit's switch, what it measures itself
         "RECORDED", "SWITCH", "SUBSYSTEM", "THREADS", "OWN_FLOAT", "OWN_INT", "TAKEN_FLOAT", "TAKEN_INT", "judge", "recorded_measures", "summary",
         "json",
@@ -127,6 +130,9 @@ def validate_spec(spec: GraphSpec, *, source: str = "spec") -> GraphSpec:
     if total > MAX_TOTAL_ELEMENTS:
         raise InvalidGraphError(f"{source}: {total} elements over all inputs and nodes, over the cap of {MAX_TOTAL_ELEMENTS}")
     _check_outputs(spec, metas, source)
+    problem = aliasing_problem(spec)
+    if problem:
+        raise InvalidGraphError(f"{source}: {problem}")
     if any(n.dtype != metas[n.name].dtype for n in spec.nodes):
         return replace(spec, nodes=tuple(replace(n, dtype=metas[n.name].dtype) for n in spec.nodes))
     return spec

@@ -38,6 +38,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from divfuzz.generators import recipes, runtime
+from divfuzz.generators.aliasing import mutated_inputs
 from divfuzz.generators.build import reference_params
 from divfuzz.generators.layouts import CONTIGUOUS, LAYOUTS, layout_code
 from divfuzz.oracles import boundary as boundary_oracle
@@ -238,17 +239,22 @@ def compile_settings(overrides=None):
 
 _RUNTIME = '''
 def run(fn, inputs, cots=None):
-    """Named outputs, then `grad:<input>` for every input that requires grad and gets one (fixed
-    random output grads): named as the engine names them, an input no output reaches has none."""
+    """Named outputs, then `mutated:<input>` for every input the graph writes into (its value after
+    the call), then `grad:<input>` for every input that requires grad and gets one (fixed random
+    output grads): named as the engine names them, an input no output reaches has none. A graph
+    that writes into its inputs runs on copies of them, in their layouts: every run starts alike."""
+    if MUTATED:
+        inputs = [same_layout_copy(x).requires_grad_(x.requires_grad) for x in inputs]
+    written = [(f"mutated:{n}", x) for n, x in zip(INPUT_NAMES, inputs) if n in MUTATED]
     if not BACKWARD:
         with torch.no_grad():
-            return list(zip(OUTPUTS, fn(*inputs))), None
+            return list(zip(OUTPUTS, fn(*inputs))) + written, None
     outs = fn(*inputs)
     if cots is None:
         cots = cotangents(outs, SEED)
     pairs = [(o, c) for o, c in zip(outs, cots) if c is not None and o.requires_grad]
     targets = [(n, x) for n, x in zip(INPUT_NAMES, inputs) if x.requires_grad]
-    result = [(n, o.detach()) for n, o in zip(OUTPUTS, outs)]
+    result = [(n, o.detach()) for n, o in zip(OUTPUTS, outs)] + [(n, x.detach()) for n, x in written]
     if pairs and targets:
         grads = torch.autograd.grad([o for o, _ in pairs], [x for _, x in targets], [c.to(o.dtype) for o, c in pairs],
                                     allow_unused=True)
@@ -467,6 +473,7 @@ def render_repro(
         TIMEOUT_S = {int(timeout_s)}
         OUTPUTS = {list(spec.outputs)!r}
         INPUT_NAMES = {[t.name for t in spec.inputs]!r}
+        MUTATED = {[graph_name(n) for n in mutated_inputs(spec)]!r}  # the inputs the graph writes into (in place)
         SWITCH = {str(switch or '')!r}
         SUBSYSTEM = {str(subsystem or '')!r}
         THREADS = {int(threads) if threads else None!r}  # torch's CPU threads divfuzz ran the case with

@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from divfuzz.records.config import CompileConfig
+from divfuzz.generators.aliasing import mutated_inputs
 from divfuzz.generators.layouts import CONTIGUOUS, LAYOUTS, layout_code
 from divfuzz.generators import recipes
 from divfuzz.records.errors import SpecError
@@ -36,7 +37,7 @@ from test_spec_safety import base, rename
 
 RECIPE_NAMES = frozenset(recipes.RECIPES) | frozenset(recipes.INITS)
 CONSTS = {"DEVICE", "DEVICE_TYPE", "REF_ON_CPU", "SEED", "BACKWARD", "BACKEND", "DYNAMIC", "MODE", "INDUCTOR_CONFIG", "COMPARED_COMPILE",
-          "TIMEOUT_S", "OUTPUTS", "INPUT_NAMES", "COTANGENT_SEED_OFFSET", "SWITCH", "SUBSYSTEM", "THREADS"}
+          "TIMEOUT_S", "OUTPUTS", "INPUT_NAMES", "MUTATED", "COTANGENT_SEED_OFFSET", "SWITCH", "SUBSYSTEM", "THREADS"}
 MODEL_GLOBALS = {"torch", "F", "D", "ref", "DEVICE_TYPE", "REF_ON_CPU"}
 INPUTS_GLOBALS = {"torch", "g", "device"} | RECIPE_NAMES
 
@@ -231,7 +232,7 @@ def check_report(report: str, spec) -> None:
     """report.md's code: model() and make_inputs() checked, a backward case's SEED the recipe's seed
     as an int literal, and every other statement exactly the reference's (forward or backward)."""
     tree = ast.parse(report_code(report))
-    reference = REPORT_REFERENCE_BACKWARD if spec.backward else REPORT_REFERENCE
+    reference = REPORT_REFERENCE_BACKWARD if spec.backward else REPORT_REFERENCE_MUTATING if mutated_inputs(spec) else REPORT_REFERENCE
     seeds = 0
     for stmt in tree.body:
         if isinstance(stmt, ast.FunctionDef) and stmt.name == "model":
@@ -243,6 +244,9 @@ def check_report(report: str, spec) -> None:
         elif spec.backward and isinstance(stmt, ast.Assign) and [getattr(t, "id", None) for t in stmt.targets] == ["SEED"]:
             assert isinstance(stmt.value, ast.Constant) and stmt.value.value == spec.recipe.seed
             seeds += 1
+        elif isinstance(stmt, ast.Assign) and [getattr(t, "id", None) for t in stmt.targets] == ["MUTATED_AT"]:
+            names = [t.name for t in spec.inputs]
+            assert ast.literal_eval(stmt.value) == [names.index(n) for n in mutated_inputs(spec)]
         else:
             key = getattr(stmt, "name", None) or ast.dump(stmt)
             assert reference.get(key) == ast.dump(stmt), ast.unparse(stmt)[:300]
@@ -256,6 +260,18 @@ def _render_report(spec) -> str:
 
 REPORT_REFERENCE = _dumps(ast.parse(report_code(_render_report(reference_spec()))))
 REPORT_REFERENCE_BACKWARD = _dumps(ast.parse(report_code(_render_report(reference_backward_spec()))))
+
+
+def reference_mutating_spec():
+    """The reference spec's input written in place (`mul_scalar_`) after its node."""
+    data = base()
+    data["nodes"].append({"name": "w1", "op": "mul_scalar_", "inputs": ["x"], "params": {"clone": False, "scalar": 2.0},
+                          "dtype": data["inputs"][0]["dtype"], "shape": data["inputs"][0]["shape"]})
+    data["outputs"] = list(data["outputs"]) + ["w1"]
+    return load_spec(json.dumps(data))
+
+
+REPORT_REFERENCE_MUTATING = _dumps(ast.parse(report_code(_render_report(reference_mutating_spec()))))
 
 
 def check_rendered(spec) -> None:

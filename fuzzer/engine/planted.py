@@ -29,6 +29,10 @@ differs) and plants exactly one defect:
   were (a transposed input read row by row, a slice's gaps and a storage offset's leading
   elements read as elements, what lies past an expanded input's storage read as NaN), as a kernel
   that ignores strides and storage offsets does;
+- `stale_second_call`: every call after the first returns the first call's outputs, whatever its
+  inputs: a reused static buffer that a new run should have overwritten (CUDA graphs);
+- `forgets_mutation`: the graph run on copies of its inputs, so an in-place update of an input
+  never reaches the caller's tensor (returned outputs are right);
 - `compile_error`: raises `PlantedCompileError` while compiling;
 - `inductor_assertion`: real Inductor with its own test fault on (`_raise_error_for_testing`): every
   graph fails Inductor's own assertion at one site in `compile_fx`, whatever its ops;
@@ -309,6 +313,29 @@ def _as_if_contiguous(x):
 def ignores_strides(gm: torch.fx.GraphModule, example_inputs):
     def run(*args):
         return gm.forward(*[_as_if_contiguous(a) for a in args])
+
+    return run
+
+
+def stale_second_call(gm: torch.fx.GraphModule, example_inputs):
+    first: list = []
+
+    def run(*args):
+        if not first:
+            out = gm.forward(*args)
+            first.append(tuple(o.detach().clone() if isinstance(o, torch.Tensor) else o for o in out)
+                         if isinstance(out, (tuple, list)) else out.detach().clone())
+            return out
+        stale = first[0]
+        return type(stale)(o.clone() if isinstance(o, torch.Tensor) else o for o in stale) if isinstance(stale, tuple) \
+            else stale.clone()
+
+    return run
+
+
+def forgets_mutation(gm: torch.fx.GraphModule, example_inputs):
+    def run(*args):
+        return gm.forward(*[a.clone() if isinstance(a, torch.Tensor) and not a.requires_grad else a for a in args])
 
     return run
 
