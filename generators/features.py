@@ -26,11 +26,11 @@ def program_features(spec: GraphSpec) -> frozenset[str]:
     if any(t.layout != CONTIGUOUS for t in spec.inputs):
         found.add("layout")
     ops = [get_op(n.op) for n in spec.nodes]
-    if any(getattr(op, "mutates", False) for op in ops):
+    if any(op.mutates for op in ops):
         found.add("mutation")
-    if any(getattr(op, "view", False) for op in ops):
+    if any(op.view for op in ops):
         found.add("view")
-    if getattr(spec, "dynamic", ""):
+    if spec.dynamic:
         found.add("dynamic")
     if getattr(spec, "mode", ""):
         found.add("mode")

@@ -100,6 +100,12 @@ class GraphSpec:
     recipe: InputRecipe = field(default_factory=InputRecipe)
     autocast: str | None = None
     backward: bool = False
+    # How the graph compiles for shapes (`DYNAMIC_KINDS`): "" as the campaign's config says,
+    # "marked" with `torch._dynamo.mark_dynamic` on `dynamic_dims` of every data input (the inputs
+    # no node holds as a weight), "all" with `dynamic=True`. Shape siblings
+    # (`divfuzz.generators.shape_siblings`) resize those dims through one compile.
+    dynamic: str = ""
+    dynamic_dims: tuple[int, ...] = ()
 
     # ---- derived views -------------------------------------------------------------------
     def node(self, name: str) -> Node:
@@ -140,7 +146,7 @@ class GraphSpec:
     @property
     def uses_version_2(self) -> bool:
         """Whether the spec holds a field schema version 1 lacks (then it is written as version 2)."""
-        return any(t.layout != CONTIGUOUS for t in self.inputs)
+        return any(t.layout != CONTIGUOUS for t in self.inputs) or bool(self.dynamic)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -170,7 +176,7 @@ class GraphSpec:
             "recipe": {"kind": self.recipe.kind, "seed": self.recipe.seed},
             "autocast": self.autocast,
             "backward": self.backward,
-        }
+        } | ({"dynamic": self.dynamic, "dynamic_dims": list(self.dynamic_dims)} if self.dynamic else {})
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
@@ -215,6 +221,8 @@ class GraphSpec:
             recipe=_read_recipe(r, data.get("recipe", {"kind": "normal", "seed": 0})),
             autocast=autocast,
             backward=r.flag(data, "backward", "backward"),
+            dynamic=r.choice(data.get("dynamic", ""), DYNAMIC_KINDS, "dynamic"),
+            dynamic_dims=r.dims(data, "dynamic_dims"),
         )
 
 
@@ -230,6 +238,9 @@ def reachable(outputs: tuple[str, ...], nodes: tuple[Node, ...]) -> set[str]:
             stack.extend(by_name[name].inputs if name in by_name else ())
     return live
 
+
+# How a graph compiles for shapes (`GraphSpec.dynamic`).
+DYNAMIC_KINDS = ("", "marked", "all")
 
 _AUTOCAST_CHOICES = "null, " + " or ".join(repr(d) for d in AUTOCAST_DTYPES)
 
@@ -325,6 +336,13 @@ class _Reader:
             "a list of non-negative integers",
             value,
         )
+        return tuple(value)
+
+    def dims(self, obj: dict, key: str) -> tuple[int, ...]:
+        value = obj.get(key, [])
+        self.expect(isinstance(value, list) and len(value) <= 8 and all(
+            isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 8 for d in value), key,
+            "a list of at most 8 dims from 0 to 7", value)
         return tuple(value)
 
     def dtype(self, obj: dict, where: str) -> str:

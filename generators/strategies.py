@@ -31,6 +31,8 @@ from divfuzz.generators.node_typing import new_node
 from divfuzz.generators.opdef import Meta
 from divfuzz.generators.ops import CAST_GUARD, GUARDED_ENCODINGS, cast_guard_params
 from divfuzz.generators.registry import all_ops
+from divfuzz.generators.shape_siblings import shape_siblings
+from divfuzz.generators.surgery import data_inputs
 from divfuzz.generators.spec import RECIPE_KINDS, GraphSpec, InputRecipe, Node, TensorSpec
 from divfuzz.records.dtypes import DATA_DTYPES
 
@@ -99,6 +101,7 @@ def graph_specs(
     guard_casts: bool = True,
     op_offset: int = 0,
     layouts: bool = True,
+    dynamic: bool = True,
 ) -> GraphSpec:
     """A valid graph of `min_ops` to `max_ops` registered ops, its input recipe, autocast and backward.
 
@@ -127,6 +130,10 @@ def graph_specs(
     with a step, expanded, channels-last, a storage offset), drawn after the ops, so that the ops
     drawn do not depend on it; a share of the graphs (`FOUR_D_SHARE`) has 4-D data, which
     channels-last needs (drawing from the whole registry only). False draws every input contiguous.
+
+    `dynamic` (the default) compiles a share of the graphs for dynamic shapes (`DYNAMIC_SHARE`:
+    `mark_dynamic` on one dim their sizes may vary in, or `dynamic=True`), drawn last; each runs
+    with its shape siblings (`divfuzz.generators.shape_siblings`) through one compile.
     """
     if not 1 <= min_ops <= max_ops:
         raise ValueError(f"Expected 1 <= min_ops <= max_ops but got min_ops={min_ops!r}, max_ops={max_ops!r}")
@@ -196,7 +203,7 @@ def graph_specs(
     if layouts:
         written = {roots[n.inputs[0]] for n in nodes if writes_in_place(n)}
         inputs = _draw_layouts(draw, inputs, written)
-    return GraphSpec(
+    spec = GraphSpec(
         inputs=tuple(inputs),
         nodes=tuple(nodes),
         outputs=outputs,
@@ -204,6 +211,7 @@ def graph_specs(
         autocast=autocast,
         backward=backward,
     )
+    return _draw_dynamic(draw, spec) if dynamic else spec
 
 
 # Percent of the graphs whose data inputs are drawn in other layouts than contiguous (each input
@@ -226,6 +234,29 @@ def _draw_layouts(draw, inputs: list[TensorSpec], written: set[str]) -> list[Ten
             t = replace(t, layout=draw(st.sampled_from(fits[1:] + fits[:1])))
         out.append(t)
     return out
+
+
+# Percent of the graphs compiled with one data dim marked dynamic, and with dynamic=True.
+DYNAMIC_SHARE = {"marked": 12, "all": 6}
+
+
+def _draw_dynamic(draw, spec: GraphSpec) -> GraphSpec:
+    """`spec` compiled for dynamic shapes in a share of the draws (`DYNAMIC_SHARE`), where some
+    dim's size may vary (a shape sibling exists); else `spec`."""
+    roll = draw(st.integers(0, 99))
+    if roll >= DYNAMIC_SHARE["marked"] + DYNAMIC_SHARE["all"]:
+        return spec
+    if roll < DYNAMIC_SHARE["marked"]:
+        rank = min(len(t.shape) for t in data_inputs(spec))
+        free = [d for d in range(rank) if shape_siblings(replace(spec, dynamic="marked", dynamic_dims=(d,)), 1)]
+        return replace(spec, dynamic="marked", dynamic_dims=(draw(st.sampled_from(free)),)) if free else spec
+    # dynamic=True: every size a symbol, equal sizes one symbol (duck sizing), so dim 0 varies
+    # alone only where no other size of any input equals it
+    first = data_inputs(spec)[0].shape[0]
+    if any(n == first for t in spec.inputs for i, n in enumerate(t.shape) if not (i == 0 and t in data_inputs(spec))):
+        return spec
+    candidate = replace(spec, dynamic="all")
+    return candidate if shape_siblings(candidate, 1) else spec
 
 
 def _ops_in_draw_order(registry: dict, ops: tuple[str, ...] | None) -> list[str]:
@@ -336,6 +367,7 @@ def perf_graph_specs(*, device_type: str = "cuda", dtypes: tuple[str, ...] = ("b
         min_ops=1, max_ops=max(1, min(max_ops, 4)), dtypes=dtypes, ops=ops or PERF_OPS, allow_autocast=False,
         backward=True, shapes=perf_shapes(device_type),
         first_ops=tuple(n for n in PERF_NORMS if ops is None or n in ops) or None, op_offset=op_offset,
+        layouts=False, dynamic=False,
     )
 
 

@@ -13,6 +13,7 @@ A spec that passes it holds only:
 - tensors of at most `MAX_TENSOR_ELEMENTS` elements, `MAX_TOTAL_ELEMENTS` in all, `MAX_DIMS` dims;
 - at most `MAX_NODES` nodes, no chain of them deeper than `MAX_DEPTH`;
 - nodes that all reach an output, and outputs that are distinct nodes;
+- dynamic dims that every data input has (`GraphSpec.dynamic_dims`);
 - in-place ops that run eagerly (`divfuzz.generators.aliasing.aliasing_problem`: copies in a
   backward graph, no write into overlapping memory or into the storage they read).
 So code generation can print names as they are and params through `repr` or lookup tables.
@@ -62,7 +63,7 @@ REPRO_NAMES = frozenset(
         "torch", "F", "importlib", "os", "platform", "signal", "sys", "ordered_bits", "run", "compare", "type_changes",
         "main", "make_inputs", "model", "inputs", "eager", "compiled", "eager_out", "compiled_out", "cots", "mine", "theirs", "MUTATED_AT",
         "DEVICE", "DEVICE_TYPE", "REF_ON_CPU", "SEED", "BACKWARD", "BACKEND", "DYNAMIC", "MODE", "INDUCTOR_CONFIG",
-        "TIMEOUT_S", "OUTPUTS", "INPUT_NAMES", "MUTATED", "COMPARED_COMPILE", "compile_settings",
+        "TIMEOUT_S", "OUTPUTS", "INPUT_NAMES", "MUTATED", "MARKED", "COMPARED_COMPILE", "compile_settings",
         # repro.py's own judging: divfuzz's recorded verdict, the culprit's switch, what it measures itself
         "RECORDED", "SWITCH", "SUBSYSTEM", "THREADS", "OWN_FLOAT", "OWN_INT", "TAKEN_FLOAT", "TAKEN_INT", "judge", "recorded_measures", "summary",
         "json",
@@ -130,7 +131,7 @@ def validate_spec(spec: GraphSpec, *, source: str = "spec") -> GraphSpec:
     if total > MAX_TOTAL_ELEMENTS:
         raise InvalidGraphError(f"{source}: {total} elements over all inputs and nodes, over the cap of {MAX_TOTAL_ELEMENTS}")
     _check_outputs(spec, metas, source)
-    problem = aliasing_problem(spec)
+    problem = aliasing_problem(spec) or _dynamic_problem(spec)
     if problem:
         raise InvalidGraphError(f"{source}: {problem}")
     if any(n.dtype != metas[n.name].dtype for n in spec.nodes):
@@ -220,6 +221,20 @@ def _check_outputs(spec: GraphSpec, metas: dict[str, Meta], source: str) -> None
     dangling = [n.name for n in spec.nodes if n.name not in live]
     if dangling:
         raise InvalidGraphError(f"{source}: nodes {short_repr(dangling)} reach no output (dead code is not a case)")
+
+
+def _dynamic_problem(spec: GraphSpec) -> str | None:
+    """Why the spec's dynamic dims cannot be marked, or None: "marked" names at least one dim, each
+    a dim of every data input; "" and "all" name none."""
+    if spec.dynamic != "marked":
+        return "field 'dynamic_dims' must be empty unless dynamic is 'marked'" if spec.dynamic_dims else None
+    if not spec.dynamic_dims or len(set(spec.dynamic_dims)) != len(spec.dynamic_dims):
+        return "dynamic 'marked' needs distinct dims in field 'dynamic_dims'"
+    weights = {i for n in spec.nodes for i in n.inputs[get_op(n.op).arity:]}
+    ranks = [len(t.shape) for t in spec.inputs if t.name not in weights]
+    if any(d >= min(ranks, default=0) for d in spec.dynamic_dims):
+        return f"dynamic_dims {list(spec.dynamic_dims)} outside the data inputs' {min(ranks, default=0)} dims"
+    return None
 
 
 def load_spec(text: str, *, source: str = "spec") -> GraphSpec:

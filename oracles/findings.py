@@ -20,7 +20,7 @@ def finding_of(verdict: Verdict, *, strict: bool = False, output: str | None = N
 
     Buckets open for: errors, crashes and hangs; a compiled output of another dtype or shape;
     any NaN/Inf placement change; a returned tensor of other strides (`stride-mismatch`, the least
-    severe numeric kind); any integer flip
+    severe numeric kind); a shape sibling that compiled again (`recompile`); any integer flip
     but those of undefined casts (NaN/Inf/out-of-range floats cast to an integer); any bf16/fp16
     mismatch; fp32 mismatches where compiled is further from fp64 than eager beyond the
     same()-like margin, or wrong element by element (every fp32 bit difference when `strict`).
@@ -36,6 +36,8 @@ def finding_of(verdict: Verdict, *, strict: bool = False, output: str | None = N
     if verdict.perf:
         return _perf_finding(verdict.perf)
     found: list[Finding] = []
+    if getattr(verdict, "recompile", None):
+        found.append(Finding(FindingKind.RECOMPILE, "-", "recompile", "-"))
     for o in verdict.outputs:
         if o.mismatch:
             found.append(Finding(FindingKind.TYPE_MISMATCH, "-", "mismatch", o.name))

@@ -221,6 +221,15 @@ class CompileConfig:
                 raise ConfigError(f"inductor: expected key/value pairs but got {_short(pair)}")
             check_inductor_override(pair[0], pair[1], "inductor")
 
+    def for_graph(self, dynamic: str = "") -> CompileConfig:
+        """What a graph compiles under: this config, with `dynamic=True` where the graph's spec
+        compiles for all shapes dynamic (`GraphSpec.dynamic == "all"`; "marked" dims are marked
+        on the inputs, with the config's `dynamic` as it is). The one place a spec's compile
+        dimensions meet a config: the engine and every script call it."""
+        if dynamic == "all" and self.dynamic is not True:
+            return replace(self, dynamic=True)
+        return self
+
     def with_inductor(self, **overrides: Any) -> CompileConfig:
         merged = dict(self.inductor) | overrides
         return replace(self, inductor=tuple(sorted(merged.items())))

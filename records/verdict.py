@@ -321,6 +321,11 @@ class Verdict:
     # Inductor's CPU kernels and eager's reductions split work by thread, so their bits follow it:
     # a bucket's replay and repro.py run under the same count (`divfuzz.reports.files.bucket_case`).
     threads: int | None = field(default=None, compare=False)
+    # A shape sibling of a graph compiled for dynamic shapes (`divfuzz.generators.shape_siblings`)
+    # that made Dynamo compile again, in words ("x0 [16, 8] after [8, 8], dims marked dynamic
+    # (0,): 1 more graph compiled"); None when no compile was added (or the case is no such
+    # sibling). It makes the verdict diverge, and opens a `recompile` bucket.
+    recompile: str | None = None
 
     def span_seconds(self) -> float:
         """The seconds its case spent in the worker's timed spans (nested ones counted once)."""
@@ -342,6 +347,8 @@ class Verdict:
             d["explanation"] = self.explanation.to_dict()
         if self.threads is not None:
             d["threads"] = self.threads
+        if self.recompile is not None:
+            d["recompile"] = self.recompile
         return d
 
     @classmethod
@@ -357,6 +364,7 @@ class Verdict:
             error_site=_clipped(d.get("error_site"), MAX_ERROR_SITE_CHARS),
             explanation=Explanation.from_dict(d["explanation"]) if d.get("explanation") else None,
             threads=_threads(d.get("threads")),
+            recompile=_clipped(d.get("recompile"), MAX_ERROR_SITE_CHARS),
         )
 
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from divfuzz.generators.ops import DTYPE_CODE
 from divfuzz.generators.registry import get_op
 from divfuzz.generators.runtime import COTANGENT_SEED_OFFSET
+from divfuzz.generators.shape_siblings import dynamic_marks
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.oracles.compare import GROSS_FACTOR, GROSS_MIN_ULPS, GROSS_MIN_ULPS_BY_DTYPE, TRIAGE_FACTOR
 from divfuzz.oracles.severity_policy import FEW_ULPS, NOISE_FRACTION, same_margin
@@ -298,7 +299,10 @@ def render_issue_script(spec: GraphSpec, *, device: str, config: "CompileConfig"
     names = _names(spec)
     model, takes_ref = _model_lines(spec, names, device_type)
     inputs = input_lines(spec, device)
+    config = config.for_graph(spec.dynamic)  # the spec's own compile dimensions, as the engine compiled it
     before, compile_expr = _compile_call(config)
+    marks = [f"torch._dynamo.mark_dynamic({names[spec.inputs[i].name]}, {int_literal(d)})  # compiled dynamic"
+             for i, d in dynamic_marks(spec) if spec.inputs[i].shape[d] >= 2]
     args = [names[t.name] for t in spec.inputs]
     call = ", ".join(args)
     ref_args = ", ".join(
@@ -366,7 +370,7 @@ def render_issue_script(spec: GraphSpec, *, device: str, config: "CompileConfig"
     backend = config.backend if BACKEND_NAME.fullmatch(config.backend) else "a custom backend"
     doc = one_line_doc(f"torch.compile ({backend}, {device}): {spec.op_signature().replace('+', ', ')}. "
                         + f"Exits 1 while {what}.")
-    lines = [doc, *imports, *setting_lines(config, device), *before, *inputs.lines, *model, *run]
+    lines = [doc, *imports, *setting_lines(config, device), *before, *inputs.lines, *marks, *model, *run]
     return IssueScript("\n".join(lines) + "\n", dict(inputs.files), what, inputs.how)
 
 

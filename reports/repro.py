@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 
 from divfuzz.generators import recipes, runtime
 from divfuzz.generators.aliasing import mutated_inputs
+from divfuzz.generators.shape_siblings import dynamic_marks
 from divfuzz.generators.build import reference_params
 from divfuzz.generators.layouts import CONTIGUOUS, LAYOUTS, layout_code
 from divfuzz.oracles import boundary as boundary_oracle
@@ -245,6 +246,9 @@ def run(fn, inputs, cots=None):
     that writes into its inputs runs on copies of them, in their layouts: every run starts alike."""
     if MUTATED:
         inputs = [same_layout_copy(x).requires_grad_(x.requires_grad) for x in inputs]
+    for i, d in MARKED:  # the dims divfuzz compiled dynamic (a mark on an eager run does nothing)
+        if inputs[i].shape[d] >= 2:
+            torch._dynamo.mark_dynamic(inputs[i], d)
     written = [(f"mutated:{n}", x) for n, x in zip(INPUT_NAMES, inputs) if n in MUTATED]
     if not BACKWARD:
         with torch.no_grad():
@@ -458,7 +462,9 @@ def render_repro(
     spec under this config, gives the measures the script does not take (`RECORDED`); `switch`
     and `subsystem`, what its bucket's culprit names, are what its severity is judged under
     (`SWITCH`, `SUBSYSTEM`: `severity_policy.severity_of`);
-    `threads`, torch's CPU threads the case ran with, what the script runs with (`THREADS`)."""
+    `threads`, torch's CPU threads the case ran with, what the script runs with (`THREADS`).
+    The spec's own compile dimensions apply over `config` (`CompileConfig.for_graph`), as in the engine."""
+    config = config.for_graph(spec.dynamic)
     header = [f"divfuzz repro: {title}", ""]
     header += list(notes)
     header += [
@@ -474,6 +480,7 @@ def render_repro(
         OUTPUTS = {list(spec.outputs)!r}
         INPUT_NAMES = {[t.name for t in spec.inputs]!r}
         MUTATED = {[graph_name(n) for n in mutated_inputs(spec)]!r}  # the inputs the graph writes into (in place)
+        MARKED = {[(int(i), int(d)) for i, d in dynamic_marks(spec)]!r}  # (input, dim) marked dynamic
         SWITCH = {str(switch or '')!r}
         SUBSYSTEM = {str(subsystem or '')!r}
         THREADS = {int(threads) if threads else None!r}  # torch's CPU threads divfuzz ran the case with

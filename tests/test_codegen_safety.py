@@ -37,7 +37,7 @@ from test_spec_safety import base, rename
 
 RECIPE_NAMES = frozenset(recipes.RECIPES) | frozenset(recipes.INITS)
 CONSTS = {"DEVICE", "DEVICE_TYPE", "REF_ON_CPU", "SEED", "BACKWARD", "BACKEND", "DYNAMIC", "MODE", "INDUCTOR_CONFIG", "COMPARED_COMPILE",
-          "TIMEOUT_S", "OUTPUTS", "INPUT_NAMES", "MUTATED", "COTANGENT_SEED_OFFSET", "SWITCH", "SUBSYSTEM", "THREADS"}
+          "TIMEOUT_S", "OUTPUTS", "INPUT_NAMES", "MUTATED", "MARKED", "COTANGENT_SEED_OFFSET", "SWITCH", "SUBSYSTEM", "THREADS"}
 MODEL_GLOBALS = {"torch", "F", "D", "ref", "DEVICE_TYPE", "REF_ON_CPU"}
 INPUTS_GLOBALS = {"torch", "g", "device"} | RECIPE_NAMES
 

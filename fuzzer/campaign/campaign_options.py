@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from divfuzz.generators.input_siblings import DEFAULT_INPUTS_PER_COMPILE, MAX_INPUTS_PER_COMPILE
+from divfuzz.generators.shape_siblings import SHAPE_SIBLINGS
 from divfuzz.generators.strategies import graph_specs, perf_graph_specs
 from divfuzz.records.backends import ALL_DTYPES, capabilities_of
 from divfuzz.records.config import CompileConfig
@@ -96,6 +97,13 @@ class CampaignOptions:
             **({"oracle": self.oracle, "perf_margin": self.perf_margin} if self.oracle != "numeric" else {}),
         } | ({"against": self.against.to_dict()} if self.against else {}) | ({"unguarded_casts": True} if self.unguarded_casts else {}) | (
             {"inputs_per_compile": self.inputs_per_compile} if self.inputs_per_compile != 1 else {})
+
+    @property
+    def members_per_draw(self) -> int:
+        """Cases one drawn spec may run through its compile: itself, its input siblings, and where it
+        compiles for dynamic shapes its shape siblings (`divfuzz.generators.shape_siblings`); with
+        one input per compile, itself alone. Member j of draw idx is stored at idx * this + j."""
+        return self.inputs_per_compile + SHAPE_SIBLINGS if self.inputs_per_compile > 1 else 1
 
     def strategy(self, slot: int = 0):
         """What slot `slot` draws from: each slot starts its ops at its own place (`graph_specs`'s

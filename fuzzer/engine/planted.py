@@ -31,6 +31,9 @@ differs) and plants exactly one defect:
   that ignores strides and storage offsets does;
 - `stale_second_call`: every call after the first returns the first call's outputs, whatever its
   inputs: a reused static buffer that a new run should have overwritten (CUDA graphs);
+- `order_dependent`: right until it has run on inputs of another shape; then the first shape's
+  first floating output comes back scaled by 1 + 2^-5 (a dynamic compile whose result depends on
+  which size ran first);
 - `forgets_mutation`: the graph run on copies of its inputs, so an in-place update of an input
   never reaches the caller's tensor (returned outputs are right);
 - `compile_error`: raises `PlantedCompileError` while compiling;
@@ -329,6 +332,24 @@ def stale_second_call(gm: torch.fx.GraphModule, example_inputs):
         stale = first[0]
         return type(stale)(o.clone() if isinstance(o, torch.Tensor) else o for o in stale) if isinstance(stale, tuple) \
             else stale.clone()
+
+    return run
+
+
+def order_dependent(gm: torch.fx.GraphModule, example_inputs):
+    """Right until it has run on inputs of another shape than its first call's: after that, a call
+    with the first shapes comes back with its first floating output scaled by 1 + 2^-5 (what the
+    other sizes left behind): a result that depends on which size ran first."""
+    shapes: list = []
+
+    def run(*args):
+        key = tuple(tuple(a.shape) for a in args if isinstance(a, torch.Tensor))
+        if not shapes:
+            shapes.append(key)
+        elif key != shapes[0]:
+            shapes.append(key)
+        out = gm.forward(*args)
+        return _first_float(out, _scale_up) if key == shapes[0] and len(shapes) > 1 else out
 
     return run
 
