@@ -106,6 +106,8 @@ class GraphSpec:
     # (`divfuzz.generators.shape_siblings`) resize those dims through one compile.
     dynamic: str = ""
     dynamic_dims: tuple[int, ...] = ()
+    # The `torch.compile` mode the graph compiles under (`MODES`), "" for the campaign config's.
+    mode: str = ""
 
     # ---- derived views -------------------------------------------------------------------
     def node(self, name: str) -> Node:
@@ -146,7 +148,7 @@ class GraphSpec:
     @property
     def uses_version_2(self) -> bool:
         """Whether the spec holds a field schema version 1 lacks (then it is written as version 2)."""
-        return any(t.layout != CONTIGUOUS for t in self.inputs) or bool(self.dynamic)
+        return any(t.layout != CONTIGUOUS for t in self.inputs) or bool(self.dynamic) or bool(self.mode)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -176,7 +178,8 @@ class GraphSpec:
             "recipe": {"kind": self.recipe.kind, "seed": self.recipe.seed},
             "autocast": self.autocast,
             "backward": self.backward,
-        } | ({"dynamic": self.dynamic, "dynamic_dims": list(self.dynamic_dims)} if self.dynamic else {})
+        } | ({"dynamic": self.dynamic, "dynamic_dims": list(self.dynamic_dims)} if self.dynamic else {}) | (
+            {"mode": self.mode} if self.mode else {})
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
@@ -223,6 +226,7 @@ class GraphSpec:
             backward=r.flag(data, "backward", "backward"),
             dynamic=r.choice(data.get("dynamic", ""), DYNAMIC_KINDS, "dynamic"),
             dynamic_dims=r.dims(data, "dynamic_dims"),
+            mode=r.choice(data.get("mode", ""), MODES, "mode"),
         )
 
 
@@ -241,6 +245,9 @@ def reachable(outputs: tuple[str, ...], nodes: tuple[Node, ...]) -> set[str]:
 
 # How a graph compiles for shapes (`GraphSpec.dynamic`).
 DYNAMIC_KINDS = ("", "marked", "all")
+# The `torch.compile` modes a graph may compile under (`GraphSpec.mode`): templates and epilogue
+# fusion without CUDA graphs, and CUDA graphs (a replayed graph's static buffers).
+MODES = ("", "max-autotune-no-cudagraphs", "reduce-overhead")
 
 _AUTOCAST_CHOICES = "null, " + " or ".join(repr(d) for d in AUTOCAST_DTYPES)
 

@@ -102,6 +102,7 @@ def graph_specs(
     op_offset: int = 0,
     layouts: bool = True,
     dynamic: bool = True,
+    modes: tuple[str, ...] = (),
 ) -> GraphSpec:
     """A valid graph of `min_ops` to `max_ops` registered ops, its input recipe, autocast and backward.
 
@@ -134,6 +135,9 @@ def graph_specs(
     `dynamic` (the default) compiles a share of the graphs for dynamic shapes (`DYNAMIC_SHARE`:
     `mark_dynamic` on one dim their sizes may vary in, or `dynamic=True`), drawn last; each runs
     with its shape siblings (`divfuzz.generators.shape_siblings`) through one compile.
+
+    `modes` (none by default: a campaign passes them on CUDA with Inductor) are the
+    `torch.compile` modes a share of the graphs compile under (`MODE_SHARE`, split among them).
     """
     if not 1 <= min_ops <= max_ops:
         raise ValueError(f"Expected 1 <= min_ops <= max_ops but got min_ops={min_ops!r}, max_ops={max_ops!r}")
@@ -211,7 +215,12 @@ def graph_specs(
         autocast=autocast,
         backward=backward,
     )
-    return _draw_dynamic(draw, spec) if dynamic else spec
+    spec = _draw_dynamic(draw, spec) if dynamic else spec
+    if modes:
+        roll = draw(st.integers(0, 99))
+        if roll < MODE_SHARE:
+            spec = replace(spec, mode=draw(st.sampled_from(modes)))
+    return spec
 
 
 # Percent of the graphs whose data inputs are drawn in other layouts than contiguous (each input
@@ -236,6 +245,8 @@ def _draw_layouts(draw, inputs: list[TensorSpec], written: set[str]) -> list[Ten
     return out
 
 
+# Percent of the graphs compiled under one of the `modes` a campaign draws (on CUDA).
+MODE_SHARE = 24
 # Percent of the graphs compiled with one data dim marked dynamic, and with dynamic=True.
 DYNAMIC_SHARE = {"marked": 12, "all": 6}
 

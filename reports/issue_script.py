@@ -299,7 +299,7 @@ def render_issue_script(spec: GraphSpec, *, device: str, config: "CompileConfig"
     names = _names(spec)
     model, takes_ref = _model_lines(spec, names, device_type)
     inputs = input_lines(spec, device)
-    config = config.for_graph(spec.dynamic)  # the spec's own compile dimensions, as the engine compiled it
+    config = config.for_graph(spec.dynamic, spec.mode)  # the spec's own compile dimensions, as the engine compiled it
     before, compile_expr = _compile_call(config)
     marks = [f"torch._dynamo.mark_dynamic({names[spec.inputs[i].name]}, {int_literal(d)})  # compiled dynamic"
              for i, d in dynamic_marks(spec) if spec.inputs[i].shape[d] >= 2]

@@ -464,7 +464,7 @@ def render_repro(
     (`SWITCH`, `SUBSYSTEM`: `severity_policy.severity_of`);
     `threads`, torch's CPU threads the case ran with, what the script runs with (`THREADS`).
     The spec's own compile dimensions apply over `config` (`CompileConfig.for_graph`), as in the engine."""
-    config = config.for_graph(spec.dynamic)
+    config = config.for_graph(spec.dynamic, spec.mode)
     header = [f"divfuzz repro: {title}", ""]
     header += list(notes)
     header += [

@@ -35,6 +35,11 @@ def build(*, device: str, out_dir: Path, inputs_per_compile: int | None, minimiz
                            workers=workers, **fields)
 
 
+# The `torch.compile` modes a CUDA campaign under Inductor draws a share of its graphs in
+# (`graph_specs(modes=...)`): templates and epilogue fusion, and CUDA graphs.
+CAMPAIGN_MODES = ("max-autotune-no-cudagraphs", "reduce-overhead")
+
+
 def check_inputs_per_compile(opts: "CampaignOptions") -> None:
     """ConfigError unless `opts.inputs_per_compile` is 1, or within 1..MAX_INPUTS_PER_COMPILE for a
     numeric campaign of one compiler (a perf case times its own compile's code, an `--against`
@@ -112,6 +117,8 @@ class CampaignOptions:
             return perf_graph_specs(device_type=self.device.split(":")[0], max_ops=self.max_ops, ops=self.ops,
                                     op_offset=slot, **({"dtypes": self.dtypes} if self.dtypes else {}))
         kwargs = {"max_ops": self.max_ops, "ops": self.ops, "guard_casts": not self.unguarded_casts, "op_offset": slot}
+        if self.device.startswith("cuda") and self.config.backend == "inductor" and not self.config.mode and self.against is None:
+            kwargs["modes"] = CAMPAIGN_MODES  # the modes users run, on the device they are for
         if self.dtypes:
             kwargs["dtypes"] = self.dtypes
         caps = capabilities_of(self.config.backend, self.against.backend if self.against else None)
