@@ -26,6 +26,7 @@ from divfuzz.oracles.ulp import bitwise_equal
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.errors import InvalidGraphError
 from divfuzz.records.severity import Severity
+from divfuzz.reports.issue_script import render_issue_script
 from divfuzz.reports.repro import render_repro
 
 S = (8, 6)
@@ -149,3 +150,14 @@ def test_drawn_graphs_of_in_place_ops_and_views_run_eagerly_alike_each_time(spec
                                         [c.double() if c is not None else None for c in cots])
     assert [n for n, _ in reference] == [n for n, _ in first]
     assert {n for n, _ in first} >= {f"mutated:{x}" for x in mutated_inputs(spec)}
+
+
+def test_issue_py_of_a_forgotten_mutation_fails_while_the_planted_bug_is_there():
+    spec = validate_spec(_through_a_view())
+    verdict = execute_case(spec, "cpu", FORGETS)
+    script = render_issue_script(spec, device="cpu", config=FORGETS, reason=severity_of(verdict), verdict=verdict)
+    assert script is not None and "v4 = v1.mul_(v3)" in script.text and "torch.empty_strided(x0.shape, x0.stride()" in script.text
+    with pytest.raises(AssertionError):
+        exec(compile(script.text, "issue.py", "exec"), {"__name__": "issue"})  # our own generated code, in a test
+    fixed = script.text.replace("backend=backend", "backend='eager'")
+    exec(compile(fixed, "issue.py", "exec"), {"__name__": "issue"})
