@@ -6,15 +6,16 @@ others ran, is a finding; repro.py and issue.py mark what divfuzz marked."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
 from divfuzz.fuzzer.engine import graph_run
-from divfuzz.fuzzer.engine.execute import AFTER_PREFIX, execute_group
+from divfuzz.fuzzer.engine.execute import AFTER_PREFIX, execute_case, execute_group
 from divfuzz.generators.shape_siblings import dynamic_marks, same_graph_but_sizes, shape_siblings
 from divfuzz.generators.spec import GraphSpec, Node, TensorSpec
-from divfuzz.generators.strategies import graph_specs
+from divfuzz.generators.strategies import graph_specs, op_spec
 from divfuzz.generators.validate import load_spec, validate_spec
 from divfuzz.oracles.findings import finding_of
 from divfuzz.oracles.severity_policy import severity_of
@@ -119,3 +120,13 @@ def test_every_drawn_dynamic_spec_has_valid_shape_siblings(spec):
     if spec.dynamic:
         siblings = shape_siblings(spec)
         assert siblings and all(same_graph_but_sizes(spec, s) and validate_spec(s) == s for s in siblings)
+
+
+def test_a_mark_the_graph_specialises_is_unsupported_not_a_compiler_bug():
+    # Dynamo refuses mark_dynamic on a dim a pooling window runs over (ConstraintViolationError):
+    # the marks were wrong, and the group ends there without a finding.
+    spec = op_spec("max_pool1d", [{"kernel": 2, "stride": 2, "ceil_mode": False}], "float32", (4, 3, 16))
+    spec = validate_spec(replace(spec, dynamic="marked", dynamic_dims=(2,)))
+    verdict = execute_case(spec, "cpu", CompileConfig())
+    assert verdict.status.value == "unsupported" and "specialises a dim" in verdict.error_message
+    assert finding_of(verdict) is None

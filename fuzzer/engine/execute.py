@@ -398,7 +398,12 @@ def failure_verdict(spec: GraphSpec, config: CompileConfig, e: BaseException, cl
     status = Status.COMPILE_ERROR if is_compile_error(e) else Status.RUNTIME_ERROR
     message = str(e)[:MAX_ERROR_MESSAGE_CHARS]
     cell = capabilities_of(config.backend).unsupported_cell(graph_cells(spec)) if status == Status.COMPILE_ERROR else None
-    if cell is not None:
+    if spec.dynamic == "marked" and any(type(x).__name__ == "ConstraintViolationError" for x in exception_chain(e)):
+        # Dynamo refuses a mark_dynamic on a dim the graph specialises (a pooling window over it,
+        # say), and tells the user to use maybe_mark_dynamic: the marks were wrong, not the compiler
+        status = Status.UNSUPPORTED
+        message = f"the graph specialises a dim divfuzz marked dynamic (mark_dynamic's contract): {message}"[:MAX_ERROR_MESSAGE_CHARS]
+    elif cell is not None:
         op, dtype, backward = cell
         status = Status.UNSUPPORTED
         message = f"{config.backend} declares {op} on {dtype}{' with backward' if backward else ''} unsupported: {message}"[:MAX_ERROR_MESSAGE_CHARS]
