@@ -23,7 +23,10 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
+from divfuzz.generators.aliasing import alias_roots, mutated_roots
+from divfuzz.generators.layouts import CONTIGUOUS, layout_code
 from divfuzz.generators.recipes import INITS, RECIPES
+from divfuzz.generators.runtime import same_layout_copy
 from divfuzz.generators.opdef import JumpRule, OpDef, RoundingBoundary
 from divfuzz.records.reference_rules import round_scalar, rounds_before_comparison, scalar_dtype
 from divfuzz.generators.registry import get_op
@@ -48,21 +51,34 @@ class BuildContext:
 
 
 def make_inputs(spec: GraphSpec, device: str | torch.device = "cpu") -> list[torch.Tensor]:
-    """Concrete inputs in `spec.inputs` order: drawn on the CPU from the recipe's seed, then moved."""
+    """Concrete inputs in `spec.inputs` order: drawn on the CPU from the recipe's seed, moved, then
+    laid out as each input's `layout` says (`divfuzz.generators.layouts`)."""
     g = torch.Generator().manual_seed(spec.recipe.seed)
     recipe = RECIPES[spec.recipe.kind]
     out = []
     for t in spec.inputs:
         make = recipe if t.init == "data" else INITS[t.init]
         value = make(tuple(t.shape), g).to(TORCH_DTYPES[t.dtype]).to(device)
+        if t.layout != CONTIGUOUS:
+            value = layout_function(t.layout, len(t.shape))(value)
         out.append(value.requires_grad_(t.requires_grad))
     return out
 
 
+@functools.lru_cache(maxsize=64)
+def layout_function(layout: str, rank: int) -> Callable[[torch.Tensor], torch.Tensor]:
+    """`layouts.layout_code` compiled into `f(t)`: the text repro.py prints, run here."""
+    source = f"def lay_out(t):\n    return {layout_code(layout, 't', rank)}\n"
+    namespace: dict[str, Any] = {"torch": torch}
+    exec(compile(source, f"<divfuzz layout {layout}>", "exec"), namespace)  # our own template text
+    return namespace["lay_out"]
+
+
 def reference_inputs(inputs: list[torch.Tensor]) -> list[torch.Tensor]:
-    """float64 copies of the real inputs (the same values, after their rounding to the input dtype)."""
+    """float64 copies of the real inputs (the same values, after their rounding to the input
+    dtype), each in its input's layout (`same_layout_copy`: strides, offset and overlap kept)."""
     return [
-        x.detach().to(torch.float64).requires_grad_(x.requires_grad) if x.is_floating_point() else x.detach()
+        same_layout_copy(x, torch.float64).requires_grad_(x.requires_grad) if x.is_floating_point() else x.detach()
         for x in inputs
     ]
 
@@ -135,14 +151,29 @@ ValueHook = Callable[[str, Any], Any]
 
 def _run(spec: GraphSpec, plan: Plan, tensors, ctx: BuildContext, keep: dict | None = None, hook: ValueHook | None = None):
     env = {t.name: v for t, v in zip(spec.inputs, tensors)}
+    written = mutated_roots(spec) if hook is not None else set()
+    roots = alias_roots(spec) if written else {}
     if hook is not None:
-        env = {name: hook(name, v) for name, v in env.items()}
+        env = {name: _hooked(hook, name, v, roots.get(name) in written) for name, v in env.items()}
     for name, inputs, fn in plan:
         value = fn(ctx.dt, *[env[i] for i in inputs])
-        env[name] = value if hook is None else hook(name, value)
+        env[name] = value if hook is None else _hooked(hook, name, value, roots.get(name) in written)
     if keep is not None:
         keep.update(env)
     return tuple(env[o] for o in spec.outputs)
+
+
+def _hooked(hook: ValueHook, name: str, value, aliased: bool):
+    """`hook(name, value)`; where the graph later writes into `value`'s storage (`aliased`), the
+    hooked values are written into `value` itself, so that the experiment's writes still reach
+    the tensors they alias (a mutated input, a view's base) and `mutated:<input>` means what it
+    means in the real graph."""
+    new = hook(name, value)
+    if not aliased or new is value or not isinstance(value, torch.Tensor):
+        return new
+    with torch.no_grad():
+        value.copy_(new)
+    return value
 
 
 # Other orders of a last dim that an order-free op (`OpDef.order_free`) may accumulate in:

@@ -212,6 +212,13 @@ class OpDef:
     # a legal implementation may associate it in any order (a parallel prefix scan), which the
     # reduction-order experiment tries as a log-depth scan in the op's accumulation precision.
     scan: str | None = None
+    # Aliasing (`divfuzz.generators.aliasing`): `mutates`, the op writes into its first data input
+    # and its value is that input (an in-place op: `a0.add_(a1)`; unless its `clone` param is set,
+    # then it writes into a copy, as users do before an in-place op on a leaf that requires grad);
+    # `view`, its value is a view of its first data input (`a0.transpose(-2, -1)`), so that a later
+    # in-place op on it writes into that input's storage.
+    mutates: bool = False
+    view: bool = False
 
     def param_problems(self, params: Mapping[str, Any]) -> list[str]:
         """What is wrong with `params` against this op's schema, one phrase per problem ([] when valid)."""

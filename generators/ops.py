@@ -1297,3 +1297,218 @@ _edge(
 )
 
 EDGE_OPS: tuple[str, ...] = tuple(_EDGE)
+
+# ---------------------------------------------------------------------------------------------
+# Mutation and views (issue 53): in-place ops and views, whose aliasing `divfuzz.generators.aliasing`
+# follows. An in-place op's `clone` param writes into a copy (`a0.clone().add_(a1)`), as users do
+# on a leaf that requires grad: a backward graph's in-place ops all take it (`aliasing_problem`).
+# ---------------------------------------------------------------------------------------------
+
+CLONE = {"clone": Flag()}
+
+
+def _in_place(a, p) -> str:
+    """The op's target: its first input, or a copy of it."""
+    return f"{a[0]}.clone()" if p["clone"] else a[0]
+
+
+def _inplace_binary(name: str, method: str) -> None:
+    register(OpDef(name=name, family="mutation", arity=2, accepts=_two_same, infer=_same,
+                   code=(lambda m: lambda a, p: f"{_in_place(a, p)}.{m}({a[1]})")(method),
+                   params=CLONE, draw_params=lambda draw, metas: {"clone": False}, mutates=True))
+
+
+def _inplace_unary(name: str, method: str) -> None:
+    register(OpDef(name=name, family="mutation", arity=1, accepts=_one_float, infer=_same,
+                   code=(lambda m: lambda a, p: f"{_in_place(a, p)}.{m}()")(method),
+                   params=CLONE, draw_params=lambda draw, metas: {"clone": False}, mutates=True))
+
+
+_inplace_binary("add_", "add_")
+_inplace_binary("mul_", "mul_")
+_inplace_binary("sub_", "sub_")
+_inplace_unary("sigmoid_", "sigmoid_")
+_inplace_unary("relu_", "relu_")
+register(
+    OpDef(
+        name="clamp_",
+        family="mutation",
+        arity=1,
+        accepts=_one_float,
+        infer=_clamp_infer,
+        code=lambda a, p: f"{_in_place(a, p)}.clamp_(min={_num(p['lo'])}, max={_num(p['hi'])})",
+        params={"lo": Choice(CLAMP_LO), "hi": Choice(CLAMP_HI), **CLONE},
+        draw_params=lambda draw, metas: {**_clamp_params(draw, metas), "clone": False},
+        mutates=True,
+    )
+)
+MUL_SCALARS = (0.5, 2.0, -1.0, 3.0, 0.1)
+register(
+    OpDef(
+        name="mul_scalar_",
+        family="mutation",
+        arity=1,
+        accepts=_one_float,
+        infer=_same,
+        code=lambda a, p: f"{_in_place(a, p)}.mul_({_num(p['scalar'])})",
+        params={"scalar": Choice(MUL_SCALARS), **CLONE},
+        draw_params=lambda draw, metas: {"scalar": draw(st.sampled_from(MUL_SCALARS)), "clone": False},
+        mutates=True,
+        eager_rounds_scalars={"scalar": MUL_DIV},
+    )
+)
+# index_put_: every other row of the first input takes the second's (a scatter into a strided
+# selection); the value is the whole first input. Both of one dtype, as index_put_ requires.
+register(
+    OpDef(
+        name="index_put_rows",
+        family="mutation",
+        arity=2,
+        accepts=lambda metas: _two_same(metas) and metas[0].dtype == metas[1].dtype and len(metas[0].shape) >= 1,
+        infer=_same,
+        code=lambda a, p: (f"{_in_place(a, p)}.index_put_((torch.arange(0, {a[0]}.shape[0], 2, device={a[0]}.device),), "
+                           f"{a[1]}[::2])"),
+        params=CLONE,
+        draw_params=lambda draw, metas: {"clone": False},
+        mutates=True,
+    )
+)
+
+
+def _slice_fits(metas, p):
+    last = metas[0].shape[-1]
+    if not 0 <= p["start"] < p["start"] + p["length"] <= last:
+        raise ValueError(f"slice [{p['start']}, {p['start'] + p['length']}) outside a last dim of {last}")
+    return metas[0]
+
+
+def _slice_params(draw, metas):
+    last = metas[0].shape[-1]
+    start = draw(st.integers(0, last - 2))
+    return {"start": start, "length": draw(st.integers(1, last - start))}
+
+
+SLICE_PARAMS = {"start": IntRange(0, 2**20), "length": IntRange(1, 2**20)}
+
+
+def _code_copy_slice(a, p):
+    """`copy_` through a narrowed view, then the whole input; on a copy (`clone`), the same write
+    as an `index_copy_` into the copy (an expression cannot name the copy twice)."""
+    start, length = _num(p["start"]), _num(p["length"])
+    if not p["clone"]:
+        return f"({a[0]}.narrow(-1, {start}, {length}).copy_({a[1]}.narrow(-1, {start}, {length})), {a[0]})[1]"
+    return (f"{a[0]}.clone().index_copy_(-1, torch.arange({start}, {_num(p['start'] + p['length'])}, device={a[0]}.device), "
+            f"{a[1]}.narrow(-1, {start}, {length}))")
+# copy_ into a slice of the last dim (the same slice of the second input); the value is the whole
+# first input, written in place through the slice's view.
+register(
+    OpDef(
+        name="copy_slice",
+        family="mutation",
+        arity=2,
+        accepts=lambda metas: _two_same(metas) and metas[0].dtype == metas[1].dtype and len(metas[0].shape) >= 1
+        and metas[0].shape[-1] >= 2,
+        infer=_slice_fits,
+        code=_code_copy_slice,
+        params={**SLICE_PARAMS, **CLONE},
+        draw_params=lambda draw, metas: {**_slice_params(draw, metas), "clone": False},
+        mutates=True,
+    )
+)
+
+
+# Views: each op's value shares its input's storage (`OpDef.view`).
+register(
+    OpDef(
+        name="transpose",
+        family="view",
+        arity=1,
+        accepts=_red_accepts,
+        infer=lambda metas, p: Meta(metas[0].shape[:-2] + (metas[0].shape[-1], metas[0].shape[-2]), metas[0].dtype),
+        code=lambda a, p: f"{a[0]}.transpose(-2, -1)",
+        view=True,
+    )
+)
+register(
+    OpDef(
+        name="narrow",
+        family="view",
+        arity=1,
+        accepts=lambda metas: _one_float(metas) and metas[0].shape[-1] >= 2,
+        infer=lambda metas, p: Meta(_slice_fits(metas, p).shape[:-1] + (p["length"],), metas[0].dtype),
+        code=lambda a, p: f"{a[0]}.narrow(-1, {_num(p['start'])}, {_num(p['length'])})",
+        params=SLICE_PARAMS,
+        draw_params=_slice_params,
+        view=True,
+    )
+)
+
+
+def _select_infer(metas, p):
+    shape = metas[0].shape
+    if not 0 <= p["index"] < shape[1]:
+        raise ValueError(f"index {p['index']} outside dim 1 of {shape}")
+    return Meta(shape[:1] + shape[2:], metas[0].dtype)
+
+
+# select along dim 1 (never the batch dim 0, which shape siblings resize)
+register(
+    OpDef(
+        name="select",
+        family="view",
+        arity=1,
+        accepts=_red_accepts,
+        infer=_select_infer,
+        code=lambda a, p: f"{a[0]}.select(1, {_num(p['index'])})",
+        params={"index": IntRange(0, 2**20)},
+        draw_params=lambda draw, metas: {"index": draw(st.integers(0, metas[0].shape[1] - 1))},
+        view=True,
+    )
+)
+register(
+    OpDef(
+        name="unsqueeze",
+        family="view",
+        arity=1,
+        accepts=lambda metas: _one_float(metas) and len(metas[0].shape) < 7,
+        infer=lambda metas, p: Meta(_unsqueezed(metas[0].shape, p["dim"]), metas[0].dtype),
+        code=lambda a, p: f"{a[0]}.unsqueeze({_num(p['dim'])})",
+        params={"dim": IntRange(-8, 7)},
+        draw_params=lambda draw, metas: {"dim": draw(st.sampled_from((1, -1, 0)))},
+        view=True,
+    )
+)
+
+
+def _unsqueezed(shape, dim):
+    rank = len(shape) + 1
+    if not -rank <= dim < rank:
+        raise ValueError(f"unsqueeze dim {dim} outside a result of {rank} dims")
+    d = dim % rank
+    return shape[:d] + (1,) + shape[d:]
+
+
+def _split_infer(metas, p):
+    last = metas[0].shape[-1]
+    if last % p["parts"]:
+        raise ValueError(f"a last dim of {last} does not split into {p['parts']} parts")
+    return Meta(metas[0].shape[:-1] + (p["parts"], last // p["parts"]), metas[0].dtype)
+
+
+SPLIT_PARTS = (2, 4, 1)
+# view: the last dim split in `parts` (splitting a dim is a view whatever the strides)
+register(
+    OpDef(
+        name="view_split",
+        family="view",
+        arity=1,
+        accepts=lambda metas: _one_float(metas) and len(metas[0].shape) < 7,
+        infer=_split_infer,
+        code=lambda a, p: f"{a[0]}.view({a[0]}.shape[:-1] + ({_num(p['parts'])}, -1))",
+        params={"parts": Choice(SPLIT_PARTS)},
+        draw_params=lambda draw, metas: {"parts": draw(st.sampled_from([k for k in SPLIT_PARTS if metas[0].shape[-1] % k == 0]))},
+        view=True,
+    )
+)
+MUTATION_OPS: tuple[str, ...] = tuple(n for n, op in OPS.items() if op.mutates)
+VIEW_OPS: tuple[str, ...] = tuple(n for n, op in OPS.items() if op.view)

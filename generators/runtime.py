@@ -31,6 +31,17 @@ def cotangents(outputs, seed):
     return result
 
 
+def same_layout_copy(x, dtype=None):
+    """A copy of `x` (in `dtype`, else its own) with its strides, storage offset and overlap: its
+    whole storage copied and viewed as `x` views its own, so a transposed, sliced, expanded or
+    offset input stays so (`.to()` and `.clone()` make a non-dense tensor contiguous). Detached;
+    the caller sets `requires_grad`."""
+    x = x.detach()
+    storage = torch.as_strided(x, (x.untyped_storage().nbytes() // x.element_size(),), (1,), 0)
+    copied = storage.to(dtype) if dtype is not None and dtype != x.dtype else storage.clone()
+    return torch.as_strided(copied, x.shape, x.stride(), x.storage_offset())
+
+
 def import_backend(name):
     """`torch.compile`'s backend for `name`: the callable of a `module:function` import path, or a
     registered backend's name unchanged. Raises ImportError / AttributeError as importlib does."""

@@ -17,11 +17,14 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from divfuzz.generators.layouts import CONTIGUOUS, LAYOUTS
 from divfuzz.records.dtypes import ALL_DTYPES, AUTOCAST_DTYPES, FLOAT_DTYPES, INT_DTYPES  # noqa: F401  (the IR's names)
 from divfuzz.records.errors import SpecError
 from divfuzz.records.numbers import number_problem
 
-SCHEMA_VERSION = 1
+# Version 2 added an input's layout (and the graph's compile dimensions, below); a spec that uses
+# none of them is written as version 1, byte for byte as before, so its digest is unchanged.
+SCHEMA_VERSION = 2
 
 # Seeds are fed to torch.Generator.manual_seed (and seed + 7919 for cotangents): an unsigned
 # 32-bit range is plenty for drawing and keeps every derived seed valid.
@@ -52,13 +55,15 @@ RECIPE_KINDS = (
 
 @dataclass(frozen=True)
 class TensorSpec:
-    """A graph input: a data tensor or a parameter (weight, bias)."""
+    """A graph input: a data tensor or a parameter (weight, bias). `layout` is how its values sit
+    in memory (`divfuzz.generators.layouts.LAYOUTS`: strides, storage offset, overlap)."""
 
     name: str
     shape: tuple[int, ...]
     dtype: str
     requires_grad: bool = False
     init: str = "data"
+    layout: str = CONTIGUOUS
 
 
 @dataclass(frozen=True)
@@ -95,6 +100,14 @@ class GraphSpec:
     recipe: InputRecipe = field(default_factory=InputRecipe)
     autocast: str | None = None
     backward: bool = False
+    # How the graph compiles for shapes (`DYNAMIC_KINDS`): "" as the campaign's config says,
+    # "marked" with `torch._dynamo.mark_dynamic` on `dynamic_dims` of every data input (the inputs
+    # no node holds as a weight), "all" with `dynamic=True`. Shape siblings
+    # (`divfuzz.generators.shape_siblings`) resize those dims through one compile.
+    dynamic: str = ""
+    dynamic_dims: tuple[int, ...] = ()
+    # The `torch.compile` mode the graph compiles under (`MODES`), "" for the campaign config's.
+    mode: str = ""
 
     # ---- derived views -------------------------------------------------------------------
     def node(self, name: str) -> Node:
@@ -132,9 +145,14 @@ class GraphSpec:
         return replace(self, recipe=recipe)
 
     # ---- JSON ----------------------------------------------------------------------------
+    @property
+    def uses_version_2(self) -> bool:
+        """Whether the spec holds a field schema version 1 lacks (then it is written as version 2)."""
+        return any(t.layout != CONTIGUOUS for t in self.inputs) or bool(self.dynamic) or bool(self.mode)
+
     def to_dict(self) -> dict[str, Any]:
         return {
-            "schema_version": SCHEMA_VERSION,
+            "schema_version": SCHEMA_VERSION if self.uses_version_2 else 1,
             "inputs": [
                 {
                     "name": t.name,
@@ -142,7 +160,7 @@ class GraphSpec:
                     "dtype": t.dtype,
                     "requires_grad": t.requires_grad,
                     "init": t.init,
-                }
+                } | ({"layout": t.layout} if t.layout != CONTIGUOUS else {})
                 for t in self.inputs
             ],
             "nodes": [
@@ -160,7 +178,8 @@ class GraphSpec:
             "recipe": {"kind": self.recipe.kind, "seed": self.recipe.seed},
             "autocast": self.autocast,
             "backward": self.backward,
-        }
+        } | ({"dynamic": self.dynamic, "dynamic_dims": list(self.dynamic_dims)} if self.dynamic else {}) | (
+            {"mode": self.mode} if self.mode else {})
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
@@ -205,6 +224,9 @@ class GraphSpec:
             recipe=_read_recipe(r, data.get("recipe", {"kind": "normal", "seed": 0})),
             autocast=autocast,
             backward=r.flag(data, "backward", "backward"),
+            dynamic=r.choice(data.get("dynamic", ""), DYNAMIC_KINDS, "dynamic"),
+            dynamic_dims=r.dims(data, "dynamic_dims"),
+            mode=r.choice(data.get("mode", ""), MODES, "mode"),
         )
 
 
@@ -220,6 +242,12 @@ def reachable(outputs: tuple[str, ...], nodes: tuple[Node, ...]) -> set[str]:
             stack.extend(by_name[name].inputs if name in by_name else ())
     return live
 
+
+# How a graph compiles for shapes (`GraphSpec.dynamic`).
+DYNAMIC_KINDS = ("", "marked", "all")
+# The `torch.compile` modes a graph may compile under (`GraphSpec.mode`): templates and epilogue
+# fusion without CUDA graphs, and CUDA graphs (a replayed graph's static buffers).
+MODES = ("", "max-autotune-no-cudagraphs", "reduce-overhead")
 
 _AUTOCAST_CHOICES = "null, " + " or ".join(repr(d) for d in AUTOCAST_DTYPES)
 
@@ -242,6 +270,7 @@ def _read_input(r: _Reader, t: Any, where: str) -> TensorSpec:
         dtype=r.dtype(t, f"{where}.dtype"),
         requires_grad=r.flag(t, "requires_grad", f"{where}.requires_grad"),
         init=r.choice(t.get("init", "data"), INIT_KINDS, f"{where}.init"),
+        layout=r.choice(t.get("layout", CONTIGUOUS), LAYOUTS, f"{where}.layout"),
     )
 
 
@@ -314,6 +343,13 @@ class _Reader:
             "a list of non-negative integers",
             value,
         )
+        return tuple(value)
+
+    def dims(self, obj: dict, key: str) -> tuple[int, ...]:
+        value = obj.get(key, [])
+        self.expect(isinstance(value, list) and len(value) <= 8 and all(
+            isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 8 for d in value), key,
+            "a list of at most 8 dims from 0 to 7", value)
         return tuple(value)
 
     def dtype(self, obj: dict, where: str) -> str:

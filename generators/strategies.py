@@ -25,10 +25,14 @@ from typing import Callable
 
 from hypothesis import reject, strategies as st
 
+from divfuzz.generators.aliasing import shares_storage, writes_in_place
+from divfuzz.generators.layouts import LAYOUTS, OVERLAPPING, layout_problem
 from divfuzz.generators.node_typing import new_node
 from divfuzz.generators.opdef import Meta
 from divfuzz.generators.ops import CAST_GUARD, GUARDED_ENCODINGS, cast_guard_params
 from divfuzz.generators.registry import all_ops
+from divfuzz.generators.shape_siblings import shape_siblings
+from divfuzz.generators.surgery import data_inputs
 from divfuzz.generators.spec import RECIPE_KINDS, GraphSpec, InputRecipe, Node, TensorSpec
 from divfuzz.records.dtypes import DATA_DTYPES
 
@@ -38,12 +42,13 @@ LAST_DIMS = (8, 24, 40, 64, 96, 100, 128, 160, 200, 257)
 MAX_NUMEL = 1 << 17
 _FAMILY_ORDER = (
     "norm", "activation", "encoding", "selection", "linear", "cast", "compare", "pointwise", "reduction", "cumulative",
-    "statistic", "index", "pool", "resample", "loss",
+    "statistic", "index", "pool", "resample", "loss", "mutation", "view",
 )
 # Each family's share of the op draws, split evenly among its ops in the pool drawn from.
 FAMILY_WEIGHTS = {
     "norm": 3, "activation": 3, "encoding": 3, "selection": 3, "linear": 1, "cast": 1, "compare": 2, "pointwise": 4,
     "reduction": 2, "cumulative": 2, "statistic": 2, "index": 2, "pool": 2, "resample": 1, "loss": 1,
+    "mutation": 2, "view": 3,
 }
 # Within its family, an op of the card's bug families (GELU forms, RMSNorm, the log2-ceil
 # encoding) counts this many times.
@@ -108,6 +113,9 @@ def graph_specs(
     guard_casts: bool = True,
     op_offset: int = 0,
     zero_recipe_seed: int = 0,
+    layouts: bool = True,
+    dynamic: bool = True,
+    modes: tuple[str, ...] = (),
 ) -> GraphSpec:
     """A valid graph of `min_ops` to `max_ops` registered ops, its input recipe, autocast and backward.
 
@@ -134,6 +142,19 @@ def graph_specs(
     `zero_recipe_seed` is the input recipe's seed where the draw gives 0 (`input_recipes`): a
     campaign passes its own seed's (`campaign_recipe_seed`), so that its first draws (Hypothesis's
     simplest, the same for every Hypothesis seed) are its own; the later, random draws keep theirs.
+
+    `layouts` (the default) lays out the data inputs of a share of the graphs (`LAYOUT_SHARE`)
+    in other layouts than contiguous (`divfuzz.generators.layouts`: transposed, permuted, sliced
+    with a step, expanded, channels-last, a storage offset), drawn after the ops, so that the ops
+    drawn do not depend on it; a share of the graphs (`FOUR_D_SHARE`) has 4-D data, which
+    channels-last needs (drawing from the whole registry only). False draws every input contiguous.
+
+    `dynamic` (the default) compiles a share of the graphs for dynamic shapes (`DYNAMIC_SHARE`:
+    `mark_dynamic` on one dim their sizes may vary in, or `dynamic=True`), drawn last; each runs
+    with its shape siblings (`divfuzz.generators.shape_siblings`) through one compile.
+
+    `modes` (none by default: a campaign passes them on CUDA with Inductor) are the
+    `torch.compile` modes a share of the graphs compile under (`MODE_SHARE`, split among them).
     """
     if not 1 <= min_ops <= max_ops:
         raise ValueError(f"Expected 1 <= min_ops <= max_ops but got min_ops={min_ops!r}, max_ops={max_ops!r}")
@@ -144,7 +165,11 @@ def graph_specs(
     data_dtype = "float32" if autocast else draw(st.sampled_from(dtypes))
     backward_drawn = allow_backward and draw(st.integers(0, 9)) < 2
     backward = backward_drawn if backward is None else backward
-    shape = draw(shapes if shapes is not None else data_shapes())
+    if shapes is None:
+        # 4-D only over the whole registry: a chosen few ops (`ops`) may take no 4-D input
+        four_d = layouts and ops is None and first_ops is None and draw(st.integers(0, 99)) < FOUR_D_SHARE
+        shapes = data_shapes(min_dims=4, max_dims=4) if four_d else data_shapes()
+    shape = draw(shapes)
     n_data = draw(st.integers(1, 2))
 
     inputs: list[TensorSpec] = [
@@ -153,6 +178,7 @@ def graph_specs(
     values: dict[str, Meta] = {t.name: Meta(shape, data_dtype) for t in inputs}
     base = _base_weights(registry, names)
     consumed: set[str] = set()
+    roots = {t.name: t.name for t in inputs}  # each value's storage (`divfuzz.generators.aliasing.alias_roots`)
     nodes: list[Node] = []
     n_ops = draw(st.integers(min_ops, max_ops))
     for step in range(n_ops):
@@ -162,7 +188,7 @@ def graph_specs(
         floats = [n for n in reversed(list(values)) if values[n].is_float]
         pool = names if step or first_ops is None else _ops_in_draw_order(registry, first_ops)
         usable = {name: _usable(name, floats, values, allowed, backward, guard_casts) for name in pool}
-        applicable = [name for name in pool if _candidates(registry[name], usable[name], values)]
+        applicable = [name for name in pool if _candidates(registry[name], usable[name], values, roots)]
         if guard_casts and n_ops - len(nodes) < 2 and nodes:  # no room left for a guard and its encoding
             applicable = [name for name in applicable if name not in GUARDED_ENCODINGS]
         if not applicable:
@@ -171,18 +197,21 @@ def graph_specs(
         turn = op_offset % len(applicable)
         applicable = applicable[turn:] + applicable[:turn]
         op = registry[applicable[_weighted_index(draw, [shares[n] for n in applicable])]]
-        node, weights = _draw_node(draw, op, f"v{step + 1}", usable[op.name], values, autocast=autocast, backward=backward)
+        node, weights = _draw_node(draw, op, f"v{step + 1}", usable[op.name], values, autocast=autocast, backward=backward,
+                                   roots=roots)
         inputs.extend(weights)
         if guard_casts and op.name in GUARDED_ENCODINGS:
             guarded = node.inputs[0]
             guard, _ = new_node(registry[CAST_GUARD], f"g{step + 1}", (guarded,), (values[guarded],),
                                 cast_guard_params(op.name, node.kwargs), autocast=autocast, backward=backward)
             nodes.append(guard)
+            roots[guard.name] = guard.name
             consumed.add(guarded)
             node = replace(node, inputs=(guard.name,) + node.inputs[1:])
         nodes.append(node)
         consumed.update(node.inputs[: op.arity])
         values[node.name] = Meta(node.shape, node.dtype)
+        roots[node.name] = roots[node.inputs[0]] if shares_storage(node) else node.name
 
     if not nodes and allowed is not None:  # the backend compiles no op on this dtype: draw another
         reject()
@@ -192,7 +221,10 @@ def graph_specs(
     # (which nothing consumes) are always judged.
     outputs = tuple(n.name for n in nodes if n.name not in consumed)
     recipe = draw(recipes if recipes is not None else input_recipes(zero_seed=zero_recipe_seed))
-    return GraphSpec(
+    if layouts:
+        written = {roots[n.inputs[0]] for n in nodes if writes_in_place(n)}
+        inputs = _draw_layouts(draw, inputs, written)
+    spec = GraphSpec(
         inputs=tuple(inputs),
         nodes=tuple(nodes),
         outputs=outputs,
@@ -200,6 +232,59 @@ def graph_specs(
         autocast=autocast,
         backward=backward,
     )
+    spec = _draw_dynamic(draw, spec) if dynamic else spec
+    if modes:
+        roll = draw(st.integers(0, 99))
+        if roll < MODE_SHARE:
+            spec = replace(spec, mode=draw(st.sampled_from(modes)))
+    return spec
+
+
+# Percent of the graphs whose data inputs are drawn in other layouts than contiguous (each input
+# then takes one of the layouts its shape allows, contiguous among them), and of those with 4-D data.
+LAYOUT_SHARE = 20
+FOUR_D_SHARE = 8
+
+
+def _draw_layouts(draw, inputs: list[TensorSpec], written: set[str]) -> list[TensorSpec]:
+    """The data inputs laid out (`LAYOUT_SHARE` of the graphs), weights contiguous; an input the
+    graph writes into (`written`) never overlapping (`layouts.OVERLAPPING`)."""
+    if draw(st.integers(0, 99)) >= LAYOUT_SHARE:
+        return inputs
+    out = []
+    for t in inputs:
+        if t.init == "data":
+            fits = [name for name in LAYOUTS if layout_problem(name, t.shape) is None
+                    and not (t.name in written and name in OVERLAPPING)]
+            # contiguous last: a laid-out graph lays out at least its first input, unless shrunk there
+            t = replace(t, layout=draw(st.sampled_from(fits[1:] + fits[:1])))
+        out.append(t)
+    return out
+
+
+# Percent of the graphs compiled under one of the `modes` a campaign draws (on CUDA).
+MODE_SHARE = 24
+# Percent of the graphs compiled with one data dim marked dynamic, and with dynamic=True.
+DYNAMIC_SHARE = {"marked": 12, "all": 6}
+
+
+def _draw_dynamic(draw, spec: GraphSpec) -> GraphSpec:
+    """`spec` compiled for dynamic shapes in a share of the draws (`DYNAMIC_SHARE`), where some
+    dim's size may vary (a shape sibling exists); else `spec`."""
+    roll = draw(st.integers(0, 99))
+    if roll >= DYNAMIC_SHARE["marked"] + DYNAMIC_SHARE["all"]:
+        return spec
+    if roll < DYNAMIC_SHARE["marked"]:
+        rank = min(len(t.shape) for t in data_inputs(spec))
+        free = [d for d in range(rank) if shape_siblings(replace(spec, dynamic="marked", dynamic_dims=(d,)), 1)]
+        return replace(spec, dynamic="marked", dynamic_dims=(draw(st.sampled_from(free)),)) if free else spec
+    # dynamic=True: every size a symbol, equal sizes one symbol (duck sizing), so dim 0 varies
+    # alone only where no other size of any input equals it
+    first = data_inputs(spec)[0].shape[0]
+    if any(n == first for t in spec.inputs for i, n in enumerate(t.shape) if not (i == 0 and t in data_inputs(spec))):
+        return spec
+    candidate = replace(spec, dynamic="all")
+    return candidate if shape_siblings(candidate, 1) else spec
 
 
 def _ops_in_draw_order(registry: dict, ops: tuple[str, ...] | None) -> list[str]:
@@ -241,19 +326,28 @@ def _weighted_index(draw, weights: list[float]) -> int:
 
 
 def _draw_node(draw, op, name: str, floats: list[str], values: dict[str, Meta], *, autocast: str | None,
-               backward: bool) -> tuple[Node, tuple[TensorSpec, ...]]:
+               backward: bool, roots: dict[str, str]) -> tuple[Node, tuple[TensorSpec, ...]]:
     """One node of `op` on values in hand (its data arguments, params, and the weight inputs it
-    needs), typed by `divfuzz.generators.node_typing`."""
+    needs), typed by `divfuzz.generators.node_typing`. An in-place op writes into a copy in a
+    backward graph (its `clone` param) and never reads the storage it writes into
+    (`divfuzz.generators.aliasing.aliasing_problem`)."""
     if op.arity == 1:
         args = [draw(st.sampled_from([n for n in floats if op.accepts((values[n],))]))]
     else:
-        firsts = [n for n in floats if any(op.accepts((values[n], values[m])) for m in floats)]
+        firsts = [n for n in floats if any(_pair_fits(op, n, m, values, roots) for m in floats)]
         a = draw(st.sampled_from(firsts))
-        b = draw(st.sampled_from([m for m in floats if op.accepts((values[a], values[m]))]))
+        b = draw(st.sampled_from([m for m in floats if _pair_fits(op, a, m, values, roots)]))
         args = [a, b]
     metas = tuple(values[a] for a in args)
     params = op.draw_params(draw, metas)
+    if op.mutates and backward:
+        params = {**params, "clone": True}
     return new_node(op, name, tuple(args), metas, params, autocast=autocast, backward=backward)
+
+
+def _pair_fits(op, a: str, b: str, values: dict[str, Meta], roots: dict[str, str]) -> bool:
+    """Whether a binary `op` takes (a, b): accepted, and for an in-place op, storages apart or one value."""
+    return op.accepts((values[a], values[b])) and not (op.mutates and roots[a] == roots[b] and a != b)
 
 
 def _usable(name: str, floats: list[str], values: dict[str, Meta], allowed, backward: bool, guard_casts: bool) -> list[str]:
@@ -265,10 +359,10 @@ def _usable(name: str, floats: list[str], values: dict[str, Meta], allowed, back
     return [n for n in floats if all(allowed(op, values[n].dtype, backward) for op in needs)]
 
 
-def _candidates(op, floats: list[str], values: dict[str, Meta]) -> bool:
+def _candidates(op, floats: list[str], values: dict[str, Meta], roots: dict[str, str]) -> bool:
     if op.arity == 1:
         return any(op.accepts((values[n],)) for n in floats)
-    return any(op.accepts((values[a], values[b])) for a in floats for b in floats)
+    return any(_pair_fits(op, a, b, values, roots) for a in floats for b in floats)
 
 
 # The perf oracle's graphs: training-like norm blocks (a norm first, then up to three of the ops
@@ -303,6 +397,7 @@ def perf_graph_specs(*, device_type: str = "cuda", dtypes: tuple[str, ...] = ("b
         backward=True, shapes=perf_shapes(device_type),
         first_ops=tuple(n for n in PERF_NORMS if ops is None or n in ops) or None, op_offset=op_offset,
         zero_recipe_seed=zero_recipe_seed,
+        layouts=False, dynamic=False,
     )
 
 
@@ -324,6 +419,8 @@ def op_spec(op_name: str, params: list[dict], dtype: str, shape: tuple[int, ...]
     weights: list[TensorSpec] = []
     nodes: list[Node] = []
     for p in params:
+        if op.mutates and backward:  # a backward graph's in-place ops write into copies (`aliasing_problem`)
+            p = {**p, "clone": True}
         node, ws = new_node(op, f"v{len(nodes) + 1}", tuple(t.name for t in data), metas, p, autocast=None, backward=backward)
         weights += ws
         nodes.append(node)

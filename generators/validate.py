@@ -9,9 +9,13 @@ A spec that passes it holds only:
   of its type and inside its range or choices);
 - node dtypes and shapes equal to what `divfuzz.generators.node_typing` gives for its op, params, inputs
   and the spec's autocast (a linear under autocast gives the autocast dtype);
+- input layouts that fit their shapes (`divfuzz.generators.layouts.layout_problem`);
 - tensors of at most `MAX_TENSOR_ELEMENTS` elements, `MAX_TOTAL_ELEMENTS` in all, `MAX_DIMS` dims;
 - at most `MAX_NODES` nodes, no chain of them deeper than `MAX_DEPTH`;
-- nodes that all reach an output, and outputs that are distinct nodes.
+- nodes that all reach an output, and outputs that are distinct nodes;
+- dynamic dims that every data input has (`GraphSpec.dynamic_dims`);
+- in-place ops that run eagerly (`divfuzz.generators.aliasing.aliasing_problem`: copies in a
+  backward graph, no write into overlapping memory or into the storage they read).
 So code generation can print names as they are and params through `repr` or lookup tables.
 """
 
@@ -25,6 +29,8 @@ from dataclasses import replace
 
 from divfuzz.records.errors import InvalidGraphError, UnknownOpError
 from divfuzz.records.numbers import checked_number
+from divfuzz.generators.aliasing import aliasing_problem
+from divfuzz.generators.layouts import layout_problem
 from divfuzz.generators.recipes import INITS, RECIPES
 from divfuzz.generators.node_typing import node_output
 from divfuzz.generators.opdef import INFER_ERRORS, Meta
@@ -55,9 +61,9 @@ REPRO_NAMES = frozenset(
     {
         # module level of repro.py and of report.md's code
         "torch", "F", "importlib", "os", "platform", "signal", "sys", "ordered_bits", "run", "compare", "type_changes",
-        "main", "make_inputs", "model", "inputs", "eager", "compiled", "eager_out", "compiled_out", "cots",
+        "main", "make_inputs", "model", "inputs", "eager", "compiled", "eager_out", "compiled_out", "cots", "mine", "theirs", "MUTATED_AT",
         "DEVICE", "DEVICE_TYPE", "REF_ON_CPU", "SEED", "BACKWARD", "BACKEND", "DYNAMIC", "MODE", "INDUCTOR_CONFIG",
-        "TIMEOUT_S", "OUTPUTS", "INPUT_NAMES", "COMPARED_COMPILE", "compile_settings",
+        "TIMEOUT_S", "OUTPUTS", "INPUT_NAMES", "MUTATED", "MARKED", "COMPARED_COMPILE", "compile_settings",
         # repro.py's own judging: divfuzz's recorded verdict, the culprit's switch, what it measures itself
         "RECORDED", "SWITCH", "SUBSYSTEM", "THREADS", "OWN_FLOAT", "OWN_INT", "TAKEN_FLOAT", "TAKEN_INT", "judge", "recorded_measures", "summary",
         "json",
@@ -66,7 +72,8 @@ REPRO_NAMES = frozenset(
     }
 )
 # What `divfuzz.generators.runtime` binds in every generated script that carries it.
-RUNTIME_NAMES = frozenset({"COTANGENT_SEED_OFFSET", "cotangents", "import_backend", "importlib", "key_compile_caches_by_cpu_isa"})
+RUNTIME_NAMES = frozenset({"COTANGENT_SEED_OFFSET", "cotangents", "import_backend", "importlib", "key_compile_caches_by_cpu_isa",
+                           "same_layout_copy"})
 RESERVED_NAMES = (
     frozenset(keyword.kwlist) | frozenset(keyword.softkwlist) | frozenset(dir(builtins)) | REPRO_NAMES
     | frozenset(RECIPES) | frozenset(INITS) | RUNTIME_NAMES
@@ -112,6 +119,9 @@ def validate_spec(spec: GraphSpec, *, source: str = "spec") -> GraphSpec:
         if t.dtype not in FLOAT_DTYPES:
             raise InvalidGraphError(f"{source}: input {t.name!r} has dtype {t.dtype!r}; graph inputs are floating ({', '.join(FLOAT_DTYPES)})")
         total += _check_size(f"{source}: input {t.name!r}", tuple(t.shape))
+        problem = layout_problem(t.layout, tuple(t.shape))
+        if problem:
+            raise InvalidGraphError(f"{source}: input {t.name!r}: layout {short_repr(t.layout, 40)} {problem} (shape {tuple(t.shape)})")
         metas[t.name] = older[t.name] = Meta(tuple(t.shape), t.dtype)
     for n in spec.nodes:
         _check_name(source, "node", n.name, metas)
@@ -121,6 +131,9 @@ def validate_spec(spec: GraphSpec, *, source: str = "spec") -> GraphSpec:
     if total > MAX_TOTAL_ELEMENTS:
         raise InvalidGraphError(f"{source}: {total} elements over all inputs and nodes, over the cap of {MAX_TOTAL_ELEMENTS}")
     _check_outputs(spec, metas, source)
+    problem = aliasing_problem(spec) or _dynamic_problem(spec)
+    if problem:
+        raise InvalidGraphError(f"{source}: {problem}")
     if any(n.dtype != metas[n.name].dtype for n in spec.nodes):
         return replace(spec, nodes=tuple(replace(n, dtype=metas[n.name].dtype) for n in spec.nodes))
     return spec
@@ -211,6 +224,20 @@ def _check_outputs(spec: GraphSpec, metas: dict[str, Meta], source: str) -> None
     dangling = [n.name for n in spec.nodes if n.name not in live]
     if dangling:
         raise InvalidGraphError(f"{source}: nodes {short_repr(dangling)} reach no output (dead code is not a case)")
+
+
+def _dynamic_problem(spec: GraphSpec) -> str | None:
+    """Why the spec's dynamic dims cannot be marked, or None: "marked" names at least one dim, each
+    a dim of every data input; "" and "all" name none."""
+    if spec.dynamic != "marked":
+        return "field 'dynamic_dims' must be empty unless dynamic is 'marked'" if spec.dynamic_dims else None
+    if not spec.dynamic_dims or len(set(spec.dynamic_dims)) != len(spec.dynamic_dims):
+        return "dynamic 'marked' needs distinct dims in field 'dynamic_dims'"
+    weights = {i for n in spec.nodes for i in n.inputs[get_op(n.op).arity:]}
+    ranks = [len(t.shape) for t in spec.inputs if t.name not in weights]
+    if any(d >= min(ranks, default=0) for d in spec.dynamic_dims):
+        return f"dynamic_dims {list(spec.dynamic_dims)} outside the data inputs' {min(ranks, default=0)} dims"
+    return None
 
 
 def load_spec(text: str, *, source: str = "spec") -> GraphSpec:

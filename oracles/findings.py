@@ -19,7 +19,8 @@ def finding_of(verdict: Verdict, *, strict: bool = False, output: str | None = N
     its severity reason names: `divfuzz.oracles.severity_policy.case_finding`).
 
     Buckets open for: errors, crashes and hangs; a compiled output of another dtype or shape;
-    any NaN/Inf placement change; any integer flip
+    any NaN/Inf placement change; a returned tensor of other strides (`stride-mismatch`, the least
+    severe numeric kind); a shape sibling that compiled again (`recompile`); any integer flip
     but those of undefined casts (NaN/Inf/out-of-range floats cast to an integer); any bf16/fp16
     mismatch; fp32 mismatches where compiled is further from fp64 than eager beyond the
     same()-like margin, or wrong element by element (every fp32 bit difference when `strict`).
@@ -35,6 +36,8 @@ def finding_of(verdict: Verdict, *, strict: bool = False, output: str | None = N
     if verdict.perf:
         return _perf_finding(verdict.perf)
     found: list[Finding] = []
+    if getattr(verdict, "recompile", None):
+        found.append(Finding(FindingKind.RECOMPILE, "-", "recompile", "-"))
     for o in verdict.outputs:
         if o.mismatch:
             found.append(Finding(FindingKind.TYPE_MISMATCH, "-", "mismatch", o.name))
@@ -44,6 +47,8 @@ def finding_of(verdict: Verdict, *, strict: bool = False, output: str | None = N
             gross = ic.gross_flips > 0 or ic.unknown_flips > 0
             kind = FindingKind.INT_GROSS if gross else FindingKind.INT_BOUNDARY
             found.append(Finding(kind, ic.dtype, "gross" if gross else "boundary", o.name))
+        if o.strides:
+            found.append(Finding(FindingKind.STRIDE_MISMATCH, _dtype_of(o), "strides", o.name))
         fc = o.float_cmp
         if fc is None:
             continue
@@ -60,6 +65,11 @@ def finding_of(verdict: Verdict, *, strict: bool = False, output: str | None = N
         return None
     on_output = [f for f in found if f.output == output]
     return min(on_output or found, key=lambda f: FINDING_KIND_ORDER.index(f.kind))
+
+
+def _dtype_of(o) -> str:
+    cmp = o.float_cmp or o.int_cmp
+    return cmp.dtype if cmp is not None else "-"
 
 
 def shows_finding(verdict: Verdict, kind: str, output: str, *, strict: bool = False) -> bool:

@@ -8,7 +8,10 @@ ladder (`divfuzz.fuzzer.triage.user_module`). One rule for each irregular output
   `mismatch` judged before any value (the user's next line sees another type): no values compared;
 - an output with no fp64 reference of its shape is compared eager vs compiled alone (triage
   "unknown"); eager is never promoted to the reference;
-- an extra compiled output (more outputs than eager) is a mismatch under the name "output N".
+- an extra compiled output (more outputs than eager) is a mismatch under the name "output N";
+- a returned tensor whose strides differ from eager's (over dims of more than one element) keeps
+  its values' judgement and records the strides beside it (`OutputVerdict.strides`): a finding
+  of its own kind, not a bug by itself, since not every op documents its output's strides.
 
 Conditioning (`divfuzz.oracles.conditioning`) runs only where a first judgement rates an output a bug
 by a rule that an ill-conditioned input can fake (`CONDITIONED_RULES`): the caller passes
@@ -45,21 +48,35 @@ def _mismatch(e: torch.Tensor, c: torch.Tensor | None) -> str | None:
     return None
 
 
+def stride_mismatch(name: str, e: torch.Tensor, c: torch.Tensor) -> str | None:
+    """"(1, 8) eager, (8, 1) compiled" when a returned tensor's strides differ from eager's over
+    its dims of more than one element (a size-1 dim's stride means nothing), else None.
+    Gradients are not compared: autograd makes no promise about their strides."""
+    if name.startswith("grad:") or e.dim() == 0:
+        return None
+    kept = [d for d in range(e.dim()) if e.shape[d] > 1]
+    es, cs = tuple(e.stride(d) for d in kept), tuple(c.stride(d) for d in kept)
+    return None if es == cs else f"{tuple(e.stride())} eager, {tuple(c.stride())} compiled"
+
+
 def judge_output(name: str, e: torch.Tensor, c: torch.Tensor | None, r: torch.Tensor | None,
                  bound: torch.Tensor | None = None, perturbed: list | None = None,
                  perturbed_inner: list | None = None, working_dtype: str | None = None) -> OutputVerdict:
-    """One output's verdict (the module's rules for a mismatch and a missing reference)."""
+    """One output's verdict (the module's rules for a mismatch and a missing reference), its
+    strides compared beside its values (`stride_mismatch`)."""
     mismatch = _mismatch(e, c)
     if mismatch:
         return OutputVerdict(name, mismatch=mismatch)
+    strides = stride_mismatch(name, e, c)
     r = r if r is not None and r.shape == e.shape else None
     if e.is_floating_point():
         if r is not None and not r.is_floating_point():
             r = None
         return OutputVerdict(name, float_cmp=compare_float(e, c, r, perturbed=perturbed if r is not None else None,
                                                            boundary_ulps=bound, perturbed_inner=perturbed_inner if r is not None else None,
-                                                           working_dtype=working_dtype))
-    return OutputVerdict(name, int_cmp=compare_int(e, c, bound, reference=r, perturbed=perturbed, perturbed_inner=perturbed_inner))
+                                                           working_dtype=working_dtype), strides=strides)
+    return OutputVerdict(name, int_cmp=compare_int(e, c, bound, reference=r, perturbed=perturbed, perturbed_inner=perturbed_inner),
+                         strides=strides)
 
 
 def judge_outputs(eager: Named, compiled: Named, reference: Named | None, bounds: dict | None = None, *,

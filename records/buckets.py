@@ -5,6 +5,8 @@ how it was judged (the severity rule, and the mechanism that explains it when on
 once attributed, where the compiler went wrong (`CulpritKey`). Invariants:
 - identity is the fields: `identity()` is the canonical JSON of `to_dict()`, what a store keys
   buckets, analyses and root causes by; `str()` is for display only and nothing parses it;
+- the program features (layouts, dynamic shapes, mode) are fields of their own, written only
+  when set, so a key stored before them keeps its identity;
 - a raw key (before analysis) names the graph's sorted op set, or, for a compiler error raised at
   a known site, the site instead of the ops (graphs of any ops that trip one assertion share one
   bucket); a root-cause key names the minimized graph's ops in order and the culprit, and keeps
@@ -99,6 +101,13 @@ class BucketKey:
     rule: str = ""
     mechanism: str = ""
     culprit: CulpritKey | None = field(default=None)
+    # The graph's program features beyond a pure static graph of contiguous inputs, "" for none
+    # (keys stored before them read so, and keep their identity: `to_dict` leaves them out):
+    # its inputs' layouts ("transposed+strided"), how it compiles for shapes ("marked", "all")
+    # and its torch.compile mode ("reduce-overhead"). In-place ops and views are in `ops`.
+    layout: str = ""
+    dynamic: str = ""
+    mode: str = ""
 
     def __post_init__(self) -> None:
         if isinstance(self.ops, str):
@@ -113,6 +122,8 @@ class BucketKey:
             return f"raised: {self.site}"
         text = "+".join(self.ops) or "(empty)"
         modes = [f"autocast {self.autocast}"] * bool(self.autocast) + ["backward"] * self.backward
+        modes += [f"{self.layout} inputs"] * bool(self.layout) + [f"dynamic {self.dynamic}"] * bool(self.dynamic)
+        modes += [f"mode {self.mode}"] * bool(self.mode)
         return f"{text} ({', '.join(modes)})" if modes else text
 
     def __str__(self) -> str:
@@ -136,7 +147,8 @@ class BucketKey:
         return {"kind": self.kind, "dtype": self.dtype, "device_type": self.device_type, "ops": list(self.ops),
                 "autocast": self.autocast, "backward": self.backward, "detail": self.detail, "site": self.site,
                 "rule": self.rule, "mechanism": self.mechanism,
-                "culprit": None if self.culprit is None else self.culprit.to_dict()}
+                "culprit": None if self.culprit is None else self.culprit.to_dict()} | {
+                    name: value for name, value in (("layout", self.layout), ("dynamic", self.dynamic), ("mode", self.mode)) if value}
 
     @classmethod
     def from_dict(cls, d: Any, *, where: str = "bucket key") -> BucketKey:
@@ -157,7 +169,8 @@ class BucketKey:
                    device_type=_text(d, "device_type", where, default=None), ops=tuple(o[:_TEXT_LIMIT] for o in ops),
                    autocast=_text(d, "autocast", where), backward=backward, detail=_text(d, "detail", where),
                    site=_text(d, "site", where), rule=_text(d, "rule", where), mechanism=_text(d, "mechanism", where),
-                   culprit=None if culprit is None else CulpritKey.from_dict(culprit, where=f"{where}.culprit"))
+                   culprit=None if culprit is None else CulpritKey.from_dict(culprit, where=f"{where}.culprit"),
+                   layout=_text(d, "layout", where), dynamic=_text(d, "dynamic", where), mode=_text(d, "mode", where))
 
     @classmethod
     def from_identity(cls, text: str, *, where: str = "bucket key") -> BucketKey:

@@ -221,6 +221,19 @@ class CompileConfig:
                 raise ConfigError(f"inductor: expected key/value pairs but got {_short(pair)}")
             check_inductor_override(pair[0], pair[1], "inductor")
 
+    def for_graph(self, dynamic: str = "", mode: str = "") -> CompileConfig:
+        """What a graph compiles under: this config, with `dynamic=True` where the graph's spec
+        compiles for all shapes dynamic (`GraphSpec.dynamic == "all"`; "marked" dims are marked
+        on the inputs, with the config's `dynamic` as it is), and the spec's `mode` where it names
+        one (`GraphSpec.mode`). The one place a spec's compile dimensions meet a config: the
+        engine and every script call it."""
+        config = self
+        if dynamic == "all" and config.dynamic is not True:
+            config = replace(config, dynamic=True)
+        if mode and config.mode != mode:
+            config = replace(config, mode=mode)
+        return config
+
     def with_inductor(self, **overrides: Any) -> CompileConfig:
         merged = dict(self.inductor) | overrides
         return replace(self, inductor=tuple(sorted(merged.items())))

@@ -38,6 +38,12 @@ class FindingKind(str, enum.Enum):
     BF16_ULP = "bf16-ulp"
     FP16_ULP = "fp16-ulp"
     FP32_ULP = "fp32-ulp"
+    # A returned tensor with other strides than eager's, its values aside (`OutputVerdict.strides`):
+    # eager's strides are not every op's documented contract, so it is kept apart and at suspect.
+    STRIDE_MISMATCH = "stride-mismatch"
+    # A graph compiled for dynamic shapes compiled again on a size it should have served, or gave
+    # a size other results after another size ran (`Verdict.dynamic`).
+    RECOMPILE = "recompile"
     SLOWER_FWD = "slower-fwd"  # the perf oracle: compiled forward slower than eager's
     SLOWER_BWD = "slower-bwd"  # the perf oracle: compiled forward+backward slower than eager's
 

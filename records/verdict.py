@@ -191,10 +191,15 @@ class OutputVerdict:
     # Set when compiled's output is missing or has another dtype or shape than eager's (then no
     # values are compared): "dtype float16 eager, float32 compiled", "shape [4] eager, [2, 2] compiled".
     mismatch: str | None = None
+    # Set when a returned tensor (not a gradient) has other strides than eager's over its dims
+    # of more than one element: "(1, 8) eager, (8, 1) compiled". Data beside the values: eager's
+    # output strides are not a documented contract of every op, so it opens a bucket of its own
+    # kind (`FindingKind.STRIDE_MISMATCH`), never a bug by itself.
+    strides: str | None = None
 
     @property
     def differs(self) -> bool:
-        if self.mismatch:
+        if self.mismatch or self.strides:
             return True
         if self.float_cmp is not None:
             return self.float_cmp.n_diff > 0 or self.float_cmp.nan_inf_mismatch > 0 or self.float_cmp.n_zero_sign > 0
@@ -205,7 +210,7 @@ class OutputVerdict:
             "name": self.name,
             "float": self.float_cmp.to_dict() if self.float_cmp else None,
             "int": self.int_cmp.to_dict() if self.int_cmp else None,
-        } | ({"mismatch": self.mismatch} if self.mismatch else {})
+        } | ({"mismatch": self.mismatch} if self.mismatch else {}) | ({"strides": self.strides} if self.strides else {})
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> OutputVerdict:
@@ -214,6 +219,7 @@ class OutputVerdict:
             float_cmp=FloatComparison.from_dict(d["float"]) if d.get("float") else None,
             int_cmp=IntComparison.from_dict(d["int"]) if d.get("int") else None,
             mismatch=str(d["mismatch"]) if d.get("mismatch") else None,
+            strides=str(d["strides"])[:200] if d.get("strides") else None,
         )
 
 
@@ -335,6 +341,11 @@ class Verdict:
     # outside, the OOM killer) is an infrastructure event, never a finding; this verdict is the
     # re-run's. Empty when no worker died.
     worker_deaths: tuple[str, ...] = field(default=(), compare=False)
+    # A shape sibling of a graph compiled for dynamic shapes (`divfuzz.generators.shape_siblings`)
+    # that made Dynamo compile again, in words ("x0 [16, 8] after [8, 8], dims marked dynamic
+    # (0,): 1 more graph compiled"); None when no compile was added (or the case is no such
+    # sibling). It makes the verdict diverge, and opens a `recompile` bucket.
+    recompile: str | None = None
 
     def span_seconds(self) -> float:
         """The seconds its case spent in the worker's timed spans (nested ones counted once)."""
@@ -358,6 +369,8 @@ class Verdict:
             d["threads"] = self.threads
         if self.worker_deaths:
             d["worker_deaths"] = list(self.worker_deaths)
+        if self.recompile is not None:
+            d["recompile"] = self.recompile
         return d
 
     @classmethod
@@ -374,6 +387,7 @@ class Verdict:
             explanation=Explanation.from_dict(d["explanation"]) if d.get("explanation") else None,
             threads=_threads(d.get("threads")),
             worker_deaths=_deaths(d.get("worker_deaths")),
+            recompile=_clipped(d.get("recompile"), MAX_ERROR_SITE_CHARS),
         )
 
 

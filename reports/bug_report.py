@@ -13,6 +13,7 @@ from divfuzz.generators.runtime import COTANGENT_SEED_OFFSET
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.records.culprit import bisect_text_of
 from divfuzz.reports.markdown import verdict_table
+from divfuzz.generators.aliasing import mutated_inputs
 from divfuzz.reports.repro import graph_code, inputs_code, int_literal
 
 if TYPE_CHECKING:
@@ -104,6 +105,16 @@ def _minimal_code_section(spec: GraphSpec, device: str) -> list[str]:
             "eager, cots = run(model)",
             "torch._dynamo.reset()",
             "compiled = run(torch.compile(model), cots)[0]",
+        ]
+    elif mutated_inputs(spec):  # the graph writes into inputs: each side its own, and what it wrote is compared too
+        names = [t.name for t in spec.inputs]
+        run = [
+            f"MUTATED_AT = {[names.index(n) for n in mutated_inputs(spec)]!r}  # the inputs the graph writes into, by position",
+            "with torch.no_grad():",
+            f"    mine, theirs = inputs, make_inputs({device!r})  # each side its own inputs",
+            "    eager = model(*mine) + tuple(mine[i] for i in MUTATED_AT)",
+            "    torch._dynamo.reset()",
+            "    compiled = torch.compile(model)(*theirs) + tuple(theirs[i] for i in MUTATED_AT)",
         ]
     else:
         run = [

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import torch
 
 from divfuzz.generators.build import make_inputs
+from divfuzz.generators.layouts import CONTIGUOUS, LAYOUTS, layout_code
 from divfuzz.generators.ops import DTYPE_CODE
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.reports.repro import graph_name, int_literal
@@ -134,11 +135,11 @@ def _operand(code: str) -> str:
     return code if one_call else f"({code})"
 
 
-def _tail(t, dtype: str, device: str) -> str:
-    """What follows a float32 recipe value: its dtype, device and requires_grad."""
+def _tail(t, dtype: str, device: str, *, grad: bool = True) -> str:
+    """What follows a float32 recipe value: its dtype, device and (with `grad`) requires_grad."""
     out = "" if dtype == "float32" else f".to({DTYPE_CODE[dtype]})"
     out += "" if device == "cpu" else f".to({device!r})"
-    return out + (".requires_grad_()" if t.requires_grad else "")
+    return out + (".requires_grad_()" if t.requires_grad and grad else "")
 
 
 def input_lines(spec: GraphSpec, device: str) -> IssueInputs:
@@ -162,11 +163,12 @@ def input_lines(spec: GraphSpec, device: str) -> IssueInputs:
     blob = bytearray()
     for i, (t, value) in enumerate(zip(spec.inputs, values)):
         name = graph_name(t.name)
-        grad = ".requires_grad_()" if t.requires_grad else ""
+        laid_out = t.layout != CONTIGUOUS
+        grad = ".requires_grad_()" if t.requires_grad and not laid_out else ""
         if i not in drawn:
             lines.append(f"{name} = {literal_code(value, device)}{grad}")
         elif one_line:
-            code, tail = recipe_code(kinds[i], tuple(t.shape)), _tail(t, t.dtype, device)
+            code, tail = recipe_code(kinds[i], tuple(t.shape)), _tail(t, t.dtype, device, grad=not laid_out)
             lines.append(f"{name} = {_operand(code) if tail else code}{tail}")
         else:
             data = value.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
@@ -175,6 +177,13 @@ def input_lines(spec: GraphSpec, device: str) -> IssueInputs:
             where = "" if device == "cpu" else f".to({device!r})"
             lines.append(f"{name} = torch.frombuffer(bytearray(raw[{start}:{end}]), dtype={DTYPE_CODE[t.dtype]})"
                          f".reshape({_shape_code(tuple(t.shape))}){where}{grad}")
+        if laid_out:  # the values as divfuzz laid them out: its layout's own template
+            layout = _LAYOUT_NAMES[t.layout]
+            lines.append(f"{name} = {layout_code(layout, name, len(t.shape))}{'.requires_grad_()' if t.requires_grad else ''}"
+                         f"  # {layout} layout")
     if blob:
         files[INPUTS_FILE] = bytes(blob)
     return IssueInputs(tuple(lines), files, how)
+
+
+_LAYOUT_NAMES = {name: name for name in LAYOUTS}  # a layout reaches the text only through this table

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING
 from divfuzz.generators.ops import DTYPE_CODE
 from divfuzz.generators.registry import get_op
 from divfuzz.generators.runtime import COTANGENT_SEED_OFFSET
+from divfuzz.generators.aliasing import MUTATED_PREFIX, mutated_inputs
+from divfuzz.generators.shape_siblings import dynamic_marks
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.oracles.compare import GROSS_FACTOR, GROSS_MIN_ULPS, GROSS_MIN_ULPS_BY_DTYPE, TRIAGE_FACTOR
 from divfuzz.oracles.severity_policy import FEW_ULPS, NOISE_FRACTION, same_margin
@@ -318,7 +320,10 @@ def render_issue_script(spec: GraphSpec, *, device: str, config: "CompileConfig"
     names = _names(spec)
     model, takes_ref = _model_lines(spec, names, device_type)
     inputs = input_lines(spec, device)
+    config = config.for_graph(spec.dynamic, spec.mode)  # the spec's own compile dimensions, as the engine compiled it
     before, compile_expr = _compile_call(config)
+    marks = [f"torch._dynamo.mark_dynamic({names[spec.inputs[i].name]}, {int_literal(d)})  # compiled dynamic"
+             for i, d in dynamic_marks(spec) if spec.inputs[i].shape[d] >= 2]
     args = [names[t.name] for t in spec.inputs]
     call = ", ".join(args)
     ref_args = ", ".join(
@@ -327,10 +332,16 @@ def render_issue_script(spec: GraphSpec, *, device: str, config: "CompileConfig"
     ref_call = f"model({ref_args}{', ref=True' if takes_ref else ''})"
 
     grad_of = reason.output.removeprefix("grad:") if reason.output.startswith("grad:") else None
+    written = reason.output.removeprefix(MUTATED_PREFIX) if reason.output.startswith(MUTATED_PREFIX) else None
     run: list[str]
     if rule in ERROR_RULES:
         run = _error_lines(spec, compile_expr, call, rule)
         dtype = None
+    elif written is not None:
+        if mutated_inputs(spec) != (written,) or rule == "output-type-mismatch" or output is None or output.float_cmp is None:
+            return None
+        dtype = output.float_cmp.dtype
+        run = _written_lines(spec, names, written, compile_expr, takes_ref)
     elif grad_of is not None:
         if grad_of not in names:
             return None
@@ -386,13 +397,36 @@ def render_issue_script(spec: GraphSpec, *, device: str, config: "CompileConfig"
     backend = config.backend if BACKEND_NAME.fullmatch(config.backend) else "a custom backend"
     doc = one_line_doc(f"torch.compile ({backend}, {device}): {spec.op_signature().replace('+', ', ')}. "
                         + f"Exits 1 while {what}.")
-    lines = [doc, *imports, *setting_lines(config, device), *before, *inputs.lines, *model, *run]
+    lines = [doc, *imports, *setting_lines(config, device), *before, *inputs.lines, *marks, *model, *run]
     return IssueScript("\n".join(lines) + "\n", dict(inputs.files), what, inputs.how)
 
 
 def one_line_doc(text: str) -> str:
     """`text` as a one-line docstring (escaped as `docstring_literal` escapes it)."""
     return docstring_literal(text).replace("\n\"\"\"", '"""')
+
+
+def _written_lines(spec: GraphSpec, names: dict[str, str], written: str, compile_expr: str, takes_ref: bool) -> list[str]:
+    """The input the graph writes into (`written`) after eager's, compiled's and fp64's call, each
+    on its own copy of it (in its strides), as `eager`, `compiled` and `ref`."""
+    x = names[written]
+    args = [names[t.name] for t in spec.inputs]
+    copy = f"torch.empty_strided({x}.shape, {x}.stride(), dtype={x}.dtype, device={x}.device).copy_({x})"
+    at = [t.name for t in spec.inputs].index(written)
+
+    def call(side: str, double: bool) -> str:
+        cast = [f"{a}.double()" if double and t.dtype in ("float32", "bfloat16", "float16", "float64") else a
+                for a, t in zip(args, spec.inputs)]
+        cast[at] = side
+        return ", ".join(cast)
+
+    return [
+        f"eager, compiled, ref = {copy}, {copy}, {x}.double()  # the graph writes into {x}: each its own",
+        "with torch.no_grad():",
+        f"    model({call('eager', False)})",
+        f"    {compile_expr}({call('compiled', False)})",
+        f"    model({call('ref', True)}{', ref=True' if takes_ref else ''})",
+    ]
 
 
 def _error_lines(spec: GraphSpec, compile_expr: str, call: str, rule: str) -> list[str]:

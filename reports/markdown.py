@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Iterator
 from divfuzz.reports.root_causes import culprit_of  # noqa: F401  (divfuzz.reports.markdown.culprit_of: the CLI and diff read it here)
 from divfuzz.reports.root_causes import COMPILER_ORDER, EAGER_WORSE, MAX_BUG_LINES, graph_pattern, severity_line_of, summary_lines
 from divfuzz.generators.coverage import op_coverage
+from divfuzz.generators.features import feature_coverage
 from divfuzz.records.errors import UnsafePathError
 from divfuzz.records.severity import Severity
 from divfuzz.reports.safe_paths import read_text
@@ -123,6 +124,26 @@ def coverage_markdown(store, *, run_id: int | None = None) -> str:
     never = [r.op for r in rows if not r.cases]
     if never:
         lines += ["", f"Never drawn ({len(never)}): " + ", ".join(md_text(op) for op in never) + "."]
+    return "\n".join(lines) + "\n\n" + features_markdown(store, run_id=run_id)
+
+
+# What each program feature's row counts (`divfuzz.generators.features`).
+FEATURE_WORDS = {
+    "layout": "an input not contiguous (transposed, permuted, strided, expanded, channels-last, offset)",
+    "mutation": "an in-place op (add_, mul_, clamp_, index_put_, copy_ into a slice, ...)",
+    "view": "a view op (transpose, narrow, select, unsqueeze, view)",
+    "dynamic": "compiled for dynamic shapes (mark_dynamic or dynamic=True), run on several sizes",
+    "mode": "compiled under another torch.compile mode (max-autotune-no-cudagraphs, reduce-overhead)",
+}
+
+
+def features_markdown(store, *, run_id: int | None = None) -> str:
+    """The `## Program features` table: per dimension (`FEATURES`), the cases that have it and the
+    buckets they landed in by severity, the cases streamed in bucket order as for the op table."""
+    lines = ["## Program features", "", "| feature | what it is | cases | buckets by severity |", "| --- | --- | --- | --- |"]
+    for r in feature_coverage(store.iter_case_specs(run_id=run_id)):
+        buckets = ", ".join(f"{n} {md_text(s)}" for s, n in r.buckets) or "-"
+        lines.append(f"| {md_text(r.feature)} | {md_text(FEATURE_WORDS.get(r.feature, ''))} | {r.cases} | {buckets} |")
     return "\n".join(lines) + "\n"
 
 

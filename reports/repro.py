@@ -38,7 +38,10 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from divfuzz.generators import recipes, runtime
+from divfuzz.generators.aliasing import mutated_inputs
+from divfuzz.generators.shape_siblings import dynamic_marks
 from divfuzz.generators.build import reference_params
+from divfuzz.generators.layouts import CONTIGUOUS, LAYOUTS, layout_code
 from divfuzz.oracles import boundary as boundary_oracle
 from divfuzz.oracles import compare as compare_oracle
 from divfuzz.oracles import findings as findings_oracle
@@ -239,17 +242,25 @@ def compile_settings(overrides=None):
 
 _RUNTIME = '''
 def run(fn, inputs, cots=None):
-    """Named outputs, then `grad:<input>` for every input that requires grad and gets one (fixed
-    random output grads): named as the engine names them, an input no output reaches has none."""
+    """Named outputs, then `mutated:<input>` for every input the graph writes into (its value after
+    the call), then `grad:<input>` for every input that requires grad and gets one (fixed random
+    output grads): named as the engine names them, an input no output reaches has none. A graph
+    that writes into its inputs runs on copies of them, in their layouts: every run starts alike."""
+    if MUTATED:
+        inputs = [same_layout_copy(x).requires_grad_(x.requires_grad) for x in inputs]
+    for i, d in MARKED:  # the dims divfuzz compiled dynamic (a mark on an eager run does nothing)
+        if inputs[i].shape[d] >= 2:
+            torch._dynamo.mark_dynamic(inputs[i], d)
+    written = [(f"mutated:{n}", x) for n, x in zip(INPUT_NAMES, inputs) if n in MUTATED]
     if not BACKWARD:
         with torch.no_grad():
-            return list(zip(OUTPUTS, fn(*inputs))), None
+            return list(zip(OUTPUTS, fn(*inputs))) + written, None
     outs = fn(*inputs)
     if cots is None:
         cots = cotangents(outs, SEED)
     pairs = [(o, c) for o, c in zip(outs, cots) if c is not None and o.requires_grad]
     targets = [(n, x) for n, x in zip(INPUT_NAMES, inputs) if x.requires_grad]
-    result = [(n, o.detach()) for n, o in zip(OUTPUTS, outs)]
+    result = [(n, o.detach()) for n, o in zip(OUTPUTS, outs)] + [(n, x.detach()) for n, x in written]
     if pairs and targets:
         grads = torch.autograd.grad([o for o, _ in pairs], [x for _, x in targets], [c.to(o.dtype) for o, c in pairs],
                                     allow_unused=True)
@@ -291,7 +302,9 @@ def main():
         print(f"threads: {THREADS}, as divfuzz ran the case")
     inputs = make_inputs(device)
     eager, cots = run(model, inputs)
-    ref_inputs = [x.detach().double().requires_grad_(x.requires_grad) if x.is_floating_point() else x for x in inputs]
+    # float64 copies in the inputs' own layouts (strides, storage offset), as divfuzz's reference runs
+    ref_inputs = [same_layout_copy(x, torch.float64).requires_grad_(x.requires_grad) if x.is_floating_point() else x
+                  for x in inputs]
     reference, _ = run(lambda *a: model(*a, ref=True), ref_inputs,
                        [c.double() if c is not None else None for c in cots] if cots else None)
     backend = import_backend(BACKEND)
@@ -326,6 +339,7 @@ if __name__ == "__main__":
 
 _DTYPE_CODE = {d: f"torch.{d}" for d in ("float32", "bfloat16", "float16", "float64")}
 _RECIPE_FUNCS = {name: name for name in (*recipes.RECIPES, *recipes.INITS)}
+_LAYOUT_NAMES = {name: name for name in LAYOUTS}  # a layout reaches the text only through this table
 
 
 def graph_name(name: str) -> str:
@@ -404,7 +418,13 @@ def inputs_code(spec: GraphSpec) -> str:
         make = _RECIPE_FUNCS[spec.recipe.kind if t.init == "data" else t.init]
         grad = ".requires_grad_(True)" if t.requires_grad else ""
         shape = repr(tuple(int(int_literal(d)) for d in t.shape))
-        body.append(f"    {graph_name(t.name)} = {make}({shape}, g).to({_DTYPE_CODE[t.dtype]}).to(device){grad}")
+        name = graph_name(t.name)
+        if t.layout == CONTIGUOUS:
+            body.append(f"    {name} = {make}({shape}, g).to({_DTYPE_CODE[t.dtype]}).to(device){grad}")
+        else:
+            body.append(f"    {name} = {make}({shape}, g).to({_DTYPE_CODE[t.dtype]}).to(device)")
+            laid_out = layout_code(_LAYOUT_NAMES[t.layout], name, len(t.shape))
+            body.append(f"    {name} = {laid_out}{grad}  # layout: {_LAYOUT_NAMES[t.layout]}")
     body.append(f"    return [{', '.join(graph_name(t.name) for t in spec.inputs)}]")
     return "\n\n".join(f.rstrip() for f in funcs) + "\n\n\n" + "\n".join(body)
 
@@ -444,7 +464,9 @@ def render_repro(
     spec under this config, gives the measures the script does not take (`RECORDED`); `switch`
     and `subsystem`, what its bucket's culprit names, are what its severity is judged under
     (`SWITCH`, `SUBSYSTEM`: `severity_policy.severity_of`);
-    `threads`, torch's CPU threads the case ran with, what the script runs with (`THREADS`)."""
+    `threads`, torch's CPU threads the case ran with, what the script runs with (`THREADS`).
+    The spec's own compile dimensions apply over `config` (`CompileConfig.for_graph`), as in the engine."""
+    config = config.for_graph(spec.dynamic, spec.mode)
     header = [f"divfuzz repro: {title}", ""]
     header += list(notes)
     header += [
@@ -459,6 +481,8 @@ def render_repro(
         TIMEOUT_S = {int(timeout_s)}
         OUTPUTS = {list(spec.outputs)!r}
         INPUT_NAMES = {[t.name for t in spec.inputs]!r}
+        MUTATED = {[graph_name(n) for n in mutated_inputs(spec)]!r}  # the inputs the graph writes into (in place)
+        MARKED = {[(int(i), int(d)) for i, d in dynamic_marks(spec)]!r}  # (input, dim) marked dynamic
         SWITCH = {str(switch or '')!r}
         SUBSYSTEM = {str(subsystem or '')!r}
         THREADS = {int(threads) if threads else None!r}  # torch's CPU threads divfuzz ran the case with

@@ -23,6 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from divfuzz.records.config import CompileConfig
+from divfuzz.generators.aliasing import mutated_inputs
+from divfuzz.generators.layouts import CONTIGUOUS, LAYOUTS, layout_code
 from divfuzz.generators import recipes
 from divfuzz.records.errors import SpecError
 from divfuzz.generators.opdef import Choice, Flag, FloatRange, IntRange
@@ -35,7 +37,7 @@ from test_spec_safety import base, rename
 
 RECIPE_NAMES = frozenset(recipes.RECIPES) | frozenset(recipes.INITS)
 CONSTS = {"DEVICE", "DEVICE_TYPE", "REF_ON_CPU", "SEED", "BACKWARD", "BACKEND", "DYNAMIC", "MODE", "INDUCTOR_CONFIG", "COMPARED_COMPILE",
-          "TIMEOUT_S", "OUTPUTS", "INPUT_NAMES", "COTANGENT_SEED_OFFSET", "SWITCH", "SUBSYSTEM", "THREADS"}
+          "TIMEOUT_S", "OUTPUTS", "INPUT_NAMES", "MUTATED", "MARKED", "COTANGENT_SEED_OFFSET", "SWITCH", "SUBSYSTEM", "THREADS"}
 MODEL_GLOBALS = {"torch", "F", "D", "ref", "DEVICE_TYPE", "REF_ON_CPU"}
 INPUTS_GLOBALS = {"torch", "g", "device"} | RECIPE_NAMES
 
@@ -87,6 +89,10 @@ def registry_allow_list() -> tuple[set[str], set[str]]:
 
 
 GRAPH_CALLS, GRAPH_STRINGS = registry_allow_list()
+# Every call a layout's template makes over an input (`divfuzz.generators.layouts.layout_code`),
+# then the input's requires_grad.
+LAYOUT_CALLS = {c for layout in LAYOUTS for rank in (1, 2, 3, 4)
+                for c in calls_and_strings(ast.parse(layout_code(layout, "x", rank) + ".requires_grad_(True)", mode="eval"), {"x"})[0]}
 
 
 def reference_spec():
@@ -167,8 +173,16 @@ def check_make_inputs(fn: ast.FunctionDef, spec) -> None:
     assert [ast.literal_eval(a) for a in first.value.args] == [spec.recipe.seed]
     assigns = fn.body[1:-1]
     assert all(isinstance(a, ast.Assign) and isinstance(a.targets[0], ast.Name) for a in assigns)
-    assert [a.targets[0].id for a in assigns] == inputs
-    for a in assigns:
+    # each input once, then once more where it is laid out: its layout's template over it, nothing else
+    assert [a.targets[0].id for a in assigns] == [n for t in spec.inputs for n in [t.name] * (1 + (t.layout != CONTIGUOUS))]
+    laid_out = [a for a in assigns if any(isinstance(n, ast.Name) and n.id == a.targets[0].id for n in ast.walk(a.value))]
+    assert len(laid_out) == sum(t.layout != CONTIGUOUS for t in spec.inputs)
+    for a in laid_out:
+        calls, strings = calls_and_strings(a.value, {a.targets[0].id})
+        assert calls <= LAYOUT_CALLS, calls - LAYOUT_CALLS
+        assert strings <= {"nan"}, strings
+        assert {n.id for n in ast.walk(a.value) if isinstance(n, ast.Name)} <= {a.targets[0].id, "torch", "float"}
+    for a in (a for a in assigns if a not in laid_out):
         calls, strings = calls_and_strings(a.value, set(inputs))
         assert calls <= {"<recipe>", "<recipe>().to", "<recipe>().to().to", "<recipe>().to().to().requires_grad_"}, calls
         assert not strings
@@ -218,7 +232,7 @@ def check_report(report: str, spec) -> None:
     """report.md's code: model() and make_inputs() checked, a backward case's SEED the recipe's seed
     as an int literal, and every other statement exactly the reference's (forward or backward)."""
     tree = ast.parse(report_code(report))
-    reference = REPORT_REFERENCE_BACKWARD if spec.backward else REPORT_REFERENCE
+    reference = REPORT_REFERENCE_BACKWARD if spec.backward else REPORT_REFERENCE_MUTATING if mutated_inputs(spec) else REPORT_REFERENCE
     seeds = 0
     for stmt in tree.body:
         if isinstance(stmt, ast.FunctionDef) and stmt.name == "model":
@@ -230,6 +244,9 @@ def check_report(report: str, spec) -> None:
         elif spec.backward and isinstance(stmt, ast.Assign) and [getattr(t, "id", None) for t in stmt.targets] == ["SEED"]:
             assert isinstance(stmt.value, ast.Constant) and stmt.value.value == spec.recipe.seed
             seeds += 1
+        elif isinstance(stmt, ast.Assign) and [getattr(t, "id", None) for t in stmt.targets] == ["MUTATED_AT"]:
+            names = [t.name for t in spec.inputs]
+            assert ast.literal_eval(stmt.value) == [names.index(n) for n in mutated_inputs(spec)]
         else:
             key = getattr(stmt, "name", None) or ast.dump(stmt)
             assert reference.get(key) == ast.dump(stmt), ast.unparse(stmt)[:300]
@@ -243,6 +260,18 @@ def _render_report(spec) -> str:
 
 REPORT_REFERENCE = _dumps(ast.parse(report_code(_render_report(reference_spec()))))
 REPORT_REFERENCE_BACKWARD = _dumps(ast.parse(report_code(_render_report(reference_backward_spec()))))
+
+
+def reference_mutating_spec():
+    """The reference spec's input written in place (`mul_scalar_`) after its node."""
+    data = base()
+    data["nodes"].append({"name": "w1", "op": "mul_scalar_", "inputs": ["x"], "params": {"clone": False, "scalar": 2.0},
+                          "dtype": data["inputs"][0]["dtype"], "shape": data["inputs"][0]["shape"]})
+    data["outputs"] = list(data["outputs"]) + ["w1"]
+    return load_spec(json.dumps(data))
+
+
+REPORT_REFERENCE_MUTATING = _dumps(ast.parse(report_code(_render_report(reference_mutating_spec()))))
 
 
 def check_rendered(spec) -> None:

@@ -18,6 +18,7 @@ from divfuzz.fuzzer.campaign.loop import CampaignOptions, run_campaign
 from divfuzz.fuzzer.engine.execute import execute_case, execute_group
 from divfuzz.fuzzer.store import STORE_NAME, Store
 from divfuzz.generators.input_siblings import MAX_INPUTS_PER_COMPILE, input_siblings, same_graph
+from divfuzz.generators.shape_siblings import SHAPE_SIBLINGS, shape_siblings
 from divfuzz.generators.spec import RECIPE_KINDS, GraphSpec, InputRecipe, Node, TensorSpec
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.errors import ConfigError
@@ -85,14 +86,17 @@ def test_a_campaign_stores_each_sibling_as_a_case_at_its_own_place(tmp_path):
     rows = db.execute("SELECT idx, spec_json, verdict_json FROM cases WHERE run_id=? ORDER BY idx", (result.run_id,)).fetchall()
     db.close()
     assert result.progress.cases == len(rows) == 7
-    assert result.progress.graphs == 3  # 3 + 3 + the quota's last 1
+    stride = opts.members_per_draw  # 3 inputs, and room for a dynamic spec's shape siblings
+    assert stride == 3 + SHAPE_SIBLINGS
     specs = {idx: GraphSpec.from_json(text) for idx, text, _ in rows}
+    draws = sorted({idx // stride for idx in specs})
+    assert result.progress.graphs == len(draws) >= 2  # 3 (or 5) + ... + the quota's last
     compiled = [idx for idx, _, v in rows if '"compile"' in v]
-    assert compiled == [i for i in specs if i % 3 == 0]
-    for idx, spec in specs.items():  # member j of draw d at d * 3 + j, the drawn spec first
-        if idx % 3:
-            drawn = specs[idx - idx % 3]
-            assert spec == input_siblings(drawn, 3)[idx % 3 - 1]
+    assert compiled == [d * stride for d in draws]
+    for idx, spec in specs.items():  # member j of draw d at d * stride + j, the drawn spec first
+        if idx % stride:
+            drawn = specs[idx - idx % stride]
+            assert spec == [*input_siblings(drawn, 3), *shape_siblings(drawn)][idx % stride - 1]
 
 
 def test_a_sibling_finds_a_bug_the_drawn_inputs_hide(tmp_path, monkeypatch):
@@ -156,7 +160,7 @@ def test_a_group_that_ends_early_leaves_its_quota_to_later_draws_and_a_resume_do
         db.execute("UPDATE runs SET status='interrupted' WHERE id=?", (first.run_id,))
     db.close()
     assert first.progress.cases == first.progress.graphs == 6  # one compile (failed) per case: no sibling ran
-    assert len(idxs) == 6 and all(i % 4 == 0 for i in idxs)
+    assert len(idxs) == 6 and all(i % opts.members_per_draw == 0 for i in idxs)  # each a draw's first member
     again = run_campaign(opts)
     assert again.resumed and (again.progress.skipped, again.progress.cases) == (6, 0)
 

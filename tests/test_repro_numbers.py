@@ -30,7 +30,8 @@ from divfuzz.reports.repro import render_repro
 ROOT = Path(__file__).resolve().parent.parent
 
 # A value for each numeric parameter, inside its schema and valid for the (16, 8) inputs below.
-NUMBERS = {"eps": 1e-5, "groups": 2, "out_features": 8, "divisor": 0.3, "scale": 0.05, "threshold": 0.5}
+NUMBERS = {"eps": 1e-5, "groups": 2, "out_features": 8, "divisor": 0.3, "scale": 0.05, "threshold": 0.5,
+           "start": 1, "length": 3, "index": 2, "dim": 1}
 
 
 def _param_variants(op) -> list[dict]:

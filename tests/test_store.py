@@ -55,7 +55,9 @@ def test_a_second_campaign_on_the_same_store_does_not_minimize_known_root_causes
     buckets = second.store.buckets()
     report = buckets_markdown(second.store)
     second.close()
-    assert all(b.key.culprit is not None for b in buckets)
+    # Every bucket a campaign minimizes has its root cause; one no campaign minimizes (noise: a
+    # compiled-closer bf16 batch norm of seed 3's draws) may stay pending for the pool.
+    assert all(b.key.culprit is not None for b in buckets if b.severity not in ("noise", "by-design", "eager-worse"))
     # Every bucket was judged; bug/suspect rows show their minimization read back from the folder,
     # by-design/noise ones are folded by culprit (the minimal size depends on the severity kept).
     assert all(b.severity_reason is not None for b in buckets)
@@ -67,7 +69,7 @@ def test_a_second_campaign_on_the_same_store_does_not_minimize_known_root_causes
     assert all(int(re.search(r"\| \d+ → (\d+) ops", r).group(1)) <= 2 for r in rows), report
     folded = [line for line in report.splitlines() if line.startswith("- ")]
     assert len(rows) + sum(int(re.search(r": (\d+) buckets", f).group(1)) for f in folded) == len(buckets), report
-    assert all(_minimized(b.folder) for b in buckets)
+    assert all(_minimized(b.folder) for b in buckets if b.key.culprit is not None)
     assert (tmp_path / STORE_NAME).exists()
 
 

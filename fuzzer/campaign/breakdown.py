@@ -24,6 +24,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from divfuzz.generators.shape_siblings import SHAPE_SIBLINGS
 from divfuzz.records.verdict import is_phase_span, nested_span
 from divfuzz.fuzzer.store import Store, resolve_store
 from divfuzz.records.errors import ConfigError
@@ -135,6 +136,7 @@ def campaign_breakdown(path: Path, run_id: int | None = None) -> Breakdown:
     workers = run["options"].get("workers") if isinstance(run["options"], dict) else None
     per_compile = run["options"].get("inputs_per_compile", 1) if isinstance(run["options"], dict) else 1
     per_compile = per_compile if isinstance(per_compile, int) and not isinstance(per_compile, bool) and per_compile >= 1 else 1
+    per_compile = per_compile + SHAPE_SIBLINGS if per_compile > 1 else 1  # a draw's members (`members_per_draw`)
     workers = int(workers) if isinstance(workers, int) and workers > 0 else len({c["slot"] for c in cases if c["slot"] >= 0}) or 1
 
     stages: Counter = Counter()

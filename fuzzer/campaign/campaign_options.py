@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from divfuzz.generators.input_siblings import DEFAULT_INPUTS_PER_COMPILE, MAX_INPUTS_PER_COMPILE
+from divfuzz.generators.shape_siblings import SHAPE_SIBLINGS
 from divfuzz.generators.strategies import campaign_recipe_seed, graph_specs, perf_graph_specs
 from divfuzz.records.backends import ALL_DTYPES, capabilities_of
 from divfuzz.records.config import CompileConfig
@@ -32,6 +33,11 @@ def build(*, device: str, out_dir: Path, inputs_per_compile: int | None, minimiz
     return CampaignOptions(device=device, out_dir=out_dir, config=config if config is not None else CompileConfig(),
                            oracle=oracle, against=against, inputs_per_compile=inputs_per_compile, minimize=minimize,
                            workers=workers, **fields)
+
+
+# The `torch.compile` modes a CUDA campaign under Inductor draws a share of its graphs in
+# (`graph_specs(modes=...)`): templates and epilogue fusion, and CUDA graphs.
+CAMPAIGN_MODES = ("max-autotune-no-cudagraphs", "reduce-overhead")
 
 
 def check_inputs_per_compile(opts: "CampaignOptions") -> None:
@@ -97,6 +103,13 @@ class CampaignOptions:
         } | ({"against": self.against.to_dict()} if self.against else {}) | ({"unguarded_casts": True} if self.unguarded_casts else {}) | (
             {"inputs_per_compile": self.inputs_per_compile} if self.inputs_per_compile != 1 else {})
 
+    @property
+    def members_per_draw(self) -> int:
+        """Cases one drawn spec may run through its compile: itself, its input siblings, and where it
+        compiles for dynamic shapes its shape siblings (`divfuzz.generators.shape_siblings`); with
+        one input per compile, itself alone. Member j of draw idx is stored at idx * this + j."""
+        return self.inputs_per_compile + SHAPE_SIBLINGS if self.inputs_per_compile > 1 else 1
+
     def strategy(self, slot: int = 0):
         """What slot `slot` draws from: each slot starts its ops at its own place (`graph_specs`'s
         `op_offset`), so that two slots' first draws (Hypothesis's simplest ones) differ, and the
@@ -109,6 +122,8 @@ class CampaignOptions:
                                     **({"dtypes": self.dtypes} if self.dtypes else {}))
         kwargs = {"max_ops": self.max_ops, "ops": self.ops, "guard_casts": not self.unguarded_casts, "op_offset": slot,
                   "zero_recipe_seed": recipe_seed}
+        if self.device.startswith("cuda") and self.config.backend == "inductor" and not self.config.mode and self.against is None:
+            kwargs["modes"] = CAMPAIGN_MODES  # the modes users run, on the device they are for
         if self.dtypes:
             kwargs["dtypes"] = self.dtypes
         caps = capabilities_of(self.config.backend, self.against.backend if self.against else None)

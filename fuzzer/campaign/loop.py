@@ -5,8 +5,9 @@ the campaign seed, the slot and the epoch) in a thread that feeds one worker pro
 `hypothesis.target` steers them towards larger findings (`target_score`). Invariants:
 - same seed, same workers, same torch: the same cases in the same order (a campaign replays);
 - each drawn spec runs with its input siblings (`inputs_per_compile - 1` copies under other
-  recipes, `divfuzz.generators.input_siblings`) through one compile, each a case stored at
-  `idx * inputs_per_compile + j`; a group is stored before the next draw runs, and a resumed
+  recipes, `divfuzz.generators.input_siblings`) and, where it compiles for dynamic shapes, its
+  shape siblings (`divfuzz.generators.shape_siblings`) through one compile, each a case stored at
+  `idx * members_per_draw + j`; a group is stored before the next draw runs, and a resumed
   campaign skips stored cases (it re-draws them, checks the spec digests and feeds the stored
   scores to `target`);
 - a case's path is one step after another (`divfuzz.fuzzer.campaign.case_steps`: run in the worker,
@@ -77,6 +78,7 @@ from divfuzz.fuzzer.engine.compile_cache import private_compile_cache, refuse_a_
 from divfuzz.fuzzer.engine.worker import Worker
 from divfuzz.generators.coverage import DrawCounts
 from divfuzz.generators.input_siblings import input_siblings
+from divfuzz.generators.shape_siblings import shape_siblings
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.generators.validate import load_spec
 from divfuzz.records.outcomes import ends_group
@@ -663,8 +665,9 @@ class Campaign:
                 raise _StopCampaign
             idx = next(counter)  # the draw's place in the slot: repeats too (a resume's stored rows line up)
             digest = spec.digest()
-            # The drawn spec and its input siblings: member j is stored at idx * per_compile + j.
-            group = [spec, *input_siblings(spec, per_compile)] if per_compile > 1 else [spec]
+            # The drawn spec, its input siblings, then (compiled for dynamic shapes) its shape
+            # siblings: member j is stored at idx * members_per_draw + j.
+            group = [spec, *input_siblings(spec, per_compile), *shape_siblings(spec)] if per_compile > 1 else [spec]
             if quota is not None and digest not in scores:
                 if used[0] >= quota:
                     raise _StopCampaign
@@ -717,7 +720,7 @@ class Campaign:
         run (a sibling equal to an earlier spec) is not run again."""
         todo, stored_members = [], []
         for j, member in enumerate(group):
-            at = CaseAt(slot, idx * self.opts.inputs_per_compile + j, where)
+            at = CaseAt(slot, idx * self.opts.members_per_draw + j, where)
             stored = self.store.stored_case(self.run_id, slot, at.idx)
             if stored is not None and stored[0] == member.digest():
                 with self.lock:

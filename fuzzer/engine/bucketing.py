@@ -5,13 +5,16 @@ was rated by (so every case of a bucket shares one severity, `key_severity`). A 
 raised at a known site (`divfuzz.fuzzer.engine.error_site`) is keyed by that site instead of its
 ops: graphs of any ops that trip one assertion share one bucket, and so one analysis in a
 campaign. A root-cause key (`root_cause_key`) replaces the ops by the minimized graph's and adds
-the culprit, keeping everything else.
+the culprit, keeping everything else. The graph's program features (layouts, dynamic shapes,
+mode) are key fields too, the minimal graph's in a root-cause key: a finding that stays once the
+minimizer made an input contiguous is keyed without that layout.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+from divfuzz.generators.layouts import CONTIGUOUS
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.records.buckets import BucketKey, CulpritKey
 from divfuzz.records.outcomes import ERROR_KINDS
@@ -49,11 +52,19 @@ def bucket_key(finding: Finding, spec: GraphSpec, device: str, *, reason: Severi
         site=(finding.site or "") if finding.kind in ERROR_KINDS else "",
         rule=reason.rule if reason is not None else "",
         mechanism=mechanism,
+        **({} if by_site else graph_features(spec)),
     )
+
+
+def graph_features(spec: GraphSpec) -> dict[str, str]:
+    """The key fields of a graph's program features: its inputs' layouts other than contiguous
+    (sorted, joined by "+"), its dynamic kind and its mode ("" each when it has none)."""
+    layouts = sorted({t.layout for t in spec.inputs if t.layout != CONTIGUOUS})
+    return {"layout": "+".join(layouts), "dynamic": spec.dynamic, "mode": spec.mode}
 
 
 def root_cause_key(raw_key: BucketKey, minimal: GraphSpec, culprit: CulpritKey) -> BucketKey:
     """The key a raw key is filed under once analysed: the minimal graph's ops in order and modes,
     and the culprit; the finding, its rule, mechanism and site kept."""
     return replace(raw_key, ops=ordered_ops(minimal), autocast=minimal.autocast or "", backward=bool(minimal.backward),
-                   culprit=culprit)
+                   culprit=culprit, **({} if not raw_key.ops and raw_key.site else graph_features(minimal)))

@@ -22,7 +22,7 @@ import math
 import os
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import torch
@@ -38,7 +38,9 @@ from divfuzz.fuzzer.engine.explain import explain_case
 from divfuzz.fuzzer.engine.graph_run import Named, boundary_distances, run_forward_backward
 from divfuzz.generators.build import build_callable, build_reference, make_inputs, reference_inputs
 from divfuzz.generators.input_siblings import same_graph
-from divfuzz.generators.spec import GraphSpec
+from divfuzz.generators.shape_siblings import same_graph_but_sizes
+from divfuzz.generators.surgery import data_inputs
+from divfuzz.generators.spec import MAX_SEED, GraphSpec
 from divfuzz.oracles.boundary import MANTISSA_BITS
 from divfuzz.oracles.conditioning import IntermediateNudge, perturb_inputs
 from divfuzz.oracles.judge import judge_outputs, verdict_of
@@ -102,41 +104,92 @@ def execute_group(specs: list[GraphSpec] | tuple[GraphSpec, ...], device: str, c
     that verdict and the group goes on. The first spec's tensors are freed before the siblings run.
     """
     first, *siblings = specs
-    if any(not same_graph(first, s) for s in siblings):
-        raise ValueError("execute_group: every spec after the first must be the same graph under another recipe")
+    if any(not (same_graph(first, s) or same_graph_but_sizes(first, s)) for s in siblings):
+        raise ValueError("execute_group: every spec after the first must be the same graph under another recipe, "
+                         "or (for a dynamic spec) with its dynamic dims resized")
     case = prepare_case(first, device)
     if isinstance(case, Verdict):
         on_verdict(case)
         return 1
     ran = 1
+    resizing = [s for s in siblings if not same_graph(first, s)]
     with compile_session(first, case.device_type, config, case.inputs, case.cots, case.clock, profile=profile) as (
             compiled, failed, compiled_fn):
         if failed is not None:  # the compiler under test failed on the first spec: its verdict ends the group
             on_verdict(failed)
             return ran
         on_verdict(judged_verdict(case, compiled))
-        del case, compiled  # the first member's tensors: a sibling needs the memory a case of its own would have
+        # The first member's tensors go (a sibling needs the memory a case of its own would have),
+        # unless shape siblings follow: then its outputs are kept, to run its inputs again after them.
+        kept = (case, [(n, t.clone()) for n, t in compiled]) if resizing else None
+        del case, compiled
         for sibling in siblings:
             ran += 1
-            verdict = _run_sibling(sibling, device, config, compiled_fn)
+            verdict = _run_sibling(sibling, device, config, compiled_fn, resized=sibling in resizing)
+            if kept is not None and sibling is resizing[-1] and not ends_group(verdict.status, first=False):
+                verdict = _after_the_sizes(verdict, kept, compiled_fn)
+                kept = None
             on_verdict(verdict)
             if ends_group(verdict.status, first=False):
                 break
     return ran
 
 
-def _run_sibling(spec: GraphSpec, device: str, config: CompileConfig, compiled_fn) -> Verdict:
+def _run_sibling(spec: GraphSpec, device: str, config: CompileConfig, compiled_fn, *, resized: bool = False) -> Verdict:
     """A sibling's verdict: prepared alone, its compiled outputs from the group's compiled function
-    (span "compiled_run"); a failure of that run is the compiler's, as in `run_compiled`."""
+    (span "compiled_run"); a failure of that run is the compiler's, as in `run_compiled`. For a
+    shape sibling (`resized`), a compile the run added is recorded (`Verdict.recompile`): one
+    dynamic compile was to serve every size of the dims it resizes."""
     case = prepare_case(spec, device)
     if isinstance(case, Verdict):
         return case
+    before = compiled_graphs()
     try:
         with case.clock.span("compiled_run"):
             compiled, _ = run_forward_backward(spec, compiled_fn, case.inputs, case.cots)
     except Exception as e:
         return failure_verdict(spec, config, e, case.clock)
-    return judged_verdict(case, compiled)
+    verdict = judged_verdict(case, compiled)
+    added = compiled_graphs() - before
+    if resized and added > 0:
+        sizes = ", ".join(f"{t.name} {list(t.shape)}" for t in spec.inputs if t.name in {d.name for d in data_inputs(spec)})
+        how = f"dims {list(spec.dynamic_dims)} marked dynamic" if spec.dynamic == "marked" else "dynamic=True"
+        verdict = replace(verdict, status=Status.DIVERGED,
+                          recompile=f"{sizes} ({how}): {added} more graph{'s' if added > 1 else ''} compiled")
+    return verdict
+
+
+def compiled_graphs() -> int:
+    """How many graphs Dynamo has compiled in this process (its own counter)."""
+    # lazy: heavy: Dynamo is loaded by the compile this follows; nothing else here needs it
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
+
+
+AFTER_PREFIX = "after:"
+
+
+def _after_the_sizes(verdict: Verdict, kept: tuple, compiled_fn) -> Verdict:
+    """`verdict` (the last shape sibling's) with the group's first spec run again through the
+    compiled function after the other sizes ran: each of its outputs whose bits changed from that
+    spec's own compiled run is judged against its eager and fp64 outputs as `after:<output>` (a
+    result that depends on which size ran first), and makes the verdict diverge."""
+    case, first = kept
+    try:
+        again, _ = run_forward_backward(case.spec, compiled_fn, case.inputs, case.cots)
+    except Exception:  # the sizes' own runs succeeded: a failure here is the run again's, judged as a change
+        again = []
+    firsts = dict(first)
+    changed = {name for name, t in again if name in firsts and not bitwise_equal(firsts[name], t)}
+    changed |= {name for name in firsts if name not in dict(again)}
+    if not changed:
+        return verdict
+    eager = [(n, t) for n, t in case.eager if n in changed]
+    with single_thread(case.device_type):
+        judged = judge_outputs(eager, [(n, t) for n, t in again if n in changed], case.reference)
+    after = tuple(replace(o, name=AFTER_PREFIX + o.name) for o in judged)
+    return replace(verdict, status=Status.DIVERGED, outputs=verdict.outputs + after)
 
 
 def judged_verdict(case: "PreparedCase", compiled: Named) -> Verdict:
@@ -277,6 +330,8 @@ def compile_session(spec: GraphSpec, device_type: str, config: CompileConfig, in
             try:
                 with clock.span(span):
                     compiled_fn = session.enter_context(compiled_under(build_callable(spec, device_type), config))
+                    if config.mode == "reduce-overhead":
+                        warm_up_cuda_graphs(spec, compiled_fn, inputs)
                     compiled, _ = run_forward_backward(spec, compiled_fn, inputs, cots, backward_span=clock.span(f"{span}_backward"))
             finally:
                 clock.add_phases(span, timer.phases())
@@ -285,6 +340,7 @@ def compile_session(spec: GraphSpec, device_type: str, config: CompileConfig, in
                     run_forward_backward(spec, compiled_fn, inputs, cots)
             return compiled, compiled_fn
 
+        config = config.for_graph(spec.dynamic, spec.mode)  # what this graph compiles under: its spec's dynamic dims
         try:
             try:
                 compiled, compiled_fn = compile_and_run()
@@ -315,6 +371,21 @@ def compile_session(spec: GraphSpec, device_type: str, config: CompileConfig, in
         yield held.pop()
 
 
+# Runs of a CUDA-graphs compile (`mode="reduce-overhead"`) before the judged one, each on inputs of
+# other values: the first warms up, the second records the graph, and the judged run replays it
+# after its inputs changed, where a static buffer the replay does not refresh shows (a stale output).
+CUDA_GRAPH_WARM_UPS = 2
+
+
+def warm_up_cuda_graphs(spec: GraphSpec, compiled_fn, inputs) -> None:
+    """`CUDA_GRAPH_WARM_UPS` runs of `compiled_fn` on the spec's inputs under other seeds, their
+    outputs dropped: the case's own run is then a replay with fresh inputs."""
+    device = inputs[0].device if inputs and isinstance(inputs[0], torch.Tensor) else "cpu"
+    for k in range(1, CUDA_GRAPH_WARM_UPS + 1):
+        other = replace(spec, recipe=replace(spec.recipe, seed=(spec.recipe.seed + k) % MAX_SEED))
+        run_forward_backward(spec, compiled_fn, make_inputs(other, device))
+
+
 def graph_cells(spec: GraphSpec) -> list[tuple[str, str, bool]]:
     """Each node's (op, dtype of its first input, backward): what `divfuzz.records.backends` declares support for."""
     dtypes = {t.name: t.dtype for t in spec.inputs} | {n.name: n.dtype for n in spec.nodes}
@@ -327,7 +398,12 @@ def failure_verdict(spec: GraphSpec, config: CompileConfig, e: BaseException, cl
     status = Status.COMPILE_ERROR if is_compile_error(e) else Status.RUNTIME_ERROR
     message = str(e)[:MAX_ERROR_MESSAGE_CHARS]
     cell = capabilities_of(config.backend).unsupported_cell(graph_cells(spec)) if status == Status.COMPILE_ERROR else None
-    if cell is not None:
+    if spec.dynamic == "marked" and any(type(x).__name__ == "ConstraintViolationError" for x in exception_chain(e)):
+        # Dynamo refuses a mark_dynamic on a dim the graph specialises (a pooling window over it,
+        # say), and tells the user to use maybe_mark_dynamic: the marks were wrong, not the compiler
+        status = Status.UNSUPPORTED
+        message = f"the graph specialises a dim divfuzz marked dynamic (mark_dynamic's contract): {message}"[:MAX_ERROR_MESSAGE_CHARS]
+    elif cell is not None:
         op, dtype, backward = cell
         status = Status.UNSUPPORTED
         message = f"{config.backend} declares {op} on {dtype}{' with backward' if backward else ''} unsupported: {message}"[:MAX_ERROR_MESSAGE_CHARS]

@@ -25,6 +25,17 @@ differs) and plants exactly one defect:
   combines a value with the one `d` places before it, d = 1, 2, 4, ...), as a parallel scan
   does: the same sums and products in another order, whose partial results may leave the float
   range where eager's do not (`divfuzz.fuzzer.engine.explain` must explain that as range-edge);
+- `ignores_strides`: every input that is not contiguous from its storage's start read as if it
+  were (a transposed input read row by row, a slice's gaps and a storage offset's leading
+  elements read as elements, what lies past an expanded input's storage read as NaN), as a kernel
+  that ignores strides and storage offsets does;
+- `stale_second_call`: every call after the first returns the first call's outputs, whatever its
+  inputs: a reused static buffer that a new run should have overwritten (CUDA graphs);
+- `order_dependent`: right until it has run on inputs of another shape; then the first shape's
+  first floating output comes back scaled by 1 + 2^-5 (a dynamic compile whose result depends on
+  which size ran first);
+- `forgets_mutation`: the graph run on copies of its inputs, so an in-place update of an input
+  never reaches the caller's tensor (returned outputs are right);
 - `compile_error`: raises `PlantedCompileError` while compiling;
 - `inductor_assertion`: real Inductor with its own test fault on (`_raise_error_for_testing`): every
   graph fails Inductor's own assertion at one site in `compile_fx`, whatever its ops;
@@ -288,6 +299,68 @@ def reversed_sums(gm: torch.fx.GraphModule, example_inputs):
             node.target = _REVERSED[node.target]
     gm.recompile()
     return gm.forward
+
+
+def _as_if_contiguous(x):
+    """`x`'s storage read as a contiguous tensor of its shape from the storage's first element,
+    NaN past the storage's end; `x` itself when it is contiguous and starts there (or is not a tensor)."""
+    if not isinstance(x, torch.Tensor) or (x.is_contiguous() and x.storage_offset() == 0) or x.numel() == 0:
+        return x
+    have = x.untyped_storage().nbytes() // x.element_size()
+    flat = torch.as_strided(x, (have,), (1,), 0)
+    if x.numel() > have:
+        flat = torch.cat([flat, torch.full((x.numel() - have,), float("nan"), dtype=x.dtype, device=x.device)])
+    return flat[:x.numel()].view(x.shape)
+
+
+def ignores_strides(gm: torch.fx.GraphModule, example_inputs):
+    def run(*args):
+        return gm.forward(*[_as_if_contiguous(a) for a in args])
+
+    return run
+
+
+def stale_second_call(gm: torch.fx.GraphModule, example_inputs, mode=None):
+    # `mode`: torch.compile hands a backend other than Inductor the mode it was asked for; this one
+    # plants what a CUDA-graphs mode's replay can do wrong, so it takes any mode and ignores it.
+    first: list = []
+
+    def run(*args):
+        if not first:
+            out = gm.forward(*args)
+            first.append(tuple(o.detach().clone() if isinstance(o, torch.Tensor) else o for o in out)
+                         if isinstance(out, (tuple, list)) else out.detach().clone())
+            return out
+        stale = first[0]
+        return type(stale)(o.clone() if isinstance(o, torch.Tensor) else o for o in stale) if isinstance(stale, tuple) \
+            else stale.clone()
+
+    return run
+
+
+def order_dependent(gm: torch.fx.GraphModule, example_inputs):
+    """Right until it has run on inputs of another shape than its first call's: after that, a call
+    with the first shapes comes back with its first floating output scaled by 1 + 2^-5 (what the
+    other sizes left behind): a result that depends on which size ran first."""
+    shapes: list = []
+
+    def run(*args):
+        key = tuple(tuple(a.shape) for a in args if isinstance(a, torch.Tensor))
+        if not shapes:
+            shapes.append(key)
+        elif key != shapes[0]:
+            shapes.append(key)
+        out = gm.forward(*args)
+        return _first_float(out, _scale_up) if key == shapes[0] and len(shapes) > 1 else out
+
+    return run
+
+
+def forgets_mutation(gm: torch.fx.GraphModule, example_inputs):
+    def run(*args):
+        return gm.forward(*[a.clone() if isinstance(a, torch.Tensor) and not a.requires_grad else a for a in args])
+
+    return run
 
 
 def compile_error(gm: torch.fx.GraphModule, example_inputs):

@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, Mapping
 
+from divfuzz.generators.layouts import CONTIGUOUS
+from divfuzz.generators.registry import get_op
 from divfuzz.generators.spec import GraphSpec, InputRecipe
 from divfuzz.generators.surgery import (
     bypass_node,
@@ -176,6 +178,36 @@ def pass_simplify_params(spec: GraphSpec) -> Iterator[GraphSpec]:
                     yield cand
 
 
+def pass_contiguous_inputs(spec: GraphSpec) -> Iterator[GraphSpec]:
+    """One laid-out input at a time made contiguous (kept only where the finding stays)."""
+    for i, t in enumerate(spec.inputs):
+        if t.layout != CONTIGUOUS:
+            cand = rebuild_spec(replace(spec, inputs=spec.inputs[:i] + (replace(t, layout=CONTIGUOUS),) + spec.inputs[i + 1:]))
+            if cand is not None:
+                yield cand
+
+
+def pass_drop_views(spec: GraphSpec) -> Iterator[GraphSpec]:
+    """One view node at a time replaced by the value it views (what follows re-typed to its shape)."""
+    for n in spec.nodes:
+        if get_op(n.op).view:
+            cand = bypass_node(spec, n, n.inputs[0])
+            if cand is not None:
+                yield cand
+
+
+def pass_drop_compile_dimensions(spec: GraphSpec) -> Iterator[GraphSpec]:
+    """Compiled statically; then in the default mode."""
+    if spec.dynamic:
+        cand = rebuild_spec(replace(spec, dynamic="", dynamic_dims=()))
+        if cand is not None:
+            yield cand
+    if spec.mode:
+        cand = rebuild_spec(replace(spec, mode=""))
+        if cand is not None:
+            yield cand
+
+
 def pass_simplify_recipe(spec: GraphSpec) -> Iterator[GraphSpec]:
     if spec.recipe.kind != "normal":
         yield replace(spec, recipe=InputRecipe("normal", spec.recipe.seed))
@@ -233,6 +265,9 @@ PASSES: tuple[tuple[str, Callable[[GraphSpec], Iterator[GraphSpec]]], ...] = (
     ("cut_to_input", pass_cut_to_input),
     ("bypass_node", pass_bypass),
     ("drop_autocast_and_casts", pass_drop_autocast),
+    ("drop_compile_dimensions", pass_drop_compile_dimensions),
+    ("drop_views", pass_drop_views),
+    ("contiguous_inputs", pass_contiguous_inputs),
     ("simplify_params", pass_simplify_params),
     ("simplify_recipe", pass_simplify_recipe),
     ("shrink_rows", pass_shrink_rows),
@@ -342,6 +377,8 @@ def _complexity(spec: GraphSpec) -> tuple:
         int(spec.recipe.kind != "normal"),
         int(spec.recipe.seed != 0),
         sum(1 for n in spec.nodes for k, v in n.params if k == "eps" and v != DEFAULT_EPS),
+        sum(t.layout != CONTIGUOUS for t in spec.inputs),  # an input made contiguous is simpler
+        int(bool(spec.dynamic)) + int(bool(spec.mode)),
     )
 
 
