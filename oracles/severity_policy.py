@@ -372,6 +372,11 @@ def output_severity(output) -> SeverityReason | None:
         reasons.append(_int_reason(output.name, output.int_cmp))
     if output.float_cmp is not None:
         reasons.append(_float_reason(output.name, output.float_cmp))
+    if getattr(output, "strides", None):
+        # A returned tensor's strides are a contract only where an op documents them (a view,
+        # memory_format): a difference is worth a look, never a wrong answer by itself.
+        reasons.append(SeverityReason(Severity.SUSPECT, "stride-mismatch", output.name,
+                                      f"compiled returns other strides than eager: {output.strides}"))
     reasons = [r for r in reasons if r is not None]
     return min(reasons, key=_worst_first) if reasons else None
 
@@ -406,6 +411,7 @@ RULE_SEVERITY: dict[str, Severity] = {
     "rmse-worse": Severity.SUSPECT, "many-ulps": Severity.SUSPECT, "many-ulps-worse": Severity.SUSPECT, "int-ill-conditioned": Severity.SUSPECT,
     "int-eager-inexact": Severity.SUSPECT,
     "int-boundary": Severity.SUSPECT, "int-flip": Severity.SUSPECT, "slower-within-noise": Severity.SUSPECT,
+    "stride-mismatch": Severity.SUSPECT, "recompile": Severity.SUSPECT,
     "precision-knob": Severity.BY_DESIGN, "wrapper-overhead": Severity.BY_DESIGN,
     "few-ulps-unreferenced": Severity.NOISE, "compiled-closer": Severity.NOISE, "few-ulps": Severity.NOISE,
     "within-same": Severity.NOISE, "undefined-cast": Severity.NOISE, "compiled-fp64-correct": Severity.NOISE,
@@ -506,6 +512,10 @@ def severity_of(verdict, *, switch: str | None = None, subsystem: str | None = N
             return SeverityReason(worst.severity, worst.rule, worst.output, f"{worst.detail}; {switch} removes it")
         return worst
     reasons = [r for r in (output_severity(o) for o in verdict.outputs) if r is not None]
+    if getattr(verdict, "recompile", None):
+        # A graph compiled for dynamic shapes that compiles again for a size it was marked for:
+        # a cost, and a guard worth a look, not a wrong answer (the outputs are judged apart).
+        reasons.append(SeverityReason(Severity.SUSPECT, "recompile", "-", f"a shape sibling compiled again: {verdict.recompile}"))
     if not reasons:
         return None
     worst = min(reasons, key=_worst_first_about(finding_of(verdict)))

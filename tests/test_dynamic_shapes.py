@@ -91,7 +91,8 @@ def test_a_compile_the_sizes_add_is_a_recompile_finding(monkeypatch):
     assert verdicts[0].recompile is None and all(v.recompile for v in verdicts[1:])
     assert "x0 [" in verdicts[1].recompile and "dims [0] marked dynamic" in verdicts[1].recompile
     assert finding_of(verdicts[1]).kind.value == "recompile" and verdicts[1].status.value == "diverged"
-    assert severity_of(verdicts[1]) is None  # no value differs: a raw key without a rule is suspect
+    reason = severity_of(verdicts[1])
+    assert reason.severity is Severity.SUSPECT and reason.rule == "recompile", reason  # no value differs
 
 
 def test_a_result_that_depends_on_which_size_ran_first_is_caught():

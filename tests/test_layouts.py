@@ -106,7 +106,8 @@ def test_an_output_of_other_strides_is_data_of_its_own_kind_and_never_a_bug():
     verdict = verdict_of([out])
     assert verdict.status.value == "diverged"
     assert finding_of(verdict).kind.value == "stride-mismatch"
-    assert severity_of(verdict) is None  # no rule rates it: a raw key with no rule is suspect (`key_severity`)
+    reason = severity_of(verdict)
+    assert reason.severity is Severity.SUSPECT and reason.rule == "stride-mismatch", reason  # its own rule, never a bug
     # a size-1 dim's stride means nothing; a gradient's strides are no promise
     row = torch.randn(1, 8)
     assert judge_outputs([("v1", row)], [("v1", row.reshape(8, 1).t())], None)[0].strides is None
