@@ -18,25 +18,24 @@ PACKAGES = ("records", "generators", "oracles", "reports", "fuzzer")
 JUDGES = ("severity_of", "key_severity", "bucket_severity")
 FOLDER_WRITERS = ("write_bucket_folder", "write_bucket", "copy_plain_tree", "set_bucket_folder")
 
-# module -> what it judges: every module that may call the severity policy, and why.
+# module -> what it judges: every module that may call the severity policy, and why. Every command
+# judges a fresh run through the finding room's one function (`divfuzz.fuzzer.finding.judgement.judge`,
+# issue 51): the campaign, the gate, replay, minimize SPEC, the analyses and minimize --module.
 MAY_JUDGE = {
+    "fuzzer/finding/judgement.py": "the one judgement of a run every command calls (severity_of -> case_finding -> bucket_key)",
     "fuzzer/campaign/bucket_folders.py": "the one owner of 'judge, then store' (bucket_severity)",
-    "fuzzer/campaign/case_steps.py": "a case's fresh verdict, once; its raw key's severity to route it to the pool",
+    "fuzzer/campaign/case_steps.py": "its raw key's severity to route it to the pool (key_severity)",
     "fuzzer/store/schema.py": "the migration of a store older than its keys' fields, once, on conversion",
-    "fuzzer/gate/replay.py": "the gate's fresh replays",
-    "fuzzer/gate/baseline.py": "a replay's verdict written as baseline data",
-    "fuzzer/engine/explain.py": "the mechanism experiments' fresh runs",
-    "fuzzer/cli/replay_command.py": "`divfuzz replay`'s fresh run",
-    "fuzzer/cli/minimize_command.py": "`divfuzz minimize SPEC`'s fresh run",
-    "fuzzer/triage/analysis.py": "the analysis's runs of the input and the minimal spec",
+    "fuzzer/engine/explain.py": "the mechanism experiments' fresh runs (below the finding room: the policy's own experiments)",
     "fuzzer/triage/shrink.py": "the minimizer's candidates",
-    "fuzzer/triage/user_module.py": "`minimize --module`'s runs",
-    "fuzzer/triage/module_perf.py": "`minimize --module --oracle perf`'s runs",
-    "fuzzer/triage/capture.py": "`--module`'s captured graphs' runs",
     "reports/issue_folder.py": "a minimal spec's own verdict when the stored reason names an output it lacks",
     "reports/repro.py": "the generated repro.py's own run (template text)",
     "oracles/severity_policy.py": "the policy itself",
 }
+# The commands and stages that judge a fresh run, each through `judge`.
+THROUGH_THE_FINDING_ROOM = ("fuzzer/campaign/case_steps.py", "fuzzer/gate/replay.py", "fuzzer/gate/baseline.py",
+                            "fuzzer/cli/replay_command.py", "fuzzer/cli/minimize_command.py", "fuzzer/triage/analysis.py",
+                            "fuzzer/triage/user_module.py", "fuzzer/triage/capture.py", "fuzzer/triage/module_perf.py")
 
 
 def _calls(source: str, names: tuple[str, ...]) -> list[tuple[str, int]]:
@@ -78,6 +77,13 @@ def test_only_modules_that_judge_a_fresh_run_call_the_severity_policy():
                       "reports/bug_report.py", "fuzzer/cli/report_command.py", "fuzzer/cli/diff_command.py",
                       "fuzzer/campaign/merge.py", "fuzzer/store/store.py", "fuzzer/campaign/loop.py"):
         assert read_path not in judging, (read_path, judging.get(read_path))
+
+
+def test_every_command_judges_a_fresh_run_through_the_one_judgement():
+    modules = _modules()
+    for module in THROUGH_THE_FINDING_ROOM:
+        assert "divfuzz.fuzzer.finding.judgement" in _imported(modules[module]), module
+        assert not _calls(modules[module], ("severity_of", "case_finding", "bucket_key")), (module, _calls(modules[module], ("severity_of", "case_finding", "bucket_key")))
 
 
 def test_judge_then_store_has_one_owner_and_the_store_derives_nothing():

@@ -202,12 +202,17 @@ def test_a_tiny_llama_in_bf16_is_captured_judged_and_reduced_or_agrees_with_a_re
     if train:
         assert "loss" in output and "grad model.layers.0.mlp" in output, "the training step's gradients are judged"
         assert capture["judged"] == "whole model"
-    if capture["whole_model_differs"]:
+    # a whole model that differs, or one that reads below suspect with eager far from its Python's
+    # fp64 (each graph then judged by itself against eager's type semantics), is reduced
+    if capture["whole_model_differs"] or (capture["rank_by_own_verdict"] and causes):
         assert causes and all(c["ops"] <= c["ops_before"] for c in causes)
         # The joint graph of a training step is large: fx_minifier must stop at the budget (one
         # query, a compile of the candidate, may run past it).
         assert all(c["reduce_s"] <= c["reduce_budget_s"] + 120 for c in causes), [(c["reduce_s"], c["reduce_budget_s"]) for c in causes]
-        assert _repro_exit_code(causes[0]) == 1
+        reproduced = [c for c in causes if c["reproduced"]]
+        assert all(c["not_reproduced_why"] for c in causes if not c["reproduced"]), causes  # said, never silent
+        if reproduced:
+            assert _repro_exit_code(reproduced[0]) == 1
     else:  # no graph to reduce, and the notes say why: the outputs agree, or differ only at noise severity
         notes = " ".join(capture["notes"])
         assert "agree" in notes or "only at noise severity" in notes, notes

@@ -29,12 +29,12 @@ from divfuzz.fuzzer.campaign.analysis_pool import AnalysisJob, AnalysisPool
 from divfuzz.fuzzer.campaign.bucket_folders import Filing
 from divfuzz.reports.kill_points import kill_point
 from divfuzz.fuzzer.campaign.sizing import SlotDevice
-from divfuzz.fuzzer.engine.bucketing import bucket_key
 from divfuzz.fuzzer.store import Store
 from divfuzz.fuzzer.engine.worker import CaseRequest, CaseWorker
 from divfuzz.generators.spec import GraphSpec
-from divfuzz.oracles.findings import finding_of, target_score
-from divfuzz.oracles.severity_policy import case_finding, key_severity, severity_of
+from divfuzz.fuzzer.finding.judgement import judge as judge_run
+from divfuzz.oracles.findings import target_score
+from divfuzz.oracles.severity_policy import key_severity
 from divfuzz.records.buckets import BucketKey
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.deadline import Deadline
@@ -163,11 +163,9 @@ def judge(run: CaseRun, spec: GraphSpec, verdict: Verdict) -> Judged:
     """The finding, its severity, raw key and score; a finding goes to the pool when a pool
     analyses this campaign's findings, or when its severity is one no campaign minimizes (noise,
     inline too)."""
-    finding = finding_of(verdict, strict=run.strict)
-    reason = severity_of(verdict) if finding else None  # judged once, for a finding only
-    finding = case_finding(verdict, strict=run.strict, reason=reason) if finding else None
-    raw_key = bucket_key(finding, spec, run.device, reason=reason, against=verdict.against,
-                         explanation=verdict.explanation) if finding else None
+    judged = judge_run(verdict, spec=spec, device=run.device, strict=run.strict, findings_only=True)  # judged once
+    finding, raw_key = judged.finding, judged.key
+    reason = judged.reason if finding else None
     for_pool = raw_key is not None and run.analyzer is not None and (
         not run.inline_analysis or key_severity(raw_key) in schedule.NOT_MINIMIZED)
     return Judged(finding, reason, raw_key, target_score(verdict, finding), for_pool)

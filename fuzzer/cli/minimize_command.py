@@ -348,8 +348,8 @@ def minimize_case(spec, *, device: str, config, budget_s: float, timeout_s: floa
     """Run, minimize, attribute and write one case; None when it shows no finding."""
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.triage.analysis import write_bucket
-    from divfuzz.fuzzer.engine.bucketing import bucket_key, root_cause_key
-    from divfuzz.oracles.severity_policy import case_finding, severity_of
+    from divfuzz.fuzzer.engine.bucketing import root_cause_key
+    from divfuzz.fuzzer.finding.judgement import judge
     from divfuzz.fuzzer.engine.environment import environment_versions
     from divfuzz.fuzzer.triage.analysis import analyze_finding
     from divfuzz.fuzzer.engine.worker import CaseRequest, Worker
@@ -357,17 +357,18 @@ def minimize_case(spec, *, device: str, config, budget_s: float, timeout_s: floa
     worker = Worker(device)
     try:
         verdict = worker.run(CaseRequest(spec, device, config, oracle=oracle, perf_margin=perf_margin), timeout_s)
-        finding = case_finding(verdict)
-        if finding is None:
+        judged = judge(verdict, spec=spec, device=device)  # the one judgement, as a campaign's case gets it
+        if judged.key is None:
             return None
-        analysis = analyze_finding(spec, worker=worker, device=device, config=config, kind=finding.kind.value,
-                                   budget_s=budget_s, timeout_s=timeout_s, oracle=oracle, perf_margin=perf_margin)
+        analysis = analyze_finding(spec, worker=worker, device=device, config=config, kind=judged.finding.kind.value,
+                                   budget_s=budget_s, timeout_s=timeout_s, oracle=oracle, perf_margin=perf_margin,
+                                   case_verdict=verdict)
     except BaseException:  # a signal (divfuzz.fuzzer.cli.interrupts) or an error: the case in flight is not waited for
         worker.abort()
         raise
     finally:
         worker.stop()
-    key = root_cause_key(bucket_key(finding, spec, device, reason=severity_of(verdict), explanation=verdict.explanation), analysis.spec, analysis.culprit.key())
+    key = root_cause_key(judged.key, analysis.spec, analysis.culprit.key())
     folder = write_bucket(out_dir, bucket_id=1, key=key, analysis=analysis, device=device, config=config,
                           fallback_verdict=verdict, case_id=None, timeout_s=int(timeout_s),
                           versions=environment_versions(device), compile_log=worker.output_since(0))

@@ -56,17 +56,17 @@ def replay(spec_file, device, timeout_s, against, backend, inductor, dynamic, mo
         raise
     finally:
         worker.stop()
-    finding = case_finding(verdict)
+    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
+    from divfuzz.fuzzer.finding.judgement import judge
+
+    switch = recorded.switch
+    judged = judge(verdict, switch=switch, subsystem=recorded.subsystem)  # the one judgement, as the bucket's
+    finding, reason = judged.finding, judged.reason
     out.print(f"{spec_file}: {verdict.status.value}" + (f" — {verdict.error_type}: {verdict.error_message}" if verdict.error_type else ""), highlight=False)
     out.print(verdict_table(verdict), highlight=False)
     out.print(f"finding: {finding.kind.value} ({finding.triage})" if finding else "finding: none", highlight=False)
     if verdict.against is not None:
         out.print(against_summary(verdict.against), highlight=False, emoji=False)
-    # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
-    from divfuzz.oracles.severity_policy import severity_of
-
-    switch = recorded.switch
     if switch:
         out.print(f"culprit switch (the bucket's case.json): {switch}", highlight=False)
-    reason = severity_of(verdict, switch=switch, subsystem=recorded.subsystem)
     out.print(f"severity: {reason.labelled()}" if reason else "severity: none", highlight=False)

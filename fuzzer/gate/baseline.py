@@ -35,7 +35,7 @@ from divfuzz.records.outcomes import Status
 from divfuzz.records.severity import Severity, SeverityReason
 from divfuzz.records.verdict import Verdict
 from divfuzz.reports.safe_paths import read_user_file
-from divfuzz.oracles.severity_policy import severity_of
+from divfuzz.fuzzer.finding.judgement import judge
 
 BASELINE_SCHEMA_VERSION = 3  # 2: keyed by CPU capability / GPU architecture (`arch`); 3: the machine, severities required
 
@@ -116,7 +116,7 @@ def summarize_verdict(verdict: Verdict, reason=_UNJUDGED) -> dict[str, Any]:
                 "gross_flips": i.gross_flips + i.unknown_flips,
             }
     return {"status": verdict.status.value, "error_type": verdict.error_type, "outputs": outputs,
-            "severity": severity_summary(severity_of(verdict) if reason is _UNJUDGED else reason)}
+            "severity": severity_summary(judge(verdict).reason if reason is _UNJUDGED else reason)}
 
 
 def severity_summary(reason: SeverityReason | None) -> dict[str, str] | None:

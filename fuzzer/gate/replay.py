@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from divfuzz.fuzzer.engine.bucketing import bucket_key
 from divfuzz.fuzzer.engine.worker import CaseRequest, Worker, WorkerTarget
 from divfuzz.fuzzer.gate.baseline import (
     Baseline,
@@ -45,8 +44,7 @@ from divfuzz.fuzzer.gate.policy import (
     moved_bounds,
     problem_rule,
 )
-from divfuzz.generators.spec import GraphSpec
-from divfuzz.oracles.severity_policy import case_finding, severity_of
+from divfuzz.fuzzer.finding.judgement import Judgement, judge
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.errors import BaselineError, InternalError, SpecError
 from divfuzz.records.outcomes import COMPILER_FAILURES, NO_OUTPUT_STATUSES, Status
@@ -176,10 +174,9 @@ class GateResult:
         return d
 
 
-def _bucket_of(verdict: Verdict, reason, spec: GraphSpec, device: str) -> str | None:
-    """The identity of the raw bucket this verdict, judged `reason`, would land in (`BucketKey.identity`), if any."""
-    finding = case_finding(verdict, reason=reason)
-    return bucket_key(finding, spec, device, reason=reason, explanation=verdict.explanation).identity() if finding else None
+def _bucket_of(judged: Judgement) -> str | None:
+    """The identity of the raw bucket the judged verdict would land in (`BucketKey.identity`), if any."""
+    return judged.key.identity() if judged.key is not None else None
 
 
 @dataclass(frozen=True)
@@ -416,7 +413,8 @@ def _judge_perf_spec(s: CorpusSpec, verdict: Verdict | None, wall_s: float, opts
         return SpecResult(s.name, digest, None, None, [f"not run: the gate's budget of {opts.budget_s:g} s ran out"], [], None,
                           judged_by="perf")
     observed = {"status": verdict.status.value, "error_type": verdict.error_type, "outputs": {}}
-    reason = severity_of(verdict)  # the replay judged once: the JSON's severity and its bucket's rule
+    judged = judge(verdict, spec=s.spec, device=opts.device)  # judged once: the JSON's severity and its bucket
+    reason = judged.reason
     severity = reason.to_dict() if reason else None
     phases = [p.to_dict() for p in verdict.perf]
     problems: list[str] = []
@@ -426,7 +424,7 @@ def _judge_perf_spec(s: CorpusSpec, verdict: Verdict | None, wall_s: float, opts
         problems.append(f"{NEW_ERROR}: {describe_summary(observed)}: the spec was not timed")
     elif severity is not None and severity["severity"] == Severity.BUG.value:
         problems.append(f"{PERF_SLOWER}: {severity['detail']}")
-    return SpecResult(s.name, digest, observed, None, problems, [], _bucket_of(verdict, reason, s.spec, opts.device), wall_s,
+    return SpecResult(s.name, digest, observed, None, problems, [], _bucket_of(judged), wall_s,
                       severity, judged_by="perf", perf=phases)
 
 
@@ -458,14 +456,15 @@ def _judge_spec(s: CorpusSpec, verdict: Verdict | None, expected: dict | None, w
     digest = s.spec.digest()
     if verdict is None:
         return SpecResult(s.name, digest, None, expected, [f"not run: the gate's budget of {opts.budget_s:g} s ran out"], [], None)
-    reason = severity_of(verdict)  # the replay judged once: its summary, the JSON's severity and its bucket's rule
+    judged = judge(verdict, spec=s.spec, device=opts.device)  # judged once: its summary, the JSON's severity, its bucket
+    reason = judged.reason
     observed = summarize_verdict(verdict, reason)
     severity = reason.to_dict() if reason else None
     problems, improvements = compare_with_baseline(observed, expected, detail=severity["detail"] if severity else None)
     if expected is not None and expected.get("digest") not in (None, digest):
         problems.insert(0, f"the spec changed since the baseline was written (digest {digest}, baseline {expected['digest']}); re-run --update-baseline")
     return SpecResult(s.name, digest, observed, expected, problems, improvements,
-                      _bucket_of(verdict, reason, s.spec, opts.device), wall_s, severity,
+                      _bucket_of(judged), wall_s, severity,
                       moved_bounds(observed, expected, margin=opts.margin))
 
 

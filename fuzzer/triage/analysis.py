@@ -27,7 +27,7 @@ from divfuzz.fuzzer.engine.bucketing import root_cause_key
 from divfuzz.records.buckets import BucketKey
 from divfuzz.fuzzer.triage.attribute import PERF_PROBES, attribute_case, guard_configs
 from divfuzz.fuzzer.triage.shrink import MinimizeResult, case_predicate, minimize_spec
-from divfuzz.oracles.severity_policy import case_finding, explaining_mechanism, severity_of
+from divfuzz.fuzzer.finding.judgement import judge
 from divfuzz.records.culprit import Culprit
 from divfuzz.records.deadline import Deadline
 from divfuzz.records.errors import MinimizeError
@@ -50,8 +50,10 @@ class Analysis:
 
     @functools.cached_property
     def reason(self):
-        """The minimal spec's severity under its culprit's switch (`severity_of`), None without a verdict."""
-        return severity_of(self.verdict, switch=self.culprit.key().switch or None, subsystem=self.culprit.key().subsystem) if self.verdict is not None else None
+        """The minimal spec's severity under its culprit's switch (the one judgement), None without a verdict."""
+        if self.verdict is None:
+            return None
+        return judge(self.verdict, switch=self.culprit.key().switch or None, subsystem=self.culprit.key().subsystem).reason
 
     def notes(self) -> tuple[str, ...]:
         lines = [f"Culprit: {self.culprit.describe()}"]
@@ -80,14 +82,14 @@ MIN_MINIMIZE_S = 5.0
 
 def _kept_of_input(verdict) -> dict:
     """What the minimal spec keeps of the input's finding under the case's own config, judged once
-    (`severity_of`): its severity, rule and output, the mechanism that explained it ("" for none)
+    (`judge`): its severity, rule and output, the mechanism that explained it ("" for none)
     and where the compiler raised its error; each None when the input's verdict is unknown."""
     if verdict is None:
         return dict(severity=None, rule=None, mechanism=None, output=None, site=None)
-    reason = severity_of(verdict)
+    judged = judge(verdict)
+    reason = judged.reason
     return dict(severity=reason.severity.value if reason is not None else None, rule=reason.rule if reason is not None else None,
-                mechanism=explaining_mechanism(verdict, reason), output=reason.output if reason is not None else None,
-                site=verdict.error_site)
+                mechanism=judged.mechanism, output=reason.output if reason is not None else None, site=verdict.error_site)
 
 
 def _finding_output_seen(verdict) -> str | None:
@@ -97,7 +99,7 @@ def _finding_output_seen(verdict) -> str | None:
     compiler failure (its output is "-") or a verdict not known."""
     if verdict is None or getattr(verdict, "perf", ()):
         return None
-    finding = case_finding(verdict)
+    finding = judge(verdict).finding
     return finding.output if finding is not None and finding.output != "-" else None
 
 
@@ -206,8 +208,7 @@ def _by_design(verdict, rough: Culprit) -> bool:
     """The case's own verdict rated by-design once the cheap culprit is known (`divfuzz.oracles.severity_policy`)."""
     if verdict is None:
         return False
-    reason = severity_of(verdict, switch=rough.key().switch or None)
-    return reason is not None and reason.severity is Severity.BY_DESIGN
+    return judge(verdict, switch=rough.key().switch or None).severity is Severity.BY_DESIGN
 
 
 def perf_knob(culprit: Culprit) -> tuple | None:

@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from divfuzz.fuzzer.triage.phase_clock import PhaseClock
-from divfuzz.oracles.severity_policy import reference_doubtful, severity_of, verdict_lines_of
+from divfuzz.fuzzer.finding.judgement import judge
+from divfuzz.oracles.severity_policy import reference_doubtful, verdict_lines_of
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.errors import ConfigError
 
@@ -475,7 +476,7 @@ def capture_user_case(case, *, ref: str, device: str, dtype: str | None, autocas
         verdict = whole_model_verdict(eager, compiled, ref64)
     lines = verdict_lines_of(verdict)
     whole = worth_reducing(verdict)
-    reason = severity_of(verdict)
+    reason = judge(verdict).reason
 
     with clock.phase("capture"):
         try:

@@ -24,7 +24,8 @@ from pathlib import Path
 
 from divfuzz.fuzzer.triage.attribute import PERF_PROBES, available_probes
 from divfuzz.oracles.perf import DEFAULT_MARGIN, is_slower
-from divfuzz.oracles.severity_policy import severity_of, verdict_lines_of
+from divfuzz.fuzzer.finding.judgement import judge
+from divfuzz.oracles.severity_policy import verdict_lines_of
 from divfuzz.records.outcomes import Status
 from divfuzz.records.verdict import PerfComparison, Verdict
 from divfuzz.fuzzer.triage.capture import ModelStep, normalize_case, prepare_model
@@ -120,7 +121,7 @@ def perf_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: str 
     # Probes are compared with the default compile through their ratios to eager, each measured
     # interleaved with eager: GPU clocks ramping between the two compiles cancel out.
     default_ratio = {p.phase: p.ratio for p in phases}
-    reason = severity_of(verdict, switch=fixes[0]["knob"] if fixes and verdict.status == Status.DIVERGED else None)
+    reason = judge(verdict, switch=fixes[0]["knob"] if fixes and verdict.status == Status.DIVERGED else None).reason
     lines = verdict_lines_of(verdict)[:-1] + [f"severity: {reason}" if reason else "severity: none (compiled is not slower)"]
     for p in probes:
         if "phases" in p:

@@ -40,7 +40,8 @@ from divfuzz.oracles.cast_elision import dropped_cast_elements
 from divfuzz.oracles.named_elements import nearest_alternative, rule_elements, same_values
 from divfuzz.generators.build import LAST_DIM_ORDERS
 from divfuzz.oracles.mechanisms import CONDITIONED_SUSPECT_RULES, EXPLAINABLE_RULES
-from divfuzz.oracles.severity_policy import explaining_mechanism, severity_of, verdict_lines_of, worth_reducing
+from divfuzz.fuzzer.finding.judgement import judge, worth_reducing
+from divfuzz.oracles.severity_policy import explaining_mechanism, verdict_lines_of
 from divfuzz.reports.issue_folder import ISSUE_MARKDOWN, ISSUE_SCRIPT, known_lines
 from divfuzz.reports.issue_markdown import render_issue_markdown
 from divfuzz.reports.module_issue import module_subject, render_module_issue_script
@@ -366,7 +367,7 @@ def _with_reduction_order(verdict, gm, inputs, a, b, ref, bounds):
     an order-free op (`divfuzz.fuzzer.triage.fx_reorder`), and the graph run eagerly with those ops
     in other orders gives, element by element nearest `b`'s (the rung under test), values that
     leave no bug: `b`'s answer is one eager's kernels give in another order. Else `verdict`."""
-    reason = severity_of(verdict)
+    reason = judge(verdict).reason
     if reason is None or reason.severity is not Severity.BUG or reason.rule not in EXPLAINABLE_RULES \
             or not order_free_nodes(gm):
         return verdict
@@ -378,7 +379,7 @@ def _with_reduction_order(verdict, gm, inputs, a, b, ref, bounds):
     mixed, moved = nearest_alternative(a, orders, b)
     if moved == 0:
         return verdict
-    again = severity_of(verdict_of(judge_outputs(mixed, b, ref, {f"output {i}": d for i, d in bounds.items()})))
+    again = judge(verdict_of(judge_outputs(mixed, b, ref, {f"output {i}": d for i, d in bounds.items()}))).reason
     if again is not None and again.severity is Severity.BUG:
         return verdict
     now = "the rungs then agree" if again is None else f"what is left is {again.severity.value} ({again.rule})"
@@ -395,7 +396,7 @@ def _with_dropped_cast(verdict, gm, inputs, a, b, kept):
     a lower precision and the bug's elements of `b` (the rung under test) equal what the graph
     computes without those casts' rounding (`divfuzz.oracles.cast_elision`); else `verdict`.
     `kept` is the fp64 reference the verdict was judged against (the casts' rounding kept)."""
-    reason = severity_of(verdict)
+    reason = judge(verdict).reason
     candidate = reason is not None and ((reason.severity is Severity.BUG and reason.rule in EXPLAINABLE_RULES)
                                         or reason.rule in CONDITIONED_SUSPECT_RULES)
     if not candidate or not reason.output.startswith("output ") or not explicit_casts(gm):
@@ -463,7 +464,7 @@ def _with_rounding_decides(verdict, gm, inputs, a, b):
     the other way once eager's low-precision values are replaced by the unrounded ones (the fp64
     reference without the model's casts' rounding): the rung under test decided before the
     rounding eager made. `a` is the rung before (eager's side), `b` the rung under test."""
-    reason = severity_of(verdict)
+    reason = judge(verdict).reason
     candidate = reason is not None and ((reason.severity is Severity.BUG and reason.rule in EXPLAINABLE_RULES)
                                         or reason.rule in CONDITIONED_SUSPECT_RULES)
     if not candidate or not reason.output.startswith("output "):
@@ -704,7 +705,7 @@ def _keeps_severity(diff: RungDifference, verdict=None):
     often cut a graph's integer encoding off (on seed 002's model: 20 of 57 queries, 42% of the
     reduction's time on a CPU)."""
     verdict = verdict if verdict is not None else diff.verdict(diff.gm, diff.inputs)
-    target = severity_of(verdict)
+    target = judge(verdict).reason
     about = next((o for o in verdict.outputs if target is not None and o.name == target.output), None)
     wants_int = None if about is None else about.int_cmp is not None  # None: no output named, no shortcut
 
@@ -713,7 +714,7 @@ def _keeps_severity(diff: RungDifference, verdict=None):
             before = diff.outputs(g, inps, diff.before)  # cheap beside compiling the rung
             if wants_int is not None and not any(t.is_floating_point() != wants_int for t in before):
                 return False
-            reason = severity_of(diff.verdict(g, inps, before))
+            reason = judge(diff.verdict(g, inps, before)).reason
         except Exception:
             return False
         if reason is None or target is None:
@@ -863,7 +864,7 @@ def _write_folder(diff: RungDifference, folders: CauseFolders, number: int, redu
     verdict = _verdict(small, small_inputs, before_out, after_out, ref=kept)
     decided = _with_rounding_decides(verdict, small, small_inputs, before_out, after_out)
     verdict = decided if decided is not verdict else _with_dropped_cast(verdict, small, small_inputs, before_out, after_out, kept)
-    reason = severity_of(verdict, switch=culprit.key().switch or None, subsystem=culprit.key().subsystem)
+    reason = judge(verdict, switch=culprit.key().switch or None, subsystem=culprit.key().subsystem).reason
     folder = folders.out / f"{number:02d}-{rung}"
     folder.mkdir(parents=True, exist_ok=True)
     _save_inputs([t.detach().cpu() for t in small_inputs], folder)
@@ -995,7 +996,7 @@ def _judge_targets(cap, verdict_lines: list[str], *, memo: OutputMemo | None = N
         verdict = _verdict(target.gm, target.inputs, run(target.gm, target.inputs, "eager"), run(target.gm, target.inputs, "inductor"))
         name = "the captured graph" if target.graph is None else f"graph {target.graph}"
         verdict_lines += [f"{name}, eager vs inductor:"] + ["  " + line for line in verdict_lines_of(verdict)]
-        judged.append((target, severity_of(verdict), worth_reducing(verdict)))
+        judged.append((target, judge(verdict).reason, worth_reducing(verdict)))
     if not cap.rank_by_own_verdict:
         return list(cap.targets)
     kept = sorted(((t, r) for t, r, worth in judged if worth), key=lambda tr: tr[1].severity.rank)

@@ -1,0 +1,1 @@
+"""The finding room: what a run means, decided once, for every command (see `judgement`)."""
