@@ -18,14 +18,8 @@ import sys
 from collections import Counter
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--specs", type=int, default=40)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--max-ops", type=int, default=4)
-    ap.add_argument("--device", default="cpu")
-    args = ap.parse_args(argv)
-
+def judged_both_ways(*, specs: int, seed_value: int, max_ops: int, device: str) -> list[tuple]:
+    """(spec, the campaign's reason, the module path's reason, an error or "") for `specs` drawn specs."""
     import torch
     from hypothesis import HealthCheck, given, seed, settings
     from torch.fx.experimental.proxy_tensor import make_fx
@@ -39,14 +33,13 @@ def main(argv: list[str] | None = None) -> int:
 
     rows: list[tuple] = []
 
-    @seed(args.seed)
-    @settings(max_examples=args.specs, derandomize=False, database=None, deadline=None,
-              suppress_health_check=list(HealthCheck))
-    @given(graph_specs(max_ops=args.max_ops, backward=False, allow_autocast=False, layouts=False, dynamic=False))
+    @seed(seed_value)
+    @settings(max_examples=specs, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(graph_specs(max_ops=max_ops, backward=False, allow_autocast=False, layouts=False, dynamic=False))
     def one(spec):
-        campaign = judge(execute_case(spec, args.device, CompileConfig())).reason
-        inputs = make_inputs(spec, args.device)
-        fn = build_callable(spec, args.device.split(":")[0])
+        campaign = judge(execute_case(spec, device, CompileConfig())).reason
+        inputs = make_inputs(spec, device)
+        fn = build_callable(spec, device.split(":")[0])
         try:
             with torch.no_grad():
                 gm = make_fx(lambda *xs: fn(*xs))(*inputs)
@@ -62,6 +55,17 @@ def main(argv: list[str] | None = None) -> int:
         rows.append((spec, campaign, module, ""))
 
     one()
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--specs", type=int, default=40)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--max-ops", type=int, default=4)
+    ap.add_argument("--device", default="cpu")
+    args = ap.parse_args(argv)
+    rows = judged_both_ways(specs=args.specs, seed_value=args.seed, max_ops=args.max_ops, device=args.device)
     counts = Counter()
     for spec, c, m, err in rows:
         counts["specs"] += 1
