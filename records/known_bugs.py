@@ -58,7 +58,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -255,9 +255,13 @@ def _names_in(name: str, text: str) -> bool:
     return any(have[i:i + len(want)] == want for i in range(len(have) - len(want) + 1))
 
 
-def match_one(bug: KnownBug, pattern: RootCausePattern) -> KnownMatch | None:
-    """`bug` as a match for `pattern`, or None (the rules are the module docstring's)."""
+def match_one(bug: KnownBug, pattern: RootCausePattern, *, any_rule: bool = False) -> KnownMatch | None:
+    """`bug` as a match for `pattern`, or None (the rules are the module docstring's). `any_rule`
+    leaves the severity rule out: where a difference arises (below suspect, say), the issue that
+    names its ops and culprit, whatever rule its own report was rated by."""
     ops = set(pattern.ops)
+    if any_rule:
+        pattern = replace(pattern, rule=next(iter(sorted(bug.rules))))
     if bug.mechanism is not None and pattern.mechanism != bug.mechanism:
         return None
     if bug.message is not None and bug.message.lower() not in pattern.site.lower():
@@ -285,6 +289,12 @@ class KnownBugs:
         """Every entry `pattern` matches, best first."""
         found = (match_one(bug, pattern) for bug in self.entries)
         return tuple(sorted((m for m in found if m is not None), key=KnownMatch._rank))
+
+    def matches_any_rule(self, pattern: RootCausePattern) -> tuple[KnownMatch, ...]:
+        """`matches` with the severity rule left out (`match_one`'s `any_rule`), culprits agreeing
+        first: the issues a difference's ops and culprit name, at any severity."""
+        found = (match_one(bug, pattern, any_rule=True) for bug in self.entries)
+        return tuple(sorted((m for m in found if m is not None and m.culprit_agrees is not False), key=KnownMatch._rank))
 
     def match(self, pattern: RootCausePattern) -> KnownMatch | None:
         """The best entry `pattern` matches, or None (a new root cause)."""

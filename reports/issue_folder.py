@@ -34,10 +34,11 @@ COMPILE_LOG_MAX_CHARS = 1_000_000
 
 
 def known_lines(spec: GraphSpec, reason: "SeverityReason", *, device: str, culprit: str | None, mechanism: str = "",
-                site: str = "", torch_version: str | None = None) -> list[str]:
+                site: str = "", torch_version: str | None = None, any_rule: bool = False) -> list[str]:
     """The upstream issues divfuzz's known-bug list matches for this finding (by its ops, its
     mechanism and the compiler error's own words), best first, one line each; `torch_version` says
-    whether a fix is in the torch the finding ran on."""
+    whether a fix is in the torch the finding ran on; `any_rule` matches by ops, mechanism and
+    culprit whatever the rule (where a difference below suspect arises)."""
     try:
         known = default_known_bugs()
     except KnownBugsError:
@@ -45,7 +46,7 @@ def known_lines(spec: GraphSpec, reason: "SeverityReason", *, device: str, culpr
     pattern = RootCausePattern.from_spec_dict(spec.to_dict(), rule=reason.rule, culprit=culprit, device_type=device.split(":")[0],
                                               mechanism=mechanism, site=site)
     return [f"pytorch#{m.bug.issue} ({m.bug.state_text(torch_version)}, {_checked_words(m.bug.checked)}; {m.confidence} "
-            f"confidence): {m.bug.title}" for m in known.matches(pattern)]
+            f"confidence): {m.bug.title}" for m in (known.matches_any_rule(pattern) if any_rule else known.matches(pattern))]
 
 
 def _checked_words(day: str | None) -> str:

@@ -49,7 +49,8 @@ from divfuzz.reports.module_repro import RUNGS, render_module_repro
 from divfuzz.fuzzer.engine.compile import compiled
 from divfuzz.fuzzer.engine.environment import environment_versions
 from divfuzz.fuzzer.triage.attribute import bisect_result_of
-from divfuzz.fuzzer.triage.capture import capture_user_case, write_capture
+from divfuzz.fuzzer.triage.arises import where_it_arises
+from divfuzz.fuzzer.triage.capture import capture_user_case, lower_to_aten, write_capture
 from divfuzz.fuzzer.triage.fx_bypass import bypass_reduce, count_ops
 from divfuzz.fuzzer.triage.fx_reorder import order_free_nodes, run_reordered
 from divfuzz.fuzzer.triage.phase_clock import PhaseClock
@@ -62,7 +63,7 @@ from divfuzz.records.reference_rules import (BINARY, COMPARE, EXPLICIT_CAST_METH
 from divfuzz.records.culprit import Culprit, NOT_ATTRIBUTED, summarize
 from divfuzz.records.deadline import Deadline
 from divfuzz.records.errors import ConfigError, TimeUp
-from divfuzz.records.severity import Severity
+from divfuzz.records.severity import Severity, SeverityReason
 from divfuzz.records.verdict import Explanation
 from divfuzz.fuzzer.triage.module_ref import parse_module_ref
 
@@ -928,7 +929,10 @@ class _KnownProbe:
     dtypes: tuple[str, ...]
 
     def to_dict(self) -> dict:
-        return {"nodes": [{"op": op} for op in self.ops], "inputs": [{"dtype": d} for d in self.dtypes], "backward": False}
+        # aten's names and the torch functions' the known-bugs file names ops by: native_layer_norm
+        # is layer_norm, add_ is add, _softmax is softmax
+        names = [alias for op in self.ops for alias in dict.fromkeys((op, op.removeprefix("native_"), op.strip("_")))]
+        return {"nodes": [{"op": op} for op in names], "inputs": [{"dtype": d} for d in self.dtypes], "backward": False}
 
 
 def minimize_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: str | None = None, dtype: str | None = None, max_granularity: int | None = None, budget_s: float = 300.0, train: bool = False) -> dict:
@@ -969,12 +973,49 @@ def minimize_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: 
             _ladder_one(target, folders, causes, checks, max_granularity=max_granularity,
                         deadline=clock.deadline.share(share), memo=memo)
         (out / "ladder.json").write_text(json.dumps(checks, indent=2) + "\n")
+    if not causes and cap.severity is not None and cap.graphs:
+        with clock.phase("arises"):
+            arises = _where_below_suspect(cap, device=device, train=train, reason=cap.severity, deadline=clock.deadline)
+        verdict_lines += arises
+        cap.notes += arises
     verdict_lines += [f"budget: {line}" for line in clock.cut]
     timing = clock.to_dict()
     write_capture(cap, out, extra={"phases": timing})
     (out / "phases.json").write_text(json.dumps(timing, indent=2) + "\n")
     return {"verdict": verdict_lines, "severity": cap.severity, "causes": causes, "checks": checks,
             "capture": cap.summary(), "phases": timing}
+
+
+# How many captured graphs a divergence below suspect is located in (the first ones, in order).
+ARISES_GRAPHS = 2
+
+
+def _where_below_suspect(cap, *, device: str, train: bool, reason: dict, deadline: Deadline) -> list[str]:
+    """For a model whose divergence reads below suspect (nothing is reduced, no folder written):
+    where it arises in each of its first captured graphs (`divfuzz.fuzzer.triage.arises`) and the
+    upstream issue it matches, one line each. A user who asks why the model differs gets the stage
+    and the issue at any severity."""
+    lines = []
+    for graph in cap.graphs[:ARISES_GRAPHS]:
+        if deadline.expired():
+            break
+        try:
+            gm, inputs = lower_to_aten(graph, train=train)
+            found = where_it_arises(gm, inputs, rungs=RUNGS, run=_run, deadline=deadline)
+        except Exception as e:  # noqa: BLE001 - a graph the ladder cannot run names nothing, and says why
+            lines.append(f"where it arises, graph {graph.index + 1}: not located ({type(e).__name__}: {str(e)[:120]})")
+            continue
+        if found.rung is None:
+            continue
+        line = f"where it arises, graph {graph.index + 1}: {found.describe()}"
+        subject = module_subject(gm, inputs)
+        computed = {str(d).removeprefix("torch.") for d in _real_dtypes(gm, inputs).values() if d.is_floating_point}
+        known = known_lines(_KnownProbe(subject.ops, tuple(sorted(set(subject.dtypes) | computed))),
+                            SeverityReason.from_dict(reason), device=device,
+                            culprit=found.culprit.summary if found.culprit is not None else None,
+                            torch_version=environment_versions(device).get("torch"), any_rule=True)
+        lines.append(line + (f"; upstream: {known[0]}" if known else "; upstream: no known issue matches"))
+    return lines
 
 
 def _judge_targets(cap, verdict_lines: list[str], *, memo: OutputMemo | None = None, clock=None) -> list:
