@@ -222,10 +222,13 @@ def _float_reason(name: str, fc) -> SeverityReason | None:
                               f"{fc.n_gross_worse}/{fc.numel} {fc.dtype} elements are grossly further from fp64 in compiled "
                               f"(up to {fc.max_excess_ulps:.3g} ULPs more than eager, whose worst is {fc.eager_max_err_ulps:.3g}; "
                               f"{fc.max_excess_scale_ulps:.3g} ULPs more at the output's scale)")
-    if fc.n_zero_sign_wrong and not fc.n_gross_worse:
+    if fc.n_zero_sign_wrong and not fc.n_gross_worse and not name.startswith("grad:"):
         # The sign of a zero where eager's equals fp64's is the answer as an infinity's is (1 / z):
-        # PyTorch fixed minimum(-0.0, +0.0) returning +0.0 (issue 185610, PR 185765) and Triton's
-        # 0 - x losing -0.0 (issue 185696, PR 185834) as bugs.
+        # PyTorch fixed minimum(-0.0, +0.0) returning +0.0 (issue 185610, PR 185765), frac(-0.0)
+        # (issue 183606, PR 183640) and Triton's 0 - x losing -0.0 (issue 185696, PR 185834) as
+        # bugs, all forward values. A gradient's zero is not: every fix is of an op's value, a
+        # masked gradient's zero takes its sign from how the autograd formula masks (g * 0 or
+        # where(mask, g, 0)), and an optimizer's p - lr * g is the same for either zero.
         return SeverityReason(Severity.BUG, "zero-sign-wrong", name,
                               f"{fc.n_zero_sign_wrong}/{fc.numel} {fc.dtype} zeros have the other sign in compiled, where eager's "
                               f"is fp64's")

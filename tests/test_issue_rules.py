@@ -12,6 +12,7 @@ repro.py must say the same rule; the same issue.py on the planted backend withou
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 
@@ -25,6 +26,8 @@ from divfuzz.records.buckets import BucketKey, CulpritKey
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.culprit import BisectResult, Culprit
 from divfuzz.records.severity import Severity, SeverityReason
+from divfuzz.records.known_bugs import KnownBugs
+from divfuzz.reports import issue_folder
 from divfuzz.reports.files import write_bucket_folder
 from divfuzz.reports.issue_folder import known_lines
 from divfuzz.reports.issue_script import CHECKS, ERROR_RULES, check_lines
@@ -103,7 +106,7 @@ def test_a_decomposition_s_compiled_worse_bug_gets_an_issue_py_that_fails_until_
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
 
 
-def test_issue_md_s_upstream_lines_say_when_each_entry_s_state_was_checked():
+def test_issue_md_s_upstream_lines_say_when_each_entry_s_state_was_checked(monkeypatch):
     def lines(op: str, dtype: str, out: str, rule: str, backward: bool) -> list[str]:
         spec = GraphSpec(inputs=(TensorSpec("x0", (8,), dtype, requires_grad=backward),),
                          nodes=(Node("v1", op, ("x0",) * (2 if op.endswith("_tensor") else 1),
@@ -114,6 +117,12 @@ def test_issue_md_s_upstream_lines_say_when_each_entry_s_state_was_checked():
     checked = lines("cast", "float32", "bfloat16", "many-ulps-worse", False)
     assert any(line.startswith("pytorch#179561 (fixed in PR 180575 after torch 2.10, state checked 2026-12-02;")
                for line in checked), checked
+    checked = lines("div", "float32", "float32", "int-valued-wrong", False)
+    assert any(line.startswith("pytorch#197895 (open, live in 2.14.0, state checked 2026-12-02;") for line in checked), checked
+    # An entry whose state was never checked says so (every shipped entry is checked: forget the dates).
+    known = issue_folder.default_known_bugs()
+    forgotten = KnownBugs(tuple(dataclasses.replace(bug, checked=None) for bug in known.entries))
+    monkeypatch.setattr(issue_folder, "default_known_bugs", lambda: forgotten)
     unchecked = lines("div", "float32", "float32", "int-valued-wrong", False)
     assert any(line.startswith("pytorch#197895 (open, live in 2.14.0, state not checked against the issue;")
                for line in unchecked), unchecked

@@ -464,3 +464,7 @@ def test_a_zero_of_the_other_sign_where_eager_shares_fp64_s_sign_is_a_bug():
     assert reason is not None and reason.severity is Severity.BUG and reason.rule == "zero-sign-wrong", reason
     other = severity_of(verdict_of(judge_outputs([("o", eager)], [("o", torch.tensor([0.0, 1.0]))], [("o", ref.abs())])))
     assert other is None or other.severity is not Severity.BUG, other
+    # A gradient's zero takes its sign from how the autograd formula masks: never a bug.
+    grad = severity_of(verdict_of(judge_outputs([("grad:x0", eager)], [("grad:x0", torch.tensor([0.0, 1.0]))],
+                                                [("grad:x0", ref)])))
+    assert grad is None or grad.severity is not Severity.BUG, grad

@@ -21,6 +21,7 @@ from divfuzz.fuzzer.campaign.analysis_pool import AnalysisJob, AnalysisPool
 from divfuzz.fuzzer.campaign.bucket_folders import Filing
 from divfuzz.fuzzer.campaign.sizing import campaign_slot_devices, resolve_workers
 from divfuzz.fuzzer.store import CampaignLock, Store, resolve_store
+from divfuzz.generators.validate import load_spec
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.deadline import Deadline
 from divfuzz.records.errors import ConfigError, InternalError
@@ -44,7 +45,6 @@ def finish_pending(out_dir: Path, *, budget_s: float, workers: int | str = 1, ti
     from divfuzz.fuzzer.engine.compile import check_stored_backend, validate_inductor_overrides
     # lazy: heavy: as above
     from divfuzz.fuzzer.triage.analysis import BucketAnalyzer
-    from divfuzz.generators.validate import load_spec
 
     path = resolve_store(out_dir, purpose="for --pending")
     lock = CampaignLock(path)

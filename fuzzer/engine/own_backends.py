@@ -123,13 +123,16 @@ def _export_in_fresh_thread(fn: Callable):
 
 def _ort_graph(gm, example_inputs):
     """One aten graph (forward, backward or inference) compiled for ONNX Runtime at its first call,
-    with that call's real tensors (AOTAutograd's example inputs are fake)."""
+    with that call's real tensors (AOTAutograd's example inputs are fake). A graph compiled with
+    dynamic shapes takes its sizes as Python ints beside the tensors: the ONNX model takes only the
+    tensors, with the ints bound as constants, one model per distinct tuple of ints (torch.export
+    specialises an int argument, so a model built for one size must never run another)."""
     # lazy: torch-free module: it loads torch only when this runs
     import torch
 
-    state: dict = {}
+    programs: dict[tuple, dict] = {}
 
-    def first_call(args):
+    def first_call(args, ints: tuple) -> dict:
         outs = gm(*args)  # eager once: which outputs are tensors (a backward returns None for frozen inputs)
         single = not isinstance(outs, (tuple, list))
         outs = [outs] if single else list(outs)
@@ -137,14 +140,19 @@ def _ort_graph(gm, example_inputs):
         # ONNX Runtime refuses a model whose output is its input. It is handed back as is.
         passthrough = {i: j for i, o in enumerate(outs) for j, a in enumerate(args) if isinstance(o, torch.Tensor) and o is a}
         keep = [i for i, o in enumerate(outs) if isinstance(o, torch.Tensor) and i not in passthrough]
+        # A size a forward returns for its backward (an int of a dynamic graph) is fixed by the ints
+        # the model is built for: kept from this eager call.
+        sizes = {i: o for i, o in enumerate(outs) if o is not None and not isinstance(o, torch.Tensor)}
+        slots = [isinstance(a, torch.Tensor) for a in args]
 
         class TensorOutputs(torch.nn.Module):
             def __init__(self):
                 super().__init__()
                 self.gm = gm
 
-            def forward(self, *a):
-                o = self.gm(*a)
+            def forward(self, *tensors):
+                given, bound = iter(tensors), iter(ints)
+                o = self.gm(*(next(given) if is_tensor else next(bound) for is_tensor in slots))
                 o = [o] if single else list(o)
                 return tuple(o[i] for i in keep)
 
@@ -152,7 +160,7 @@ def _ort_graph(gm, example_inputs):
         # makes (`full`, `scalar_tensor`, ... on cuda), and tracing it on CPU copies of CUDA inputs
         # fails in fake-tensor device propagation ("found two different devices cuda:0, cpu"): 28
         # of 379 cases of a 5-minute H100 campaign were lost to that as compile errors.
-        export_args = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args)
+        export_args = tuple(a.detach() for a in args if isinstance(a, torch.Tensor))
         for name in ("torch.onnx", "onnxscript"):
             logging.getLogger(name).setLevel(logging.ERROR)
         program = None
@@ -162,11 +170,13 @@ def _ort_graph(gm, example_inputs):
                 program.initialize_inference_session()
             except Exception as e:
                 raise backend_compile_error(f"onnxrt: {type(e).__name__}: {_first_lines(e)}", e) from e
-        state.update(program=program, single=single, keep=keep, passthrough=passthrough, n=len(outs))
+        return dict(program=program, single=single, keep=keep, passthrough=passthrough, sizes=sizes, n=len(outs))
 
     def run(*args):
-        if "n" not in state:
-            first_call(args)
+        ints = tuple(a for a in args if not isinstance(a, torch.Tensor))
+        if ints not in programs:
+            programs[ints] = first_call(args, ints)
+        state = programs[ints]
         device = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device("cpu"))
         full: list = [None] * state["n"]
         if state["program"] is not None:
@@ -175,12 +185,14 @@ def _ort_graph(gm, example_inputs):
             # reference, so for a CUDA tensor the temporary CPU copy can be freed and reused before
             # ONNX Runtime reads it. Measured on the H100 (torch 2.11, onnxruntime 1.30): LayerNorm
             # backward's grad:x RMSE vs fp64 was 7.7e-4 with CUDA inputs, 7.6e-8 with these copies.
-            host_args = [a.detach().cpu() if isinstance(a, torch.Tensor) else a for a in args]
+            host_args = [a.detach().cpu() for a in args if isinstance(a, torch.Tensor)]
             results = state["program"](*host_args)
             for i, r in zip(state["keep"], results):
                 full[i] = r.to(device)
         for i, j in state["passthrough"].items():
             full[i] = args[j]
+        for i, size in state["sizes"].items():
+            full[i] = size
         return full[0] if state["single"] else tuple(full)
 
     return run

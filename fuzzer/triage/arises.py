@@ -18,7 +18,9 @@ from dataclasses import dataclass
 
 import torch
 
+from divfuzz.fuzzer.engine.compile import compiled
 from divfuzz.fuzzer.triage.attribute import bisect_result_of
+from divfuzz.records.config import CompileConfig
 from divfuzz.records.culprit import Culprit
 from divfuzz.records.deadline import Deadline
 from divfuzz.records.errors import TimeUp
@@ -63,9 +65,6 @@ def where_it_arises(gm, inputs, *, rungs: tuple[str, ...], run, deadline: Deadli
     it disables). Stops at `deadline` with what it has."""
     # lazy: heavy: Dynamo/Inductor cost ~0.8 s beyond torch; only processes that compile load them
     from torch._inductor.compiler_bisector import CompilerBisector
-
-    from divfuzz.fuzzer.engine.compile import compiled
-    from divfuzz.records.config import CompileConfig
 
     previous = run(gm, inputs, rungs[0])
     for before, rung in zip(rungs, rungs[1:]):

@@ -360,7 +360,8 @@ def _verdict(gm, inputs, a, b, ref=None, bounds=None):
 
     outputs = judge_outputs(named(a), named(b), named(ref), {f"output {i}": d for i, d in bounds.items()},
                             perturbed_reference=perturbed if ref is not None else None, inputs=list(inputs))
-    return _with_reduction_order(verdict_of(outputs), gm, inputs, named(a), named(b), named(ref), bounds)
+    verdict = _with_reduction_order(verdict_of(outputs), gm, inputs, named(a), named(b), named(ref), bounds)
+    return verdict if verdict.explanation is not None else _with_subnormal_flush(verdict, gm, inputs, named(a), named(b))
 
 
 def _with_reduction_order(verdict, gm, inputs, a, b, ref, bounds):
@@ -390,6 +391,57 @@ def _with_reduction_order(verdict, gm, inputs, a, b, ref, bounds):
         f"{reason.output} depends on {ops}; run eagerly with their reduced dims in other orders "
         f"({', '.join(LAST_DIM_ORDERS)}), the graph gives the compiled values on {moved} elements, and {now}",
         (("elements", float(moved)), ("orders", float(len(LAST_DIM_ORDERS))))))
+
+
+# Below this magnitude a float32 value is subnormal; bfloat16 shares float32's exponent range,
+# and float16 is computed in float32 (opmath), where its subnormals are normal.
+_SUBNORMAL_BELOW = torch.finfo(torch.float32).tiny
+
+
+def _flushed(value):
+    if isinstance(value, torch.Tensor) and value.dtype in (torch.float32, torch.bfloat16):
+        return torch.where((value != 0) & (value.abs() < _SUBNORMAL_BELOW), value * 0, value)
+    return value
+
+
+def _with_subnormal_flush(verdict, gm, inputs, a, b):
+    """`verdict` with the `subnormal-flush` explanation when it is a bug candidate and `gm` run eagerly with every float32/bfloat16
+    subnormal (each input and each op's result) flushed to signed zero gives `b`'s values (the rung
+    under test) on every one of the bug's elements (`rule_elements` of `a`, the rung before, and
+    `b`: a wrong value beside a flush stays a bug), as the campaign's experiment finds it (`divfuzz.fuzzer.engine.explain`): compiled CUDA
+    kernels flush by default (PR 185878). The severity is the table's: a flushed float value is
+    the default, an integer or NaN/Inf it decides stays suspect. Else `verdict`."""
+    reason = judge(verdict).reason
+    if reason is None or reason.severity is not Severity.BUG or reason.rule not in EXPLAINABLE_RULES \
+            or not reason.output.startswith("output ") or a is None or b is None:
+        return verdict
+
+    class Flushing(torch.fx.Interpreter):
+        def run_node(self, n):
+            return pytree.tree_map(_flushed, super().run_node(n))
+
+    i = int(reason.output.removeprefix("output "))
+    if i >= min(len(a), len(b)):
+        return verdict
+    try:
+        with torch.no_grad():
+            flushed = _flat(Flushing(gm).run(*[_flushed(x) for x in inputs]))
+    except Exception:  # a graph the interpreter cannot run: no explanation
+        return verdict
+    before, got = a[i][1], b[i][1]
+    if i >= len(flushed) or not isinstance(flushed[i], torch.Tensor) or flushed[i].shape != got.shape:
+        return verdict
+    named = rule_elements(reason.rule, before, got.to(before.device))
+    again = flushed[i].to(before.device)
+    matches = same_values(again, got.to(before.device)) if got.is_floating_point() else again == got.to(before.device)
+    n_named, n_flushed = int(named.sum()), int((named & matches).sum())
+    if n_named == 0 or n_flushed < n_named:
+        return verdict
+    return replace(verdict, explanation=Explanation(
+        "subnormal-flush", reason.output,
+        f"all {n_named} differing elements of {reason.output} equal what the graph computes eagerly with "
+        "every float32 subnormal flushed to zero: the compiled kernels flush subnormals, CUDA's default",
+        (("differing", float(n_named)), ("flushed", float(n_flushed))), _device_type(inputs)))
 
 
 def _with_dropped_cast(verdict, gm, inputs, a, b, kept):
