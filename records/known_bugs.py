@@ -42,7 +42,9 @@ mechanism or an error message that meets many ops): (issue, mechanism, message) 
 Matching (invariants, tested on the entries themselves and on near misses):
 - ops by set, not order: every op item of the entry has one of its names among the root cause's
   ops (a minimized graph keeps the ops that matter but may order independent branches either way);
-- dtypes overlap: one of the entry's dtypes is among the root cause's (inputs, nodes, autocast, output);
+- dtypes overlap: one of the entry's dtypes is among the root cause's (inputs, nodes, autocast, output),
+  and, where the root cause's graph says each op's dtypes, every op item of the entry has an op
+  computed in (or on operands of) the same kind of dtype, floating or integral, as the entry's;
 - backward agrees exactly, unless the entry's is null (either) or it has a mechanism; the root
   cause's severity rule is one of the entry's rules;
 - device and culprit only rank matches: a culprit name found in the root cause's culprit text makes
@@ -173,6 +175,9 @@ class RootCausePattern:
     device_type: str | None = None
     mechanism: str = ""  # the mechanism that explains it (`BucketKey.mechanism`), "" for none
     site: str = ""  # a compiler error's masked site (`BucketKey.site`), "" for none
+    # Each op's dtypes (its own result's and its operands'), where the root cause's graph says them
+    # (a spec's nodes); () where only the ops and the dtype set are known (a bucket key).
+    op_dtypes: tuple[tuple[str, frozenset[str]], ...] = ()
 
     @classmethod
     def from_spec_dict(cls, spec: dict, *, rule: str, culprit: str | None = None, device_type: str | None = None,
@@ -184,7 +189,8 @@ class RootCausePattern:
         ops = tuple(str(n.get("op")) for n in spec["nodes"] if isinstance(n, dict))
         dtypes = {str(t.get("dtype")) for t in spec["inputs"] + spec["nodes"] if isinstance(t, dict)}
         dtypes |= {d for d in (spec.get("autocast"), output_dtype) if isinstance(d, str)}
-        return cls(ops, frozenset(dtypes), bool(spec.get("backward")), rule, culprit, device_type, mechanism, site)
+        return cls(ops, frozenset(dtypes), bool(spec.get("backward")), rule, culprit, device_type, mechanism, site,
+                   _op_dtypes(spec))
 
     @classmethod
     def from_bucket(cls, key: BucketKey, *, rule: str | None = None, dtypes: frozenset[str] = frozenset()) -> RootCausePattern:
@@ -194,6 +200,23 @@ class RootCausePattern:
         dtypes = frozenset({key.dtype} | ({key.autocast} if key.autocast else set()) | set(dtypes))
         return cls(tuple(key.ops), dtypes, key.backward, rule if rule is not None else key.rule, culprit, key.device_type,
                    key.mechanism, key.site)
+
+
+def _op_dtypes(spec: dict) -> tuple[tuple[str, frozenset[str]], ...]:
+    """Each op of a spec dict with the dtypes it touches: its node's own and its named inputs'
+    (and autocast's, which may compute any op in it). () when a node names no dtype (a spec as
+    a bucket key shows it): then the pattern's dtype set alone is matched."""
+    nodes = [n for n in spec["nodes"] if isinstance(n, dict)]
+    if not nodes or any(not isinstance(n.get("dtype"), str) for n in nodes):
+        return ()
+    by_name = {str(t.get("name")): str(t.get("dtype")) for t in spec["inputs"] + nodes if isinstance(t, dict) and t.get("name")}
+    autocast = {spec["autocast"]} if isinstance(spec.get("autocast"), str) else set()
+    found: dict[str, set[str]] = {}
+    for n in nodes:
+        named = n.get("inputs") if isinstance(n.get("inputs"), list) else []
+        found.setdefault(str(n.get("op")), set()).update(
+            {str(n["dtype"])} | {by_name[a] for a in named if isinstance(a, str) and a in by_name} | autocast)
+    return tuple((op, frozenset(d)) for op, d in found.items())
 
 
 _CONFIDENCE = ("high", "medium", "low")
@@ -258,10 +281,14 @@ def _names_in(name: str, text: str) -> bool:
 def match_one(bug: KnownBug, pattern: RootCausePattern, *, any_rule: bool = False) -> KnownMatch | None:
     """`bug` as a match for `pattern`, or None (the rules are the module docstring's). `any_rule`
     leaves the severity rule out: where a difference arises (below suspect, say), the issue that
-    names its ops and culprit, whatever rule its own report was rated by."""
+    names its ops and culprit, whatever numeric rule its own report was rated by (a difference in
+    numbers is never a crash's or a compile error's issue)."""
     ops = set(pattern.ops)
     if any_rule:
-        pattern = replace(pattern, rule=next(iter(sorted(bug.rules))))
+        numeric = sorted(bug.rules & frozenset(NUMERIC_RULES))
+        if not numeric:
+            return None
+        pattern = replace(pattern, rule=numeric[0])
     if bug.mechanism is not None and pattern.mechanism != bug.mechanism:
         return None
     if bug.message is not None and bug.message.lower() not in pattern.site.lower():
@@ -271,11 +298,29 @@ def match_one(bug: KnownBug, pattern: RootCausePattern, *, any_rule: bool = Fals
         return None
     if not bug.dtypes & pattern.dtypes or not all(item & ops for item in bug.ops):
         return None
+    if pattern.op_dtypes and not _ops_in_its_dtypes(bug, dict(pattern.op_dtypes)):
+        return None
     culprit_agrees = None
     if bug.culprit is not None and bug.culprit.name is not None and pattern.culprit:
         culprit_agrees = _names_in(bug.culprit.name, pattern.culprit)
     device_agrees = None if bug.device == "any" or not pattern.device_type else bug.device == pattern.device_type
     return KnownMatch(bug, culprit_agrees, device_agrees)
+
+
+def _kinds(dtypes) -> set[str]:
+    return {"float" if d.startswith(("float", "bfloat")) else "integral" for d in dtypes}
+
+
+def _ops_in_its_dtypes(bug: KnownBug, op_dtypes: dict[str, frozenset[str]]) -> bool:
+    """Whether each op item of `bug` has an op that the root cause computes in the kind of dtype
+    (floating or integral) the entry shows it in: a bf16 remainder's issue is not an int64
+    remainder's beside a bf16 sigmoid. The kind, not the dtype: a float32 layer norm whose bits
+    flip a later bf16 rounding is the bf16 issue's (the dtype where it shows is the entry's). An
+    entry matched by its mechanism or message names the dtypes of the whole case only."""
+    if bug.mechanism is not None or bug.message is not None:
+        return True
+    wanted = _kinds(bug.dtypes)
+    return all(any(_kinds(op_dtypes.get(op, frozenset())) & wanted for op in item) for item in bug.ops)
 
 
 @dataclass(frozen=True)

@@ -385,3 +385,32 @@ def test_a_low_confidence_match_is_possibly_never_plainly_known():
     bug = BUGS.by_issue(195214)
     assert KnownMatch(bug, culprit_agrees=False, device_agrees=None).describe().startswith("possibly: pytorch#195214")
     assert KnownMatch(bug, culprit_agrees=True, device_agrees=None).describe().startswith("known: pytorch#195214")
+
+
+def test_an_op_computed_in_the_other_kind_of_dtype_is_not_the_entry_s_op():
+    """186875 is a bf16/fp16 remainder: an int64 remainder beside a float16 sigmoid is not it,
+    while a float32 op whose bits show in a later float16 rounding keeps its float entry."""
+    from divfuzz.records.known_bugs import RootCausePattern, default_known_bugs
+
+    def spec(remainder_dtype: str) -> dict:
+        return {"inputs": [{"name": "x0", "dtype": "float32"}],
+                "nodes": [{"name": "v1", "op": "cast", "inputs": ["x0"], "dtype": "float16"},
+                          {"name": "v2", "op": "sigmoid", "inputs": ["v1"], "dtype": "float16"},
+                          {"name": "v3", "op": "cast", "inputs": ["x0"], "dtype": remainder_dtype},
+                          {"name": "v4", "op": "remainder", "inputs": ["v3"], "dtype": remainder_dtype}],
+                "backward": False}
+
+    known = default_known_bugs()
+    integral = RootCausePattern.from_spec_dict(spec("int64"), rule="float-gross-worse", device_type="cpu")
+    assert 186875 not in {m.bug.issue for m in known.matches(integral)}
+    floating = RootCausePattern.from_spec_dict(spec("float32"), rule="float-gross-worse", device_type="cpu")
+    assert 186875 in {m.bug.issue for m in known.matches(floating)}
+
+
+def test_a_difference_in_numbers_is_never_matched_to_a_crash_s_issue():
+    from divfuzz.records.known_bugs import RootCausePattern, default_known_bugs
+
+    pattern = RootCausePattern(("remainder",), frozenset({"int64"}), False, "few-ulps")
+    assert 147206 not in {m.bug.issue for m in default_known_bugs().matches_any_rule(pattern)}
+    crash = replace(pattern, rule="crash")
+    assert 147206 in {m.bug.issue for m in default_known_bugs().matches(crash)}

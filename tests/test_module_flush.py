@@ -58,3 +58,11 @@ def test_the_public_module_of_issue_125557_reads_no_bug_on_cuda(tmp_path):
     assert result.exit_code == 0, result.output
     headline = [line for line in result.output.splitlines() if line.startswith("headline:")][-1]
     assert "headline: bug" not in headline and "subnormal-flush" in result.output, result.output
+
+
+def test_a_backend_or_switch_the_module_path_would_not_use_is_refused_not_dropped(tmp_path):
+    module = MODULES_DIR / "i125557_ftz_pow2_subnormal.py"
+    for extra in (["--backend", "aot_eager"], ["--inductor", "emulate_precision_casts=true"]):
+        result = CliRunner().invoke(main, ["minimize", "--module", f"{module}:make_case", "--device", "cpu",
+                                           "--repro-dir", str(tmp_path / "out"), *extra])
+        assert result.exit_code == 2 and "--backend and --inductor apply to a spec" in result.output, result.output

@@ -96,6 +96,12 @@ def minimize(ctx, case, modules, out_dir, repro_dir, store_dir, device, budget, 
     check_out_dir(repro_dir, "--repro-dir", no_link=True)  # its writer refuses a link: said now, not after the work
     for ref in modules:
         parse_module_ref(ref)
+    if modules and oracle != "perf" and (ctx.get_parameter_source("backend") is not click.core.ParameterSource.DEFAULT or inductor):
+        # the numeric --module path ladders torch's own rungs (eager ... inductor) and judges Inductor's
+        # defaults: a backend or a switch it would not use is refused, never silently dropped
+        raise ConfigError("--module judges torch.compile's own ladder under Inductor's defaults (eager, aot_eager, "
+                          "aot_eager_decomp_partition, inductor): --backend and --inductor apply to a spec or "
+                          "--oracle perf; run the module without them")
     if not modules and not case:
         raise ConfigError("Expected a CASE-ID, a spec.json or --module FILE.py:NAME")
     case_text = None if modules or _is_case_id(case) else read_input(Path(case))

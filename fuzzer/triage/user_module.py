@@ -964,7 +964,7 @@ def _write_issue(folder: Path, gm, inputs, *, before: str, rung: str, device: st
         return
     subject = module_subject(gm, inputs)
     versions = environment_versions(device)
-    known = known_lines(_KnownProbe(subject.ops, subject.dtypes), reason, device=device, culprit=culprit.get("summary"),
+    known = known_lines(_KnownProbe.of_graph(gm, inputs), reason, device=device, culprit=culprit.get("summary"),
                         mechanism=explaining_mechanism(verdict, reason), site=verdict.error_site or "",
                         torch_version=versions.get("torch"))
     (folder / ISSUE_SCRIPT).write_text(script.text)
@@ -975,16 +975,44 @@ def _write_issue(folder: Path, gm, inputs, *, before: str, rung: str, device: st
 
 @dataclass(frozen=True)
 class _KnownProbe:
-    """A reduced aten graph as the known-bug matcher reads a spec (`RootCausePattern.from_spec_dict`)."""
+    """A reduced aten graph as the known-bug matcher reads a spec (`RootCausePattern.from_spec_dict`):
+    its ops, its dtypes, and each op's own (`op_dtypes`: the op's result's and its operands' dtypes,
+    from a run of the graph) where known."""
 
     ops: tuple[str, ...]
     dtypes: tuple[str, ...]
+    op_dtypes: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    @classmethod
+    def of_graph(cls, gm, inputs) -> "_KnownProbe":
+        subject = module_subject(gm, inputs)
+        real = _real_dtypes(gm, inputs)
+        named = lambda d: str(d).removeprefix("torch.")  # noqa: E731
+        per_op: dict[str, set[str]] = {}
+        for node in gm.graph.nodes:
+            if node.op != "call_function":
+                continue
+            op = str(getattr(node.target, "__name__", node.target)).split(".")[0]
+            touched = {named(real[n.name]) for n in (node, *node.all_input_nodes) if n.name in real}
+            per_op.setdefault(op, set()).update(touched)
+        computed = {named(d) for d in real.values() if d.is_floating_point}
+        return cls(subject.ops, tuple(sorted(set(subject.dtypes) | computed)),
+                   tuple((op, tuple(sorted(d))) for op, d in per_op.items()))
 
     def to_dict(self) -> dict:
         # aten's names and the torch functions' the known-bugs file names ops by: native_layer_norm
         # is layer_norm, add_ is add, _softmax is softmax
-        names = [alias for op in self.ops for alias in dict.fromkeys((op, op.removeprefix("native_"), op.strip("_")))]
-        return {"nodes": [{"op": op} for op in names], "inputs": [{"dtype": d} for d in self.dtypes], "backward": False}
+        def aliases(op: str):
+            return dict.fromkeys((op, op.removeprefix("native_"), op.strip("_")))
+
+        inputs = [{"dtype": d} for d in self.dtypes]
+        if not self.op_dtypes:
+            return {"nodes": [{"op": alias} for op in self.ops for alias in aliases(op)], "inputs": inputs, "backward": False}
+        # one node per (op, dtype) it touches, with no named inputs: its dtypes are its own
+        nodes = [{"op": alias, "dtype": d} for op, ds in self.op_dtypes for alias in aliases(op) for d in ds]
+        nodes += [{"op": alias, "dtype": self.dtypes[0]} for op in self.ops if op not in dict(self.op_dtypes)
+                  for alias in aliases(op)] if self.dtypes else []
+        return {"nodes": nodes, "inputs": inputs, "backward": False}
 
 
 def minimize_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: str | None = None, dtype: str | None = None, max_granularity: int | None = None, budget_s: float = 300.0, train: bool = False) -> dict:
@@ -1060,9 +1088,7 @@ def _where_below_suspect(cap, *, device: str, train: bool, reason: dict, deadlin
         if found.rung is None:
             continue
         line = f"where it arises, graph {graph.index + 1}: {found.describe()}"
-        subject = module_subject(gm, inputs)
-        computed = {str(d).removeprefix("torch.") for d in _real_dtypes(gm, inputs).values() if d.is_floating_point}
-        known = known_lines(_KnownProbe(subject.ops, tuple(sorted(set(subject.dtypes) | computed))),
+        known = known_lines(_KnownProbe.of_graph(gm, inputs),
                             SeverityReason.from_dict(reason), device=device,
                             culprit=found.culprit.summary if found.culprit is not None else None,
                             torch_version=environment_versions(device).get("torch"), any_rule=True)
