@@ -436,8 +436,10 @@ _ELIDED_ROUNDING_RULES = frozenset({"float-gross-worse"})
 # elided rounding. Its output should be as close to fp64 as the kernel's (eager's kernel defines
 # the op). When attribution names a decomposition as the culprit of a result further from fp64
 # than eager's, by more than a few ULPs (or rejected by same()), the decomposition is the defect:
-# PyTorch fixed the layer-norm decomposition's mean and variance for exactly this (PR 177163,
-# issue 168126, bf16 under autocast).
+# that is eellison's bar for a report (issue 143182: "only submit an issue if compile diverges more
+# from fp64 than eager"), and jansel fixed Inductor's layer-norm reduction order as "silent wrong
+# results" (PR 186582). The layer-norm decomposition itself (issue 168126, open) has had two
+# fallback PRs (177163, 183009), both closed unmerged: acknowledged, not yet fixed.
 DECOMPOSITION_DEFECT_RULES = frozenset({"many-ulps-worse", "rmse-worse"})
 DECOMPOSITION_SUBSYSTEM = "decomposition"
 
