@@ -46,11 +46,16 @@ MAX_NAME_LENGTH = 64
 MAX_TENSOR_ELEMENTS = 2**24
 MAX_TOTAL_ELEMENTS = 2**26
 MAX_DIMS = 8
-# A graph's size in ops: the strategies draw at most 40 ops (`fuzz --max-ops`), 80 nodes with their
-# cast guards, and the corpus holds 14 at most, 3 deep. A spec of thousands of nodes (3,000 chained
-# `tanh` on a 4x4 input) only spends a whole timeout compiling and was filed as a compiler "hang".
-MAX_NODES = 256
-MAX_DEPTH = 128  # the longest chain of nodes from an input to an output
+# A graph's size in ops, set by what compiles within the case timeout (300 s by default): the
+# costliest shape, two chains of alternating softmax and layer_norm with a backward, took on a
+# 2-core CPU at load 3 (torch 2.13, `scripts/measure_op_cap.py`, 2026-12-02) 48.6 s at 16 nodes,
+# 74.2 s at 64, 151.1 s at 128 and 323.1 s at 256: 256 spent the whole timeout compiling, and was
+# filed as a "hang" (issue 56). 128 keeps half the timeout spare on a loaded box. The strategies
+# draw at most 40 ops (`fuzz --max-ops`), 80 nodes with their cast guards, and the corpus holds 14.
+MAX_NODES = 128
+# The longest chain of nodes from an input to an output: above the 80 a drawn 40-op chain with its
+# guards reaches (the time follows the node count, not the depth: a chain of 64 cost what 64 nodes do).
+MAX_DEPTH = 96
 
 # Graph values become locals of the generated `model()` and `make_inputs()`: a value named like
 # a global those functions use, or like their fixed locals, would shadow it. These are the names
