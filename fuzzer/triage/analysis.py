@@ -191,7 +191,8 @@ def analyze_finding(
             note = "not minimized: the analysis's time ran out before the input ran under its config"
         else:
             try:
-                minimized = minimize_spec(spec, predicate, budget_s=budget, log=log)
+                # The first step keeps only what the finding's output needs (issue 52).
+                minimized = minimize_spec(spec, predicate, budget_s=budget, log=log, output=_kept_of_input(own)["output"])
                 current = minimized.spec
             except MinimizeError as e:
                 note = f"not minimized: {e}"
