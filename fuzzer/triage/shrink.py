@@ -407,7 +407,7 @@ def keep_finding_output(spec: GraphSpec, output: str | None, budget: _Budget) ->
         if not budget.left():
             return spec, f"output {output}: the budget ran out before the graph pruned to it was judged"
         if budget.fails(cand):
-            return cand, f"kept output {output} only: {_pruned_words(spec, cand)}"
+            return cand, f"kept only what output {output} needs: {_pruned_words(spec, cand)}"
     smallest = candidates[0]
     return spec, (f"output {output}: the graph pruned to it ({len(smallest.nodes)} ops, {len(smallest.outputs)} "
                   f"outputs) lost the finding, so shrinking started from the whole graph")
