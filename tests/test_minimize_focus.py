@@ -5,13 +5,14 @@ pure predicates (fast), then planted bugs on two independent branches, run in a 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 import torch
 
 from divfuzz.fuzzer.engine.worker import CaseRequest, Worker
 from divfuzz.fuzzer.finding.judgement import judge
-from divfuzz.fuzzer.triage.analysis import analyze_finding
+from divfuzz.fuzzer.triage.analysis import ISSUE_MAX_LINES, analyze_finding
 from divfuzz.fuzzer.triage.shrink import FOCUS_PASS, case_predicate, minimize_spec, pass_simplify_index
 from divfuzz.generators.build import op_function
 from divfuzz.generators.ops import _INDEX_PATTERN, INDEX_PATTERN_SIMPLICITY, INDEX_PATTERNS, index_values
@@ -19,6 +20,7 @@ from divfuzz.generators.registry import get_op
 from divfuzz.generators.spec import GraphSpec, InputRecipe, Node, TensorSpec
 from divfuzz.generators.surgery import outputs_needed_by, pruned_to_output, rebuild_spec
 from divfuzz.records.config import CompileConfig
+from divfuzz.reports.markdown import minimized_words
 
 ROWS, DIM = 8, 16
 
@@ -190,3 +192,20 @@ def test_an_analysis_minimizes_to_the_findings_output(worker):
                                case_verdict=verdict)
     assert analysis.minimized is not None and analysis.minimized.focus.startswith("kept only what output v2 needs"), analysis.notes()
     assert set(analysis.spec.op_names) <= {"tanh", "sigmoid"}
+    # The bug's issue.py fits, and the record says how long it is; a longer one says why.
+    assert analysis.issue_lines is not None and analysis.issue_lines <= ISSUE_MAX_LINES, analysis.issue_lines
+    record = analysis.to_dict()["minimized"]
+    assert record["issue_lines"] == analysis.issue_lines and "why_long" not in record
+    long = replace(analysis, issue_lines=ISSUE_MAX_LINES + 4)
+    assert long.why_long().startswith(f"issue.py runs {ISSUE_MAX_LINES + 4} lines (over {ISSUE_MAX_LINES}): ")
+    assert long.to_dict()["minimized"]["why_long"] == long.why_long() and long.why_long() in long.notes()
+
+
+def test_the_reports_minimized_cell_says_why_where_there_is_no_minimized_graph():
+    assert minimized_words({"spec": {}, "note": "not minimized: a hang finding costs a whole timeout per candidate"}) == (
+        "not minimized: a hang finding costs a whole timeout per candidate")
+    record = {"ops_before": 9, "ops_after": 5, "wall_s": 12.0}
+    assert minimized_words(record) == "9 → 5 ops, 12 s"
+    assert minimized_words(record | {"why_long": "issue.py runs 34 lines (over 30): x"}) == (
+        "9 → 5 ops, 12 s; issue.py runs 34 lines (over 30): x")
+    assert minimized_words({"spec": {}}) == "" and minimized_words(None) == ""
