@@ -387,22 +387,23 @@ FOCUS_PASS = "keep_finding_output"
 def keep_finding_output(spec: GraphSpec, output: str | None, budget: _Budget) -> tuple[GraphSpec, str]:
     """The first step: `spec` pruned to what the finding's `output` needs
     (`divfuzz.generators.surgery.pruned_to_output`), the most pruned candidate that still fails the
-    predicate, and words saying what was kept; `spec` itself and why, where no candidate is smaller
-    or none keeps the finding (the rounds then start from the whole graph, as before this step).
+    predicate, and words saying what was kept; `spec` itself and why where none keeps the finding
+    (the rounds then start from the whole graph, as before this step); `spec` and "" where nothing
+    is smaller or no output is named.
 
     Candidates, most pruned first: for a forward output, forward only, then with its backward; for
     a gradient, without the other inputs' gradients, then with them."""
     if output in (None, "", "-"):
         return spec, ""
     gradient = output.startswith("grad:")
-    shapes = ((True, False), (True, True)) if gradient else ((False, True), (True, True))
+    variants = ((True, False), (True, True)) if gradient else ((False, True), (True, True))
     candidates: list[GraphSpec] = []
-    for keep_backward, other_gradients in shapes:
+    for keep_backward, other_gradients in variants:
         cand = pruned_to_output(spec, output, keep_backward=keep_backward, other_gradients=other_gradients)
         if cand is not None and _smaller(cand, spec) and cand not in candidates:
             candidates.append(cand)
-    if not candidates:
-        return spec, f"output {output}: nothing to prune (every op and output is what it needs)"
+    if not candidates:  # every op and output is what the finding's output needs
+        return spec, ""
     for cand in candidates:
         if not budget.left():
             return spec, f"output {output}: the budget ran out before the graph pruned to it was judged"
