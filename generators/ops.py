@@ -1088,6 +1088,38 @@ _INDEX_PATTERN = {
 }
 INDEX_PATTERNS = tuple(_INDEX_PATTERN)
 INDEX_SIZES = (1, 2, 3, 5, 8, 16)
+# The patterns from the plainest to read to the least plain: what the minimizer rewrites an
+# index towards where a plainer pattern gives the same indices (`index_values`).
+INDEX_PATTERN_SIMPLICITY = ("constant", "cyclic", "repeat", "reversed", "strided")
+# Each pattern's indices as plain Python (i in range(n), m the modulus), one for one with
+# `_INDEX_PATTERN` (`tests/test_minimize.py` runs both and compares).
+_INDEX_VALUES = {
+    "cyclic": lambda i, m: i % m,
+    "strided": lambda i, m: (i * 5 + 3) % m,
+    "reversed": lambda i, m: m - 1 - i % m,
+    "repeat": lambda i, m: (i // 2) % m,
+    "constant": lambda i, m: 0,
+}
+# (n, m) of each index op's pattern from its params and its input's shape, as its `code` passes them.
+_INDEX_EXTENTS = {
+    "gather": lambda p, shape: (p["size"], shape[-1]),
+    "index_select": lambda p, shape: (p["size"], shape[-1]),
+    "scatter_add": lambda p, shape: (shape[-1], p["size"]),
+    "index_add": lambda p, shape: (shape[0], p["size"]),
+}
+
+
+def index_values(op: str, params, shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The indices an index op's pattern makes on an input of `shape`, or None when `op` draws no
+    pattern (or its params or shape give none)."""
+    extent = _INDEX_EXTENTS.get(op)
+    pattern = params.get("pattern")
+    if extent is None or pattern not in _INDEX_VALUES or not shape:
+        return None
+    n, m = extent(params, shape)
+    if not isinstance(n, int) or not isinstance(m, int) or m < 1:
+        return None
+    return tuple(_INDEX_VALUES[pattern](i, m) for i in range(n))
 
 
 def _index(pattern: str, n: str, m: str, x: str) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from divfuzz.generators.aliasing import MUTATED_PREFIX, alias_roots, writes_in_place
 from divfuzz.generators.node_typing import node_output, node_weights
 from divfuzz.generators.opdef import INFER_ERRORS, Meta, WeightSpec
 from divfuzz.generators.registry import get_op
@@ -30,6 +31,7 @@ def rebuild_spec(
     data_shapes: dict[str, tuple[int, ...]] | None = None,
     extra_inputs: tuple[TensorSpec, ...] = (),
     autocast: str | None | bool = False,
+    gradients: frozenset[str] | None = None,
 ) -> GraphSpec | None:
     """A valid spec from edited parts, or None when the edit leaves no valid graph.
 
@@ -37,6 +39,8 @@ def rebuild_spec(
     inputs; its weight inputs are re-derived from `op.weights` (new shapes, dropped when a param
     such as `bias=False` no longer needs them, created when needed); nodes that no output
     reaches and inputs that nothing uses are dropped. `autocast=False` keeps the spec's autocast.
+    `gradients`, when given, names the only inputs that keep `requires_grad` (the others' gradients
+    go); an input that lost it keeps it lost through later rebuilds.
     """
     nodes = spec.nodes if nodes is None else nodes
     outputs = spec.outputs if outputs is None else outputs
@@ -55,6 +59,8 @@ def rebuild_spec(
         new_nodes.append(rebuilt)
     if any(o not in metas for o in outputs) or len(set(outputs)) != len(outputs):
         return None
+    if gradients is not None:
+        inputs = {name: replace(t, requires_grad=t.requires_grad and name in gradients) for name, t in inputs.items()}
     candidate = replace(
         spec, inputs=_in_original_order(inputs, old_inputs), nodes=tuple(new_nodes), outputs=tuple(outputs), autocast=autocast_dtype
     )
@@ -116,7 +122,8 @@ def _retype_node(spec: GraphSpec, n: Node, old_inputs: dict[str, TensorSpec], in
         name = old_weight_names.get(w.weight.suffix) or f"{n.name}_{w.weight.suffix}"
         old = old_inputs.get(name)
         kept = w if old is None else replace(w, dtype=old.dtype)
-        inputs[name] = kept.input(name, backward=spec.backward)
+        # A weight whose gradient an edit dropped (`gradients`) stays without one.
+        inputs[name] = kept.input(name, backward=spec.backward and (old is None or old.requires_grad))
         metas[name] = Meta(tuple(w.weight.shape), kept.dtype)
         names.append(name)
     try:
@@ -143,6 +150,41 @@ def _old_weights(spec: GraphSpec, node: Node, old_inputs: dict[str, TensorSpec])
 
 
 # ---- edits -----------------------------------------------------------------------------------
+
+
+def outputs_needed_by(spec: GraphSpec, output: str) -> tuple[str, ...]:
+    """The spec's outputs that the value judged as `output` is made of, in spec order: a forward
+    output itself; for `grad:<input>`, every output that input reaches (the gradient sums what
+    flows back from each of them); for `mutated:<input>`, every output that reaches a node
+    writing into that input. Empty when `output` names nothing the spec has ("-", a crash's)."""
+    if output in spec.outputs:
+        return (output,)
+    if output.startswith("grad:"):
+        source = output.removeprefix("grad:")
+        return tuple(o for o in spec.outputs if source in reachable((o,), spec.nodes))
+    if output.startswith(MUTATED_PREFIX):
+        target = output.removeprefix(MUTATED_PREFIX)
+        roots = alias_roots(spec)
+        writers = {n.name for n in spec.nodes if n.inputs and writes_in_place(n) and roots.get(n.inputs[0]) == target}
+        return tuple(o for o in spec.outputs if writers & reachable((o,), spec.nodes))
+    return ()
+
+
+def pruned_to_output(spec: GraphSpec, output: str, *, keep_backward: bool,
+                     other_gradients: bool = True) -> GraphSpec | None:
+    """`spec` cut down to what the value judged as `output` needs (`outputs_needed_by`): the other
+    outputs, every node those outputs do not depend on and every input nothing left uses go.
+    `keep_backward=False` compiles it forward only (`requires_grad` dropped everywhere); for a
+    `grad:<input>` output, `other_gradients=False` drops every other input's gradient. None when
+    nothing is left to keep, or the result is no valid spec."""
+    outputs = outputs_needed_by(spec, output)
+    if not outputs:
+        return None
+    gradients = None
+    if output.startswith("grad:") and spec.backward and keep_backward and not other_gradients:
+        gradients = frozenset({output.removeprefix("grad:")})
+    return rebuild_spec(replace(spec, backward=spec.backward and keep_backward), outputs=outputs, gradients=gradients)
+
 
 
 def rewire(nodes: tuple[Node, ...], outputs: tuple[str, ...], old: str, new: str) -> tuple[tuple[Node, ...], tuple[str, ...]]:

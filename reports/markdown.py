@@ -77,16 +77,31 @@ def _when(ts: float) -> str:
 
 
 def _minimized(folder: str | None) -> str:
-    """`ops before -> after, seconds` from the bucket folder's analysis.json ('' when not minimized)."""
+    """`ops before -> after, seconds` from the bucket folder's analysis.json (`minimized_words`)."""
 
     path = Path(folder) / "analysis.json" if folder else None
     try:  # the folder is a path read from the store: a FIFO or symlink there is not followed
         m = json.loads(read_text(path, what="analysis"))["minimized"] if path else None
-        if not m:
-            return ""
-        return md_text(f"{int(m['ops_before'])} → {int(m['ops_after'])} ops, {float(m['wall_s']):.0f} s")
     except (OSError, ValueError, KeyError, TypeError, RecursionError, OverflowError, UnsafePathError):
         return ""
+    return minimized_words(m)
+
+
+def minimized_words(m) -> str:
+    """A stored minimization record (`Analysis.to_dict()["minimized"]`) as the report's cell:
+    `ops before -> after, seconds`, then why its issue.py is long where the analysis said so;
+    for a bucket not minimized, the analysis's words for why ('' when it left none)."""
+    if not isinstance(m, dict):
+        return ""
+    why = m.get("why_long") if isinstance(m.get("why_long"), str) else ""
+    try:
+        if "ops_before" in m:
+            cell = f"{int(m['ops_before'])} → {int(m['ops_after'])} ops" + (f", {float(m['wall_s']):.0f} s" if "wall_s" in m else "")
+            return md_text(cell + (f"; {why}" if why else ""))
+    except (KeyError, TypeError, ValueError, OverflowError):
+        return ""
+    note = m.get("note")
+    return md_text(note) if isinstance(note, str) else ""
 
 
 def _reason(bucket) -> str:
@@ -267,11 +282,8 @@ def pattern_text(pattern: str, *, spec: str | None = None) -> str:
 
 
 def _minimized_of(bucket) -> str:
-    """`ops before -> after, seconds` from the stored analysis, else the folder's analysis.json."""
+    """`ops before -> after, seconds` (or why not) from the stored analysis, else the folder's analysis.json."""
     m = bucket.minimized
-    if isinstance(m, dict) and "ops_before" in m:
-        try:
-            return md_text(f"{int(m['ops_before'])} → {int(m['ops_after'])} ops" + (f", {float(m['wall_s']):.0f} s" if "wall_s" in m else ""))
-        except (KeyError, TypeError, ValueError, OverflowError):
-            return ""
+    if isinstance(m, dict) and ("ops_before" in m or isinstance(m.get("note"), str)):
+        return minimized_words(m)
     return _minimized(bucket.folder)

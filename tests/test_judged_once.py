@@ -27,7 +27,6 @@ MAY_JUDGE = {
     "fuzzer/campaign/case_steps.py": "its raw key's severity to route it to the pool (key_severity)",
     "fuzzer/store/schema.py": "the migration of a store older than its keys' fields, once, on conversion",
     "fuzzer/engine/explain.py": "the mechanism experiments' fresh runs (below the finding room: the policy's own experiments)",
-    "fuzzer/triage/shrink.py": "the minimizer's candidates",
     "reports/issue_folder.py": "a minimal spec's own verdict when the stored reason names an output it lacks",
     "reports/repro.py": "the generated repro.py's own run (template text)",
     "oracles/severity_policy.py": "the policy itself",
@@ -35,7 +34,8 @@ MAY_JUDGE = {
 # The commands and stages that judge a fresh run, each through `judge`.
 THROUGH_THE_FINDING_ROOM = ("fuzzer/campaign/case_steps.py", "fuzzer/gate/replay.py", "fuzzer/gate/baseline.py",
                             "fuzzer/cli/replay_command.py", "fuzzer/cli/minimize_command.py", "fuzzer/triage/analysis.py",
-                            "fuzzer/triage/user_module.py", "fuzzer/triage/capture.py", "fuzzer/triage/module_perf.py")
+                            "fuzzer/triage/user_module.py", "fuzzer/triage/capture.py", "fuzzer/triage/module_perf.py",
+                            "fuzzer/triage/shrink.py")
 
 
 def _calls(source: str, names: tuple[str, ...]) -> list[tuple[str, int]]:

@@ -34,6 +34,7 @@ from divfuzz.records.errors import MinimizeError
 from divfuzz.records.severity import Severity
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.reports.bug_report import render_bug_report
+from divfuzz.reports.issue_script import render_issue_script
 from divfuzz.reports.files import write_bucket_folder
 
 
@@ -47,6 +48,7 @@ class Analysis:
     verdict: object | None  # the minimal spec's verdict under the case's config, when seen
     note: str = ""  # why minimization was skipped, if it was
     compile_log: str = ""  # what the compiler printed while the analysis ran (the worker's output)
+    issue_lines: int | None = None  # the lines of the bug's issue.py (`render_issue_script`), None when it has none
 
     @functools.cached_property
     def reason(self):
@@ -66,16 +68,37 @@ class Analysis:
             lines += [self.minimized.describe()]
         if self.note:
             lines += [self.note]
+        if self.why_long():
+            lines += [self.why_long()]
         return tuple(lines)
 
+    def why_long(self) -> str:
+        """Why the bug's issue.py runs over `ISSUE_MAX_LINES` lines, in words ("" when it does not):
+        what the minimizer kept and what stopped it. The report prints it beside the bucket."""
+        if self.issue_lines is None or self.issue_lines <= ISSUE_MAX_LINES:
+            return ""
+        head = f"issue.py runs {self.issue_lines} lines (over {ISSUE_MAX_LINES})"
+        m = self.minimized
+        if m is None:
+            return f"{head}: {self.note or 'not minimized'}"
+        if m.budget_exhausted:
+            return f"{head}: the minimizer's budget ran out at {m.ops_after} ops after {m.predicate_calls} compiles"
+        return (f"{head}: no smaller graph keeps the finding ({m.ops_after} ops, {len(self.spec.inputs)} inputs, "
+                f"{len(self.spec.outputs)} outputs{', backward' if self.spec.backward else ''})")
+
     def to_dict(self) -> dict:
-        return {
-            "minimized": self.minimized.to_dict() if self.minimized else {"spec": self.spec.to_dict(), "note": self.note},
-            "culprit": self.culprit.to_dict(),
-        }
+        minimized = self.minimized.to_dict() if self.minimized else {"spec": self.spec.to_dict()}
+        extra = {"note": self.note} if self.note else {}
+        if self.issue_lines is not None:
+            extra["issue_lines"] = self.issue_lines
+        if self.why_long():
+            extra["why_long"] = self.why_long()
+        return {"minimized": minimized | extra, "culprit": self.culprit.to_dict()}
 
 
 _NO_MINIMIZE = {"hang"}  # each candidate would cost a whole timeout
+# A bug's issue.py is at most this many lines (issue 52); an analysis says why where it is longer.
+ISSUE_MAX_LINES = 30
 # Under a deadline, a minimization given fewer seconds than this is not started.
 MIN_MINIMIZE_S = 5.0
 
@@ -191,7 +214,8 @@ def analyze_finding(
             note = "not minimized: the analysis's time ran out before the input ran under its config"
         else:
             try:
-                minimized = minimize_spec(spec, predicate, budget_s=budget, log=log)
+                # The first step keeps only what the finding's output needs (issue 52).
+                minimized = minimize_spec(spec, predicate, budget_s=budget, log=log, output=_kept_of_input(own)["output"])
                 current = minimized.spec
             except MinimizeError as e:
                 note = f"not minimized: {e}"
@@ -201,7 +225,16 @@ def analyze_finding(
     # the minimal spec keeps that rule on that output, so each rung is asked for it.
     culprit = attribute_case(current, config=config, kind=kind, bisect=kind not in _NO_MINIMIZE,
                              output=_finding_output_seen(seen.get((spec.digest(), config))), **common)
-    return Analysis(current, culprit, minimized, seen.get((current.digest(), config)), note)
+    analysis = Analysis(current, culprit, minimized, seen.get((current.digest(), config)), note)
+    return replace(analysis, issue_lines=_issue_lines(analysis, device=device, config=config))
+
+
+def _issue_lines(analysis: Analysis, *, device: str, config) -> int | None:
+    """The lines of the issue.py a bug's minimal spec gets, None for no bug or no verdict."""
+    if analysis.verdict is None:
+        return None
+    script = render_issue_script(analysis.spec, device=device, config=config, reason=analysis.reason, verdict=analysis.verdict)
+    return script.lines if script is not None else None
 
 
 def _by_design(verdict, rough: Culprit) -> bool:

@@ -1,14 +1,20 @@
 """Shrinking a diverging case to the smallest spec that still fails the same way.
 
-`minimize_spec(spec, predicate, budget_s=...)` runs named passes (drop nodes by delta debugging,
+`minimize_spec(spec, predicate, budget_s=..., output=...)` first keeps only what the finding's
+output needs (`keep_finding_output`: the other outputs, the ops they alone need and, unless the
+finding is a gradient, the backward go; for a gradient, the other inputs' gradients too), then runs
+named passes (drop nodes by delta debugging,
 cut a node into a fresh input, bypass a node, drop outputs, drop backward/autocast/casts,
-simplify params, simplify the input recipe, shrink rows, shrink dims) until a whole round makes
-no progress or the budget is spent. The predicate is "still lands in the same finding kind (and
+simplify params, simplify the input recipe, shrink rows, shrink dims, simplify index patterns
+that are trivially constant) until a whole round makes no progress or the budget is spent. The predicate is "still lands in the same finding kind (and
 the same culprit when given)"; `case_predicate` builds it on a `Worker`, so every candidate runs
 in a subprocess and a crash or hang in the compiler is only a failed candidate.
 
 Invariants:
 - the input must fail the predicate (checked first, like torch's fx_minifier): else MinimizeError;
+- the first step is taken only where the pruned graph still fails the predicate (the same finding,
+  rule and severity: `case_predicate` judges every candidate through `judge`); where it does not,
+  the rounds start from the whole input and `MinimizeResult.focus` says why;
 - every candidate passes `validate_spec` before the predicate sees it: each pass chooses an
   edit and `divfuzz.generators.surgery` makes it (re-typing every node through `divfuzz.generators.node_typing`);
 - deterministic: the same spec and the same predicate answers give the same result; answers
@@ -22,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, Mapping
 
 from divfuzz.generators.layouts import CONTIGUOUS
+from divfuzz.generators.ops import INDEX_PATTERN_SIMPLICITY, index_values
 from divfuzz.generators.registry import get_op
 from divfuzz.generators.spec import GraphSpec, InputRecipe
 from divfuzz.generators.surgery import (
@@ -29,6 +36,7 @@ from divfuzz.generators.surgery import (
     cut_to_input,
     data_inputs,
     fresh_name,
+    pruned_to_output,
     rebuild_spec,
     remove_nodes,
     same_shape_inputs,
@@ -38,9 +46,9 @@ from divfuzz.records.deadline import Deadline
 from divfuzz.records.dtypes import is_float
 from divfuzz.records.errors import MinimizeError, TimeUp
 from divfuzz.fuzzer.engine.worker import CaseRequest
+from divfuzz.fuzzer.finding.judgement import judge
 from divfuzz.fuzzer.triage.attribute import known_or_run
 from divfuzz.oracles.findings import shows_finding
-from divfuzz.oracles.severity_policy import case_finding, explaining_mechanism, severity_of
 from divfuzz.records.severity import Severity
 
 Predicate = Callable[[GraphSpec], bool]
@@ -61,6 +69,7 @@ class MinimizeResult:
     predicate_calls: int  # candidates actually run (each is one compiled case)
     wall_s: float
     budget_exhausted: bool
+    focus: str = ""  # what the first step (keep_finding_output) kept, or why it kept the whole graph
 
     def to_dict(self) -> dict:
         return {
@@ -73,7 +82,7 @@ class MinimizeResult:
             "predicate_calls": self.predicate_calls,
             "wall_s": round(self.wall_s, 2),
             "budget_exhausted": self.budget_exhausted,
-        }
+        } | ({"focus": self.focus} if self.focus else {})
 
     def describe(self) -> str:
         taken = ", ".join(f"{name} x{n}" for name, n in self.passes) or "none"
@@ -81,7 +90,7 @@ class MinimizeResult:
             f"minimized {self.ops_before} -> {self.ops_after} ops, {self.elements_before} -> "
             f"{self.elements_after} input elements in {self.wall_s:.0f} s, {self.predicate_calls} compiles "
             f"(passes: {taken}){'; budget exhausted' if self.budget_exhausted else ''}"
-        )
+        ) + (f"; {self.focus}" if self.focus else "")
 
 
 def spec_elements(spec: GraphSpec) -> int:
@@ -258,6 +267,32 @@ def pass_shrink_dims(spec: GraphSpec) -> Iterator[GraphSpec]:
                     yield cand
 
 
+def _index_rank(node) -> int:
+    """How far `node`'s index pattern is from the simplest (`INDEX_PATTERN_SIMPLICITY`); 0 without one."""
+    pattern = node.kwargs.get("pattern")
+    return INDEX_PATTERN_SIMPLICITY.index(pattern) if pattern in INDEX_PATTERN_SIMPLICITY else 0
+
+
+def pass_simplify_index(spec: GraphSpec) -> Iterator[GraphSpec]:
+    """An index op's pattern replaced by the simplest one that gives the same indices (a strided
+    `(arange * 5 + 3) % 1` is all zeros: `constant`), one node at a time: the same values, and a
+    script without an expression a maintainer would ask about."""
+    for i, n in enumerate(spec.nodes):
+        pattern = n.kwargs.get("pattern")
+        if pattern not in INDEX_PATTERN_SIMPLICITY:
+            continue
+        shape = spec.meta(n.inputs[0])[0]
+        values = index_values(n.op, n.kwargs, shape)
+        if values is None:
+            continue
+        for simpler in INDEX_PATTERN_SIMPLICITY[: INDEX_PATTERN_SIMPLICITY.index(pattern)]:
+            if index_values(n.op, {**n.kwargs, "pattern": simpler}, shape) == values:
+                cand = with_params(spec, i, {**n.kwargs, "pattern": simpler})
+                if cand is not None:
+                    yield cand
+                break
+
+
 PASSES: tuple[tuple[str, Callable[[GraphSpec], Iterator[GraphSpec]]], ...] = (
     ("drop_backward", pass_drop_backward),
     ("drop_outputs", pass_drop_outputs),
@@ -272,6 +307,7 @@ PASSES: tuple[tuple[str, Callable[[GraphSpec], Iterator[GraphSpec]]], ...] = (
     ("simplify_recipe", pass_simplify_recipe),
     ("shrink_rows", pass_shrink_rows),
     ("shrink_dims", pass_shrink_dims),
+    ("simplify_index", pass_simplify_index),
 )
 
 
@@ -308,12 +344,15 @@ def minimize_spec(
     budget_s: float = 120.0,
     passes=PASSES,
     log: Callable[[str], None] | None = None,
+    output: str | None = None,
 ) -> MinimizeResult:
     """The smallest spec (by ops, then input elements) for which `predicate` still holds.
 
     Must be deterministic; checks first that `predicate(spec)` holds, else raises MinimizeError.
-    Each round tries every pass; a pass takes the first candidate that still fails, restarts
-    on the smaller spec, and the rounds repeat until one makes no progress or the budget ends.
+    With `output`, the output the finding is about (its severity reason's), the first step keeps
+    only what that output needs (`keep_finding_output`). Then each round tries every pass; a pass
+    takes the first candidate that still fails, restarts on the smaller spec, and the rounds
+    repeat until one makes no progress or the budget ends.
     """
     t0 = time.monotonic()
     budget = _Budget(predicate, deadline=Deadline.after(budget_s, start=t0))
@@ -321,7 +360,13 @@ def minimize_spec(
         raise MinimizeError(
             f"the input case does not fail the predicate ({len(spec.nodes)} ops, {spec.op_signature()}): nothing to minimize"
         )
-    current, taken = _run_rounds(spec, passes, budget, log or (lambda s: None))
+    log = log or (lambda s: None)
+    start, focus = keep_finding_output(spec, output, budget)
+    if start is not spec:
+        log(f"keep_finding_output: {len(spec.nodes)} -> {len(start.nodes)} ops, {spec_elements(start)} elements")
+    current, taken = _run_rounds(start, passes, budget, log)
+    if start is not spec:
+        taken = {FOCUS_PASS: 1, **taken}
     return MinimizeResult(
         spec=current,
         ops_before=len(spec.nodes),
@@ -332,7 +377,51 @@ def minimize_spec(
         predicate_calls=budget.calls,
         wall_s=time.monotonic() - t0,
         budget_exhausted=not budget.left(),
+        focus=focus,
     )
+
+
+FOCUS_PASS = "keep_finding_output"
+
+
+def keep_finding_output(spec: GraphSpec, output: str | None, budget: _Budget) -> tuple[GraphSpec, str]:
+    """The first step: `spec` pruned to what the finding's `output` needs
+    (`divfuzz.generators.surgery.pruned_to_output`), the most pruned candidate that still fails the
+    predicate, and words saying what was kept; `spec` itself and why where none keeps the finding
+    (the rounds then start from the whole graph, as before this step); `spec` and "" where nothing
+    is smaller or no output is named.
+
+    Candidates, most pruned first: for a forward output, forward only, then with its backward; for
+    a gradient, without the other inputs' gradients, then with them."""
+    if output in (None, "", "-"):
+        return spec, ""
+    gradient = output.startswith("grad:")
+    variants = ((True, False), (True, True)) if gradient else ((False, True), (True, True))
+    candidates: list[GraphSpec] = []
+    for keep_backward, other_gradients in variants:
+        cand = pruned_to_output(spec, output, keep_backward=keep_backward, other_gradients=other_gradients)
+        if cand is not None and _smaller(cand, spec) and cand not in candidates:
+            candidates.append(cand)
+    if not candidates:  # every op and output is what the finding's output needs
+        return spec, ""
+    for cand in candidates:
+        if not budget.left():
+            return spec, f"output {output}: the budget ran out before the graph pruned to it was judged"
+        if budget.fails(cand):
+            return cand, f"kept only what output {output} needs: {_pruned_words(spec, cand)}"
+    smallest = candidates[0]
+    return spec, (f"output {output}: the graph pruned to it ({len(smallest.nodes)} ops, {len(smallest.outputs)} "
+                  f"outputs) lost the finding, so shrinking started from the whole graph")
+
+
+def _pruned_words(before: GraphSpec, after: GraphSpec) -> str:
+    """What pruning `before` to `after` dropped: ops, outputs, the backward, gradients."""
+    words = f"{len(before.nodes)} -> {len(after.nodes)} ops, {len(before.outputs)} -> {len(after.outputs)} outputs"
+    if before.backward and not after.backward:
+        return words + ", backward dropped"
+    gradients_before = sum(t.requires_grad for t in before.inputs)
+    gradients_after = sum(t.requires_grad for t in after.inputs)
+    return words + (f", {gradients_before} -> {gradients_after} gradients" if gradients_after < gradients_before else "")
 
 
 def _run_rounds(spec: GraphSpec, passes, budget: _Budget, log: Callable[[str], None]) -> tuple[GraphSpec, dict[str, int]]:
@@ -371,12 +460,14 @@ def _complexity(spec: GraphSpec) -> tuple:
         len(spec.nodes),
         len(spec.outputs),
         int(spec.backward),
+        sum(t.requires_grad for t in spec.inputs),  # a gradient the finding is not about dropped is simpler
         int(spec.autocast is not None),
         sum(1 for n in spec.nodes for k, v in n.params if (k, v) in (("affine", True), ("bias", True))),
         spec_elements(spec),
         int(spec.recipe.kind != "normal"),
         int(spec.recipe.seed != 0),
         sum(1 for n in spec.nodes for k, v in n.params if k == "eps" and v != DEFAULT_EPS),
+        sum(_index_rank(n) for n in spec.nodes),
         sum(t.layout != CONTIGUOUS for t in spec.inputs),  # an input made contiguous is simpler
         int(bool(spec.dynamic)) + int(bool(spec.mode)),
     )
@@ -440,21 +531,22 @@ def case_predicate(
     def same_kind(spec: GraphSpec, cfg, keep_severity: bool = False) -> bool:
         verdict, _ = known_or_run(worker, CaseRequest(spec, device, cfg, oracle=oracle, perf_margin=perf_margin), timeout_s,
                                   known=known, on_verdict=on_verdict, deadline=deadline)
-        finding = case_finding(verdict, strict=strict)
+        judged = judge(verdict, strict=strict)
+        finding = judged.finding
         if finding is None or finding.kind.value != kind:
             return False
         if keep_severity and site is not None and finding.site != site:
             return False
         if not keep_severity:  # another stage or switch: a finding of the kind on the bucket's output
             return output in (None, "-") or bool(verdict.perf) or shows_finding(verdict, kind, output, strict=strict)
-        reason = severity_of(verdict)
+        reason = judged.reason
         if severity is not None and (reason is None or not reason.severity.at_least(Severity(severity))):
             return False
         if rule is not None and (reason is None or reason.rule != rule):
             return False
         if output is not None and (reason is None or reason.output != output):
             return False
-        return mechanism is None or explaining_mechanism(verdict, reason) == mechanism
+        return mechanism is None or judged.mechanism == mechanism
 
     def predicate(spec: GraphSpec) -> bool:
         try:
