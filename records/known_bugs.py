@@ -67,7 +67,7 @@ from typing import Any
 from divfuzz.records.buckets import BucketKey
 from divfuzz.records.errors import DivfuzzError
 from divfuzz.records.outcomes import COMPILER_FAILURES
-from divfuzz.records.severity import NUMERIC_RULES
+from divfuzz.records.severity import NUMERIC_RULES, rule_family
 
 SCHEMA = "divfuzz-known-bugs"
 SCHEMA_VERSION = 1
@@ -281,14 +281,16 @@ def _names_in(name: str, text: str) -> bool:
 def match_one(bug: KnownBug, pattern: RootCausePattern, *, any_rule: bool = False) -> KnownMatch | None:
     """`bug` as a match for `pattern`, or None (the rules are the module docstring's). `any_rule`
     leaves the severity rule out: where a difference arises (below suspect, say), the issue that
-    names its ops and culprit, whatever numeric rule its own report was rated by (a difference in
-    numbers is never a crash's or a compile error's issue)."""
+    names its ops and culprit, whatever rule of the same family (`rule_family`: ULPs, NaN/Inf,
+    integers, ...) its own report was rated by: a few ULPs are never a NaN issue's, and a
+    difference in numbers never a crash's or a compile error's."""
     ops = set(pattern.ops)
     if any_rule:
-        numeric = sorted(bug.rules & frozenset(NUMERIC_RULES))
-        if not numeric:
+        family = rule_family(pattern.rule)
+        kin = sorted(r for r in bug.rules & frozenset(NUMERIC_RULES) if rule_family(r) == family)
+        if not kin:
             return None
-        pattern = replace(pattern, rule=numeric[0])
+        pattern = replace(pattern, rule=kin[0])
     if bug.mechanism is not None and pattern.mechanism != bug.mechanism:
         return None
     if bug.message is not None and bug.message.lower() not in pattern.site.lower():

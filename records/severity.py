@@ -47,6 +47,19 @@ NUMERIC_RULES = (
 )
 
 
+def rule_family(rule: str) -> str:
+    """What a numeric rule says is wrong, coarsely: "nan-inf" (where NaN/Inf lands), "integer"
+    (an integer or integer-valued answer), "zero-sign", "type" (a dtype or shape), "layout"
+    (strides), "recompile", or "float" (how far a float value is from fp64). Two findings of one
+    family are about the same kind of wrong answer; an issue about NaNs is not about ULPs."""
+    if rule.startswith("nan-inf"):
+        return "nan-inf"
+    if rule.startswith("int") or rule == "compiled-fp64-correct":
+        return "integer"
+    return {"zero-sign-wrong": "zero-sign", "output-type-mismatch": "type", "stride-mismatch": "layout",
+            "recompile": "recompile"}.get(rule, "float")
+
+
 @dataclass(frozen=True)
 class SeverityReason:
     """A severity with the rule that gave it, the output it is about, and the measured numbers."""

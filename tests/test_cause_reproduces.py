@@ -56,3 +56,19 @@ def test_one_answer_per_model_says_why_the_whole_model_and_its_cause_disagree():
     assert line.startswith("headline: bug (the whole model only)") and "1 graph break(s)" in line
     assert "Tensor.item() at model.py:12" in line
     assert module_headline({"severity": None, "causes": []}) == "headline: none"
+
+
+def test_a_whole_model_that_is_one_graph_takes_the_mechanism_that_explains_the_graph():
+    """The whole model's Python run cannot run a mechanism's experiment; its one captured graph,
+    with no graph break, is the whole model, and where a mechanism explains that graph (the flush of
+    issue 125557 on CUDA) the headline is the graph's severity, never the whole model's bug."""
+    from divfuzz.fuzzer.cli.minimize_command import module_headline
+
+    whole = {"severity": "bug", "rule": "float-gross-worse"}
+    explained = [{"graph": 1, "severity": "by-design", "rule": "float-gross-worse", "mechanism": "subnormal-flush"}]
+    capture = {"graph_breaks": 0, "graphs": [{"index": 1}], "explained_graphs": explained, "severity": whole}
+    line = module_headline({"severity": whole, "causes": [], "capture": capture})
+    assert line.startswith("headline: by-design: the whole model reads bug") and "subnormal-flush" in line, line
+    # with a graph break the graphs are not the whole model: the bug stays, placed between them
+    broken = dict(capture, graph_breaks=1, break_reasons=["Tensor.item() at model.py:12"], graphs=[{"index": 1}, {"index": 2}])
+    assert module_headline({"severity": whole, "causes": [], "capture": broken}).startswith("headline: bug (the whole model only)")

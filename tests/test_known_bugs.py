@@ -414,3 +414,16 @@ def test_a_difference_in_numbers_is_never_matched_to_a_crash_s_issue():
     assert 147206 not in {m.bug.issue for m in default_known_bugs().matches_any_rule(pattern)}
     crash = replace(pattern, rule="crash")
     assert 147206 in {m.bug.issue for m in default_known_bugs().matches(crash)}
+
+
+def test_where_a_difference_arises_an_issue_of_another_family_of_rule_is_not_it():
+    """173793 (LayerNorm NaN near 1e37, CUDA) is about NaNs: a LayerNorm's few-ULP difference on CUDA
+    is 168126's (the decomposition's statistics), never the NaN issue's."""
+    from divfuzz.records.known_bugs import RootCausePattern, default_known_bugs
+
+    pattern = RootCausePattern(("layer_norm", "linear"), frozenset({"float32", "bfloat16"}), False, "within-same",
+                               culprit="decomposition of aten.native_layer_norm", device_type="cuda")
+    found = [m.bug.issue for m in default_known_bugs().matches_any_rule(pattern)]
+    assert 173793 not in found and found[:1] == [168126], found
+    nan = replace(pattern, rule="nan-inf-new")
+    assert 173793 in [m.bug.issue for m in default_known_bugs().matches_any_rule(nan)]

@@ -239,6 +239,9 @@ def module_headline(value: dict) -> str:
                 if whole_sev == "bug":
                     return f"headline: suspect: the whole model reads bug ({whole.get('rule', '-')}), but no repro shows it: {why}"
                 return f"headline: suspect (the whole model only): {why}"
+            explained = _explained_by_its_graphs(value.get("capture") or {})
+            if explained:
+                return explained
             return f"headline: {whole_sev} (the whole model only): {_outside_the_graphs(value.get('capture') or {})}"
         return f"headline: {whole_sev or 'none'}"
     order = ("bug", "suspect", "by-design", "noise", "eager-worse")
@@ -249,6 +252,21 @@ def module_headline(value: dict) -> str:
     return (f"headline: {sev}: the whole model reads {whole_sev or 'none'} ({whole.get('rule', '-')}), its reduced cause "
             f"{worst['folder']} reads {sev} ({worst['severity']['rule']}: {worst['summary']}); the reduced, reproduced graph "
             f"is the stronger evidence")
+
+
+def _explained_by_its_graphs(capture: dict) -> str | None:
+    """The headline of a model that reads suspect or worse as a whole while it is one captured graph
+    with no graph break (the graph is the whole model) and that graph, judged by itself, reads
+    below suspect because a mechanism explains it (the whole model's Python run cannot run the
+    experiment; its graph can): the graph's severity, with the mechanism. None otherwise."""
+    explained = capture.get("explained_graphs") or []
+    if capture.get("graph_breaks") or len(capture.get("graphs") or []) != 1 or len(explained) != 1:
+        return None
+    graph = explained[0]
+    whole = capture.get("severity") or {}
+    return (f"headline: {graph['severity']}: the whole model reads {whole.get('severity', 'none')} ({whole.get('rule', '-')}), "
+            f"and its one captured graph, the whole model with no graph break, reads {graph['severity']} "
+            f"({graph['rule']}), explained by {graph['mechanism']}")
 
 
 def _outside_the_graphs(capture: dict) -> str:

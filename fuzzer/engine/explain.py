@@ -85,7 +85,10 @@ def explain_case(case: "PreparedCase", compiled: Named, outputs: tuple[OutputVer
         experiments = (_subnormal_flush, _range_edge, _ties, _reduction_order, _approximate_division, _rounding_decides,
                        _explicit_cast_elided)
     elif reason.rule in CONDITIONED_SUSPECT_RULES:
-        experiments = (_rounding_decides,)  # the one that names a defect a sensitivity cannot excuse
+        # the ones that name a defect a sensitivity cannot excuse: an approximate division is one
+        # step off where eager's exact quotient is an integer (an input at a floor division's jump
+        # is as "ill-conditioned" as any, and eager still computes it exactly)
+        experiments = (_approximate_division, _rounding_decides)
     else:
         return None
     with case.clock.span("explain"):

@@ -87,6 +87,9 @@ class CaseCapture:
     capture_method: str = "dynamo"
     notes: list[str] = field(default_factory=list)
     severity: dict | None = None  # the whole model's severity and its reason (None: no divergence)
+    # Each graph judged by itself whose divergence a mechanism explains below suspect:
+    # {"graph", "severity", "rule", "mechanism"} (`divfuzz.fuzzer.triage.user_module._judge_targets`)
+    explained_graphs: list[dict] = field(default_factory=list)
 
     def summary(self) -> dict:
         return {
@@ -104,6 +107,7 @@ class CaseCapture:
             "rank_by_own_verdict": self.rank_by_own_verdict,
             "judged": self.judged,
             "notes": self.notes,
+            "explained_graphs": self.explained_graphs,
         }
 
 

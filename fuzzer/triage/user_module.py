@@ -1115,7 +1115,11 @@ def _judge_targets(cap, verdict_lines: list[str], *, memo: OutputMemo | None = N
         verdict = _verdict(target.gm, target.inputs, run(target.gm, target.inputs, "eager"), run(target.gm, target.inputs, "inductor"))
         name = "the captured graph" if target.graph is None else f"graph {target.graph}"
         verdict_lines += [f"{name}, eager vs inductor:"] + ["  " + line for line in verdict_lines_of(verdict)]
-        judged.append((target, judge(verdict).reason, worth_reducing(verdict)))
+        reason = judge(verdict).reason
+        judged.append((target, reason, worth_reducing(verdict)))
+        if verdict.explanation is not None and reason is not None and not worth_reducing(verdict):
+            cap.explained_graphs.append({"graph": target.graph if target.graph is not None else 1, "severity": reason.severity.value,
+                                         "rule": reason.rule, "mechanism": verdict.explanation.mechanism})
     if not cap.rank_by_own_verdict:
         return list(cap.targets)
     kept = sorted(((t, r) for t, r, worth in judged if worth), key=lambda tr: tr[1].severity.rank)
