@@ -36,8 +36,8 @@ def test_analysis_workers_auto_leaves_fuzzing_at_least_70_percent_of_the_workers
 
 
 def _opts(out: Path, **kw) -> CampaignOptions:
-    return CampaignOptions(device="cpu", out_dir=out, seed=3, dtypes=("bfloat16",), minimize=True, minimize_budget_s=60,
-                           config=CompileConfig(backend="divfuzz.fuzzer.engine.planted:ulp_bump"), **kw)
+    return CampaignOptions(**(dict(device="cpu", out_dir=out, seed=3, dtypes=("bfloat16",), minimize=True, minimize_budget_s=60,
+                                   config=CompileConfig(backend="divfuzz.fuzzer.engine.planted:ulp_bump")) | kw))
 
 
 def _buckets(out: Path):
@@ -103,10 +103,23 @@ def test_minimize_pending_files_what_the_campaign_left_open(tmp_path, monkeypatc
 def test_a_later_campaign_on_the_store_finishes_the_pending_analyses(tmp_path, monkeypatch):
     first = _campaign_leaving_analyses_pending(tmp_path, monkeypatch)
     assert first.pending_analyses >= 1
-    second = run_campaign(_opts(tmp_path, max_cases=1, analysis_workers=1))
+    # A budget bounds the earlier runs' analyses it takes on (issue 57: --max-cases alone does not).
+    second = run_campaign(_opts(tmp_path, budget_s=600.0, max_cases=1, analysis_workers=1))
     assert second.pending_analyses == 0 and second.progress.analyses_filed >= first.pending_analyses
     buckets, pending, _ = _buckets(tmp_path)
     assert pending == 0 and all(b.key.culprit is not None for b in buckets)
+
+
+@pytest.mark.slow
+def test_a_later_campaign_bounded_by_cases_alone_leaves_other_runs_analyses_pending(tmp_path, monkeypatch):
+    # Issue 57: `fuzz --max-cases 30` on the main job's store spent 9.5 minutes on the main job's
+    # pending analyses, bounded by nothing; they stay pending for `minimize --pending` instead.
+    first = _campaign_leaving_analyses_pending(tmp_path, monkeypatch)
+    assert first.pending_analyses >= 1
+    second = run_campaign(_opts(tmp_path, max_cases=1, analysis_workers=1, seed=first.run_id + 41))
+    assert second.progress.analyses_filed <= second.progress.new_buckets
+    _, pending, _ = _buckets(tmp_path)
+    assert pending >= first.pending_analyses
 
 
 def _bf16_verdict(*, integer_valued: bool):

@@ -24,7 +24,7 @@ from __future__ import annotations
 import threading
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from divfuzz.fuzzer.campaign.schedule import AnalysisBudget
@@ -59,8 +59,10 @@ class AnalysisResult:
 @dataclass(frozen=True)
 class AnalysisTiming:
     """One analysis the pool ran: when (time.time() timestamps, for the timings file), its
-    minimization budget, its wall (time.monotonic()), and whether it gave a result to file (an
-    aborted one does not)."""
+    minimization budget, its wall (time.monotonic()), whether it gave a result to file (an
+    aborted one does not), its raw key's finding kind and severity rule, and its seconds and
+    compiles per phase (`divfuzz.fuzzer.triage.phase_clock.PhaseTally.to_dict`, plus "other":
+    the wall outside every phase), whose seconds add up to `wall_s`."""
 
     raw_key: str
     started: float
@@ -69,6 +71,23 @@ class AnalysisTiming:
     minimize_s: float | None  # the minimizer's own wall (None: not minimized)
     filed: bool
     wall_s: float
+    kind: str = ""
+    rule: str = ""
+    phases: dict = field(default_factory=dict)
+
+    @property
+    def compiles(self) -> int:
+        return sum(p["compiles"] for p in self.phases.values())
+
+
+def phases_with_other(phases: dict, wall_s: float) -> dict:
+    """`phases` plus "other": the wall not inside any of them (never negative), so that the
+    seconds add up to `wall_s` (to the millisecond)."""
+    out = {name: dict(p) for name, p in phases.items()}
+    inside = sum(p["s"] for p in out.values())
+    other = out.setdefault("other", {"s": 0.0, "compiles": 0})
+    other["s"] = round(other["s"] + max(0.0, wall_s - inside), 3)
+    return out
 
 
 def first_come(queued: list[AnalysisJob]) -> AnalysisJob | None:
@@ -220,15 +239,18 @@ class AnalysisPool:
                 if nxt is None:
                     return
                 job, budget = nxt
-                started, clock, filed, minimized = time.time(), time.monotonic(), False, None
+                started, clock, filed, minimized, phases = time.time(), time.monotonic(), False, None, {}
                 try:
                     key, analysis = self.analyzer.analyze(job.spec, job.raw_key, worker, budget_s=budget, case_verdict=job.verdict)
                     minimized = getattr(getattr(analysis, "minimized", None), "wall_s", None)
+                    phases = getattr(analysis, "phases", None) or {}
                     filed = not worker.aborted  # an aborted analysis is not an answer: its row stays pending
                 finally:
                     with self._cond:
+                        wall = time.monotonic() - clock
                         self.timings.append(AnalysisTiming(str(job.raw_key), started, time.time(), budget, minimized, filed,
-                                                           time.monotonic() - clock))
+                                                           wall, job.raw_key.kind, job.raw_key.rule,
+                                                           phases_with_other(phases, wall)))
                         if filed:
                             self._results.append(AnalysisResult(job, key, analysis))
                         self._running -= 1

@@ -12,7 +12,9 @@ Every worker slot's life, from the budget's start (the command's) to the run's e
 - after its last case: drawing stopped (the analyses, then shutdown); its worker minimizes or waits.
 The store holds each case's slot, stamp, wall and spans; the run's timings file beside it
 (`divfuzz-run<N>-timings.json`, written by `divfuzz.fuzzer.campaign.loop`) adds the budget's start,
-when drawing stopped, the driver's tallies and each analysis. The store and the file are
+when drawing stopped, the driver's tallies and each analysis, with its seconds and compiles per
+phase (first pass, minimize, ladder, probes, bisector, other: they add up to its wall) and its
+rule, summed by phase and by rule here. The store and the file are
 untrusted data: every number read is checked, and a bad one exits 2 naming the file and field.
 """
 
@@ -65,6 +67,13 @@ class Breakdown:
     # The campaign's compile span's phases (torch's timers), seconds summed over the compiled graphs;
     # empty for a store from before they were recorded.
     phases: dict = field(default_factory=dict)
+    # The analyses' phases: phase -> {"s": seconds, "compiles": count}, summed over the analyses
+    # (their seconds add up to the analyses' walls); rule -> {"count", "s", "compiles"}; each
+    # analysis's wall and compiles, for the medians. Empty for a timings file without them.
+    analysis_phases: dict = field(default_factory=dict)
+    analysis_rules: dict = field(default_factory=dict)
+    analysis_walls: tuple = ()
+    analysis_compiles: tuple = ()
 
     def phase_ms_per_graph(self) -> dict[str, float]:
         """Each compile phase (`PHASE_ORDER`, then any other one recorded), and "other" (the compile
@@ -184,6 +193,33 @@ def campaign_breakdown(path: Path, run_id: int | None = None) -> Breakdown:
         slot_time["start-up"] += idle_slots * (end - start)
 
     analyses = {}
+    by_phase: dict = {}
+    by_rule: dict = {}
+    walls_each: list = []
+    compiles_each: list = []
+    if isinstance(extra.get("analyses"), list):
+        for i, a in enumerate(extra["analyses"]):
+            if not isinstance(a, dict) or not isinstance(a.get("phases"), dict):
+                continue
+            at = f"{where}: analyses[{i}]"
+            wall = _number(a.get("wall_s"), f"{at}.wall_s")
+            compiles = 0
+            for name, ph in a["phases"].items():
+                if not isinstance(ph, dict):
+                    raise ConfigError(f"{at}.phases[{str(name)[:80]!r}]: expected an object but got {type(ph).__name__}")
+                seconds = _number(ph.get("s"), f"{at}.phases[{str(name)[:80]!r}].s")
+                count = int(_number(ph.get("compiles"), f"{at}.phases[{str(name)[:80]!r}].compiles"))
+                total = by_phase.setdefault(str(name)[:80], {"s": 0.0, "compiles": 0})
+                total["s"] += seconds
+                total["compiles"] += count
+                compiles += count
+            rule = str(a.get("rule") or a.get("kind") or "?")[:80]
+            r = by_rule.setdefault(rule, {"count": 0, "s": 0.0, "compiles": 0})
+            r["count"] += 1
+            r["s"] += wall
+            r["compiles"] += compiles
+            walls_each.append(wall)
+            compiles_each.append(compiles)
     if isinstance(extra.get("analyses"), list):
         walls = [_number(a.get("wall_s"), f"{where}: analyses[{i}].wall_s") for i, a in enumerate(extra["analyses"]) if isinstance(a, dict)]
         filed = sum(1 for a in extra["analyses"] if isinstance(a, dict) and a.get("filed") is True)
@@ -209,7 +245,8 @@ def campaign_breakdown(path: Path, run_id: int | None = None) -> Breakdown:
         driver=driver, analyses=analyses, budget_s=opt("budget_s"),
         drawing_stopped_s=(stopped - start) if stopped is not None else None, pending_by_severity=pending,
         timings_file=extra_path, finish=finish, worker_starts=starts, repeats=repeats, graphs=graphs,
-        siblings=siblings, phases=dict(phases),
+        siblings=siblings, phases=dict(phases), analysis_phases=by_phase, analysis_rules=by_rule,
+        analysis_walls=tuple(walls_each), analysis_compiles=tuple(compiles_each),
     )
 
 
@@ -259,6 +296,7 @@ def breakdown_table(b: Breakdown) -> str:
         lines.append(f"analyses: {a['count']} run by {a['workers']} worker(s) (slots included once they stopped drawing), "
                      f"{a['filed']} filed, {a['seconds']:.0f} s in all"
                      + (f", {a['seconds'] / a['count']:.0f} s each" if a["count"] else ""))
+    lines += analysis_phase_table(b)
     if b.worker_starts:
         lines.append("worker starts (this process's): " + ", ".join(f"{v} {k}" for k, v in sorted(b.worker_starts.items())))
     if b.pending_by_severity:
@@ -266,6 +304,39 @@ def breakdown_table(b: Breakdown) -> str:
     if b.timings_file is None:
         lines.append("(no timings file beside the store: start-up counts from the run's start, no driver or analysis figures)")
     return "\n".join(lines)
+
+
+# An analysis's phases (`divfuzz.fuzzer.triage.phase_clock.PhaseTally` names), in the order they run.
+ANALYSIS_PHASE_ORDER = ("first_pass/ladder", "first_pass/probes", "first_pass", "minimize", "ladder", "probes", "bisector", "other")
+
+
+def _median(values) -> float:
+    ordered = sorted(values)
+    n = len(ordered)
+    return 0.0 if not n else (ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2)
+
+
+def analysis_phase_table(b: Breakdown) -> list[str]:
+    """The analyses' seconds and compiles by phase, then by rule, as markdown lines (their
+    seconds add up to the analyses' walls), with each analysis's median wall and compiles;
+    none for a timings file without phases."""
+    if not b.analysis_walls:
+        return []
+    n = len(b.analysis_walls)
+    total = sum(b.analysis_walls)
+    lines = ["", f"analyses by phase: {n} with phases, median {_median(b.analysis_walls):.1f} s and "
+             f"{_median(b.analysis_compiles):.0f} compiles each, {sum(b.analysis_compiles) / n:.1f} compiles on average",
+             "", "| analysis phase | seconds | compiles | per analysis s | share |", "| --- | --- | --- | --- | --- |"]
+    names = [k for k in ANALYSIS_PHASE_ORDER if k in b.analysis_phases] + sorted(
+        k for k in b.analysis_phases if k not in ANALYSIS_PHASE_ORDER)
+    for k in names:
+        ph = b.analysis_phases[k]
+        lines.append(f"| {k} | {ph['s']:.1f} | {ph['compiles']} | {ph['s'] / n:.1f} | {ph['s'] / total * 100 if total else 0:.1f}% |")
+    lines.append(f"| all | {sum(ph['s'] for ph in b.analysis_phases.values()):.1f} | {sum(b.analysis_compiles)} | {total / n:.1f} | 100% |")
+    lines += ["", "| analyses by rule | count | seconds | compiles | per analysis s |", "| --- | --- | --- | --- | --- |"]
+    for rule, r in sorted(b.analysis_rules.items(), key=lambda kv: -kv[1]["s"]):
+        lines.append(f"| {rule} | {r['count']} | {r['s']:.1f} | {r['compiles']} | {r['s'] / r['count']:.1f} |")
+    return lines
 
 
 # What each phase holds, for the table's first column.

@@ -10,6 +10,7 @@ itself.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,13 +28,19 @@ def build(*, device: str, out_dir: Path, inputs_per_compile: int | None, minimiz
     """A campaign's options. What commands choose differently is named, with no default here:
     `inputs_per_compile` (None: DEFAULT_INPUTS_PER_COMPILE for a numeric campaign of one compiler,
     else 1, as `divfuzz fuzz` documents), `minimize` and `workers`. `fields` are the other
-    `CampaignOptions` fields, each with the dataclass's default when not given."""
+    `CampaignOptions` fields, each with the dataclass's default when not given, but for
+    `analysis_cuts`: off when the environment sets `DIVFUZZ_ANALYSIS_CUTS=off` (hidden: the
+    benchmark's leg without the change, `scripts/bench_analyses.py`)."""
+    fields.setdefault("analysis_cuts", os.environ.get(ANALYSIS_CUTS_ENV, "on") != "off")
     if inputs_per_compile is None:  # siblings run under the numeric oracle of one compiler, on one host or a fleet
         inputs_per_compile = DEFAULT_INPUTS_PER_COMPILE if oracle == "numeric" and against is None else 1
     return CampaignOptions(device=device, out_dir=out_dir, config=config if config is not None else CompileConfig(),
                            oracle=oracle, against=against, inputs_per_compile=inputs_per_compile, minimize=minimize,
                            workers=workers, **fields)
 
+
+# The environment variable that turns `analysis_cuts` off (`off`), for a two-leg benchmark.
+ANALYSIS_CUTS_ENV = "DIVFUZZ_ANALYSIS_CUTS"
 
 # The `torch.compile` modes a CUDA campaign under Inductor draws a share of its graphs in
 # (`graph_specs(modes=...)`): templates and epilogue fusion, and CUDA graphs.
@@ -89,6 +96,11 @@ class CampaignOptions:
     # The time.monotonic() `budget_s` counts from: the command's start (`divfuzz fuzz` passes it),
     # so sizing and start-up are inside the budget; None: the campaign's own start. Not identity.
     budget_from: float | None = None
+    # Issue 54's cuts to the analyses' cost: the bisector starts past the stage ladder's clear rungs
+    # (`attribute_case`'s `seeded_bisect`), and drawing stops early enough for the open bug
+    # analyses to start (`schedule.drawing_reserve`'s `start_floor`). False only for a benchmark's
+    # leg without them. Not identity: it changes how long analyses take, never which cases run.
+    analysis_cuts: bool = True
 
     def identity(self) -> dict:
         """What makes two campaigns the same (so that one resumes the other)."""

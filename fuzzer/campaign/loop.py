@@ -25,7 +25,10 @@ the campaign seed, the slot and the epoch) in a thread that feeds one worker pro
   the slots analyse inline only where no thread is free;
 - `--budget` is kept (`divfuzz.fuzzer.campaign.schedule`): it counts from the command's start, drawing
   stops early enough for the cases in flight and the open bug analyses, and whatever is still in
-  flight at `work_end` is dropped, as for an interrupt;
+  flight at `work_end` is dropped, as for an interrupt; it is the whole campaign's: a resumed run
+  gets what its earlier sessions left (`spent_s` in its timings file, `spent_before`);
+- a campaign bounded by `--max-cases` alone takes no other run's pending analyses: nothing would
+  bound them (its own, a resume's, it finishes; the others stay pending for `minimize --pending`);
 - anything divfuzz's own code raises (a slot thread, the store, the minimizer, a worker's
   internal error) stops it: the run is recorded `failed`, the traceback goes to a log file in
   `out_dir`, and `run` raises InternalError; it never becomes a bucket;
@@ -83,7 +86,7 @@ from divfuzz.generators.spec import GraphSpec
 from divfuzz.generators.validate import load_spec
 from divfuzz.records.outcomes import ends_group
 from divfuzz.records.severity import Severity
-from divfuzz.reports.safe_paths import write_atomic, write_text_plain
+from divfuzz.reports.safe_paths import check_plain, read_text, write_atomic, write_text_plain
 from divfuzz.reports.terminal import one_line, terminal_safe
 
 
@@ -130,6 +133,7 @@ class Progress:
     pending_analyses: int = 0  # bucket analyses queued or running in the analysis pool
     analyses_filed: int = 0  # analyses the pool finished and filed in this run
     drawing_stopped: float | None = None  # time.time() when the slots stopped drawing (budget or failure): stored
+    spent_before: float = 0.0  # seconds a resumed run's earlier sessions spent of its budget (0: a new run)
     # Cases whose worker died under them and that then ran in a fresh worker without dying
     # (`Verdict.worker_deaths`): infrastructure events (a kill from outside, the OOM killer), never
     # findings; each {"slot", "idx", "deaths"}, kept in the run's timings file and said in its summary.
@@ -245,6 +249,22 @@ def slots_first_specs(strategy_of: Callable[[int], Any], campaign_seed: int, slo
     return by_slot
 
 
+def spent_before(out_dir: Path, run_id: int) -> float:
+    """Seconds of its budget run `run_id` spent in its earlier sessions: `spent_s` of the timings
+    file its last session wrote (untrusted: a number that is not finite and >= 0 reads 0, as does
+    a missing file, the case of a session killed before it wrote one)."""
+    path = out_dir / f"divfuzz-run{run_id}-timings.json"
+    try:
+        if not check_plain(path, what="timings file"):
+            return 0.0
+        value = json.loads(read_text(path, what="timings file")).get("spent_s")
+    except (OSError, ValueError, RecursionError, AttributeError, UnsafePathError):
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+        return 0.0
+    return float(value)
+
+
 def slot_quota(max_cases: int | None, workers: int, slot: int) -> int | None:
     """Cases for one slot: max_cases split evenly, the first slots taking the remainder."""
     if max_cases is None:
@@ -295,7 +315,9 @@ class Campaign:
             raise
         # `deadline`: the budget's end; `work_end`: when every case and analysis still in flight is
         # dropped, leaving the finish (workers, summary, report) its reserve.
-        self.deadline = Deadline.after(opts.budget_s or None, start=opts.budget_from)
+        self.spent_before = spent_before(opts.out_dir, self.run_id) if self.resumed else 0.0
+        self.progress.spent_before = self.spent_before
+        self.deadline = Deadline.after(opts.budget_s - self.spent_before if opts.budget_s else None, start=opts.budget_from)
         self.work_end = self.deadline.earlier_by(schedule.FINISH_RESERVE_S)
         self.cut_at_end = False
         # The finish, for `bench --breakdown`: when every slot had ended, when the analysis pool had
@@ -336,11 +358,13 @@ class Campaign:
         self.analyzer = BucketAnalyzer(device=self.slot_devices[0].worker_device, config=opts.config, strict=opts.strict,
                                        budget_s=opts.minimize_budget_s, timeout_s=opts.timeout_s,
                                        store=self.store, oracle=opts.oracle, perf_margin=opts.perf_margin,
-                                       span_factor=schedule.ANALYSIS_SPAN_FACTOR)
+                                       span_factor=schedule.ANALYSIS_SPAN_FACTOR, seeded_bisect=opts.analysis_cuts)
         count = opts.analysis_workers if opts.analysis_workers is not None else size_analysis_workers(opts.workers).workers
         if count < 0:
             raise ConfigError(f"Expected analysis_workers >= 0 but got analysis_workers={count!r}")
         self.pending_at_start = self.store.pending_analyses()
+        if not opts.budget_s:  # --max-cases alone: only this run's own (a resume's), which its cases bound
+            self.pending_at_start = [p for p in self.pending_at_start if self.store.case(p.case_id).run_id == self.run_id]
         factory = Worker
         if self.fleet is not None:
             # On a fleet the devices are the nodes': the pool's workers are processes on the nodes,
@@ -445,7 +469,7 @@ class Campaign:
         places = opts.workers + len(self.pool.places) if self.pool is not None else opts.workers
         return schedule.drawing_reserve(self._measured(), open_bug_analyses=open_bugs, places=places,
                                         minimize_budget_s=opts.minimize_budget_s, budget_s=opts.budget_s,
-                                        minimize=self.pool is not None)
+                                        minimize=self.pool is not None, start_floor=opts.analysis_cuts)
 
     def _stop_drawing(self) -> None:
         with self.lock:
@@ -522,8 +546,11 @@ class Campaign:
         stats = getattr(self.fleet, "stats", None)
         if stats is not None and stats.requests:  # a fleet's Dask round trips: a slot's wait outside its node's time
             driver["fleet_round_trip"] = stats.round_trip_s
+        begun = wall_clock_of(self.opts.budget_from if self.opts.budget_from is not None else p.started)
         data = {
             "run_id": self.run_id, "workers": self.opts.workers, "budget_s": self.opts.budget_s,
+            # of the budget, by every session of this run so far (a resume reads it: `spent_before`)
+            "spent_s": round(self.spent_before + max(0.0, time.time() - begun), 3), "spent_before_s": round(self.spent_before, 3),
             "budget_from": None if self.opts.budget_from is None else wall_clock_of(self.opts.budget_from),
             "started": wall_clock_of(p.started), "ended": time.time(),
             "deadline": self.deadline.wall_clock(), "work_end": self.work_end.wall_clock(), "drawing_stopped": p.drawing_stopped,

@@ -9,7 +9,9 @@ and `report.html`. Invariants:
   is dropped (not stored; the case is redone on resume, the analysis stays pending);
 - drawing stops `drawing_reserve` seconds before `work_end`: time for the slots' cases in flight,
   and for the open bug analyses at their measured rate, shared by every worker once drawing stops
-  (the slots' workers join the analysis pool); at most `MAX_RESERVE_SHARE` of the budget;
+  (the slots' workers join the analysis pool), each round at least the window in which
+  `analysis_budget` still starts one (`analysis_start_window`); at most `MAX_RESERVE_SHARE` of
+  the budget;
 - analyses run in severity order: bug, then suspect by case count, then oldest first; noise,
   by-design and eager-worse buckets are never minimized in a campaign (`minimize --pending` may,
   when asked);
@@ -74,16 +76,28 @@ def percentile(values: Iterable[float], q: float) -> float | None:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
+def analysis_start_window(measured: Measured) -> float:
+    """The fewest seconds before `work_end` at which `analysis_budget` still starts an analysis:
+    ANALYSIS_FILING_S, then the larger of its attribution (measured, else DEFAULT_ATTRIBUTION_S)
+    plus MIN_ANALYSIS_S and ANALYSIS_SPAN_FACTOR times MIN_ANALYSIS_S."""
+    attribution = measured.attribution_s if measured.attribution_s is not None else DEFAULT_ATTRIBUTION_S
+    return ANALYSIS_FILING_S + max(attribution + MIN_ANALYSIS_S, ANALYSIS_SPAN_FACTOR * MIN_ANALYSIS_S)
+
+
 def drawing_reserve(measured: Measured, *, open_bug_analyses: int, places: int, minimize_budget_s: float,
-                    budget_s: float, minimize: bool) -> float:
+                    budget_s: float, minimize: bool, start_floor: bool = True) -> float:
     """Seconds before `work_end` at which drawing stops: one slow case (the slots' cases in flight
     finish), plus, with minimization, the open bug analyses in rounds of `places` workers at the
-    measured mean wall (before any is measured: the minimization budget plus DEFAULT_ATTRIBUTION_S).
-    At most MAX_RESERVE_SHARE of the budget."""
+    measured mean wall (before any is measured: the minimization budget plus DEFAULT_ATTRIBUTION_S),
+    each round at least `analysis_start_window` with `start_floor` (else a round of quick
+    analyses left the last bugs too little time to start: they ended pending). At most
+    MAX_RESERVE_SHARE of the budget."""
     drain = measured.case_s if measured.case_s is not None else DEFAULT_CASE_S
     analyses = 0.0
     if minimize and open_bug_analyses:
         each = measured.analysis_s if measured.analysis_s is not None else minimize_budget_s + DEFAULT_ATTRIBUTION_S
+        if start_floor:
+            each = max(each, analysis_start_window(measured))
         analyses = math.ceil(open_bug_analyses / max(1, places)) * each
     return min(drain + analyses, MAX_RESERVE_SHARE * budget_s)
 

@@ -341,7 +341,7 @@ class _LiveView(_LineView):
 def progress_fraction(opts, p, now: float | None = None) -> float:
     """How far the campaign is, 0..1: drawn cases toward --max-cases (replays of known specs do
     not count), else time toward --budget (with both, whichever is further); 0 when neither bounds it."""
-    elapsed = (now if now is not None else time.monotonic()) - p.started
+    elapsed = (now if now is not None else time.monotonic()) - p.started + p.spent_before  # a resume's earlier sessions count
     parts = []
     if opts.max_cases:
         parts.append((p.cases + p.skipped - p.replays) / opts.max_cases)
@@ -359,7 +359,7 @@ def live_progress(opts, p, now: float | None = None, fleet_line: str | None = No
     fraction = progress_fraction(opts, p, now)
     rate = p.cases / elapsed if elapsed > 0 else 0.0
     toward = (f"/{opts.max_cases} cases" if opts.max_cases else " cases") + (
-        f", {max(0.0, opts.budget_s - elapsed):.0f} s of {opts.budget_s:.0f} s left" if opts.budget_s else "")
+        f", {max(0.0, opts.budget_s - elapsed - p.spent_before):.0f} s of {opts.budget_s:.0f} s left" if opts.budget_s else "")
     replays = f" (+{p.replays} known replayed)" if p.replays else ""
     # Wrapped within its column, not cut: on a narrow terminal the rate and the time left still show.
     head = Text(f" {fraction:4.0%}  {p.cases + p.skipped - p.replays}{toward}{replays}, {rate:.2f} cases/s")
@@ -378,7 +378,7 @@ def live_progress(opts, p, now: float | None = None, fleet_line: str | None = No
 def _status_line(opts, p) -> str:
     elapsed = time.monotonic() - p.started
     rate = p.cases / elapsed * 60 if elapsed > 0 else 0.0
-    left = f", {max(0, opts.budget_s - elapsed):.0f} s left" if opts.budget_s else ""
+    left = f", {max(0, opts.budget_s - elapsed - p.spent_before):.0f} s left" if opts.budget_s else ""
     done = f"/{opts.max_cases}" if opts.max_cases else ""
     return (
         f"{p.cases - p.replays}{done} cases{f' (+{p.replays} known replayed)' if p.replays else ''} ({rate:.1f}/min), {p.findings} findings in {len(p.buckets)} buckets "

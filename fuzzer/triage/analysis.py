@@ -19,13 +19,14 @@ import functools
 import json
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable
 from pathlib import Path
 
 from divfuzz.fuzzer.engine.bucketing import root_cause_key
 from divfuzz.records.buckets import BucketKey
 from divfuzz.fuzzer.triage.attribute import PERF_PROBES, attribute_case, guard_configs
+from divfuzz.fuzzer.triage.phase_clock import PhaseTally
 from divfuzz.fuzzer.triage.shrink import MinimizeResult, case_predicate, minimize_spec
 from divfuzz.fuzzer.finding.judgement import judge
 from divfuzz.records.culprit import Culprit
@@ -49,6 +50,9 @@ class Analysis:
     note: str = ""  # why minimization was skipped, if it was
     compile_log: str = ""  # what the compiler printed while the analysis ran (the worker's output)
     issue_lines: int | None = None  # the lines of the bug's issue.py (`render_issue_script`), None when it has none
+    # Seconds and compiles per phase (`PhaseTally.to_dict`: first_pass/ladder, first_pass/probes,
+    # minimize, ladder, probes, bisector): for the run's timings file and analysis.json, never a key.
+    phases: dict = field(default_factory=dict, compare=False)
 
     @functools.cached_property
     def reason(self):
@@ -141,6 +145,7 @@ def analyze_finding(
     perf_margin: float | None = None,
     deadline: Deadline = Deadline.never(),
     case_verdict=None,
+    seeded_bisect: bool = True,
 ) -> Analysis:
     """Minimize a case that shows a finding of `kind`, keeping its culprit, and attribute the result.
 
@@ -167,10 +172,17 @@ def analyze_finding(
     (`attribute_case`). A case whose every compile is slow (a 30 s compile that ends in an
     assertion), or one of whose rungs hangs, is filed with the culprit its time allowed, instead
     of holding a worker past the campaign's end.
+
+    The analysis's `phases` say where its time and compiles went (`PhaseTally`): every run of a
+    spec under a config counts as one compile of the phase it ran in, the bisector's as it
+    reports them. `seeded_bisect` is `attribute_case`'s (the bisector starts past the ladder's
+    clear rungs).
     """
     seen: dict = {} if case_verdict is None else {(spec.digest(), config): case_verdict}
+    tally = PhaseTally()
 
     def record(s, cfg, verdict):
+        tally.compiled()
         seen[(s.digest(), cfg)] = verdict
 
     common = dict(worker=worker, device=device, strict=strict, timeout_s=timeout_s, on_verdict=record, oracle=oracle,
@@ -181,12 +193,14 @@ def analyze_finding(
         t_rough = time.monotonic()
         # The first pass's probes only pick the minimizer's guard: they get half the minimization budget at most.
         rough_deadline = deadline.share(budget_s / 2) if deadline.bounded else deadline
-        rough = attribute_case(spec, config=config, kind=kind, bisect=False, first_fix_only=True,
-                               output=_finding_output_seen(seen.get((spec.digest(), config))), **(common | {"deadline": rough_deadline}))
+        with tally.phase("first_pass"):
+            rough = attribute_case(spec, config=config, kind=kind, bisect=False, first_fix_only=True, tally=tally,
+                                   output=_finding_output_seen(seen.get((spec.digest(), config))), **(common | {"deadline": rough_deadline}))
         rough_s = time.monotonic() - t_rough
         if _by_design(seen.get((spec.digest(), config)), rough):
             # A documented precision knob removes it: named by the cheap culprit, never minimized in a campaign.
-            return Analysis(spec, rough, None, seen.get((spec.digest(), config)), f"not minimized: by-design ({rough.summary})")
+            return Analysis(spec, rough, None, seen.get((spec.digest(), config)), f"not minimized: by-design ({rough.summary})",
+                            phases=tally.to_dict())
         must_fail, must_pass = guard_configs(rough, config)
         # The minimizer checks its budget between candidates, and a candidate's run is stopped
         # at its end (the predicate's deadline): a candidate as slow as the input (a 137 s
@@ -215,7 +229,8 @@ def analyze_finding(
         else:
             try:
                 # The first step keeps only what the finding's output needs (issue 52).
-                minimized = minimize_spec(spec, predicate, budget_s=budget, log=log, output=_kept_of_input(own)["output"])
+                with tally.phase("minimize"):
+                    minimized = minimize_spec(spec, predicate, budget_s=budget, log=log, output=_kept_of_input(own)["output"])
                 current = minimized.spec
             except MinimizeError as e:
                 note = f"not minimized: {e}"
@@ -223,9 +238,9 @@ def analyze_finding(
         note = f"not minimized: a {kind} finding costs a whole timeout per candidate"
     # Judged by what the input showed under its own config (known by now unless its run was cut):
     # the minimal spec keeps that rule on that output, so each rung is asked for it.
-    culprit = attribute_case(current, config=config, kind=kind, bisect=kind not in _NO_MINIMIZE,
-                             output=_finding_output_seen(seen.get((spec.digest(), config))), **common)
-    analysis = Analysis(current, culprit, minimized, seen.get((current.digest(), config)), note)
+    culprit = attribute_case(current, config=config, kind=kind, bisect=kind not in _NO_MINIMIZE, tally=tally,
+                             seeded_bisect=seeded_bisect, output=_finding_output_seen(seen.get((spec.digest(), config))), **common)
+    analysis = Analysis(current, culprit, minimized, seen.get((current.digest(), config)), note, phases=tally.to_dict())
     return replace(analysis, issue_lines=_issue_lines(analysis, device=device, config=config))
 
 
@@ -252,7 +267,8 @@ def perf_knob(culprit: Culprit) -> tuple | None:
 
 class BucketAnalyzer:
     def __init__(self, *, device: str, config, strict: bool, budget_s: float, timeout_s: float, log=None, store=None,
-                 oracle: str = "numeric", perf_margin: float | None = None, span_factor: float | None = None):
+                 oracle: str = "numeric", perf_margin: float | None = None, span_factor: float | None = None,
+                 seeded_bisect: bool = True):
         self.device = device
         self.config = config
         self.strict = strict
@@ -263,6 +279,7 @@ class BucketAnalyzer:
         self.oracle = oracle
         self.perf_margin = perf_margin
         self.span_factor = span_factor  # a campaign's: an analysis ends within span_factor x its minimization budget
+        self.seeded_bisect = seeded_bisect  # `attribute_case`'s: False only for the benchmark's leg without the change
         self._cache: dict[BucketKey, tuple[BucketKey, Analysis]] = {}
         self._lock = threading.Lock()
         self.analyses = 0
@@ -311,6 +328,7 @@ class BucketAnalyzer:
             perf_margin=self.perf_margin,
             deadline=Deadline.never() if self.span_factor is None else Deadline.after(self.span_factor * budget),
             case_verdict=case_verdict,
+            seeded_bisect=self.seeded_bisect,
         )
         if mark is not None:
             analysis = replace(analysis, compile_log=worker.output_since(mark))
@@ -340,6 +358,8 @@ def write_bucket(
     file written before the folder is moved into place."""
     verdict = analysis.verdict if analysis.verdict is not None else fallback_verdict
     data = analysis.to_dict()
+    # Where the analysis's time went, in its own file only (the report and the key never read it).
+    analysis_file = data | ({"phases": analysis.phases} if analysis.phases else {})
     report = render_bug_report(analysis.spec, title=str(key), reason=analysis.reason if analysis.verdict is not None else None,
                                culprit=data["culprit"], versions=versions, device=device, config_desc=config.describe(),
                                verdict=verdict, minimized=data["minimized"])
@@ -361,5 +381,5 @@ def write_bucket(
         versions=versions,
         compile_log=analysis.compile_log if compile_log is None else compile_log,
         severity=severity,
-        extra_files={"analysis.json": json.dumps(data, indent=2) + "\n", "report.md": report},
+        extra_files={"analysis.json": json.dumps(analysis_file, indent=2) + "\n", "report.md": report},
     )

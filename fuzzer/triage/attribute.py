@@ -6,7 +6,10 @@
 2. probes inside Inductor: each numerics switch in `PROBES` that this torch has, set alone; the
    ones that remove the finding are recorded (`emulate_precision_casts` for fused bf16 math);
 3. `torch._inductor.compiler_bisector` (in-process only, so it runs through `Worker.call` and
-   `bisect_in_worker`) to name the subsystem and the single decomposition / lowering / pass.
+   `bisect_in_worker`) to name the subsystem and the single decomposition / lowering / pass. Its
+   backend search starts past the ladder's rungs that showed no finding and ran (`seeded_bisect`):
+   those backends were just run on the same spec and config, so the bisector would only compile
+   them again to read the same answer.
 The result is a frozen `Culprit` with a readable `summary` (`divfuzz.records.culprit.summarize`), the
 bisector's result kept as fields (`BisectResult`). A backend that is not Inductor (a
 user's or a planted one) is the culprit itself: the ladder still runs, the bisector does not.
@@ -29,6 +32,7 @@ from divfuzz.records.deadline import Deadline
 from divfuzz.records.errors import TimeUp
 from divfuzz.records.outcomes import ERROR_KINDS, PERF_KINDS, Status
 from divfuzz.fuzzer.engine.worker import CaseRequest, WorkerTarget
+from divfuzz.fuzzer.triage.phase_clock import PhaseTally
 from divfuzz.oracles.findings import finding_of, shows_finding
 from divfuzz.oracles.severity_policy import case_finding
 
@@ -174,6 +178,8 @@ def attribute_case(
     first_fix_only: bool = False,
     deadline: Deadline = Deadline.never(),
     output: str | None = None,
+    tally: PhaseTally | None = None,
+    seeded_bisect: bool = True,
 ) -> Culprit:
     """The culprit of a case that shows a finding of `kind` under `config`: the stage ladder, then
     (for Inductor) the probes, then (with `bisect`) the bisector's narrowing. A perf finding
@@ -198,7 +204,13 @@ def attribute_case(
     probe or bisector step shows the finding only where that output has a finding of `kind`
     (`shows_finding`), so a stage that changes only another output (a softmax's gradient rounded
     another way beside the gradient the bucket is about) is never the culprit. None (a perf
-    finding, a compiler failure, or a verdict not known) judges by `kind` alone."""
+    finding, a compiler failure, or a verdict not known) judges by `kind` alone.
+
+    `tally` gets the seconds of the ladder, the probes and the bisector (and the bisector's
+    compiles; the caller counts the others through `on_verdict`). `seeded_bisect` starts the
+    bisector's backend search past the ladder's clear rungs (`cleared_through`); False runs it
+    from torch's first backend, as before (the benchmark's leg without the change)."""
+    tally = tally if tally is not None else PhaseTally()
     digest = spec.digest()
     # Not seeded from `known`: the case's own Inductor run (a 137 s compile, once, on the H100)
     # says little of what the AOT rungs before it cost.
@@ -220,7 +232,8 @@ def attribute_case(
     # A perf finding climbs aot_eager only: the decomposed graph run eagerly is slow by nature
     # (many small kernels), so it says nothing about where compiled code lost time.
     rungs = LADDER[:1] if kind in {k.value for k in PERF_KINDS} else LADDER
-    ladder, stage, cut = _climb_ladder(outcome, config, kind, rungs)
+    with tally.phase("ladder"):
+        ladder, stage, cut = _climb_ladder(outcome, config, kind, rungs)
     if config.backend != "inductor":  # the backend is the culprit, the ladder cut or not
         return Culprit(stage=config.backend, summary=f"backend {config.backend}", ladder=ladder)
     if cut:
@@ -230,16 +243,39 @@ def attribute_case(
     probes: tuple[tuple[str, str], ...] = ()
     fixes: tuple[str, ...] = ()
     if _kind_of(ladder[-1][1]) == kind:
-        probes, fixes = _probe_switches(outcome, config, kind, device=device, stage=stage, first_fix_only=first_fix_only)
+        with tally.phase("probes"):
+            probes, fixes = _probe_switches(outcome, config, kind, device=device, stage=stage, first_fix_only=first_fix_only)
     culprit = Culprit(stage=stage, summary="", fixes=fixes, ladder=ladder, probes=probes)
     if bisect and kind not in {k.value for k in PERF_KINDS}:
         if not fits(BISECT_STEPS):
             culprit = replace(culprit, bisect_note=f"{NOT_ATTRIBUTED}: the analysis's time ran out before the compiler bisector")
             return replace(culprit, summary=summarize(culprit))
         bisect_timeout = min(timeout_s * 4, deadline.left())
-        return _narrow_by_bisector(culprit, worker, spec, device=device, config=config, kind=kind, strict=strict,
-                                   timeout_s=bisect_timeout, cut_by_deadline=deadline.bounded, output=output)
+        with tally.phase("bisector"):
+            return _narrow_by_bisector(culprit, worker, spec, device=device, config=config, kind=kind, strict=strict,
+                                       timeout_s=bisect_timeout, cut_by_deadline=deadline.bounded, output=output,
+                                       start_after=cleared_through(ladder, kind) if seeded_bisect else None, tally=tally)
     return replace(culprit, summary=summarize(culprit))
+
+
+# Statuses under which the bisector calls a backend bad whatever the finding (`bisect_in_worker`'s
+# `_BROKEN`), and those a rung may end in without a verdict on the numbers: a rung that ended so is
+# never taken as cleared.
+_NOT_CLEAR = frozenset(s.value for s in Status) - {Status.OK.value, Status.DIVERGED.value}
+
+
+def cleared_through(ladder: tuple[tuple[str, str], ...], kind: str) -> str | None:
+    """The last of the ladder's leading `LADDER` rungs that each ran and showed no finding of
+    `kind` (their labels, `_outcome`): the bisector's backends up to it would read good again.
+    None when the first rung showed the finding, broke or was not run. A backend before the first
+    rung (torch's `eager`: Dynamo alone) is taken as clear with it: `aot_eager` runs the graph
+    Dynamo captured, so a graph Dynamo broke shows there too."""
+    last = None
+    for (rung, label), expected in zip(ladder, LADDER):
+        if rung != expected or _kind_of(label) == kind or _kind_of(label) in _NOT_CLEAR:
+            break
+        last = rung
+    return last
 
 
 def _climb_ladder(outcome, config: CompileConfig, kind: str,
@@ -294,18 +330,24 @@ def _probe_switches(outcome, config: CompileConfig, kind: str, *, device: str, s
 
 def _narrow_by_bisector(culprit: Culprit, worker, spec: GraphSpec, *, device: str, config: CompileConfig, kind: str,
                         strict: bool, timeout_s: float, cut_by_deadline: bool = False,
-                        output: str | None = None) -> Culprit:
+                        output: str | None = None, start_after: str | None = None,
+                        tally: PhaseTally | None = None) -> Culprit:
     """`culprit` narrowed by `compiler_bisector` (run in the worker: it is in-process only, and
     stopped after `timeout_s`), or with a note saying why the bisector gave nothing; its summary
-    rebuilt either way. With `cut_by_deadline`, a timeout is the analysis's deadline, not a hang."""
+    rebuilt either way. With `cut_by_deadline`, a timeout is the analysis's deadline, not a hang.
+    `start_after`: a ladder rung whose backends are known clear (`cleared_through`); the
+    bisector's runs are counted in `tally`."""
     res = worker.call(
         WorkerTarget.BISECT,
         {"spec_json": spec.to_json(indent=None), "device": device, "config": config.to_dict(), "kind": kind, "strict": strict,
-         "output": output},
+         "output": output, "start_after": start_after},
         timeout_s,
     )
-    if res.error is None and res.value:
-        return culprit.with_bisect(BisectResult.from_dict(res.value, where="the bisector's answer"))
+    answer = res.value if res.error is None and isinstance(res.value, dict) else {}
+    if tally is not None and isinstance(answer.get("runs"), int) and not isinstance(answer.get("runs"), bool):
+        tally.compiled(answer["runs"])
+    if answer.get("result"):
+        return culprit.with_bisect(BisectResult.from_dict(answer["result"], where="the bisector's answer"))
     if res.error is not None and cut_by_deadline and res.error.startswith("Timeout"):
         culprit = replace(culprit, bisect_note=f"{NOT_ATTRIBUTED}: the analysis's time ran out while the compiler bisector ran")
     elif res.error is not None:
@@ -319,15 +361,22 @@ def _narrow_by_bisector(culprit: Culprit, worker, spec: GraphSpec, *, device: st
 
 
 def bisect_in_worker(*, spec_json: str, device: str, config: dict, kind: str, strict: bool = False,
-                     output: str | None = None) -> dict | None:
+                     output: str | None = None, start_after: str | None = None) -> dict:
     """`CompilerBisector.do_bisect` over `execute_case`: good means "no finding of `kind`", or
     with `output`, none of `kind` on that output (`shows_finding`, as `attribute_case` judges).
+    Returns {"result": the `BisectResult` as a dict, or None when every backend was good,
+    "runs": the runs of the graph it made, "start": the backend it started from}.
+
+    With `start_after` (a backend of the bisector's list that the stage ladder ran clear on this
+    spec and config, `cleared_through`), the search starts at the backend after it: torch's own
+    first step (`initialize_system`) is replaced for this call only, and the rest of the search
+    is torch's. Where this torch's bisector has no such backend or step, it starts as torch does.
 
     The bisector replaces the backend of every `torch.compile` call while it runs, and
     `execute_case` calls torch.compile (and dynamo.reset) afresh each time, as it requires.
     """
     # lazy: heavy: Dynamo/Inductor cost ~0.8 s beyond torch; only processes that compile load them
-    from torch._inductor.compiler_bisector import CompilerBisector
+    from torch._inductor.compiler_bisector import BACKENDS, CompilerBisector
 
     from divfuzz.fuzzer.engine.execute import execute_case
 
@@ -346,11 +395,36 @@ def bisect_in_worker(*, spec_json: str, device: str, config: dict, kind: str, st
         finding = case_finding(verdict, strict=strict)
         return finding is None or finding.kind.value != kind
 
-    with contextlib.redirect_stdout(io.StringIO()):
-        result = CompilerBisector.do_bisect(good)
-    if result is None:
+    runs = [0]
+
+    def counted() -> bool:
+        runs[0] += 1
+        return good()
+
+    start = _bisect_start(CompilerBisector, list(BACKENDS), start_after)
+    original = CompilerBisector.__dict__.get("initialize_system")
+    if start is not None:
+        def start_there(cls) -> None:
+            cls.update_bisect_status(start, "")
+
+        CompilerBisector.initialize_system = classmethod(start_there)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            result = CompilerBisector.do_bisect(counted)
+    finally:
+        if start is not None:
+            CompilerBisector.initialize_system = original
+    return {"result": None if result is None else bisect_result_of(result).to_dict(), "runs": runs[0],
+            "start": start}
+
+
+def _bisect_start(bisector, names: list[str], start_after: str | None) -> str | None:
+    """The backend after `start_after` in the bisector's list `names`, or None (start as torch does)."""
+    if start_after not in names or names.index(start_after) + 1 >= len(names):
         return None
-    return bisect_result_of(result).to_dict()
+    if not isinstance(bisector.__dict__.get("initialize_system"), classmethod) or not hasattr(bisector, "update_bisect_status"):
+        return None
+    return names[names.index(start_after) + 1]
 
 
 def bisect_result_of(result) -> BisectResult:

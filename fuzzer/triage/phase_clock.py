@@ -1,4 +1,5 @@
-"""One command's deadline and where its time went: `PhaseClock`.
+"""One command's deadline and where its time went: `PhaseClock`; one analysis's seconds and
+compiles per phase: `PhaseTally`.
 
 `minimize --module --budget B` is a deadline for the whole command, as `fuzz --budget` is: every
 phase after the capture gets only what is left, checks `expired()` before it starts a step, and
@@ -84,3 +85,48 @@ def read_progress(path: Path) -> dict | None:
     except (OSError, ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
+
+
+class PhaseTally:
+    """Seconds and compiles per named phase of one piece of work (a bucket analysis: its first
+    pass, the minimizer, the final ladder, probes and bisector), for the run's timings file and
+    `bench --breakdown`. It keeps no deadline (the caller's `Deadline` does).
+
+    Invariants: a phase entered inside another is named `outer/inner`, and time goes to the
+    innermost phase running only (exclusive), so the phases' seconds add up to the time spent
+    inside outermost phases, never more; a compile (`compiled`) counts in the innermost phase
+    running, or in "other" outside every phase."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+        self.compiles: dict[str, int] = {}
+        self._stack: list[tuple[str, float]] = []  # (full name, time.monotonic() it last resumed)
+
+    @contextlib.contextmanager
+    def phase(self, name: str):
+        """Time the block under `name` (inside a running phase: `outer/name`), added to what it has."""
+        now = time.monotonic()
+        if self._stack:  # the outer phase pauses while this one runs
+            outer, since = self._stack[-1]
+            self.seconds[outer] = self.seconds.get(outer, 0.0) + now - since
+        full = f"{self._stack[-1][0]}/{name}" if self._stack else name
+        self.seconds.setdefault(full, 0.0)
+        self._stack.append((full, now))
+        try:
+            yield
+        finally:
+            end = time.monotonic()
+            _, since = self._stack.pop()
+            self.seconds[full] += end - since
+            if self._stack:  # the outer phase resumes
+                self._stack[-1] = (self._stack[-1][0], end)
+
+    def compiled(self, count: int = 1) -> None:
+        """`count` compiles ran in the phase running now ("other" outside every phase)."""
+        name = self._stack[-1][0] if self._stack else "other"
+        self.compiles[name] = self.compiles.get(name, 0) + count
+
+    def to_dict(self) -> dict[str, dict]:
+        """{phase: {"s": seconds (ms precision), "compiles": count}}, phases in the order first entered."""
+        names = list(self.seconds) + [n for n in self.compiles if n not in self.seconds]
+        return {n: {"s": round(self.seconds.get(n, 0.0), 3), "compiles": self.compiles.get(n, 0)} for n in names}
