@@ -161,6 +161,27 @@ def recheck_section(rows: Iterable[tuple[str, str, str]]) -> list[str]:
                                        for version, what, detail in rows)]
 
 
+# issue.md's section before the recheck section: the recheck section is looked for only past it, so
+# that an error log holding the heading's words is never taken for it.
+_LAST_OWN_HEADING = "\n### Matching upstream issues\n"
+
+
+def with_recheck_section(text: str, rows: Iterable[tuple[str, str, str]]) -> str:
+    """issue.md's `text` with its last section (`RECHECK_HEADING`, after the upstream matches)
+    replaced by `recheck_section(rows)`, or given one where it had none."""
+    start = text.rfind(_LAST_OWN_HEADING)
+    at = text.find("\n" + RECHECK_HEADING + "\n", start) if start >= 0 else -1
+    head = (text[:at] if at >= 0 else text).rstrip("\n")
+    return "\n".join([head, *recheck_section(rows)]) + "\n"
+
+
+def recheck_tag(rows: Iterable[tuple[str, str, str]]) -> str:
+    """The first screen's words for a bug's rechecks (`divfuzz recheck`): the latest run per torch
+    version, e.g. "passes in 2.14.1" or "still fails in 2.14.1, passes in 2.15.0.dev"; '' for none."""
+    latest = {version: what for version, what, _ in rows}
+    return ", ".join(f"{what} in {version}" for version, what in latest.items())
+
+
 @dataclass(frozen=True)
 class Subject:
     """What a finding is about, as issue.md names it: its ops in order, its input dtypes, the
