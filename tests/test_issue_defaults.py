@@ -24,6 +24,7 @@ from divfuzz.records.config import CompileConfig
 from divfuzz.records.outcomes import Status
 from divfuzz.records.severity import Severity, SeverityReason
 from divfuzz.records.verdict import FloatComparison, OutputVerdict, Verdict
+from divfuzz.reports import html
 from divfuzz.reports.files import write_bucket_folder
 from divfuzz.reports.issue_check import DefaultsCheck, ScriptOutcome, ScriptRun, check_pins, outcome_of
 from divfuzz.reports.issue_markdown import ablation_lines, fp64_verdict, render_issue_markdown
@@ -120,6 +121,9 @@ def test_a_nan_finding_s_issue_md_prints_no_rmse_and_counts_elements():
     assert "**Reproduces only with** `torch.set_num_threads(1)`: " in md, md
     assert "| issue.py under torch's defaults, fresh process | no (exits 0) |" in md, md
     assert md.rstrip().endswith("- passes in torch 2.14.1 (exits 0)"), md
+    # The HTML page's verdict table: no RMSE or triage for it either, and the count as a count.
+    table = html._verdict_table(verdict.to_dict())
+    assert "placed otherwise at 2,048 elements" in table and "0 / 0" not in table and ">same<" not in table, table
 
 
 @pytest.fixture(scope="module")
