@@ -26,6 +26,7 @@ from divfuzz.records.severity import Severity, SeverityReason
 from divfuzz.records.verdict import FloatComparison, OutputVerdict, Verdict
 from divfuzz.reports import html
 from divfuzz.reports.files import write_bucket_folder
+from divfuzz.reports.issue_folder import issue_files
 from divfuzz.reports.issue_check import DefaultsCheck, ScriptOutcome, ScriptRun, check_pins, outcome_of
 from divfuzz.reports.issue_markdown import ablation_lines, fp64_verdict, render_issue_markdown
 from divfuzz.reports.issue_script import PIN_NOTES, IssueScript, candidate_pins
@@ -69,7 +70,8 @@ def test_candidate_pins_are_the_non_default_settings_and_the_cpu_thread_count():
     config = CompileConfig(inductor=(("emulate_precision_casts", True),))
     assert candidate_pins(config, "cpu", 1) == ("torch._inductor.config.emulate_precision_casts = True", "torch.set_num_threads(1)")
     assert candidate_pins(CompileConfig(), "cpu", None) == ()
-    assert candidate_pins(CompileConfig(), "cuda", 4)[-1:] != ("torch.set_num_threads(4)",)  # the GPU's bits follow no CPU thread count
+    # On CUDA divfuzz's own compared-compile setting is a candidate, never the CPU thread count.
+    assert candidate_pins(CompileConfig(), "cuda", 4) == ("torch._inductor.config.test_configs.force_filter_reduction_configs = True",)
 
 
 _CULPRIT = {
@@ -172,3 +174,28 @@ def test_issue_py_keeps_the_thread_count_only_where_the_finding_needs_it(tmp_pat
     run = subprocess.run([sys.executable, "issue.py"], cwd=folder, capture_output=True, text=True, timeout=300,
                          env={k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "DIVFUZZ_WORKER_THREADS")})
     assert run.returncode == 1 and "AssertionError" in run.stderr, run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("needs_it", [False, True])
+def test_a_cuda_issue_py_drops_divfuzz_s_reduction_setting_unless_the_finding_needs_it(needs_it):
+    """Issue 52 item 2, without a GPU: the check's runner is a fake that fails while the setting is there (or always)."""
+    verdict, reason = _nan_verdict()
+    spec = GraphSpec(inputs=(TensorSpec("x0", (4096,), "float32"),), nodes=(Node("v1", "exp", ("x0",), (), "float32", (4096,)),),
+                     outputs=("v1",))
+    line = "torch._inductor.config.test_configs.force_filter_reduction_configs = True"
+    runs = []
+
+    def fake(text, files, *, rule):
+        runs.append(line in text)
+        fails = line in text or not needs_it
+        return _run(ScriptOutcome.FAILS if fails else ScriptOutcome.PASSES)
+
+    files = issue_files(spec, device="cuda", config=CompileConfig(), verdict=verdict, reason=reason, culprit=_CULPRIT, check=fake)
+    script, md = files["issue.py"].decode(), files["issue.md"].decode()
+    assert (f"{line}  # {PIN_NOTES['needed']}" in script) is needs_it, script
+    assert runs == ([False, True] if needs_it else [False])
+    assert (f"**Reproduces only with** `{line}`" in md) is needs_it, md
+    assert ("**Torch's defaults.**" in md) is not needs_it, md
+    # Unchecked (no runner), the script keeps what the case ran under and says it was not checked.
+    unchecked = issue_files(spec, device="cuda", config=CompileConfig(), verdict=verdict, reason=reason)["issue.py"].decode()
+    assert f"{line}  # {PIN_NOTES['unchecked']}" in unchecked
