@@ -333,7 +333,12 @@ def _verdict_table(verdict: dict) -> str:
     rows = []
     for o in verdict.get("outputs") or ():
         f, i = o.get("float"), o.get("int")
-        if f:
+        if f and f["nan_inf_mismatch"]:
+            # NaN/Inf placed otherwise: an RMSE over the finite elements and its triage say nothing of it
+            n = f["nan_inf_mismatch"]
+            rows.append((o["name"], f["dtype"], f"{f['n_diff']}/{f['numel']}", f["max_ulp"], "- (a NaN/Inf finding)", "-",
+                         f"placed otherwise at {n:,} element{'s' if n != 1 else ''}", ""))
+        elif f:
             rows.append(
                 (o["name"], f["dtype"], f"{f['n_diff']}/{f['numel']}", f["max_ulp"], f["triage"],
                  f"{f['rmse_eager']:.3g} / {f['rmse_compiled']:.3g}", f["nan_inf_mismatch"], "")

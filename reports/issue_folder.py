@@ -3,6 +3,12 @@
 One place decides what a folder gets: `issue.py` and `issue.md` only for a `bug`
 (`divfuzz.reports.issue_script.render_issue_script`), the upstream matches from divfuzz's known-bug
 list (`divfuzz.records.known_bugs`), and `compile.log` only when the compiler printed something.
+With a `check` (what `write_bucket_folder` passes: `divfuzz.reports.issue_check.run_rendered_script`),
+issue.py is run in a fresh process before it is written: it compiles under torch's defaults and
+keeps a setting or the thread count only where that run shows the finding needs it
+(`divfuzz.reports.issue_check.check_pins`), with a comment that says so; issue.md says which, and
+its error log is what the written script printed. A hang's script is not run (it waits
+`HANG_S`): it keeps every setting, marked unchecked.
 Called by `divfuzz.reports.files.write_bucket_folder` on its temporary folder, before that folder
 is moved into place, so a bucket's files appear together or not at all.
 """
@@ -18,8 +24,9 @@ from divfuzz.oracles.severity_policy import explaining_mechanism, severity_of
 from divfuzz.records.culprit import Culprit
 from divfuzz.records.errors import StoreError
 from divfuzz.records.known_bugs import KnownBugsError, RootCausePattern, default_known_bugs
+from divfuzz.reports.issue_check import check_pins
 from divfuzz.reports.issue_markdown import render_issue_markdown
-from divfuzz.reports.issue_script import render_issue_script
+from divfuzz.reports.issue_script import candidate_pins, render_issue_script
 
 if TYPE_CHECKING:
     from divfuzz.records.config import CompileConfig
@@ -56,11 +63,13 @@ def _checked_words(day: str | None) -> str:
 
 def issue_files(spec: GraphSpec, *, device: str, config: "CompileConfig", verdict: "Verdict | None",
                 reason: "SeverityReason | None" = None, culprit: dict | None = None, versions: dict | None = None,
-                error_log: str | None = None) -> dict[str, bytes]:
+                error_log: str | None = None, check=None) -> dict[str, bytes]:
     """The files a folder gets for this finding (name -> bytes): issue.py (and its input file) and
     issue.md for a bug, nothing otherwise. `reason` is the stored judgement of the finding (a
     severity is judged once: it is not judged again here); without one, or when it names an output
-    the verdict lacks (a minimal spec's), the verdict's severity under the culprit."""
+    the verdict lacks (a minimal spec's), the verdict's severity under the culprit. `check(text,
+    files, rule=...)` runs a rendered script in a fresh process (a `ScriptRun`); None writes it
+    with every pin, unchecked."""
     summary = culprit.get("summary") if isinstance(culprit, dict) else None
     if reason is not None and verdict is not None and reason.output != "-" and all(o.name != reason.output for o in verdict.outputs):
         reason = None  # the stored judgement names an output the minimal spec's verdict lacks: judge that verdict
@@ -70,13 +79,25 @@ def issue_files(spec: GraphSpec, *, device: str, config: "CompileConfig", verdic
     script = render_issue_script(spec, device=device, config=config, reason=reason, verdict=verdict)
     if script is None:
         return {}
+    checked = None
+    if check is not None and reason.rule != "hang":
+        def run(pins: tuple[str, ...]):
+            rendered = render_issue_script(spec, device=device, config=config, reason=reason, verdict=verdict, pins=pins,
+                                           pin_note="needed")
+            return check(rendered.text, rendered.files, rule=reason.rule)
+
+        checked = check_pins(candidate_pins(config, device, getattr(verdict, "threads", None)), run)
+        script = render_issue_script(spec, device=device, config=config, reason=reason, verdict=verdict, pins=checked.kept,
+                                     pin_note=checked.note)
+        if error_log is None:
+            error_log = checked.written.output or None
     markdown = render_issue_markdown(spec, script, device=device, reason=reason, verdict=verdict, culprit=culprit,
                                      versions=versions,
                                      known=known_lines(spec, reason, device=device, culprit=summary,
                                                        mechanism=explaining_mechanism(verdict, reason) if verdict is not None else "",
                                                        site=(verdict.error_site or "") if verdict is not None else "",
                                                        torch_version=(versions or {}).get("torch")),
-                                     config_desc=config.describe(), error_log=error_log)
+                                     config_desc=config.describe(), error_log=error_log, defaults=checked)
     return {ISSUE_SCRIPT: script.text.encode(), ISSUE_MARKDOWN: markdown.encode(), **script.files}
 
 

@@ -2,11 +2,17 @@
 
 What it holds, in order: the inputs (`divfuzz.reports.issue_inputs`: exact literals, or one seeded
 generator line), the graph as a few lines of torch (each op's `code` template, the text divfuzz
-runs), `torch.compile` with only the settings that differ from the defaults, and one comparison
+runs), `torch.compile` under torch's defaults, and one comparison
 that encodes the bucket's severity rule in plain torch (`CHECKS`). It prints eager, compiled and
 fp64 at the first differing elements and ends in an `assert` that fails while the bug is there
 (Python exits 1). A compile or runtime error is the call that raises and nothing else; a dtype or
 shape change asserts the dtype or shape.
+
+What it sets beyond torch's defaults are its pins (`candidate_pins`: the Inductor settings the case
+ran under that differ from this torch's defaults, divfuzz's own compared-compile setting on CUDA
+among them, and on the CPU the thread count the case ran with). `render_issue_script` prints the
+pins it is given, each with a comment from `PIN_NOTES` that says why it is there: the folder's
+writer (`divfuzz.reports.issue_folder`) keeps only those a fresh-process run shows the finding needs.
 
 Each check is a necessary condition of its rule as `divfuzz.oracles` decides it (the same
 elements, the same thresholds from `divfuzz.oracles.compare`), so the script fails wherever divfuzz
@@ -15,7 +21,8 @@ rated the case a bug; it never imports divfuzz and carries none of its oracles.
 Invariants: written only for a `bug` (`render_issue_script` returns None otherwise, and for a
 perf verdict, whose repro is the timing script); names are checked (`name_problem`) and renamed
 where they would shadow the script's own; numbers are `repr`s, dtypes and rules go through lookup
-tables, Inductor keys must be in `INDUCTOR_SWITCHES`; no text from a spec or store is pasted.
+tables, Inductor keys must be in `INDUCTOR_SWITCHES`, a pin must be one of `candidate_pins`; no
+text from a spec or store is pasted.
 """
 
 from __future__ import annotations
@@ -152,6 +159,27 @@ def setting_lines(config: "CompileConfig", device: str) -> list[str]:
 
 
 _MISSING = object()
+
+# Why a pin is in issue.py, as its comment says it (`render_issue_script`'s `pin_note`).
+PIN_NOTES = {
+    # kept by the fresh-process check (`divfuzz.reports.issue_folder`): the finding needs it
+    "needed": "needed: without it this script exits 0 (divfuzz ran it in a fresh process both ways)",
+    # the check found the script passing both ways: what the case ran under, kept as it was
+    "as-run": "divfuzz ran the case with it; in a fresh process the script exited 0 or errored with and without it",
+    # the check did not run (a hang's script, or a caller that checks nothing)
+    "unchecked": "divfuzz ran the case with it (not checked without it)",
+}
+
+
+def candidate_pins(config: "CompileConfig", device: str, threads: int | None) -> tuple[str, ...]:
+    """Every line issue.py can set beyond torch's defaults for this case, in the order it prints
+    them: each Inductor setting the case ran under that differs from this torch's default
+    (`setting_lines`, divfuzz's compared-compile setting on CUDA among them), then on the CPU
+    `torch.set_num_threads(N)`, the thread count the case ran with (`Verdict.threads`)."""
+    pins = setting_lines(config, device)
+    if device.split(":")[0] == "cpu" and isinstance(threads, int) and not isinstance(threads, bool) and 0 < threads <= 4096:
+        pins.append(f"torch.set_num_threads({threads!r})")
+    return tuple(pins)
 
 
 def _inductor_default(key: str):
@@ -308,8 +336,10 @@ def _words_literal(text: str) -> str:
 
 
 def render_issue_script(spec: GraphSpec, *, device: str, config: "CompileConfig", reason: "SeverityReason | None",
-                        verdict: "Verdict | None" = None) -> IssueScript | None:
-    """`issue.py` for a case rated `reason`; None unless it is a bug with a plain-torch check."""
+                        verdict: "Verdict | None" = None, pins: tuple[str, ...] | None = None,
+                        pin_note: str = "unchecked") -> IssueScript | None:
+    """`issue.py` for a case rated `reason`; None unless it is a bug with a plain-torch check.
+    `pins`: which of `candidate_pins` it sets (None: all of them), each with `PIN_NOTES[pin_note]`."""
     if reason is None or reason.severity is not Severity.BUG or getattr(verdict, "perf", ()):
         return None
     rule = reason.rule
@@ -397,7 +427,12 @@ def render_issue_script(spec: GraphSpec, *, device: str, config: "CompileConfig"
     backend = config.backend if BACKEND_NAME.fullmatch(config.backend) else "a custom backend"
     doc = one_line_doc(f"torch.compile ({backend}, {device}): {spec.op_signature().replace('+', ', ')}. "
                         + f"Exits 1 while {what}.")
-    lines = [doc, *imports, *setting_lines(config, device), *before, *inputs.lines, *marks, *model, *run]
+    candidates = candidate_pins(config, device, getattr(verdict, "threads", None))
+    pins = candidates if pins is None else pins
+    if not set(pins) <= set(candidates):
+        raise ValueError(f"refusing to pin {sorted(set(pins) - set(candidates))!r}: not one of this case's settings")
+    pinned = [f"{pin}  # {PIN_NOTES[pin_note]}" for pin in candidates if pin in pins]
+    lines = [doc, *imports, *pinned, *before, *inputs.lines, *marks, *model, *run]
     return IssueScript("\n".join(lines) + "\n", dict(inputs.files), what, inputs.how)
 
 

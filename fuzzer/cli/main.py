@@ -28,6 +28,7 @@ from divfuzz.fuzzer.cli.interrupts import INTERRUPTED_EXIT, signal_received, sto
 from divfuzz.fuzzer.cli.merge_command import merge
 from divfuzz.fuzzer.cli.minimize_command import minimize
 from divfuzz.fuzzer.cli.options import OS_REASONS, DivfuzzCommand, console
+from divfuzz.fuzzer.cli.recheck_command import recheck
 from divfuzz.fuzzer.cli.replay_command import replay
 from divfuzz.fuzzer.cli.report_command import report
 from divfuzz.records.errors import DivfuzzError
@@ -105,5 +106,5 @@ def main() -> None:
     """divfuzz: find where torch.compile computes different numbers than eager."""
 
 
-for command in (fuzz, replay, report, diff, merge, bench, gate, corpus, minimize):
+for command in (fuzz, replay, report, diff, merge, bench, gate, corpus, minimize, recheck):
     main.add_command(command)

@@ -9,6 +9,9 @@ differs) and plants exactly one defect:
 - `drift`: the first floating output scaled by 1 + 2^-5 (always further from fp64, for `--against`);
 - `nan_first`: element 0 of the first floating output becomes NaN (a `bug` wherever eager is finite);
 - `inductor_nan_first`: the real Inductor (its kernels, logs and warnings), then `nan_first`'s defect;
+- `one_thread_nan`: `nan_first`'s defect only while torch runs one CPU thread (the count its call
+  sees): a bug whose script fails only where it pins the thread count, as a CPU kernel's bits
+  that follow the count do;
 - `wrong_dtype`: the first floating output comes back in another floating dtype (float32, or float64
   for a float32 output), its values unchanged: a type mismatch, judged before any value;
 - `flush_subnormals`: every value of the graph (its inputs and each op's result, and the gradients
@@ -152,6 +155,14 @@ def inductor_nan_first(gm: torch.fx.GraphModule, example_inputs):
 
     def run(*args):
         return _first_float(compiled_fn(*args), _nan_first)
+
+    return run
+
+
+def one_thread_nan(gm: torch.fx.GraphModule, example_inputs):
+    def run(*args):
+        outputs = gm.forward(*args)
+        return _first_float(outputs, _nan_first) if torch.get_num_threads() == 1 else outputs
 
     return run
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sqlite3
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -23,6 +24,10 @@ from divfuzz.records.severity import Severity, SeverityReason
 from divfuzz.records.verdict import Verdict
 
 RUN_STATUSES = ("running", "finished", "interrupted", "failed")
+# What a bug folder's issue.py gave under another torch (`divfuzz.reports.issue_check.ScriptOutcome`'s values).
+RECHECK_OUTCOMES = ("still fails", "passes", "errors")
+# A torch version as `torch.__version__` prints it, as `divfuzz recheck` stores it.
+TORCH_VERSION_TEXT = re.compile(r"[0-9][0-9A-Za-z.+_-]{0,63}")
 
 
 class DamagedRow(ValueError):
@@ -242,6 +247,32 @@ def case_summary(r: sqlite3.Row, columns: tuple[str, ...]) -> dict[str, Any]:
               "wall_s": f.real, "status": f.text, "finding_kind": lambda c: f.text(c, null=True), "spec_digest": f.text,
               "spec_json": f.spec_text}
     return {**{name: checks[name](name) for name in columns}, "verdict": f.verdict()}
+
+
+@dataclass(frozen=True)
+class RecheckRow:
+    """A bug folder's issue.py run under another torch (`divfuzz recheck`): the bucket, that
+    interpreter's torch version and path, what it gave (`RECHECK_OUTCOMES`), the run's exit code
+    and last line, and when."""
+
+    bucket_id: int
+    torch_version: str
+    python: str
+    outcome: str
+    detail: str
+    checked_at: float
+
+    COLUMNS = "bucket_id, torch_version, python, outcome, detail, checked_at"
+
+    @classmethod
+    def from_row(cls, r: sqlite3.Row) -> "RecheckRow":
+        f = Fields(r, "rechecks", id_column="bucket_id")
+        version = f.text("torch_version")
+        if not TORCH_VERSION_TEXT.fullmatch(version):
+            raise f.bad("torch_version", f"expected a torch version such as '2.13.0' but got {_shown(version)}")
+        return cls(bucket_id=f.int("bucket_id"), torch_version=version, python=f.text("python")[:300],
+                   outcome=f.text("outcome", choices=RECHECK_OUTCOMES), detail=f.text("detail")[:300],
+                   checked_at=f.real("checked_at"))
 
 
 @dataclass(frozen=True)

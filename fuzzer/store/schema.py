@@ -48,8 +48,20 @@ def resolve_store(path: Path, *, purpose: str = "") -> Path:
 # 3: cases record the device they ran on (`ran_on`: 'cpu', 'cuda:1', in the driver's numbering);
 # 4: raw bucket keys whose analysis (minimize + attribute) is still open (`pending_analyses`);
 # 5: bucket keys are fields (`BucketKey.identity`, the rule and the culprit's fields in them), and
-#    a bucket's severity is its key's.
-SCHEMA_VERSION = 5
+#    a bucket's severity is its key's;
+# 6: a bug folder's issue.py re-run under other torch builds (`rechecks`, by `divfuzz recheck`).
+SCHEMA_VERSION = 6
+
+RECHECKS_TABLE = """
+CREATE TABLE IF NOT EXISTS rechecks (      -- a bug folder's issue.py run under another torch (`divfuzz recheck`)
+    bucket_id INTEGER NOT NULL REFERENCES buckets(id),
+    torch_version TEXT NOT NULL,           -- what that interpreter's torch.__version__ said
+    python TEXT NOT NULL,                  -- the interpreter's absolute path
+    outcome TEXT NOT NULL,                 -- still fails | passes | errors (divfuzz.reports.issue_check.ScriptOutcome)
+    detail TEXT NOT NULL,                  -- the run's exit code and last line
+    checked_at REAL NOT NULL,
+    PRIMARY KEY (bucket_id, torch_version, python)  -- the latest run of one interpreter and torch replaces the one before
+)"""
 
 PENDING_TABLE = """
 CREATE TABLE IF NOT EXISTS pending_analyses (  -- a raw key stored before its root cause was known
@@ -128,6 +140,7 @@ CREATE TABLE IF NOT EXISTS root_causes (   -- a finding's raw key -> its minimiz
     key_json TEXT NOT NULL
 )""",
     PENDING_TABLE,
+    RECHECKS_TABLE,
 )
 
 # The tables (and the columns of each) that make a file a divfuzz store; checked before any write.
@@ -144,7 +157,7 @@ REQUIRED_COLUMNS = {
 # view, another table or index) is refused by `check_divfuzz_store`: a trigger would run its own
 # SQL inside divfuzz's writes, and no divfuzz writes one.
 KNOWN_OBJECTS = {
-    "table": {"meta", "runs", "cases", "buckets", "run_failures", "root_causes", "pending_analyses"},
+    "table": {"meta", "runs", "cases", "buckets", "run_failures", "root_causes", "pending_analyses", "rechecks"},
     "index": {"cases_by_bucket"},
 }
 
@@ -169,8 +182,8 @@ def migrate(db: sqlite3.Connection, path: Path | None = None) -> None:
     """Bring an older store to the current version, in one transaction. 1 -> 2: its buckets get a
     severity column. 2 -> 3: its cases get `ran_on`, NULL (unknown) for the cases already stored.
     3 -> 4: an empty `pending_analyses` table (every earlier store analysed inline, so no raw key
-    is left open). 4 -> 5: every key becomes fields (`_convert_keys`). A current store is not
-    written to."""
+    is left open). 4 -> 5: every key becomes fields (`_convert_keys`). 5 -> 6: an empty
+    `rechecks` table. A current store is not written to."""
     row = _stored_version(db)
     if row is not None and int(row["value"]) >= SCHEMA_VERSION:
         return
@@ -184,6 +197,7 @@ def migrate(db: sqlite3.Connection, path: Path | None = None) -> None:
         if "ran_on" not in _columns(db, "cases"):
             db.execute("ALTER TABLE cases ADD COLUMN ran_on TEXT")
         db.execute(PENDING_TABLE)
+        db.execute(RECHECKS_TABLE)
         db.execute("CREATE TABLE IF NOT EXISTS root_causes (raw_key TEXT PRIMARY KEY, key_json TEXT NOT NULL)")
         if version < 5:
             _check_legacy_keys(db, path)

@@ -54,6 +54,7 @@ from divfuzz.fuzzer.store.rows import (
     CaseRow,
     Fields,
     PendingAnalysis,
+    RecheckRow,
     RootCauseFiled,
     RootCauseRow,
     RunRow,
@@ -592,6 +593,22 @@ class Store:
         if r is None:
             raise StoreError(f"{self.path}: no bucket {bucket_id}")
         return BucketRow.from_row(r)
+
+    # ---- bug folders re-run under other torch builds (`divfuzz recheck`) -----------------------
+    def record_recheck(self, row: RecheckRow) -> None:
+        """One bucket's issue.py run under another torch, replacing an earlier run of the same interpreter and version."""
+        with self.transaction():
+            self.db.execute(f"INSERT OR REPLACE INTO rechecks({RecheckRow.COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+                            (row.bucket_id, row.torch_version, row.python, row.outcome, row.detail, row.checked_at))
+
+    def rechecks(self, *, bucket_id: int | None = None) -> list[RecheckRow]:
+        """Every recorded recheck (or one bucket's), by bucket, then oldest first."""
+        q, args = f"SELECT {RecheckRow.COLUMNS} FROM rechecks", ()
+        if bucket_id is not None:
+            q, args = q + " WHERE bucket_id=?", (bucket_id,)
+        with self._lock:
+            rows = self.db.execute(q + " ORDER BY bucket_id, checked_at", args).fetchall()
+        return [RecheckRow.from_row(r) for r in rows]
 
     # ---- folding another store in (`divfuzz merge`: each joins the merge's one transaction) -----
     def import_run(self, run: RunRow) -> tuple[int, bool]:
