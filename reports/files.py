@@ -24,7 +24,7 @@ from divfuzz.records.severity import SeverityReason
 from divfuzz.reports.kill_points import kill_point
 from divfuzz.reports.safe_paths import check_plain, plain_folder
 from divfuzz.generators.spec import GraphSpec
-from divfuzz.reports.issue_check import run_rendered_script
+from divfuzz.reports.issue_check import DefaultsCheck, run_rendered_script
 from divfuzz.reports.issue_folder import issue_files, write_issue_files
 from divfuzz.reports.perf_repro import render_perf_repro
 from divfuzz.reports.repro import render_repro
@@ -140,7 +140,7 @@ def write_bucket_folder(
     compile_log: str | None = None,
     severity: dict | None = None,
     extra_files: dict[str, str] | None = None,
-    check_issue: bool = True,
+    check_issue: "bool | DefaultsCheck" = True,
 ) -> Path:
     """A bucket's folder: spec.json, case.json, verdict.json and repro.py (the perf repro, with
     `knob` the culprit switch flipped, for a perf verdict); for a bug, issue.py and issue.md
@@ -148,7 +148,8 @@ def write_bucket_folder(
     stored `severity` reason as a dict); what the compiler printed while the case and its analysis
     ran, as compile.log; and `extra_files` (name -> text: an analysis's `analysis.json` and
     `report.md`). A bug's issue.py is run in a fresh process first, under torch's defaults
-    (`check_issue`; `divfuzz.reports.issue_folder`). Written to a temporary folder `.tmp-*` and moved into place whole: a kill leaves
+    (`check_issue`; `divfuzz.reports.issue_folder`), or that check as already run elsewhere (a
+    `DefaultsCheck`: the analysis worker's), or not at all (False: every pin kept, unchecked). Written to a temporary folder `.tmp-*` and moved into place whole: a kill leaves
     the folder as it was or whole, and at most a `.tmp-*` folder that the next campaign on this
     store removes (`remove_unfinished_folders`)."""
     root.parent.mkdir(parents=True, exist_ok=True)
@@ -199,7 +200,8 @@ def _fill_bucket_folder(tmp: Path, *, spec, case_id, device, config, key, verdic
     os.chmod(tmp / "repro.py", 0o755)
     reason = SeverityReason.from_dict(severity) if severity else None
     write_issue_files(tmp, issue_files(spec, device=device, config=config, verdict=verdict, reason=reason, culprit=culprit,
-                                       versions=versions, check=run_rendered_script if check_issue else None), compile_log)
+                                       versions=versions, check=run_rendered_script if check_issue is True else None,
+                                       checked=check_issue if isinstance(check_issue, DefaultsCheck) else None), compile_log)
     for name, text in (extra_files or {}).items():
         stem, _, suffix = name.partition(".")
         if not is_slug(stem) or suffix not in ("json", "md"):  # divfuzz's own names, never data

@@ -24,7 +24,7 @@ from divfuzz.oracles.severity_policy import explaining_mechanism, severity_of
 from divfuzz.records.culprit import Culprit
 from divfuzz.records.errors import StoreError
 from divfuzz.records.known_bugs import KnownBugsError, RootCausePattern, default_known_bugs
-from divfuzz.reports.issue_check import check_pins
+from divfuzz.reports.issue_check import DefaultsCheck, check_pins
 from divfuzz.reports.issue_markdown import render_issue_markdown
 from divfuzz.reports.issue_script import candidate_pins, render_issue_script
 
@@ -63,13 +63,14 @@ def _checked_words(day: str | None) -> str:
 
 def issue_files(spec: GraphSpec, *, device: str, config: "CompileConfig", verdict: "Verdict | None",
                 reason: "SeverityReason | None" = None, culprit: dict | None = None, versions: dict | None = None,
-                error_log: str | None = None, check=None) -> dict[str, bytes]:
+                error_log: str | None = None, check=None, checked: DefaultsCheck | None = None) -> dict[str, bytes]:
     """The files a folder gets for this finding (name -> bytes): issue.py (and its input file) and
     issue.md for a bug, nothing otherwise. `reason` is the stored judgement of the finding (a
     severity is judged once: it is not judged again here); without one, or when it names an output
     the verdict lacks (a minimal spec's), the verdict's severity under the culprit. `check(text,
-    files, rule=...)` runs a rendered script in a fresh process (a `ScriptRun`); None writes it
-    with every pin, unchecked."""
+    files, rule=...)` runs a rendered script in a fresh process (a `ScriptRun`); `checked` is such
+    a check already run (an analysis worker's: `divfuzz.fuzzer.triage.analysis`), used as is; with
+    neither, the script is written with every pin, unchecked."""
     summary = culprit.get("summary") if isinstance(culprit, dict) else None
     if reason is not None and verdict is not None and reason.output != "-" and all(o.name != reason.output for o in verdict.outputs):
         reason = None  # the stored judgement names an output the minimal spec's verdict lacks: judge that verdict
@@ -79,8 +80,12 @@ def issue_files(spec: GraphSpec, *, device: str, config: "CompileConfig", verdic
     script = render_issue_script(spec, device=device, config=config, reason=reason, verdict=verdict)
     if script is None:
         return {}
-    checked = None
-    if check is not None and reason.rule != "hang":
+    if checked is not None:
+        script = render_issue_script(spec, device=device, config=config, reason=reason, verdict=verdict, pins=checked.kept,
+                                     pin_note=checked.note)
+        if error_log is None:
+            error_log = checked.written.output or None
+    elif check is not None and reason.rule != "hang":
         def run(pins: tuple[str, ...]):
             rendered = render_issue_script(spec, device=device, config=config, reason=reason, verdict=verdict, pins=pins,
                                            pin_note="needed")

@@ -194,6 +194,10 @@ def test_an_analysis_minimizes_to_the_findings_output(worker):
     assert set(analysis.spec.op_names) <= {"tanh", "sigmoid"}
     # The bug's issue.py fits, and the record says how long it is; a longer one says why.
     assert analysis.issue_lines is not None and analysis.issue_lines <= ISSUE_MAX_LINES, analysis.issue_lines
+    # ... and its issue.py ran in a fresh process under torch's defaults, in the analysis's own time
+    # (the campaign's filing writes the folder from this, running nothing itself)
+    check = analysis.issue_check
+    assert check is not None and check.defaults.outcome.value == "still fails" and check.kept == (), check
     record = analysis.to_dict()["minimized"]
     assert record["issue_lines"] == analysis.issue_lines and "why_long" not in record
     long = replace(analysis, issue_lines=ISSUE_MAX_LINES + 4)

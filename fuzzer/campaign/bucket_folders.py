@@ -219,15 +219,18 @@ def _write_bucket_files(store: Store, out_dir: Path, *, bucket_id: int, case_id:
         folder = write_bucket(out_dir / "buckets", bucket_id=bucket_id, key=key, analysis=analysis,
                               device=device, config=config, fallback_verdict=verdict, case_id=case_id,
                               timeout_s=int(timeout_s), versions=environment_versions(device), compile_log=log,
-                              severity=stored)
+                              severity=stored, check_unchecked=False)
         kill_point("folder-moved")
         with store.transaction():  # the folder and the analysis it shows, together
             store.set_bucket_folder(bucket_id, str(folder))
             store.set_bucket_analysis(bucket_id, **analysis.to_dict())
         return folder
+    # A case as drawn: its issue.py is not run here (the campaign's filing must not stall on a fresh
+    # process per bucket); the analysis's folder, which replaces it, carries the analysis's check.
     folder = write_bucket_folder(out_dir / "buckets", bucket_id=bucket_id, key=key, spec=spec, device=device,
                                  config=config, verdict=verdict, case_id=case_id, timeout_s=int(timeout_s),
-                                 versions=environment_versions(device), compile_log=log, severity=stored)
+                                 versions=environment_versions(device), compile_log=log, severity=stored,
+                                 check_issue=False)
     kill_point("folder-moved")
     store.set_bucket_folder(bucket_id, str(folder))
     return folder

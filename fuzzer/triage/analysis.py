@@ -35,7 +35,8 @@ from divfuzz.records.errors import MinimizeError
 from divfuzz.records.severity import Severity
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.reports.bug_report import render_bug_report
-from divfuzz.reports.issue_script import render_issue_script
+from divfuzz.reports.issue_check import CHECK_TIMEOUT_S, DefaultsCheck, check_pins, run_rendered_script
+from divfuzz.reports.issue_script import candidate_pins, render_issue_script
 from divfuzz.reports.files import write_bucket_folder
 
 
@@ -50,6 +51,9 @@ class Analysis:
     note: str = ""  # why minimization was skipped, if it was
     compile_log: str = ""  # what the compiler printed while the analysis ran (the worker's output)
     issue_lines: int | None = None  # the lines of the bug's issue.py (`render_issue_script`), None when it has none
+    # The bug's issue.py run in a fresh process under torch's defaults (and the pins it needs), in
+    # the analysis's own worker and time (`reports.issue_check.check_pins`); None: not run.
+    issue_check: DefaultsCheck | None = field(default=None, compare=False)
     # Seconds and compiles per phase (`PhaseTally.to_dict`: first_pass/ladder, first_pass/probes,
     # minimize, ladder, probes, bisector): for the run's timings file and analysis.json, never a key.
     phases: dict = field(default_factory=dict, compare=False)
@@ -241,7 +245,34 @@ def analyze_finding(
     culprit = attribute_case(current, config=config, kind=kind, bisect=kind not in _NO_MINIMIZE, tally=tally,
                              seeded_bisect=seeded_bisect, output=_finding_output_seen(seen.get((spec.digest(), config))), **common)
     analysis = Analysis(current, culprit, minimized, seen.get((current.digest(), config)), note, phases=tally.to_dict())
-    return replace(analysis, issue_lines=_issue_lines(analysis, device=device, config=config))
+    analysis = replace(analysis, issue_lines=_issue_lines(analysis, device=device, config=config))
+    return replace(analysis, issue_check=_issue_check(analysis, device=device, config=config, deadline=deadline))
+
+
+# An issue.py check runs one to a few fresh processes (torch's import, one compile): where less
+# than this is left of the analysis's time, the folder's script keeps every pin, unchecked.
+ISSUE_CHECK_MIN_S = 30.0
+
+
+def _issue_check(analysis: Analysis, *, device: str, config, deadline: Deadline) -> DefaultsCheck | None:
+    """The bug's issue.py run under torch's defaults, and with the pins it needs, in fresh
+    processes (`check_pins`), within what is left of the analysis's `deadline`; None for no bug,
+    no verdict, a hang (a timeout per run), or too little time left."""
+    if analysis.verdict is None or deadline.left() < ISSUE_CHECK_MIN_S:
+        return None
+    reason = analysis.reason
+    if reason is None or reason.severity is not Severity.BUG or reason.rule == "hang":
+        return None
+    if render_issue_script(analysis.spec, device=device, config=config, reason=reason, verdict=analysis.verdict) is None:
+        return None
+
+    def run(pins: tuple[str, ...]):
+        rendered = render_issue_script(analysis.spec, device=device, config=config, reason=reason, verdict=analysis.verdict,
+                                       pins=pins, pin_note="needed")
+        return run_rendered_script(rendered.text, rendered.files, rule=reason.rule,
+                                   timeout_s=max(1.0, min(CHECK_TIMEOUT_S, deadline.left())))
+
+    return check_pins(candidate_pins(config, device, getattr(analysis.verdict, "threads", None)), run)
 
 
 def _issue_lines(analysis: Analysis, *, device: str, config) -> int | None:
@@ -352,10 +383,13 @@ def write_bucket(
     versions: dict,
     compile_log: str | None = None,
     severity: dict | None = None,
+    check_unchecked: bool = True,
 ) -> Path:
     """The bucket folder for a minimized case, with `report.md` and `analysis.json` (and, for a
     bug, issue.py and issue.md; `compile_log`, what the compiler printed, as compile.log), every
-    file written before the folder is moved into place."""
+    file written before the folder is moved into place. issue.py's pins are the analysis's own
+    check (`Analysis.issue_check`); without one, checked here when `check_unchecked` (a command
+    writing one folder), else kept unchecked (a campaign's filing, which must not stall on it)."""
     verdict = analysis.verdict if analysis.verdict is not None else fallback_verdict
     data = analysis.to_dict()
     # Where the analysis's time went, in its own file only (the report and the key never read it).
@@ -382,4 +416,5 @@ def write_bucket(
         compile_log=analysis.compile_log if compile_log is None else compile_log,
         severity=severity,
         extra_files={"analysis.json": json.dumps(analysis_file, indent=2) + "\n", "report.md": report},
+        check_issue=analysis.issue_check if analysis.issue_check is not None else check_unchecked,
     )
