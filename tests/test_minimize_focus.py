@@ -213,3 +213,39 @@ def test_the_reports_minimized_cell_says_why_where_there_is_no_minimized_graph()
     assert minimized_words(record | {"why_long": "issue.py runs 34 lines (over 30): x"}) == (
         "9 → 5 ops, 12 s; issue.py runs 34 lines (over 30): x")
     assert minimized_words({"spec": {}}) == "" and minimized_words(None) == ""
+
+
+def test_a_type_change_is_kept_as_that_change_by_the_minimizer():
+    """The finding is a float16 output that comes back float32 (`wrong_dtype`); a candidate whose
+    output changes otherwise (a shape, another dtype pair) does not keep it (issue 50: a dtype change
+    reduced to an int64 change, whose repro exited 0)."""
+    from divfuzz.oracles.findings import type_change
+    from divfuzz.records.verdict import OutputVerdict, Verdict
+    from divfuzz.records.outcomes import Status
+
+    def verdict(mismatch):
+        return Verdict(status=Status.DIVERGED, outputs=(OutputVerdict("v1", mismatch=mismatch),))
+
+    assert type_change(verdict("float16 [4, 8] eager, float32 [4, 8] compiled"), "v1") == "dtype float16 -> float32"
+    assert type_change(verdict("int64 [4] eager, float32 [4] compiled"), "v1") == "dtype int64 -> float32"
+    assert type_change(verdict("float16 [4, 8] eager, float16 [8] compiled"), "v1") == "shape"
+    assert type_change(verdict("float16 [4, 8] eager, missing in compiled"), "v1") == "missing"
+    assert type_change(verdict(None), "v1") is None and type_change(verdict("x"), "other") is None
+
+    spec = GraphSpec(inputs=(TensorSpec("x0", (ROWS, DIM), "float32"),),
+                     nodes=(Node("v1", "cast", ("x0",), (("to", "float16"),), "float16", (ROWS, DIM)),
+                            Node("v2", "sigmoid", ("v1",), (), "float16", (ROWS, DIM))),
+                     outputs=("v2",), recipe=InputRecipe("normal", 0), backward=False)
+    worker = Worker("cpu")
+    try:
+        config = CompileConfig(backend="divfuzz.fuzzer.engine.planted:wrong_dtype")
+        own = worker.run(CaseRequest(spec, "cpu", config), 120)
+        changed = type_change(own, "v2")
+        assert changed == "dtype float16 -> float32", own
+        keeps = case_predicate(worker, device="cpu", config=config, kind="type-mismatch", rule="output-type-mismatch",
+                               output="v2", type_changed=changed)
+        other = case_predicate(worker, device="cpu", config=config, kind="type-mismatch", rule="output-type-mismatch",
+                               output="v2", type_changed="dtype int64 -> float32")
+        assert keeps(spec) and not other(spec)
+    finally:
+        worker.stop()

@@ -29,6 +29,7 @@ from divfuzz.fuzzer.triage.attribute import PERF_PROBES, attribute_case, guard_c
 from divfuzz.fuzzer.triage.phase_clock import PhaseTally
 from divfuzz.fuzzer.triage.shrink import MinimizeResult, case_predicate, minimize_spec
 from divfuzz.fuzzer.finding.judgement import judge
+from divfuzz.oracles.findings import type_change
 from divfuzz.records.culprit import Culprit
 from divfuzz.records.deadline import Deadline
 from divfuzz.records.errors import MinimizeError
@@ -113,14 +114,16 @@ MIN_MINIMIZE_S = 5.0
 
 def _kept_of_input(verdict) -> dict:
     """What the minimal spec keeps of the input's finding under the case's own config, judged once
-    (`judge`): its severity, rule and output, the mechanism that explained it ("" for none)
-    and where the compiler raised its error; each None when the input's verdict is unknown."""
+    (`judge`): its severity, rule and output, the mechanism that explained it ("" for none),
+    where the compiler raised its error, and a type mismatch's kind of change (`type_change`);
+    each None when the input's verdict is unknown."""
     if verdict is None:
-        return dict(severity=None, rule=None, mechanism=None, output=None, site=None)
+        return dict(severity=None, rule=None, mechanism=None, output=None, site=None, type_changed=None)
     judged = judge(verdict)
     reason = judged.reason
+    output = reason.output if reason is not None else None
     return dict(severity=reason.severity.value if reason is not None else None, rule=reason.rule if reason is not None else None,
-                mechanism=judged.mechanism, output=reason.output if reason is not None else None, site=verdict.error_site)
+                mechanism=judged.mechanism, output=output, site=verdict.error_site, type_changed=type_change(verdict, output))
 
 
 def _finding_output_seen(verdict) -> str | None:

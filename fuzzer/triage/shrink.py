@@ -48,7 +48,7 @@ from divfuzz.records.errors import MinimizeError, TimeUp
 from divfuzz.fuzzer.engine.worker import CaseRequest
 from divfuzz.fuzzer.finding.judgement import judge
 from divfuzz.fuzzer.triage.attribute import known_or_run
-from divfuzz.oracles.findings import shows_finding
+from divfuzz.oracles.findings import shows_finding, type_change
 from divfuzz.records.severity import Severity
 
 Predicate = Callable[[GraphSpec], bool]
@@ -503,6 +503,7 @@ def case_predicate(
     mechanism: str | None = None,
     output: str | None = None,
     culprit_config=None,
+    type_changed: str | None = None,
 ) -> Predicate:
     """`spec -> bool`: running `spec` under `config` in `worker` gives a finding of `kind`
     (and, when `severity` is given, one at least that severe: a bug must not shrink into noise;
@@ -510,7 +511,8 @@ def case_predicate(
     by that mechanism ("" for none): the minimal graph shows what its bucket's key says; when
     `output` is given, about that output, so the report, the spec and the repro name one output;
     when `site` is given, a compiler error raised at that site (`Finding.site`): a crash must not
-    shrink into another crash). `config` is the case's own: what the bucket's replay and repro.py
+    shrink into another crash; when `type_changed` is given, a type mismatch of that kind of change,
+    `oracles.findings.type_change`: a float16 -> float32 output must not shrink into an int64 one). `config` is the case's own: what the bucket's replay and repro.py
     compile with, so the minimal spec reproduces the bucket's finding under it.
 
     `culprit_config` and `must_pass_with`, CompileConfigs, keep the culprit: the candidate must
@@ -546,6 +548,8 @@ def case_predicate(
             return False
         if output is not None and (reason is None or reason.output != output):
             return False
+        if type_changed is not None and type_change(verdict, output) != type_changed:
+            return False  # a dtype change kept as that change, never shrunk into another
         return mechanism is None or judged.mechanism == mechanism
 
     def predicate(spec: GraphSpec) -> bool:
