@@ -5,7 +5,6 @@ score a campaign's search climbs. Pure functions of frozen data; torch-free.
 from __future__ import annotations
 
 import math
-import re
 
 from divfuzz.records.outcomes import COMPILER_FAILURES, FINDING_KIND_ORDER, FindingKind, Status
 from divfuzz.records.verdict import Finding, FloatComparison, PerfComparison, Verdict
@@ -128,20 +127,4 @@ def target_score(verdict: Verdict, finding: Finding | None) -> float:
         if o.float_cmp and o.float_cmp.n_diff:
             size = max(size, float(o.float_cmp.max_ulp))
     return min(TARGET_CAP, 1.0 + math.floor(math.log2(size)))
-
-
-_TYPES = re.compile(r"(\S+) \[[^\]]*\] eager, (\S+) \[[^\]]*\] compiled\Z")
-
-
-def type_change(verdict: Verdict | None, output: str | None) -> str | None:
-    """What kind of type change `output`'s mismatch is (`OutputVerdict.mismatch`): "dtype A -> B"
-    (eager's, compiled's), "shape", or "missing"; None when it has no mismatch. A minimal graph
-    keeps it: a float16 -> float32 change must not shrink into another output's int64 change."""
-    o = next((o for o in (verdict.outputs if verdict is not None else ()) if o.name == output), None)
-    if o is None or not getattr(o, "mismatch", None):
-        return None
-    m = _TYPES.match(o.mismatch)
-    if m is None:
-        return "missing"
-    return f"dtype {m[1]} -> {m[2]}" if m[1] != m[2] else "shape"
 

@@ -171,11 +171,13 @@ def _float_reason(name: str, fc) -> SeverityReason | None:
                               f"{fc.n_nonfinite_new}/{fc.numel} {fc.dtype} elements are NaN/Inf in compiled where eager and fp64 are finite")
     if fc.nan_inf_mismatch and fc.n_naninf_eager_exact > 0:
         # Where eager's NaN or infinity is exactly fp64's (NaN as NaN, an infinity of the same
-        # sign: 1 / -0.0 is -inf by definition), it is the answer, as an integer is: compiled's
-        # other value there is wrong, not a rounding (issue 189799: a -0.0 whose sign a fused add
-        # loses, then reciprocal gives +inf for eager's -inf; issue 161150). An infinity that
-        # comes from the inputs or from overflow is the range-edge mechanism's to explain.
-        return SeverityReason(Severity.BUG, "nan-inf-wrong", name,
+        # sign) and compiled gives another value there, the record is split: a -0.0 whose sign a
+        # fused add loses, then reciprocal's +inf for eager's -inf, is open with no maintainer
+        # answer (issue 189799), and PR 196031 matches eager's signed zeros only under
+        # numerics="strict" ("the default path is unchanged"); an infinity from the inputs or an
+        # overflow is the range edge's (issue 173793, split). Suspect; where a precision switch
+        # removes it, the rounding decided it (`switch_severity`: a bug).
+        return SeverityReason(Severity.SUSPECT, "nan-inf-wrong", name,
                               f"{fc.n_naninf_eager_exact}/{fc.numel} {fc.dtype} elements are NaN/Inf in eager exactly as in fp64 "
                               f"(NaN as NaN, an infinity of the same sign), and compiled gives another value there")
     eager_misses = _eager_misses_as_often(fc.n_int_eager_missed, fc.n_int_compiled_missed)
@@ -223,13 +225,14 @@ def _float_reason(name: str, fc) -> SeverityReason | None:
                               f"(up to {fc.max_excess_ulps:.3g} ULPs more than eager, whose worst is {fc.eager_max_err_ulps:.3g}; "
                               f"{fc.max_excess_scale_ulps:.3g} ULPs more at the output's scale)")
     if fc.n_zero_sign_wrong and not fc.n_gross_worse and not name.startswith("grad:"):
-        # The sign of a zero where eager's equals fp64's is the answer as an infinity's is (1 / z):
-        # PyTorch fixed minimum(-0.0, +0.0) returning +0.0 (issue 185610, PR 185765), frac(-0.0)
-        # (issue 183606, PR 183640) and Triton's 0 - x losing -0.0 (issue 185696, PR 185834) as
-        # bugs, all forward values. A gradient's zero is not: every fix is of an op's value, a
-        # masked gradient's zero takes its sign from how the autograd formula masks (g * 0 or
-        # where(mask, g, 0)), and an optimizer's p - lr * g is the same for either zero.
-        return SeverityReason(Severity.BUG, "zero-sign-wrong", name,
+        # A zero of the other sign where eager's is fp64's: the record is split. minimum(-0.0,
+        # +0.0) (issue 185610, PR 185765) and frac(-0.0) (issue 183606, PR 183640) were fixed as
+        # bugs, but PR 196031 matches neg's signed zeros only under numerics="strict" ("the default
+        # path is unchanged"), and a GELU's -0.0 against a tiny negative was closed as not planned
+        # (issue 189804). Suspect, never a bug by itself; a sign that then decides an infinity
+        # or an integer is judged there. A gradient's zero is not even that: its sign is how the
+        # autograd formula masks (g * 0 or where(mask, g, 0)), and p - lr * g is the same for either.
+        return SeverityReason(Severity.SUSPECT, "zero-sign-wrong", name,
                               f"{fc.n_zero_sign_wrong}/{fc.numel} {fc.dtype} zeros have the other sign in compiled, where eager's "
                               f"is fp64's")
     if fc.nan_inf_mismatch:
@@ -405,7 +408,7 @@ _COMPILER_FAILURE_RULES = {status.value: kind.value for status, kind in COMPILER
 # rules above emit). A key's severity starts here (`key_severity`).
 RULE_SEVERITY: dict[str, Severity] = {
     **{rule: Severity.BUG for rule in _COMPILER_FAILURE_RULES.values()},
-    "output-type-mismatch": Severity.BUG, "nan-inf-new": Severity.BUG, "nan-inf-wrong": Severity.BUG, "zero-sign-wrong": Severity.BUG,
+    "output-type-mismatch": Severity.BUG, "nan-inf-new": Severity.BUG, "nan-inf-wrong": Severity.SUSPECT, "zero-sign-wrong": Severity.SUSPECT,
     "int-valued-wrong": Severity.BUG,
     "float-gross-worse": Severity.BUG, "int-gross": Severity.BUG, "slower-beyond-noise": Severity.BUG,
     "nan-inf-range-edge": Severity.SUSPECT, "nan-inf-ill-conditioned": Severity.SUSPECT,

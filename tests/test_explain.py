@@ -381,6 +381,9 @@ def test_a_scan_associated_as_a_parallel_prefix_is_explained_by_the_order_and_pl
     if explained:
         nan_row, nan_reason = _judged(_sqrt_of_cumsum(), PLANTED + backend)
         assert nan_reason.rule == "nan-inf-ill-conditioned" and nan_reason.severity is Severity.SUSPECT, nan_row
+        if reason.rule == "nan-inf-wrong":  # a NaN eager shares with fp64: suspect by its rule, no experiment needed
+            assert reason.severity is Severity.SUSPECT and verdict.explanation is None, verdict
+            return
         assert verdict.explanation is not None and verdict.explanation.mechanism == "reduction-order", verdict
         # noise on a float value; where the order decides a NaN eager shares with fp64, suspect (issue 189787 is open)
         assert reason.severity is MECHANISMS["reduction-order"].severity_for(reason.rule) is not Severity.BUG

@@ -219,7 +219,7 @@ def test_a_type_change_is_kept_as_that_change_by_the_minimizer():
     """The finding is a float16 output that comes back float32 (`wrong_dtype`); a candidate whose
     output changes otherwise (a shape, another dtype pair) does not keep it (issue 50: a dtype change
     reduced to an int64 change, whose repro exited 0)."""
-    from divfuzz.oracles.findings import type_change
+    from divfuzz.fuzzer.triage.shrink import type_change
     from divfuzz.records.verdict import OutputVerdict, Verdict
     from divfuzz.records.outcomes import Status
 

@@ -27,9 +27,8 @@ from divfuzz.fuzzer.engine.bucketing import root_cause_key
 from divfuzz.records.buckets import BucketKey
 from divfuzz.fuzzer.triage.attribute import PERF_PROBES, attribute_case, guard_configs
 from divfuzz.fuzzer.triage.phase_clock import PhaseTally
-from divfuzz.fuzzer.triage.shrink import MinimizeResult, case_predicate, minimize_spec
+from divfuzz.fuzzer.triage.shrink import MinimizeResult, case_predicate, minimize_spec, type_change
 from divfuzz.fuzzer.finding.judgement import judge
-from divfuzz.oracles.findings import type_change
 from divfuzz.records.culprit import Culprit
 from divfuzz.records.deadline import Deadline
 from divfuzz.records.errors import MinimizeError

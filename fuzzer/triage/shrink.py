@@ -23,6 +23,8 @@ Invariants:
 
 from __future__ import annotations
 
+import re
+
 import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, Mapping
@@ -48,7 +50,7 @@ from divfuzz.records.errors import MinimizeError, TimeUp
 from divfuzz.fuzzer.engine.worker import CaseRequest
 from divfuzz.fuzzer.finding.judgement import judge
 from divfuzz.fuzzer.triage.attribute import known_or_run
-from divfuzz.oracles.findings import shows_finding, type_change
+from divfuzz.oracles.findings import shows_finding
 from divfuzz.records.severity import Severity
 
 Predicate = Callable[[GraphSpec], bool]
@@ -481,6 +483,23 @@ def _smaller(cand: GraphSpec, current: GraphSpec) -> bool:
 # ---------------------------------------------------------------------------------------------
 # The predicate: a case run in a Worker lands in the same finding kind
 # ---------------------------------------------------------------------------------------------
+
+
+_TYPES = re.compile(r"(\S+) \[[^\]]*\] eager, (\S+) \[[^\]]*\] compiled\Z")
+
+
+def type_change(verdict: Verdict | None, output: str | None) -> str | None:
+    """What kind of type change `output`'s mismatch is (`OutputVerdict.mismatch`): "dtype A -> B"
+    (eager's, compiled's), "shape", or "missing"; None when it has no mismatch. A minimal graph
+    keeps it: a float16 -> float32 change must not shrink into another output's int64 change."""
+    o = next((o for o in (verdict.outputs if verdict is not None else ()) if o.name == output), None)
+    if o is None or not getattr(o, "mismatch", None):
+        return None
+    m = _TYPES.match(o.mismatch)
+    if m is None:
+        return "missing"
+    return f"dtype {m[1]} -> {m[2]}" if m[1] != m[2] else "shape"
+
 
 
 def case_predicate(
