@@ -30,6 +30,7 @@ from divfuzz.fuzzer.cli.options import (
     WorkersType,
     against_compile_config,
     check_backend_capabilities,
+    check_compile_options_early,
     check_device_early,
     check_out_dir,
     compile_config,
@@ -44,6 +45,7 @@ from divfuzz.fuzzer.cli.options import (
     resolve_device,
 )
 from divfuzz.generators.input_siblings import DEFAULT_INPUTS_PER_COMPILE, MAX_INPUTS_PER_COMPILE
+from divfuzz.records.config import check_backend_syntax
 from divfuzz.records.errors import ConfigError, OutputError
 from divfuzz.records.severity import ORDER
 from divfuzz.reports.safe_paths import remove_made
@@ -89,14 +91,19 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
          backend, inductor, dynamic, mode):
     """Run a campaign: draw graphs, compare eager and compiled, bucket what diverges."""
     started = time.monotonic()  # --budget counts from here: sizing and start-up are inside it
-    if cluster_address is None and cluster_file is None:  # a fleet's nodes have the GPUs, not the driver
-        check_device_early(device)  # first: before torch is imported (by the template or below)
-        warm_template.start_in_background(str(device))  # the workers' template imports torch beside the driver
-    check_out_dir(out_dir, "--out")  # first: before torch and Inductor are imported
-    cluster = _cluster_address(cluster_address, cluster_file, replay_known)
+    # First, before torch is imported and before the workers' template starts: what the options say.
     budget_s = parse_budget(budget) if budget else (None if max_cases else 600.0)
     op_names = names_option(ops, "--ops", known=registered_ops())
     dtype_names = names_option(dtypes, "--dtypes", known=("float32", "bfloat16", "float16"))
+    check_compile_options_early(backend, inductor)
+    if against is not None:
+        check_backend_syntax(against, where="--against")
+    if cluster_address is None and cluster_file is None:  # a fleet's nodes have the GPUs, not the driver
+        check_device_early(device)
+    check_out_dir(out_dir, "--out")
+    if cluster_address is None and cluster_file is None:
+        warm_template.start_in_background(str(device))  # the workers' template imports torch beside the driver
+    cluster = _cluster_address(cluster_address, cluster_file, replay_known)
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.campaign import campaign_options, loop
     from divfuzz.fuzzer.store import STORE_NAME

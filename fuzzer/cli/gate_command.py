@@ -29,6 +29,7 @@ from divfuzz.fuzzer.cli.options import (
     WORKERS_HELP,
     DivfuzzCommand,
     Number,
+    check_compile_options_early,
     check_device_early,
     check_out_dir,
     check_out_file,
@@ -87,6 +88,7 @@ def gate(device, corpus_dir, baseline_path, margin, budget, workers, timeout_s, 
     elif perf_margin is not None:
         raise ConfigError("--perf-margin is for --oracle perf")
     _check_inputs_early(corpus_dir, baseline_path, update_baseline)
+    check_compile_options_early(backend, inductor)
     check_device_early(device)
     for path, option in ((junit_path, "--junit"), (markdown_path, "--markdown"), (json_path, "--json")):
         check_out_file(path, option)  # before the replay, not after it
