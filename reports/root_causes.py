@@ -23,6 +23,7 @@ A root cause's severity is its most severe bucket's. Torch-free: it reads stored
 
 from __future__ import annotations
 
+import os
 import textwrap
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -515,7 +516,7 @@ def screen_summary(buckets: Sequence, *, head: Sequence[str], store_dir: str, ru
     if rc_count.get("bug", 0):
         lines += wrap("bug root causes, new first (bucket, cases, upstream, ops @ culprit, folder):", width)
         room = height - reserve - len(lines) - len(tail) - min(len(explained), 4)
-        lines += _fitted_bug_lines(bug_lines(causes, new_in_run=run_id), width=width, room=max(2, room))
+        lines += _fitted_bug_lines(bug_lines(causes, new_in_run=run_id), width=width, room=max(2, room), store_dir=store_dir)
     else:
         lines.append("no bug root cause")
     room = height - reserve - len(lines) - len(tail)
@@ -524,15 +525,17 @@ def screen_summary(buckets: Sequence, *, head: Sequence[str], store_dir: str, ru
     return lines + tail
 
 
-def _fitted_bug_lines(entries: Sequence[BugLine], *, width: int, room: int) -> list[str]:
+def _fitted_bug_lines(entries: Sequence[BugLine], *, width: int, room: int, store_dir: str) -> list[str]:
     """`entries` wrapped whole (indented by two, continued by four) with `folder: PATH` beneath
-    each, in at most `room` lines and MAX_BUG_LINES entries; the last line `... and N more bug root
-    causes` when some do not fit. The first entry is shown whatever its length."""
+    each (under the campaign folder as the user named it, `store_dir`), in at most `room` lines and
+    MAX_BUG_LINES entries; the last line `... and N more bug root causes` when some do not fit. The
+    first entry is shown whatever its length."""
     lines: list[str] = []
     shown = 0
     for i, entry in enumerate(entries[:MAX_BUG_LINES]):
-        block = wrap(f"  {entry.text}", width, indent="    ") + (wrap(f"    folder: {entry.folder}", width, indent="      ")
-                                                                   if entry.folder else [])
+        folder = _under(entry.folder, store_dir) if entry.folder else None
+        block = wrap(f"  {entry.text}", width, indent="    ") + (wrap(f"    folder: {folder}", width, indent="      ")
+                                                                   if folder else [])
         last = i == len(entries) - 1
         if shown and len(lines) + len(block) + (0 if last else 1) > room:
             break
@@ -542,6 +545,16 @@ def _fitted_bug_lines(entries: Sequence[BugLine], *, width: int, room: int) -> l
     if left:
         lines.append(clip(f"  ... and {left} more bug root causes", width))
     return lines
+
+
+def _under(folder: str, store_dir: str) -> str:
+    """`folder` (a store holds it absolute) as a path under `store_dir` when it lies there, as the
+    user named that folder (`divfuzz-out/buckets/0006-...`), else as stored."""
+    root = os.path.abspath(store_dir)
+    absolute = os.path.abspath(folder)
+    if absolute.startswith(root + os.sep):
+        return os.path.join(store_dir, os.path.relpath(absolute, root))
+    return folder
 
 
 def wrap(text: str, width: int, *, indent: str = "  ") -> list[str]:

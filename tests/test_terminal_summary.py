@@ -201,3 +201,11 @@ def test_a_low_confidence_upstream_match_reads_possibly_on_the_first_screen_neve
                                         rule="nan-inf-new"), minimized=None, severity_reason={"rule": "nan-inf-new"})
     assert known_of_buckets([raw], culprit="-", severity="bug").startswith("known: pytorch#195214")
     assert known_of_buckets([raw], culprit="inductor lowering of aten.amax", severity="bug").startswith("possibly: pytorch#195214")
+
+
+def test_a_bug_s_folder_is_named_under_the_campaign_folder_as_the_user_named_it(tmp_path, monkeypatch):
+    from divfuzz.reports.root_causes import _under
+
+    monkeypatch.chdir(tmp_path)
+    assert _under(str(tmp_path / "divfuzz-out" / "buckets" / "0006-x"), "divfuzz-out") == "divfuzz-out/buckets/0006-x"
+    assert _under("/elsewhere/buckets/0006-x", "divfuzz-out") == "/elsewhere/buckets/0006-x"
