@@ -208,8 +208,9 @@ class RootCause:
     @property
     def known(self) -> str:
         """"known: pytorch#N (state)" when the lead's pattern matches an entry of the curated
-        upstream file (`divfuzz.records.known_bugs`, matched by pattern: ops, dtypes, backward, rule), else
-        "new". A finding about eager is never matched."""
+        upstream file (`divfuzz.records.known_bugs`, matched by pattern: ops, dtypes, backward, rule),
+        "possibly: pytorch#N (state)" when the match is of low confidence (the culprits name
+        different things), else "new". A finding about eager is never matched."""
         return self.totals.known if self.totals is not None else known_label(self)
 
     @property

@@ -29,23 +29,26 @@ if sys.argv[1] == "lacking":  # an Inductor without the switch: as if its config
     options.inductor_config_keys = lambda: frozenset()
 from divfuzz.fuzzer.cli.main import main
 
-stderr = io.StringIO()
-with contextlib.redirect_stderr(stderr):
-    try:
-        main(json.loads(sys.argv[2]), standalone_mode=True)
-        code = 0
-    except SystemExit as e:
-        code = e.code
-print(json.dumps({"code": code, "torch": "torch" in sys.modules, "template": started,
-                  "stderr": stderr.getvalue()}))
+for args in json.loads(sys.argv[2]):
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr):
+        try:
+            main(args, standalone_mode=True)
+            code = 0
+        except SystemExit as e:
+            code = e.code
+    print(json.dumps({"code": code, "torch": "torch" in sys.modules, "template": list(started),
+                      "stderr": stderr.getvalue()}))
 """
 
 
-def _refusal(args: list[str], *, lacking: bool = False) -> dict:
-    done = subprocess.run([sys.executable, "-c", RUNNER, "lacking" if lacking else "-", json.dumps(args)],
+def _refusals(commands: list[list[str]], *, lacking: bool = False) -> list[dict]:
+    """Each command's refusal, in one interpreter, in order: none of them may import torch, so
+    the ones after a command that did would read it too (and fail with it)."""
+    done = subprocess.run([sys.executable, "-c", RUNNER, "lacking" if lacking else "-", json.dumps(commands)],
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return [json.loads(line) for line in done.stdout.strip().splitlines()[-len(commands):]]
 
 
 @pytest.fixture
@@ -71,20 +74,19 @@ def _commands(bad_spec: Path, out: Path):
     ]
 
 
-@pytest.mark.parametrize("index", range(8))
-def test_bad_specs_and_inductor_keys_are_refused_before_torch_is_imported(index, bad_op_spec, tmp_path):
-    args, said = _commands(bad_op_spec, tmp_path / "out")[index]
-    got = _refusal(args)
-    assert got["code"] == 2, got
-    assert said in got["stderr"], got
-    assert got["torch"] is False, f"torch was imported before `divfuzz {' '.join(args)}` was refused"
-    assert got["template"] == [], "the workers' template (it imports torch) started before the refusal"
+def test_bad_specs_and_inductor_keys_are_refused_before_torch_is_imported(bad_op_spec, tmp_path):
+    commands = _commands(bad_op_spec, tmp_path / "out")
+    for (args, said), got in zip(commands, _refusals([args for args, _ in commands]), strict=True):
+        assert got["code"] == 2, (args, got)
+        assert said in got["stderr"], (args, got)
+        assert got["torch"] is False, f"torch was imported before `divfuzz {' '.join(args)}` was refused"
+        assert got["template"] == [], f"the workers' template (it imports torch) started before `divfuzz {' '.join(args)}` was refused"
     assert not (tmp_path / "out").exists()
 
 
 def test_a_switch_this_torch_lacks_is_refused_before_torch_is_imported(tmp_path):
-    got = _refusal(["fuzz", "--device", "cpu", "--max-cases", "2", "--out", str(tmp_path / "out"),
-                    "--inductor", "emulate_precision_casts=true"], lacking=True)
+    [got] = _refusals([["fuzz", "--device", "cpu", "--max-cases", "2", "--out", str(tmp_path / "out"),
+                        "--inductor", "emulate_precision_casts=true"]], lacking=True)
     assert got["code"] == 2 and got["torch"] is False and got["template"] == [], got
     assert "the installed torch's Inductor has no such switch" in got["stderr"]
 
