@@ -129,10 +129,10 @@ def gate(device, corpus_dir, baseline_path, margin, budget, workers, timeout_s, 
         _write_baseline(opts, log, lines)
         return
     against = "the perf oracle (no baseline)" if oracle == "perf" else baseline_path or default_baseline_path(corpus_dir, device)
-    lines.print(console, f"divfuzz gate: {corpus_dir} against {against}, device {device}, backend {config.describe()}")
+    lines.wrapped(console, f"divfuzz gate: {corpus_dir} against {against}, device {device}, backend {config.describe()}")
     data = run_gate(opts, log=log).to_dict()
     for note in data["notes"]:
-        lines.print(console, f"note: {note}")
+        lines.wrapped(console, f"note: {note}")
     _write_reports(data, json_path=json_path, junit_path=junit_path, markdown_path=markdown_path)
     _print_outcome(data, lines)
     lines.where_whole(markdown_path=markdown_path, json_path=json_path)
@@ -230,11 +230,12 @@ def _print_moved_bounds(data: dict, lines: "GateLines") -> None:
 
 
 class GateLines:
-    """The gate's terminal lines: each one line of at most its console's width (a compiler's error
-    message once made lines of 1,324 characters), a longer one cut with '…' and counted, so that
-    the last line says where every line is whole: the --markdown and --json files (the JSON holds
-    every field; the markdown every problem), else the options that write them. Text from the run
-    (error messages, names) is printed as it is: no markup."""
+    """The gate's terminal lines, none wider than its console: a line of the run's detail (a
+    spec's verdict, a problem, a moved bound: a compiler's error message once made lines of 1,324
+    characters) is one line, a longer one cut with '…' and counted, so that the last line says where
+    every line is whole: the --markdown and --json files (the JSON holds every field; the markdown
+    every problem), else the options that write them; divfuzz's own sentences are wrapped whole
+    (`wrapped`). Text from the run (error messages, names) is printed as it is: no markup."""
 
     def __init__(self) -> None:
         self.cut = 0
@@ -248,11 +249,16 @@ class GateLines:
             line, self.cut = line[: width - 1] + "…", self.cut + 1
         target.print(line, highlight=False, markup=False, emoji=False, soft_wrap=True)
 
+    def wrapped(self, target, text: str) -> None:
+        """`text` wrapped at the console's width, whole: divfuzz's own sentences (the gate's first
+        line, its notes), which say what a reader must know, such as a baseline of another machine."""
+        for line in textwrap.wrap(" ".join(str(text).split()), width=max(20, target.width), subsequent_indent="  ",
+                                  break_on_hyphens=False):
+            target.print(line, highlight=False, markup=False, emoji=False, soft_wrap=True)
+
     def where_whole(self, *, markdown_path: Path | None = None, json_path: Path | None = None) -> None:
         if not self.cut:
             return
         files = [str(p) for p in (markdown_path, json_path) if p is not None]
         where = " and ".join(files) if files else "the files --markdown FILE and --json FILE write"
-        text = f"{self.cut} line{'s' if self.cut != 1 else ''} above cut at the terminal's width (…): whole in {where}"
-        for line in textwrap.wrap(text, width=max(20, out.width), subsequent_indent="  ", break_on_hyphens=False):
-            out.print(line, highlight=False, markup=False, emoji=False, soft_wrap=True)
+        self.wrapped(out, f"{self.cut} line{'s' if self.cut != 1 else ''} above cut at the terminal's width (…): whole in {where}")
