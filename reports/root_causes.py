@@ -528,15 +528,14 @@ def screen_summary(buckets: Sequence, *, head: Sequence[str], store_dir: str, ru
 
 def _fitted_bug_lines(entries: Sequence[BugLine], *, width: int, room: int, store_dir: str) -> list[str]:
     """`entries` wrapped whole (indented by two, continued by four) with `folder: PATH` beneath
-    each (under the campaign folder as the user named it, `store_dir`), in at most `room` lines and
+    each (`_folder_lines`, under the campaign folder as the user named it, `store_dir`), in at most `room` lines and
     MAX_BUG_LINES entries; the last line `... and N more bug root causes` when some do not fit. The
     first entry is shown whatever its length."""
     lines: list[str] = []
     shown = 0
     for i, entry in enumerate(entries[:MAX_BUG_LINES]):
-        folder = _under(entry.folder, store_dir) if entry.folder else None
-        block = wrap(f"  {entry.text}", width, indent="    ") + (wrap(f"    folder: {folder}", width, indent="      ")
-                                                                   if folder else [])
+        block = wrap(f"  {entry.text}", width, indent="    ") + (_folder_lines(_under(entry.folder, store_dir), width)
+                                                                   if entry.folder else [])
         last = i == len(entries) - 1
         if shown and len(lines) + len(block) + (0 if last else 1) > room:
             break
@@ -546,6 +545,15 @@ def _fitted_bug_lines(entries: Sequence[BugLine], *, width: int, room: int, stor
     if left:
         lines.append(clip(f"  ... and {left} more bug root causes", width))
     return lines
+
+
+def _folder_lines(folder: str, width: int) -> list[str]:
+    """`    folder: PATH`; a path too long for that alone on its line (a bucket folder's name is up
+    to 65 characters), whole where it fits so, split only where it does not."""
+    for line in (f"    folder: {folder}", f"    {folder}"):
+        if len(line) <= width:
+            return [line]
+    return wrap(f"    folder: {folder}", width, indent="      ")
 
 
 def _under(folder: str, store_dir: str) -> str:
