@@ -384,7 +384,8 @@ def live_progress(opts, p, now: float | None = None, fleet_line: str | None = No
         sev.append(f"{s.value} {counts.get(s.value, 0)}", style={"bug": "bold red", "suspect": "yellow"}.get(s.value, ""))
         sev.append(" · " if i < len(ORDER) - 1 else "")
     sev.append(f"  ({p.findings} findings, {p.new_buckets} new buckets" + (f", {p.skipped} resumed" if p.skipped else "")
-               + (f", {p.pending_analyses} analyses pending" if p.pending_analyses else "") + ")")
+               + (f", {p.pending_analyses} {'analysis' if p.pending_analyses == 1 else 'analyses'} pending"
+                  if p.pending_analyses else "") + ")")
     bar = Table.grid(padding=(0, 1))
     bar.add_row(ProgressBar(total=1000, completed=round(fraction * 1000), width=40), head)
     return Group(bar, sev, Text(fleet_line)) if fleet_line else Group(bar, sev)
