@@ -31,11 +31,10 @@ from divfuzz.records.errors import InvalidGraphError, UnknownOpError
 from divfuzz.records.numbers import checked_number
 from divfuzz.generators.aliasing import aliasing_problem
 from divfuzz.generators.layouts import layout_problem
-from divfuzz.generators.recipes import INITS, RECIPES
 from divfuzz.generators.node_typing import node_output
 from divfuzz.generators.opdef import INFER_ERRORS, Meta
 from divfuzz.generators.registry import get_op
-from divfuzz.generators.spec import GraphSpec, reachable, short_repr
+from divfuzz.generators.spec import INIT_KINDS, RECIPE_KINDS, GraphSpec, reachable, short_repr
 from divfuzz.records.dtypes import FLOAT_DTYPES
 
 NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -81,7 +80,7 @@ RUNTIME_NAMES = frozenset({"COTANGENT_SEED_OFFSET", "cotangents", "import_backen
                            "same_layout_copy"})
 RESERVED_NAMES = (
     frozenset(keyword.kwlist) | frozenset(keyword.softkwlist) | frozenset(dir(builtins)) | REPRO_NAMES
-    | frozenset(RECIPES) | frozenset(INITS) | RUNTIME_NAMES
+    | frozenset(RECIPE_KINDS) | frozenset(INIT_KINDS) - {"data"} | RUNTIME_NAMES  # the recipes' function names
 )
 
 

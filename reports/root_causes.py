@@ -23,8 +23,10 @@ A root cause's severity is its most severe bucket's. Torch-free: it reads stored
 
 from __future__ import annotations
 
+import os
+import textwrap
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, Sequence
 
 from divfuzz.records.errors import DivfuzzError
@@ -206,8 +208,9 @@ class RootCause:
     @property
     def known(self) -> str:
         """"known: pytorch#N (state)" when the lead's pattern matches an entry of the curated
-        upstream file (`divfuzz.records.known_bugs`, matched by pattern: ops, dtypes, backward, rule), else
-        "new". A finding about eager is never matched."""
+        upstream file (`divfuzz.records.known_bugs`, matched by pattern: ops, dtypes, backward, rule),
+        "possibly: pytorch#N (state)" when the match is of low confidence (the culprits name
+        different things), else "new". A finding about eager is never matched."""
         return self.totals.known if self.totals is not None else known_label(self)
 
     @property
@@ -264,7 +267,11 @@ def _known_pattern(bucket, culprit: str):
             return RootCausePattern.from_spec_dict(m["spec"], rule=rule, culprit=None if culprit == "-" else culprit,
                                                    device_type=bucket.key.device_type, output_dtype=bucket.key.dtype,
                                                    mechanism=bucket.key.mechanism, site=bucket.key.site)
-        return RootCausePattern.from_bucket(bucket.key, rule=rule)
+        pattern = RootCausePattern.from_bucket(bucket.key, rule=rule)
+        # A raw bucket's key may carry no culprit where its root cause has one (attribution's
+        # summary): matched without it, a match whose culprit names something else read as
+        # "known" here and "low confidence" in the bucket's issue.md (issue 57).
+        return replace(pattern, culprit=culprit) if pattern.culprit is None and culprit not in ("-", "") else pattern
     except (ValueError, TypeError, KeyError):
         return None
 
@@ -370,64 +377,112 @@ def by_upstream(groups: Sequence[tuple[RootCause, ...]]) -> list[tuple[RootCause
     as a second line of 173987). New groups stay as they are."""
     merged: dict[str, list[RootCause]] = {}
     for i, group in enumerate(groups):
-        upstream = _upstream(group).removesuffix("+")
+        upstream = _upstream(group).removesuffix("+").removeprefix("possibly ")
         key = upstream if upstream != "new" else f"#{i}"
         merged.setdefault(key, []).extend(group)
     return [tuple(g) for g in merged.values()]
 
 
+def upstream_of(known: str) -> str:
+    """A root cause's `known` label as the first screen says it: `pytorch#N` for a match
+    (`KnownMatch.describe`'s "known: "), `possibly pytorch#N` for a low-confidence one (its culprit
+    names something else: the pattern fits, the cause may not), else `new`."""
+    word, _, rest = known.partition(": ")
+    issue = rest.split(" ", 1)[0]
+    if word == "known" and issue:
+        return issue
+    if word == "possibly" and issue:
+        return f"possibly {issue}"
+    return "new"
+
+
 def _upstream(group: Sequence[RootCause]) -> str:
-    """The first known upstream issue among a group's root causes (`pytorch#N`, then `+` when
-    there are more), else `new`."""
-    ids = list(dict.fromkeys(rc.known.split(" ", 2)[1] for rc in group if rc.known.startswith("known: ")))
-    return ids[0] + ("+" if len(ids) > 1 else "") if ids else "new"
+    """The first upstream issue among a group's root causes (`upstream_of`: `pytorch#N`, or
+    `possibly pytorch#N` when no root cause of the group matches it with more confidence), then `+`
+    when there are more, else `new`."""
+    labels = [upstream_of(rc.known) for rc in group]
+    issues = list(dict.fromkeys(label.removeprefix("possibly ") for label in labels if label != "new"))
+    if not issues:
+        return "new"
+    first = issues[0] if issues[0] in labels else f"possibly {issues[0]}"
+    return first + ("+" if len(issues) > 1 else "")
 
 
-def summary_lines(causes: Sequence[RootCause], *, width: int = 80, max_lines: int = 15,
-                  severity: str = "bug", new_in_run: int | None = None) -> list[str]:
-    """One line per culprit of `severity`'s root causes (`by_culprit`: one for each part of the
-    compiler, one for each other root cause), at most `width` columns (cut with '…'), at most
-    `max_lines` lines in all, the last of them `... and N more` (root causes) when they do not
-    all fit: the terminal summary's list. A root cause alone reads
-    `#6 x5 +run 1,250 cases  pytorch#197895  div+floor @ inductor lowering of aten.div` (lead
-    bucket, buckets when more than one, `+run` when one of them was first seen in run
-    `new_in_run`, cases, the known upstream issue or `new`, title); a part met by several reads
-    `#6 +run 1,400 cases  pytorch#197895+  inductor lowering of aten.div (3): div+floor, fmod, …`
-    (the lead of its largest root cause, the first known upstream issue and `+` for more, the
-    count of its root causes and their op patterns, largest first)."""
+def _upstream_order(group: Sequence[RootCause]) -> int:
+    """New first (what nobody has filed), then the possible matches, then the known ones."""
+    upstream = _upstream(group)
+    return 0 if upstream == "new" else 1 if upstream.startswith("possibly ") else 2
+
+
+# A line of several root causes names this many of their op patterns, then how many more.
+PATTERNS_NAMED = 6
+
+
+@dataclass(frozen=True)
+class BugLine:
+    """One line of the first screen's bug list, before it is fitted to a width: its text, the lead
+    bucket's folder (None where the store names none) and how many root causes it holds."""
+
+    text: str
+    folder: str | None
+    root_causes: int
+
+
+def bug_lines(causes: Sequence[RootCause], *, severity: str = "bug", new_in_run: int | None = None) -> list[BugLine]:
+    """One `BugLine` per culprit of `severity`'s root causes (`by_culprit`: one for each part of
+    the compiler, one for each other root cause; `by_upstream`: one per known upstream issue), new
+    first, then possible matches, then known ones. A root cause alone reads
+    `#6 1,250 cases (5 buckets, new this run)  pytorch#197895  div+floor @ inductor lowering of aten.div`
+    (lead bucket, cases, its buckets when more than one and `new this run` when one of them was
+    first seen in run `new_in_run`, the upstream issue (`upstream_of`) or `new`, title); a part met
+    by several reads `#6 1,400 cases (new this run)  pytorch#197895+  inductor lowering of aten.div
+    (3): div+floor, fmod, remainder` (the lead of its largest root cause, the first upstream issue
+    and `+` for more, the count of its root causes and their op patterns, largest first: at most
+    PATTERNS_NAMED, then `and N more`). Last, on one line,
+    the new numeric findings whose analysis has not run."""
     of_severity = [rc for rc in causes if rc.severity == severity]
     awaiting = tuple(rc for rc in of_severity if awaiting_analysis(rc) and rc.is_new)
     groups = by_upstream(by_culprit([rc for rc in of_severity if not any(rc is a for a in awaiting)]))
-    # New root causes first (what nobody has filed), then the known upstream ones; stable otherwise.
-    groups.sort(key=lambda g: _upstream(g) != "new")
-    # Then, on one line, the new numeric findings whose analysis has not run (found as the budget
-    # ended): candidates with no minimal graph and no culprit, which no reader can act on yet (one
-    # that matches a known upstream issue joins its line).
+    groups.sort(key=_upstream_order)  # stable otherwise
+    # Then the new numeric findings whose analysis has not run (found as the budget ended):
+    # candidates with no minimal graph and no culprit, which no reader can act on yet (one that
+    # matches a known upstream issue joins its line).
     if awaiting:
         groups.append(awaiting)
-    total = sum(len(g) for g in groups)
-    shown = groups if len(groups) <= max_lines else groups[: max(0, max_lines - 1)]
     lines = []
-    for group in shown:
+    for group in groups:
         lead = group[0]
-        new = " +run" if new_in_run is not None and any(b.first_run_id == new_in_run for rc in group for b in rc.buckets) else ""
         cases = sum(rc.cases for rc in group)
-        counted = f"{cases:,} case{'s' if cases != 1 else ''}"
+        new = new_in_run is not None and any(b.first_run_id == new_in_run for rc in group for b in rc.buckets)
+        notes = ([f"{lead.bucket_count} buckets"] if len(group) == 1 and lead.bucket_count > 1 else []) + (["new this run"] if new else [])
+        counted = f"#{lead.lead.id} {cases:,} case{'s' if cases != 1 else ''}" + (f" ({', '.join(notes)})" if notes else "")
         if group is awaiting:
-            lines.append(clip(f"  #{lead.lead.id}{new} {counted}  {len(group)} not analysed yet (the budget ended first; "
-                              f"divfuzz minimize --pending finishes them): {', '.join(ops_of(rc.lead) for rc in group)}", width))
+            text = (f"{counted}  {len(group)} not analysed yet (the budget ended first; divfuzz minimize --pending "
+                    f"finishes them): {', '.join(ops_of(rc.lead) for rc in group)}")
         elif len(group) == 1:
-            count = f" x{lead.bucket_count}" if lead.bucket_count > 1 else ""
-            lines.append(clip(f"  #{lead.lead.id}{count}{new} {counted}  {_upstream(group)}  {lead.title}", width))
+            text = f"{counted}  {_upstream(group)}  {lead.title}"
         else:
-            patterns = ", ".join(dict.fromkeys(ops_of(rc.lead) for rc in group))
+            every = list(dict.fromkeys(ops_of(rc.lead) for rc in group))
+            patterns = ", ".join(every[:PATTERNS_NAMED]) + (f" and {len(every) - PATTERNS_NAMED} more" if len(every) > PATTERNS_NAMED else "")
             culprits = {rc.culprit for rc in group}
             head = lead.culprit if len(culprits) == 1 else f"{len(culprits)} culprits"
             if _typing_part(lead) is not None and all(_typing_part(rc) == _typing_part(lead) for rc in group):
                 head = f"output dtype or shape changed @ {head}"
-            lines.append(clip(f"  #{lead.lead.id}{new} {counted}  {_upstream(group)}  {head} ({len(group)}): {patterns}",
-                              width))
-    left = total - sum(len(g) for g in shown)
+            text = f"{counted}  {_upstream(group)}  {head} ({len(group)}): {patterns}"
+        folder = getattr(lead.lead, "folder", None)
+        lines.append(BugLine(text, str(folder) if folder and group is not awaiting else None, len(group)))
+    return lines
+
+
+def summary_lines(causes: Sequence[RootCause], *, width: int = 80, max_lines: int = 15,
+                  severity: str = "bug", new_in_run: int | None = None) -> list[str]:
+    """`bug_lines` one line each, indented by two, at most `width` columns (cut with '…'), at most
+    `max_lines` lines in all, the last of them `... and N more` (root causes) when they do not all
+    fit: the report's first screen, whose lines are whole at its width."""
+    entries = bug_lines(causes, severity=severity, new_in_run=new_in_run)
+    shown = entries if len(entries) <= max_lines else entries[: max(0, max_lines - 1)]
+    lines = [clip(f"  {entry.text}", width) for entry in shown]
+    left = sum(e.root_causes for e in entries) - sum(e.root_causes for e in shown)
     if left:
         lines.append(clip(f"  ... and {left} more {severity} root causes", width))
     return lines
@@ -439,12 +494,15 @@ MAX_BUG_LINES = 15
 
 
 def screen_summary(buckets: Sequence, *, head: Sequence[str], store_dir: str, run_id: int | None = None,
-                   reserve: int = 1, width: int = SCREEN_WIDTH, height: int = SCREEN_HEIGHT) -> list[str]:
+                   reserve: int = 1, width: int = SCREEN_WIDTH, height: int = SCREEN_HEIGHT,
+                   rest: str | None = None) -> list[str]:
     """The end of a campaign as at most `height - reserve` lines of at most `width` columns (the
     caller prints `reserve` more: the path of report.html): `head` (the run's own lines), the
-    bucket and root-cause counts by severity, the eager-worse count apart, one line per culprit of
-    the bug root causes (`summary_lines`: at most MAX_BUG_LINES, then `... and N more`), and where
-    the rest is."""
+    bucket and root-cause counts by severity, the eager-worse count apart, each bug line
+    (`bug_lines`) wrapped whole, never cut, with its lead bucket's folder on a line of its own, as
+    many as fit (at most MAX_BUG_LINES, then `... and N more`; the first whatever its length, so
+    a narrow terminal or a long path may take more lines), the explained mechanisms, and the
+    command (`rest`, default `divfuzz report --out STORE_DIR`) that prints every root cause."""
     causes = root_cause_groups(buckets)
     b_count = Counter(b.severity for b in buckets)
     rc_count = Counter(rc.severity for rc in causes)
@@ -454,19 +512,64 @@ def screen_summary(buckets: Sequence, *, head: Sequence[str], store_dir: str, ru
     if b_count.get(EAGER_WORSE):
         lines.append(clip(f"about eager, not counted above: {rc_count[EAGER_WORSE]} eager-worse root causes "
                           f"({b_count[EAGER_WORSE]} buckets)", width))
-    bug = rc_count.get("bug", 0)
-    tail = [clip(f"the rest, by root cause: divfuzz report --out {store_dir}", width)]
+    tail = wrap(f"every root cause, why and repro: {rest or f'divfuzz report --out {store_dir}'}", width)
     explained = mechanism_lines(causes, width=width)
-    if bug:
-        lines.append(clip("bug root causes, new first (bucket, cases, upstream, ops @ culprit):", width))
+    if rc_count.get("bug", 0):
+        lines += wrap("bug root causes, new first (bucket, cases, upstream, ops @ culprit, folder):", width)
         room = height - reserve - len(lines) - len(tail) - min(len(explained), 4)
-        lines += summary_lines(causes, width=width, max_lines=max(1, min(MAX_BUG_LINES, room)), new_in_run=run_id)
+        lines += _fitted_bug_lines(bug_lines(causes, new_in_run=run_id), width=width, room=max(2, room), store_dir=store_dir)
     else:
         lines.append("no bug root cause")
     room = height - reserve - len(lines) - len(tail)
     if explained and room >= 2:
         lines += explained[:room] if len(explained) <= room else explained[:room - 1] + [clip(f"  ... and {len(explained) - room + 1} more", width)]
     return lines + tail
+
+
+def _fitted_bug_lines(entries: Sequence[BugLine], *, width: int, room: int, store_dir: str) -> list[str]:
+    """`entries` wrapped whole (indented by two, continued by four) with `folder: PATH` beneath
+    each (`_folder_lines`, under the campaign folder as the user named it, `store_dir`), in at most `room` lines and
+    MAX_BUG_LINES entries; the last line `... and N more bug root causes` when some do not fit. The
+    first entry is shown whatever its length."""
+    lines: list[str] = []
+    shown = 0
+    for i, entry in enumerate(entries[:MAX_BUG_LINES]):
+        block = wrap(f"  {entry.text}", width, indent="    ") + (_folder_lines(_under(entry.folder, store_dir), width)
+                                                                   if entry.folder else [])
+        last = i == len(entries) - 1
+        if shown and len(lines) + len(block) + (0 if last else 1) > room:
+            break
+        lines += block
+        shown += 1
+    left = sum(e.root_causes for e in entries[shown:])
+    if left:
+        lines.append(clip(f"  ... and {left} more bug root causes", width))
+    return lines
+
+
+def _folder_lines(folder: str, width: int) -> list[str]:
+    """`    folder: PATH`; a path too long for that alone on its line (a bucket folder's name is up
+    to 65 characters), whole where it fits so, split only where it does not."""
+    for line in (f"    folder: {folder}", f"    {folder}"):
+        if len(line) <= width:
+            return [line]
+    return wrap(f"    folder: {folder}", width, indent="      ")
+
+
+def _under(folder: str, store_dir: str) -> str:
+    """`folder` (a store holds it absolute) as a path under `store_dir` when it lies there, as the
+    user named that folder (`divfuzz-out/buckets/0006-...`), else as stored."""
+    root = os.path.abspath(store_dir)
+    absolute = os.path.abspath(folder)
+    if absolute.startswith(root + os.sep):
+        return os.path.join(store_dir, os.path.relpath(absolute, root))
+    return folder
+
+
+def wrap(text: str, width: int, *, indent: str = "  ") -> list[str]:
+    """`text` on lines of at most `width` columns (20 at least), the ones after the first indented
+    by `indent`; a word longer than a line (a path) is split rather than let past the edge."""
+    return textwrap.wrap(text.replace("\n", " "), width=max(20, width), subsequent_indent=indent, break_on_hyphens=False) or [""]
 
 
 def mechanism_lines(causes: Sequence[RootCause], *, width: int = 80) -> list[str]:

@@ -22,9 +22,9 @@ from divfuzz.generators.coverage import DrawCounts, op_coverage
 from divfuzz.generators.opdef import Meta
 from divfuzz.generators.ops import EDGE_OPS
 from divfuzz.records.reference_rules import round_scalar
-from divfuzz.generators.recipes import EDGE_RECIPES, RECIPES
+from divfuzz.generators.recipes import EDGE_RECIPES, INITS, RECIPES
 from divfuzz.generators.registry import get_op
-from divfuzz.generators.spec import RECIPE_KINDS, GraphSpec, InputRecipe
+from divfuzz.generators.spec import INIT_KINDS, RECIPE_KINDS, GraphSpec, InputRecipe
 from divfuzz.generators.strategies import FAMILY_WEIGHTS, graph_specs, op_params, op_spec
 from divfuzz.generators.validate import load_spec, validate_spec
 from divfuzz.oracles.compare import BOUNDARY_ULPS, compare_int
@@ -60,6 +60,8 @@ def test_at_least_thirty_new_ops_each_in_a_weighted_family():
     assert len(EDGE_OPS) >= 30
     assert all(get_op(n).family in FAMILY_WEIGHTS for n in EDGE_OPS)
     assert set(EDGE_RECIPES) <= set(RECIPES) and set(RECIPES) == set(RECIPE_KINDS)
+    # validate.py reserves the recipes' function names from these tuples, without importing torch
+    assert set(INITS) == set(INIT_KINDS) - {"data"}
 
 
 @pytest.mark.parametrize("op_name", EDGE_OPS)

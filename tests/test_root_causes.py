@@ -384,9 +384,9 @@ def test_fuzz_s_summary_fits_one_80x24_screen(tmp_path, monkeypatch):
     assert f"buckets:     42 bug, {suspects} suspect, 0 by-design, 0 noise" in screen
     assert f"root causes: 40 bug, {suspects} suspect, 0 by-design, 0 noise" in screen
     assert "about eager, not counted above: 1 eager-worse root causes (1 buckets)" in screen
-    assert "1 analyses pending" in screen
+    assert "1 analysis pending" in screen
     # Every root cause here matches one known upstream issue: they read as one line (by_upstream).
-    assert re.search(r"^  #\d+ \+run \d+ cases  pytorch#197895  40 culprits \(40\): div, ", screen, re.M), screen
+    assert re.search(r"^  #\d+ \d+ cases \(new this run\)  pytorch#197895  40 culprits \(40\): div,", screen, re.M), screen
     assert len(re.findall(r"^  #\d+", screen, re.M)) == 1 and "more bug root causes" not in screen
     assert lines[-1] == "report: divfuzz-out/report.html"
 
@@ -417,7 +417,7 @@ def test_the_first_screen_gives_one_line_to_a_lowering_met_through_several_op_pa
     # New root causes first (the two a switch removes), then the known upstream one: the lowering's
     # three root causes and the decomposition's, which match the same issue, read as one line.
     assert [line.endswith(f"@ {switch}") for line in lines[:2]] == [True, True] and all("  new  " in line for line in lines[:2])
-    assert re.fullmatch(r"  #\d+ \+run 26 cases  pytorch#197895  2 culprits \(4\): div, sin\+div, mul\+div", lines[2]), lines[2]
+    assert re.fullmatch(r"  #\d+ 26 cases \(new this run\)  pytorch#197895  2 culprits \(4\): div, sin\+div, mul\+div", lines[2]), lines[2]
     assert len(lines) == 3
     # Cut to fit: the lines left out count the root causes they hold.
     cut = summary_lines(causes, width=80, max_lines=2)

@@ -1,8 +1,8 @@
 """The end of `divfuzz fuzz` holds no line wider than the terminal (issue 35): the run's own facts
 (what it did, the graphs compiled, why analyses are pending and the command that finishes them)
-wrap onto lines of their own instead of being cut at 80 columns; a bug line too long for the screen
-is shortened with '…', and the last line then says where it is whole. The live view's first line
-wraps too, rather than losing its rate and time left past the edge.
+wrap onto lines of their own instead of being cut at 80 columns; so does a bug line, whole, its culprit
+visible, with its lead bucket's folder beneath it (issue 57). The live view's first line wraps too,
+rather than losing its rate and time left past the edge, and it is drawn anew at each refresh.
 
 A real store, written through the `Store` API the campaign uses (`test_root_causes.Campaign`).
 """
@@ -21,7 +21,7 @@ from divfuzz.oracles.severity_policy import bucket_severity
 from divfuzz.fuzzer.campaign.loop import CampaignOptions, CampaignResult, Progress
 from divfuzz.fuzzer.cli.fuzz_command import live_progress, summary_screen
 from divfuzz.fuzzer.store import STORE_NAME
-from test_root_causes import Campaign, floor_div, plant_floor_division
+from test_root_causes import Campaign, floor_div, plant_floor_division, unary_chain
 
 
 def _result(out_dir: Path, run: int, **progress) -> CampaignResult:
@@ -31,13 +31,14 @@ def _result(out_dir: Path, run: int, **progress) -> CampaignResult:
 
 
 @pytest.mark.parametrize("width", [80, 60])
-def test_the_summary_wraps_its_facts_and_points_to_cut_lines(tmp_path, width):
+def test_the_summary_wraps_its_facts_and_bug_lines_whole_and_names_each_bug_s_folder(tmp_path, width):
     out_dir = tmp_path / "a-campaign-folder-with-a-rather-long-name"
     c = Campaign(out_dir)
     plant_floor_division(c)
-    long_culprit = "inductor lowering of aten.div through a decomposition with a very long description " + "y" * 40
+    long_culprit = "decomposition of aten.div through a rewrite with a very long description " + "y" * 40
     long_ops = ("relu", "abs", "neg", "exp", "sigmoid", "tanh", "log", "sin", "cos", "sign")
-    c.file(c.find(floor_div(before=long_ops)), floor_div(before=long_ops), long_culprit)  # a long line, cut
+    long_bug = c.file(c.find(unary_chain(*long_ops)), unary_chain(*long_ops), long_culprit)  # a long line, new upstream
+    c.store.set_bucket_folder(long_bug, str(out_dir / "buckets" / f"{long_bug:04d}-fp32-ulp-a-long-pattern"))
     c.close()
     store = c.reopen()
     buckets = store.buckets(run_id=c.run)
@@ -46,6 +47,7 @@ def test_the_summary_wraps_its_facts_and_points_to_cut_lines(tmp_path, width):
     lines = summary_screen(result, buckets, elapsed=95.0, width=width, min_severity="suspect")
     screen = "\n".join(lines)
     assert max(len(line) for line in lines) <= width, screen
+    assert len(lines) <= 23 or width < 80, screen  # and report.html's line makes 24
     def whole(text: str) -> bool:  # in the screen, wrapped or not (a path may be split where it is too long)
         return re.sub(r"\s", "", text) in re.sub(r"\s", "", screen)
 
@@ -54,24 +56,35 @@ def test_the_summary_wraps_its_facts_and_points_to_cut_lines(tmp_path, width):
     assert whole("budget reached: work still in flight then was dropped (re-run resumes it)")
     assert whole("26 analyses pending (3 bug, 3 noise, 20 suspect)")
     assert whole(f"to finish them: divfuzz minimize --pending --out {out_dir}")
-    # the bug line that does not fit is cut, and the last lines say where it is whole
-    assert any(line.startswith("  #") and line.endswith("…") for line in lines), screen
-    tail = screen[screen.index("lines cut with …"):]
-    assert re.sub(r"\s", "", tail) == re.sub(r"\s", "", f"lines cut with … in full, and by root cause: divfuzz report --out {out_dir} "
+    # the long bug line is wrapped, not cut: its culprit is on the screen whole, its folder beneath
+    assert "…" not in screen and "+run" not in screen, screen
+    assert whole(f"#{long_bug} 1 case (new this run)  new  {'+'.join(long_ops)} @ {long_culprit}"), screen
+    assert whole(f"folder: {out_dir / 'buckets' / f'{long_bug:04d}-fp32-ulp-a-long-pattern'}"), screen
+    tail = screen[screen.index("every root cause"):]
+    assert re.sub(r"\s", "", tail) == re.sub(r"\s", "", f"every root cause, why and repro: divfuzz report --out {out_dir} "
                                                       "--min-severity suspect")
 
-def test_a_summary_whose_lines_fit_says_where_the_rest_is(tmp_path):
+
+def test_a_screen_with_more_bugs_than_fit_wraps_those_it_shows_and_counts_the_rest(tmp_path):
     c = Campaign(tmp_path / "out")
-    plant_floor_division(c)
+    names = ("exp", "sin", "cos", "tanh", "sigmoid", "log", "relu", "abs", "neg", "sign", "sqrt", "rsqrt")
+    for op in names:
+        bug = c.file(c.find(unary_chain(op)), unary_chain(op),
+                     f"inductor lowering of aten.{op} with a culprit long enough to need a second line")
+        c.store.set_bucket_folder(bug, str(tmp_path / "out" / "buckets" / f"{bug:04d}-fp32-ulp-{op}"))
     c.close()
     store = c.reopen()
     buckets = store.buckets(run_id=c.run)
     store.close()
     result = CampaignResult(run_id=c.run, resumed=False, progress=Progress(started=0, cases=30), store_path=tmp_path / "out" / STORE_NAME,
                             interrupted=False)
-    lines = summary_screen(result, buckets, elapsed=60.0, width=120)
-    assert lines[-1] == f"the rest, by root cause: divfuzz report --out {tmp_path / 'out'}"
-    assert not any(line.endswith("…") for line in lines)
+    lines = summary_screen(result, buckets, elapsed=60.0, width=80)
+    screen = "\n".join(lines)
+    assert len(lines) <= 23 and max(map(len, lines)) <= 80 and "…" not in screen, screen
+    shown = [line for line in lines if line.startswith("  #")]
+    folders = [line for line in lines if line.startswith(("    folder: ", f"    {tmp_path}"))]
+    assert 2 <= len(shown) == len(folders) < len(names), screen
+    assert re.search(rf"^  \.\.\. and {len(names) - len(shown)} more bug root causes$", screen, re.M), screen
 
 
 def test_the_live_view_wraps_its_first_line_instead_of_losing_its_end():
@@ -157,3 +170,42 @@ def test_plain_progress_lines_are_never_the_same_line_twice():
             view.update(p)
     lines = [re.sub(r"\(.*?/min\)", "", line) for line in captured.get().splitlines()]
     assert len(lines) == 5 and len(set(lines)) == 5, lines
+
+
+def test_a_low_confidence_upstream_match_reads_possibly_on_the_first_screen_never_known(tmp_path):
+    """Issue 57: a match whose culprit names something else is 'possibly pytorch#N' on the first
+    screen, as the report and issue.md say it; a raw bucket's key without a culprit is matched
+    with its root cause's culprit, so the two never disagree."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from divfuzz.records.buckets import BucketKey
+    from divfuzz.reports.root_causes import CauseTotals, known_of_buckets, root_cause_groups, summary_lines, upstream_of
+
+    assert upstream_of("known: pytorch#195214 (closed)") == "pytorch#195214"
+    assert upstream_of("possibly: pytorch#195214 (closed)") == "possibly pytorch#195214"
+    assert upstream_of("new") == "new"
+    c = Campaign(tmp_path / "out")
+    plant_floor_division(c)
+    [rc] = root_cause_groups(c.store.buckets())
+    c.close()
+    assert rc.known.startswith("known: pytorch#197895")
+    weak = replace(rc, totals=CauseTotals(buckets=1, cases=rc.cases, severities=(("bug", 1),),
+                                          known=rc.known.replace("known: ", "possibly: ", 1)))
+    [line] = summary_lines([weak], width=200)
+    assert "  possibly pytorch#197895  " in line and "known" not in line, line
+    [line] = summary_lines([weak, rc], width=200)  # one line per issue: the surer match names it
+    assert "  pytorch#197895  " in line, line
+    # An amax backward's NaN (pytorch#195214's pattern) in a raw bucket whose key has no culprit:
+    raw = SimpleNamespace(key=BucketKey("nan-inf", "float32", "cpu", ops=("amax", "div"), autocast="bfloat16", backward=True,
+                                        rule="nan-inf-new"), minimized=None, severity_reason={"rule": "nan-inf-new"})
+    assert known_of_buckets([raw], culprit="-", severity="bug").startswith("known: pytorch#195214")
+    assert known_of_buckets([raw], culprit="inductor lowering of aten.amax", severity="bug").startswith("possibly: pytorch#195214")
+
+
+def test_a_bug_s_folder_is_named_under_the_campaign_folder_as_the_user_named_it(tmp_path, monkeypatch):
+    from divfuzz.reports.root_causes import _under
+
+    monkeypatch.chdir(tmp_path)
+    assert _under(str(tmp_path / "divfuzz-out" / "buckets" / "0006-x"), "divfuzz-out") == "divfuzz-out/buckets/0006-x"
+    assert _under("/elsewhere/buckets/0006-x", "divfuzz-out") == "/elsewhere/buckets/0006-x"

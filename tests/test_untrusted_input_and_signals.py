@@ -332,7 +332,7 @@ def _wait_for_worker(proc: subprocess.Popen, limit: float = 60.0) -> None:
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_minimize_stops_on_a_signal_with_exit_2_and_no_orphan(tmp_path, sig):
+def test_minimize_stops_on_a_signal_with_exit_2_and_no_orphan(tmp_path, sig, machine_slowness):
     spec = _spec(tmp_path)
     proc = _start(["minimize", str(spec), "--device", "cpu", "--out", "m"], tmp_path)
     _wait_for_worker(proc)
@@ -341,7 +341,7 @@ def test_minimize_stops_on_a_signal_with_exit_2_and_no_orphan(tmp_path, sig):
     os.killpg(proc.pid, sig)  # as a terminal or `timeout` does: the whole group
     output, _ = proc.communicate(timeout=60)
     assert proc.returncode == 2, output
-    assert time.monotonic() - t0 < 15
+    assert time.monotonic() - t0 < 15 * machine_slowness  # the stop's cleanup, at this machine's speed
     assert "interrupted: divfuzz minimize stopped by a signal" in _flat(output) and "Aborted!" not in output
     assert "Traceback" not in output
     for pid in workers:

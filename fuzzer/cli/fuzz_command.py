@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import textwrap
-
 import json
 import sys
 import time
@@ -30,6 +28,7 @@ from divfuzz.fuzzer.cli.options import (
     WorkersType,
     against_compile_config,
     check_backend_capabilities,
+    check_compile_options_early,
     check_device_early,
     check_out_dir,
     compile_config,
@@ -44,6 +43,7 @@ from divfuzz.fuzzer.cli.options import (
     resolve_device,
 )
 from divfuzz.generators.input_siblings import DEFAULT_INPUTS_PER_COMPILE, MAX_INPUTS_PER_COMPILE
+from divfuzz.records.config import check_backend_syntax
 from divfuzz.records.errors import ConfigError, OutputError
 from divfuzz.records.severity import ORDER
 from divfuzz.reports.safe_paths import remove_made
@@ -89,14 +89,19 @@ def fuzz(device, budget, max_cases, seed, out_dir, workers, timeout_s, max_ops, 
          backend, inductor, dynamic, mode):
     """Run a campaign: draw graphs, compare eager and compiled, bucket what diverges."""
     started = time.monotonic()  # --budget counts from here: sizing and start-up are inside it
-    if cluster_address is None and cluster_file is None:  # a fleet's nodes have the GPUs, not the driver
-        check_device_early(device)  # first: before torch is imported (by the template or below)
-        warm_template.start_in_background(str(device))  # the workers' template imports torch beside the driver
-    check_out_dir(out_dir, "--out")  # first: before torch and Inductor are imported
-    cluster = _cluster_address(cluster_address, cluster_file, replay_known)
+    # First, before torch is imported and before the workers' template starts: what the options say.
     budget_s = parse_budget(budget) if budget else (None if max_cases else 600.0)
     op_names = names_option(ops, "--ops", known=registered_ops())
     dtype_names = names_option(dtypes, "--dtypes", known=("float32", "bfloat16", "float16"))
+    check_compile_options_early(backend, inductor)
+    if against is not None:
+        check_backend_syntax(against, where="--against")
+    if cluster_address is None and cluster_file is None:  # a fleet's nodes have the GPUs, not the driver
+        check_device_early(device)
+    check_out_dir(out_dir, "--out")
+    if cluster_address is None and cluster_file is None:
+        warm_template.start_in_background(str(device))  # the workers' template imports torch beside the driver
+    cluster = _cluster_address(cluster_address, cluster_file, replay_known)
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.campaign import campaign_options, loop
     from divfuzz.fuzzer.store import STORE_NAME
@@ -324,18 +329,27 @@ class _LineView:
 
 
 class _LiveView(_LineView):
-    """On a terminal: a bar toward the case count or the budget, cases/s, buckets by severity."""
+    """On a terminal: a bar toward the case count or the budget, cases/s, buckets by severity.
+    Drawn anew at every refresh from the last progress and the clock, so that the time and the
+    rate move while no case ends (the end of a run waits on its analyses for minutes)."""
 
     def __enter__(self):
-        self.live = Live(console=console, refresh_per_second=2, transient=True)
+        self.last = None
+        self.live = Live(console=console, refresh_per_second=2, transient=True, get_renderable=self._renderable)
         self.live.__enter__()
         return self
 
     def __exit__(self, *exc):
         return self.live.__exit__(*exc)
 
+    def _renderable(self):
+        if self.last is None:
+            return Text("")
+        return live_progress(self.opts, self.last, fleet_line=self.fleet_line)
+
     def update(self, p) -> None:
-        self.live.update(live_progress(self.opts, p, fleet_line=self.fleet.progress_line() if self.fleet else None))
+        # The fleet's line is read here, in the campaign's thread, not in the refresh thread.
+        self.last, self.fleet_line = p, self.fleet.progress_line() if self.fleet else None
 
 
 def progress_fraction(opts, p, now: float | None = None) -> float:
@@ -360,7 +374,8 @@ def live_progress(opts, p, now: float | None = None, fleet_line: str | None = No
     rate = p.cases / elapsed if elapsed > 0 else 0.0
     toward = (f"/{opts.max_cases} cases" if opts.max_cases else " cases") + (
         f", {max(0.0, opts.budget_s - elapsed - p.spent_before):.0f} s of {opts.budget_s:.0f} s left" if opts.budget_s else "")
-    replays = f" (+{p.replays} known replayed)" if p.replays else ""
+    # Without a budget the seconds count up: the view moves while only the analyses do.
+    replays = (f" (+{p.replays} known replayed)" if p.replays else "") + ("" if opts.budget_s else f", {elapsed:.0f} s")
     # Wrapped within its column, not cut: on a narrow terminal the rate and the time left still show.
     head = Text(f" {fraction:4.0%}  {p.cases + p.skipped - p.replays}{toward}{replays}, {rate:.2f} cases/s")
     counts = p.by_severity
@@ -369,7 +384,8 @@ def live_progress(opts, p, now: float | None = None, fleet_line: str | None = No
         sev.append(f"{s.value} {counts.get(s.value, 0)}", style={"bug": "bold red", "suspect": "yellow"}.get(s.value, ""))
         sev.append(" · " if i < len(ORDER) - 1 else "")
     sev.append(f"  ({p.findings} findings, {p.new_buckets} new buckets" + (f", {p.skipped} resumed" if p.skipped else "")
-               + (f", {p.pending_analyses} analyses pending" if p.pending_analyses else "") + ")")
+               + (f", {p.pending_analyses} {'analysis' if p.pending_analyses == 1 else 'analyses'} pending"
+                  if p.pending_analyses else "") + ")")
     bar = Table.grid(padding=(0, 1))
     bar.add_row(ProgressBar(total=1000, completed=round(fraction * 1000), width=40), head)
     return Group(bar, sev, Text(fleet_line)) if fleet_line else Group(bar, sev)
@@ -408,12 +424,11 @@ def summary_screen(result, buckets, *, elapsed: float, width: int, min_severity:
     """The summary's lines, none wider than `width` (a pure function of the run's result and its
     buckets): the run's own facts, each wrapped onto lines of its own (what the run did, the graphs
     compiled, what was cut, why analyses are pending and the command that finishes them), then
-    `divfuzz.reports.root_causes.screen_summary` (the counts by severity, a line per bug culprit).
-    A bug line too long for the screen is cut with '…'; the last line then says where it is whole.
-    `min_severity` names the floor that `divfuzz report` is pointed at (the screen lists bug root
-    causes only)."""
+    `divfuzz.reports.root_causes.screen_summary` (the counts by severity, a line per bug culprit,
+    wrapped whole, with its folder). Nothing is cut. `min_severity` names the floor that
+    `divfuzz report` is pointed at (the screen lists bug root causes only)."""
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
-    from divfuzz.reports.root_causes import screen_summary
+    from divfuzz.reports.root_causes import screen_summary, wrap
 
     p = result.progress
     statuses = ", ".join(f"{k} {v}" for k, v in sorted(p.by_status.items()))
@@ -435,18 +450,10 @@ def summary_screen(result, buckets, *, elapsed: float, width: int, min_severity:
     store_dir = result.store_path.parent
     if result.pending_analyses:
         by_severity = ", ".join(f"{n} {s}" for s, n in sorted(result.pending_by_severity.items()) if n)
-        facts.append(f"{result.pending_analyses} analyses pending ({by_severity}); a campaign never minimizes noise, "
-                     f"by-design or eager-worse; to finish them: divfuzz minimize --pending --out {store_dir}")
-    head = [line for fact in facts for line in wrap_line(fact, width)]
-    lines = screen_summary(buckets, head=head, store_dir=str(store_dir), run_id=result.run_id, width=width,
-                           reserve=1 + bool(result.interrupted))  # report.html's line, and the interrupted one
+        count = result.pending_analyses
+        facts.append(f"{count} {'analysis' if count == 1 else 'analyses'} pending{f' ({by_severity})' if by_severity else ''}; a campaign never "
+                     f"minimizes noise, by-design or eager-worse; to finish them: divfuzz minimize --pending --out {store_dir}")
+    head = [line for fact in facts for line in wrap(fact, width)]
     rest = f"divfuzz report --out {store_dir}" + (f" --min-severity {min_severity}" if min_severity != "noise" else "")
-    cut = any(line.endswith("…") for line in lines[len(head):-1])
-    lines[-1:] = wrap_line(f"{'lines cut with … in full, and' if cut else 'the rest,'} by root cause: {rest}", width)
-    return lines
-
-
-def wrap_line(text: str, width: int) -> list[str]:
-    """`text` on lines of at most `width` columns, the ones after the first indented by two;
-    a word longer than a line (a path) is split rather than let past the edge."""
-    return textwrap.wrap(text, width=max(20, width), subsequent_indent="  ", break_on_hyphens=False) or [""]
+    return screen_summary(buckets, head=head, store_dir=str(store_dir), run_id=result.run_id, width=width,
+                          reserve=1 + bool(result.interrupted), rest=rest)  # report.html's line, and the interrupted one

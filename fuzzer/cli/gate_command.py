@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 import os
 import sys
+import textwrap
 from pathlib import Path
 
 import click
-from rich.markup import escape
 
 from divfuzz.fuzzer.gate.policy import gate_compile_config
 from divfuzz.records.errors import ConfigError
@@ -29,6 +29,7 @@ from divfuzz.fuzzer.cli.options import (
     WORKERS_HELP,
     DivfuzzCommand,
     Number,
+    check_compile_options_early,
     check_device_early,
     check_out_dir,
     check_out_file,
@@ -87,6 +88,7 @@ def gate(device, corpus_dir, baseline_path, margin, budget, workers, timeout_s, 
     elif perf_margin is not None:
         raise ConfigError("--perf-margin is for --oracle perf")
     _check_inputs_early(corpus_dir, baseline_path, update_baseline)
+    check_compile_options_early(backend, inductor)
     check_device_early(device)
     for path, option in ((junit_path, "--junit"), (markdown_path, "--markdown"), (json_path, "--json")):
         check_out_file(path, option)  # before the replay, not after it
@@ -121,17 +123,19 @@ def gate(device, corpus_dir, baseline_path, margin, budget, workers, timeout_s, 
         oracle=oracle,
         perf_margin=perf_margin,
     )
-    log = lambda m: console.print(m, highlight=False, markup=False, emoji=False, soft_wrap=True)  # noqa: E731
+    lines = GateLines()
+    log = lambda m: lines.print(console, m)  # noqa: E731
     if update_baseline:
-        _write_baseline(opts, log)
+        _write_baseline(opts, log, lines)
         return
     against = "the perf oracle (no baseline)" if oracle == "perf" else baseline_path or default_baseline_path(corpus_dir, device)
-    console.print(f"divfuzz gate: {corpus_dir} against {against}, device {device}, backend {config.describe()}", highlight=False)
+    lines.wrapped(console, f"divfuzz gate: {corpus_dir} against {against}, device {device}, backend {config.describe()}")
     data = run_gate(opts, log=log).to_dict()
     for note in data["notes"]:
-        console.print(f"[bold yellow]note:[/] {escape(note)}", markup=True, highlight=False, soft_wrap=True)
+        lines.wrapped(console, f"note: {note}")
     _write_reports(data, json_path=json_path, junit_path=junit_path, markdown_path=markdown_path)
-    _print_outcome(data)
+    _print_outcome(data, lines)
+    lines.where_whole(markdown_path=markdown_path, json_path=json_path)
     sys.exit(data["exit_code"])
 
 
@@ -157,7 +161,7 @@ def _check_perf_options(update_baseline, fuzzing, baseline_path, baseline_any) -
                               f"and reads no baseline")
 
 
-def _write_baseline(opts, log) -> None:
+def _write_baseline(opts, log, lines: "GateLines") -> None:
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.gate.machine import machine_rows
     from divfuzz.fuzzer.gate.replay import update_baseline
@@ -165,11 +169,10 @@ def _write_baseline(opts, log) -> None:
     if opts.only:
         raise ConfigError("--spec cannot be combined with --update-baseline: a baseline covers the whole corpus")
     baseline = update_baseline(opts, log=log)
-    out.print(f"wrote {baseline.path}: {len(baseline.specs)} specs, "
-              f"{sum(1 for e in baseline.specs.values() if e['outputs'] or e['status'] != 'ok')} known divergences or errors",
-              highlight=False)
+    lines.print(out, f"wrote {baseline.path}: {len(baseline.specs)} specs, "
+                f"{sum(1 for e in baseline.specs.values() if e['outputs'] or e['status'] != 'ok')} known divergences or errors")
     for row in machine_rows(baseline.machine, baseline.machine):
-        out.print(f"  machine {row['field']}: {row['current']}", highlight=False, markup=False, emoji=False, soft_wrap=True)
+        lines.print(out, f"  machine {row['field']}: {row['current']}")
 
 
 def _write_reports(data: dict, *, json_path, junit_path, markdown_path) -> None:
@@ -192,38 +195,70 @@ def _write_reports(data: dict, *, json_path, junit_path, markdown_path) -> None:
             f.write(md + "\n")
 
 
-def _print_outcome(data: dict) -> None:
+def _print_outcome(data: dict, lines: "GateLines") -> None:
     c = data["counts"]
-    out.print(
-        f"gate {data['result'].upper()}: {c['passed']}/{c['specs']} specs pass, {c['failed']} fail, {c['improved']} improved"
-        + (f", {len(data['fuzz']['failing'])} new fuzz findings" if data["fuzz"] else "")
-        + f" ({data['timings']['total_s']:.0f} s)",
-        highlight=False,
-    )
+    lines.print(out,
+                f"gate {data['result'].upper()}: {c['passed']}/{c['specs']} specs pass, {c['failed']} fail, {c['improved']} improved"
+                + (f", {len(data['fuzz']['failing'])} new fuzz findings" if data["fuzz"] else "")
+                + f" ({data['timings']['total_s']:.0f} s)")
     for s in data["specs"]:
         for p in s["problems"]:
-            out.print(f"  FAIL {s['name']}: {p}", highlight=False, markup=False, emoji=False, soft_wrap=True)
+            lines.print(out, f"  FAIL {s['name']}: {p}")
     if data["fuzz"]:
         for key in data["fuzz"]["failing"]:
-            out.print(f"  FAIL fuzz: {key}", highlight=False, markup=False, emoji=False, soft_wrap=True)
-    _print_moved_bounds(data)
+            lines.print(out, f"  FAIL fuzz: {key}")
+    _print_moved_bounds(data, lines)
 
 
-def _print_moved_bounds(data: dict) -> None:
+def _print_moved_bounds(data: dict, lines: "GateLines") -> None:
     """Bounds that moved at the baseline's severity (not failures), and then the machine that
     wrote the baseline beside this one: within one key, the CPU model moves bounds."""
     moved = [(s["name"], m) for s in data["specs"] for m in s["moved_bounds"]]
     if not moved:
         return
-    plain = dict(highlight=False, markup=False, emoji=False, soft_wrap=True)
-    out.print(f"moved bounds ({len(moved)}, at the baseline's severity: reported, not failures):", **plain)
+    lines.print(out, f"moved bounds ({len(moved)}, at the baseline's severity: reported, not failures):")
     for name, m in moved:
-        out.print(f"  moved {name}: {m}", **plain)
+        lines.print(out, f"  moved {name}: {m}")
     rows = data["machine"]["rows"]
     if rows:
         width = max(len(r["field"]) for r in rows)
         left = max(len("baseline"), *(len(r["baseline"]) for r in rows))
-        out.print(f"  {'machine':<{width}}  {'baseline':<{left}}  this run", **plain)
+        lines.print(out, f"  {'machine':<{width}}  {'baseline':<{left}}  this run", flatten=False)
         for r in rows:
             mark = "  (differs)" if r["differs"] else ""
-            out.print(f"  {r['field']:<{width}}  {r['baseline']:<{left}}  {r['current']}{mark}", **plain)
+            lines.print(out, f"  {r['field']:<{width}}  {r['baseline']:<{left}}  {r['current']}{mark}", flatten=False)
+
+
+class GateLines:
+    """The gate's terminal lines, none wider than its console: a line of the run's detail (a
+    spec's verdict, a problem, a moved bound: a compiler's error message once made lines of 1,324
+    characters) is one line, a longer one cut with '…' and counted, so that the last line says where
+    every line is whole: the --markdown and --json files (the JSON holds every field; the markdown
+    every problem), else the options that write them; divfuzz's own sentences are wrapped whole
+    (`wrapped`). Text from the run (error messages, names) is printed as it is: no markup."""
+
+    def __init__(self) -> None:
+        self.cut = 0
+
+    def print(self, target, text: str, *, flatten: bool = True) -> None:
+        text = str(text)
+        indent = text[: len(text) - len(text.lstrip(" "))]  # the FAIL and moved lines' own indent
+        line = indent + " ".join(text.split()) if flatten else text.replace("\n", " ")
+        width = max(20, target.width)
+        if len(line) > width:
+            line, self.cut = line[: width - 1] + "…", self.cut + 1
+        target.print(line, highlight=False, markup=False, emoji=False, soft_wrap=True)
+
+    def wrapped(self, target, text: str) -> None:
+        """`text` wrapped at the console's width, whole: divfuzz's own sentences (the gate's first
+        line, its notes), which say what a reader must know, such as a baseline of another machine."""
+        for line in textwrap.wrap(" ".join(str(text).split()), width=max(20, target.width), subsequent_indent="  ",
+                                  break_on_hyphens=False):
+            target.print(line, highlight=False, markup=False, emoji=False, soft_wrap=True)
+
+    def where_whole(self, *, markdown_path: Path | None = None, json_path: Path | None = None) -> None:
+        if not self.cut:
+            return
+        files = [str(p) for p in (markdown_path, json_path) if p is not None]
+        where = " and ".join(files) if files else "the files --markdown FILE and --json FILE write"
+        self.wrapped(out, f"{self.cut} line{'s' if self.cut != 1 else ''} above cut at the terminal's width (…): whole in {where}")

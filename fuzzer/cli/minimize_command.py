@@ -21,7 +21,9 @@ from divfuzz.fuzzer.cli.options import (
     TIMEOUT,
     WORKERS,
     DivfuzzCommand,
+    check_compile_options_early,
     check_device_early,
+    load_spec_early,
     check_out_dir,
     compile_config,
     console,
@@ -105,8 +107,11 @@ def minimize(ctx, case, modules, out_dir, repro_dir, store_dir, device, budget, 
     if not modules and not case:
         raise ConfigError("Expected a CASE-ID, a spec.json or --module FILE.py:NAME")
     case_text = None if modules or _is_case_id(case) else read_input(Path(case))
+    if case_text is not None:
+        load_spec_early(case_text, source=case)
     if not modules and _is_case_id(case):
         resolve_store(campaign_dir, purpose=f"for case {case}")
+    check_compile_options_early(backend, inductor)
     check_device_early(device)
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.engine.worker import Worker, WorkerTarget

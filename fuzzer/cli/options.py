@@ -5,9 +5,6 @@ commands themselves (they import this).
 
 from __future__ import annotations
 
-import ast
-import importlib.util
-
 import errno
 import os
 import re
@@ -20,6 +17,8 @@ import click
 from rich.console import Console
 from rich.segment import Segment
 
+from divfuzz.fuzzer.engine.torch_source import inductor_config_keys, torch_build
+from divfuzz.records.config import check_backend_syntax, parse_inductor_overrides
 from divfuzz.records.severity import ORDER
 from divfuzz.reports.terminal import terminal_safe
 from divfuzz.records.errors import ConfigError, DeviceUnavailableError, OutputError, SpecError, UnknownOpError, UnsafePathError
@@ -156,31 +155,11 @@ def check_device_early(device: str) -> None:
             raise DeviceUnavailableError(f"--device {device}: no CUDA GPU is available to this torch ({why})")
 
 
-def _torch_build() -> dict | None:
-    """The installed torch's `torch/version.py` literals (`__version__`, `cuda`, `hip`), read as
-    data without importing torch; None when it cannot be read so."""
-    try:
-        found = importlib.util.find_spec("torch")
-        folders = list(found.submodule_search_locations or []) if found else []
-        tree = ast.parse(Path(folders[0], "version.py").read_text())
-    except (ImportError, IndexError, OSError, SyntaxError, ValueError):
-        return None
-    values = {}
-    for node in tree.body:
-        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else getattr(node, "target", None)
-        if isinstance(target, ast.Name) and target.id in ("__version__", "cuda", "hip") and getattr(node, "value", None) is not None:
-            try:
-                values[target.id] = ast.literal_eval(node.value)
-            except ValueError:
-                return None
-    return values if "__version__" in values else None
-
-
 def _no_cuda_here() -> str | None:
     """Why this host certainly has no CUDA device for torch, told without importing it, or None
     when only torch can tell: a torch built without CUDA or ROCm; CUDA_VISIBLE_DEVICES hiding every
     GPU; a Linux host (not WSL, whose GPUs have no /dev/nvidia* node) without NVIDIA's device nodes."""
-    build = _torch_build()
+    build = torch_build()
     if build is None:
         return None
     version = build["__version__"]
@@ -215,9 +194,28 @@ def resolve_device(device: str) -> str:
     return device
 
 
+def check_compile_options_early(backend: str, inductor: tuple[str, ...], where: str = "--inductor") -> None:
+    """Refuse a malformed --backend and a bad --inductor item before torch is imported (in well
+    under a second, where the import takes 2 to 20 s): a key that is not one of the switches a
+    config may set (`divfuzz.records.config.check_inductor_override`), a value of the wrong type,
+    or a switch this torch's Inductor does not have (its `config.py` read as text,
+    `divfuzz.fuzzer.engine.torch_source`). What only torch can tell (a backend that does not
+    resolve; a config file that could not be read) `compile_config` decides later."""
+    check_backend_syntax(backend, where="--backend")
+    overrides = parse_inductor_overrides(inductor)
+    keys = inductor_config_keys() if overrides else None
+    for key in overrides:
+        if keys is not None and key not in keys:
+            raise ConfigError(f"{where}: unknown Inductor config key {key!r}: the installed torch's Inductor has no such "
+                              "switch (torch/_inductor/config.py)")
+
+
 def compile_config(backend: str, inductor: tuple[str, ...], dynamic: bool, mode: str | None):
+    """The CompileConfig of the compile options, checked with torch (the backend resolves, every
+    Inductor key exists); `check_compile_options_early` has refused what is bad without torch."""
+    check_compile_options_early(backend, inductor)
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
-    from divfuzz.records.config import CompileConfig, parse_inductor_overrides
+    from divfuzz.records.config import CompileConfig
     from divfuzz.fuzzer.engine.compile import resolve_backend, validate_inductor_overrides
 
     resolve_backend(backend)
@@ -231,7 +229,6 @@ def against_compile_config(against: str | None, config):
     ConfigError (exit 2) for a name that does not resolve."""
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.engine.compile import resolve_backend
-    from divfuzz.records.config import check_backend_syntax
 
     if against is None:
         return None
@@ -356,6 +353,16 @@ def read_input(path: Path) -> str:
         raise SpecError(f"{path}: cannot read ({e.strerror})") from None
     except UnicodeDecodeError:
         raise SpecError(f"{path}: not a text file") from None
+
+
+def load_spec_early(text: str, source: str):
+    """The GraphSpec of a spec file's text, loaded and validated (`divfuzz.generators.validate.load_spec`: SpecError,
+    UnknownOpError or InvalidGraphError naming the file and field) before torch is imported: the
+    validator is torch-free, so a bad spec is refused in well under a second."""
+    # lazy: CLI start-up: `divfuzz --help` loads no op registry, no torch and no command's machinery
+    from divfuzz.generators.validate import load_spec
+
+    return load_spec(text, source=source)
 
 
 def against_summary(against) -> str:

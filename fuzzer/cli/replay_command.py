@@ -11,7 +11,9 @@ from divfuzz.fuzzer.cli.options import (
     DivfuzzCommand,
     against_compile_config,
     against_summary,
+    check_compile_options_early,
     check_device_early,
+    load_spec_early,
     compile_config,
     compile_options,
     device_option,
@@ -19,6 +21,8 @@ from divfuzz.fuzzer.cli.options import (
     read_input,
     resolve_device,
 )
+from divfuzz.records.config import check_backend_syntax
+
 
 @click.command(cls=DivfuzzCommand)
 @click.argument("spec_file", metavar="SPEC.json", type=click.Path(dir_okay=False, path_type=Path))
@@ -28,16 +32,18 @@ from divfuzz.fuzzer.cli.options import (
 @compile_options
 def replay(spec_file, device, timeout_s, against, backend, inductor, dynamic, mode):
     """Re-run one case from a spec.json (in a worker process) and print its verdict."""
-    text = read_input(spec_file)  # first: a missing file or a missing GPU is said before torch is imported
+    # First, before torch is imported: a missing or bad spec, a bad compile option, a missing GPU.
+    spec = load_spec_early(read_input(spec_file), source=str(spec_file))
+    check_compile_options_early(backend, inductor)
+    if against is not None:
+        check_backend_syntax(against, where="--against")
     check_device_early(device)
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.engine.worker import CaseRequest, Worker
-    from divfuzz.generators.validate import load_spec
     from divfuzz.oracles.severity_policy import case_finding
     from divfuzz.reports.files import bucket_case
     from divfuzz.reports.markdown import verdict_table
 
-    spec = load_spec(text, source=str(spec_file))
     device = resolve_device(device)
     config = compile_config(backend, inductor, dynamic, mode)
     against_config = against_compile_config(against, config)
