@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
+from divfuzz.reports.issue_markdown import recheck_tag
 from divfuzz.reports.root_causes import culprit_of  # noqa: F401  (divfuzz.reports.markdown.culprit_of: the CLI and diff read it here)
 from divfuzz.reports.root_causes import COMPILER_ORDER, EAGER_WORSE, MAX_BUG_LINES, graph_pattern, severity_line_of, summary_lines
 from divfuzz.generators.coverage import op_coverage
@@ -176,14 +177,16 @@ def iter_buckets_markdown(store, *, run_id: int | None = None, min_severity: str
     BUCKETS_NAMED buckets are read as it is written. Memory grows with one root cause's lines,
     never with the store, however many root causes are listed."""
     with store.root_cause_index(run_id=run_id, new_only=new_only) as index:
-        for line in root_causes_markdown(index, run_id=run_id, min_severity=min_severity, new_only=new_only):
+        for line in root_causes_markdown(index, run_id=run_id, min_severity=min_severity, new_only=new_only,
+                                         rechecks=_recheck_tags(store)):
             yield line + "\n"
 
 
 def root_causes_markdown(index, *, run_id: int | None = None, min_severity: str = "noise",
-                         new_only: bool = False) -> Iterator[str]:
+                         new_only: bool = False, rechecks: dict[int, str] | None = None) -> Iterator[str]:
     """The lines of `buckets_markdown` from a store's root-cause index (`Store.root_cause_index`,
-    opened with `new_only`: it hides the root causes that match a known upstream bug and counts them)."""
+    opened with `new_only`: it hides the root causes that match a known upstream bug and counts them;
+    `rechecks`: what `divfuzz recheck` recorded per bucket, shown on the first screen)."""
     floor = Severity(min_severity)
     yield f"# divfuzz root causes{f' of run {run_id}' if run_id else ''}"
     if not index.bucket_total():
@@ -200,7 +203,7 @@ def root_causes_markdown(index, *, run_id: int | None = None, min_severity: str 
         yield f"--new-only: {index.hidden} root causes that match a known upstream bug are hidden."
     sections = [s for s in ("bug", "suspect") if Severity(s).at_least(floor)] + [EAGER_WORSE]
     if "bug" in sections and index.section("bug")[0]:
-        yield from _first_screen(index)
+        yield from _first_screen(index, rechecks=rechecks)
     # a severity this divfuzz does not know (a newer store): listed, never dropped
     sections += sorted(set(cause_counts) - {*COMPILER_ORDER, EAGER_WORSE})
     for sev in sections:
@@ -225,13 +228,21 @@ def root_causes_markdown(index, *, run_id: int | None = None, min_severity: str 
 FIRST_SCREEN_CAUSES = 1000
 
 
-def _first_screen(index) -> Iterator[str]:
+def _recheck_tags(store) -> dict[int, str]:
+    """Each rechecked bucket's words for the first screen (`divfuzz recheck`: "passes in 2.14.1")."""
+    by_bucket: dict[int, list] = {}
+    for row in (store.rechecks() if hasattr(store, "rechecks") else ()):
+        by_bucket.setdefault(row.bucket_id, []).append((row.torch_version, row.outcome, row.detail))
+    return {bucket: recheck_tag(rows) for bucket, rows in by_bucket.items()}
+
+
+def _first_screen(index, rechecks: dict[int, str] | None = None) -> Iterator[str]:
     """The bug lines as the end of `divfuzz fuzz` prints them (`summary_lines`): new first, one per
     part of the compiler (a lowering, a decomposition) and one per known upstream issue, whichever
     op patterns met it; each names its lead bucket, whose root cause is listed below."""
     causes = list(index.causes("bug", limit=FIRST_SCREEN_CAUSES, buckets=1))
     yield from ("", "## First screen: one line per bug, new first (lead bucket, cases, upstream, ops @ culprit)", "")
-    for line in summary_lines(causes, width=100_000, max_lines=MAX_BUG_LINES):
+    for line in summary_lines(causes, width=100_000, max_lines=MAX_BUG_LINES, rechecks=rechecks):
         yield f"- {_plain(line.strip())}"
 
 

@@ -27,7 +27,7 @@ import os
 import textwrap
 from collections import Counter
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Sequence
+from typing import Mapping, Any, Iterable, Sequence
 
 from divfuzz.records.errors import DivfuzzError
 from divfuzz.records.outcomes import ERROR_KINDS, FindingKind
@@ -428,7 +428,8 @@ class BugLine:
     root_causes: int
 
 
-def bug_lines(causes: Sequence[RootCause], *, severity: str = "bug", new_in_run: int | None = None) -> list[BugLine]:
+def bug_lines(causes: Sequence[RootCause], *, severity: str = "bug", new_in_run: int | None = None,
+              rechecks: Mapping[int, str] | None = None) -> list[BugLine]:
     """One `BugLine` per culprit of `severity`'s root causes (`by_culprit`: one for each part of
     the compiler, one for each other root cause; `by_upstream`: one per known upstream issue), new
     first, then possible matches, then known ones. A root cause alone reads
@@ -438,8 +439,9 @@ def bug_lines(causes: Sequence[RootCause], *, severity: str = "bug", new_in_run:
     by several reads `#6 1,400 cases (new this run)  pytorch#197895+  inductor lowering of aten.div
     (3): div+floor, fmod, remainder` (the lead of its largest root cause, the first upstream issue
     and `+` for more, the count of its root causes and their op patterns, largest first: at most
-    PATTERNS_NAMED, then `and N more`). Last, on one line,
-    the new numeric findings whose analysis has not run."""
+    PATTERNS_NAMED, then `and N more`). A lead bucket that `divfuzz recheck` ran under another
+    torch ends with what that gave, from `rechecks` (bucket id -> "passes in 2.14.1"). Last, on
+    one line, the new numeric findings whose analysis has not run."""
     of_severity = [rc for rc in causes if rc.severity == severity]
     awaiting = tuple(rc for rc in of_severity if awaiting_analysis(rc) and rc.is_new)
     groups = by_upstream(by_culprit([rc for rc in of_severity if not any(rc is a for a in awaiting)]))
@@ -459,8 +461,12 @@ def bug_lines(causes: Sequence[RootCause], *, severity: str = "bug", new_in_run:
         if group is awaiting:
             text = (f"{counted}  {len(group)} not analysed yet (the budget ended first; divfuzz minimize --pending "
                     f"finishes them): {', '.join(ops_of(rc.lead) for rc in group)}")
+            tagged = [f"#{rc.lead.id} {rechecks[rc.lead.id]}" for rc in group if rechecks and rechecks.get(rc.lead.id)]
+            text += f"  [{'; '.join(tagged)}]" if tagged else ""
         elif len(group) == 1:
             text = f"{counted}  {_upstream(group)}  {lead.title}"
+            if rechecks and rechecks.get(lead.lead.id):
+                text += f"  [{rechecks[lead.lead.id]}]"
         else:
             every = list(dict.fromkeys(ops_of(rc.lead) for rc in group))
             patterns = ", ".join(every[:PATTERNS_NAMED]) + (f" and {len(every) - PATTERNS_NAMED} more" if len(every) > PATTERNS_NAMED else "")
@@ -475,11 +481,11 @@ def bug_lines(causes: Sequence[RootCause], *, severity: str = "bug", new_in_run:
 
 
 def summary_lines(causes: Sequence[RootCause], *, width: int = 80, max_lines: int = 15,
-                  severity: str = "bug", new_in_run: int | None = None) -> list[str]:
+                  severity: str = "bug", new_in_run: int | None = None, rechecks: Mapping[int, str] | None = None) -> list[str]:
     """`bug_lines` one line each, indented by two, at most `width` columns (cut with '…'), at most
     `max_lines` lines in all, the last of them `... and N more` (root causes) when they do not all
     fit: the report's first screen, whose lines are whole at its width."""
-    entries = bug_lines(causes, severity=severity, new_in_run=new_in_run)
+    entries = bug_lines(causes, severity=severity, new_in_run=new_in_run, rechecks=rechecks)
     shown = entries if len(entries) <= max_lines else entries[: max(0, max_lines - 1)]
     lines = [clip(f"  {entry.text}", width) for entry in shown]
     left = sum(e.root_causes for e in entries) - sum(e.root_causes for e in shown)

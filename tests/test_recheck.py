@@ -123,3 +123,14 @@ def test_recheck_under_a_second_venv_records_its_torch(campaign):
     assert [r.outcome for r in other] == ["still fails"], other
     assert (Path(bugs[-1].folder) / "issue.md").read_text().rstrip().endswith(
         f"- still fails in torch {other[0].torch_version} ({other[0].detail})")
+
+
+def test_the_report_s_first_screen_says_what_another_torch_gave(campaign):
+    """After `divfuzz recheck`, each rechecked bug line of `divfuzz report`'s first screen ends with
+    what the other torch gave (`reports.issue_markdown.recheck_tag`)."""
+    result = CliRunner().invoke(main, ["recheck", "--out", str(campaign), "--python", sys.executable])
+    assert result.exit_code == 0, result.output
+    report = CliRunner().invoke(main, ["report", "--out", str(campaign)])
+    assert report.exit_code == 0, report.output
+    screen = report.output.split("## First screen", 1)[1].split("\n## ", 1)[0]
+    assert f"still fails in {torch.__version__}]" in screen, screen
