@@ -69,13 +69,17 @@ class Fields:
             raise self.bad(field, f"expected a finite number but got {_shown(v)}")
         return float(v)
 
-    def text(self, field: str, *, null: bool = False, choices: tuple[str, ...] | None = None) -> str | None:
+    def text(self, field: str, *, null: bool = False, choices: tuple[str, ...] | None = None,
+             most: int | None = None) -> str | None:
+        """The field's text (one of `choices`; at most `most` characters); None for SQL NULL with `null`."""
         v = self.r[field]
         if v is None and null:
             return None
         if not isinstance(v, str) or (choices is not None and v not in choices):
             wanted = f"one of {', '.join(choices)}" if choices is not None else "text"
             raise self.bad(field, f"expected {wanted} but got {_shown(v)}")
+        if most is not None and len(v) > most:
+            raise self.bad(field, f"expected text of at most {most} characters but got {len(v)}")
         return v
 
     def json(self, field: str, kind: type = dict, *, null: bool = False) -> Any:
@@ -249,6 +253,9 @@ def case_summary(r: sqlite3.Row, columns: tuple[str, ...]) -> dict[str, Any]:
     return {**{name: checks[name](name) for name in columns}, "verdict": f.verdict()}
 
 
+RECHECK_TEXT_MAX = 300  # a recheck's interpreter path and detail, as written (`Store.record_recheck` clips them)
+
+
 @dataclass(frozen=True)
 class RecheckRow:
     """A bug folder's issue.py run under another torch (`divfuzz recheck`): the bucket, that
@@ -270,8 +277,8 @@ class RecheckRow:
         version = f.text("torch_version")
         if not TORCH_VERSION_TEXT.fullmatch(version):
             raise f.bad("torch_version", f"expected a torch version such as '2.13.0' but got {_shown(version)}")
-        return cls(bucket_id=f.int("bucket_id"), torch_version=version, python=f.text("python")[:300],
-                   outcome=f.text("outcome", choices=RECHECK_OUTCOMES), detail=f.text("detail")[:300],
+        return cls(bucket_id=f.int("bucket_id"), torch_version=version, python=f.text("python", most=RECHECK_TEXT_MAX),
+                   outcome=f.text("outcome", choices=RECHECK_OUTCOMES), detail=f.text("detail", most=RECHECK_TEXT_MAX),
                    checked_at=f.real("checked_at"))
 
 

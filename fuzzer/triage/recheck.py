@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from divfuzz.fuzzer.store import CampaignLock, Store, resolve_store
-from divfuzz.fuzzer.store.rows import RecheckRow
+from divfuzz.fuzzer.store.rows import RECHECK_TEXT_MAX, RecheckRow
 from divfuzz.records.errors import ConfigError, StoreError
 from divfuzz.records.severity import Severity
 from divfuzz.reports.files import bucket_folder_name
@@ -109,8 +109,8 @@ def _recheck_one(store: Store, root: Path, bucket, *, interpreter: str, version:
         return Rechecked(bucket.id, folder, None, "no issue.py (a bug without a plain-torch check)")
     rule = (bucket.severity_reason or {}).get("rule", "")
     run = run_issue_script(script, rule=rule if isinstance(rule, str) else "", python=interpreter, timeout_s=timeout_s)
-    row = RecheckRow(bucket_id=bucket.id, torch_version=version, python=interpreter[:300], outcome=run.outcome.value,
-                     detail=run.words()[:300], checked_at=time.time())
+    row = RecheckRow(bucket_id=bucket.id, torch_version=version, python=interpreter[:RECHECK_TEXT_MAX], outcome=run.outcome.value,
+                     detail=run.words()[:RECHECK_TEXT_MAX], checked_at=time.time())
     store.record_recheck(row)
     markdown = folder / ISSUE_MARKDOWN
     if not check_plain(markdown, root=folder, what="issue.md"):
