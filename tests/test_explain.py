@@ -520,3 +520,20 @@ def test_the_working_precision_is_the_coarsest_float_dtype_a_spec_computes_in():
     assert coarsest_float_dtype(GraphSpec(inputs=plain.inputs, nodes=plain.nodes, outputs=plain.outputs,
                                           recipe=plain.recipe, autocast="bfloat16")) == "bfloat16"
     assert coarsest_float_dtype(_count_of_a_floor_division_of_subnormals()) == "float32"  # int64 nodes do not count
+
+
+def test_ties_explain_where_a_gradient_goes_never_a_nan_in_it():
+    """A tie decides which tied element receives a finite gradient: it explains a gradient that
+    went elsewhere, never a NaN or an infinity in it (issue 57: an all-NaN float16 gradient read
+    bug in one bucket and noise "by tie" in another)."""
+    from types import SimpleNamespace
+
+    from divfuzz.fuzzer.engine.explain import _ties
+    from divfuzz.records.severity import SeverityReason
+
+    spec = _max_graph("ties")
+    x = torch.tensor([[2.5, 1.0, 2.5, 0.0]] * 4)  # every row's maximum at two positions
+    case = SimpleNamespace(spec=spec, eager=[("grad:x0", torch.zeros(4, 4))], eager_env={"x0": x})
+    moved = _ties(case, [], SeverityReason(Severity.BUG, "float-gross-worse", "grad:x0", "-"))
+    assert moved is not None and moved.mechanism == "tie"
+    assert _ties(case, [], SeverityReason(Severity.BUG, "nan-inf-new", "grad:x0", "-")) is None

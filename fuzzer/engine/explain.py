@@ -57,7 +57,7 @@ from divfuzz.oracles.mechanisms import CONDITIONED_SUSPECT_RULES, EXPLAINABLE_RU
 from divfuzz.oracles.cast_elision import dropped_cast_elements
 from divfuzz.oracles.named_elements import nearest_alternative, rule_elements, same_values
 from divfuzz.oracles.severity_policy import RANGE_EDGE_FRACTION, severity_of
-from divfuzz.records.severity import Severity, SeverityReason
+from divfuzz.records.severity import Severity, SeverityReason, rule_family
 from divfuzz.records.verdict import Explanation, OutputVerdict
 
 if TYPE_CHECKING:
@@ -577,10 +577,14 @@ def _reduction_order(case: "PreparedCase", compiled: Named, reason: SeverityReas
 
 def _ties(case: "PreparedCase", compiled: Named, reason: SeverityReason) -> Explanation | None:
     """Ties decide which element is selected, never the selected value: they explain a gradient
-    (which tied element receives it) or an integer output (an index), never a float forward value."""
+    (which tied element receives it) or an integer output (an index), never a float forward value,
+    and never a NaN or an infinity: which tied element receives a finite gradient makes no NaN
+    (issue 57: an all-NaN float16 gradient was a bug in one bucket and noise "by tie" in another)."""
     spec = case.spec
     eager = dict(case.eager).get(reason.output)
     if eager is None or (eager.is_floating_point() and not reason.output.startswith("grad:")):
+        return None
+    if rule_family(reason.rule) == "nan-inf":
         return None
     for name in sorted(_ancestors(spec, reason.output), key=_graph_order(spec)):
         if name in {t.name for t in spec.inputs}:
