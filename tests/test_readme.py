@@ -70,10 +70,10 @@ def test_the_quick_start_works_as_written(tmp_path):
     (tmp_path / "tests" / "modules").symlink_to(ROOT / "tests" / "modules")
     fuzz, report, repro, replay, minimize, gate = (_run(c, tmp_path) for c in commands)
 
-    # 1. a campaign: buckets and root causes by severity; the store, bucket folders and report.html in divfuzz-out/
+    # 1. a campaign: buckets and root causes by severity; the store, bucket folders and report.html in its own quickstart-out/
     assert fuzz.returncode == 0, fuzz.stdout + fuzz.stderr
-    assert "buckets:" in fuzz.stdout and "root causes:" in fuzz.stdout and "divfuzz report --out divfuzz-out" in fuzz.stdout
-    out = tmp_path / "divfuzz-out"
+    assert "buckets:" in fuzz.stdout and "root causes:" in fuzz.stdout and "divfuzz report --out quickstart-out" in fuzz.stdout
+    out = tmp_path / "quickstart-out"
     assert (out / "divfuzz.sqlite").is_file() and (out / "report.html").is_file() and list((out / "buckets").glob("*/repro.py"))
     # 2. the root causes as markdown, each naming a repro.py that is there
     assert report.returncode == 0 and report.stdout.startswith("# divfuzz root causes"), report.stderr
