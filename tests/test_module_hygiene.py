@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+import re
+
 import ast
 import subprocess
 import sys
@@ -189,3 +191,11 @@ def test_modules_that_keep_torch_lazy_import_none():
     result = subprocess.run([sys.executable, "-c", code, *lazy_for_torch], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert result.returncode == 0, result.stderr
     assert [line for line in result.stdout.splitlines() if not line.endswith(" False")] == []
+
+
+def test_every_deadline_is_a_deadline():
+    """Time has one owner (`divfuzz.records.deadline`): no module builds a deadline by hand as
+    `time.monotonic() + seconds` (issue 51: six did)."""
+    found = [f"{p.relative_to(ROOT)}:{i}" for p in _modules() if p.name != "deadline.py"
+             for i, line in enumerate(p.read_text().splitlines(), 1) if re.search(r"monotonic\(\)\s*\+", line)]
+    assert found == []

@@ -32,6 +32,7 @@ from divfuzz.fuzzer.campaign.sizing import SlotDevice
 from divfuzz.fuzzer.engine.worker import Worker
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.records.buckets import BucketKey
+from divfuzz.records.deadline import Deadline
 
 
 @dataclass(frozen=True)
@@ -204,9 +205,9 @@ class AnalysisPool:
 
     def wait(self, timeout_s: float) -> bool:
         """Wait up to `timeout_s` (in all) for every thread to end; True when all have."""
-        deadline = time.monotonic() + timeout_s
+        deadline = Deadline.after(timeout_s)
         for t in list(self._threads):
-            t.join(max(0.0, deadline - time.monotonic()))
+            t.join(deadline.left())
         return not any(t.is_alive() for t in self._threads)
 
     @property

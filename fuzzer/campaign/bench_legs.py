@@ -45,6 +45,7 @@ from divfuzz.fuzzer.campaign.bench import DefaultCampaign, run_default_campaign
 from divfuzz.fuzzer.campaign.cluster import import_distributed
 from divfuzz.fuzzer.campaign.sizing import HostResources, cuda_indices, probe_host, size_analysis_workers, size_workers
 from divfuzz.records.errors import ConfigError, InternalError
+from divfuzz.records.deadline import Deadline
 
 # How long the local cluster may take to come up (its scheduler file, every worker joined).
 CLUSTER_START_S = 180.0
@@ -227,9 +228,9 @@ def local_fleet(leg: Leg, folder: Path, env: dict, threads: int):
         procs.append(subprocess.Popen(
             [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
              "--scheduler-file", str(scheduler_file)], env=node_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
-        deadline = time.monotonic() + CLUSTER_START_S
+        deadline = Deadline.after(CLUSTER_START_S)
         while not scheduler_file.exists():
-            if time.monotonic() > deadline or procs[0].poll() is not None:
+            if deadline.expired() or procs[0].poll() is not None:
                 raise InternalError(f"the local Dask scheduler did not start: {tail(folder / 'scheduler.log')}")
             time.sleep(0.2)
         nodes = max(1, len(leg.gpus))
@@ -266,10 +267,10 @@ def stop_processes(procs: list[subprocess.Popen]) -> None:
             if p.poll() is None:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(p.pid, sig)
-        deadline = time.monotonic() + STOP_WAIT_S
+        deadline = Deadline.after(STOP_WAIT_S)
         for p in reversed(procs):
             with contextlib.suppress(subprocess.TimeoutExpired):
-                p.wait(max(0.1, deadline - time.monotonic()))
+                p.wait(max(0.1, deadline.left()))
         if all(p.poll() is not None for p in procs):
             return
 

@@ -73,6 +73,7 @@ from divfuzz.records.config import CompileConfig
 from divfuzz.records.errors import ClusterError, ConfigError, InternalError
 from divfuzz.records.outcomes import Status
 from divfuzz.records.verdict import Verdict
+from divfuzz.records.deadline import Deadline
 
 EXTRA = "pip install 'divfuzz[cluster]'"
 # A case whose node is lost is resubmitted on another node at most this many times; a case that
@@ -496,12 +497,12 @@ class Fleet:
     def replacement(self, slot: int, stop: threading.Event) -> tuple[str, SlotDevice]:
         """A live node for a slot whose node left: the one with the fewest slots now, its GPU chosen
         as `plan_slots` would. Waits up to NO_NODE_WAIT_S for one to join."""
-        deadline = time.monotonic() + NO_NODE_WAIT_S
+        deadline = Deadline.after(NO_NODE_WAIT_S)
         while True:
             live = self.live() - self.stats.lost_nodes
             if live or stop.is_set():
                 break
-            if time.monotonic() > deadline:
+            if deadline.expired():
                 raise ClusterError(f"slot {slot}: no Dask worker alive for {NO_NODE_WAIT_S:.0f} s")
             time.sleep(POLL_S)
         if not live:
@@ -628,7 +629,7 @@ class ClusterWorker:
 
         # The node enforces the case's timeout (a HANG verdict); past that and a worker's start-up,
         # a node that says nothing is treated as lost.
-        deadline = time.monotonic() + timeout_s + STARTUP_TIMEOUT_S + 60.0
+        deadline = Deadline.after(timeout_s + STARTUP_TIMEOUT_S + 60.0)
         # Woken by the answer (the future's callback) or an abort, never by a poll: a slot's next
         # draw starts as its request's reply lands. Each POLL_S without one, it looks at the
         # scheduler's worker list (the node may be gone: its task would wait forever).
@@ -649,7 +650,7 @@ class ClusterWorker:
                 continue
             if self.address not in self.fleet.live():
                 raise _Lost("gone from the scheduler's workers")
-            if time.monotonic() > deadline:
+            if deadline.expired():
                 raise _Lost(f"no answer within {timeout_s + STARTUP_TIMEOUT_S + 60.0:.0f} s")
 
     def abort(self) -> None:

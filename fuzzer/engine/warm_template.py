@@ -32,6 +32,8 @@ import threading
 import time
 from multiprocessing import forkserver, resource_tracker
 
+from divfuzz.records.deadline import Deadline
+
 # What the template imports: torch and Dynamo (Dynamo brings Inductor's config). Not Inductor's
 # compile path: importing `torch._inductor.compile_fx` asks CUDA for its device count where a GPU
 # is present, which registers torch's fork handler, and every process forked after that cannot use
@@ -223,10 +225,10 @@ def close_and_reap(fd: int | None, pid: int, wait_s: float) -> None:
             os.close(fd)
         except OSError:
             pass
-    deadline = time.monotonic() + wait_s
+    deadline = Deadline.after(wait_s)
     try:
         while os.waitpid(pid, os.WNOHANG) == (0, 0):
-            if time.monotonic() > deadline:
+            if deadline.expired():
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
                 return
