@@ -60,6 +60,18 @@ def rule_family(rule: str) -> str:
             "recompile": "recompile"}.get(rule, "float")
 
 
+# The failure rules (a compiler that failed: `records.outcomes.COMPILER_FAILURES`' kinds) and the
+# perf oracle's, beside the numeric ones: with them, every rule id divfuzz emits.
+FAILURE_RULES = ("crash", "hang", "compile-error", "runtime-error")
+PERF_RULES = ("slower-beyond-noise", "slower-within-noise", "wrapper-overhead")
+
+# The closed vocabulary of rule ids: a rule id in code is one of these (tests/test_rule_ids.py reads
+# every comparison with a rule and every SeverityReason built). A str enum: `Rule.FEW_ULPS ==
+# "few-ulps"`, so stored rules (text) and literals compare with its members as they are.
+Rule = enum.Enum("Rule", {r.upper().replace("-", "_"): r for r in (*NUMERIC_RULES, *FAILURE_RULES, *PERF_RULES)}, type=str)
+RULE_IDS = frozenset(r.value for r in Rule)
+
+
 @dataclass(frozen=True)
 class SeverityReason:
     """A severity with the rule that gave it, the output it is about, and the measured numbers."""
