@@ -2,7 +2,7 @@
 
 Invariants: the folder is written whole or not at all (files go to a temporary folder that is
 renamed into place), so a killed campaign never leaves half a bucket. The folder it is written
-into is a real folder, not a symlink (`divfuzz.reports.safe_paths.plain_folder`). Every file or folder name
+into is a real folder, not a symlink (`divfuzz.records.safe_paths.plain_folder`). Every file or folder name
 that comes from data goes through `slugify` or `is_slug` and `child_path`: it is a plain slug
 and resolves (symlinks followed) to a direct child of its target folder, or it is refused.
 """
@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from divfuzz.records.buckets import BucketKey
-from divfuzz.records.errors import DivfuzzError, UnsafePathError
+from divfuzz.records.errors import DivfuzzError
 from divfuzz.records.severity import SeverityReason
 from divfuzz.reports.kill_points import kill_point
-from divfuzz.reports.safe_paths import check_plain, plain_folder
+from divfuzz.records.safe_paths import check_plain, child_path, is_slug, plain_folder
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.reports.issue_check import DefaultsCheck, run_rendered_script
 from divfuzz.reports.issue_folder import issue_files, write_issue_files
@@ -32,36 +32,6 @@ from divfuzz.reports.repro import render_repro
 if TYPE_CHECKING:
     from divfuzz.records.config import CompileConfig
     from divfuzz.records.verdict import Verdict
-
-
-SLUG_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}")
-
-
-def is_slug(name: str) -> bool:
-    """A name safe for any file system and shell: ASCII letters, digits, `_` and `-`, not starting
-    with `-` or `_`, at most 100 characters (so never `.`, `..`, a path or a hidden file)."""
-    return isinstance(name, str) and SLUG_PATTERN.fullmatch(name) is not None
-
-
-def slugify(text: str, *, limit: int = 60) -> str:
-    """`text` as a slug (runs of other characters become `-`); '' when nothing usable is left."""
-    slug = re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-_")[:limit].strip("-_")
-    return slug if is_slug(slug) else ""
-
-
-def child_path(root: Path, name: str, *, what: str = "name") -> Path:
-    """`root / name`, refused unless `name` is a slug (with an optional `.json`/`.py` suffix)
-    and the path resolves inside `root` (a symlink there pointing elsewhere is refused too)."""
-    stem, _, suffix = name.partition(".")
-    if not is_slug(stem) or suffix not in ("", "json", "py"):
-        raise UnsafePathError(
-            f"{what} {name!r} is not a safe file name (letters, digits, '_' and '-', starting with a letter or digit)"
-        )
-    path = root / name
-    resolved_root = root.resolve()
-    if path.resolve().parent != resolved_root:
-        raise UnsafePathError(f"{what} {name!r}: {path} resolves to {path.resolve()}, outside {resolved_root}")
-    return path
 
 
 def bucket_folder_name(bucket_id: int, key: "BucketKey") -> str:

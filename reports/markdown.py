@@ -17,7 +17,7 @@ from divfuzz.generators.coverage import op_coverage
 from divfuzz.generators.features import feature_coverage
 from divfuzz.records.errors import UnsafePathError
 from divfuzz.records.severity import Severity
-from divfuzz.reports.safe_paths import read_text
+from divfuzz.records.safe_paths import read_text
 
 if TYPE_CHECKING:
     from divfuzz.records.verdict import Verdict

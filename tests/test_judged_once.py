@@ -101,7 +101,7 @@ def test_bucket_folders_have_one_writer():
     # bucket_folders writes and copies a campaign's folders (merge's too); minimize SPEC writes its own
     # out folder, with no store; analysis.write_bucket and safe_paths are the helpers they call.
     assert writers == ["fuzzer/campaign/bucket_folders.py", "fuzzer/cli/minimize_command.py", "fuzzer/triage/analysis.py",
-                       "reports/safe_paths.py"], writers
+                       "records/safe_paths.py"], writers
 
 
 def test_the_checks_see_a_call_however_it_is_written():

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from divfuzz.fuzzer.cli.main import main
 from divfuzz.fuzzer.store import SCHEMA_VERSION, STORE_NAME, Store
 from divfuzz.records.errors import StoreError, UnsafePathError
-from divfuzz.reports.safe_paths import open_plain
+from divfuzz.records.safe_paths import open_plain
 from test_input_errors import small_store
 
 
@@ -243,7 +243,7 @@ def test_the_html_report_and_the_logs_are_never_written_through_a_planted_name(t
     """report.html's temporary file had a guessable name (`.report.html.tmp-<pid>`) opened with
     a plain `open`: a symlink planted there was followed."""
     from divfuzz.reports.html import write_page
-    from divfuzz.reports.safe_paths import write_text_plain
+    from divfuzz.records.safe_paths import write_text_plain
 
     unrelated = tmp_path / "unrelated.txt"
     unrelated.write_text("kept")

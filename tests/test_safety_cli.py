@@ -21,7 +21,7 @@ from divfuzz.fuzzer.cli.main import main
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.errors import ConfigError
 from divfuzz.records.errors import UnsafePathError
-from divfuzz.reports.files import child_path, slugify
+from divfuzz.records.safe_paths import child_path, slugify
 from test_spec_safety import base, rename
 
 ROOT = Path(__file__).resolve().parent.parent

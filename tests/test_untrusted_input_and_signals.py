@@ -4,7 +4,7 @@ real command line where that is cheap: the exit code, the message, and the files
 Classes and the one rule each is held to:
 - Inductor keys: only `divfuzz.records.config.INDUCTOR_SWITCHES`, each value of its type (no program,
   path, module or callable ever comes from a config);
-- paths: `divfuzz.reports.safe_paths` opens everything under --out, a store or a corpus (no symlink
+- paths: `divfuzz.records.safe_paths` opens everything under --out, a store or a corpus (no symlink
   followed, no FIFO waited on);
 - numbers: `divfuzz.records.numbers` (finite, in range) for every option and file;
 - signals: `divfuzz.fuzzer.cli.interrupts` (exit 2, no half-written file, no orphan worker);

@@ -30,7 +30,7 @@ from divfuzz.generators.shape_siblings import SHAPE_SIBLINGS
 from divfuzz.records.verdict import is_phase_span, nested_span
 from divfuzz.fuzzer.store import Store, resolve_store
 from divfuzz.records.errors import ConfigError
-from divfuzz.reports.safe_paths import check_plain, read_text
+from divfuzz.records.safe_paths import check_plain, read_text
 
 # The in-worker spans, in the order a case runs them; others (a hang's "case") come after.
 SPAN_ORDER = ("build", "eager", "compile_forward", "compile_backward", "reference", "compiled_run", "oracles")

@@ -37,7 +37,7 @@ from divfuzz.records.verdict import Verdict
 from divfuzz.generators.validate import load_spec
 from divfuzz.reports.files import bucket_folder_name, remove_unfinished_folders, write_bucket_folder
 from divfuzz.reports.kill_points import kill_point
-from divfuzz.reports.safe_paths import copy_plain_tree, plain_folder
+from divfuzz.records.safe_paths import copy_plain_tree, plain_folder
 
 # Bucket folders are written from the slots' and the pool's threads: one at a time, so that two
 # writers never race on one bucket's folder name. Reentrant: filing a root cause holds it around

@@ -86,7 +86,7 @@ from divfuzz.generators.spec import GraphSpec
 from divfuzz.generators.validate import load_spec
 from divfuzz.records.outcomes import ends_group
 from divfuzz.records.severity import Severity
-from divfuzz.reports.safe_paths import check_plain, read_text, write_atomic, write_text_plain
+from divfuzz.records.safe_paths import check_plain, read_text, write_atomic, write_text_plain
 from divfuzz.reports.terminal import one_line, terminal_safe
 
 

@@ -43,8 +43,8 @@ from divfuzz.fuzzer.campaign.bucket_folders import Filing
 from divfuzz.fuzzer.store import STORE_NAME, CampaignLock, Store, describe_sqlite_error, resolve_store
 from divfuzz.records.errors import StoreError, UnsafePathError
 from divfuzz.records.severity import Severity
-from divfuzz.reports.files import child_path
-from divfuzz.reports.safe_paths import remove_made
+from divfuzz.records.safe_paths import child_path
+from divfuzz.records.safe_paths import remove_made
 
 @dataclass
 class MergeSummary:

@@ -46,7 +46,7 @@ from divfuzz.generators.input_siblings import DEFAULT_INPUTS_PER_COMPILE, MAX_IN
 from divfuzz.records.config import check_backend_syntax
 from divfuzz.records.errors import ConfigError, OutputError
 from divfuzz.records.severity import ORDER
-from divfuzz.reports.safe_paths import remove_made
+from divfuzz.records.safe_paths import remove_made
 
 
 
@@ -232,7 +232,7 @@ def _cluster_address(address: str | None, scheduler_file: Path | None, replay_kn
         raise ConfigError("--replay-known with --cluster: known specs are replayed on one host (run it without --cluster)")
     if scheduler_file is not None:  # a FIFO or a device is refused, never waited on
         # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
-        from divfuzz.reports.safe_paths import check_plain
+        from divfuzz.records.safe_paths import check_plain
 
         if not check_plain(scheduler_file.resolve() if scheduler_file.exists() else scheduler_file, what="--cluster-file"):
             raise ConfigError(f"--cluster-file {scheduler_file}: no such file")

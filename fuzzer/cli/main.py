@@ -32,7 +32,7 @@ from divfuzz.fuzzer.cli.recheck_command import recheck
 from divfuzz.fuzzer.cli.replay_command import replay
 from divfuzz.fuzzer.cli.report_command import report
 from divfuzz.records.errors import DivfuzzError
-from divfuzz.reports.safe_paths import open_plain
+from divfuzz.records.safe_paths import open_plain
 from divfuzz.reports.terminal import one_line
 
 

@@ -345,7 +345,7 @@ def names_option(text: str | None, option: str, *, known: tuple[str, ...]) -> tu
 def read_input(path: Path) -> str:
     """A file the user named (a spec): symlinks followed, but a FIFO or a device is refused, never waited on."""
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
-    from divfuzz.reports.safe_paths import read_user_file
+    from divfuzz.records.safe_paths import read_user_file
 
     try:
         return read_user_file(path, what="input")

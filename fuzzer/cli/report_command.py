@@ -75,7 +75,7 @@ def bucket_issue(store_path: Path, out_dir: Path, bucket_id: int | None) -> str:
     from divfuzz.fuzzer.store import Store
     from divfuzz.reports.files import bucket_folder_name
     from divfuzz.reports.issue_folder import ISSUE_MARKDOWN
-    from divfuzz.reports.safe_paths import read_text
+    from divfuzz.records.safe_paths import read_text
 
     if bucket_id is None:
         raise ConfigError("--issue prints one bucket's issue.md: give --bucket N")

@@ -28,7 +28,7 @@ import traceback
 from pathlib import Path
 
 from divfuzz.records.errors import UnsafePathError
-from divfuzz.reports.files import slugify
+from divfuzz.records.safe_paths import slugify
 
 # The folder under `divfuzz/` in the user's cache home (and the old name beside a store, now ignored).
 COMPILE_CACHE = "compile-cache"

@@ -34,7 +34,7 @@ from divfuzz.records.errors import BaselineError, DivfuzzError
 from divfuzz.records.outcomes import Status
 from divfuzz.records.severity import Severity, SeverityReason
 from divfuzz.records.verdict import Verdict
-from divfuzz.reports.safe_paths import read_user_file
+from divfuzz.records.safe_paths import read_user_file
 from divfuzz.fuzzer.finding.judgement import judge
 
 BASELINE_SCHEMA_VERSION = 3  # 2: keyed by CPU capability / GPU architecture (`arch`); 3: the machine, severities required

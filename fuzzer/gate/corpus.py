@@ -22,8 +22,8 @@ from divfuzz.records.errors import SpecError, UnsafePathError
 from divfuzz.generators.registry import get_op
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.generators.validate import load_spec
-from divfuzz.reports.files import child_path, is_slug, slugify
-from divfuzz.reports.safe_paths import check_plain, plain_folder, read_text, write_atomic
+from divfuzz.records.safe_paths import child_path, is_slug, slugify
+from divfuzz.records.safe_paths import check_plain, plain_folder, read_text, write_atomic
 from divfuzz.fuzzer.gate.baseline import load_baseline
 
 Feature = tuple[str, str, str]
@@ -103,7 +103,7 @@ def known_divergences(corpus_dir: Path) -> frozenset[str]:
 
 def read_spec_text(path: Path, *, named_by_user: bool = False) -> str:
     """A spec file's text as UTF-8; SpecError naming the file when it cannot be read or decoded.
-    A corpus file must be a regular file, not a symlink (`divfuzz.reports.safe_paths`); a file the user
+    A corpus file must be a regular file, not a symlink (`divfuzz.records.safe_paths`); a file the user
     named (`corpus add SOURCE`) may be a symlink, never a FIFO or a device."""
     try:
         return read_text(path, what="spec file", follow=named_by_user)

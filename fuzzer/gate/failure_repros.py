@@ -10,7 +10,7 @@ from typing import Sequence
 
 from divfuzz.fuzzer.gate.corpus import CorpusSpec
 from divfuzz.records.config import CompileConfig
-from divfuzz.reports.files import child_path
+from divfuzz.records.safe_paths import child_path
 from divfuzz.reports.repro import render_repro
 
 

@@ -31,7 +31,7 @@ def gate_fuzz(*, device: str, config: CompileConfig, seed: int, budget_s: float 
     # lazy: heavy: the campaign loop and its workers; only gate --fuzz needs them
     from divfuzz.fuzzer.campaign import campaign_options, loop
     from divfuzz.fuzzer.store import Store
-    from divfuzz.reports.files import child_path
+    from divfuzz.records.safe_paths import child_path
 
     tmp = Path(tempfile.mkdtemp(prefix="divfuzz-gate-fuzz-"))
     try:

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from divfuzz.records.errors import StoreBusyError, StoreError
-from divfuzz.reports.safe_paths import open_plain
+from divfuzz.records.safe_paths import open_plain
 
 
 class CampaignLock:

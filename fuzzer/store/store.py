@@ -71,7 +71,7 @@ from divfuzz.fuzzer.store.schema import (
 from divfuzz.records.buckets import BucketKey
 from divfuzz.records.errors import InternalError, StoreError
 from divfuzz.records.severity import BucketSeverity, Severity
-from divfuzz.reports.safe_paths import check_plain, refuse_hard_link
+from divfuzz.records.safe_paths import check_plain, refuse_hard_link
 
 SEVERITIES = tuple(s.value for s in Severity)
 _CASE_PAGE = 500  # cases read at a time by `iter_cases` (a shard's store may not fit in memory)

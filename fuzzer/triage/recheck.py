@@ -31,7 +31,7 @@ from divfuzz.reports.files import bucket_folder_name
 from divfuzz.reports.issue_check import CHECK_TIMEOUT_S, interpreter_torch, run_issue_script
 from divfuzz.reports.issue_folder import ISSUE_MARKDOWN, ISSUE_SCRIPT
 from divfuzz.reports.issue_markdown import with_recheck_section
-from divfuzz.reports.safe_paths import check_plain, read_text, write_atomic
+from divfuzz.records.safe_paths import check_plain, read_text, write_atomic
 
 
 @dataclass(frozen=True)

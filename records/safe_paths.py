@@ -17,6 +17,7 @@ Torch-free and import-light: the store, the corpus, the CLI and the report write
 from __future__ import annotations
 
 import os
+import re
 import stat
 import tempfile
 from pathlib import Path
@@ -221,3 +222,33 @@ def remove_made(made: list[Path], lock: Path | None) -> None:
             folder.rmdir()
         except OSError:
             break
+
+
+SLUG_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}")
+
+
+def is_slug(name: str) -> bool:
+    """A name safe for any file system and shell: ASCII letters, digits, `_` and `-`, not starting
+    with `-` or `_`, at most 100 characters (so never `.`, `..`, a path or a hidden file)."""
+    return isinstance(name, str) and SLUG_PATTERN.fullmatch(name) is not None
+
+
+def slugify(text: str, *, limit: int = 60) -> str:
+    """`text` as a slug (runs of other characters become `-`); '' when nothing usable is left."""
+    slug = re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-_")[:limit].strip("-_")
+    return slug if is_slug(slug) else ""
+
+
+def child_path(root: Path, name: str, *, what: str = "name") -> Path:
+    """`root / name`, refused unless `name` is a slug (with an optional `.json`/`.py` suffix)
+    and the path resolves inside `root` (a symlink there pointing elsewhere is refused too)."""
+    stem, _, suffix = name.partition(".")
+    if not is_slug(stem) or suffix not in ("", "json", "py"):
+        raise UnsafePathError(
+            f"{what} {name!r} is not a safe file name (letters, digits, '_' and '-', starting with a letter or digit)"
+        )
+    path = root / name
+    resolved_root = root.resolve()
+    if path.resolve().parent != resolved_root:
+        raise UnsafePathError(f"{what} {name!r}: {path} resolves to {path.resolve()}, outside {resolved_root}")
+    return path
