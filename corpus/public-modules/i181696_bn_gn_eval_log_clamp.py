@@ -15,9 +15,9 @@ import torch.nn as nn
 class Model(nn.Module):
     def __init__(self):
         super().__init__()
-        self.bn = nn.BatchNorm1d(10).eval()
+        self.bn = nn.BatchNorm1d(10).train(False)
         self.elu = nn.ELU()
-        self.gn = nn.GroupNorm(10, 10).eval()
+        self.gn = nn.GroupNorm(10, 10).train(False)
 
     def forward(self, x):
         t = self.bn(x)
@@ -28,5 +28,5 @@ class Model(nn.Module):
 
 def make_case():
     torch.manual_seed(0)
-    model = Model().eval()
+    model = Model().train(False)
     return model, (torch.ones([6, 10, 12]),)
