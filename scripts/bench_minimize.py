@@ -25,6 +25,23 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 
+def drawn_specs(strategy, examples: int, keep=lambda spec: True) -> list:
+    """The specs Hypothesis draws from `strategy` with seed 0 (the same list on every run), those `keep` takes."""
+    from hypothesis import HealthCheck, given, seed, settings
+
+    specs = []
+
+    @settings(max_examples=examples, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    @seed(0)
+    @given(strategy)
+    def draw(spec):
+        if keep(spec):
+            specs.append(spec)
+
+    draw()
+    return specs
+
+
 def main() -> int:
     from divfuzz.records.config import CompileConfig
     from divfuzz.fuzzer.triage.analysis import analyze_finding
@@ -45,19 +62,9 @@ def main() -> int:
 
         specs = [layer_norm_linear(4096), sigmoid_gate(4096), unary_bf16("gelu")][: args.n]
     else:
-        from hypothesis import HealthCheck, given, seed, settings
-
         from divfuzz.generators.strategies import graph_specs
 
-        specs = []
-
-        @settings(max_examples=args.n * 20, database=None, deadline=None, suppress_health_check=list(HealthCheck))
-        @seed(0)
-        @given(graph_specs(max_ops=12, allow_backward=False))
-        def draw(spec):
-            specs.append(spec)
-
-        draw()
+        specs = drawn_specs(graph_specs(max_ops=12, allow_backward=False), args.n * 20)
     worker = Worker(args.device)
     rows = []
     try:
@@ -88,8 +95,6 @@ def main() -> int:
 
 def bench_planted(args) -> int:
     """Ops and compiles of minimizations with and without the first step, on planted-bug findings."""
-    from hypothesis import HealthCheck, given, seed, settings
-
     from divfuzz.fuzzer.engine.worker import CaseRequest, Worker
     from divfuzz.fuzzer.finding.judgement import judge
     from divfuzz.fuzzer.triage.shrink import PASSES, case_predicate, minimize_spec
@@ -97,16 +102,8 @@ def bench_planted(args) -> int:
     from divfuzz.records.config import CompileConfig
 
     config = CompileConfig(backend=f"divfuzz.fuzzer.engine.planted:{args.backend}")
-    specs = []
-
-    @settings(max_examples=400, database=None, deadline=None, suppress_health_check=list(HealthCheck))
-    @seed(0)
-    @given(graph_specs(min_ops=6, max_ops=12, modes=(), dynamic=False))
-    def draw(spec):
-        if len(spec.outputs) >= 2:
-            specs.append(spec)
-
-    draw()
+    specs = drawn_specs(graph_specs(min_ops=6, max_ops=12, modes=(), dynamic=False), 400,
+                        keep=lambda spec: len(spec.outputs) >= 2)
     worker = Worker(args.device)
     rows = []
     try:
