@@ -110,6 +110,8 @@ def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.
         "n_naninf": naninf.sum().to(torch.float64),
         # eager non-finite exactly as fp64 is (NaN as NaN, inf of the same sign), compiled not so
         "n_naninf_eager_exact": (naninf.flatten() & ~torch.isfinite(e64) & ~nan_inf_mismatch(e64, r64)).sum().to(torch.float64),
+        # ... of them, eager's NaN is fp64's and compiled holds a number there (a NaN lost)
+        "n_nan_lost": (naninf.flatten() & torch.isnan(e64) & torch.isnan(r64) & torch.isfinite(c64)).sum().to(torch.float64),
         "n_zero_sign": zero_sign.sum().to(torch.float64),
         "n_zero_sign_wrong": (zero_sign & (r64 == 0) & (torch.signbit(r64) == torch.signbit(e64))).sum().to(torch.float64),
         **_error_measures(e64, c64, r64, err_e, err_c, finite, diff_finite),
@@ -130,6 +132,7 @@ def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.
         ulp_histogram=tuple((label, int(m[f"bin {label}"])) for label in ULP_BIN_LABELS),
         nan_inf_mismatch=int(m["n_naninf"]),
         n_naninf_eager_exact=int(m["n_naninf_eager_exact"]),
+        n_nan_lost=int(m["n_nan_lost"]),
         n_zero_sign=int(m["n_zero_sign"]),
         n_zero_sign_wrong=int(m["n_zero_sign_wrong"]),
         triage=_triage(m["n_diff"], m["sum_e"], m["sum_c"]),

@@ -124,12 +124,25 @@ def input_peak_fraction(inputs: Sequence, dtype: torch.dtype) -> float:
     return peak
 
 
+def inputs_nonfinite(inputs: Sequence) -> bool:
+    """Whether any floating tensor among `inputs` holds NaN or an infinity."""
+    return any(isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel()
+               and not bool(torch.isfinite(x.detach()).all()) for x in inputs)
+
+
 def _with_input_peak(v: OutputVerdict, inputs: Sequence | None) -> OutputVerdict:
+    """`v` with what its rules read of the case's inputs: their peak over the range where compiled
+    has new NaN/Inf (`input_peak_fraction`), whether any is NaN/Inf where a NaN is lost
+    (`inputs_nonfinite`); unmeasured (their defaults) without `inputs`."""
     fc = v.float_cmp
-    if inputs is None or fc is None or not fc.n_nonfinite_new:
+    if inputs is None or fc is None or not (fc.n_nonfinite_new or fc.n_nan_lost > 0):
         return v
-    fraction = input_peak_fraction(inputs, getattr(torch, fc.dtype))
-    return dataclasses.replace(v, float_cmp=dataclasses.replace(fc, input_peak_fraction=fraction))
+    facts = {}
+    if fc.n_nonfinite_new:
+        facts["input_peak_fraction"] = input_peak_fraction(inputs, getattr(torch, fc.dtype))
+    if fc.n_nan_lost > 0:
+        facts["inputs_nonfinite"] = int(inputs_nonfinite(inputs))
+    return dataclasses.replace(v, float_cmp=dataclasses.replace(fc, **facts))
 
 
 def _needs_conditioning(v: OutputVerdict) -> bool:

@@ -24,7 +24,7 @@ from divfuzz.records.severity import Severity
 
 # The rules a mechanism may explain: the bug rules a numeric difference can fake. Never a
 # compiler failure or an output of another type or shape (`output-type-mismatch`).
-EXPLAINABLE_RULES = frozenset({"nan-inf-new", "nan-inf-wrong", "zero-sign-wrong", "float-gross-worse", "int-valued-wrong", "int-gross"})
+EXPLAINABLE_RULES = frozenset({"nan-inf-new", "nan-inf-wrong", "nan-inf-lost", "zero-sign-wrong", "float-gross-worse", "int-valued-wrong", "int-gross"})
 
 
 # Suspect rules that say the output is sensitive, not that compiled is right: an ill-conditioned

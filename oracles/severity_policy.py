@@ -169,6 +169,17 @@ def _float_reason(name: str, fc) -> SeverityReason | None:
     if fc.n_nonfinite_new:
         return SeverityReason(Severity.BUG, "nan-inf-new", name,
                               f"{fc.n_nonfinite_new}/{fc.numel} {fc.dtype} elements are NaN/Inf in compiled where eager and fp64 are finite")
+    if fc.n_nan_lost > 0 and fc.inputs_nonfinite == 0:
+        # A NaN the graph's own definition gives on finite inputs (the mean of an empty tensor,
+        # 0/0, the angle of rsqrt's NaN), which eager and fp64 agree on, and compiled returns a
+        # number there: var_mean of an empty tensor giving mean 0. (issue 197108, labelled for
+        # release triage, root-caused to the Welford lowering's identity); rsqrt -> angle giving 1
+        # for NaN (issue 143978, open). No maintainer has called a lost NaN intended, and no
+        # evaluation order makes a NaN finite without its inputs' help. With a NaN or an infinity
+        # among the inputs it stays `nan-inf-wrong` below (propagation at the range's edge, split).
+        return SeverityReason(Severity.BUG, "nan-inf-lost", name,
+                              f"{fc.n_nan_lost}/{fc.numel} {fc.dtype} elements are NaN in eager and fp64, with every input finite, "
+                              f"and a number in compiled: the compiled graph loses a NaN its definition gives")
     if fc.nan_inf_mismatch and fc.n_naninf_eager_exact > 0:
         # Where eager's NaN or infinity is exactly fp64's (NaN as NaN, an infinity of the same
         # sign) and compiled gives another value there, the record is split: a -0.0 whose sign a
@@ -408,7 +419,8 @@ _COMPILER_FAILURE_RULES = {status.value: kind.value for status, kind in COMPILER
 # rules above emit). A key's severity starts here (`key_severity`).
 RULE_SEVERITY: dict[str, Severity] = {
     **{rule: Severity.BUG for rule in _COMPILER_FAILURE_RULES.values()},
-    "output-type-mismatch": Severity.BUG, "nan-inf-new": Severity.BUG, "nan-inf-wrong": Severity.SUSPECT, "zero-sign-wrong": Severity.SUSPECT,
+    "output-type-mismatch": Severity.BUG, "nan-inf-new": Severity.BUG, "nan-inf-wrong": Severity.SUSPECT, "nan-inf-lost": Severity.BUG,
+    "zero-sign-wrong": Severity.SUSPECT,
     "int-valued-wrong": Severity.BUG,
     "float-gross-worse": Severity.BUG, "int-gross": Severity.BUG, "slower-beyond-noise": Severity.BUG,
     "nan-inf-range-edge": Severity.SUSPECT, "nan-inf-ill-conditioned": Severity.SUSPECT,

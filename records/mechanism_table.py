@@ -86,7 +86,7 @@ class Mechanism:
 # the answer is ill-conditioned are not here: there the conditioning, not the rounding, decides.
 DECISIVE_RULES = frozenset({
     "int-valued-wrong", "int-gross", "int-flip", "int-boundary", "int-valued-boundary", "int-eager-inexact",
-    "compiled-fp64-correct", "nan-inf-new", "nan-inf-moved", "nan-inf-wrong",
+    "compiled-fp64-correct", "nan-inf-new", "nan-inf-moved", "nan-inf-wrong", "nan-inf-lost",
 })
 # Not the sign of a zero by itself: PR 196031 keeps eager's signed zeros only under
 # numerics="strict", so a rounding that flips one decides nothing the default promises.

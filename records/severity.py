@@ -40,7 +40,7 @@ COMPILER_SEVERITIES = ORDER[:4]
 # bugs file (`divfuzz.records.known_bugs`), the gate and the reports name rules by. A test holds the policy
 # and this list equal.
 NUMERIC_RULES = (
-    "output-type-mismatch", "nan-inf-range-edge", "nan-inf-wrong", "zero-sign-wrong", "stride-mismatch", "recompile", "nan-inf-ill-conditioned", "nan-inf-new", "int-valued-wrong", "int-valued-ill-conditioned", "int-valued-boundary",
+    "output-type-mismatch", "nan-inf-range-edge", "nan-inf-wrong", "nan-inf-lost", "zero-sign-wrong", "stride-mismatch", "recompile", "nan-inf-ill-conditioned", "nan-inf-new", "int-valued-wrong", "int-valued-ill-conditioned", "int-valued-boundary",
     "gross-worse-ill-conditioned", "float-gross-worse", "nan-inf-moved", "eager-gross-worse", "few-ulps-unreferenced",
     "unreferenced", "compiled-closer", "rmse-worse", "few-ulps", "within-same", "many-ulps", "many-ulps-worse", "undefined-cast",
     "compiled-fp64-correct", "int-ill-conditioned", "int-eager-inexact", "int-gross", "int-boundary", "int-flip", "precision-knob",

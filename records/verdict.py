@@ -73,6 +73,12 @@ class FloatComparison:
     # NaN, an infinity of the same sign): there the non-finite value is the definition, and
     # compiled's other answer is wrong (-1: not measured, a verdict stored before it was).
     n_naninf_eager_exact: int = -1
+    # ... of them, those where eager's value is NaN as fp64's is and compiled's is a finite number:
+    # a NaN the definition gives (an empty mean, 0/0) turned into a number (-1: not measured).
+    n_nan_lost: int = -1
+    # Whether any floating input holds NaN or Inf (1) or none does (0); measured only where a NaN is
+    # lost (`n_nan_lost`), -1 otherwise: a NaN lost with all inputs finite came from the graph itself.
+    inputs_nonfinite: int = -1
     # Zeros of the other sign than eager's (-0.0 against +0.0: ULP-equal, yet 1 / z tells them
     # apart), and of them those where fp64's zero has eager's sign.
     n_zero_sign: int = 0

@@ -201,6 +201,16 @@ class ModelStep:
 
         return forward
 
+    def tensors(self) -> list:
+        """The model's tensors: its arguments' and keyword arguments' tensors, then its parameters
+        and buffers (none for a plain function)."""
+        # lazy: torch-free module: it loads torch only when this runs
+        import torch
+        import torch.utils._pytree as pytree
+
+        own = [*self.model.parameters(), *self.model.buffers()] if isinstance(self.model, torch.nn.Module) else []
+        return [x for x in pytree.tree_leaves((self.args, self.kwargs)) if isinstance(x, torch.Tensor)] + own
+
     def run(self, backend: str | Callable | None = None, *, float64: bool = False) -> list[tuple[str, Any]]:
         """One step on a fresh copy of the model and inputs; returns (name, tensor) outputs, with
         parameter and input gradients appended under `--train`. `backend` None runs eagerly; a
@@ -262,18 +272,20 @@ class ModelStep:
         return [(n, t.detach()) for n, t in outs] + [("loss", loss.detach())] + grads
 
 
-def whole_model_verdict(eager: list, compiled: list, ref: list | None):
+def whole_model_verdict(eager: list, compiled: list, ref: list | None, inputs: list | None = None):
     """The model's own named outputs, eager vs compiled, each against fp64, by the one output judge
     (`divfuzz.oracles.judge`): a `Verdict` that `divfuzz.oracles.severity_policy` judges like a campaign's. Integer outputs
     have no pre-image here (unknown boundary distance); their fp64 verdict comes from the float64
-    run when it has one. Outputs are matched by position (their names are the model's own)."""
+    run when it has one. Outputs are matched by position (their names are the model's own).
+    `inputs`, the model's tensors (`ModelStep.tensors`), let the rules that read the inputs
+    measure them (whether a NaN it loses came from one)."""
     # lazy: torch-free module: it loads torch only when this runs
     from divfuzz.oracles.judge import judge_outputs, verdict_of
 
     names = [f"{i}:{name}" for i, (name, _) in enumerate(eager)]
     rename = lambda side: [(f"{i}:{name}", t) for i, (name, t) in enumerate(side)]  # noqa: E731
     refs = rename(ref) if ref is not None and len(ref) == len(eager) else None
-    outputs = judge_outputs(rename(eager), rename(compiled), refs)
+    outputs = judge_outputs(rename(eager), rename(compiled), refs, inputs=inputs)
     shown = {n: n.split(":", 1)[1] for n in names}
     return verdict_of([dataclasses.replace(o, name=shown.get(o.name, o.name)) for o in outputs])
 
@@ -477,7 +489,7 @@ def capture_user_case(case, *, ref: str, device: str, dtype: str | None, autocas
             ref64 = run.run(float64=True)
         except Exception:  # a model that does not run in float64 is judged without a reference
             ref64 = None
-        verdict = whole_model_verdict(eager, compiled, ref64)
+        verdict = whole_model_verdict(eager, compiled, ref64, run.tensors())
     lines = verdict_lines_of(verdict)
     whole = worth_reducing(verdict)
     reason = judge(verdict).reason
@@ -556,7 +568,7 @@ def _graphs_to_reduce(graphs: list, cap: CaseCapture, run: ModelStep, eager, ref
             cap.notes.append(line)
             return [graphs[i] for i in cap.culprits]
         with contextlib.suppress(Exception):  # one graph that cannot compile alone is not the culprit
-            if worth_reducing(whole_model_verdict(eager, run.run(_CompileOne(g.index)), ref64)):
+            if worth_reducing(whole_model_verdict(eager, run.run(_CompileOne(g.index)), ref64, run.tensors())):
                 cap.culprits.append(g.index)
     if cap.culprits:
         return [graphs[i] for i in cap.culprits]
