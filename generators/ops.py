@@ -795,6 +795,21 @@ for _name in ("remainder", "fmod"):
         )
     )
 
+# ---- binary selections: minimum and maximum return one of their operands (IEEE 754-2019 orders
+# -0.0 below +0.0, and NaN propagates; the recipes put signed zeros and NaN-free ties in them) ----
+
+for _name in ("minimum", "maximum"):
+    _edge(
+        OpDef(
+            name=_name,
+            family="pointwise",
+            arity=2,
+            accepts=_two_same,
+            infer=_same_binary,
+            code=(lambda f: lambda a, p: f"torch.{f}({a[0]}, {a[1]})")(_name),
+        )
+    )
+
 # ---- comparisons of a tensor with a Python scalar ----
 # PyTorch's promotion: a Python float does not promote a tensor of a floating dtype, so
 # `bf16_tensor > 0.1` compares in bfloat16 against 0.1 rounded to bfloat16 (through float32, as

@@ -25,7 +25,8 @@ def same_values(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 def rule_elements(rule: str, eager: torch.Tensor, compiled: torch.Tensor) -> torch.Tensor:
     """The elements of an output that `rule` is about: the new NaN/Inf for `nan-inf-new`, the
-    grossly different ones for `float-gross-worse`; every differing element otherwise, or when
+    grossly different ones for `float-gross-worse`, the zeros of the other sign for
+    `zero-sign-wrong`; every differing element otherwise, or when
     the rule's own set is empty. Rounding differences elsewhere in the output (a reordered sum
     differs in its last bits everywhere) are not what a mechanism has to account for."""
     if not compiled.is_floating_point():
@@ -33,6 +34,8 @@ def rule_elements(rule: str, eager: torch.Tensor, compiled: torch.Tensor) -> tor
     differing = ~same_values(eager, compiled)
     if rule == "nan-inf-new":
         named = ~torch.isfinite(compiled) & torch.isfinite(eager)
+    elif rule == "zero-sign-wrong":  # zeros compare equal: these differ in the sign bit alone
+        named = (eager == 0) & (compiled == 0) & (torch.signbit(eager) != torch.signbit(compiled))
     elif rule == "float-gross-worse":
         e, c = eager.double(), compiled.double()
         apart = (e - c).abs() > GROSS_RELATIVE * torch.maximum(e.abs(), c.abs())

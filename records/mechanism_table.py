@@ -239,6 +239,25 @@ _ROWS = (
          Grounding("pytorch/pytorch#184408 (open, high priority)", "the issue",
                    "trunc division: the floor path was previously fixed to use IEEE-correct division (div_rn)", "bug")),
     ),
+    Mechanism(
+        "signed-zero-selection", Severity.BUG,
+        "a value-selecting op (minimum, maximum, amax, max) choosing the other of two signed zeros",
+        "the zeros of the other sign are outputs of an op that returns one of its operands' values, where those operands "
+        "offer a zero of each sign: IEEE 754-2019's minimum and maximum order -0 below +0, eager follows it, and a kernel "
+        "that selects with a < b treats them as equal; fixed as a bug on CUDA, while on the CPU the fix is open and CPU "
+        "eager itself differs between its scalar and SIMD paths",
+        (Grounding("pytorch/pytorch PR 186933 (issue 185610, CUDA)", "jansel merged it",
+                   "triton_helpers.minimum uses a < b which treats -0.0 == +0.0, causing minimum(-0.0, +0.0) to return +0.0 "
+                   "instead of -0.0. Use tl.minimum ... which follows IEEE 754 signed zero semantics", "bug"),
+         Grounding("pytorch/pytorch PR 185765 (issue 185610)", "the PR",
+                   "fixes a correctness discrepancy between eager mode and Inductor for torch.minimum, torch.maximum, and "
+                   "their _with_index (argmin/argmax) variants when handling signed zeros", "bug"),
+         Grounding("pytorch/pytorch#194347 (open) and PR 194472 (open, CPU)", "the PR",
+                   "CPU eager mode itself is inconsistent here (the scalar tail path keeps the first operand while the SIMD "
+                   "path effectively keeps the second), so 'match eager exactly' is not well-defined", "split")),
+        record="split", record_note="on the CPU: the fix is open and CPU eager itself is inconsistent; read suspect there",
+        on_devices=(("cpu", Severity.SUSPECT),),
+    ),
 )
 
 MECHANISMS: dict[str, Mechanism] = {row.id: row for row in _ROWS}

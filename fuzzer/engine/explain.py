@@ -57,6 +57,7 @@ from divfuzz.oracles.mechanisms import CONDITIONED_SUSPECT_RULES, EXPLAINABLE_RU
 from divfuzz.oracles.cast_elision import dropped_cast_elements
 from divfuzz.oracles.named_elements import nearest_alternative, rule_elements, same_values
 from divfuzz.oracles.severity_policy import RANGE_EDGE_FRACTION, severity_of
+from divfuzz.oracles.signed_zero_selection import selected_zeros
 from divfuzz.records.severity import Severity, SeverityReason, rule_family
 from divfuzz.records.verdict import Explanation, OutputVerdict
 
@@ -84,6 +85,10 @@ def explain_case(case: "PreparedCase", compiled: Named, outputs: tuple[OutputVer
     if reason.severity is Severity.BUG and reason.rule in EXPLAINABLE_RULES:
         experiments = (_subnormal_flush, _range_edge, _ties, _reduction_order, _approximate_division, _rounding_decides,
                        _explicit_cast_elided)
+    elif reason.rule == "zero-sign-wrong":
+        # suspect by its rule (the record is split on signed zeros); a selection between them is
+        # the part the record settles (PR 186933)
+        experiments = (_signed_zero_selection,)
     elif reason.rule in CONDITIONED_SUSPECT_RULES:
         # the ones that name a defect a sensitivity cannot excuse: an approximate division is one
         # step off where eager's exact quotient is an integer (an input at a floor division's jump
@@ -532,6 +537,26 @@ def _approximate_division(case: "PreparedCase", compiled: Named, reason: Severit
                        f"{n_at} of the {n_named} wrong elements of {reason.output} = {node.op} are one step off where the "
                        "exact quotient of eager's operands is an integer: an approximate division before the rounding",
                        (("wrong", float(n_named)), ("at_exact_quotient", float(n_at))))
+
+
+def _signed_zero_selection(case: "PreparedCase", compiled: Named, reason: SeverityReason) -> Explanation | None:
+    """Found when the output's op selects one of its operands' values (`signed_zero_selection`)
+    and every zero of the other sign is one where its operands (eager's values) offer both signs."""
+    spec = case.spec
+    if reason.output not in {n.name for n in spec.nodes}:
+        return None
+    node = spec.node(reason.output)
+    operands = [case.eager_env.get(i) for i in node.inputs]
+    eager, got = dict(case.eager).get(reason.output), dict(compiled).get(reason.output)
+    if eager is None or got is None or eager.shape != got.shape:
+        return None
+    n_named, n_at = selected_zeros(node.op, operands, eager, got)
+    if n_named == 0 or n_at < n_named:
+        return None
+    return Explanation("signed-zero-selection", reason.output,
+                       f"all {n_named} zeros of the other sign in {reason.output} = {node.op} are where its operands hold a "
+                       "zero of each sign: the kernel selected as if -0.0 == +0.0",
+                       (("zero_sign_wrong", float(n_named)), ("offered_both", float(n_at))))
 
 
 def _graph_order(spec: GraphSpec):

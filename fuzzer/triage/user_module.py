@@ -57,6 +57,7 @@ from divfuzz.fuzzer.triage.phase_clock import PhaseClock
 from divfuzz.oracles.boundary import distance_to_grid_ulps, selection_distance_ulps, undefined_cast
 from divfuzz.oracles.conditioning import perturb_inputs
 from divfuzz.oracles.judge import judge_outputs, verdict_of
+from divfuzz.oracles.signed_zero_selection import is_selector, selected_zeros
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.reference_rules import (BINARY, COMPARE, EXPLICIT_CAST_METHODS, MUL_DIV, round_scalar,
                                              rounds_before_comparison, scalar_dtype)
@@ -361,7 +362,41 @@ def _verdict(gm, inputs, a, b, ref=None, bounds=None):
     outputs = judge_outputs(named(a), named(b), named(ref), {f"output {i}": d for i, d in bounds.items()},
                             perturbed_reference=perturbed if ref is not None else None, inputs=list(inputs))
     verdict = _with_reduction_order(verdict_of(outputs), gm, inputs, named(a), named(b), named(ref), bounds)
-    return verdict if verdict.explanation is not None else _with_subnormal_flush(verdict, gm, inputs, named(a), named(b))
+    if verdict.explanation is None:
+        verdict = _with_subnormal_flush(verdict, gm, inputs, named(a), named(b))
+    return verdict if verdict.explanation is not None else _with_signed_zero_selection(verdict, gm, inputs, named(a), named(b))
+
+
+def _with_signed_zero_selection(verdict, gm, inputs, a, b):
+    """`verdict` with the `signed-zero-selection` explanation when its finding is a zero of the other
+    sign (`zero-sign-wrong`) at an output that a value-selecting aten op makes directly, and every
+    such zero is one where that op's operands (eager's values on `gm`) offer a zero of each sign
+    (`divfuzz.oracles.signed_zero_selection`), as the campaign's experiment finds it; else `verdict`."""
+    reason = judge(verdict).reason
+    if reason is None or reason.rule != "zero-sign-wrong" or not reason.output.startswith("output ") or a is None or b is None:
+        return verdict
+    i = int(reason.output.removeprefix("output "))
+    returned = pytree.tree_leaves(next(n for n in gm.graph.nodes if n.op == "output").args[0])
+    if i >= min(len(a), len(b), len(returned)) or not isinstance(returned[i], torch.fx.Node) \
+            or returned[i].op != "call_function" or not is_selector(_op_name(returned[i])):
+        return verdict
+    node = returned[i]
+    try:
+        values = _values_of(gm, inputs)
+    except Exception:  # a graph the interpreter cannot run: no explanation
+        return verdict
+    operands = [values.get(x.name) for x in node.args if isinstance(x, torch.fx.Node)]
+    before, got = a[i][1], b[i][1]
+    if got.shape != before.shape:
+        return verdict
+    n_named, n_at = selected_zeros(_op_name(node), operands, before, got)
+    if n_named == 0 or n_at < n_named:
+        return verdict
+    return replace(verdict, explanation=Explanation(
+        "signed-zero-selection", reason.output,
+        f"all {n_named} zeros of the other sign in {reason.output} = {_op_name(node)} are where its operands hold a zero "
+        "of each sign: the kernel selected as if -0.0 == +0.0",
+        (("zero_sign_wrong", float(n_named)), ("offered_both", float(n_at))), _device_type(inputs)))
 
 
 def _with_reduction_order(verdict, gm, inputs, a, b, ref, bounds):
