@@ -95,6 +95,22 @@ def is_compile_error(e: BaseException) -> bool:
     return mod.startswith(("torch._dynamo", "torch._inductor")) or getattr(e, "inner_exception", None) is not None
 
 
+# Words of a runtime error that says the accelerator's context failed rather than the op refused
+# its input: CUDA reports an asynchronous fault (an illegal address, a launch failure, a device-side
+# assert, an ECC error) at the next call that synchronizes, which may be a later case's; the context
+# is then unusable for every case after it, and a machine fault reads the same. Lower case.
+DEVICE_FAULT_MARKERS = ("cuda error", "acceleratorerror", "illegal memory access", "unspecified launch failure",
+                        "device-side assert", "misaligned address", "ecc error", "cublas_status_execution_failed",
+                        "cudnn_status_execution_failed", "an illegal instruction was encountered")
+
+
+def is_device_fault(error_type: str | None, error_message: str | None) -> bool:
+    """Whether a runtime error's type or message names an accelerator fault (`DEVICE_FAULT_MARKERS`):
+    one that counts as the compiler's only where the case gives it again in a fresh process."""
+    text = f"{error_type or ''} {error_message or ''}".lower()
+    return any(marker in text for marker in DEVICE_FAULT_MARKERS)
+
+
 # What the perf oracle finds (`--oracle perf`): right numbers, computed slower.
 PERF_KINDS = frozenset({FindingKind.SLOWER_FWD, FindingKind.SLOWER_BWD})
 # The oracles a case can be judged by: eager vs compiled vs fp64 numbers, or eager vs compiled time.

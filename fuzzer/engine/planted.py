@@ -43,6 +43,10 @@ differs) and plants exactly one defect:
 - `inductor_assertion`: real Inductor with its own test fault on (`_raise_error_for_testing`): every
   graph fails Inductor's own assertion at one site in `compile_fx`, whatever its ops;
 - `kill_worker`: the process kills itself with SIGKILL while compiling;
+- `device_fault`: the compiled graph raises CUDA's illegal-address error when it runs (a fault
+  that repeats: the compiler's finding); `device_fault_once`: the same, but only until the file
+  `$DIVFUZZ_PLANTED_FAULT_MARK` exists, which its first fault makes (a fault that does not repeat
+  in a fresh worker: an earlier case's asynchronous fault, or the machine's);
 - `hang`: sleeps for an hour when the compiled graph first runs;
 - `slow_forward` / `slow_backward`: right numbers, but the forward (or the backward) graph runs
   `SLOW_REPEATS` more times per call, its results discarded: slow kernels planted for the perf
@@ -386,6 +390,29 @@ def inductor_assertion(gm: torch.fx.GraphModule, example_inputs):
 def kill_worker(gm: torch.fx.GraphModule, example_inputs):
     os.kill(os.getpid(), signal.SIGKILL)
     return gm.forward
+
+
+FAULT_MARK_ENV = "DIVFUZZ_PLANTED_FAULT_MARK"
+_ILLEGAL_ADDRESS = "CUDA error: an illegal memory access was encountered"
+
+
+def device_fault(gm: torch.fx.GraphModule, example_inputs):
+    def run(*args):
+        raise RuntimeError(_ILLEGAL_ADDRESS)
+
+    return run
+
+
+def device_fault_once(gm: torch.fx.GraphModule, example_inputs):
+    def run(*args):
+        mark = os.environ.get(FAULT_MARK_ENV)
+        if mark and not os.path.exists(mark):
+            with open(mark, "w"):
+                pass
+            raise RuntimeError(_ILLEGAL_ADDRESS)
+        return gm.forward(*args)
+
+    return run
 
 
 def hang(gm: torch.fx.GraphModule, example_inputs):

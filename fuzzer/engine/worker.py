@@ -45,7 +45,7 @@ from divfuzz.records.config import CompileConfig
 from divfuzz.records.errors import InternalError
 from divfuzz.reports.terminal import terminal_safe
 from divfuzz.generators.spec import GraphSpec
-from divfuzz.records.outcomes import Status
+from divfuzz.records.outcomes import Status, is_device_fault
 from divfuzz.records.verdict import Verdict
 
 _CTX = mp.get_context("spawn")
@@ -478,11 +478,40 @@ class Worker:
         return self.run_group(request, timeout_s)[0][0]
 
     def run_group(self, request: CaseRequest, timeout_s: float) -> list[tuple[Verdict, float]]:
-        """`_run_group`, then what the compiler printed meanwhile taken into `last_output`."""
+        """`_run_group` with a device fault confirmed (`_with_device_fault_confirmed`), then what
+        the compiler printed meanwhile taken into `last_output`."""
         try:
-            return self._run_group(request, timeout_s)
+            return self._with_device_fault_confirmed(request, self._run_group(request, timeout_s), timeout_s)
         finally:
             self._collect_output()
+
+    def _with_device_fault_confirmed(self, request: CaseRequest, got: list[tuple[Verdict, float]],
+                                     timeout_s: float) -> list[tuple[Verdict, float]]:
+        """`got`, where its first runtime error that names an accelerator fault
+        (`records.outcomes.is_device_fault`) and every verdict after it are run again in a fresh
+        worker: the fault is the compiler's finding only where that member gives it again there. An
+        asynchronous CUDA fault surfaces at a later call, and a faulted context fails every case
+        after it, so the process is replaced either way. A fault that does not repeat is an
+        infrastructure event: said on stderr and kept in the re-run's verdict (`worker_deaths`)."""
+        at = next((i for i, (v, _) in enumerate(got)
+                   if v.status is Status.RUNTIME_ERROR and is_device_fault(v.error_type, v.error_message)), None)
+        if at is None or self.aborted:
+            return got
+        fault = " ".join(f"{got[at][0].error_type}: {got[at][0].error_message}".split())[:200]
+        members = [request.spec, *request.siblings]
+        self.kill()
+        _say(f"divfuzz: a case failed with an accelerator fault ({fault}); running it once more in a fresh worker "
+             "to see whether the fault repeats")
+        again = self._run_group(replace(request, spec=members[at], siblings=tuple(members[at + 1:])), timeout_s)
+        first, seconds = again[0]
+        if first.status is Status.RUNTIME_ERROR and is_device_fault(first.error_type, first.error_message):
+            return got[:at] + again
+        if first.status is Status.CRASH and (first.error_type or "").startswith("Aborted"):
+            return got[:at] + again
+        _say(f"divfuzz: the case ran in a fresh worker without the accelerator fault ({fault}): an infrastructure "
+             "event or an earlier case's fault, not this case's finding; the re-run's verdict is kept")
+        note = f"accelerator fault not repeated in a fresh worker: {fault}"
+        return got[:at] + [(replace(first, worker_deaths=(*first.worker_deaths, note)), seconds), *again[1:]]
 
     def _run_group(self, request: CaseRequest, timeout_s: float, *, died: str | None = None) -> list[tuple[Verdict, float]]:
         """A verdict for `request.spec` and for each of its siblings that ran, in order, each with
