@@ -155,8 +155,17 @@ class KnownBug:
                 text += f" after torch {self.fixed_after}"
                 if torch_version and not version_after(torch_version, self.fixed_after):
                     text += f": not in your {torch_version.split('+')[0]}"
+                elif self.fix_in(torch_version):
+                    text += f": in your {torch_version.split('+')[0]}, so a regression or another bug"
             return text
         return "not a bug" if self.state == "not-a-bug" else self.state
+
+    def fix_in(self, torch_version: str | None) -> bool:
+        """Whether the fix is in `torch_version`: a fixed entry whose `fixed_after` release that
+        torch is later than. A finding there is not this bug as reported (a regression, or another
+        bug of the same pattern): its match is said "possibly"."""
+        return bool(self.state == "fixed" and self.fixed_after and torch_version
+                    and version_after(torch_version, self.fixed_after))
 
     def describe(self, torch_version: str | None = None) -> str:
         return f"known: pytorch#{self.issue} ({self.state_text(torch_version)})"
@@ -238,9 +247,11 @@ class KnownMatch:
 
     def describe(self, torch_version: str | None = None) -> str:
         """"known: pytorch#N (state)", or "possibly: pytorch#N (state)" for a low-confidence match
-        (the culprits name different things: the pattern fits, the cause may not)."""
+        (the culprits name different things: the pattern fits, the cause may not) and for one whose
+        fix is in `torch_version` (`KnownBug.fix_in`: the finding outlived the fix)."""
         text = self.bug.describe(torch_version)
-        return text.replace("known: ", "possibly: ", 1) if self.confidence == "low" else text
+        doubtful = self.confidence == "low" or self.bug.fix_in(torch_version)
+        return text.replace("known: ", "possibly: ", 1) if doubtful else text
 
     def _rank(self) -> tuple:
         # Best first: confidence, the most specific pattern, device, fewest dtypes, the earliest report.

@@ -244,9 +244,12 @@ def known_label(rc: RootCause, known=None) -> str:
     return known_of_buckets(rc.buckets, culprit=rc.culprit, severity=rc.severity, known=known)
 
 
-def known_of_buckets(buckets: Iterable, *, culprit: str, severity: str, known=None) -> str:
+def known_of_buckets(buckets: Iterable, *, culprit: str, severity: str, known=None,
+                     torch_versions: dict | None = None) -> str:
     """`known_label` of a root cause of `severity` and `culprit` whose buckets (most severe first)
-    are `buckets`: any iterable, read only until one matches (a store's index streams them)."""
+    are `buckets`: any iterable, read only until one matches (a store's index streams them).
+    `torch_versions` maps a run id to the torch it ran: a match is described on the torch of the
+    bucket's first run (a fix already in it reads "possibly": `KnownMatch.describe`)."""
     if about_eager(severity):
         return "new"
     known = known or default_known_bugs()
@@ -254,7 +257,7 @@ def known_of_buckets(buckets: Iterable, *, culprit: str, severity: str, known=No
         pattern = _known_pattern(b, culprit)
         match = known.match(pattern) if pattern is not None else None
         if match is not None:
-            return describe(match)
+            return describe(match, (torch_versions or {}).get(getattr(b, "first_run_id", None)))
     return "new"
 
 

@@ -179,7 +179,8 @@ def test_describe_names_the_issue_and_its_state_or_says_new():
     # on the torch a finding ran on: whether the fix is in it
     assert BUGS.by_issue(183250).describe("2.11.0+cu130") == \
         "known: pytorch#183250 (fixed in PR 183653 after torch 2.11: not in your 2.11.0)"
-    assert BUGS.by_issue(183250).describe("2.13.0+cpu") == "known: pytorch#183250 (fixed in PR 183653 after torch 2.11)"
+    assert BUGS.by_issue(183250).describe("2.13.0+cpu") == \
+        "known: pytorch#183250 (fixed in PR 183653 after torch 2.11: in your 2.13.0, so a regression or another bug)"
     assert BUGS.by_issue(197895).describe() == "known: pytorch#197895 (open, live in 2.14.0)"
     assert BUGS.by_issue(185596).describe() == "known: pytorch#185596 (not a bug)"
     for bug in ENTRIES:
@@ -427,3 +428,14 @@ def test_where_a_difference_arises_an_issue_of_another_family_of_rule_is_not_it(
     assert 173793 not in found and found[:1] == [168126], found
     nan = replace(pattern, rule="nan-inf-new")
     assert 173793 in [m.bug.issue for m in default_known_bugs().matches_any_rule(nan)]
+
+
+def test_a_match_whose_fix_is_in_the_torch_under_test_reads_possibly():
+    """The finding outlived the fix: a regression or another bug of the same pattern, never "known"."""
+    pattern = RootCausePattern(("div",), frozenset({"float16"}), False, "int-valued-wrong", device_type="cuda",
+                               mechanism="approximate-division")
+    match = BUGS.match(pattern)
+    assert match is not None and match.bug.issue == 177740
+    assert match.describe("2.11.0+cu130").startswith("known: pytorch#177740 (fixed in PR 177926 after torch 2.11: not in your")
+    assert match.describe("2.12.1+cu130").startswith("possibly: pytorch#177740 (fixed in PR 177926 after torch 2.11: in your 2.12.1")
+    assert match.describe().startswith("known: ")  # the torch not known: as before

@@ -201,6 +201,12 @@ def test_a_low_confidence_upstream_match_reads_possibly_on_the_first_screen_neve
                                         rule="nan-inf-new"), minimized=None, severity_reason={"rule": "nan-inf-new"})
     assert known_of_buckets([raw], culprit="-", severity="bug").startswith("known: pytorch#195214")
     assert known_of_buckets([raw], culprit="inductor lowering of aten.amax", severity="bug").startswith("possibly: pytorch#195214")
+    # A fixed entry's pattern (pytorch#177740's approximate division, fixed after 2.11) on the torch of the bucket's run:
+    division = SimpleNamespace(key=BucketKey("int-valued", "float16", "cuda", ops=("div",), rule="int-valued-wrong",
+                                             mechanism="approximate-division"),
+                               minimized=None, severity_reason={"rule": "int-valued-wrong"}, first_run_id=1)
+    assert known_of_buckets([division], culprit="-", severity="bug", torch_versions={1: "2.11.0+cu130"}).startswith("known: pytorch#177740")
+    assert known_of_buckets([division], culprit="-", severity="bug", torch_versions={1: "2.13.0+cu130"}).startswith("possibly: pytorch#177740")
 
 
 def test_a_bug_s_folder_is_named_under_the_campaign_folder_as_the_user_named_it(tmp_path, monkeypatch):

@@ -74,6 +74,23 @@ class RootCauseIndex:
         except sqlite3.ProgrammingError:  # the store was closed first
             pass
 
+    def _torch_versions(self) -> dict[int, str]:
+        """Each run's torch version (`runs.versions_json`'s "torch"), for the known labels: a fix
+        that is in the torch a bucket was found on makes its match "possibly". A run whose
+        versions do not read as an object with a text "torch" is left out (its matches unchanged)."""
+        if getattr(self, "_versions", None) is None:
+            versions = {}
+            for row in self._rows("SELECT id, versions_json FROM runs"):
+                try:
+                    value = json.loads(row["versions_json"])
+                except (TypeError, ValueError):
+                    continue
+                torch_version = value.get("torch") if isinstance(value, dict) else None
+                if isinstance(torch_version, str):
+                    versions[row["id"]] = torch_version
+            self._versions = versions
+        return self._versions
+
     def _rows(self, query: str, args: tuple = ()) -> list[sqlite3.Row]:
         with self._lock:
             return self.db.execute(query, args).fetchall()
@@ -168,7 +185,8 @@ class RootCauseIndex:
         for rc, rows in itertools.groupby(self._all_members(), key=lambda r: r["rc"]):
             first = next(rows)
             known = known_of_buckets(map(BucketRow.from_row, itertools.chain([first], rows)),
-                                     culprit=first["rc_culprit"], severity=first["rc_severity"])
+                                     culprit=first["rc_culprit"], severity=first["rc_severity"],
+                                     torch_versions=self._torch_versions())
             labels.append((known, known != "new", rc))
         with self._lock:
             self.db.executemany(f"UPDATE temp.{self._causes} SET known = ?, hidden = ? WHERE rc = ?", labels)
@@ -233,7 +251,8 @@ class RootCauseIndex:
         known = row["known"]
         if known is None:
             rest = () if whole else self._buckets_after(row["rc"], members[-1]["seq"])
-            known = known_of_buckets(itertools.chain(shown, rest), culprit=row["culprit"], severity=row["severity"])
+            known = known_of_buckets(itertools.chain(shown, rest), culprit=row["culprit"], severity=row["severity"],
+                                     torch_versions=self._torch_versions())
         return RootCause(parts=tuple(json.loads(row["cause"])), severity=row["severity"], culprit=row["culprit"],
                          pattern=row["pattern"], buckets=shown,
                          totals=CauseTotals(buckets=row["buckets"], cases=row["cases"], severities=tally, known=known))
