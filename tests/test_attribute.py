@@ -291,6 +291,29 @@ def test_an_analysis_compiles_each_spec_and_config_once_and_probes_the_input_up_
     assert removed.index(True) == len(probed) - 1 if any(removed) else len(probed) == len(table), removed
 
 
+def test_a_numeric_findings_first_pass_climbs_no_ladder_on_the_input_and_the_minimal_graph_gets_it():
+    """Issue 54: the first pass on the (large) input runs the case's config and the precision switch
+    only; the AOT rungs run on the minimized graph, whose digest differs."""
+    spec = sigmoid_gate(64, 32)
+    worker = _CountingWorker("cpu")
+    try:
+        a = analyze_finding(spec, worker=worker, device="cpu", config=CompileConfig(), kind="bf16-ulp", budget_s=20, timeout_s=120)
+        whole = _CountingWorker("cpu")
+        try:
+            analyze_finding(spec, worker=whole, device="cpu", config=CompileConfig(), kind="bf16-ulp", budget_s=20, timeout_s=120,
+                            cheap_first_pass=False)
+        finally:
+            whole.stop()
+    finally:
+        worker.stop()
+    on_input = [cfg for digest, cfg in worker.runs if digest == spec.digest()]
+    assert not any(cfg.backend != "inductor" for cfg in on_input), on_input
+    assert all(set(dict(cfg.inductor)) <= {"emulate_precision_casts"} for cfg in on_input), on_input
+    assert any(cfg.backend != "inductor" for digest, cfg in whole.runs if digest == spec.digest())  # the whole pass's ladder
+    if a.minimized is not None:  # not by-design on this CPU: the minimal graph climbs the ladder
+        assert [r for r, _ in a.culprit.ladder][:1] == ["aot_eager"], a.culprit.ladder
+
+
 def test_an_analysis_past_its_deadline_runs_nothing_and_files_a_culprit_that_claims_no_stage(machine_slowness):
     import time
 
@@ -429,8 +452,9 @@ def test_a_ladder_cut_before_the_input_ran_under_its_config_leaves_it_unminimize
     try:
         worker.ensure_started()
         t0 = time.monotonic()
+        # the whole first pass (a compiler failure's): its ladder's rungs run before the config
         a = analyze_finding(spec, worker=worker, device="cpu", config=CompileConfig(), kind="bf16-ulp", budget_s=12,
-                            timeout_s=120, deadline=Deadline.after(20, start=t0))
+                            timeout_s=120, deadline=Deadline.after(20, start=t0), cheap_first_pass=False)
         wall = time.monotonic() - t0
     finally:
         worker.stop()

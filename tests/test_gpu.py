@@ -49,9 +49,10 @@ def test_planted_bugs_are_caught_on_cuda(tmp_path):
                                dtypes=("bfloat16",), config=CompileConfig(backend=backend))
         result = run_campaign(opts)
         store = Store(opts.out_dir / STORE_NAME)
-        found = {b.key.kind for b in store.buckets(run_id=result.run_id)}
+        buckets = store.buckets(run_id=result.run_id)
         store.close()
-        assert kinds <= found, (backend, found)
+        found = {b.key.kind for b in buckets}
+        assert kinds <= found, (backend, [(str(b.key), b.severity_reason) for b in buckets])
 
 
 def test_cuda_campaign_writes_repros_that_exit_1(tmp_path):
@@ -136,19 +137,26 @@ def test_pointwise_kernels_compiled_for_comparison_are_not_timed_and_give_the_sa
 
 def test_cuda_workers_forked_from_the_warm_template_run_cases_as_spawned_ones_do(monkeypatch):
     # The template imports torch and Dynamo but must not initialise CUDA: a forked child could not.
+    from divfuzz.fuzzer.engine import warm_template
     from divfuzz.fuzzer.engine.worker import CaseRequest, Worker
 
+    # A template of its own: one that earlier tests of this process started under another
+    # environment is (rightly) refused for this one ("the environment changed since ...").
+    warm_template.stop()
+    monkeypatch.setattr(warm_template, "_state", {})
     request = CaseRequest(layer_norm_linear(256), "cuda", CompileConfig())
     verdicts = {}
+    extra_env = {"DIVFUZZ_WORKER_THREADS": "2"}
     for kind, warm in (("ForkServerProcess", "1"), ("SpawnProcess", "0")):
         monkeypatch.setenv("DIVFUZZ_WARM_WORKERS", warm)
-        worker = Worker("cuda", extra_env={"DIVFUZZ_WORKER_THREADS": "2"})
+        worker = Worker("cuda", extra_env=extra_env)
         try:
             worker.start()
-            assert type(worker.process).__name__ == kind
+            assert type(worker.process).__name__ == kind, warm_template.refusal("cuda", extra_env)
             verdicts[kind] = worker.run(request, 300)
         finally:
             worker.stop()
+    warm_template.stop()  # this test's template goes with it
     forked, spawned = verdicts["ForkServerProcess"], verdicts["SpawnProcess"]
     assert forked.status in (Status.OK, Status.DIVERGED) and forked.outputs, forked.to_dict()
     assert forked.to_dict() | {"timings": {}} == spawned.to_dict() | {"timings": {}}

@@ -32,6 +32,7 @@ from divfuzz.fuzzer.finding.judgement import judge
 from divfuzz.records.culprit import Culprit
 from divfuzz.records.deadline import Deadline
 from divfuzz.records.errors import MinimizeError
+from divfuzz.records.outcomes import ERROR_KINDS
 from divfuzz.records.severity import Severity
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.reports.bug_report import render_bug_report
@@ -105,6 +106,8 @@ class Analysis:
 
 
 _NO_MINIMIZE = {"hang"}  # each candidate would cost a whole timeout
+# A compiler failure's first pass keeps its ladder: the rung that fails is the minimizer's guard.
+_FAILURE_KINDS = frozenset(k.value for k in ERROR_KINDS)
 # A bug's issue.py is at most this many lines (issue 52); an analysis says why where it is longer.
 ISSUE_MAX_LINES = 30
 # Under a deadline, a minimization given fewer seconds than this is not started.
@@ -152,6 +155,7 @@ def analyze_finding(
     deadline: Deadline = Deadline.never(),
     case_verdict=None,
     seeded_bisect: bool = True,
+    cheap_first_pass: bool = True,
 ) -> Analysis:
     """Minimize a case that shows a finding of `kind`, keeping its culprit, and attribute the result.
 
@@ -182,7 +186,10 @@ def analyze_finding(
     The analysis's `phases` say where its time and compiles went (`PhaseTally`): every run of a
     spec under a config counts as one compile of the phase it ran in, the bisector's as it
     reports them. `seeded_bisect` is `attribute_case`'s (the bisector starts past the ladder's
-    clear rungs).
+    clear rungs). `cheap_first_pass` makes a numeric finding's first pass `attribute_case`'s
+    `knobs_only` (no ladder, only the precision switch that would make it by-design), so the
+    minimizer keeps the finding under the case's own config and the ladder runs on the minimal
+    graph only; a compiler failure or a perf finding keeps the whole first pass (its stage guard).
     """
     seen: dict = {} if case_verdict is None else {(spec.digest(), config): case_verdict}
     tally = PhaseTally()
@@ -200,7 +207,9 @@ def analyze_finding(
         # The first pass's probes only pick the minimizer's guard: they get half the minimization budget at most.
         rough_deadline = deadline.share(budget_s / 2) if deadline.bounded else deadline
         with tally.phase("first_pass"):
+            knobs_only = cheap_first_pass and oracle == "numeric" and kind not in _FAILURE_KINDS
             rough = attribute_case(spec, config=config, kind=kind, bisect=False, first_fix_only=True, tally=tally,
+                                   knobs_only=knobs_only,
                                    output=_finding_output_seen(seen.get((spec.digest(), config))), **(common | {"deadline": rough_deadline}))
         rough_s = time.monotonic() - t_rough
         if _by_design(seen.get((spec.digest(), config)), rough):
@@ -361,7 +370,7 @@ class BucketAnalyzer:
             perf_margin=self.perf_margin,
             deadline=Deadline.never() if self.span_factor is None else Deadline.after(self.span_factor * budget),
             case_verdict=case_verdict,
-            seeded_bisect=self.seeded_bisect,
+            seeded_bisect=self.seeded_bisect, cheap_first_pass=self.seeded_bisect,
         )
         if mark is not None:
             analysis = replace(analysis, compile_log=worker.output_since(mark))

@@ -114,6 +114,11 @@ def _kind_of(outcome: str) -> str:
     return outcome.split(" ", 1)[0]
 
 
+# The documented precision switches: one that removes a finding makes it by-design (a knob's
+# finding is never minimized in a campaign), so an analysis's first pass probes these alone.
+PRECISION_SWITCHES = frozenset({"emulate_precision_casts"})
+
+
 def guard_configs(culprit: Culprit, config: CompileConfig) -> tuple[CompileConfig, CompileConfig | None]:
     """(config that must still show the finding, config that must not) to keep this culprit.
 
@@ -180,6 +185,7 @@ def attribute_case(
     output: str | None = None,
     tally: PhaseTally | None = None,
     seeded_bisect: bool = True,
+    knobs_only: bool = False,
 ) -> Culprit:
     """The culprit of a case that shows a finding of `kind` under `config`: the stage ladder, then
     (for Inductor) the probes, then (with `bisect`) the bisector's narrowing. A perf finding
@@ -209,7 +215,13 @@ def attribute_case(
     `tally` gets the seconds of the ladder, the probes and the bisector (and the bisector's
     compiles; the caller counts the others through `on_verdict`). `seeded_bisect` starts the
     bisector's backend search past the ladder's clear rungs (`cleared_through`); False runs it
-    from torch's first backend, as before (the benchmark's leg without the change)."""
+    from torch's first backend, as before (the benchmark's leg without the change).
+
+    `knobs_only` (an analysis's first pass on its input, numerics only) climbs no ladder: the case's
+    own config, then only the documented precision switches (`PRECISION_SWITCHES`), which are what
+    makes a finding by-design before anything is minimized; the stage claimed is the config's
+    backend, and the culprit's guard is the case's own config (or that switch's removal). The
+    ladder and the other probes run on the minimized graph instead, which is smaller."""
     tally = tally if tally is not None else PhaseTally()
     digest = spec.digest()
     # Not seeded from `known`: the case's own Inductor run (a 137 s compile, once, on the H100)
@@ -233,7 +245,7 @@ def attribute_case(
     # (many small kernels), so it says nothing about where compiled code lost time.
     rungs = LADDER[:1] if kind in {k.value for k in PERF_KINDS} else LADDER
     with tally.phase("ladder"):
-        ladder, stage, cut = _climb_ladder(outcome, config, kind, rungs)
+        ladder, stage, cut = _climb_ladder(outcome, config, kind, () if knobs_only else rungs)
     if config.backend != "inductor":  # the backend is the culprit, the ladder cut or not
         return Culprit(stage=config.backend, summary=f"backend {config.backend}", ladder=ladder)
     if cut:
@@ -244,7 +256,8 @@ def attribute_case(
     fixes: tuple[str, ...] = ()
     if _kind_of(ladder[-1][1]) == kind:
         with tally.phase("probes"):
-            probes, fixes = _probe_switches(outcome, config, kind, device=device, stage=stage, first_fix_only=first_fix_only)
+            probes, fixes = _probe_switches(outcome, config, kind, device=device, stage=stage, first_fix_only=first_fix_only,
+                                            only=PRECISION_SWITCHES if knobs_only else None)
     culprit = Culprit(stage=stage, summary="", fixes=fixes, ladder=ladder, probes=probes)
     if bisect and kind not in {k.value for k in PERF_KINDS}:
         if not fits(BISECT_STEPS):
@@ -302,16 +315,17 @@ def _climb_ladder(outcome, config: CompileConfig, kind: str,
 
 
 def _probe_switches(outcome, config: CompileConfig, kind: str, *, device: str, stage: str,
-                    first_fix_only: bool = False) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+                    first_fix_only: bool = False, only: frozenset | None = None) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
     """(probes, fixes): each Inductor switch set alone, and the ones that remove `kind`.
     Past the AOT rungs only emulate_precision_casts is probed (for the report); when the stage is
-    Inductor itself every switch is, up to the first fix when `first_fix_only` (numerics only:
-    perf fixes are ranked by how fast each makes compiled, which needs them all)."""
+    Inductor itself every switch is (those in `only`, when given), up to the first fix when
+    `first_fix_only` (numerics only: perf fixes are ranked by how fast each makes compiled, which
+    needs them all)."""
     first_fix_only = first_fix_only and kind not in {k.value for k in PERF_KINDS}
     probes: list[tuple[str, str]] = []
     fixes: list[str] = []
     for key, value in available_probes(device, probe_table(kind)):
-        if stage != "inductor" and key != "emulate_precision_casts":
+        if (stage != "inductor" and key != "emulate_precision_casts") or (only is not None and key not in only):
             continue
         try:
             got = outcome(config.with_inductor(**{key: value}))
