@@ -65,3 +65,24 @@ def test_the_end_as_a_timestamp_is_on_the_wall_clock():
 def test_every_stop_reason_has_a_distinct_readable_value():
     values = [r.value for r in StopReason]
     assert len(set(values)) == len(values) and StopReason.TIME_UP.value == "time's up"
+
+
+def test_the_minimizer_records_why_it_stopped_in_the_one_vocabulary():
+    """A minimization that runs out of passes is `finished`; one whose budget ends first is `time's
+    up` (and its stored record keeps the `budget_exhausted` field the store's rows read)."""
+    import time as _time
+
+    from divfuzz.fuzzer.triage.shrink import minimize_spec
+    from tests.seed_specs import sigmoid_gate
+
+    spec = sigmoid_gate(8, 4)
+    done = minimize_spec(spec, lambda s: True, budget_s=60.0)
+    assert done.stopped is StopReason.FINISHED and not done.budget_exhausted
+    assert done.to_dict()["stopped"] == "finished"
+
+    def slow(s):
+        _time.sleep(0.2)
+        return True
+
+    cut = minimize_spec(spec, slow, budget_s=0.3)
+    assert cut.stopped is StopReason.TIME_UP and cut.to_dict()["budget_exhausted"] is True

@@ -30,7 +30,7 @@ from divfuzz.fuzzer.triage.phase_clock import PhaseTally
 from divfuzz.fuzzer.triage.shrink import MinimizeResult, case_predicate, minimize_spec, type_change
 from divfuzz.fuzzer.finding.judgement import judge
 from divfuzz.records.culprit import Culprit
-from divfuzz.records.deadline import Deadline
+from divfuzz.records.deadline import Deadline, StopReason
 from divfuzz.records.errors import MinimizeError
 from divfuzz.records.outcomes import ERROR_KINDS
 from divfuzz.records.severity import Severity
@@ -95,9 +95,19 @@ class Analysis:
         return (f"{head}: no smaller graph keeps the finding ({m.ops_after} ops, {len(self.spec.inputs)} inputs, "
                 f"{len(self.spec.outputs)} outputs{', backward' if self.spec.backward else ''})")
 
+    @property
+    def stopped(self) -> StopReason:
+        """Why the analysis stopped, in every phase's one vocabulary (`records.deadline.StopReason`):
+        time's up where its deadline cut the minimizer, kept it from starting, or left the culprit
+        not attributed; else finished."""
+        cut = (self.minimized is not None and self.minimized.stopped is StopReason.TIME_UP) \
+            or "time ran out" in self.note or "time ran out" in (self.culprit.bisect_note or "")
+        return StopReason.TIME_UP if cut else StopReason.FINISHED
+
     def to_dict(self) -> dict:
         minimized = self.minimized.to_dict() if self.minimized else {"spec": self.spec.to_dict()}
         extra = {"note": self.note} if self.note else {}
+        extra["stopped"] = self.stopped.value
         if self.issue_lines is not None:
             extra["issue_lines"] = self.issue_lines
         if self.why_long():

@@ -44,7 +44,7 @@ from divfuzz.generators.surgery import (
     same_shape_inputs,
     with_params,
 )
-from divfuzz.records.deadline import Deadline
+from divfuzz.records.deadline import Deadline, StopReason
 from divfuzz.records.dtypes import is_float
 from divfuzz.records.errors import MinimizeError, TimeUp
 from divfuzz.fuzzer.engine.worker import CaseRequest
@@ -70,8 +70,14 @@ class MinimizeResult:
     passes: tuple[tuple[str, int], ...]  # (pass name, accepted candidates), in the order first taken
     predicate_calls: int  # candidates actually run (each is one compiled case)
     wall_s: float
-    budget_exhausted: bool
+    # Why it stopped (`records.deadline.StopReason`, the one vocabulary of every phase): finished
+    # (no pass accepts another candidate) or time's up (its budget ran out first).
+    stopped: StopReason
     focus: str = ""  # what the first step (keep_finding_output) kept, or why it kept the whole graph
+
+    @property
+    def budget_exhausted(self) -> bool:
+        return self.stopped is StopReason.TIME_UP
 
     def to_dict(self) -> dict:
         return {
@@ -83,7 +89,8 @@ class MinimizeResult:
             "passes": [list(p) for p in self.passes],
             "predicate_calls": self.predicate_calls,
             "wall_s": round(self.wall_s, 2),
-            "budget_exhausted": self.budget_exhausted,
+            "budget_exhausted": self.budget_exhausted,  # the stored field (analysis.json, the store's rows)
+            "stopped": self.stopped.value,
         } | ({"focus": self.focus} if self.focus else {})
 
     def describe(self) -> str:
@@ -378,7 +385,7 @@ def minimize_spec(
         passes=tuple(taken.items()),
         predicate_calls=budget.calls,
         wall_s=time.monotonic() - t0,
-        budget_exhausted=not budget.left(),
+        stopped=StopReason.FINISHED if budget.left() else StopReason.TIME_UP,
         focus=focus,
     )
 

@@ -62,7 +62,7 @@ from divfuzz.records.config import CompileConfig
 from divfuzz.records.reference_rules import (BINARY, COMPARE, EXPLICIT_CAST_METHODS, MUL_DIV, round_scalar,
                                              rounds_before_comparison, scalar_dtype)
 from divfuzz.records.culprit import Culprit, NOT_ATTRIBUTED, summarize
-from divfuzz.records.deadline import Deadline
+from divfuzz.records.deadline import Deadline, StopReason
 from divfuzz.records.errors import ConfigError, TimeUp
 from divfuzz.records.severity import Severity, SeverityReason
 from divfuzz.records.verdict import Explanation
@@ -758,6 +758,11 @@ class _Reduced:
     budget_s: float = 0.0  # the time it was given
     cut: str | None = None  # why the deadline stopped it before it converged (None: it converged)
 
+    @property
+    def stopped(self) -> StopReason:
+        """Why the reduction stopped, in every phase's one vocabulary (`records.deadline.StopReason`)."""
+        return StopReason.TIME_UP if self.cut else StopReason.FINISHED
+
 
 # Of a graph's share of the budget, the reduction may use this fraction; the rest is kept for the
 # compiler bisector and writing the folder (the bisector's steps compile the reduced graph, small).
@@ -979,6 +984,7 @@ def _write_folder(diff: RungDifference, folders: CauseFolders, number: int, redu
         "reduce_s": round(reduced.seconds, 1),
         "reduce_budget_s": round(reduced.budget_s, 1),
         "reduction_cut": reduced.cut,
+        "reduction_stopped": reduced.stopped.value,
         "outputs": [f"{str(a.dtype).removeprefix('torch.')}{list(a.shape)}" for a, _ in shown],
         "differing": [_n_differ(a, b) for a, b in shown],
         "folder": str(folder),
