@@ -43,3 +43,18 @@ def test_a_fault_that_does_not_repeat_is_no_finding_and_is_kept_as_an_infrastruc
     assert mark.exists()  # the first run faulted
     assert len(verdicts) == 3 and not any(v.status is Status.RUNTIME_ERROR for v in verdicts), verdicts
     assert "accelerator fault not repeated" in " ".join(verdicts[0].worker_deaths), verdicts[0]
+
+
+def test_planted_defects_land_on_an_output_of_another_layout_without_an_error_of_their_own():
+    """A transposed output has no flat view: the planted defect is the backend's, never a runtime
+    error of divfuzz's own planting (seen on the H200: ulp_bump's campaign found only runtime-errors)."""
+    import torch
+
+    from divfuzz.fuzzer.engine import planted
+
+    x = torch.randn(6, 4, dtype=torch.bfloat16)
+    for backend, changed in ((planted.ulp_bump, 1), (planted.nan_first, 1), (planted.eight_ulps_up, 1)):
+        fn = torch.compile(lambda a: (a * 2).t(), backend=backend)
+        got, want = fn(x), (x * 2).t()
+        assert got.shape == want.shape and int((got.view(torch.int16) != want.view(torch.int16)).sum()) == changed, backend
+        torch._dynamo.reset()

@@ -87,11 +87,13 @@ def _bump_first(outputs, dtype: torch.dtype, bump):
 
 def _one_ulp_up(t: torch.Tensor) -> torch.Tensor:
     # bfloat16 is sign-magnitude: one more in the low bits is one ULP further from zero.
+    t = t.contiguous()  # an output of another layout (a transposed input's) has no flat view
     t.view(-1).view(torch.int16)[0] += 1
     return t
 
 
 def _flip_uint8(t: torch.Tensor) -> torch.Tensor:
+    t = t.contiguous()  # an output of another layout (a transposed input's) has no flat view
     t.view(-1)[0] += 1
     return t
 
@@ -104,6 +106,7 @@ def ulp_bump(gm: torch.fx.GraphModule, example_inputs):
 
 
 def _eight_ulps_up(t: torch.Tensor) -> torch.Tensor:
+    t = t.contiguous()  # an output of another layout (a transposed input's) has no flat view
     t.view(-1).view(torch.int16)[0] += 8
     return t
 
@@ -143,6 +146,7 @@ def drift(gm: torch.fx.GraphModule, example_inputs):
 
 
 def _nan_first(t: torch.Tensor) -> torch.Tensor:
+    t = t.contiguous()  # an output of another layout (a transposed input's) has no flat view
     t.view(-1)[0] = float("nan")
     return t
 
