@@ -131,15 +131,13 @@ def inputs_nonfinite(inputs: Sequence) -> bool:
 
 
 def _with_input_peak(v: OutputVerdict, inputs: Sequence | None) -> OutputVerdict:
-    """`v` with what its rules read of the case's inputs: their peak over the range where compiled
-    has new NaN/Inf (`input_peak_fraction`), whether any is NaN/Inf where a NaN is lost
-    (`inputs_nonfinite`); unmeasured (their defaults) without `inputs`."""
+    """`v` with what its rules read of the case's inputs where compiled has new NaN/Inf or loses a
+    NaN: their peak over the range (`input_peak_fraction`), and whether any is NaN/Inf where a NaN
+    is lost (`inputs_nonfinite`); unmeasured (their defaults) without `inputs`."""
     fc = v.float_cmp
     if inputs is None or fc is None or not (fc.n_nonfinite_new or fc.n_nan_lost > 0):
         return v
-    facts = {}
-    if fc.n_nonfinite_new:
-        facts["input_peak_fraction"] = input_peak_fraction(inputs, getattr(torch, fc.dtype))
+    facts = {"input_peak_fraction": input_peak_fraction(inputs, getattr(torch, fc.dtype))}
     if fc.n_nan_lost > 0:
         facts["inputs_nonfinite"] = int(inputs_nonfinite(inputs))
     return dataclasses.replace(v, float_cmp=dataclasses.replace(fc, **facts))

@@ -62,6 +62,7 @@ CHECKS = {
                         "{triage:g}x eager's) and differs by more than {few} ULPs or on more than {fraction:g}% of the elements"),
     "rmse-worse": "compiled's RMSE against fp64 exceeds {margin}, the margin torch._dynamo.utils.same allows",
     "nan-inf-wrong": "eager is NaN/Inf exactly as fp64 is, and compiled gives another value",
+    "nan-inf-lost": "eager is NaN as fp64 is, on finite inputs, and compiled gives a number there",
     "zero-sign-wrong": "compiled's zeros have the other sign than eager's, which fp64 shares",
     # Discrete answers a skipped low-precision rounding decides are bugs where a precision knob
     # removes them (`divfuzz.records.mechanism_table.DECISIVE_RULES`): the check is eager's answer.
@@ -266,6 +267,8 @@ def check_lines(rule: str, dtype: str, fc=None) -> list[str]:
     elif rule == "nan-inf-wrong":
         lines = ["same = lambda a, b: (a == b) | (a.isnan() & b.isnan())",
                  "bad = ~eager.isfinite() & same(eager.double(), ref) & ~same(compiled, eager)"]
+    elif rule == "nan-inf-lost":
+        lines = ["bad = eager.isnan() & ref.isnan() & compiled.isfinite()"]
     elif rule == "zero-sign-wrong":
         lines = ["bad = (eager == 0) & (compiled == 0) & (eager.signbit() != compiled.signbit()) & (ref == 0) & "
                  "(ref.signbit() == eager.signbit())"]

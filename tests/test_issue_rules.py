@@ -115,7 +115,7 @@ def test_issue_md_s_upstream_lines_say_when_each_entry_s_state_was_checked(monke
         return known_lines(spec, SeverityReason(Severity.BUG, rule, "v1", "-"), device="cuda", culprit=None)
 
     checked = lines("cast", "float32", "bfloat16", "many-ulps-worse", False)
-    assert any(line.startswith("pytorch#179561 (fixed in PR 180575 after torch 2.10, state checked 2026-12-02;")
+    assert any(line.startswith("pytorch#179561 (fixed in PR 180575 after torch 2.11, state checked 2026-12-02;")
                for line in checked), checked
     checked = lines("div", "float32", "float32", "int-valued-wrong", False)
     assert any(line.startswith("pytorch#197895 (open, live in 2.14.0, state checked 2026-12-02;") for line in checked), checked

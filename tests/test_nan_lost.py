@@ -56,3 +56,21 @@ def test_var_mean_of_an_empty_tensor_under_the_real_inductor_is_the_lost_nan_bug
         return
     causes = [json.loads(p.read_text()) for p in sorted(out.glob("*/culprit.json"))]
     assert any(c["severity"]["rule"] == "nan-inf-lost" and c["reproduced"] for c in causes), causes
+
+
+def test_a_nan_lost_at_the_edge_of_the_range_stays_suspect():
+    # a cast to a narrower float of values past its largest finite one is inf, then inf - inf NaN,
+    # where a kernel that skipped the cast stays finite (issue 183607's class, open)
+    reason = _reason([NAN, 1.0], [0.0, 1.0], [NAN, 1.0], [torch.tensor([3.0e38, 1.0])])
+    assert (reason.severity, reason.rule) == (Severity.SUSPECT, "nan-inf-wrong"), reason
+
+
+def test_a_precision_switch_that_restores_eagers_overflow_makes_the_moved_nan_by_design_not_a_bug():
+    """Eager's float16 square overflowed where fp64 and compiled stay finite (`nan-inf-moved`): the
+    switch restores a value further from fp64 (issue 143182, PR 131595), never a bug by it."""
+    outputs = judge_outputs([("y", torch.tensor([float("inf"), 1.0]))], [("y", torch.tensor([1.0e30, 1.0]))],
+                            [("y", torch.tensor([1.0e30, 1.0], dtype=torch.float64))], inputs=[torch.tensor([1.0])])
+    verdict = verdict_of(outputs)
+    assert severity_of(verdict).rule == "nan-inf-moved"
+    switched = severity_of(verdict, switch="emulate_precision_casts")
+    assert switched.severity is Severity.BY_DESIGN, switched

@@ -339,8 +339,10 @@ def test_a_keys_severity_is_its_rule_under_its_culprits_switch():
             assert under is Severity.BY_DESIGN, rule
         elif severity is Severity.EAGER_WORSE:
             assert under is Severity.EAGER_WORSE, rule
-    for rule in ("int-boundary", "int-flip", "nan-inf-moved", "compiled-fp64-correct"):
+    for rule in ("int-boundary", "int-flip", "compiled-fp64-correct"):
         assert RULE_SEVERITY[rule] is not Severity.BUG and switch_severity(rule, knob) is Severity.BUG, rule
+    # ... but not a NaN/Inf eager itself misplaced (fp64 disagrees with eager there): by-design
+    assert switch_severity("nan-inf-moved", knob) is Severity.BY_DESIGN
     for rule in ("int-valued-wrong", "nan-inf-new", "int-gross", "output-type-mismatch", "compile-error", "crash", "hang"):
         assert switch_severity(rule, knob) is Severity.BUG, rule
         # and a key's severity under the switch is what `severity_of` says of such a finding under it
