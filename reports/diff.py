@@ -25,6 +25,7 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from divfuzz.reports.store_view import StoreView
 from divfuzz.reports.root_causes import culprit_of, root_cause_groups, severity_rank
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.records.errors import DivfuzzError
@@ -179,7 +180,7 @@ def _minimized_digest(bucket) -> str | None:
         return None
 
 
-def side_from_store(store, *, run_id: int | None = None, label: str) -> Side:
+def side_from_store(store: StoreView, *, run_id: int | None = None, label: str) -> Side:
     """One side: the buckets a store (or a run of it) has, with bounds from its own cases, and
     every spec it ran. Severity is the bucket's as stored (the most severe of its cases)."""
     cases = store.case_summaries(run_id=run_id)

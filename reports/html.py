@@ -57,6 +57,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
+from divfuzz.reports.store_view import StoreView
 from divfuzz.reports import plots
 from divfuzz.reports.root_causes import COMPILER_ORDER, EAGER_WORSE, RootCause, culprit_of, severity_rank
 from divfuzz.generators.spec import GraphSpec
@@ -146,7 +147,7 @@ class ReportData:
         return sum(self.bucket_counts.values())
 
 
-def collect(store, *, run_id: int | None = None, bucket_id: int | None = None, plots: str = "bug") -> ReportData:
+def collect(store: StoreView, *, run_id: int | None = None, bucket_id: int | None = None, plots: str = "bug") -> ReportData:
     """Read a store (or one run of it, or one bucket: `bucket_id`) for `render_html` with `plots`:
     each severity's totals and the root causes it shows, with their first buckets (the store
     files and counts the buckets in SQLite: `Store.root_cause_index`), every case summed as it
@@ -181,7 +182,7 @@ def collect(store, *, run_id: int | None = None, bucket_id: int | None = None, p
                       cause_counts=cause_counts, sections=sections, cases=cases, stats=stats)
 
 
-def run_timeline(store, run: dict, *, bucket_id: int | None = None) -> RunTimeline | None:
+def run_timeline(store: StoreView, run: dict, *, bucket_id: int | None = None) -> RunTimeline | None:
     """A run's cases (of one bucket, with `bucket_id`) over time, from their store times read in
     order (`Store.iter_case_times`): the throughput, about 20 points (a window of 1/20 of its
     cases each), and the buckets it opened, a step at each (at most MAX_PLOT_STEPS steps: past

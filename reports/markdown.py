@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from divfuzz.reports.store_view import StoreView
 from divfuzz.oracles.mechanisms import MECHANISMS, excuses
 
 import datetime as _dt
@@ -126,7 +127,7 @@ def _plain(text) -> str:
 BUCKETS_NAMED = 12
 
 
-def coverage_markdown(store, *, run_id: int | None = None) -> str:
+def coverage_markdown(store: StoreView, *, run_id: int | None = None) -> str:
     """The per-op coverage table (`divfuzz.generators.coverage.op_coverage`): cases drawn per op, by data
     dtype, and the buckets they landed in by severity; ops never drawn listed on one line. The
     cases stream by in bucket order (`Store.iter_case_specs`): memory grows with the ops, not the store."""
@@ -153,7 +154,7 @@ FEATURE_WORDS = {
 }
 
 
-def features_markdown(store, *, run_id: int | None = None) -> str:
+def features_markdown(store: StoreView, *, run_id: int | None = None) -> str:
     """The `## Program features` table: per dimension (`FEATURES`), the cases that have it and the
     buckets they landed in by severity, the cases streamed in bucket order as for the op table."""
     lines = ["## Program features", "", "| feature | what it is | cases | buckets by severity |", "| --- | --- | --- | --- |"]
@@ -163,14 +164,14 @@ def features_markdown(store, *, run_id: int | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def buckets_markdown(store, *, run_id: int | None = None, min_severity: str = "noise", new_only: bool = False) -> str:
+def buckets_markdown(store: StoreView, *, run_id: int | None = None, min_severity: str = "noise", new_only: bool = False) -> str:
     """A store's root causes (or those of the buckets a run touched): `bug`, then `suspect`, each
     with its reason, pattern, repro and its raw buckets counted beneath; then the findings about
     eager (eager-worse) apart; `by-design` and `noise` folded into one line per culprit."""
     return "".join(iter_buckets_markdown(store, run_id=run_id, min_severity=min_severity, new_only=new_only))
 
 
-def iter_buckets_markdown(store, *, run_id: int | None = None, min_severity: str = "noise",
+def iter_buckets_markdown(store: StoreView, *, run_id: int | None = None, min_severity: str = "noise",
                           new_only: bool = False) -> Iterator[str]:
     """`buckets_markdown`, a line at a time (each ending in a newline): the store files and counts
     its buckets by root cause in SQLite (`Store.root_cause_index`), and each root cause's first
@@ -228,7 +229,7 @@ def root_causes_markdown(index, *, run_id: int | None = None, min_severity: str 
 FIRST_SCREEN_CAUSES = 1000
 
 
-def _recheck_tags(store) -> dict[int, str]:
+def _recheck_tags(store: StoreView) -> dict[int, str]:
     """Each rechecked bucket's words for the first screen (`divfuzz recheck`: "passes in 2.14.1")."""
     by_bucket: dict[int, list] = {}
     for row in (store.rechecks() if hasattr(store, "rechecks") else ()):
