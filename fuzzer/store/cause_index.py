@@ -2,7 +2,8 @@
 every bucket row (issue 40, item 8: a store of 100,001 buckets).
 
 `RootCauseIndex` files each bucket in scope (the store, the buckets a run's cases fell into, or one
-bucket) under its root cause by the one rule (`divfuzz.reports.root_causes.bucket_cause`), a page of
+bucket) under its root cause by the one rule (`divfuzz.oracles.root_cause_rule.cause_parts` over
+`divfuzz.generators.pattern.minimized_pattern`), a page of
 buckets at a time, into TEMP tables. Then the grouping, the counts, the order, the leads and the
 limits are SQL, and a report asks only for what it shows: a section's totals, its first root
 causes with their first buckets, the folds by culprit with their first bucket ids.
@@ -29,8 +30,9 @@ from typing import Iterator
 
 from divfuzz.fuzzer.store.connection import errors_named
 from divfuzz.fuzzer.store.rows import BucketRow
-from divfuzz.reports.root_causes import (
-    EAGER_WORSE, CauseTotals, RootCause, bucket_cause, culprit_of, known_of_buckets, severity_rank,
+from divfuzz.generators.pattern import minimized_pattern
+from divfuzz.oracles.root_cause_rule import (
+    EAGER_WORSE, CauseTotals, RootCause, cause_parts, culprit_of, known_of_buckets, severity_rank,
 )
 
 PAGE = 500  # bucket rows read at a time
@@ -119,7 +121,8 @@ class RootCauseIndex:
             filed = []
             for r in rows:
                 b = BucketRow.from_row(r)
-                parts, pattern = bucket_cause(b)
+                pattern = minimized_pattern(b)  # the rule's input, then the rule (as `reports.root_causes.bucket_cause`)
+                parts = cause_parts(b, pattern)
                 filed.append((b.id, json.dumps(parts), culprit_of(b), pattern, b.severity, severity_rank(b.severity), b.count))
             with self._lock:
                 self.db.executemany(f"INSERT INTO temp.{raw} VALUES (?, ?, ?, ?, ?, ?, ?)", filed)
