@@ -675,6 +675,12 @@ def _edge_unary(name, family, code, **extra):
     return _edge(OpDef(name=name, family=family, arity=1, accepts=_one_float, infer=_same, code=code, **extra))
 
 
+def _edge_binary(name: str, fn: str) -> OpDef:
+    """An edge op `torch.<fn>(a, b)` of two floating tensors of one shape, in their promoted dtype."""
+    return _edge(OpDef(name=name, family="pointwise", arity=2, accepts=_two_same, infer=_same_binary,
+                       code=lambda a, p: f"torch.{fn}({a[0]}, {a[1]})"))
+
+
 KEEPDIM = {"keepdim": Flag()}
 
 
@@ -784,31 +790,13 @@ for _name in ("remainder", "fmod"):
         draw_params=lambda draw, metas: {"divisor": draw(st.sampled_from(REMAINDER_DIVISORS))},
         eager_rounds_scalars={"divisor": BINARY},
     )
-    _edge(
-        OpDef(
-            name=f"{_name}_tensor",
-            family="pointwise",
-            arity=2,
-            accepts=_two_same,
-            infer=_same_binary,
-            code=(lambda f: lambda a, p: f"torch.{f}({a[0]}, {a[1]})")(_name),
-        )
-    )
+    _edge_binary(f"{_name}_tensor", _name)
 
 # ---- binary selections: minimum and maximum return one of their operands (IEEE 754-2019 orders
 # -0.0 below +0.0, and NaN propagates; the recipes put signed zeros and NaN-free ties in them) ----
 
 for _name in ("minimum", "maximum"):
-    _edge(
-        OpDef(
-            name=_name,
-            family="pointwise",
-            arity=2,
-            accepts=_two_same,
-            infer=_same_binary,
-            code=(lambda f: lambda a, p: f"torch.{f}({a[0]}, {a[1]})")(_name),
-        )
-    )
+    _edge_binary(_name, _name)
 
 # ---- comparisons of a tensor with a Python scalar ----
 # PyTorch's promotion: a Python float does not promote a tensor of a floating dtype, so

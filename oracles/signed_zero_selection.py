@@ -63,3 +63,9 @@ def selected_zeros(op: str, operands: list, eager: torch.Tensor, compiled: torch
         negative, positive = _both_signs(operands[0].detach())
         offered = bool(negative.any()) and bool(positive.any())  # the reduced input holds both zeros
         return n_named, n_named if offered else 0
+
+
+def detail(n_named: int, output: str, op: str) -> str:
+    """The explanation's words, the same on both paths."""
+    return (f"all {n_named} zeros of the other sign in {output} = {op} are where its operands hold a zero of each "
+            "sign: the kernel selected as if -0.0 == +0.0")

@@ -57,7 +57,7 @@ from divfuzz.oracles.mechanisms import CONDITIONED_SUSPECT_RULES, EXPLAINABLE_RU
 from divfuzz.oracles.cast_elision import dropped_cast_elements
 from divfuzz.oracles.named_elements import nearest_alternative, rule_elements, same_values
 from divfuzz.oracles.severity_policy import RANGE_EDGE_FRACTION, severity_of
-from divfuzz.oracles.signed_zero_selection import selected_zeros
+from divfuzz.oracles.signed_zero_selection import detail as selection_detail, selected_zeros
 from divfuzz.records.severity import Severity, SeverityReason, rule_family
 from divfuzz.records.verdict import Explanation, OutputVerdict
 
@@ -553,9 +553,7 @@ def _signed_zero_selection(case: "PreparedCase", compiled: Named, reason: Severi
     n_named, n_at = selected_zeros(node.op, operands, eager, got)
     if n_named == 0 or n_at < n_named:
         return None
-    return Explanation("signed-zero-selection", reason.output,
-                       f"all {n_named} zeros of the other sign in {reason.output} = {node.op} are where its operands hold a "
-                       "zero of each sign: the kernel selected as if -0.0 == +0.0",
+    return Explanation("signed-zero-selection", reason.output, selection_detail(n_named, reason.output, node.op),
                        (("zero_sign_wrong", float(n_named)), ("offered_both", float(n_at))))
 
 

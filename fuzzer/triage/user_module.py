@@ -57,7 +57,7 @@ from divfuzz.fuzzer.triage.phase_clock import PhaseClock
 from divfuzz.oracles.boundary import distance_to_grid_ulps, selection_distance_ulps, undefined_cast
 from divfuzz.oracles.conditioning import perturb_inputs
 from divfuzz.oracles.judge import judge_outputs, verdict_of
-from divfuzz.oracles.signed_zero_selection import is_selector, selected_zeros
+from divfuzz.oracles.signed_zero_selection import detail as selection_detail, is_selector, selected_zeros
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.reference_rules import (BINARY, COMPARE, EXPLICIT_CAST_METHODS, MUL_DIV, round_scalar,
                                              rounds_before_comparison, scalar_dtype)
@@ -393,9 +393,7 @@ def _with_signed_zero_selection(verdict, gm, inputs, a, b):
     if n_named == 0 or n_at < n_named:
         return verdict
     return replace(verdict, explanation=Explanation(
-        "signed-zero-selection", reason.output,
-        f"all {n_named} zeros of the other sign in {reason.output} = {_op_name(node)} are where its operands hold a zero "
-        "of each sign: the kernel selected as if -0.0 == +0.0",
+        "signed-zero-selection", reason.output, selection_detail(n_named, reason.output, _op_name(node)),
         (("zero_sign_wrong", float(n_named)), ("offered_both", float(n_at))), _device_type(inputs)))
 
 
