@@ -104,6 +104,7 @@ def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.
     err_e_scale, err_c_scale = _errors_at_scale(r64, err_e, err_c, finite, dtype)
     gross, gross_measures = _gross_measures(err_e_ulps, err_c_ulps, err_e_scale, err_c_scale, diff_finite, dtype)
     (int_wrong, nonfinite_new), integral_measures = _integral_measures(e64, c64, r64, diff_finite, dtype, working_dtype)
+    nan_lost = naninf.flatten() & torch.isnan(e64) & torch.isnan(r64) & torch.isfinite(c64)
     measures = {
         "n_diff": differs.sum().to(torch.float64),
         "max_ulp": dist.max().to(torch.float64) if dist.numel() else torch.zeros((), dtype=torch.float64, device=dist.device),
@@ -111,13 +112,14 @@ def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.
         # eager non-finite exactly as fp64 is (NaN as NaN, inf of the same sign), compiled not so
         "n_naninf_eager_exact": (naninf.flatten() & ~torch.isfinite(e64) & ~nan_inf_mismatch(e64, r64)).sum().to(torch.float64),
         # ... of them, eager's NaN is fp64's and compiled holds a number there (a NaN lost)
-        "n_nan_lost": (naninf.flatten() & torch.isnan(e64) & torch.isnan(r64) & torch.isfinite(c64)).sum().to(torch.float64),
+        "n_nan_lost": nan_lost.sum().to(torch.float64),
         "n_zero_sign": zero_sign.sum().to(torch.float64),
         "n_zero_sign_wrong": (zero_sign & (r64 == 0) & (torch.signbit(r64) == torch.signbit(e64))).sum().to(torch.float64),
         **_error_measures(e64, c64, r64, err_e, err_c, finite, diff_finite),
         **gross_measures,
         **integral_measures,
         **_conditioning_measures(c64, e64, r64, perturbed, gross, int_wrong, nonfinite_new),
+        "n_nan_lost_ill": _finite_when_moved(perturbed, nan_lost, r64),
         "n_int_wrong_ill_inner": _conditioning_measures(c64, e64, r64, perturbed_inner, gross, int_wrong, nonfinite_new)["n_int_wrong_ill"],
         "n_int_wrong_boundary": _near_boundary(int_wrong, boundary_ulps),
         **_histogram(dist),
@@ -159,6 +161,7 @@ def compare_float(eager: torch.Tensor, compiled: torch.Tensor, reference: torch.
         n_int_wrong_ill_conditioned=int(m["n_int_wrong_ill"]) if m["integral"] else 0,
         n_int_wrong_boundary=int(m["n_int_wrong_boundary"]) if m["integral"] else 0,
         n_nonfinite_ill_conditioned=int(m["n_nonfinite_ill"]),
+        n_nan_lost_ill_conditioned=int(m["n_nan_lost_ill"]),
         max_reference_shift=float(m["max_ref_shift"]),
         reference_rms=float(m["rms_ref"]),
     )
@@ -238,6 +241,18 @@ def _near_boundary(int_wrong: torch.Tensor, boundary_ulps: torch.Tensor | None) 
         return torch.zeros((), dtype=torch.float64, device=int_wrong.device)
     near = boundary_ulps.to(int_wrong.device).flatten() <= BOUNDARY_ULPS
     return (int_wrong & near).sum().to(torch.float64)
+
+
+def _finite_when_moved(perturbed, mask, r64) -> torch.Tensor:
+    """How many `mask` elements (fp64 NaN) some fp64 reference on inputs moved by about one ULP makes
+    finite: a NaN that hangs on a rounding (a variance a hair below zero), not the definition's."""
+    zero = torch.zeros((), dtype=torch.float64, device=r64.device)
+    if not perturbed:
+        return zero
+    finite = torch.zeros_like(mask)
+    for p in perturbed:
+        finite |= torch.isfinite(p.to(device=r64.device, dtype=torch.float64).flatten())
+    return (mask & finite).sum().to(torch.float64)
 
 
 def _conditioning_measures(c64, e64, r64, perturbed, gross, int_wrong, nonfinite_new) -> dict[str, torch.Tensor]:

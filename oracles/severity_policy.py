@@ -64,7 +64,7 @@ _MANTISSA_BITS = {"float32": 23, "float64": 52, "bfloat16": 7, "float16": 10}
 # has no grossly-worse element is reduction order or a decomposition, `noise`, not worth a repro.
 NO_PRECISION_KNOB = frozenset({"float32", "float64"})
 # Bug rules an ill-conditioned input can fake: checked against perturbed inputs (`divfuzz.oracles.judge`).
-CONDITIONED_RULES = frozenset({"nan-inf-new", "float-gross-worse", "int-valued-wrong", "int-gross"})
+CONDITIONED_RULES = frozenset({"nan-inf-new", "nan-inf-lost", "float-gross-worse", "int-valued-wrong", "int-gross"})
 # An output is ill-conditioned when at least this share of the elements a bug rule names move in
 # fp64 as far as compiled differs (a few random draws miss some ill-conditioned elements) ...
 ILL_MAJORITY = 0.5
@@ -180,6 +180,13 @@ def _float_reason(name: str, fc) -> SeverityReason | None:
         # 65504 is inf, then inf - inf is NaN, where a fused kernel that skipped the cast stays
         # finite: issue 183607's class, open without a decision), it stays `nan-inf-wrong` below
         # (propagation and the range's edge: split).
+        if _ill_conditioned(fc.conditioning_draws, fc.n_nan_lost_ill_conditioned, fc.n_nan_lost):
+            # eager and fp64 agree on a NaN that a one-ULP move of the inputs makes finite in fp64 (a
+            # variance a hair below zero): the rounding, not the definition, gives it (issue 188430's
+            # class, closed won't fix)
+            return SeverityReason(Severity.SUSPECT, "nan-inf-ill-conditioned", name,
+                                  f"{fc.n_nan_lost}/{fc.numel} {fc.dtype} elements are NaN in eager and fp64 and a number in "
+                                  f"compiled, but the fp64 value is finite when the inputs move by one ULP: an ill-conditioned input")
         return SeverityReason(Severity.BUG, "nan-inf-lost", name,
                               f"{fc.n_nan_lost}/{fc.numel} {fc.dtype} elements are NaN in eager and fp64, with every input finite, "
                               f"and a number in compiled: the compiled graph loses a NaN its definition gives")

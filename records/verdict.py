@@ -76,6 +76,8 @@ class FloatComparison:
     # ... of them, those where eager's value is NaN as fp64's is and compiled's is a finite number:
     # a NaN the definition gives (an empty mean, 0/0) turned into a number (-1: not measured).
     n_nan_lost: int = -1
+    # ... of them, those some fp64 reference on inputs moved by one ULP makes finite (conditioning)
+    n_nan_lost_ill_conditioned: int = 0
     # Whether any floating input holds NaN or Inf (1) or none does (0); measured only where a NaN is
     # lost (`n_nan_lost`), -1 otherwise: a NaN lost with all inputs finite came from the graph itself.
     inputs_nonfinite: int = -1
