@@ -52,7 +52,9 @@ def test_each_case_s_severity_is_judged_once_and_stored_and_reported_as_judged(t
     if path == "pool":
         monkeypatch.setattr(schedule, "MIN_ANALYSIS_S", 10_000.0)
     calls = _count_severity_calls(monkeypatch)
-    result = run_campaign(CampaignOptions(device="cpu", out_dir=tmp_path, seed=3, dtypes=("bfloat16",), max_cases=4, max_ops=4,
+    # seed 4 draws both a suspect and a noise finding (the draws move when the op set grows: seed 3
+    # drew three noise ones once binary minimum/maximum joined it)
+    result = run_campaign(CampaignOptions(device="cpu", out_dir=tmp_path, seed=4, dtypes=("bfloat16",), max_cases=4, max_ops=4,
                                           config=CompileConfig(backend="divfuzz.fuzzer.engine.planted:ulp_bump"), **PATHS[path]))
     monkeypatch.undo()
     store = Store(tmp_path / STORE_NAME, create=False)
