@@ -381,7 +381,9 @@ def test_a_scan_associated_as_a_parallel_prefix_is_explained_by_the_order_and_pl
     if explained:
         nan_row, nan_reason = _judged(_sqrt_of_cumsum(), PLANTED + backend)
         assert nan_reason.rule == "nan-inf-ill-conditioned" and nan_reason.severity is Severity.SUSPECT, nan_row
-        if reason.rule == "nan-inf-wrong":  # a NaN eager shares with fp64: suspect by its rule, no experiment needed
+        if reason.rule in ("nan-inf-wrong", "nan-inf-ill-conditioned"):
+            # a NaN eager shares with fp64, which a one-ULP move of the inputs makes finite (a running
+            # sum a hair below zero): suspect by its rule, no experiment needed
             assert reason.severity is Severity.SUSPECT and verdict.explanation is None, verdict
             return
         assert verdict.explanation is not None and verdict.explanation.mechanism == "reduction-order", verdict

@@ -206,10 +206,10 @@ class ModelStep:
         and buffers (none for a plain function)."""
         # lazy: torch-free module: it loads torch only when this runs
         import torch
-        import torch.utils._pytree as pytree
 
         own = [*self.model.parameters(), *self.model.buffers()] if isinstance(self.model, torch.nn.Module) else []
-        return [x for x in pytree.tree_leaves((self.args, self.kwargs)) if isinstance(x, torch.Tensor)] + own
+        leaves = torch.utils._pytree.tree_leaves((self.args, self.kwargs))
+        return [x for x in leaves if isinstance(x, torch.Tensor)] + own
 
     def run(self, backend: str | Callable | None = None, *, float64: bool = False) -> list[tuple[str, Any]]:
         """One step on a fresh copy of the model and inputs; returns (name, tensor) outputs, with
