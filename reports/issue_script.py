@@ -41,6 +41,7 @@ from divfuzz.oracles.severity_policy import FEW_ULPS, NOISE_FRACTION, same_margi
 from divfuzz.records.config import BACKEND_IMPORT_PATH, BACKEND_NAME, COMPARED_COMPILE, INDUCTOR_SWITCHES, NUMERICS_NEUTRAL
 from divfuzz.records.outcomes import COMPILER_FAILURES
 from divfuzz.records.severity import Severity
+from divfuzz.records.backends import backend_of
 from divfuzz.reports.issue_inputs import input_lines
 from divfuzz.generators.build import reference_params
 from divfuzz.reports.repro import docstring_literal, graph_name, int_literal, node_expression
@@ -199,7 +200,7 @@ def _inductor_default(key: str):
 def _compile_call(config: "CompileConfig") -> tuple[list[str], str]:
     """(lines before, the `torch.compile(model, ...)` expression) with only non-default arguments."""
     before, args = [], []
-    if config.backend != "inductor":
+    if not backend_of(config.backend).is_inductor:
         if BACKEND_IMPORT_PATH.fullmatch(config.backend):
             module, _, attr = config.backend.partition(":")
             before = ["import importlib", f"backend = getattr(importlib.import_module({module!r}), {attr!r})"]
@@ -358,10 +359,15 @@ def render_issue_script(spec: GraphSpec, *, device: str, config: "CompileConfig"
     marks = [f"torch._dynamo.mark_dynamic({names[spec.inputs[i].name]}, {int_literal(d)})  # compiled dynamic"
              for i, d in dynamic_marks(spec) if spec.inputs[i].shape[d] >= 2]
     args = [names[t.name] for t in spec.inputs]
+    # An input the graph writes into goes to each run as a copy of its own: eager's run must not
+    # hand the compiled run and the fp64 reference the values it wrote.
+    written_into = set(mutated_inputs(spec))
+    fresh = [f"{a}.clone()" if t.name in written_into else a for a, t in zip(args, spec.inputs)]
     call = ", ".join(args)
+    fresh_call = ", ".join(fresh)
     ref_args = ", ".join(
-        (f"{a}.detach().double()" if t.requires_grad else f"{a}.double()") if t.dtype in ("float32", "bfloat16", "float16", "float64") else a
-        for a, t in zip(args, spec.inputs))
+        (f"{a}.detach().double()" if t.requires_grad else f"{a}.double()") if t.dtype in ("float32", "bfloat16", "float16", "float64") else f
+        for a, f, t in zip(args, fresh, spec.inputs))
     ref_call = f"model({ref_args}{', ref=True' if takes_ref else ''})"
 
     grad_of = reason.output.removeprefix("grad:") if reason.output.startswith("grad:") else None
@@ -400,7 +406,7 @@ def render_issue_script(spec: GraphSpec, *, device: str, config: "CompileConfig"
             return None
         k = spec.outputs.index(reason.output) if reason.output in spec.outputs else 0
         if rule == "output-type-mismatch":
-            run = _mismatch_lines(spec, compile_expr, call, k, output.mismatch or "")
+            run = _mismatch_lines(spec, compile_expr, fresh_call, k, output.mismatch or "")
             dtype = None
         else:
             dtype = (output.float_cmp or output.int_cmp).dtype
@@ -408,8 +414,8 @@ def render_issue_script(spec: GraphSpec, *, device: str, config: "CompileConfig"
             pad = "    " if head else ""
             tail = "" if head else ".detach()"
             run = head + [
-                f"{pad}eager = model({call})[{k}]{tail}",
-                f"{pad}compiled = {compile_expr}({call})[{k}]{tail}",
+                f"{pad}eager = model({fresh_call})[{k}]{tail}",
+                f"{pad}compiled = {compile_expr}({fresh_call})[{k}]{tail}",
                 f"{pad}ref = {ref_call}[{k}]{tail}",
             ]
     fc = output.float_cmp if output is not None else None

@@ -161,3 +161,24 @@ def test_issue_py_of_a_forgotten_mutation_fails_while_the_planted_bug_is_there()
         exec(compile(script.text, "issue.py", "exec"), {"__name__": "issue"})  # our own generated code, in a test
     fixed = script.text.replace("backend=backend", "backend='eager'")
     exec(compile(fixed, "issue.py", "exec"), {"__name__": "issue"})
+
+
+def test_issue_py_hands_each_run_its_own_copy_of_an_input_the_graph_writes_into():
+    """The judged output is read before the write (exp(x0), then x0 *= 2): if eager's run wrote into
+    the script's one x0, the compiled run and the fp64 reference would start from the doubled values
+    and the script would fail under any backend. Found on the H200 (seed 6060, div+amax+mul_scalar_)."""
+    spec = validate_spec(GraphSpec(
+        inputs=(TensorSpec("x0", S, "float32"),),
+        nodes=(Node("v1", "exp", ("x0",), (), "float32", S),
+               Node("v2", "mul_scalar_", ("x0",), (("clone", False), ("scalar", 2.0)), "float32", S)),
+        outputs=("v1", "v2")))
+    assert mutated_inputs(spec) == ("x0",)
+    drift = CompileConfig(backend="divfuzz.fuzzer.engine.planted:drift")
+    verdict = execute_case(spec, "cpu", drift)
+    reason = severity_of(verdict)
+    assert reason.severity is Severity.BUG and reason.output == "v1", reason
+    script = render_issue_script(spec, device="cpu", config=drift, reason=reason, verdict=verdict)
+    assert script is not None and "model(x0.clone())" in script.text
+    with pytest.raises(AssertionError):
+        exec(compile(script.text, "issue.py", "exec"), {"__name__": "issue"})  # our own generated code, in a test
+    exec(compile(script.text.replace("backend=backend", "backend='eager'"), "issue.py", "exec"), {"__name__": "issue"})
