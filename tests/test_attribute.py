@@ -233,7 +233,11 @@ def test_graphs_with_one_root_cause_share_one_bucket(tmp_path):
 @pytest.mark.slow
 def test_gpu_layer_norm_linear_and_gate():
     a = _analyze(layer_norm_linear(4096, 128), "cuda")
-    assert len(a.spec.nodes) <= 2 and "aten.native_layer_norm" in a.culprit.summary
+    # The stage is the minimal graph's (issue 54: the ladder climbs the minimized graph). At a smaller
+    # shape the decomposition of native_layer_norm no longer shows it, and the bisector names what
+    # the layer norm lowers to, var_mean (H200, torch 2.11); at the input's shape the decomposition.
+    assert len(a.spec.nodes) <= 2 and a.spec.op_names[0] == "layer_norm"
+    assert "aten.native_layer_norm" in a.culprit.summary or "lowering of var_mean" in a.culprit.summary, a.culprit
     b = _analyze(sigmoid_gate(4096, 128), "cuda")
     assert b.spec.op_names == ("gate",) and "emulate_precision_casts" in b.culprit.summary
 
