@@ -1,5 +1,9 @@
-"""What each known second compiler can compile, as torch-free data: data dtypes, backward,
-autocast, and the (op, dtype, mode) cells it does not support.
+"""A compile backend as divfuzz uses it (`Backend`: Inductor or another, its stage ladder, how a
+script compiles with it), and what each known second compiler can compile, as torch-free data:
+data dtypes, backward, autocast, and the (op, dtype, mode) cells it does not support.
+
+One owner for a backend's name and its ladder: every "is this Inductor?" and every list of rungs
+goes through `Backend` (`backend_of`), so a new backend has one place to say what it has.
 
 A campaign draws only within its backend's capabilities (`graph_specs(allowed=...)`), so a graph
 the backend cannot compile is never drawn; a compile error that a declared-unsupported cell
@@ -17,6 +21,49 @@ from typing import Iterable
 
 from divfuzz.records.dtypes import DATA_DTYPES
 from divfuzz.records.errors import ConfigError
+
+INDUCTOR = "inductor"  # torch.compile's default backend: the one with config switches and a compiler bisector
+# The stage ladder (torch._dynamo's aot_eager family): each rung runs one stage more of the compile
+# than the one before, so the first that shows a finding names the stage at fault. Eager is the
+# reference every run is compared with; these are the rungs between it and the backend.
+LADDER_RUNGS = ("aot_eager", "aot_eager_decomp_partition")
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A `torch.compile` backend as divfuzz drives it. Invariant: `name` is what `CompileConfig.backend`
+    holds (a registered name or `module:function`), and everything that branches on the backend asks
+    this record, never compares the name."""
+
+    name: str
+
+    @property
+    def is_inductor(self) -> bool:
+        """Inductor has config switches to probe, a compiler bisector, and the full ladder below it."""
+        return self.name == INDUCTOR
+
+    @property
+    def ladder(self) -> tuple[str, ...]:
+        """The rungs below the backend that a culprit search climbs: the AOT rungs under Inductor;
+        none under another backend (it is the culprit as a whole)."""
+        return LADDER_RUNGS if self.is_inductor else ()
+
+    def rungs(self) -> tuple[str, ...]:
+        """Eager, the ladder, then the backend itself: the runs a module's cause is compared along."""
+        return ("eager", *self.ladder, self.name)
+
+    def compile_expression(self, target: str) -> str:
+        """How a script compiles `target` with this backend by its registered name (Inductor: torch's default call)."""
+        return f"torch.compile({target})" if self.is_inductor else f"torch.compile({target}, backend={self.name!r})"
+
+    def caps(self) -> "BackendCaps":
+        return capabilities_of(self.name)
+
+
+def backend_of(name: str | None) -> Backend:
+    """The `Backend` for a config's backend name (None: torch's default, Inductor)."""
+    return Backend(name or INDUCTOR)
+
 
 # The data dtypes a backend may declare (`divfuzz.records.dtypes.DATA_DTYPES`); `divfuzz.fuzzer.campaign.loop`
 # imports it under this name.
@@ -201,7 +248,7 @@ def capabilities_of(*backends: str | None) -> BackendCaps:
     """What every one of `backends` supports (their intersection); unknown names support all."""
     caps = [KNOWN.get(b, BackendCaps(name=b)) for b in backends if b]
     if not caps:
-        return BackendCaps(name="inductor")
+        return BackendCaps(name=INDUCTOR)
     result = caps[0]
     for c in caps[1:]:
         result = _intersect(result, c)

@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from divfuzz.records.backends import INDUCTOR
 from divfuzz.records.errors import ConfigError
 from divfuzz.records.numbers import number_problem
 
@@ -203,7 +204,7 @@ def check_inductor_override(key: Any, value: Any, where: str = "--inductor") -> 
 
 @dataclass(frozen=True)
 class CompileConfig:
-    backend: str = "inductor"
+    backend: str = INDUCTOR
     dynamic: bool | None = False
     mode: str | None = None
     inductor: tuple[tuple[str, Any], ...] = field(default=())
@@ -252,7 +253,7 @@ class CompileConfig:
             if not isinstance(inductor, dict):
                 raise ConfigError(f"inductor: expected an object of overrides but got {_short(inductor)}")
             return cls(
-                backend=d.get("backend", "inductor"),
+                backend=d.get("backend", INDUCTOR),
                 dynamic=d.get("dynamic", False),
                 mode=d.get("mode"),
                 inductor=tuple(sorted(inductor.items())),

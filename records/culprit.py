@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
+from divfuzz.records.backends import INDUCTOR
 from divfuzz.records.buckets import CulpritKey
 from divfuzz.records.errors import StoreError
 
@@ -213,7 +214,7 @@ def switch_named(c: Culprit) -> str | None:
         return None
     if c.subsystem and c.subsystem.startswith("inductor_"):
         return c.subsystem.removeprefix("inductor_")
-    if c.stage == "inductor" and c.fixes and not c.subsystem:
+    if c.stage == INDUCTOR and c.fixes and not c.subsystem:
         return c.fixes[0]
     if c.subsystem:
         return None
@@ -227,7 +228,7 @@ def summarize(c: Culprit) -> str:
         return f"decomposition of {c.detail}"
     if c.subsystem and c.subsystem.startswith("inductor_") and c.subsystem.removeprefix("inductor_") in c.fixes:
         return f"inductor: {c.subsystem.removeprefix('inductor_')} removes it"
-    if c.stage == "inductor" and c.fixes and not c.subsystem:
+    if c.stage == INDUCTOR and c.fixes and not c.subsystem:
         return f"inductor: {c.fixes[0]} removes it"
     if c.subsystem == "lowerings" and c.detail:
         return f"inductor lowering of {c.detail}"

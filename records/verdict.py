@@ -342,7 +342,7 @@ class Verdict:
     explanation: Explanation | None = None
     # torch's intra-op threads on the CPU when the case ran (None: not recorded, or a GPU case).
     # Inductor's CPU kernels and eager's reductions split work by thread, so their bits follow it:
-    # a bucket's replay and repro.py run under the same count (`divfuzz.reports.files.bucket_case`).
+    # a bucket's replay and repro.py run under the same count (`divfuzz.reports.bucket_folder.bucket_case`).
     threads: int | None = field(default=None, compare=False)
     # How the worker died during this case, each time, when running it again in a fresh worker
     # answered (`divfuzz.fuzzer.engine.worker.Worker`): a death that does not repeat (a kill from

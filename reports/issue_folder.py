@@ -9,7 +9,7 @@ keeps a setting or the thread count only where that run shows the finding needs 
 (`divfuzz.reports.issue_check.check_pins`), with a comment that says so; issue.md says which, and
 its error log is what the written script printed. A hang's script is not run (it waits
 `HANG_S`): it keeps every setting, marked unchecked.
-Called by `divfuzz.reports.files.write_bucket_folder` on its temporary folder, before that folder
+Called by `divfuzz.reports.bucket_folder.write_bucket_folder` on its temporary folder, before that folder
 is moved into place, so a bucket's files appear together or not at all.
 """
 
@@ -24,6 +24,7 @@ from divfuzz.oracles.severity_policy import explaining_mechanism, severity_of
 from divfuzz.records.culprit import Culprit
 from divfuzz.records.errors import StoreError
 from divfuzz.records.known_bugs import KnownBugsError, RootCausePattern, default_known_bugs
+from divfuzz.reports.bucket_files import COMPILE_LOG, ISSUE_MARKDOWN, ISSUE_SCRIPT
 from divfuzz.reports.issue_check import DefaultsCheck, check_pins
 from divfuzz.reports.issue_markdown import render_issue_markdown
 from divfuzz.reports.issue_script import candidate_pins, render_issue_script
@@ -33,9 +34,6 @@ if TYPE_CHECKING:
     from divfuzz.records.severity import SeverityReason
     from divfuzz.records.verdict import Verdict
 
-ISSUE_SCRIPT = "issue.py"
-ISSUE_MARKDOWN = "issue.md"
-COMPILE_LOG = "compile.log"
 # compile.log keeps at most this many characters: the first and the last half of what was printed.
 COMPILE_LOG_MAX_CHARS = 1_000_000
 

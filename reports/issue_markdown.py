@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Iterable
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.oracles.severity_policy import same_rejects
 from divfuzz.records.config import INDUCTOR_SWITCHES
+from divfuzz.records.backends import LADDER_RUNGS  # the stage ladder's rungs before the case's own compile, in order
 from divfuzz.reports.issue_check import DefaultsCheck, ScriptOutcome
 
 if TYPE_CHECKING:
@@ -59,8 +60,6 @@ def removing_switch(culprit: dict | None) -> str | None:
     return None
 
 
-# The stage ladder's rungs before the case's own compile, in order (`divfuzz.fuzzer.triage.attribute.LADDER`).
-LADDER_RUNGS = ("aot_eager", "aot_eager_decomp_partition")
 # An outcome label as the attribution records it ("ok", a finding kind, an error status, "another fp16-ulp").
 _OUTCOME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,40}( [a-z0-9][a-z0-9_.-]{0,40})?")
 

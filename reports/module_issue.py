@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from divfuzz.generators.ops import DTYPE_CODE
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.severity import Severity
+from divfuzz.records.backends import backend_of
 from divfuzz.reports.issue_inputs import LITERAL_MAX, literal_code
 from divfuzz.reports.issue_markdown import Subject
 from divfuzz.reports.issue_script import AGGREGATE_RULES, CHECKS, IssueScript, check_lines, check_words, one_line_doc, setting_lines
@@ -75,8 +76,8 @@ def render_module_issue_script(gm, ref_gm, inputs, *, before: str, rung: str, de
         offset += size
     call = ", ".join(names)
     ref_call = ", ".join(f"{a}.double()" if str(t.dtype).removeprefix("torch.") in _FLOAT else a for a, t in zip(names, inputs))
-    eager = "Repro()" if before == "eager" else f"torch.compile(Repro(), backend={before!r})"
-    compiled = "torch.compile(Repro())" if rung == "inductor" else f"torch.compile(Repro(), backend={rung!r})"
+    eager = "Repro()" if before == "eager" else backend_of(before).compile_expression("Repro()")
+    compiled = backend_of(rung).compile_expression("Repro()")
     head = ["import torch", "from torch import device  # the graph's code may name devices"]
     code = "\n".join(gm.code.splitlines() + ref_gm.code.splitlines())
     if re.search(r"\binf\b|\bnan\b", code):

@@ -9,9 +9,10 @@ names, culprit) reaches the script only inside the escaped docstring.
 
 from __future__ import annotations
 
+from divfuzz.records.backends import INDUCTOR, backend_of
 from divfuzz.reports.repro import compared_compile_code, docstring_literal
 
-RUNGS = ("eager", "aot_eager", "aot_eager_decomp_partition", "inductor")
+RUNGS = backend_of(INDUCTOR).rungs()  # eager, the stage ladder, Inductor (`divfuzz.records.backends`)
 
 _MODULE_REPRO = '''#!/usr/bin/env python3
 {doc}

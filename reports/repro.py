@@ -99,7 +99,7 @@ def carried_source(module: ModuleType) -> str:
 # once can fail with "SystemError: AST constructor recursion depth mismatch" (issue 40: 2 of 3
 # two-slot campaigns aborted, a slot writing a bucket's repro while Hypothesis, drawing in the
 # other slot, parsed newly imported modules for its constants). Module import is serialized and
-# a campaign imports this module before its first thread starts (through `divfuzz.reports.files`),
+# a campaign imports this module before its first thread starts (through `divfuzz.reports.bucket_folder`),
 # so no slot, pool or report thread ever parses Python to write a script.
 _CARRIED_RUNTIME = ("# divfuzz's generators/runtime.py (docstring and imports left out): what the engine runs too.\n"
                     + carried_source(runtime))

@@ -32,12 +32,17 @@ from pathlib import Path
 
 from divfuzz.fuzzer.store import STORE_NAME, Store
 from divfuzz.records.outcomes import ERROR_KINDS
+from divfuzz.reports.bucket_files import ISSUE_SCRIPT, REPRO_FILE
+from divfuzz.reports.bucket_folder import BucketFolder
 from divfuzz.reports.root_causes import root_cause_groups
 
 # repro.py's closing line (`divfuzz.reports.repro`'s `summary`), its error line, and its own alarm.
 REPRO_LINE = re.compile(r"^DIVERGES: (?P<severity>[a-z-]+) \((?P<rule>[^,()]+), output ")
 REPRO_ERROR = re.compile(r"^(?:compile|runtime) error: (?P<type>[A-Za-z_][\w]*):", re.M)
 REPRO_HANG = "compiled run did not finish in"
+# What is kept of each script's output: enough for a compiler's whole traceback (an Inductor error's runs past 4,000
+# characters, and a cut one names no exception).
+TAIL = 200_000
 ISSUE_HANG = "no result after"  # issue.py's alarm (`divfuzz.reports.issue_script.HANG_S`)
 FRAME = re.compile(r'^  File "(?P<file>[^"]+)", line (?P<line>\d+)', re.M)
 EXCEPTION_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::|$)")
@@ -72,14 +77,14 @@ def run_script(script: Path, timeout_s: float) -> Run:
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         out, err = proc.communicate(timeout=timeout_s)
-        return Run(proc.returncode, time.monotonic() - t0, out[-4000:], err[-4000:])
+        return Run(proc.returncode, time.monotonic() - t0, out[-TAIL:], err[-TAIL:])
     except subprocess.TimeoutExpired:
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
         out, err = proc.communicate()
-        return Run(None, time.monotonic() - t0, out[-4000:], err[-4000:], timed_out=True)
+        return Run(None, time.monotonic() - t0, out[-TAIL:], err[-TAIL:], timed_out=True)
 
 
 def _plain_failure(run: Run, hung: bool) -> str | None:
@@ -116,7 +121,8 @@ def issue_failure(run: Run, script_lines: int, rule: str) -> str:
     plain = _plain_failure(run, ISSUE_HANG in run.stderr)
     if plain is not None:
         return plain
-    tail = run.stderr[run.stderr.rfind("Traceback (most recent call last):"):]
+    start = run.stderr.rfind("Traceback (most recent call last):")
+    tail = run.stderr[max(start, 0):]  # no header (cut off): the frames that are there
     frames = FRAME.findall(tail)
     after = FRAME.split(tail)[-1].splitlines()[1:] if frames else []  # past the last frame's line
     exception = next((m["type"] for m in map(EXCEPTION_LINE.match, after) if m), None)
@@ -176,14 +182,14 @@ def _cell(text: str, limit: int) -> str:
 
 def measure(bucket, cause_no: int, cause, store_dir: Path, timeout_s: float) -> Line:
     """Run one bug bucket's issue.py and repro.py (one after the other: they compile the same graph)."""
-    folder = Path(bucket.folder) if bucket.folder else None
-    if folder is not None and not folder.is_dir():  # a store moved from the host that wrote it
-        folder = store_dir / "buckets" / folder.name
+    # The folder as its id and key place it (never the stored path: a store moved from its host still reads).
+    folder = BucketFolder.load(store_dir, bucket.id, bucket.key) if BucketFolder.exists(store_dir, bucket.id, bucket.key) else None
     rule = bucket.key.rule
-    issue_path = folder / "issue.py" if folder else Path("/nonexistent/issue.py")
-    lines = len(issue_path.read_text().splitlines()) if issue_path.is_file() else 0
+    issue_path = (folder.file(ISSUE_SCRIPT) if folder else None) or Path("/nonexistent", ISSUE_SCRIPT)
+    text = folder.read_file(ISSUE_SCRIPT) if folder else None
+    lines = len(text.splitlines()) if text is not None else 0
     issue = run_script(issue_path, timeout_s)
-    repro = run_script(folder / "repro.py" if folder else Path("/nonexistent/repro.py"), timeout_s)
+    repro = run_script((folder.file(REPRO_FILE) if folder else None) or Path("/nonexistent", REPRO_FILE), timeout_s)
     i, r = issue_failure(issue, lines, rule), repro_failure(repro)
     why = (bucket.severity_reason or {}).get("detail") or ""
     return Line(bucket.id, cause_no, rule, bucket.count, _cell(str(cause.known), 40) if cause else "", _cell(cause.title if cause else "", 160),

@@ -32,7 +32,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from divfuzz.fuzzer.store import STORE_NAME, Store
-from divfuzz.generators.validate import load_spec
+from divfuzz.reports.bucket_files import REPRO_FILE, SPEC_FILE
+from divfuzz.reports.bucket_folder import BucketFolder
 
 # `severity: bug (int-valued-wrong, output v9): ...` (replay) and `DIVERGES: bug (...): ...` (repro.py).
 LABELLED = r"(?P<severity>[a-z-]+) \((?P<rule>[^,()]+), output (?P<output>.+?)\): (?P<detail>.*)"
@@ -120,7 +121,7 @@ def names_the_spec_s(printed: list[str], spec) -> bool:
 
 
 def replay_said(folder: Path, case: dict, timeout_s: float) -> Said:
-    code, text = _run(_cli("replay", str(folder / "spec.json"), *config_args(case)), timeout_s)
+    code, text = _run(_cli("replay", str(folder / SPEC_FILE), *config_args(case)), timeout_s)
     m = REPLAY_LINE.search(text)
     if code != 0 or m is None:
         return Said(note=f"replay exited {code}: {text.strip().splitlines()[-1:] if text.strip() else ''}")
@@ -131,7 +132,7 @@ def replay_said(folder: Path, case: dict, timeout_s: float) -> Said:
 
 
 def repro_said(folder: Path, timeout_s: float) -> Said:
-    code, text = _run([sys.executable, "repro.py"], timeout_s, cwd=folder)
+    code, text = _run([sys.executable, REPRO_FILE], timeout_s, cwd=folder)
     lines = text.strip().splitlines()
     names = [m["name"] for m in map(REPRO_OUTPUT_LINE.match, lines) if m]
     m = REPRO_LINE.match(lines[-1]) if lines else None
@@ -163,22 +164,20 @@ def report_view(store_dir: Path, timeout_s: float) -> tuple[dict[int, str], dict
 
 def check_bucket(bucket, store_dir: Path, report: tuple, timeout_s: float) -> Checked:
     severities, whys, patterns, _ = report
-    folder = Path(bucket.folder)
-    if not folder.is_absolute() and not folder.exists():
-        folder = store_dir.parent / folder
+    loaded = BucketFolder.load(store_dir, bucket.id, bucket.key)  # placed by its id and key, checked as it is read
+    folder = loaded.path
     reason = bucket.severity_reason or {}
     said = Said(bucket.severity, reason.get("rule"), reason.get("output"), reason.get("detail"))
     problems = []
     listed = severities.get(bucket.id)
     if listed is not None and listed != bucket.severity:
         problems.append(f"the report lists it as {listed}, the store as {bucket.severity}")
-    why = whys.get(bucket.folder) or whys.get(str(folder))
+    why = whys.get(bucket.folder) or whys.get(str(folder)) or whys.get(str(folder.resolve()))
     if why is not None and why != f"{bucket.severity} ({said.rule}, output {said.output}): {said.detail}":
         problems.append(f"the report's why line is not the stored reason: {why[:120]}")
-    spec = load_spec((folder / "spec.json").read_text(), source=str(folder / "spec.json"))
+    spec = loaded.spec
     names = spec_outputs(spec)
-    case = json.loads((folder / "case.json").read_text())
-    replay = replay_said(folder, case, timeout_s)
+    replay = replay_said(folder, {"device": loaded.device, "config": loaded.config.to_dict()}, timeout_s)
     repro = repro_said(folder, timeout_s)
     if replay.identity() != said.identity():
         problems.append(f"replay: {replay.severity} ({replay.rule}, output {replay.output}){' ' + replay.note if replay.note else ''}")
@@ -192,7 +191,7 @@ def check_bucket(bucket, store_dir: Path, report: tuple, timeout_s: float) -> Ch
         problems.append(f"repro.py's outputs {repro.outputs} are not the spec's {names}")
     if replay.outputs and repro.outputs and replay.outputs != repro.outputs:
         problems.append(f"replay names the outputs {replay.outputs}, repro.py {repro.outputs}")
-    pattern = patterns.get(bucket.folder) or patterns.get(str(folder))
+    pattern = patterns.get(bucket.folder) or patterns.get(str(folder)) or patterns.get(str(folder.resolve()))
     if pattern is not None:
         returned = [n.strip() for n in pattern.split(" -> ")[-1].split(" [")[0].split(",")]
         if returned != list(spec.outputs):

@@ -25,7 +25,7 @@ from divfuzz.records.outcomes import Status
 from divfuzz.records.severity import Severity, SeverityReason
 from divfuzz.records.verdict import FloatComparison, OutputVerdict, Verdict
 from divfuzz.reports import html
-from divfuzz.reports.files import write_bucket_folder
+from divfuzz.reports.bucket_folder import write_bucket_folder
 from divfuzz.reports.issue_folder import issue_files
 from divfuzz.reports.issue_check import DefaultsCheck, ScriptOutcome, ScriptRun, check_pins, outcome_of
 from divfuzz.reports.issue_markdown import ablation_lines, fp64_verdict, render_issue_markdown

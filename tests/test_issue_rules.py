@@ -28,7 +28,7 @@ from divfuzz.records.culprit import BisectResult, Culprit
 from divfuzz.records.severity import Severity, SeverityReason
 from divfuzz.records.known_bugs import KnownBugs
 from divfuzz.reports import issue_folder
-from divfuzz.reports.files import write_bucket_folder
+from divfuzz.reports.bucket_folder import write_bucket_folder
 from divfuzz.reports.issue_folder import known_lines
 from divfuzz.reports.issue_script import CHECKS, ERROR_RULES, check_lines
 from seed_specs import unary_bf16

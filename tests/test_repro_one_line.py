@@ -13,7 +13,7 @@ import pytest
 from divfuzz.fuzzer.engine.worker import CaseRequest, Worker
 from divfuzz.records.buckets import BucketKey
 from divfuzz.records.config import CompileConfig
-from divfuzz.reports.files import write_bucket_folder
+from divfuzz.reports.bucket_folder import write_bucket_folder
 from seed_specs import unary_bf16
 
 

@@ -27,7 +27,7 @@ from divfuzz.oracles.severity_policy import severity_of
 from divfuzz.records.buckets import BucketKey, CulpritKey
 from divfuzz.records.config import CompileConfig
 from divfuzz.reports import repro as repro_module
-from divfuzz.reports.files import write_bucket_folder
+from divfuzz.reports.bucket_folder import write_bucket_folder
 from seed_specs import e8m0, unary_bf16
 
 PLANTED = "divfuzz.fuzzer.engine.planted:"

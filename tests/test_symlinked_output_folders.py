@@ -18,7 +18,7 @@ from divfuzz.records.config import CompileConfig
 from divfuzz.records.errors import UnsafePathError
 from divfuzz.records.outcomes import Status
 from divfuzz.records.verdict import Verdict
-from divfuzz.reports.files import bucket_folder_name, write_bucket_folder
+from divfuzz.reports.bucket_folder import bucket_folder_name, write_bucket_folder
 from test_spec_safety import base
 
 

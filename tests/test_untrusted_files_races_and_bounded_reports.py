@@ -19,7 +19,7 @@ CORPUS_SPEC = sorted((ROOT / "corpus" / "specs").glob("*.json"))[0]
 PARSES_WHILE_WRITING = """
 import sys, threading
 from pathlib import Path
-import divfuzz.reports.files  # what a campaign imports before its first thread starts
+import divfuzz.reports.bucket_folder  # what a campaign imports before its first thread starts
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.records.config import CompileConfig
 from divfuzz.reports.repro import render_repro

@@ -181,7 +181,7 @@ def test_a_symlinked_buckets_folder_or_store_is_refused(tmp_path):
     from divfuzz.records.outcomes import Status
     from divfuzz.records.verdict import Verdict
     from divfuzz.generators.spec import GraphSpec
-    from divfuzz.reports.files import write_bucket_folder
+    from divfuzz.reports.bucket_folder import write_bucket_folder
 
     elsewhere = tmp_path / "elsewhere"
     (elsewhere / "0001-x").mkdir(parents=True)

@@ -35,7 +35,8 @@ from divfuzz.records.errors import StoreError
 from divfuzz.records.severity import Severity
 from divfuzz.records.verdict import Verdict
 from divfuzz.generators.validate import load_spec
-from divfuzz.reports.files import bucket_folder_name, remove_unfinished_folders, write_bucket_folder
+from divfuzz.reports.bucket_files import bucket_folder_path, buckets_root
+from divfuzz.reports.bucket_folder import remove_unfinished_folders, write_bucket_folder
 from divfuzz.reports.kill_points import kill_point
 from divfuzz.records.safe_paths import copy_plain_tree, plain_folder
 
@@ -113,10 +114,10 @@ class Filing:
         taken already; UnsafePathError (naming `what`) for what is not a plain file or folder. A
         copy that fails is removed. Called in the merge's transaction (no other thread runs)."""
         with _FOLDER_WRITE:
-            dest = self.out_dir / "buckets" / bucket_folder_name(bucket_id, key)
+            dest = bucket_folder_path(self.out_dir, bucket_id, key)
             if dest.exists():
                 raise StoreError(f"{dest}: already exists, and the output store names no bucket folder there; move it away")
-            plain_folder(self.out_dir / "buckets", root=self.out_dir, create=True, what="merge OUT's buckets folder")
+            plain_folder(buckets_root(self.out_dir), root=self.out_dir, create=True, what="merge OUT's buckets folder")
             try:
                 copy_plain_tree(origin, dest, what=what)
             except BaseException:
@@ -153,7 +154,7 @@ class Filing:
                 folder = self.write_folder(bucket_id=filed.bucket_id, case_id=job.case_id, key=key, spec=job.spec,
                                            verdict=verdict, analysis=analysis, device=device, config=config)
         if filed.raw_bucket_id is not None:  # its path is built from ids and a sanitised slug, never read from the store
-            raw_folder = out_dir / "buckets" / bucket_folder_name(filed.raw_bucket_id, job.raw_key)
+            raw_folder = bucket_folder_path(out_dir, filed.raw_bucket_id, job.raw_key)
             if raw_folder.is_dir() and raw_folder != folder:
                 shutil.rmtree(raw_folder)
         return filed
@@ -169,7 +170,7 @@ class Filing:
         one stops the campaign (exit 2) naming the case and the store. Returns the ids of the
         buckets whose folder was written."""
         store = self.store
-        remove_unfinished_folders(self.out_dir / "buckets")
+        remove_unfinished_folders(buckets_root(self.out_dir))
         unwritten = store.repair_interrupted_buckets()
         for bucket_id in unwritten:
             b = store.bucket(bucket_id)
@@ -216,7 +217,7 @@ def _write_bucket_files(store: Store, out_dir: Path, *, bucket_id: int, case_id:
         # lazy: heavy: the triage imports torch._dynamo; only an analysed bucket needs it
         from divfuzz.fuzzer.triage.analysis import write_bucket
 
-        folder = write_bucket(out_dir / "buckets", bucket_id=bucket_id, key=key, analysis=analysis,
+        folder = write_bucket(buckets_root(out_dir), bucket_id=bucket_id, key=key, analysis=analysis,
                               device=device, config=config, fallback_verdict=verdict, case_id=case_id,
                               timeout_s=int(timeout_s), versions=environment_versions(device), compile_log=log,
                               severity=stored, check_unchecked=False)
@@ -227,7 +228,7 @@ def _write_bucket_files(store: Store, out_dir: Path, *, bucket_id: int, case_id:
         return folder
     # A case as drawn: its issue.py is not run here (the campaign's filing must not stall on a fresh
     # process per bucket); the analysis's folder, which replaces it, carries the analysis's check.
-    folder = write_bucket_folder(out_dir / "buckets", bucket_id=bucket_id, key=key, spec=spec, device=device,
+    folder = write_bucket_folder(buckets_root(out_dir), bucket_id=bucket_id, key=key, spec=spec, device=device,
                                  config=config, verdict=verdict, case_id=case_id, timeout_s=int(timeout_s),
                                  versions=environment_versions(device), compile_log=log, severity=stored,
                                  check_issue=False)

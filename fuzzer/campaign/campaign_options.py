@@ -17,7 +17,7 @@ from pathlib import Path
 from divfuzz.generators.input_siblings import DEFAULT_INPUTS_PER_COMPILE, MAX_INPUTS_PER_COMPILE
 from divfuzz.generators.shape_siblings import SHAPE_SIBLINGS
 from divfuzz.generators.strategies import campaign_recipe_seed, graph_specs, perf_graph_specs
-from divfuzz.records.backends import ALL_DTYPES, capabilities_of
+from divfuzz.records.backends import ALL_DTYPES, backend_of, capabilities_of
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.errors import ConfigError
 
@@ -134,7 +134,7 @@ class CampaignOptions:
                                     **({"dtypes": self.dtypes} if self.dtypes else {}))
         kwargs = {"max_ops": self.max_ops, "ops": self.ops, "guard_casts": not self.unguarded_casts, "op_offset": slot,
                   "zero_recipe_seed": recipe_seed}
-        if self.device.startswith("cuda") and self.config.backend == "inductor" and not self.config.mode and self.against is None:
+        if self.device.startswith("cuda") and backend_of(self.config.backend).is_inductor and not self.config.mode and self.against is None:
             kwargs["modes"] = CAMPAIGN_MODES  # the modes users run, on the device they are for
         if self.dtypes:
             kwargs["dtypes"] = self.dtypes

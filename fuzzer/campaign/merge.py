@@ -45,6 +45,7 @@ from divfuzz.records.errors import StoreError, UnsafePathError
 from divfuzz.records.severity import Severity
 from divfuzz.records.safe_paths import child_path
 from divfuzz.records.safe_paths import remove_made
+from divfuzz.reports.bucket_files import buckets_root
 
 @dataclass
 class MergeSummary:
@@ -75,7 +76,7 @@ def merge_stores(out_dir: Path, inputs: list[Path]) -> MergeSummary:
         seen[real] = Path(given)
     out_existed = out_path.exists()
     made = [p for p in reversed([out_dir, *out_dir.parents]) if not p.exists()]  # removed again if the merge is refused
-    buckets_made = not (out_dir / "buckets").exists()  # likewise, when empty
+    buckets_made = not buckets_root(out_dir).exists()  # likewise, when empty
     out_dir.mkdir(parents=True, exist_ok=True)
     lock = CampaignLock(out_path)
     lock_existed = lock.path.exists()
@@ -105,7 +106,7 @@ def merge_stores(out_dir: Path, inputs: list[Path]) -> MergeSummary:
             shutil.rmtree(folder, ignore_errors=True)
         if buckets_made:
             try:
-                (out_dir / "buckets").rmdir()  # only when empty: what this merge made and nothing else
+                buckets_root(out_dir).rmdir()  # only when empty: what this merge made and nothing else
             except OSError:
                 pass
         if store is not None:
@@ -221,7 +222,7 @@ def _finish_buckets(filing: Filing, path: Path, bucket_ids: dict[int, int], fold
         if out.folder:
             continue
         try:
-            origin = child_path(path.parent / "buckets", Path(str(stored)).name, what=f"{path}: bucket {old_id}'s folder")
+            origin = child_path(buckets_root(path.parent), Path(str(stored)).name, what=f"{path}: bucket {old_id}'s folder")
         except UnsafePathError as e:
             raise StoreError(str(e)) from None
         if not origin.is_dir() or origin.is_symlink():

@@ -36,9 +36,11 @@ from divfuzz.fuzzer.cli.options import (
 )
 from divfuzz.fuzzer.store.schema import resolve_store
 from divfuzz.fuzzer.triage.module_ref import parse_module_ref
+from divfuzz.records.backends import INDUCTOR, backend_of
 from divfuzz.records.config import CompileConfig, parse_inductor_overrides
 from divfuzz.records.errors import ConfigError
 from divfuzz.records.numbers import parse_number
+from divfuzz.reports.bucket_files import COMPILE_LOG, MINIMIZE_KEY_FILE
 
 # `minimize --module --budget B`: B is a deadline for the whole command (the worker's phases check
 # it before each step); the step in flight at B (one compile of a captured graph, or the capture
@@ -75,7 +77,7 @@ PERF_MODULE_GRACE_S = 300.0
 @click.option("--autocast", type=click.Choice(["bfloat16", "float16"]), default=None, help="For --module: run NAME's model under autocast.")
 @click.option("--dtype", type=click.Choice(["float32", "bfloat16", "float16"]), default=None, help="For --module: cast the model and float inputs to this dtype.")
 @click.option("--train", is_flag=True, help="For --module: judge a training step (forward, loss, backward; gradients are outputs).")
-@click.option("--backend", default="inductor", show_default=True, metavar="NAME", help=BACKEND_HELP)
+@click.option("--backend", default=INDUCTOR, show_default=True, metavar="NAME", help=BACKEND_HELP)
 @click.option("--inductor", multiple=True, metavar="KEY=VALUE", help=INDUCTOR_HELP)
 @click.option("--pending", is_flag=True, help="Finish the bucket analyses a campaign left pending in its store (--out).")
 @click.option("--workers", type=WORKERS, default="auto", show_default=True, help="For --pending: analysis workers, auto (sized from "
@@ -166,7 +168,7 @@ def minimize(ctx, case, modules, out_dir, repro_dir, store_dir, device, budget, 
             worker.stop()
         return
     spec, config = _load_case(case, campaign_dir, lambda path: case_text, cli_backend=backend)
-    if backend != "inductor" or inductor:
+    if not backend_of(backend).is_inductor or inductor:
         config = compile_config(backend, inductor, config.dynamic, config.mode)
     result = minimize_case(spec, device=device, config=config, budget_s=parse_budget(budget or SPEC_DEFAULT_BUDGET), timeout_s=timeout_s, out_dir=out_dir,
                            oracle=oracle, perf_margin=perf_margin)
@@ -184,7 +186,7 @@ def minimize(ctx, case, modules, out_dir, repro_dir, store_dir, device, budget, 
 def _keep_compile_log(target: Path, text: str) -> None:
     """What the compiler (and the user's module) printed in the worker, kept as `target/compile.log`."""
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
-    from divfuzz.reports.issue_folder import COMPILE_LOG, clipped_log
+    from divfuzz.reports.issue_folder import clipped_log
 
     if text.strip() and target.is_dir():
         (target / COMPILE_LOG).write_text(clipped_log(text))
@@ -401,5 +403,5 @@ def minimize_case(spec, *, device: str, config, budget_s: float, timeout_s: floa
     folder = write_bucket(out_dir, bucket_id=1, key=key, analysis=analysis, device=device, config=config,
                           fallback_verdict=verdict, case_id=None, timeout_s=int(timeout_s),
                           versions=environment_versions(device), compile_log=worker.output_since(0))
-    (folder / "bucket.json").write_text(json.dumps({"key": key.to_dict(), "str": str(key)}, indent=2) + "\n")
+    (folder / MINIMIZE_KEY_FILE).write_text(json.dumps({"key": key.to_dict(), "str": str(key)}, indent=2) + "\n")
     return folder, analysis

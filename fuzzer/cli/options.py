@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.segment import Segment
 
 from divfuzz.fuzzer.engine.torch_source import inductor_config_keys, torch_build
+from divfuzz.records.backends import INDUCTOR
 from divfuzz.records.config import check_backend_syntax, parse_inductor_overrides
 from divfuzz.records.severity import ORDER
 from divfuzz.reports.terminal import terminal_safe
@@ -308,7 +309,7 @@ INDUCTOR_HELP = "An Inductor config switch for the compile, e.g. emulate_precisi
 
 
 def compile_options(f):
-    f = click.option("--backend", default="inductor", show_default=True, metavar="NAME", help=BACKEND_HELP)(f)
+    f = click.option("--backend", default=INDUCTOR, show_default=True, metavar="NAME", help=BACKEND_HELP)(f)
     f = click.option("--inductor", multiple=True, metavar="KEY=VALUE", help=INDUCTOR_HELP)(f)
     f = click.option("--dynamic", is_flag=True, help="Compile with dynamic=True.")(f)
     f = click.option("--mode", default=None, metavar="MODE", help="torch.compile mode, e.g. max-autotune.")(f)

@@ -41,7 +41,7 @@ def replay(spec_file, device, timeout_s, against, backend, inductor, dynamic, mo
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.engine.worker import CaseRequest, Worker
     from divfuzz.oracles.severity_policy import case_finding
-    from divfuzz.reports.files import bucket_case
+    from divfuzz.reports.bucket_folder import bucket_case
     from divfuzz.reports.markdown import verdict_table
 
     device = resolve_device(device)

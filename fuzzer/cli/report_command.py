@@ -73,9 +73,8 @@ def bucket_issue(store_path: Path, out_dir: Path, bucket_id: int | None) -> str:
     from the bucket's id and key, never read from the store; a plain file, not a link)."""
     # lazy: CLI start-up: `divfuzz --help` loads no torch and no command's machinery
     from divfuzz.fuzzer.store import Store
-    from divfuzz.reports.files import bucket_folder_name
-    from divfuzz.reports.issue_folder import ISSUE_MARKDOWN
-    from divfuzz.records.safe_paths import read_text
+    from divfuzz.reports.bucket_files import ISSUE_MARKDOWN
+    from divfuzz.reports.bucket_folder import BucketFolder
 
     if bucket_id is None:
         raise ConfigError("--issue prints one bucket's issue.md: give --bucket N")
@@ -86,12 +85,12 @@ def bucket_issue(store_path: Path, out_dir: Path, bucket_id: int | None) -> str:
         store.close()
     if bucket is None:
         raise StoreError(f"--bucket {bucket_id}: {store_path} has no bucket {bucket_id}")
-    folder = out_dir / "buckets" / bucket_folder_name(bucket.id, bucket.key)
-    path = folder / ISSUE_MARKDOWN
-    if not path.exists():
-        raise StoreError(f"--bucket {bucket_id}: no {ISSUE_MARKDOWN} in {folder}: divfuzz writes one for a bug "
+    folder = BucketFolder.load(out_dir, bucket.id, bucket.key)
+    text = folder.read_file(ISSUE_MARKDOWN)
+    if text is None:
+        raise StoreError(f"--bucket {bucket_id}: no {ISSUE_MARKDOWN} in {folder.path}: divfuzz writes one for a bug "
                          f"(this bucket is {bucket.severity})")
-    return read_text(path, root=out_dir, what="issue.md")
+    return text
 
 
 def write_report_html(store, html_path: Path, *, run_id: int | None = None, bucket_id: int | None = None) -> Path:

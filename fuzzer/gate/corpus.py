@@ -8,7 +8,7 @@ cover (most new features first, then fewest elements, then name), like a fuzzing
 followed by a pass that drops any kept spec whose features the others already cover.
 Invariants: pruning is deterministic and never loses a feature; specs that the baseline lists as
 known divergences or errors are always kept (they are the gate's regression checks). A spec's
-name in the corpus is a slug (`divfuzz.reports.files.is_slug`) and its file is a direct child of the
+name in the corpus is a slug (`divfuzz.reports.bucket_folder.is_slug`) and its file is a direct child of the
 specs folder: the gate uses that name for folders under `--repro-dir`.
 """
 
@@ -25,6 +25,7 @@ from divfuzz.generators.validate import load_spec
 from divfuzz.records.safe_paths import child_path, is_slug, slugify
 from divfuzz.records.safe_paths import check_plain, plain_folder, read_text, write_atomic
 from divfuzz.fuzzer.gate.baseline import load_baseline
+from divfuzz.reports.bucket_files import SPEC_FILE
 
 Feature = tuple[str, str, str]
 
@@ -127,7 +128,7 @@ def add_to_corpus(source: Path, corpus_specs: Path, *, name: str | None = None) 
 
     Returns (path, added); added is False when an identical spec (same digest) is already there.
     """
-    path = source / "spec.json" if source.is_dir() else source
+    path = source / SPEC_FILE if source.is_dir() else source
     if not path.is_file():
         raise SpecError(f"{source}: expected a spec .json file or a bucket folder holding spec.json")
     if source.is_dir():

@@ -38,7 +38,8 @@ from divfuzz.generators.spec import GraphSpec
 from divfuzz.reports.bug_report import render_bug_report
 from divfuzz.reports.issue_check import CHECK_TIMEOUT_S, DefaultsCheck, check_pins, run_rendered_script
 from divfuzz.reports.issue_script import candidate_pins, render_issue_script
-from divfuzz.reports.files import write_bucket_folder
+from divfuzz.reports.bucket_files import ANALYSIS_FILE, REPORT_FILE
+from divfuzz.reports.bucket_folder import write_bucket_folder
 
 
 @dataclass(frozen=True)
@@ -436,6 +437,6 @@ def write_bucket(
         versions=versions,
         compile_log=analysis.compile_log if compile_log is None else compile_log,
         severity=severity,
-        extra_files={"analysis.json": json.dumps(analysis_file, indent=2) + "\n", "report.md": report},
+        extra_files={ANALYSIS_FILE: json.dumps(analysis_file, indent=2) + "\n", REPORT_FILE: report},
         check_issue=analysis.issue_check if analysis.issue_check is not None else check_unchecked,
     )

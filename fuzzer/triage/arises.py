@@ -20,6 +20,7 @@ import torch
 
 from divfuzz.fuzzer.engine.compile import compiled
 from divfuzz.fuzzer.triage.attribute import bisect_result_of
+from divfuzz.records.backends import INDUCTOR
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.culprit import Culprit
 from divfuzz.records.deadline import Deadline
@@ -84,7 +85,7 @@ def where_it_arises(gm, inputs, *, rungs: tuple[str, ...], run, deadline: Deadli
         if backend in rungs and rungs.index(backend) < rungs.index(rung):
             return True
         try:
-            with torch.no_grad(), compiled(gm, CompileConfig(backend="inductor", dynamic=None)) as fn:
+            with torch.no_grad(), compiled(gm, CompileConfig(backend=INDUCTOR, dynamic=None)) as fn:
                 out = [t for t in torch.utils._pytree.tree_leaves(fn(*inputs)) if isinstance(t, torch.Tensor)]
             return _bitwise_equal(reference, out)
         except Exception:  # this configuration does not compile: it must not take the blame

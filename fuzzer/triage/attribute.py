@@ -31,12 +31,13 @@ from divfuzz.records.culprit import NOT_ATTRIBUTED, BisectResult, Culprit, summa
 from divfuzz.records.deadline import Deadline
 from divfuzz.records.errors import TimeUp
 from divfuzz.records.outcomes import ERROR_KINDS, PERF_KINDS, Status
+from divfuzz.records.backends import INDUCTOR, LADDER_RUNGS, backend_of
 from divfuzz.fuzzer.engine.worker import CaseRequest, WorkerTarget
 from divfuzz.fuzzer.triage.phase_clock import PhaseTally
 from divfuzz.oracles.findings import finding_of, shows_finding
 from divfuzz.oracles.severity_policy import case_finding
 
-LADDER = ("aot_eager", "aot_eager_decomp_partition")
+LADDER = LADDER_RUNGS  # the stage ladder under Inductor (`divfuzz.records.backends`)
 
 # The bisector starts under a deadline only while this many runs as slow as the spec's slowest
 # rung or probe fit before it: it checks each backend, then each subsystem, then bisects one.
@@ -127,7 +128,7 @@ def guard_configs(culprit: Culprit, config: CompileConfig) -> tuple[CompileConfi
     """
     if culprit.stage in LADDER:
         return replace(config, backend=culprit.stage, inductor=()), None
-    if culprit.stage == "inductor" and culprit.fixes:
+    if culprit.stage == INDUCTOR and culprit.fixes:
         key = culprit.fixes[0]
         values = {k: v for k, v, _ in PROBES} | {k: v for k, v, _ in PERF_PROBES}
         return config, config.with_inductor(**{key: values[key]})
@@ -246,7 +247,7 @@ def attribute_case(
     rungs = LADDER[:1] if kind in {k.value for k in PERF_KINDS} else LADDER
     with tally.phase("ladder"):
         ladder, stage, cut = _climb_ladder(outcome, config, kind, () if knobs_only else rungs)
-    if config.backend != "inductor":  # the backend is the culprit, the ladder cut or not
+    if not backend_of(config.backend).is_inductor:  # the backend is the culprit, the ladder cut or not
         return Culprit(stage=config.backend, summary=f"backend {config.backend}", ladder=ladder)
     if cut:
         culprit = Culprit(stage=stage, summary="", ladder=ladder,
@@ -310,7 +311,7 @@ def _climb_ladder(outcome, config: CompileConfig, kind: str,
     except TimeUp:
         return tuple(ladder), config.backend, True
     if stage is None:
-        stage = "inductor" if config.backend == "inductor" else config.backend
+        stage = config.backend
     return tuple(ladder), stage, False
 
 
@@ -325,7 +326,7 @@ def _probe_switches(outcome, config: CompileConfig, kind: str, *, device: str, s
     probes: list[tuple[str, str]] = []
     fixes: list[str] = []
     for key, value in available_probes(device, probe_table(kind)):
-        if (stage != "inductor" and key != "emulate_precision_casts") or (only is not None and key not in only):
+        if (stage != INDUCTOR and key != "emulate_precision_casts") or (only is not None and key not in only):
             continue
         try:
             got = outcome(config.with_inductor(**{key: value}))

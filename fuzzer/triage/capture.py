@@ -39,6 +39,7 @@ from typing import Any, Callable
 from divfuzz.fuzzer.triage.phase_clock import PhaseClock
 from divfuzz.fuzzer.finding.judgement import judge
 from divfuzz.oracles.severity_policy import reference_doubtful, verdict_lines_of
+from divfuzz.records.backends import INDUCTOR
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.errors import ConfigError
 
@@ -239,7 +240,7 @@ class ModelStep:
         forward = self.forward_fn(model, autocast=not float64)
         if backend is None:
             return self._step(model, forward, args, kwargs)
-        named = backend if isinstance(backend, str) else "inductor"  # the name is unused with backend_fn
+        named = backend if isinstance(backend, str) else INDUCTOR  # the name is unused with backend_fn
         with compiled(forward, CompileConfig(backend=named, dynamic=False),
                       backend_fn=None if isinstance(backend, str) else backend) as compiled_forward:
             return self._step(model, compiled_forward, args, kwargs)
@@ -316,7 +317,7 @@ class _CompileOne:
     """A Dynamo backend that hands graph number `chosen` to `backend` and runs every other graph
     eagerly (graphs come in the same order as at capture: same model, inputs and guards)."""
 
-    def __init__(self, chosen: int, backend: str = "inductor"):
+    def __init__(self, chosen: int, backend: str = INDUCTOR):
         self.chosen, self.backend, self.seen = chosen, backend, 0
 
     def __call__(self, gm, example_inputs):
@@ -484,7 +485,7 @@ def capture_user_case(case, *, ref: str, device: str, dtype: str | None, autocas
         if not eager:  # None, a string, a number: bad input, never "eager and compiled agree"
 
             raise ConfigError(f"the model returned no tensor (in {ref}): nothing to compare")
-        compiled = run.run("inductor")
+        compiled = run.run(INDUCTOR)
         try:
             ref64 = run.run(float64=True)
         except Exception:  # a model that does not run in float64 is judged without a reference

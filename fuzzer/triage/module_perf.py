@@ -29,6 +29,7 @@ from divfuzz.oracles.severity_policy import verdict_lines_of
 from divfuzz.records.outcomes import Status
 from divfuzz.records.verdict import PerfComparison, Verdict
 from divfuzz.fuzzer.triage.capture import ModelStep, normalize_case, prepare_model
+from divfuzz.records.backends import INDUCTOR, backend_of
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.deadline import Deadline
 
@@ -68,7 +69,7 @@ def _time(timer, eager: dict, other: dict, *, margin: float, device: str, dtype:
 
 def perf_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: str | None = None, dtype: str | None = None,
                           train: bool = False, margin: float | None = None, budget_s: float = 300.0,
-                          backend: str = "inductor", inductor: dict | None = None) -> dict:
+                          backend: str = INDUCTOR, inductor: dict | None = None) -> dict:
     """Time the user's model eager vs compiled, probe the scheduling switches when it is slower,
     write perf.json and report.md; returns a JSON-able summary."""
     # lazy: torch-free module: it loads torch only when this runs
@@ -101,7 +102,7 @@ def perf_module_in_worker(*, ref: str, device: str, out_dir: str, autocast: str 
     phases = timed(config)
     verdict = Verdict(Status.DIVERGED if any(is_slower(p) for p in phases) else Status.OK, perf=phases)
     probes: list[dict] = []
-    if backend == "inductor":  # also when not slower: which switch would make it faster is worth knowing
+    if backend_of(backend).is_inductor:  # also when not slower: which switch would make it faster is worth knowing
         for key, value in available_probes(device, PERF_PROBES):
             if deadline.expired():
                 probes.append({"knob": key, "value": value, "skipped": "out of --budget"})

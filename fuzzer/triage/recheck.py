@@ -10,7 +10,7 @@ as its last section (`divfuzz.reports.issue_markdown.recheck_section`).
 Invariants: the store is opened as a writing command opens it (checked, an older schema upgraded
 in place) and held against a campaign (`CampaignLock`: a live campaign on it is refused, and no
 campaign starts while a recheck runs); a bucket's folder is built from its id and key
-(`bucket_folder_name`), never read from the store, and its issue.py and issue.md must be plain
+(`divfuzz.reports.bucket_folder.BucketFolder.load`), never read from the store, and its issue.py and issue.md must be plain
 files inside it (no symlink followed); the interpreter is a file the user names and may execute,
 and its torch version is what it prints, kept only in `torch.__version__`'s shape; nothing the
 script prints reaches code: its exit code and last line are stored as text.
@@ -27,11 +27,10 @@ from divfuzz.fuzzer.store import CampaignLock, Store, resolve_store
 from divfuzz.fuzzer.store.rows import RECHECK_TEXT_MAX, RecheckRow
 from divfuzz.records.errors import ConfigError, StoreError
 from divfuzz.records.severity import Severity
-from divfuzz.reports.files import bucket_folder_name
+from divfuzz.reports.bucket_files import ISSUE_MARKDOWN, ISSUE_SCRIPT, bucket_folder_path
+from divfuzz.reports.bucket_folder import BucketFolder
 from divfuzz.reports.issue_check import CHECK_TIMEOUT_S, interpreter_torch, run_issue_script
-from divfuzz.reports.issue_folder import ISSUE_MARKDOWN, ISSUE_SCRIPT
 from divfuzz.reports.issue_markdown import with_recheck_section
-from divfuzz.records.safe_paths import check_plain, read_text, write_atomic
 
 
 @dataclass(frozen=True)
@@ -100,25 +99,23 @@ def _bug_buckets(store: Store, bucket_ids: tuple[int, ...]):
 
 def _recheck_one(store: Store, root: Path, bucket, *, interpreter: str, version: str, timeout_s: float) -> Rechecked:
     """One bucket: its folder's issue.py run, the outcome stored, its issue.md's last section rewritten."""
-    buckets_dir = root / "buckets"
-    folder = buckets_dir / bucket_folder_name(bucket.id, bucket.key)
-    if not check_plain(folder, root=root, what="bucket folder", folder=True):
-        return Rechecked(bucket.id, folder, None, "no folder")
-    script = folder / ISSUE_SCRIPT
-    if not check_plain(script, root=folder, what="issue.py"):
-        return Rechecked(bucket.id, folder, None, "no issue.py (a bug without a plain-torch check)")
+    if not BucketFolder.exists(root, bucket.id, bucket.key):
+        return Rechecked(bucket.id, bucket_folder_path(root, bucket.id, bucket.key), None, "no folder")
+    folder = BucketFolder.load(root, bucket.id, bucket.key)
+    script = folder.file(ISSUE_SCRIPT)
+    if script is None:
+        return Rechecked(bucket.id, folder.path, None, "no issue.py (a bug without a plain-torch check)")
     rule = (bucket.severity_reason or {}).get("rule", "")
     run = run_issue_script(script, rule=rule if isinstance(rule, str) else "", python=interpreter, timeout_s=timeout_s)
     row = RecheckRow(bucket_id=bucket.id, torch_version=version, python=interpreter[:RECHECK_TEXT_MAX], outcome=run.outcome.value,
                      detail=run.words()[:RECHECK_TEXT_MAX], checked_at=time.time())
     store.record_recheck(row)
-    markdown = folder / ISSUE_MARKDOWN
-    if not check_plain(markdown, root=folder, what="issue.md"):
-        return Rechecked(bucket.id, folder, row, "no issue.md to show it in")
     try:
-        text = read_text(markdown, root=folder, what="issue.md")
-    except UnicodeDecodeError:
-        return Rechecked(bucket.id, folder, row, "issue.md is not UTF-8 text: left as it is")
+        text = folder.read_file(ISSUE_MARKDOWN)
+    except StoreError:
+        return Rechecked(bucket.id, folder.path, row, "issue.md is not UTF-8 text: left as it is")
+    if text is None:
+        return Rechecked(bucket.id, folder.path, row, "no issue.md to show it in")
     rows = [(r.torch_version, r.outcome, r.detail) for r in store.rechecks(bucket_id=bucket.id)]
-    write_atomic(markdown, with_recheck_section(text, rows), root=folder, what="issue.md")
-    return Rechecked(bucket.id, folder, row)
+    folder.replace_file(ISSUE_MARKDOWN, with_recheck_section(text, rows))
+    return Rechecked(bucket.id, folder.path, row)

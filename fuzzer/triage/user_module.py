@@ -58,6 +58,7 @@ from divfuzz.oracles.boundary import distance_to_grid_ulps, selection_distance_u
 from divfuzz.oracles.conditioning import perturb_inputs
 from divfuzz.oracles.judge import judge_outputs, verdict_of
 from divfuzz.oracles.signed_zero_selection import detail as selection_detail, is_selector, selected_zeros
+from divfuzz.records.backends import INDUCTOR
 from divfuzz.records.config import CompileConfig
 from divfuzz.records.reference_rules import (BINARY, COMPARE, EXPLICIT_CAST_METHODS, MUL_DIV, round_scalar,
                                              rounds_before_comparison, scalar_dtype)
@@ -640,7 +641,7 @@ def _bisect(gm, inputs, rung: str, ref, decompositions: tuple[str, ...] = (), de
             return True
         try:
             # The bisector picks the backend and the subsystems to disable inside torch.compile.
-            with torch.no_grad(), compiled(gm, _rung_config("inductor"), decompositions=decompositions) as fn:
+            with torch.no_grad(), compiled(gm, _rung_config(INDUCTOR), decompositions=decompositions) as fn:
                 return not worth_reducing(_verdict(gm, inputs, ref, _flat(fn(*inputs)), fp64, bounds))
         except Exception:  # this configuration does not compile: it must not take the blame
             return False
@@ -1151,7 +1152,7 @@ def _judge_targets(cap, verdict_lines: list[str], *, memo: OutputMemo | None = N
             line += "" if not cap.rank_by_own_verdict else f": {len(cap.targets) - i} graph(s) not judged, not reduced"
             clock.note_cut(line)  # shown once, with the run's other cuts, as "budget: ..."
             break
-        verdict = _verdict(target.gm, target.inputs, run(target.gm, target.inputs, "eager"), run(target.gm, target.inputs, "inductor"))
+        verdict = _verdict(target.gm, target.inputs, run(target.gm, target.inputs, "eager"), run(target.gm, target.inputs, INDUCTOR))
         name = "the captured graph" if target.graph is None else f"graph {target.graph}"
         verdict_lines += [f"{name}, eager vs inductor:"] + ["  " + line for line in verdict_lines_of(verdict)]
         reason = judge(verdict).reason

@@ -1,4 +1,6 @@
-"""A bucket's folder: `spec.json`, `case.json`, `verdict.json` and `repro.py`.
+"""A bucket's folder, written whole (`write_bucket_folder`) and read back as a record
+(`BucketFolder.load`): the only code that touches a folder's files. Its file names and its place
+under the store are `divfuzz.reports.bucket_files`'.
 
 Invariants: the folder is written whole or not at all (files go to a temporary folder that is
 renamed into place), so a killed campaign never leaves half a bucket. The folder it is written
@@ -11,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -19,10 +20,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from divfuzz.records.buckets import BucketKey
-from divfuzz.records.errors import DivfuzzError
+from divfuzz.records.config import CompileConfig
+from divfuzz.records.errors import DivfuzzError, SpecError, StoreError
+from divfuzz.records.verdict import Verdict
+from divfuzz.reports.bucket_files import (ANALYSIS_FILE, CASE_FILE, REPRO_FILE, REQUIRED_FILES, SPEC_FILE,
+                                          UNFINISHED_PREFIX, VERDICT_FILE, bucket_folder_name, bucket_folder_path)
 from divfuzz.records.severity import SeverityReason
 from divfuzz.reports.kill_points import kill_point
-from divfuzz.records.safe_paths import check_plain, child_path, is_slug, plain_folder
+from divfuzz.records.safe_paths import check_plain, child_path, is_slug, plain_folder, read_text, write_atomic
 from divfuzz.generators.spec import GraphSpec
 from divfuzz.reports.issue_check import DefaultsCheck, run_rendered_script
 from divfuzz.reports.issue_folder import issue_files, write_issue_files
@@ -30,16 +35,10 @@ from divfuzz.reports.perf_repro import render_perf_repro
 from divfuzz.reports.repro import render_repro
 
 if TYPE_CHECKING:
-    from divfuzz.records.config import CompileConfig
-    from divfuzz.records.verdict import Verdict
+    from collections.abc import Iterable
 
-
-def bucket_folder_name(bucket_id: int, key: "BucketKey") -> str:
-    slug = re.sub(r"[^A-Za-z0-9]+", "-", f"{key.kind}-{key.ops_text()}").strip("-")[:60]
-    return f"{int(bucket_id):04d}-{slug}".rstrip("-")
-
-
-UNFINISHED_PREFIX = ".tmp-"  # a bucket folder being written (`write_bucket_folder`)
+__all__ = ["BucketCase", "BucketFolder", "bucket_case", "bucket_folder_name", "remove_unfinished_folders",
+           "write_bucket_folder"]
 
 
 def remove_unfinished_folders(root: Path) -> list[str]:
@@ -58,9 +57,6 @@ def remove_unfinished_folders(root: Path) -> list[str]:
             os.unlink(entry.path)
         removed.append(entry.name)
     return removed
-
-
-CASE_FILE = "case.json"  # beside a bucket's spec.json: its case id, device, config and bucket key
 
 
 @dataclass(frozen=True)
@@ -146,7 +142,7 @@ def write_bucket_folder(
 def _fill_bucket_folder(tmp: Path, *, spec, case_id, device, config, key, verdict, notes, timeout_s, knob, severity,
                         culprit, versions, compile_log, extra_files, check_issue=True) -> None:
     """`write_bucket_folder`'s files, into its temporary folder `tmp`."""
-    (tmp / "spec.json").write_text(spec.to_json() + "\n")
+    (tmp / SPEC_FILE).write_text(spec.to_json() + "\n")
     (tmp / CASE_FILE).write_text(
         json.dumps(
             {"case_id": case_id, "device": device, "config": config.to_dict(), "bucket": key.to_dict()}
@@ -154,7 +150,7 @@ def _fill_bucket_folder(tmp: Path, *, spec, case_id, device, config, key, verdic
         )
         + "\n"
     )
-    (tmp / "verdict.json").write_text(json.dumps(verdict.to_dict(), indent=2) + "\n")
+    (tmp / VERDICT_FILE).write_text(json.dumps(verdict.to_dict(), indent=2) + "\n")
     if getattr(verdict, "perf", ()):
         repro = render_perf_repro(spec, device=device, config=config, title=str(key), notes=notes,
                                   margin=verdict.perf[0].margin, knob=knob)
@@ -166,8 +162,8 @@ def _fill_bucket_folder(tmp: Path, *, spec, case_id, device, config, key, verdic
         repro = render_repro(spec, device=device, config=config, title=str(key), notes=notes, timeout_s=timeout_s,
                              recorded=verdict, switch=switch, threads=getattr(verdict, "threads", None),
                              subsystem=key.culprit.subsystem if getattr(key, "culprit", None) is not None else None)
-    (tmp / "repro.py").write_text(repro)
-    os.chmod(tmp / "repro.py", 0o755)
+    (tmp / REPRO_FILE).write_text(repro)
+    os.chmod(tmp / REPRO_FILE, 0o755)
     reason = SeverityReason.from_dict(severity) if severity else None
     write_issue_files(tmp, issue_files(spec, device=device, config=config, verdict=verdict, reason=reason, culprit=culprit,
                                        versions=versions, check=run_rendered_script if check_issue is True else None,
@@ -177,3 +173,120 @@ def _fill_bucket_folder(tmp: Path, *, spec, case_id, device, config, key, verdic
         if not is_slug(stem) or suffix not in ("json", "md"):  # divfuzz's own names, never data
             raise ValueError(f"extra_files: {name!r} is not a bucket file name")
         (tmp / name).write_text(text)
+
+
+@dataclass(frozen=True)
+class BucketFolder:
+    """A written bucket folder, read back and checked: its spec, what its `case.json` records, its
+    verdict, and an analysis's summary where one ran. `load` is the one way a command reads a
+    folder (`report --issue`, `recheck`, the scripts that re-run folders), and `file`/`read_file`/
+    `replace_file` are the one way to reach a file in it.
+
+    Invariants: `path` was built from the bucket's id and key (`load`) or checked as a plain folder
+    below the store's folder (`load_folder`), never taken from a store row; every file it hands out
+    is a plain file named by `divfuzz.reports.bucket_files` (a symlink or a FIFO there is refused,
+    exit 2); a file that does not parse is a `StoreError` naming the file and what is wrong."""
+
+    path: Path
+    root: Path  # the store's folder (`--out`): nothing below it is followed
+    spec: GraphSpec
+    key: BucketKey
+    device: str
+    config: CompileConfig
+    verdict: Verdict
+    case_id: int | None = None
+    threads: int | None = None
+    analysis: dict | None = None
+
+    @classmethod
+    def load(cls, out_dir: Path, bucket_id: int, key: BucketKey) -> "BucketFolder":
+        """Bucket `bucket_id`'s folder under the store folder `out_dir`; StoreError when it is
+        missing or a file in it does not parse."""
+        return cls.load_folder(bucket_folder_path(out_dir, bucket_id, key), root=out_dir)
+
+    @classmethod
+    def exists(cls, out_dir: Path, bucket_id: int, key: BucketKey) -> bool:
+        """Whether the bucket's folder is there (a plain folder; UnsafePathError for anything else)."""
+        return check_plain(bucket_folder_path(out_dir, bucket_id, key), root=out_dir, what="bucket folder", folder=True)
+
+    @classmethod
+    def load_folder(cls, folder: Path, *, root: Path) -> "BucketFolder":
+        """The folder `folder`, below the store folder `root` (a path the caller built or the user named)."""
+        if not check_plain(folder, root=root, what="bucket folder", folder=True):
+            raise StoreError(f"{folder}: no such bucket folder")
+        missing = [n for n in REQUIRED_FILES if not check_plain(folder / n, root=root, what=f"bucket file {n}")]
+        if missing:
+            raise StoreError(f"{folder}: {', '.join(missing)} missing (a folder divfuzz writes holds {', '.join(REQUIRED_FILES)})")
+
+        def text(name: str) -> str:
+            try:
+                return read_text(folder / name, root=root, what=f"bucket file {name}")
+            except UnicodeDecodeError:
+                raise StoreError(f"{folder / name}: not UTF-8 text") from None
+
+        def json_object(name: str) -> dict:
+            try:
+                data = json.loads(text(name))
+            except (ValueError, RecursionError) as e:
+                raise StoreError(f"{folder / name}: not JSON ({e})") from None
+            if not isinstance(data, dict):
+                raise StoreError(f"{folder / name}: a JSON object expected, found {type(data).__name__}")
+            return data
+
+        where = str(folder / CASE_FILE)
+        try:
+            spec = GraphSpec.from_json(text(SPEC_FILE), source=str(folder / SPEC_FILE))
+        except SpecError as e:
+            raise StoreError(f"{folder / SPEC_FILE}: {e}") from None
+        case = json_object(CASE_FILE)
+        for field, kind in (("device", str), ("config", dict), ("bucket", dict)):
+            if not isinstance(case.get(field), kind):
+                raise StoreError(f"{where}: field {field!r} is missing or not a {kind.__name__}")
+        try:
+            key = BucketKey.from_dict(case["bucket"], where=where)
+            config = CompileConfig.from_dict(case["config"], where=where)
+        except (KeyError, TypeError, ValueError, DivfuzzError) as e:
+            raise StoreError(f"{where}: {e}") from None
+        try:
+            verdict = Verdict.from_dict(json_object(VERDICT_FILE))
+        except (KeyError, TypeError, ValueError, AttributeError, DivfuzzError) as e:
+            raise StoreError(f"{folder / VERDICT_FILE}: not a verdict ({type(e).__name__}: {e})") from None
+        analysis = json_object(ANALYSIS_FILE) if check_plain(folder / ANALYSIS_FILE, root=root, what=ANALYSIS_FILE) else None
+        case_id, threads = case.get("case_id"), case.get("threads")
+        return cls(path=folder, root=root, spec=spec, key=key, device=case["device"], config=config, verdict=verdict,
+                   case_id=case_id if _small_int(case_id) else None, threads=threads if _small_int(threads) else None,
+                   analysis=analysis)
+
+    def file(self, name: str) -> Path | None:
+        """The folder's file `name` (one of `divfuzz.reports.bucket_files`' names), or None when it has none."""
+        _check_name(name)
+        return self.path / name if check_plain(self.path / name, root=self.root, what=name) else None
+
+    def read_file(self, name: str) -> str | None:
+        """The text of the folder's file `name`, or None when it has none; StoreError when not UTF-8."""
+        path = self.file(name)
+        if path is None:
+            return None
+        try:
+            return read_text(path, root=self.root, what=name)
+        except UnicodeDecodeError:
+            raise StoreError(f"{path}: not UTF-8 text") from None
+
+    def replace_file(self, name: str, text: str) -> Path:
+        """Write the folder's file `name` whole (a temporary file renamed into place)."""
+        _check_name(name)
+        return write_atomic(self.path / name, text, root=self.root, what=name)
+
+    def names(self) -> "Iterable[str]":
+        """The plain files the folder holds, by name (sorted)."""
+        return sorted(e.name for e in os.scandir(self.path) if e.is_file(follow_symlinks=False))
+
+
+def _small_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 2**62
+
+
+def _check_name(name: str) -> None:
+    stem, _, suffix = name.partition(".")
+    if not is_slug(stem) or suffix not in ("json", "md", "py", "log", "pt"):
+        raise ValueError(f"{name!r} is not a bucket file name")
