@@ -64,6 +64,7 @@ from divfuzz.generators.spec import GraphSpec
 from divfuzz.records.errors import DivfuzzError
 from divfuzz.records.verdict import is_phase_span
 from divfuzz.reports.terminal import terminal_safe
+from divfuzz.reports.bucket_files import REPORT_FILE, REPRO_FILE
 
 # The per-element scatter: at most this many points per (bucket, dtype), taken case by case in
 # store order; errors under the floor (exact on one side) are drawn at it, on log axes.
@@ -526,7 +527,7 @@ def _card(bucket, cases_of: dict[int, list[dict]], html_path: Path, scope_run: i
     links = "no bucket folder"
     if bucket.folder:
         folder = Path(bucket.folder)
-        links = " · ".join(_link(folder / name, html_path, name) for name in ("repro.py", "report.md"))
+        links = " · ".join(_link(folder / name, html_path, name) for name in (REPRO_FILE, REPORT_FILE))
     perf = bool(first and first["verdict"].get("perf"))
     details = (
         f"{_code(bucket, first, highlight=plots_of is not None)}"

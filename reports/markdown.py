@@ -19,6 +19,7 @@ from divfuzz.generators.features import feature_coverage
 from divfuzz.records.errors import UnsafePathError
 from divfuzz.records.severity import Severity
 from divfuzz.records.safe_paths import read_text
+from divfuzz.reports.bucket_files import ANALYSIS_FILE
 
 if TYPE_CHECKING:
     from divfuzz.records.verdict import Verdict
@@ -81,7 +82,7 @@ def _when(ts: float) -> str:
 def _minimized(folder: str | None) -> str:
     """`ops before -> after, seconds` from the bucket folder's analysis.json (`minimized_words`)."""
 
-    path = Path(folder) / "analysis.json" if folder else None
+    path = Path(folder) / ANALYSIS_FILE if folder else None
     try:  # the folder is a path read from the store: a FIFO or symlink there is not followed
         m = json.loads(read_text(path, what="analysis"))["minimized"] if path else None
     except (OSError, ValueError, KeyError, TypeError, RecursionError, OverflowError, UnsafePathError):

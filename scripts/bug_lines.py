@@ -129,7 +129,7 @@ def issue_failure(run: Run, script_lines: int, rule: str) -> str:
     if exception is None:
         return f"exit {run.exit}"
     last_file, last_line = frames[-1]
-    if exception == "AssertionError" and last_file.endswith("issue.py") and int(last_line) == script_lines:
+    if exception == "AssertionError" and last_file.endswith(ISSUE_SCRIPT) and int(last_line) == script_lines:
         return f"rule:{rule}"
     return f"raises:{exception.rsplit('.', 1)[-1]}"
 
