@@ -254,8 +254,10 @@ class KnownMatch:
         return text.replace("known: ", "possibly: ", 1) if doubtful else text
 
     def _rank(self) -> tuple:
-        # Best first: confidence, the most specific pattern, device, fewest dtypes, the earliest report.
-        return (_CONFIDENCE.index(self.confidence), -len(self.bug.ops), self.device_agrees is False,
+        # Best first: confidence, an entry by mechanism (it matches only where divfuzz's own experiment
+        # showed that mechanism at the finding: more than its op names say), the most specific
+        # pattern, device, fewest dtypes, the earliest report.
+        return (_CONFIDENCE.index(self.confidence), self.bug.mechanism is None, -len(self.bug.ops), self.device_agrees is False,
                 len(self.bug.dtypes), self.bug.issue)
 
 

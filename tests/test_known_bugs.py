@@ -172,6 +172,16 @@ def test_the_best_match_prefers_an_agreeing_culprit_then_the_more_specific_patte
     assert describe(BUGS.match(knob)) == "known: pytorch#195214 (closed)"
 
 
+def test_a_half_precision_floor_division_one_above_eager_is_the_float_floor_division_entry():
+    # pytorch#197895's mechanism (floor(div_rn) against eager's fmod-based floor) does not depend on the
+    # dtype: float16 is divided in float32 on both sides (measured: H200, seed 6060, float16 x // 0.1).
+    pattern = RootCausePattern(ops=("div",), dtypes=frozenset({"float16"}), backward=False, rule="int-valued-wrong",
+                               culprit="inductor lowering of div", device_type="cuda")
+    assert matched_issues(pattern)[0] == 197895
+    # an integer floor division is another lowering (floordiv), not this entry
+    assert 197895 not in matched_issues(RootCausePattern(("div",), frozenset({"int64"}), False, "int-valued-wrong"))
+
+
 def test_describe_names_the_issue_and_its_state_or_says_new():
     assert describe(None) == "new"
     fixed = BUGS.by_issue(173987)
