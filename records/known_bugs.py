@@ -288,7 +288,13 @@ def _names_in(name: str, text: str) -> bool:
     """Whether `name`'s tokens appear as a run in `text`'s ("aten.native_layer_norm" in
     "decomposition of aten.native_layer_norm"; "joint_graph_passes" in "inductor joint graph passes: ...")."""
     want, have = _tokens(name), _tokens(text)
-    return any(have[i:i + len(want)] == want for i in range(len(have) - len(want) + 1))
+    if any(have[i:i + len(want)] == want for i in range(len(have) - len(want) + 1)):
+        return True
+    # The bisector names a lowering by its FX node ("inductor lowering of div"; `records.culprit.
+    # readable_detail`), which is the aten op's name without its namespace: "aten.div" agrees with
+    # "div" as a whole name (not "div_rn", not "floordiv").
+    bare = name.lower().removeprefix("aten.")
+    return bare != name.lower() and re.search(rf"(?<![\w.]){re.escape(bare)}(?!\w)", text.lower()) is not None
 
 
 def match_one(bug: KnownBug, pattern: RootCausePattern, *, any_rule: bool = False) -> KnownMatch | None:

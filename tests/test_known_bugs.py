@@ -182,6 +182,24 @@ def test_a_half_precision_floor_division_one_above_eager_is_the_float_floor_divi
     assert 197895 not in matched_issues(RootCausePattern(("div",), frozenset({"int64"}), False, "int-valued-wrong"))
 
 
+def test_a_lowering_named_by_its_node_agrees_with_the_entrys_aten_name():
+    # torch's bisector names a lowering by its FX node, the aten op's name without "aten."
+    # (H200 seed 6060: "inductor lowering of div"); pytorch#197895's culprit is "aten.div".
+    from divfuzz.records.known_bugs import _names_in
+
+    assert _names_in("aten.div", "inductor lowering of div") and _names_in("aten.div", "decomposition of aten.div")
+    assert _names_in("aten.div", "inductor lowering of div.Tensor_mode")
+    assert not _names_in("aten.div", "inductor lowering of div_rn") and not _names_in("aten.div", "inductor lowering of floordiv")
+    assert not _names_in("joint_graph_passes", "inductor lowering of joint")
+    # The graph of that campaign's bucket 177: the lowering's entry, at high confidence, over the
+    # mechanism entry its explanation also matches (no culprit there: medium).
+    pattern = RootCausePattern(ops=("div", "amax", "mul_scalar_"), dtypes=frozenset({"float16"}), backward=False,
+                               rule="int-valued-wrong", culprit="inductor lowering of div", device_type="cuda",
+                               mechanism="rounding-decides")
+    best = BUGS.match(pattern)
+    assert best is not None and best.bug.issue == 197895 and best.confidence == "high"
+
+
 def test_describe_names_the_issue_and_its_state_or_says_new():
     assert describe(None) == "new"
     fixed = BUGS.by_issue(173987)
