@@ -48,7 +48,10 @@ Matching (invariants, tested on the entries themselves and on near misses):
 - backward agrees exactly, unless the entry's is null (either) or it has a mechanism; the root
   cause's severity rule is one of the entry's rules;
 - device and culprit only rank matches: a culprit name found in the root cause's culprit text makes
-  the match "high" confidence, a culprit that names something else makes it "low";
+  the match "high" confidence, a culprit that names something else makes it "low" ("aten.div" is found
+  in "inductor lowering of div": the bisector names a lowering by its FX node, the op without "aten.");
+- among matches of one confidence, an entry by mechanism comes first (divfuzz's own experiment showed
+  that mechanism at the finding), then the entry with the most ops;
 - an entry with a `message` matches by the compiler's own words alone: any ops, any device, the
   forward or the backward; a root cause whose error does not contain them never matches it, whatever
   its ops (a different crash in the same ops is a different bug);
