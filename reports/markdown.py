@@ -19,7 +19,7 @@ from divfuzz.generators.features import feature_coverage
 from divfuzz.records.errors import UnsafePathError
 from divfuzz.records.severity import Severity
 from divfuzz.records.safe_paths import read_text
-from divfuzz.reports.bucket_files import ANALYSIS_FILE
+from divfuzz.reports.bucket_files import ANALYSIS_FILE, REPRO_FILE, SPEC_FILE
 
 if TYPE_CHECKING:
     from divfuzz.records.verdict import Verdict
@@ -262,11 +262,11 @@ def _root_cause_item(n: int, rc) -> list[str]:
     if rc.pattern is not None:
         # The lead's own pattern: named as its spec.json, its repro.py and the reason above name its values.
         own = graph_pattern((lead.minimized or {}).get("spec"), own_names=True) or rc.pattern
-        lines.append(f"* minimized pattern: {pattern_text(own, spec=str(lead.folder) + '/spec.json' if lead.folder else None)}")
+        lines.append(f"* minimized pattern: {pattern_text(own, spec=f'{lead.folder}/{SPEC_FILE}' if lead.folder else None)}")
     else:
         lines.append("* not minimized yet: a raw bucket (`divfuzz minimize --pending` analyses it)")
     if lead.folder:
-        lines.append(f"* repro: {md_code(str(lead.folder) + '/repro.py')}")
+        lines.append(f"* repro: {md_code(f'{lead.folder}/{REPRO_FILE}')}")
     lines += [f"* {rc.counted()}:", "",
               "| bucket | severity | kind | dtype | key | minimized | cases | first seen |",
               "| --- | --- | --- | --- | --- | --- | --- | --- |"]
