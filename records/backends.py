@@ -44,9 +44,10 @@ class Backend:
 
     @property
     def ladder(self) -> tuple[str, ...]:
-        """The rungs below the backend that a culprit search climbs: the AOT rungs under Inductor;
-        none under another backend (it is the culprit as a whole)."""
-        return LADDER_RUNGS if self.is_inductor else ()
+        """The rungs below the backend that a culprit search climbs: the AOT rungs, for every
+        backend (they tell whether torch's own AOT stages already show the finding); under a
+        backend other than Inductor the backend is the culprit whatever they show."""
+        return LADDER_RUNGS
 
     def rungs(self) -> tuple[str, ...]:
         """Eager, the ladder, then the backend itself: the runs a module's cause is compared along."""

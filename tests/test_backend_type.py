@@ -22,9 +22,10 @@ def test_inductor_has_the_ladder_and_its_default_compile_call():
     assert inductor.compile_expression("Repro()") == "torch.compile(Repro())"
 
 
-def test_another_backend_is_its_own_culprit_with_no_ladder():
+def test_another_backend_climbs_the_same_ladder_and_compiles_by_its_name():
     onnx = backend_of("onnxrt")
-    assert not onnx.is_inductor and onnx.ladder == () and onnx.rungs() == ("eager", "onnxrt")
+    assert not onnx.is_inductor and onnx.ladder == LADDER_RUNGS
+    assert onnx.rungs() == ("eager", "aot_eager", "aot_eager_decomp_partition", "onnxrt")
     assert onnx.compile_expression("m") == "torch.compile(m, backend='onnxrt')"
     assert onnx.caps().name == "onnxrt" and not onnx.caps().allows("add", "bfloat16", False)
     assert backend_of("aot_eager").compile_expression("m") == "torch.compile(m, backend='aot_eager')"

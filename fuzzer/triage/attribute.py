@@ -244,7 +244,8 @@ def attribute_case(
 
     # A perf finding climbs aot_eager only: the decomposed graph run eagerly is slow by nature
     # (many small kernels), so it says nothing about where compiled code lost time.
-    rungs = LADDER[:1] if kind in {k.value for k in PERF_KINDS} else LADDER
+    ladder_rungs = backend_of(config.backend).ladder
+    rungs = ladder_rungs[:1] if kind in {k.value for k in PERF_KINDS} else ladder_rungs
     with tally.phase("ladder"):
         ladder, stage, cut = _climb_ladder(outcome, config, kind, () if knobs_only else rungs)
     if not backend_of(config.backend).is_inductor:  # the backend is the culprit, the ladder cut or not
