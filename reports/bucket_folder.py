@@ -29,6 +29,7 @@ from divfuzz.records.severity import SeverityReason
 from divfuzz.reports.kill_points import kill_point
 from divfuzz.records.safe_paths import check_plain, child_path, is_slug, plain_folder, read_text, write_atomic
 from divfuzz.generators.spec import GraphSpec
+from divfuzz.generators.validate import load_spec
 from divfuzz.reports.issue_check import DefaultsCheck, run_rendered_script
 from divfuzz.reports.issue_folder import issue_files, write_issue_files
 from divfuzz.reports.perf_repro import render_perf_repro
@@ -235,7 +236,7 @@ class BucketFolder:
 
         where = str(folder / CASE_FILE)
         try:
-            spec = GraphSpec.from_json(text(SPEC_FILE), source=str(folder / SPEC_FILE))
+            spec = load_spec(text(SPEC_FILE), source=str(folder / SPEC_FILE))  # parsed and validated, as every spec file
         except SpecError as e:
             raise StoreError(f"{folder / SPEC_FILE}: {e}") from None
         case = json_object(CASE_FILE)

@@ -68,6 +68,9 @@ def test_a_folder_is_placed_by_its_id_and_key_not_by_another_buckets_name(tmp_pa
     (CASE_FILE, json.dumps({"device": "cpu", "config": {}}), "field 'bucket' is missing"),
     (VERDICT_FILE, json.dumps({"status": "no-such-status"}), "not a verdict"),
     (SPEC_FILE, json.dumps({"inputs": "x"}), SPEC_FILE),
+    # parsed but not a valid graph: an op divfuzz does not know
+    (SPEC_FILE, json.dumps(base() | {"nodes": [{"name": "v1", "op": "no_such_op", "inputs": ["x0"], "params": {},
+                                                "dtype": "float32", "shape": [4]}]}), "no_such_op"),
 ])
 def test_a_file_that_does_not_parse_is_refused_naming_the_file(tmp_path, name, text, words):
     folder = _written(tmp_path)
