@@ -289,5 +289,5 @@ def _small_int(value) -> bool:
 
 def _check_name(name: str) -> None:
     stem, _, suffix = name.partition(".")
-    if not is_slug(stem) or suffix not in ("json", "md", "py", "log", "pt"):
+    if not is_slug(stem) or suffix not in ("json", "md", "py", "log", "bin"):  # issue_inputs.bin: an issue.py's exact inputs
         raise ValueError(f"{name!r} is not a bucket file name")
